@@ -1,0 +1,156 @@
+"""The producer client a gateway embeds: validate, then enqueue.
+
+Importing this module pulls in Dramatiq's Redis broker and pydantic only, never
+mem0, an LLM client or SQLAlchemy. Every check that can be made without the
+database is made here, before anything reaches Redis: a refused call enqueues
+nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from dramatiq import Message
+from dramatiq.brokers.redis import RedisBroker
+from pydantic import ValidationError
+
+from producers import contracts
+from producers.contracts import (
+    ACTOR_FORGET,
+    ACTOR_REMEMBER,
+    DEFAULT_MAX_TEXT_BYTES,
+    ForgetSource,
+    RememberSource,
+    SourceKind,
+)
+from producers.errors import BackendUnavailable, InvalidPayload, MemoryOff
+from producers.sensitive import ensure_not_sensitive
+
+
+def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, Any]:
+    """Validate ``fields`` against a contract and return the message payload.
+
+    Raises:
+        InvalidPayload: with pydantic's field-by-field explanation.
+    """
+    try:
+        return model(**fields).model_dump(mode="json")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
+            for err in exc.errors(include_input=False)
+        )
+        raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
+
+
+class MemjobsClient:
+    """Enqueue memjobs work from a gateway.
+
+    Parameters:
+        redis_url: the Redis that carries the queues.
+        max_text_bytes: refuse a source whose UTF-8 text is longer.
+        memory_enabled: ``False`` when ``NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off``;
+            every personal-memory call is then refused with ``memory_off``.
+        broker: an existing broker to send through (workers pass theirs).
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        memory_enabled: bool = True,
+        broker: RedisBroker | None = None,
+    ) -> None:
+        if broker is None:
+            if redis_url is None:
+                raise ValueError("MemjobsClient needs a redis_url or a broker")
+            broker = RedisBroker(url=redis_url, namespace=contracts.NAMESPACE, middleware=[])
+        self.broker = broker
+        self.max_text_bytes = max_text_bytes
+        self.memory_enabled = memory_enabled
+
+    def remember(
+        self,
+        owner_id: str,
+        text: str,
+        session_id: str | None = None,
+        kind: SourceKind = "utterance",
+    ) -> str:
+        """Queue a source for the owner's ledger and return its source id.
+
+        The id is a function of (owner, content): the same words from the same
+        owner always give the same id, and are stored once.
+
+        Raises:
+            InvalidPayload: missing owner, empty or oversized text, wrong types.
+            SensitiveContent: the text looks like a credential (nothing is queued).
+            MemoryOff: personal memory is switched off.
+            BackendUnavailable: Redis did not answer.
+        """
+        self._require_memory()
+        key = _owner_key(owner_id)
+        if not isinstance(text, str):
+            raise InvalidPayload("invalid RememberSource: text: must be a string")
+        size = len(text.encode("utf-8"))
+        if size > self.max_text_bytes:
+            raise InvalidPayload(
+                f"invalid RememberSource: text: {size} bytes, over the limit of "
+                f"{self.max_text_bytes} bytes"
+            )
+        ensure_not_sensitive(text=text)
+        payload = build_payload(
+            RememberSource,
+            owner_key=key,
+            source_id=contracts.source_id_for(key, text),
+            text=text,
+            session_id=session_id,
+            kind=kind,
+        )
+        self._send(ACTOR_REMEMBER, payload)
+        return str(payload["source_id"])
+
+    def forget(self, owner_id: str, source_id: str) -> None:
+        """Queue the deletion of a source and of every memory derived from it.
+
+        Raises:
+            InvalidPayload: missing owner or malformed source id.
+            MemoryOff: personal memory is switched off.
+            BackendUnavailable: Redis did not answer.
+        """
+        self._require_memory()
+        payload = build_payload(ForgetSource, owner_key=_owner_key(owner_id), source_id=source_id)
+        self._send(ACTOR_FORGET, payload)
+
+    def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
+        """Enqueue an already validated payload for ``actor_name``."""
+        self._send(actor_name, payload, delay_ms=delay_ms)
+
+    def close(self) -> None:
+        """Close the broker's Redis connections."""
+        self.broker.close()
+
+    def _require_memory(self) -> None:
+        if not self.memory_enabled:
+            raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+
+    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
+        message: Message[Any] = Message(
+            queue_name=contracts.QUEUE_OF[actor_name],
+            actor_name=actor_name,
+            args=(payload,),
+            kwargs={},
+            options={},
+        )
+        try:
+            self.broker.enqueue(message, delay=delay_ms)
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
+
+
+def _owner_key(owner_id: Any) -> str:
+    try:
+        return contracts.owner_key(owner_id)
+    except ValueError:
+        raise InvalidPayload("invalid payload: owner_id: must be a non-empty string") from None

@@ -1,0 +1,117 @@
+"""Job contracts: the one module both producers and workers import.
+
+A contract is a queue name, an actor name and a pydantic payload model with a
+schema version. Producers build payloads with these models; workers validate
+every message against the same models, so a message that does not fit is
+refused at either end with the same words.
+
+Owner ids never travel: a payload carries ``owner_key = sha256(owner_id)``,
+so Redis, logs and metrics never see the raw id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Bumped when a payload changes incompatibly; workers refuse other versions.
+SCHEMA_VERSION = 1
+
+#: Default cap on a source's text, in bytes of UTF-8.
+DEFAULT_MAX_TEXT_BYTES = 32 * 1024
+
+#: Redis key namespace shared by the Dramatiq broker and memjobs' own keys.
+NAMESPACE = "memjobs"
+
+# Queues: remember and forget are millisecond jobs; extraction waits on a model,
+# so it has its own queue and never holds up the fast ones.
+QUEUE_REMEMBER = "memjobs_remember"
+QUEUE_EXTRACT = "memjobs_extract"
+QUEUE_FORGET = "memjobs_forget"
+QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET)
+
+ACTOR_REMEMBER = "remember_source"
+ACTOR_EXTRACT = "extract_facts"
+ACTOR_FORGET = "forget_source"
+
+SourceKind = Literal["utterance", "explicit"]
+
+_HEX64 = r"^[0-9a-f]{64}$"
+_SOURCE_ID = r"^src_[0-9a-f]{32}$"
+
+
+def owner_key(owner_id: str) -> str:
+    """Return the storage key of an owner: the hex sha256 of the owner id.
+
+    Raises:
+        ValueError: the owner id is empty or not a string.
+    """
+    if not isinstance(owner_id, str) or not owner_id.strip():
+        raise ValueError("owner_id must be a non-empty string")
+    return hashlib.sha256(owner_id.encode("utf-8")).hexdigest()
+
+
+def normalize_text(text: str) -> str:
+    """Normalise source text so the same words give the same content hash."""
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def content_hash(text: str) -> str:
+    """Hex sha256 of the normalised text."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def source_id_for(owner_key_hex: str, text: str) -> str:
+    """Deterministic source id of (owner, content), known before any worker runs."""
+    digest = hashlib.sha256(f"{owner_key_hex}:{content_hash(text)}".encode()).hexdigest()
+    return f"src_{digest[:32]}"
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    owner_key: str = Field(pattern=_HEX64)
+
+
+class RememberSource(_Payload):
+    """A user turn or an explicit "remember this" to write to the ledger."""
+
+    source_id: str = Field(pattern=_SOURCE_ID)
+    text: str = Field(min_length=1)
+    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    kind: SourceKind = "utterance"
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not normalize_text(value):
+            raise ValueError("text is blank")
+        return value
+
+
+class ExtractFacts(_Payload):
+    """Wake the owner's extraction: learn a batch of their pending sources."""
+
+    trigger: Literal["remember", "sweep", "forget", "manual"] = "remember"
+
+
+class ForgetSource(_Payload):
+    """Host-initiated delete of one source and every memory derived from it."""
+
+    source_id: str = Field(pattern=_SOURCE_ID)
+
+
+PAYLOADS: dict[str, type[_Payload]] = {
+    ACTOR_REMEMBER: RememberSource,
+    ACTOR_EXTRACT: ExtractFacts,
+    ACTOR_FORGET: ForgetSource,
+}
+QUEUE_OF: dict[str, str] = {
+    ACTOR_REMEMBER: QUEUE_REMEMBER,
+    ACTOR_EXTRACT: QUEUE_EXTRACT,
+    ACTOR_FORGET: QUEUE_FORGET,
+}

@@ -1,0 +1,100 @@
+"""The actors: validate the message against its contract, then call the pipeline.
+
+Every actor takes exactly one positional argument, the payload dict. A message
+that does not fit its contract (crafted directly into Redis, an old schema
+version, wrong types) raises :class:`InvalidPayload`, which the actors declare
+in ``throws``: it goes to the dead-letter queue at once, without retries.
+
+Sensitive content is the exception to "permanent errors are dead-lettered": a
+dead-letter queue would keep the secret in Redis, so such a message is refused,
+counted and acknowledged, and its text is stored nowhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+from pydantic import ValidationError
+
+from producers import contracts
+from producers.errors import InvalidPayload, PermanentError, SensitiveContent, StaleFencingToken
+from workers.runtime import Runtime
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+P = TypeVar("P", bound=contracts._Payload)
+
+
+def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any]) -> P:
+    """The message's one payload, validated.
+
+    Raises:
+        InvalidPayload: anything but one dict that fits ``model``.
+    """
+    if kwargs or len(args) != 1 or not isinstance(args[0], dict):
+        raise InvalidPayload(f"{model.__name__}: expected one payload object")
+    try:
+        return model.model_validate(args[0])
+    except ValidationError as exc:
+        fields = sorted({".".join(str(p) for p in e["loc"]) or "payload"
+                         for e in exc.errors(include_input=False)})
+        raise InvalidPayload(f"{model.__name__}: invalid field(s) {', '.join(fields)}") from None
+
+
+def sent_at() -> datetime:
+    """When the producer created the current message (its clock, in UTC)."""
+    message = CurrentMessage.get_current_message()
+    millis = message.message_timestamp if message is not None else None
+    return datetime.fromtimestamp(millis / 1000, UTC) if millis else datetime.now(UTC)
+
+
+def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
+    """Register memjobs' actors on ``broker``, bound to ``runtime``."""
+    settings: Settings = runtime.settings
+
+    def remember_source(*args: Any, **kwargs: Any) -> str:
+        payload = parse(contracts.RememberSource, args, kwargs)
+        try:
+            return runtime.pipeline.remember(payload, sent_at=sent_at())
+        except SensitiveContent as exc:
+            log.warning("source refused", extra={"reason": exc.reason})
+            return "refused_sensitive"
+
+    def extract_facts(*args: Any, **kwargs: Any) -> str:
+        payload = parse(contracts.ExtractFacts, args, kwargs)
+        try:
+            report = runtime.pipeline.extract(payload)
+        except StaleFencingToken:
+            return "stale_commit_refused"  # a newer holder owns the work now
+        log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": report.outcome,
+                                      "attempts": report.attempts, "learned": report.learned,
+                                      "discarded": report.discarded, "recovered": report.recovered})
+        return "skipped_busy" if report.outcome == "busy" else "succeeded"
+
+    def forget_source(*args: Any, **kwargs: Any) -> str:
+        payload = parse(contracts.ForgetSource, args, kwargs)
+        found = runtime.pipeline.forget(payload, sent_at=sent_at())
+        return "forgotten" if found else "forgotten_unknown"
+
+    common = {
+        "broker": broker,
+        "max_retries": settings.max_retries,
+        "min_backoff": settings.min_backoff_ms,
+        "max_backoff": settings.max_backoff_ms,
+        "throws": (PermanentError,),
+    }
+    table: list[tuple[str, Callable[..., str], dict[str, Any]]] = [
+        (contracts.ACTOR_REMEMBER, remember_source, {}),
+        (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
+        (contracts.ACTOR_FORGET, forget_source, {}),
+    ]
+    return {
+        name: dramatiq.actor(fn, actor_name=name, queue_name=contracts.QUEUE_OF[name],
+                             **common, **extra)
+        for name, fn, extra in table
+    }

@@ -1,0 +1,31 @@
+"""The worker processes' entry module: ``dramatiq workers.app``.
+
+Dramatiq imports this module in each worker process; importing it is that
+process's start, so this is where the settings are read (once) and everything
+is wired. Nothing else in memjobs reads the environment.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+from producers.client import MemjobsClient
+from workers.actors import declare_actors
+from workers.broker import build_broker
+from workers.endpoints import resolve_endpoints
+from workers.logs import configure_logging
+from workers.middleware.warmup import Warmup
+from workers.runtime import Runtime
+from workers.settings import load_settings
+
+settings = load_settings()
+configure_logging(level=settings.log_level)
+endpoints = resolve_endpoints(settings)
+broker = build_broker(endpoints.redis_url, settings)
+dramatiq.set_broker(broker)
+runtime = Runtime(settings, endpoints, MemjobsClient(broker=broker,
+                                                     max_text_bytes=settings.max_text_bytes,
+                                                     memory_enabled=settings.memory_enabled))
+actors = declare_actors(broker, runtime)
+if settings.memory_enabled:
+    broker.add_middleware(Warmup(lambda: runtime.pipeline))

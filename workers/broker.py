@@ -1,0 +1,28 @@
+"""The Dramatiq broker on Redis, with memjobs' middleware."""
+
+from __future__ import annotations
+
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.middleware import CurrentMessage
+
+from producers.contracts import NAMESPACE, QUEUES
+from workers.middleware.observe import ObserveJobs
+from workers.settings import Settings
+
+
+def build_broker(redis_url: str, settings: Settings) -> RedisBroker:
+    """A Redis broker in the ``memjobs`` namespace with every queue declared."""
+    broker = RedisBroker(
+        url=redis_url,
+        namespace=NAMESPACE,
+        heartbeat_timeout=settings.broker_heartbeat_timeout_ms,
+        # Requeue a dead worker's messages promptly (Dramatiq's default is rare).
+        maintenance_chance=10_000,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+    )
+    broker.add_middleware(CurrentMessage())
+    broker.add_middleware(ObserveJobs())
+    for queue in QUEUES:
+        broker.declare_queue(queue)
+    return broker

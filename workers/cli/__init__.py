@@ -1,0 +1,1 @@
+"""The ``memjobs`` command line."""

@@ -1,0 +1,156 @@
+"""The handlers behind ``memjobs`` subcommands: each takes (settings, args) and
+returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from producers.client import MemjobsClient
+from producers.contracts import owner_key
+from producers.errors import InvalidPayload, PermanentError
+from workers import ops
+from workers.cli import exits
+from workers.cli.output import emit, error
+from workers.endpoints import resolve_endpoints
+from workers.logs import configure_logging
+from workers.runtime import Runtime
+from workers.settings import Settings
+from workers.supervisor import Stack, sweep_once, worker_command
+
+
+@contextmanager
+def runtime_for(settings: Settings) -> Iterator[Runtime]:
+    """A runtime on the configured (or running embedded) Redis and database."""
+    endpoints = resolve_endpoints(settings)
+    client = MemjobsClient(endpoints.redis_url, max_text_bytes=settings.max_text_bytes,
+                           memory_enabled=settings.memory_enabled)
+    runtime = Runtime(settings, endpoints, client)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+        client.close()
+
+
+def _owner(value: str) -> str:
+    try:
+        return owner_key(value)
+    except ValueError:
+        raise InvalidPayload("--owner must not be empty") from None
+
+
+def config(settings: Settings, args: argparse.Namespace) -> int:
+    emit(settings.redacted(), as_json=args.json)
+    return exits.OK
+
+
+def up(settings: Settings, args: argparse.Namespace) -> int:
+    configure_logging(level=settings.log_level)
+    stack = Stack(settings, processes=args.processes or settings.worker_processes,
+                  threads=args.threads or settings.worker_threads)
+    try:
+        endpoints = stack.start()
+        stack.start_sweeper()
+        print(f"memjobs is up: redis {endpoints.redis_url}, data in {settings.data_dir} "
+              f"(worker log: {settings.data_dir / 'logs' / 'worker.log'}); Ctrl-C stops it",
+              flush=True)
+        return stack.supervise()
+    finally:
+        stack.stop()
+        print("memjobs stopped", flush=True)
+
+
+def worker(settings: Settings, args: argparse.Namespace) -> int:
+    resolve_endpoints(settings)  # fail here, clearly, rather than in every process
+    command = worker_command(args.processes or settings.worker_processes,
+                             args.threads or settings.worker_threads)
+    os.execv(command[0], command)
+    return exits.FAILED  # pragma: no cover - execv does not return
+
+
+def remember(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        try:
+            source_id = rt.client.remember(args.owner, args.text, session_id=args.session,
+                                           kind=args.kind)
+        except PermanentError as exc:
+            emit({"source_id": None, "status": "refused", "reason": exc.reason,
+                  "error": str(exc)}, as_json=args.json)
+            return exits.REFUSED
+    emit({"source_id": source_id, "status": "queued"}, as_json=args.json)
+    return exits.OK
+
+
+def forget(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        rt.client.forget(args.owner, args.source)
+    emit({"source_id": args.source, "status": "queued"}, as_json=args.json)
+    return exits.OK
+
+
+def sources(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        rows = rt.store.list_sources(_owner(args.owner))
+    listing = []
+    for r in rows:
+        item = {"source_id": r.source_id, "state": r.state,
+                "created_at": r.created_at.isoformat(),
+                "learned_at": r.learned_at.isoformat() if r.learned_at else None}
+        if args.show_text:
+            item["text"] = r.text
+        listing.append(item)
+    columns = ["source_id", "state", "created_at", "learned_at"] + (["text"] if args.show_text else [])
+    emit(listing, as_json=args.json, columns=columns)
+    return exits.OK
+
+
+def memories(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        hits = rt.pipeline.memories(_owner(args.owner))
+    emit([{"memory_id": h.memory_id, "text": h.text, "source_ids": h.source_ids} for h in hits],
+         as_json=args.json, columns=["memory_id", "text", "source_ids"])
+    return exits.OK
+
+
+def recall(settings: Settings, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise InvalidPayload("--limit must be at least 1")
+    if not args.query.strip():
+        raise InvalidPayload("--query must not be empty")
+    with runtime_for(settings) as rt:
+        hits = rt.pipeline.recall(_owner(args.owner), args.query, args.limit)
+    emit([{"memory_id": h.memory_id, "text": h.text, "score": h.score,
+           "source_ids": h.source_ids} for h in hits],
+         as_json=args.json, columns=["memory_id", "score", "text", "source_ids"])
+    return exits.OK
+
+
+def status(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        document = ops.status(rt.redis, rt.store, settings.broker_heartbeat_timeout_ms)
+    emit(document, as_json=args.json)
+    return exits.OK
+
+
+def drain(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        if ops.drain(rt.redis, rt.store, args.timeout):
+            return exits.OK
+    error(f"not drained after {args.timeout:g} s")
+    return exits.FAILED
+
+
+def sweep(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        owners = sweep_once(rt, settings)
+    emit({"owners_requeued": owners}, as_json=args.json)
+    return exits.OK
+
+
+def demo(settings: Settings, args: argparse.Namespace) -> int:
+    from workers.cli.demo import run_demo
+
+    return run_demo(settings)

@@ -1,0 +1,105 @@
+"""``memjobs demo``: a scripted conversation on the embedded stack, step by step."""
+
+from __future__ import annotations
+
+import uuid
+
+from producers.client import MemjobsClient
+from producers.contracts import owner_key
+from producers.errors import PermanentError
+from workers import ops
+from workers.cli import exits
+from workers.embedded.stack import read_stack
+from workers.endpoints import Endpoints
+from workers.runtime import Runtime
+from workers.settings import Settings
+from workers.supervisor import Stack
+
+CONVERSATION = [
+    "我叫小林，住在杭州。",
+    "I prefer short answers in the morning.",
+    "我对花生过敏。",
+    "My daughter's birthday is on March 3rd.",
+]
+SECRET = "my wifi password is Tr0ub4dor&3"
+
+
+def run_demo(settings: Settings) -> int:
+    stack: Stack | None = None
+    if (settings.redis_url and settings.database_url) or read_stack(settings.data_dir):
+        from workers.endpoints import resolve_endpoints
+
+        endpoints = resolve_endpoints(settings)
+        step(0, "using the running memjobs stack")
+    else:
+        step(0, f"starting the embedded stack in {settings.data_dir} "
+                "(its own Redis and PostgreSQL with pgvector, one worker)")
+        stack = Stack(settings, processes=1, threads=2)
+    try:
+        if stack is not None:
+            endpoints = stack.start()
+        return _scenario(settings, endpoints)
+    finally:
+        if stack is not None:
+            stack.stop()
+            step(9, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+
+
+def _scenario(settings: Settings, endpoints: Endpoints) -> int:
+    client = MemjobsClient(endpoints.redis_url, max_text_bytes=settings.max_text_bytes,
+                           memory_enabled=settings.memory_enabled)
+    runtime = Runtime(settings, endpoints, client)
+    owner = f"demo-{uuid.uuid4().hex[:8]}"
+    key = owner_key(owner)
+    mode = ("model " + settings.memory_model) if settings.model_configured else (
+        "no model configured: sources are stored verbatim")
+    try:
+        step(1, f"remembering a short conversation for owner {owner} ({mode})")
+        ids = {}
+        for text in CONVERSATION:
+            ids[text] = client.remember(owner, text, session_id="demo")
+            print(f"    queued {ids[text]}  {text}")
+        step(2, "the same words again are the same source (stored once)")
+        again = client.remember(owner, CONVERSATION[2], session_id="demo")
+        print(f"    queued {again}  (same id: {again == ids[CONVERSATION[2]]})")
+        step(3, "a secret is refused at the producer, before Redis or any model sees it")
+        try:
+            client.remember(owner, SECRET)
+            print("    UNEXPECTED: the secret was accepted")
+            return exits.FAILED
+        except PermanentError as exc:
+            print(f"    refused: {exc.reason}")
+        step(4, "waiting for the workers to learn everything")
+        if not ops.drain(runtime.redis, runtime.store, timeout_s=120):
+            print("    the queues did not drain in 120 s")
+            return exits.FAILED
+        for row in runtime.store.list_sources(key):
+            print(f"    {row.source_id}  {row.state}")
+        step(5, "recall 花生 (peanuts)")
+        _show(runtime, key, "花生")
+        step(6, "forget the peanut source")
+        client.forget(owner, ids[CONVERSATION[2]])
+        if not ops.drain(runtime.redis, runtime.store, timeout_s=60):
+            return exits.FAILED
+        states = {r.source_id: r.state for r in runtime.store.list_sources(key)}
+        print(f"    {ids[CONVERSATION[2]]}  {states[ids[CONVERSATION[2]]]}")
+        step(7, "recall 花生 again: the forgotten source's memory is gone")
+        _show(runtime, key, "花生")
+        step(8, "recall 'short answers'")
+        _show(runtime, key, "short answers")
+        return exits.OK
+    finally:
+        runtime.close()
+        client.close()
+
+
+def _show(runtime: Runtime, key: str, query: str) -> None:
+    hits = runtime.pipeline.recall(key, query, 3)
+    if not hits:
+        print("    (nothing)")
+    for hit in hits:
+        print(f"    {hit.score or 0:.3f}  {hit.text}")
+
+
+def step(n: int, text: str) -> None:
+    print(f"[{n}] {text}", flush=True)

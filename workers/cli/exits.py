@@ -1,0 +1,8 @@
+"""Named exit codes, for scripts and container health checks."""
+
+OK = 0
+FAILED = 1  # the command ran and the answer is "no" (drain timed out, check failed)
+USAGE = 2  # argparse's own code for bad arguments
+CONFIG = 3  # settings that cannot work, no stack running
+REFUSED = 4  # input refused: invalid, sensitive, memory off
+UNAVAILABLE = 5  # Redis or the database did not answer

@@ -1,0 +1,130 @@
+"""A process's wiring: settings in, store, engine and pipeline out.
+
+Built once per process at its entry point (a worker process, a CLI command) and
+passed down; nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import redis
+
+from producers.client import MemjobsClient
+from producers.contracts import NAMESPACE
+from producers.errors import MemoryOff
+from workers.db import create_db_engine, migrate
+from workers.db.connect import libpq_url
+from workers.endpoints import Endpoints
+from workers.engine.base import MemoryEngine
+from workers.metrics import record_model_call
+from workers.pipeline import ExtractionScheduler, MemoryPipeline
+from workers.settings import Settings
+from workers.store.sql import SqlStateStore
+
+
+class Runtime:
+    """Lazily built collaborators of one process.
+
+    Parameters:
+        settings: read once by the entry point.
+        endpoints: where Redis and the database are.
+        client: the producer client to enqueue follow-up jobs with.
+    """
+
+    def __init__(self, settings: Settings, endpoints: Endpoints, client: MemjobsClient) -> None:
+        self.settings = settings
+        self.endpoints = endpoints
+        self.client = client
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.endpoints.redis_url, socket_timeout=10,
+                                    socket_connect_timeout=5, health_check_interval=30)
+
+    @cached_property
+    def store(self) -> SqlStateStore:
+        engine = create_db_engine(self.endpoints.database_url)
+        migrate(engine)
+        return SqlStateStore(engine)
+
+    @cached_property
+    def engine(self) -> MemoryEngine:
+        if not self.settings.memory_enabled:
+            raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+        from workers.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
+
+        self.store  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
+        return Mem0Engine(
+            database_url=libpq_url(self.endpoints.database_url),
+            data_dir=self.settings.data_dir / "mem0",
+            dims=self.settings.vector_dims,
+            embedder=self._embedder(),
+            chat=self._chat(),
+            min_score=self.settings.recall_min_score,
+        )
+
+    @cached_property
+    def scheduler(self) -> ExtractionScheduler:
+        return ExtractionScheduler(self.redis, self._enqueue, lease_ms=self.settings.lease_ms,
+                                   delay_ms=self.settings.extract_delay_ms)
+
+    @cached_property
+    def pipeline(self) -> MemoryPipeline:
+        return MemoryPipeline(
+            store=self.store,
+            engine=self.engine,
+            redis_client=self.redis,
+            scheduler=self.scheduler,
+            batch_size=self.settings.extract_batch_size,
+            lease_ms=self.settings.lease_ms,
+        )
+
+    def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+        self.client.send(actor, payload, delay_ms=delay_ms)
+
+    def _embedder(self) -> Any:
+        s = self.settings
+        if s.embedding_base_url is None:
+            from workers.engine.offline_embedder import HashingEmbedder
+
+            return HashingEmbedder(s.offline_embedding_dims)
+        from workers.model import RemoteEmbedder
+
+        return RemoteEmbedder(
+            base_url=s.embedding_base_url,
+            api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
+            model=s.embedding_model,
+            dims=s.embedding_dims,
+            timeout_ms=s.model_timeout_ms,
+            max_attempts=s.model_max_attempts,
+            on_call=record_model_call,
+        )
+
+    def _chat(self) -> Any | None:
+        s = self.settings
+        if not s.model_configured:
+            return None
+        from workers.model import ChatModel
+
+        return ChatModel(
+            base_url=s.memory_base_url,
+            api_key=s.memory_api_key.get_secret_value() if s.memory_api_key else None,
+            model=s.memory_model,
+            timeout_ms=s.model_timeout_ms,
+            max_attempts=s.model_max_attempts,
+            on_call=record_model_call,
+        )
+
+    def close(self) -> None:
+        for name in ("engine", "store"):
+            if name in self.__dict__:
+                self.__dict__[name].close()
+        if "redis" in self.__dict__:
+            self.redis.close()
+
+
+def heartbeat_key() -> str:
+    """The zset where Dramatiq's Redis broker records its workers' heartbeats."""
+    return f"{NAMESPACE}:__heartbeats__"

@@ -1,0 +1,149 @@
+"""Settings: read once at an entry point (CLI, worker process), then passed down.
+
+Project settings carry the ``MEMJOBS_`` prefix; the names inherited from the
+voice assistant keep their own (``NOVA_AUDIO_AGENT_MEMORY_PROVIDER``,
+``QWEN_AUDIO_MEMORY_*``, ``DASHSCOPE_API_KEY``). Durations carry their unit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from producers.contracts import DEFAULT_MAX_TEXT_BYTES
+from producers.errors import ConfigurationError
+
+DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+
+
+class Settings(BaseSettings):
+    """Every knob memjobs has; see the README's configuration table."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMJOBS_", extra="ignore", populate_by_name=True)
+
+    # Infrastructure. Unset URLs mean "the embedded stack in data_dir".
+    redis_url: str | None = None
+    database_url: str | None = None
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".memjobs")
+
+    # Personal memory engine: mem0, or off.
+    memory_provider: Literal["mem0", "off"] = Field(
+        default="mem0", validation_alias=AliasChoices("NOVA_AUDIO_AGENT_MEMORY_PROVIDER")
+    )
+
+    # The light text model (fact extraction; consolidation later).
+    memory_base_url: str = Field(
+        default=DASHSCOPE_COMPATIBLE_URL, validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_BASE_URL")
+    )
+    memory_model: str = Field(
+        default="qwen-flash", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_MODEL")
+    )
+    memory_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_API_KEY", "DASHSCOPE_API_KEY"),
+    )
+    model_timeout_ms: int = Field(default=30_000, gt=0)
+    model_max_attempts: int = Field(default=3, ge=1)
+
+    # Embeddings: an OpenAI-compatible endpoint, or the offline embedder.
+    embedding_base_url: str | None = None
+    embedding_model: str = "text-embedding-v4"
+    embedding_api_key: SecretStr | None = None
+    embedding_dims: int = Field(default=1024, gt=0, le=16_000)
+    offline_embedding_dims: int = Field(default=512, gt=0, le=4096)
+
+    # Ledger and extraction.
+    max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
+    extract_batch_size: int = Field(default=10, ge=1, le=100)
+    extract_delay_ms: int = Field(default=500, ge=0)
+    lease_ms: int = Field(default=30_000, ge=300)
+    recall_min_score: float = Field(default=0.1, ge=0.0, le=1.0)
+    sweep_pending_after_ms: int = Field(default=60_000, ge=0)
+    sweep_interval_ms: int = Field(default=15_000, ge=100)
+
+    # Dramatiq.
+    max_retries: int = Field(default=10, ge=0)
+    min_backoff_ms: int = Field(default=1_000, ge=1)
+    max_backoff_ms: int = Field(default=300_000, ge=1)
+    broker_heartbeat_timeout_ms: int = Field(default=60_000, ge=1_000)
+    worker_processes: int = Field(default=1, ge=1)
+    worker_threads: int = Field(default=4, ge=1)
+
+    log_level: str = "INFO"
+
+    @field_validator("data_dir", mode="after")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def memory_enabled(self) -> bool:
+        return self.memory_provider != "off"
+
+    @property
+    def model_configured(self) -> bool:
+        """A model is configured when a key is set or the endpoint was named (a
+        local Ollama needs no key)."""
+        return self.memory_api_key is not None or "memory_base_url" in self.model_fields_set
+
+    @property
+    def embedding_configured(self) -> bool:
+        return self.embedding_base_url is not None
+
+    @property
+    def vector_dims(self) -> int:
+        return self.embedding_dims if self.embedding_configured else self.offline_embedding_dims
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective settings as JSON-ready values, secrets replaced."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "[REDACTED]"
+            elif name.endswith("_url") and isinstance(value, str):
+                value = redact_url(value)
+            elif isinstance(value, Path):
+                value = str(value)
+            out[name] = value
+        out["model_configured"] = self.model_configured
+        out["embedding_configured"] = self.embedding_configured
+        return out
+
+
+def redact_url(url: str) -> str:
+    """Hide the password of ``scheme://user:password@host``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    creds, _, host = rest.partition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:[REDACTED]@{host}" if ":" in creds else url
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the settings from the environment, turning mistakes into one clear error.
+
+    Raises:
+        ConfigurationError: a value is invalid, e.g. an unknown memory provider.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_input=False):
+            field = ".".join(str(p) for p in err["loc"])
+            env = _ENV_NAMES.get(field, f"MEMJOBS_{field.upper()}")
+            problems.append(f"{env}: {err['msg']}")
+        raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
+
+
+_ENV_NAMES = {
+    "memory_provider": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
+    "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
+    "memory_base_url": "QWEN_AUDIO_MEMORY_BASE_URL",
+    "memory_model": "QWEN_AUDIO_MEMORY_MODEL",
+}

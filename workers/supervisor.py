@@ -1,0 +1,147 @@
+"""``memjobs up``: the embedded stack in the foreground.
+
+Start order: Redis (if no URL is configured), PostgreSQL (likewise), the
+migrations, the state file, the worker processes, the sweeper.
+Stop order (Ctrl-C or SIGTERM): the sweeper; the workers (Dramatiq stops
+consuming, finishes what is in flight and returns the rest to Redis); the
+state file; PostgreSQL; Redis (which flushes its append-only file). Nothing
+acknowledged is lost, and nothing unacknowledged is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+
+from producers.client import MemjobsClient
+from producers.errors import MemjobsError
+from workers.db import create_db_engine, migrate
+from workers.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
+from workers.embedded.stack import read_stack
+from workers.endpoints import Endpoints
+from workers.pipeline import sweep
+from workers.runtime import Runtime
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Stack:
+    """The servers, workers and sweeper of one ``memjobs up`` (or ``demo``)."""
+
+    def __init__(self, settings: Settings, *, processes: int, threads: int) -> None:
+        self.settings = settings
+        self.processes = processes
+        self.threads = threads
+        self.redis: EmbeddedRedis | None = None
+        self.postgres: EmbeddedPostgres | None = None
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.endpoints: Endpoints | None = None
+        self.stopping = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._runtime: Runtime | None = None
+
+    def start(self) -> Endpoints:
+        """Start what is not configured elsewhere; return where everything is."""
+        s = self.settings
+        running = read_stack(s.data_dir)
+        if running is not None:
+            raise MemjobsError(
+                f"a memjobs stack is already running in {s.data_dir} (pid {running.pid})"
+            )
+        redis_url = s.redis_url
+        if redis_url is None:
+            self.redis = EmbeddedRedis(s.data_dir / "redis")
+            redis_url = self.redis.start()
+        database_url = s.database_url
+        if database_url is None:
+            self.postgres = EmbeddedPostgres(s.data_dir / "postgres")
+            database_url = self.postgres.start()
+        engine = create_db_engine(database_url, pool_size=1)
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+        self.endpoints = Endpoints(redis_url, database_url)
+        write_stack(s.data_dir, StackInfo(os.getpid(), redis_url, database_url, time.time()))
+        self._start_worker()
+        return self.endpoints
+
+    def _start_worker(self) -> None:
+        assert self.endpoints is not None
+        env = dict(os.environ)
+        env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
+        env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
+        env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
+        log_path = self.settings.data_dir / "logs" / "worker.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as out:
+            self.worker = subprocess.Popen(
+                worker_command(self.processes, self.threads), env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            )
+
+    def start_sweeper(self) -> None:
+        """Run the pending sweeper every ``sweep_interval_ms`` until stopped."""
+        assert self.endpoints is not None
+        client = MemjobsClient(self.endpoints.redis_url, memory_enabled=self.settings.memory_enabled)
+        self._runtime = Runtime(self.settings, self.endpoints, client)
+
+        def loop() -> None:
+            interval_s = self.settings.sweep_interval_ms / 1000
+            while not self.stopping.wait(interval_s):
+                try:
+                    sweep_once(self._runtime, self.settings)  # type: ignore[arg-type]
+                except MemjobsError as exc:
+                    log.warning("sweep failed", extra={"reason": exc.reason})
+
+        self._sweeper = threading.Thread(target=loop, name="sweeper", daemon=True)
+        self._sweeper.start()
+
+    def supervise(self) -> int:
+        """Block until SIGINT/SIGTERM; restart the worker if it dies. Returns an exit code."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stopping.set())
+        while not self.stopping.wait(0.5):
+            if self.worker is not None and self.worker.poll() is not None:
+                log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
+                self._start_worker()
+        return 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._sweeper is not None:
+            self._sweeper.join()
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.send_signal(signal.SIGTERM)
+            try:
+                self.worker.wait(60)
+            except subprocess.TimeoutExpired:
+                self.worker.kill()
+                self.worker.wait()
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime.client.close()
+        remove_stack(self.settings.data_dir)
+        if self.postgres is not None:
+            self.postgres.stop()
+        if self.redis is not None:
+            self.redis.stop()
+
+
+def worker_command(processes: int, threads: int) -> list[str]:
+    """The Dramatiq command line of memjobs' workers."""
+    return [sys.executable, "-m", "dramatiq", "workers.app",
+            "--processes", str(processes), "--threads", str(threads)]
+
+
+def sweep_once(runtime: Runtime, settings: Settings) -> int:
+    """One pass of the pending sweeper; returns how many owners were re-enqueued."""
+    return sweep(runtime.store, runtime.scheduler, datetime.now(UTC),
+                 settings.sweep_pending_after_ms)
