@@ -153,8 +153,7 @@ _TRAILING_PUNCT = ".,!?;:)]}>"
 # Words that follow "password is" / "password:" in ordinary talk about a
 # password, not in a disclosure of one.  Also words that are variable names
 # in code ("password = password").
-_STOP_WORDS = frozenset(
-    """
+_STOP_WORDS_TEXT = """
     wrong incorrect correct right expired expiring expire expires invalid valid
     weak strong stronger weaker secure insecure safe unsafe long longer short
     shorter simple complex complicated hard easy easier difficult tricky
@@ -176,12 +175,12 @@ _STOP_WORDS = frozenset(
     string bytes bool boolean integer number text varchar char object secretstr
     password passwords passwd passcode passphrase secrets token tokens
     credential credentials creds apikey api_key
-    """.split()
-)
+"""
+_STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 _PLACEHOLDER = re.compile(
     r"""
     \*{3,}.*|\*+|x{3,}|X{3,}|\.{3,}|…+|-+|_+|\?+
-    |<[^>]*>|\[[^\]]*\]|\{[^}]*\}.*|\$\{.*|\$\(.*|\$[A-Za-z_][A-Za-z0-9_]*
+    |<.*|\[[^\]]*\]|\{[^}]*\}.*|\$\{.*|\$\(.*|\$[A-Za-z_][A-Za-z0-9_]*
     |%[A-Za-z_][A-Za-z0-9_]*%|%\([A-Za-z_]*\)s|\{\{.*
     |redacted|your[_\-]?\w+|changeme|placeholder|example|dummy|none|null|nil
     """,
@@ -211,13 +210,24 @@ def _core(value: str, quoted: bool) -> tuple[str, bool]:
     return core, core != value
 
 
-def _is_filler(core: str) -> bool:
-    low = core.lower()
+def _is_filler(core: str, raw: str) -> bool:
+    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code."""
     return (
-        low in _STOP_WORDS
+        core.lower() in _STOP_WORDS
         or _PLACEHOLDER.fullmatch(core) is not None
+        or _PLACEHOLDER.fullmatch(raw) is not None
+        or _PLACEHOLDER.fullmatch(raw.rstrip(".,;:!?")) is not None
         or _CODE_REF.fullmatch(core) is not None
     )
+
+
+def _value_span(value: re.Match[str], group: str) -> tuple[int, int]:
+    """The span to redact: a plain value loses trailing ",.;:" (sentence
+    punctuation, almost never part of a secret); "!" and "?" stay in."""
+    start, end = value.span(group)
+    if group == "plain":
+        end = start + len(value.group(group).rstrip(".,;:)]}>"))
+    return start, end
 
 
 def _clause_ends(text: str, pos: int) -> bool:
@@ -367,7 +377,7 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     quoted = value.group("quoted") is not None
     raw = value.group("quoted") if quoted else value.group("plain")
     core, punct_after = _core(raw, quoted)
-    if len(core) < 4 or _is_filler(core):
+    if len(core) < 4 or _is_filler(core, raw):
         return False
     has_digit = any(c.isdigit() for c in core)
     has_alpha = any(c.isalpha() for c in core)
@@ -423,7 +433,7 @@ def _english_scanner(families: frozenset[str]) -> _Scanner:
                 group = next(
                     g for g in ("quoted", "digits", "spoken", "plain") if value.group(g) is not None
                 )
-                yield value.span(group)
+                yield _value_span(value, group)
                 break
 
     return scan
@@ -454,7 +464,9 @@ _ZH_TAIL = re.compile(
     + _ZH_NUMERALS
     + r"""](?:[ ,，、]?["""
     + _ZH_NUMERALS
-    + r"""]){3,})(?![""" + _ZH_UNITS + r"""])
+    + r"""]){3,})(?!["""
+    + _ZH_UNITS
+    + r"""])
       | (?P<plain>[!#-&(-_a-~]+)
     )
     """,
@@ -467,7 +479,7 @@ def _zh_value_ok(value: re.Match[str], text: str) -> bool:
         return True
     raw = value.group("plain")
     core, punct_after = _core(raw, quoted=False)
-    if len(core) < 4 or _is_filler(core):
+    if len(core) < 4 or _is_filler(core, raw):
         return False
     end = value.end()
     if end < len(text) and text[end] in _ZH_UNITS and core.isdigit():
@@ -484,7 +496,7 @@ def _chinese_scanner(text: str) -> Iterator[tuple[int, int]]:
         if value is None or not _zh_value_ok(value, text):
             continue
         group = next(g for g in ("digits", "zhnum", "plain") if value.group(g) is not None)
-        yield value.span(group)
+        yield _value_span(value, group)
 
 
 # --- High-entropy assignments ------------------------------------------------
@@ -552,9 +564,7 @@ _TEXT_RULES: tuple[_TextRule, ...] = (
     _TextRule(
         "github_token",
         "GitHub token",
-        _regex(
-            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"
-        ),
+        _regex(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
         True,
     ),
     _TextRule(
@@ -575,7 +585,9 @@ _TEXT_RULES: tuple[_TextRule, ...] = (
     _TextRule(
         "slack_webhook",
         "Slack incoming webhook URL",
-        _regex(r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/(?P<secret>[A-Za-z0-9]{16,})"),
+        _regex(
+            r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/(?P<secret>[A-Za-z0-9]{16,})"
+        ),
         True,
     ),
     _TextRule(
@@ -599,9 +611,7 @@ _TEXT_RULES: tuple[_TextRule, ...] = (
     _TextRule(
         "jwt",
         "JSON Web Token",
-        _regex(
-            r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-        ),
+        _regex(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
         True,
     ),
     _TextRule(

@@ -73,7 +73,7 @@ class EmbeddedPostgres:
         self.directory = directory
         self.port = port
         self.bindir: Path | None = None
-        self._user: str | None = None
+        self._user: pwd.struct_passwd | None = None
 
     @property
     def url(self) -> str:
@@ -152,7 +152,7 @@ class EmbeddedPostgres:
                 check=True, capture_output=True,
             )
             entry = pwd.getpwnam(SYSTEM_USER)
-        self._user = SYSTEM_USER
+        self._user = entry
         for path in [self.directory, *self.directory.rglob("*")]:
             os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
         # The server user must be able to reach the data directory and the binaries.
@@ -169,7 +169,11 @@ class EmbeddedPostgres:
             [str(self.bindir / tool), *args],
             capture_output=True,
             text=True,
-            user=self._user,
+            # Drop root's groups too: a directory's group bits would otherwise
+            # apply to gid 0 instead of the "other" bits granted above.
+            user=self._user.pw_uid if self._user else None,
+            group=self._user.pw_gid if self._user else None,
+            extra_groups=[] if self._user else None,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
