@@ -66,7 +66,9 @@ class MemjobsClient:
         if broker is None:
             if redis_url is None:
                 raise ValueError("MemjobsClient needs a redis_url or a broker")
-            broker = RedisBroker(url=redis_url, namespace=contracts.NAMESPACE, middleware=[])
+            broker = RedisBroker(  # type: ignore[no-untyped-call]
+                url=redis_url, namespace=contracts.NAMESPACE, middleware=[]
+            )
         self.broker = broker
         self.max_text_bytes = max_text_bytes
         self.memory_enabled = memory_enabled

@@ -73,7 +73,7 @@ def source_id_for(owner_key_hex: str, text: str) -> str:
 class _Payload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1  # SCHEMA_VERSION
     owner_key: str = Field(pattern=_HEX64)
 
 

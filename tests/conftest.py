@@ -5,6 +5,8 @@ database per test cloned from a migrated template, and the fake model server."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,8 +45,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+def pg_server() -> Iterator[EmbeddedPostgres]:
+    # Not under pytest's basetemp: pytest resets pytest-of-<user> to 0700, and
+    # running as root the server's own user must be able to traverse the path.
+    directory = Path(tempfile.mkdtemp(prefix="memjobs-test-pg-"))
+    server = EmbeddedPostgres(directory / "data")
     server.start()
     with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {TEMPLATE_DB}")
@@ -53,6 +58,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPost
     engine.dispose()
     yield server
     server.stop()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _db_url(server: EmbeddedPostgres, name: str) -> str:

@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -80,8 +81,17 @@ def test_redact_nested_keys() -> None:
     }
     out = redact(data)
     assert out["headers"] == {"Authorization": REDACTED, "Accept": "application/json"}
-    for k in ("api_key", "cookie", "Set-Cookie", "DATABASE_DSN", "client_secret",
-              "private-key", "openaiApiKey", "credentials", "pwd"):
+    for k in (
+        "api_key",
+        "cookie",
+        "Set-Cookie",
+        "DATABASE_DSN",
+        "client_secret",
+        "private-key",
+        "openaiApiKey",
+        "credentials",
+        "pwd",
+    ):
         assert out[k] == REDACTED, k
     assert out["nested"] == [{"password": REDACTED, "name": "ok"}, {"refresh_token": REDACTED}]
     # Not secrets: the owner hash and usage counters survive.
@@ -100,15 +110,20 @@ def test_redact_does_not_omit_text_fields() -> None:
 @pytest.mark.parametrize(
     ("raw", "must_not_contain", "must_contain"),
     [
-        ("connect postgresql://memjobs:s3cr3t@db:5432/mem", "s3cr3t",
-         f"postgresql://{REDACTED}@db:5432/mem"),
+        (
+            "connect postgresql://memjobs:s3cr3t@db:5432/mem",
+            "s3cr3t",
+            f"postgresql://{REDACTED}@db:5432/mem",
+        ),
         ("redis://:p4ss@localhost:6379/0", "p4ss", f"redis://{REDACTED}@localhost"),
         ("GET https://alice:pw@example.com/x?y=1", "alice", f"https://{REDACTED}@example.com"),
         ("header Bearer eyJhbGciOi.abc.def sent", "eyJhbGciOi", f"Bearer {REDACTED} sent"),
         ("https://h/cb?password=hunter2&x=1", "hunter2", f"?password={REDACTED}&x=1"),
         ("https://h/cb?a=1&token=abc123", "abc123", f"&token={REDACTED}"),
         ("api_key=sk-abcdef and more", "sk-abcdef", f"api_key={REDACTED} and more"),
-        ("OPENAI_API_KEY = 'zzz'", "zzz", f"OPENAI_API_KEY = {REDACTED}"),
+        ("OPENAI_API_KEY = 'zzz'", "zzz", f"OPENAI_API_KEY = '{REDACTED}'"),
+        ("next=https://h/cb?password=pw9", "pw9", f"next=https://h/cb?password={REDACTED}"),
+        ("{'meta': 'dsn=postgres://x'}", "postgres", f"'meta': 'dsn={REDACTED}'"),
         ("{'api_key': 'k123', 'n': 1}", "k123", f"'api_key': '{REDACTED}', 'n': 1"),
         ('{"password": "pw1", "n": 1}', "pw1", f'"password": "{REDACTED}", "n": 1'),
         ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", f"Authorization: {REDACTED}"),
@@ -124,8 +139,31 @@ def test_redact_text(raw: str, must_not_contain: str, must_contain: str) -> None
 
 
 def test_redact_text_leaves_ordinary_text() -> None:
-    for s in ("job done in 12 ms", "max_tokens=256", "owner_key=abcdef", "see https://example.com/a@b"):
+    for s in (
+        "job done in 12 ms",
+        "max_tokens=256",
+        "owner_key=abcdef",
+        "see https://example.com/a@b",
+    ):
         assert redact_text(s) == s
+
+
+def test_redact_text_is_linear_on_long_input() -> None:
+    # Log lines can carry long blobs; the patterns must not backtrack quadratically.
+    blobs = [
+        "a" * 200_000,
+        "a-" * 100_000,
+        "token" * 40_000,
+        "x://" + "a" * 200_000,
+        ("a" * 50 + "://") * 4_000,
+        "'" + "password" * 25_000,
+        "a=" * 100_000,
+        "'a':" * 50_000,
+    ]
+    start = time.perf_counter()
+    for blob in blobs:
+        redact_text(blob)
+    assert time.perf_counter() - start < 5.0
 
 
 def test_redact_strings_inside_structures() -> None:
@@ -205,7 +243,12 @@ def test_structured_extras_are_walked(stream: io.StringIO) -> None:
         "x", extra={"job": Job("alice", "hello there", "tkn", 1), "blob": b"\x00\x01"}
     )
     rec = only(stream)
-    assert rec["job"] == {"owner_id": OMITTED, "transcript": OMITTED, "token": REDACTED, "attempt": 1}
+    assert rec["job"] == {
+        "owner_id": OMITTED,
+        "transcript": OMITTED,
+        "token": REDACTED,
+        "attempt": 1,
+    }
     assert rec["blob"] == "<bytes len=2>"
     assert "alice" not in stream.getvalue()
 
@@ -238,7 +281,7 @@ def test_exception_type_is_qualified_for_non_builtins(stream: io.StringIO) -> No
     try:
         json.loads("{")
     except json.JSONDecodeError:
-        logging.getLogger("memjobs.test").error("bad", exc_info=True)
+        logging.getLogger("memjobs.test").exception("bad")
     assert only(stream)["exc_type"] == "json.decoder.JSONDecodeError"
 
 
@@ -250,7 +293,7 @@ def test_mem0_records_suppressed(stream: io.StringIO, name: str) -> None:
     try:
         raise ValueError(memory_text)
     except ValueError:
-        log.error("Error processing memory %s", memory_text, exc_info=True)
+        log.exception("Error processing memory %s", memory_text)
     raw = stream.getvalue()
     assert memory_text not in raw
     first, second = lines(stream)
@@ -282,7 +325,9 @@ def test_configure_is_idempotent(restore_logging: None) -> None:
     assert [r["msg"] for r in lines(second)] == ["once"]
 
 
-def test_configure_defaults_to_stderr(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_configure_defaults_to_stderr(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     configure_logging()
     logging.getLogger("memjobs.test").info("to stderr")
     recs = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]

@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import base64
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-# Let `pytest tests/test_sensitive.py` run from a checkout without an install.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
 
 from producers.errors import PermanentError, SensitiveContent
 from producers.sensitive import (

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from producers import contracts
 from producers.errors import InvalidPayload, PermanentError, SensitiveContent, StaleFencingToken
+from workers.middleware.observe import OUTCOME_OPTION
 from workers.runtime import Runtime
 from workers.settings import Settings
 
@@ -53,48 +54,57 @@ def sent_at() -> datetime:
     return datetime.fromtimestamp(millis / 1000, UTC) if millis else datetime.now(UTC)
 
 
+def report(outcome: str) -> None:
+    """Tell the ObserveJobs middleware how the current job ended (e.g. ``duplicate``)."""
+    message = CurrentMessage.get_current_message()
+    if message is not None:
+        message.options[OUTCOME_OPTION] = outcome
+
+
 def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Register memjobs' actors on ``broker``, bound to ``runtime``."""
     settings: Settings = runtime.settings
 
-    def remember_source(*args: Any, **kwargs: Any) -> str:
+    def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs)
         try:
-            return runtime.pipeline.remember(payload, sent_at=sent_at())
+            report(runtime.pipeline.remember(payload, sent_at=sent_at()))
         except SensitiveContent as exc:
             log.warning("source refused", extra={"reason": exc.reason})
-            return "refused_sensitive"
+            report("refused_sensitive")
 
-    def extract_facts(*args: Any, **kwargs: Any) -> str:
+    def extract_facts(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ExtractFacts, args, kwargs)
         try:
-            report = runtime.pipeline.extract(payload)
+            done = runtime.pipeline.extract(payload)
         except StaleFencingToken:
-            return "stale_commit_refused"  # a newer holder owns the work now
-        log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": report.outcome,
-                                      "attempts": report.attempts, "learned": report.learned,
-                                      "discarded": report.discarded, "recovered": report.recovered})
-        return "skipped_busy" if report.outcome == "busy" else "succeeded"
+            report("stale_commit_refused")  # a newer holder owns the work now
+            return
+        log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": done.outcome,
+                                      "attempts": done.attempts, "learned": done.learned,
+                                      "discarded": done.discarded, "recovered": done.recovered})
+        report("skipped_busy" if done.outcome == "busy" else "succeeded")
 
-    def forget_source(*args: Any, **kwargs: Any) -> str:
+    def forget_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ForgetSource, args, kwargs)
         found = runtime.pipeline.forget(payload, sent_at=sent_at())
-        return "forgotten" if found else "forgotten_unknown"
+        report("forgotten" if found else "forgotten_unknown")
 
-    common = {
+    common: dict[str, Any] = {
         "broker": broker,
         "max_retries": settings.max_retries,
         "min_backoff": settings.min_backoff_ms,
         "max_backoff": settings.max_backoff_ms,
         "throws": (PermanentError,),
     }
-    table: list[tuple[str, Callable[..., str], dict[str, Any]]] = [
+    table: list[tuple[str, Callable[..., None], dict[str, Any]]] = [
         (contracts.ACTOR_REMEMBER, remember_source, {}),
         (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
         (contracts.ACTOR_FORGET, forget_source, {}),
     ]
     return {
-        name: dramatiq.actor(fn, actor_name=name, queue_name=contracts.QUEUE_OF[name],
-                             **common, **extra)
+        name: dramatiq.actor(  # type: ignore[call-overload]
+            fn, actor_name=name, queue_name=contracts.QUEUE_OF[name], **common, **extra
+        )
         for name, fn, extra in table
     }

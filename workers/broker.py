@@ -12,7 +12,7 @@ from workers.settings import Settings
 
 def build_broker(redis_url: str, settings: Settings) -> RedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared."""
-    broker = RedisBroker(
+    broker = RedisBroker(  # type: ignore[no-untyped-call]
         url=redis_url,
         namespace=NAMESPACE,
         heartbeat_timeout=settings.broker_heartbeat_timeout_ms,

@@ -146,7 +146,8 @@ class LeaseLock:
             )
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer the release: {exc}") from exc
-        result: ReleaseOutcome = outcome.decode() if isinstance(outcome, bytes) else outcome
+        text = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        result: ReleaseOutcome = "released" if text == "released" else "again" if text == "again" else "lost"
         if result == "released":
             self.on_event("released")
         elif result == "lost":

@@ -51,7 +51,7 @@ import re
 import sys
 import traceback
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any, Final
 
 __all__ = [
@@ -124,13 +124,19 @@ _SECRET_WORDS: Final = (
     r"|passwd|pwd|secret|credential|auth|authorization|cookie|session|dsn|signature"
 )
 
+# Key/value patterns match *any* key name and _mask_values() decides whether
+# it is a secret.  Two reasons: a pattern like [\w]*secret[\w]* backtracks
+# quadratically on long words (log lines can hold long blobs), and the value
+# of a non-secret key is left unconsumed so that secrets nested in it
+# ("url=https://h/?token=x") are still found.
+_SECRET_WORD_RE: Final = re.compile(_SECRET_WORDS, re.IGNORECASE)
+
 # 'api_key': 'x'   "password": "x"   (repr of dicts, JSON embedded in text)
-_QUOTED_ENTRY_RE: Final = re.compile(
-    r"(?P<q>[\"'])(?P<k>[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*)(?P=q)"
-    r"(?P<sep>\s*:\s*)"
-    r"(?P<v>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s,}\]]+)",
-    re.IGNORECASE,
-)
+_QUOTED_KEY_RE: Final = re.compile(r"(?P<q>[\"'])(?P<k>[\w.\-]++)(?P=q)\s*+:\s*+")
+_QUOTED_VALUE_RE: Final = re.compile(r"\"(?:[^\"\\]|\\.)*+\"|'(?:[^'\\]|\\.)*+'|[^\s,}\]]++")
+# ?password=x  &token=x  api_key=x  DB_PASSWORD = "x"
+_KV_KEY_RE: Final = re.compile(r"(?<![\w.\-])(?P<k>[\w.\-]++)[ \t]*+=[ \t]*+")
+_KV_VALUE_RE: Final = re.compile(r"\"[^\"]*+\"|'[^']*+'|[^\s&;,'\"]++")
 # Authorization: Basic xxx     Cookie: a=b; c=d     (redacted to end of line)
 _HEADER_RE: Final = re.compile(
     r"(?P<k>\b(?:proxy-)?authorization|\b(?:set-)?cookie|\bx-api-key|\bapi-key"
@@ -139,46 +145,49 @@ _HEADER_RE: Final = re.compile(
 )
 # scheme://user:pass@host -> scheme://[REDACTED]@host
 _URL_CRED_RE: Final = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)[^\s/?#]+@", re.IGNORECASE
+    r"(?<![a-z0-9+.\-])(?P<scheme>[a-z][a-z0-9+.\-]*+://)[^\s/?#]+@", re.IGNORECASE
 )
 _BEARER_RE: Final = re.compile(r"\b(?P<b>bearer)\s+[^\s,;'\"]+", re.IGNORECASE)
-# ?password=x  &token=x  api_key=x  DB_PASSWORD = "x"
-# The look-behind anchors the key at the start of a word: without it the
-# leading [\w.-]* is retried at every offset of a long word (quadratic time).
-_KV_RE: Final = re.compile(
-    r"(?<![\w.\-])(?P<k>[\w.\-]*(?:" + _SECRET_WORDS + r")[\w.\-]*)(?P<sep>[ \t]*=[ \t]*)"
-    r"(?P<v>\"[^\"]*\"|'[^']*'|[^\s&;,'\"]+)",
-    re.IGNORECASE,
-)
 _OPENAI_KEY_RE: Final = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
 _JWT_RE: Final = re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*")
 
 
 def _is_secret_key(name: str) -> bool:
+    """Key name of a mapping (``_SECRET_KEY_RE``, includes ``...key``)."""
     return bool(_SECRET_KEY_RE.search(name)) and not _NOT_SECRET_KEY_RE.fullmatch(name)
 
 
-def _sub_quoted(m: re.Match[str]) -> str:
-    if _NOT_SECRET_KEY_RE.fullmatch(m["k"]):
-        return m[0]
-    v = m["v"]
-    masked = f"{v[0]}{REDACTED}{v[0]}" if v[:1] in ("'", '"') else REDACTED
-    return f"{m['q']}{m['k']}{m['q']}{m['sep']}{masked}"
+def _is_secret_word(name: str) -> bool:
+    """Key name inside free text (narrower: no bare ``...key``)."""
+    return bool(_SECRET_WORD_RE.search(name)) and not _NOT_SECRET_KEY_RE.fullmatch(name)
 
 
-def _sub_kv(m: re.Match[str]) -> str:
-    if _NOT_SECRET_KEY_RE.fullmatch(m["k"]):
-        return m[0]
-    return f"{m['k']}{m['sep']}{REDACTED}"
+def _mask_values(text: str, key_re: re.Pattern[str], value_re: re.Pattern[str]) -> str:
+    """Replace the value after each secret-looking key found by ``key_re``."""
+    parts: list[str] = []
+    pos = 0
+    for m in key_re.finditer(text):
+        if m.start() < pos or not _is_secret_word(m["k"]):
+            continue
+        value = value_re.match(text, m.end())
+        if value is None:
+            continue
+        quote = value[0][0] if value[0][0] in "'\"" and len(value[0]) > 1 else ""
+        parts += [text[pos : m.end()], quote, REDACTED, quote]
+        pos = value.end()
+    if not parts:
+        return text
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def redact_text(text: str) -> str:
     """Mask secrets inside free text (messages, tracebacks, string values)."""
-    text = _QUOTED_ENTRY_RE.sub(_sub_quoted, text)
+    text = _mask_values(text, _QUOTED_KEY_RE, _QUOTED_VALUE_RE)
     text = _HEADER_RE.sub(lambda m: f"{m['k']}{m['sep']}{REDACTED}", text)
     text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     text = _BEARER_RE.sub(lambda m: f"{m['b']} {REDACTED}", text)
-    text = _KV_RE.sub(_sub_kv, text)
+    text = _mask_values(text, _KV_KEY_RE, _KV_VALUE_RE)
     text = _OPENAI_KEY_RE.sub(f"sk-{REDACTED}", text)
     return _JWT_RE.sub(REDACTED, text)
 
@@ -214,7 +223,7 @@ def _scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:
     if callable(model_dump) and not isinstance(value, type):
         try:
             dumped = model_dump(mode="json")
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging must not raise
             dumped = None
         if isinstance(dumped, Mapping):
             return _scrub(dumped, omit_text=omit_text, depth=depth + 1)
@@ -223,7 +232,7 @@ def _scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:
         return _scrub(fields, omit_text=omit_text, depth=depth + 1)
     try:
         return redact_text(str(value))
-    except Exception:
+    except Exception:  # noqa: BLE001 - logging must not raise
         return f"<unprintable {type(value).__name__}>"
 
 
@@ -275,7 +284,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         try:
             return json.dumps(self._build(record), ensure_ascii=False, allow_nan=False)
-        except Exception as exc:  # a log call must never crash the worker
+        except Exception as exc:  # noqa: BLE001 - a log call must never crash the worker
             return json.dumps(
                 {
                     **self._core(record, "log record could not be formatted"),
@@ -284,10 +293,8 @@ class JsonFormatter(logging.Formatter):
                 ensure_ascii=False,
             )
 
-    def formatTime(  # noqa: N802 - logging API name
-        self, record: logging.LogRecord, datefmt: str | None = None
-    ) -> str:
-        ts = datetime.fromtimestamp(record.created, tz=timezone.utc)
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        ts = datetime.fromtimestamp(record.created, tz=UTC)
         return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def _core(self, record: logging.LogRecord, msg: str) -> dict[str, Any]:
@@ -319,9 +326,7 @@ class JsonFormatter(logging.Formatter):
 
         if exc_info and exc_info[0] is not None:
             out["exc_type"] = _exc_type_name(exc_info[0])
-            out["exc"] = redact_text(
-                "".join(traceback.format_exception(*exc_info)).rstrip("\n")
-            )
+            out["exc"] = redact_text("".join(traceback.format_exception(*exc_info)).rstrip("\n"))
         elif record.exc_text:
             out["exc"] = redact_text(record.exc_text)
         if record.stack_info:
@@ -335,9 +340,9 @@ class _JsonLinesHandler(logging.StreamHandler[IO[str]]):
 
 def _parse_level(level: str) -> int:
     value = logging.getLevelName(str(level).strip().upper())
-    if not isinstance(value, int):
-        raise ValueError(f"unknown log level: {level!r}")
-    return value
+    if isinstance(value, int):
+        return value
+    raise ValueError(f"unknown log level: {level!r}")
 
 
 def configure_logging(*, level: str = "INFO", stream: IO[str] | None = None) -> None:

@@ -37,7 +37,7 @@ def record_model_call(purpose: str, outcome: str, seconds: float) -> None:
     MODEL_SECONDS.labels(purpose).observe(seconds)
 
 
-def lock_hook(lock: str) -> "LockHook":
+def lock_hook(lock: str) -> LockHook:
     return LockHook(lock)
 
 

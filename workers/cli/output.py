@@ -20,7 +20,8 @@ def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None) 
         return
     if isinstance(document, dict):
         for key, value in document.items():
-            print(f"{key}: {json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value}")
+            shown = json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value
+            print(f"{key}: {shown}")
         return
     print(document)
 

@@ -61,6 +61,27 @@ def _has_pgvector(bindir: Path) -> bool:
     return any((d / "extension" / "vector.control").exists() for d in sharedirs)
 
 
+def _system_user() -> pwd.struct_passwd:
+    """The system user the server runs as, created on first use (race-safe:
+    another process may create it at the same moment)."""
+    try:
+        return pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        pass
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+        capture_output=True,
+    )
+    try:
+        return pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        raise ConfigurationError(
+            f"running as root, PostgreSQL needs a system user {SYSTEM_USER!r}, and useradd "
+            "could not create it: create it, run memjobs as another user, or set "
+            "MEMJOBS_DATABASE_URL"
+        ) from None
+
+
 class EmbeddedPostgres:
     """A PostgreSQL cluster in ``directory``, trust auth, loopback only.
 
@@ -143,15 +164,7 @@ class EmbeddedPostgres:
         if os.geteuid() != 0:
             return
         # PostgreSQL will not run as root: hand the cluster to a system user.
-        try:
-            entry = pwd.getpwnam(SYSTEM_USER)
-        except KeyError:
-            subprocess.run(
-                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                 SYSTEM_USER],
-                check=True, capture_output=True,
-            )
-            entry = pwd.getpwnam(SYSTEM_USER)
+        entry = _system_user()
         self._user = entry
         for path in [self.directory, *self.directory.rglob("*")]:
             os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)

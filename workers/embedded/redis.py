@@ -92,7 +92,7 @@ class EmbeddedRedis:
         if self.process is not None and self.process.poll() is not None:
             raise TimeoutError("redis-server exited")
         try:
-            client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+            client = redis.Redis(host="127.0.0.1", port=self.port or 6379, socket_timeout=0.5)
             try:
                 return bool(client.ping())
             finally:

@@ -1,0 +1,187 @@
+"""Benchmark: memjobs' remember job against a bare Dramatiq no-op, side by side.
+
+Prints, from one run on one machine (ratios are what count; absolute rates
+here are noisy):
+  1. remember jobs per second vs. a no-op actor on the same Redis with the same
+     worker settings, and their ratio (target >= 0.5);
+  2. Redis round trips per job (client-side count of commands sent; a pipeline
+     or a Lua script is one round trip), for both;
+  3. model calls per source for a burst of 50 sources from one owner (target <= 0.2).
+
+Everything runs here: its own redis-server and PostgreSQL (pgvector) in a
+temporary directory, and a local OpenAI-compatible stand-in for the model.
+
+    python bench/bench_pipeline.py [--jobs 2000] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+import dramatiq  # noqa: E402
+import psycopg  # noqa: E402
+import redis  # noqa: E402
+import redis.connection  # noqa: E402
+
+from producers.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.harness import Harness  # noqa: E402
+from workers.broker import build_broker  # noqa: E402
+from workers.db import create_db_engine, migrate  # noqa: E402
+from workers.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from workers.settings import Settings  # noqa: E402
+
+
+class RoundTrips:
+    """Counts commands sent to Redis by this process (one per send, so a
+    pipeline or an EVALSHA counts once)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(conn: object, command: object, check_health: bool = True) -> None:
+            with self._lock:
+                self.count += 1
+            original(conn, command, check_health)  # type: ignore[arg-type]
+
+        redis.connection.AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+def fresh_database(server: EmbeddedPostgres) -> str:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
+    engine = create_db_engine(url)
+    migrate(engine)
+    engine.dispose()
+    return url
+
+
+def wait_queue_empty(client: redis.Redis, queue: str, acks_prefix: str) -> None:
+    while True:
+        pending = client.llen(f"memjobs:{queue}")
+        in_flight = sum(client.scard(k) for k in client.scan_iter(match=f"{acks_prefix}*{queue}"))
+        if pending == 0 and in_flight == 0:
+            return
+        time.sleep(0.01)
+
+
+def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
+    broker = build_broker(settings.redis_url or "", settings)
+    noop_queue = "bench_noop"
+
+    @dramatiq.actor(broker=broker, queue_name=noop_queue, actor_name="bench_noop", max_retries=0)
+    def noop(payload: dict[str, object]) -> None:
+        return None
+
+    for i in range(jobs):
+        noop.send({"i": i})
+    probe = redis.Redis.from_url(settings.redis_url or "")
+    worker = dramatiq.Worker(broker, worker_threads=threads, queues={noop_queue}, worker_timeout=50)
+    start_trips = trips.count
+    started = time.perf_counter()
+    worker.start()
+    wait_queue_empty(probe, noop_queue, "memjobs:__acks__.")
+    elapsed = time.perf_counter() - started
+    used = trips.count - start_trips
+    worker.stop()
+    broker.close()
+    return jobs / elapsed, used / jobs
+
+
+def run_remember(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
+    h = Harness(settings)
+    h.runtime.pipeline  # noqa: B018  (build mem0 and the store before the clock starts)
+    owners = [f"owner-{i}" for i in range(100)]
+    for i in range(jobs):
+        h.client.remember(owners[i % len(owners)], f"bench source number {i}: I like item {i}")
+    probe = redis.Redis.from_url(settings.redis_url or "")
+    worker = dramatiq.Worker(h.broker, worker_threads=threads, queues={QUEUE_REMEMBER},
+                             worker_timeout=50)
+    start_trips = trips.count
+    started = time.perf_counter()
+    worker.start()
+    wait_queue_empty(probe, QUEUE_REMEMBER, "memjobs:__acks__.")
+    elapsed = time.perf_counter() - started
+    used = trips.count - start_trips
+    worker.stop()
+    h.close()
+    return jobs / elapsed, used / jobs
+
+
+def run_burst(settings: Settings, fake: FakeOpenAI, sources: int) -> tuple[int, float]:
+    fake.set_chat_handler(echo_facts_handler)
+    h = Harness(settings)
+    owner = "burst-owner"
+    for i in range(sources):
+        h.client.remember(owner, f"burst fact {i}: my favourite number is {i * 7}")
+    h.start_worker(threads=4)
+    h.drain(timeout_s=300)
+    learned = sum(1 for r in h.store.list_sources(owner_key(owner)) if r.state == "learned")
+    calls = len(fake.requests_for("chat"))
+    h.close()
+    assert learned == sources, f"only {learned}/{sources} learned"
+    return calls, calls / sources
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--burst", type=int, default=50)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-"))
+    redis_server = EmbeddedRedis(workdir / "redis")
+    pg_server = EmbeddedPostgres(workdir / "pg")
+    fake = FakeOpenAI(embedding_dims=64).start()
+    trips = RoundTrips()
+    try:
+        redis_url = redis_server.start()
+        pg_server.start()
+        common = dict(redis_url=redis_url, data_dir=workdir / "data", max_retries=3,
+                      extract_delay_ms=500)
+        print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, "
+              f"{os.cpu_count()} CPUs", flush=True)
+
+        noop_rate, noop_trips = run_noop(
+            Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips)
+        redis.Redis.from_url(redis_url).flushall()
+        remember_rate, remember_trips = run_remember(
+            Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips)
+        redis.Redis.from_url(redis_url).flushall()
+        calls, per_source = run_burst(
+            Settings(database_url=fresh_database(pg_server), memory_base_url=fake.base_url,
+                     memory_api_key="bench", memory_model="bench-flash", **common),
+            fake, args.burst)
+
+        print(f"no-op actor          {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job")
+        print(f"remember_source      {remember_rate:8.0f} jobs/s   {remember_trips:5.2f} Redis round trips/job")
+        print(f"ratio remember/no-op {remember_rate / noop_rate:8.2f}   (target >= 0.5)")
+        print(f"burst of {args.burst} sources, one owner: {calls} model calls, "
+              f"{per_source:.2f} calls/source (target <= 0.2)")
+        return 0
+    finally:
+        fake.stop()
+        pg_server.stop()
+        redis_server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
