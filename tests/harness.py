@@ -56,7 +56,7 @@ class Harness:
 
     def drain(self, timeout_s: float = 60) -> None:
         assert ops.drain(self.runtime.redis, self.runtime.store, timeout_s, poll_s=0.05), \
-            f"not drained: {ops.status(self.runtime.redis, self.runtime.store, 60_000)}"
+            f"not drained: {ops.status(self.runtime.redis, self.runtime.store)}"
 
     def queues(self) -> dict[str, dict[str, int]]:
         return ops.queue_stats(self.runtime.redis)

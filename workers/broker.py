@@ -6,6 +6,9 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import CurrentMessage
 
 from producers.contracts import NAMESPACE, QUEUES
+from workers.jobstats import JobStats
+from workers.metrics_server import MetricsEndpoint
+from workers.middleware.heartbeat import Heartbeat
 from workers.middleware.observe import ObserveJobs
 from workers.settings import Settings
 
@@ -22,7 +25,10 @@ def build_broker(redis_url: str, settings: Settings) -> RedisBroker:
         socket_connect_timeout=5,
     )
     broker.add_middleware(CurrentMessage())
-    broker.add_middleware(ObserveJobs())
+    broker.add_middleware(ObserveJobs(JobStats(broker.client)))
+    broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
+                                    ttl_ms=settings.heartbeat_ttl_ms))
+    broker.add_middleware(MetricsEndpoint())
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker

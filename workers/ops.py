@@ -1,5 +1,5 @@
 """Operator views read straight from Redis and the ledger: queue depths, live
-workers, draining."""
+workers, recent throughput, draining, health."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from typing import Any
 import redis
 
 from producers.contracts import NAMESPACE, QUEUES
-from producers.errors import BackendUnavailable
+from producers.errors import BackendUnavailable, MemjobsError
+from workers import jobstats
+from workers.middleware.heartbeat import live_heartbeats
 from workers.store.base import StateStore
+
+#: The windows ``memjobs status`` reports throughput over, in minutes.
+RECENT_WINDOWS_MIN = (5, 15)
 
 
 def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
@@ -37,29 +42,45 @@ def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
         name = key.decode() if isinstance(key, bytes) else str(key)
         for queue in QUEUES:
             # __acks__.<worker id>.<queue>, with the delay queue acked as <queue>.DQ
-            if name.endswith(f".{queue}") or name.endswith(f".{queue}.DQ"):
+            if name.endswith((f".{queue}", f".{queue}.DQ")):
                 stats[queue]["in_flight"] += int(count)
     return stats
 
 
-def live_workers(client: redis.Redis, heartbeat_timeout_ms: int) -> int:
-    """Worker processes whose broker heartbeat is fresher than the timeout."""
-    now_ms = int(time.time() * 1000)
+def live_workers(client: redis.Redis) -> int:
+    """Worker processes whose heartbeat key has not expired."""
     try:
-        return int(client.zcount(f"{NAMESPACE}:__heartbeats__", now_ms - heartbeat_timeout_ms, "+inf"))
+        return len(live_heartbeats(client))
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
-def status(client: redis.Redis, store: StateStore, heartbeat_timeout_ms: int) -> dict[str, Any]:
+def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
     queues = queue_stats(client)
     states = store.counts_by_state()
     return {
         "queues": queues,
         "pending_sources": states["pending"],
         "sources": states,
-        "workers": live_workers(client, heartbeat_timeout_ms),
+        "workers": live_workers(client),
+        "recent": {f"last_{m}_min": jobstats.recent(client, m) for m in RECENT_WINDOWS_MIN},
     }
+
+
+def check(client: redis.Redis, store: StateStore) -> str | None:
+    """Health for container checks: None when healthy, else one line saying why."""
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"Redis does not answer: {type(exc).__name__}"
+    try:
+        store.ping()
+    except MemjobsError:
+        return "the state store does not answer"
+    workers = live_workers(client)
+    if workers == 0:
+        return "no live worker: no heartbeat key in Redis"
+    return None
 
 
 def is_drained(client: redis.Redis, store: StateStore) -> bool:

@@ -72,7 +72,18 @@ class Settings(BaseSettings):
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
 
+    # Operations: Prometheus endpoint, worker heartbeats.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9191, ge=0, le=65535)
+    heartbeat_interval_ms: int = Field(default=5_000, ge=100)
+    heartbeat_ttl_ms: int = Field(default=15_000, ge=300)
+
     log_level: str = "INFO"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Prometheus multiprocess files of the worker processes on this host."""
+        return self.data_dir / "run" / "prometheus"
 
     @field_validator("data_dir", mode="after")
     @classmethod

@@ -25,6 +25,7 @@ from workers.db import create_db_engine, migrate
 from workers.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
 from workers.embedded.stack import read_stack
 from workers.endpoints import Endpoints
+from workers.metrics_server import prepare_metrics_dir
 from workers.pipeline import sweep
 from workers.runtime import Runtime
 from workers.settings import Settings
@@ -79,6 +80,7 @@ class Stack:
         env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
+        prepare_metrics_dir(self.settings, env)
         log_path = self.settings.data_dir / "logs" / "worker.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as out:

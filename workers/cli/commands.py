@@ -16,6 +16,7 @@ from workers.cli import exits
 from workers.cli.output import emit, error
 from workers.endpoints import resolve_endpoints
 from workers.logs import configure_logging
+from workers.metrics_server import prepare_metrics_dir
 from workers.runtime import Runtime
 from workers.settings import Settings
 from workers.supervisor import Stack, sweep_once, worker_command
@@ -67,7 +68,9 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     resolve_endpoints(settings)  # fail here, clearly, rather than in every process
     command = worker_command(args.processes or settings.worker_processes,
                              args.threads or settings.worker_threads)
-    os.execv(command[0], command)
+    env = dict(os.environ)
+    prepare_metrics_dir(settings, env)
+    os.execve(command[0], command, env)
     return exits.FAILED  # pragma: no cover - execv does not return
 
 
@@ -130,9 +133,19 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
-        document = ops.status(rt.redis, rt.store, settings.broker_heartbeat_timeout_ms)
+        document = ops.status(rt.redis, rt.store)
     emit(document, as_json=args.json)
     return exits.OK
+
+
+def check(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        problem = ops.check(rt.redis, rt.store)
+    if problem is None:
+        print("ok")
+        return exits.OK
+    error(problem)
+    return exits.FAILED
 
 
 def drain(settings: Settings, args: argparse.Namespace) -> int:

@@ -69,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query", required=True)
     p.add_argument("--limit", type=int, default=5)
 
-    add("status", commands.status, "queues, pending sources, live workers", listing=True)
+    add("status", commands.status, "queues, pending sources, live workers, recent throughput",
+        listing=True)
+    add("check", commands.check, "health check: exit 0 when workers are alive and Redis and the "
+        "state store answer, 1 otherwise with one line saying why")
 
     p = add("drain", commands.drain, "wait until every queue is empty and nothing is pending")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")

@@ -129,4 +129,8 @@ class StateStore(ABC):
         """memory id → its sources, for memories whose sources are all learned."""
 
     @abstractmethod
+    def ping(self) -> None:
+        """Raise BackendUnavailable unless the store answers."""
+
+    @abstractmethod
     def close(self) -> None: ...

@@ -328,6 +328,10 @@ class SqlStateStore(StateStore):
             ).all()
         return [(r.attempt_id, r.started_seq, r.ended_seq, r.state) for r in rows]
 
+    def ping(self) -> None:
+        with self._tx() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
     def close(self) -> None:
         self.engine.dispose()
 
