@@ -107,6 +107,9 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
             "model_max_attempts": 2,
             "sweep_pending_after_ms": 0,
             "broker_heartbeat_timeout_ms": 2000,
+            "metrics_port": 0,  # any free port; tests that scrape pick one they know
+            "heartbeat_interval_ms": 200,
+            "heartbeat_ttl_ms": 1000,
         }
         values.update(overrides)
         return Settings(**values)

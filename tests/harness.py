@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,10 @@ from workers import ops
 from workers.actors import declare_actors
 from workers.broker import build_broker
 from workers.endpoints import Endpoints
+from workers.metrics_server import prepare_metrics_dir
 from workers.runtime import Runtime
 from workers.settings import Settings
+from workers.supervisor import worker_command
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,7 +72,9 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     """Environment for a real worker process with the same settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
     for name, value in settings.model_dump().items():
-        if value is None:
+        # Only what the test set: a default written out would count as "configured"
+        # (an explicit QWEN_AUDIO_MEMORY_BASE_URL turns the model on).
+        if value is None or name not in settings.model_fields_set:
             continue
         if hasattr(value, "get_secret_value"):
             value = value.get_secret_value()
@@ -94,18 +97,24 @@ def spawn_workers(settings: Settings, log_path: Path, *, processes: int = 1,
                   threads: int = 2) -> subprocess.Popen[bytes]:
     """Real ``dramatiq workers.app`` processes in their own process group."""
     out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    env = worker_env(settings)
+    prepare_metrics_dir(settings, env)  # as `memjobs worker` does
     return subprocess.Popen(
-        [sys.executable, "-m", "dramatiq", "workers.app",
-         "--processes", str(processes), "--threads", str(threads)],
-        env=worker_env(settings), stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+        worker_command(processes, threads),
+        env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
         start_new_session=True, cwd=REPO,
     )
 
 
 def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
-    """Signal the worker's whole process group (the main process and its children)."""
+    """SIGKILL the worker's whole process group (the main process and its children);
+    any other signal goes to the main process only, which forwards it once (a
+    second SIGTERM makes Dramatiq's children exit hard)."""
     try:
-        os.killpg(proc.pid, sig)
+        if sig == signal.SIGKILL:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
     except ProcessLookupError:
         pass
     proc.wait(60)

@@ -19,7 +19,7 @@ from workers.runtime import Runtime
 from workers.settings import load_settings
 
 settings = load_settings()
-configure_logging(level=settings.log_level)
+configure_logging(level=settings.log_level, adopt=True)
 endpoints = resolve_endpoints(settings)
 broker = build_broker(endpoints.redis_url, settings)
 dramatiq.set_broker(broker)

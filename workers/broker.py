@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import CurrentMessage
+from dramatiq.middleware import CurrentMessage, Retries
 
 from producers.contracts import NAMESPACE, QUEUES
 from workers.jobstats import JobStats
@@ -25,7 +25,9 @@ def build_broker(redis_url: str, settings: Settings) -> RedisBroker:
         socket_connect_timeout=5,
     )
     broker.add_middleware(CurrentMessage())
-    broker.add_middleware(ObserveJobs(JobStats(broker.client)))
+    # Before Retries in the list: "after" hooks run in reverse, so Retries has
+    # already decided retry or dead-letter when ObserveJobs records the outcome.
+    broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint())

@@ -75,13 +75,17 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         sources = GaugeMetricFamily("memjobs_ledger_sources", "Sources in the ledger, by state.",
                                     labels=["state"])
+        oldest = GaugeMetricFamily("memjobs_ledger_oldest_pending_age_seconds",
+                                   "How long the longest-waiting pending source has waited (0: none).")
         up = GaugeMetricFamily("memjobs_state_store_up", "1 when the state store answered this scrape.")
         try:
             for state, n in self.store.counts_by_state().items():
                 sources.add_metric([state], n)
+            since = self.store.oldest_pending_at()
+            oldest.add_metric([], 0.0 if since is None else max(0.0, time.time() - since.timestamp()))
         except MemjobsError:
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
-        yield from (sources, up)
+        yield from (sources, oldest, up)

@@ -345,15 +345,26 @@ def _parse_level(level: str) -> int:
     raise ValueError(f"unknown log level: {level!r}")
 
 
-def configure_logging(*, level: str = "INFO", stream: IO[str] | None = None) -> None:
+def configure_logging(
+    *, level: str = "INFO", stream: IO[str] | None = None, adopt: bool = False
+) -> None:
     """Send all logging to ``stream`` (default ``sys.stderr``) as JSON Lines.
 
     Idempotent: a second call reuses the handler installed by the first one
     (updating its stream and the root level) instead of adding another.
-    Other handlers already on the root logger are left alone.
+    Other handlers already on the root logger are left alone, unless ``adopt``:
+    then, if the root logger has handlers (a Dramatiq worker process logs
+    through a pipe to its parent), they are given the JSON formatter instead of
+    a second handler being added, so every record is written once, as JSON.
     """
     root = logging.getLogger()
     root.setLevel(_parse_level(level))
+    if adopt and root.handlers:
+        for existing in root.handlers:
+            existing.setFormatter(JsonFormatter())
+        for name in NOISY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        return
     target = stream if stream is not None else sys.stderr
 
     ours = [h for h in root.handlers if isinstance(h, _JsonLinesHandler)]

@@ -50,7 +50,7 @@ def build_registry(settings: Settings) -> CollectorRegistry:
 def serve() -> int:
     """Fork target: serve /metrics until SIGTERM."""
     settings = load_settings()
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.log_level, adopt=True)
     server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
                                        registry=build_registry(settings))
     stopped = threading.Event()

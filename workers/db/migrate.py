@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
+import logging
+
+# Alembic logs its plugin set-up at INFO on import, before a worker process has
+# configured logging; its messages are not what operators need to see.
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+from alembic import command  # noqa: E402
 from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import Engine

@@ -86,6 +86,10 @@ class StateStore(ABC):
     def counts_by_state(self) -> dict[str, int]: ...
 
     @abstractmethod
+    def oldest_pending_at(self) -> datetime | None:
+        """When the longest-waiting pending source was last touched (None: none pending)."""
+
+    @abstractmethod
     def owners_pending_since(self, before: datetime) -> list[str]:
         """Owners with a source pending since before ``before``."""
 

@@ -119,6 +119,13 @@ class SqlStateStore(StateStore):
         counts.update({str(state): int(n) for state, n in rows})
         return counts
 
+    def oldest_pending_at(self) -> datetime | None:
+        with self._tx() as conn:
+            value = conn.execute(
+                sa.select(sa.func.min(sources.c.updated_at)).where(sources.c.state == "pending")
+            ).scalar()
+        return value if isinstance(value, datetime) else None
+
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._tx() as conn:
             rows = conn.execute(
