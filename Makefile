@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean promtool
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -15,8 +15,14 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/memjobs demo
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed promtool
 	$(BIN)/python -m pytest
+
+# promtool validates deploy/prometheus; Debian's prometheus package carries it.
+promtool:
+	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null); } || \
+	  echo "promtool not found (apt-get install prometheus): the deploy/ checks will be skipped"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check producers workers tests bench
