@@ -67,6 +67,10 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs)
+        size = len(payload.text.encode("utf-8"))
+        if size > settings.max_text_bytes:
+            # The producer checks this too, but a crafted message never met it.
+            raise InvalidPayload(f"RememberSource: text is {size} bytes, over {settings.max_text_bytes}")
         try:
             report(runtime.pipeline.remember(payload, sent_at=sent_at()))
         except SensitiveContent as exc:

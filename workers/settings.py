@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -125,14 +126,25 @@ class Settings(BaseSettings):
         return out
 
 
+_SECRET_PARAMS = {"password", "pass", "passwd", "pwd", "sslpassword", "secret", "token", "api_key"}
+
+
 def redact_url(url: str) -> str:
-    """Hide the password of ``scheme://user:password@host``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    creds, _, host = rest.partition("@")
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:[REDACTED]@{host}" if ":" in creds else url
+    """Hide the password of ``scheme://user:password@host`` and of secret query
+    parameters (``?password=…``: libpq and redis-py accept both forms)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, _, host = netloc.rpartition("@")
+        if ":" in creds:
+            netloc = f"{creds.split(':', 1)[0]}:[REDACTED]@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, "[REDACTED]" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="[]"
+        )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def load_settings(**overrides: Any) -> Settings:

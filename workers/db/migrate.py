@@ -6,9 +6,8 @@ serialises them, and the second finds the schema already at head.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import logging
+from pathlib import Path
 
 # Alembic logs its plugin set-up at INFO on import, before a worker process has
 # configured logging; its messages are not what operators need to see.

@@ -169,6 +169,11 @@ class Mem0Engine(MemoryEngine):
         return [MemoryHit(m["id"], m["memory"]) for m in found]
 
     def close(self) -> None:
+        # mem0's close() shuts its history database only; the pgvector pool's
+        # threads would otherwise keep reconnecting to a database that is gone.
+        pool = getattr(getattr(self.memory, "vector_store", None), "connection_pool", None)
+        if pool is not None:
+            pool.close()
         self.memory.close()
 
 
