@@ -6,15 +6,8 @@ serialises them, and the second finds the schema already at head.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-# Alembic logs its plugin set-up at INFO on import, before a worker process has
-# configured logging; its messages are not what operators need to see.
-logging.getLogger("alembic").setLevel(logging.WARNING)
-
-from alembic import command  # noqa: E402
-from alembic.config import Config
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
@@ -32,6 +25,11 @@ def migrate(engine: Engine) -> None:
         ConfigurationError: the server has no pgvector.
         BackendUnavailable: the database did not answer.
     """
+    # Imported here: alembic logs its plugin set-up on import, and a worker
+    # process has configured (JSON) logging by the time it migrates.
+    from alembic import command
+    from alembic.config import Config
+
     check_pgvector(engine)
     with engine.connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _ADVISORY_KEY})
