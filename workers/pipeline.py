@@ -160,8 +160,13 @@ class MemoryPipeline:
         except (LockLost, StaleFencingToken) as exc:
             if isinstance(exc, StaleFencingToken):
                 lock_hook("learn")("stale_commit")
-            # Someone else holds the owner now: leave the attempt open, so the
-            # holder (whose token is newer) deletes what this one created.
+            # Someone else holds the owner now, and may already have closed this
+            # attempt as abandoned: delete what it created (never committed, so
+            # safe). A crash right here leaves memories no recall returns.
+            try:
+                self.engine.delete_attempt(owner_key, attempt.attempt_id)
+            except Exception:
+                log.warning("could not delete a stale attempt's memories", exc_info=True)
             raise
         except Exception:
             self._undo(attempt)

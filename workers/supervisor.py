@@ -106,35 +106,47 @@ class Stack:
         self._sweeper = threading.Thread(target=loop, name="sweeper", daemon=True)
         self._sweeper.start()
 
-    def supervise(self) -> int:
-        """Block until SIGINT/SIGTERM; restart the worker if it dies. Returns an exit code."""
+    def supervise(self) -> None:
+        """Block until SIGINT/SIGTERM; restart the worker if it dies."""
+        received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.stopping.set())
-        while not self.stopping.wait(0.5):
-            if self.worker is not None and self.worker.poll() is not None:
+            # Only record it: a handler that set an Event could deadlock on the
+            # lock the interrupted main thread holds inside Event.wait().
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
+        while not received:
+            time.sleep(0.2)
+            if self.worker is not None and self.worker.poll() is not None and not received:
                 log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
                 self._start_worker()
-        return 0
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """Stop everything in order; returns what could not be stopped (empty: clean)."""
+        problems: list[str] = []
         self.stopping.set()
         if self._sweeper is not None:
-            self._sweeper.join()
+            self._sweeper.join(timeout=30)
+            if self._sweeper.is_alive():
+                problems.append("the sweeper did not finish its pass within 30 s")
         if self.worker is not None and self.worker.poll() is None:
             self.worker.send_signal(signal.SIGTERM)
             try:
                 self.worker.wait(60)
             except subprocess.TimeoutExpired:
+                problems.append("the workers did not stop within 60 s and were killed")
                 self.worker.kill()
                 self.worker.wait()
         if self._runtime is not None:
             self._runtime.close()
             self._runtime.client.close()
         remove_stack(self.settings.data_dir)
-        if self.postgres is not None:
-            self.postgres.stop()
-        if self.redis is not None:
-            self.redis.stop()
+        for name, server in (("PostgreSQL", self.postgres), ("Redis", self.redis)):
+            if server is None:
+                continue
+            try:
+                server.stop()
+            except (MemjobsError, OSError) as exc:
+                problems.append(f"{name} did not stop: {exc}")
+        return problems
 
 
 def worker_command(processes: int, threads: int) -> list[str]:

@@ -58,10 +58,15 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
         print(f"memjobs is up: redis {endpoints.redis_url}, data in {settings.data_dir} "
               f"(worker log: {settings.data_dir / 'logs' / 'worker.log'}); Ctrl-C stops it",
               flush=True)
-        return stack.supervise()
+        stack.supervise()
     finally:
-        stack.stop()
-        print("memjobs stopped", flush=True)
+        problems = stack.stop()
+    if problems:
+        for problem in problems:
+            error(problem)
+        return exits.FAILED
+    print("memjobs stopped", flush=True)
+    return exits.OK
 
 
 def worker(settings: Settings, args: argparse.Namespace) -> int:

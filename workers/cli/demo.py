@@ -10,7 +10,7 @@ from producers.errors import PermanentError
 from workers import ops
 from workers.cli import exits
 from workers.embedded.stack import read_stack
-from workers.endpoints import Endpoints
+from workers.endpoints import Endpoints, resolve_endpoints
 from workers.runtime import Runtime
 from workers.settings import Settings
 from workers.supervisor import Stack
@@ -27,22 +27,27 @@ SECRET = "my wifi password is Tr0ub4dor&3"
 def run_demo(settings: Settings) -> int:
     stack: Stack | None = None
     if (settings.redis_url and settings.database_url) or read_stack(settings.data_dir):
-        from workers.endpoints import resolve_endpoints
-
         endpoints = resolve_endpoints(settings)
         step(0, "using the running memjobs stack")
     else:
         step(0, f"starting the embedded stack in {settings.data_dir} "
                 "(its own Redis and PostgreSQL with pgvector, one worker)")
         stack = Stack(settings, processes=1, threads=2)
+    code = exits.FAILED
     try:
         if stack is not None:
             endpoints = stack.start()
-        return _scenario(settings, endpoints)
+        code = _scenario(settings, endpoints)
     finally:
         if stack is not None:
-            stack.stop()
-            step(9, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+            problems = stack.stop()
+            for problem in problems:
+                print(f"    {problem}")
+            if problems:
+                code = exits.FAILED
+            else:
+                step(9, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+    return code
 
 
 def _scenario(settings: Settings, endpoints: Endpoints) -> int:

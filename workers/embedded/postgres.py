@@ -13,6 +13,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -59,6 +60,16 @@ def _has_pgvector(bindir: Path) -> bool:
         if out.returncode == 0:
             sharedirs.insert(0, Path(out.stdout.strip()))
     return any((d / "extension" / "vector.control").exists() for d in sharedirs)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _system_user() -> pwd.struct_passwd:
@@ -131,17 +142,51 @@ class EmbeddedPostgres:
             f"embedded PostgreSQL did not start; see {self.directory / 'server.log'}"
         )
 
-    def stop(self, mode: str = "fast") -> None:
-        """``pg_ctl stop`` (fast: roll back open transactions, checkpoint, exit)."""
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Fast shutdown (roll back open transactions, checkpoint, exit) and wait.
+
+        ``pg_ctl stop`` first; should it fail (say the server's user lost access
+        to a parent directory), signal the postmaster named in ``postmaster.pid``.
+
+        Raises:
+            ConfigurationError: the server is still running after ``timeout_s``.
+        """
         if self.bindir is None or not self._running():
             return
-        self._run("pg_ctl", "-D", str(self.directory), "-w", "-m", mode, "stop", check=False)
+        self._grant_traversal()
+        result = self._run("pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
+                           "-m", "fast", "stop", check=False)
+        if result.returncode == 0:
+            return
+        pid = self._postmaster_pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGINT)  # PostgreSQL's "fast" shutdown
+                wait_until(lambda: not _alive(pid), timeout_s=timeout_s, what="PostgreSQL's shutdown")
+                return
+            except (ProcessLookupError, TimeoutError):
+                pass
+        if self._running():
+            raise ConfigurationError(
+                f"could not stop the embedded PostgreSQL in {self.directory}: "
+                f"{result.stderr.strip()[-300:]}"
+            )
 
     def _running(self) -> bool:
+        """pg_ctl's answer (exit 3 is "not running"); when pg_ctl cannot tell, the pid file's."""
         if self.bindir is None:
             return False
         result = self._run("pg_ctl", "-D", str(self.directory), "status", check=False)
-        return result.returncode == 0
+        if result.returncode in (0, 3):
+            return result.returncode == 0
+        pid = self._postmaster_pid()
+        return pid is not None and _alive(pid)
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            return int((self.directory / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, IndexError, ValueError):
+            return None
 
     def _port_from_pidfile(self) -> int | None:
         try:
@@ -168,8 +213,12 @@ class EmbeddedPostgres:
         self._user = entry
         for path in [self.directory, *self.directory.rglob("*")]:
             os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-        # The server user must be able to reach the data directory and the binaries.
-        assert self.bindir is not None
+        self._grant_traversal()
+
+    def _grant_traversal(self) -> None:
+        """Let the server's user reach the data directory and the binaries (o+x on parents)."""
+        if self._user is None or self.bindir is None:
+            return
         for leaf in (self.directory, self.bindir.parent / "lib", self.bindir):
             for parent in leaf.parents:
                 mode = parent.stat().st_mode

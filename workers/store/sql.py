@@ -235,15 +235,11 @@ class SqlStateStore(StateStore):
     def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
         now = self.clock()
         with self._tx() as conn:
-            row = conn.execute(
-                sa.select(sources.c.owner_key, sources.c.state)
-                .where(sources.c.source_id == source_id)
-                .with_for_update()
-            ).first()
+            row = self._lock_source(conn, source_id)
             if row is None:
                 # The forget overtook its remember: leave a forgotten marker so the
                 # remember, when it arrives, finds the source already forgotten.
-                conn.execute(
+                marked = conn.execute(
                     pg_insert(sources)
                     .values(
                         source_id=source_id, owner_key=owner_key, state="forgotten",
@@ -251,8 +247,13 @@ class SqlStateStore(StateStore):
                         forgotten_at=sent_at,
                     )
                     .on_conflict_do_nothing(index_elements=["source_id"])
-                )
-                return ForgetResult(found=False)
+                    .returning(sources.c.source_id)
+                ).first()
+                if marked is not None:
+                    return ForgetResult(found=False)
+                # A remember committed its insert while we waited on it: forget that row.
+                row = self._lock_source(conn, source_id)
+                assert row is not None
             if row.owner_key != owner_key:
                 return ForgetResult(found=False)
             conn.execute(
@@ -292,6 +293,14 @@ class SqlStateStore(StateStore):
                     ]
                 _tombstone(conn, owner_key, memory_ids, now)
         return ForgetResult(found=True, memory_ids=memory_ids, relearn=sorted(relearn))
+
+    @staticmethod
+    def _lock_source(conn: Connection, source_id: str) -> Any:
+        return conn.execute(
+            sa.select(sources.c.owner_key, sources.c.state)
+            .where(sources.c.source_id == source_id)
+            .with_for_update()
+        ).first()
 
     def tombstones(self, owner_key: str) -> list[str]:
         with self._tx() as conn:

@@ -1,0 +1,732 @@
+"""The ``memjobs`` command line, run the way a user runs it: one subprocess per
+command, settings from the environment, answers on stdout (one JSON document
+with ``--json``), errors on stderr with a named exit code (workers/cli/exits.py).
+
+The embedded-stack tests share ONE ``memjobs up`` (a module fixture, to pay its
+start-up once) and run in file order; each of them sets up what it checks, so a
+failure in one does not hide the others. Every process started here is stopped
+by the fixtures' finalizers, even on failure: the ``up`` process group gets
+SIGTERM then SIGKILL, and any Redis or PostgreSQL still running on a test data
+directory gets the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from producers.contracts import QUEUES
+from tests.harness import REPO
+from workers.cli import exits
+
+_FOREIGN_ENV = ("MEMJOBS_", "QWEN_", "DASHSCOPE", "NOVA_AUDIO_")
+CLI_TIMEOUT_S = 120.0
+STARTUP_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+
+SOURCE_KEYS = {"source_id", "state", "created_at", "learned_at"}
+MEMORY_KEYS = {"memory_id", "text", "source_ids"}
+HIT_KEYS = {"memory_id", "text", "score", "source_ids"}
+
+PEANUT = "我对花生过敏"
+TEA = "I drink green tea every morning"
+SECRET = "my password is hunter2!"
+
+
+# --- running the CLI ---------------------------------------------------------------
+
+
+def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """The test process's environment without any memjobs setting, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
+    env["PYTHONPATH"] = str(REPO)
+    env["MEMJOBS_DATA_DIR"] = str(data_dir)
+    env["MEM0_TELEMETRY"] = "False"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Result:
+    args: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """stdout parsed as exactly one JSON document."""
+        try:
+            return json.loads(self.stdout)
+        except ValueError:
+            pytest.fail(f"memjobs {' '.join(self.args)}: stdout is not one JSON document: "
+                        f"{self.stdout!r} (stderr: {self.stderr[-2000:]!r})")
+
+    def __str__(self) -> str:
+        return (f"memjobs {' '.join(self.args)} -> {self.code}\n"
+                f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-3000:]}")
+
+
+def run_cli(env: dict[str, str], *args: str, timeout: float = CLI_TIMEOUT_S) -> Result:
+    proc = subprocess.run(
+        [sys.executable, "-m", "workers.cli.main", *args], cwd=REPO, env=env,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )
+    return Result(args, proc.returncode, proc.stdout, proc.stderr)
+
+
+def ok(result: Result) -> Result:
+    assert result.code == exits.OK, str(result)
+    return result
+
+
+# --- processes -------------------------------------------------------------------
+
+
+def pids_mentioning(needle: str) -> list[int]:
+    """Processes whose command line names ``needle`` (a test's own data directory:
+    the embedded redis-server ``--dir`` and postgres ``-D``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_leftovers(data_dir: Path, timeout_s: float = 20.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every server still running on ``data_dir``; returns their pids."""
+    pids = pids_mentioning(str(data_dir))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def kill_group(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM the process group of ``proc`` (a session leader), SIGKILL after a timeout."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout_s)
+            if sig == signal.SIGTERM:
+                # The main process is gone; make sure nothing of its group survives.
+                os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+    proc.wait(10)
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Up:
+    """One ``memjobs up --processes 1 --threads 2`` in its own session."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str], output: Path) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.output = output
+        self._out: IO[bytes] = open(output, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", "up", "--processes", "1", "--threads", "2"],
+            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=self._out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    @property
+    def stack_file(self) -> Path:
+        return self.data_dir / "run" / "stack.json"
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace")
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """Until the state file exists and ``status`` counts a live worker.
+
+        Polling with a deadline: ``memjobs up`` is an external process whose
+        readiness has no other signal.
+        """
+        deadline = time.monotonic() + timeout_s
+        last: Result | None = None
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"memjobs up exited with {self.proc.returncode}:\n{self.text()}")
+            if self.stack_file.exists():
+                last = run_cli(self.env, "status", "--json")
+                if last.code == exits.OK and last.json()["workers"] >= 1:
+                    return
+            if time.monotonic() > deadline:
+                pytest.fail(f"memjobs up not ready after {timeout_s:.0f} s; last status: "
+                            f"{last}\noutput:\n{self.text()}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        if self.proc.poll() is None or group_alive(self.proc.pid):
+            kill_group(self.proc)
+        self._out.close()
+
+
+@dataclass
+class EmbeddedStack:
+    """The module's ``memjobs up``, its data directory, and what was said to it."""
+
+    data_dir: Path
+    env: dict[str, str]
+    started: list[Up]
+    texts: set[str]
+    owners: set[str]
+
+    @property
+    def up(self) -> Up:
+        return self.started[-1]
+
+    def start(self, output_name: str) -> Up:
+        up = Up(self.data_dir, self.env, self.data_dir.parent / output_name)
+        self.started.append(up)
+        up.wait_ready()
+        return up
+
+    def cli(self, *args: str) -> Result:
+        """Run a command against this stack, remembering every text and owner it names."""
+        for flag, seen in (("--text", self.texts), ("--owner", self.owners)):
+            if flag in args:
+                seen.add(args[args.index(flag) + 1])
+        return run_cli(self.env, *args)
+
+    def json(self, *args: str) -> Any:
+        return ok(self.cli(*args, "--json")).json()
+
+    def remember(self, owner: str, text: str) -> str:
+        doc = self.json("remember", "--owner", owner, "--text", text)
+        assert doc["status"] == "queued", doc
+        return str(doc["source_id"])
+
+    def drain(self, timeout_s: float = 60) -> None:
+        ok(self.cli("drain", "--timeout", str(timeout_s)))
+
+    def states(self, owner: str) -> dict[str, str]:
+        return {s["source_id"]: s["state"] for s in self.json("sources", "--owner", owner)}
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[EmbeddedStack]:
+    with scratch_dir("up") as base:
+        data_dir = base / "data"
+        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="500",
+                      MEM0_DIR=str(base / "mem0"))
+        handle = EmbeddedStack(data_dir, env, [], set(), set())
+        try:
+            handle.start("up-1.out")
+            yield handle
+        finally:
+            for up in handle.started:
+                up.close()
+
+
+@contextmanager
+def scratch_dir(label: str) -> Iterator[Path]:
+    """A directory for an embedded stack, outside pytest's ``/tmp/pytest-of-<user>``.
+
+    Running as root, the embedded PostgreSQL runs as a system user that must be
+    able to traverse every parent of its data directory; every pytest session
+    that starts (other suites run concurrently on this machine) resets
+    ``/tmp/pytest-of-<user>`` to mode 0700, which would lock that user out.
+    """
+    path = Path(tempfile.mkdtemp(prefix=f"memjobs-cli-{label}-"))
+    try:
+        yield path
+    finally:
+        stop_leftovers(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def new_owner(label: str) -> str:
+    return f"cli-{label}-{uuid.uuid4().hex[:12]}"
+
+
+# --- without a stack ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("status",),
+    ("status", "--json"),
+    ("sources", "--owner", "x"),
+    ("sources", "--owner", "x", "--json"),
+    ("remember", "--owner", "x", "--text", "hello", "--json"),
+    ("drain", "--timeout", "1"),
+])
+def test_no_stack_and_no_urls_is_a_config_error_that_says_how_to_start_one(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    result = run_cli(cli_env(tmp_path / "fresh"), *args)
+    assert result.code == exits.CONFIG, str(result)
+    assert result.stdout == ""
+    assert "memjobs up" in result.stderr
+    assert "MEMJOBS_REDIS_URL" in result.stderr and "MEMJOBS_DATABASE_URL" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, "one line, not a traceback"
+
+
+def test_only_the_missing_url_is_named(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "fresh", MEMJOBS_REDIS_URL="redis://127.0.0.1:1/0")
+    result = run_cli(env, "status", "--json")
+    assert result.code == exits.CONFIG, str(result)
+    assert "MEMJOBS_DATABASE_URL" in result.stderr and "MEMJOBS_REDIS_URL" not in result.stderr
+    assert "memjobs up" in result.stderr
+
+
+def test_a_stale_state_file_of_a_dead_stack_is_no_stack(tmp_path: Path) -> None:
+    data_dir = tmp_path / "stale"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (data_dir / "run").mkdir(parents=True)
+    (data_dir / "run" / "stack.json").write_text(json.dumps({
+        "pid": gone.pid, "redis_url": "redis://127.0.0.1:1/0",
+        "database_url": "postgresql://postgres@127.0.0.1:1/postgres", "started_at": 0.0,
+    }))
+    result = run_cli(cli_env(data_dir), "status", "--json")
+    assert result.code == exits.CONFIG, str(result)
+    assert "memjobs up" in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("recall", "--owner", "x", "--query", "q", "--limit", "0", "--json"),
+    ("recall", "--owner", "x", "--query", "   ", "--json"),
+])
+def test_invalid_arguments_are_refused_before_any_backend_is_needed(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    result = run_cli(cli_env(tmp_path / "fresh"), *args)
+    assert result.code == exits.REFUSED, str(result)
+    assert result.stdout == ""
+    assert "--limit" in result.stderr or "--query" in result.stderr
+
+
+# --- config ------------------------------------------------------------------------
+
+PG_PASSWORD = "pg-Pa55word-xyz"
+REDIS_PASSWORD = "redis-Pa55word-xyz"
+API_KEY = "sk-test-secret-value"
+EMBEDDING_KEY = "emb-test-secret-value"
+
+
+def test_config_json_is_one_document_with_secrets_redacted(tmp_path: Path) -> None:
+    env = cli_env(
+        tmp_path / "data",
+        MEMJOBS_DATABASE_URL=f"postgresql://memjobs:{PG_PASSWORD}@db.internal:5432/memjobs",
+        MEMJOBS_REDIS_URL=f"redis://:{REDIS_PASSWORD}@cache.internal:6379/0",
+        QWEN_AUDIO_MEMORY_API_KEY=API_KEY,
+        MEMJOBS_EMBEDDING_API_KEY=EMBEDDING_KEY,
+    )
+    result = ok(run_cli(env, "config", "--json"))
+    doc = result.json()
+    for secret in (PG_PASSWORD, REDIS_PASSWORD, API_KEY, EMBEDDING_KEY):
+        assert secret not in result.stdout and secret not in result.stderr
+    assert doc["memory_api_key"] == "[REDACTED]"
+    assert doc["embedding_api_key"] == "[REDACTED]"
+    # Redacted, not dropped: the rest of each URL is still there to debug with.
+    assert doc["database_url"].startswith("postgresql://memjobs:")
+    assert "db.internal:5432/memjobs" in doc["database_url"]
+    assert "cache.internal:6379" in doc["redis_url"]
+    assert doc["data_dir"] == str((tmp_path / "data").resolve())
+    assert doc["model_configured"] is True
+    assert doc["memory_provider"] == "mem0"
+
+    plain = ok(run_cli(env, "config"))
+    for secret in (PG_PASSWORD, REDIS_PASSWORD, API_KEY, EMBEDDING_KEY):
+        assert secret not in plain.stdout
+    assert "database_url" in plain.stdout
+
+
+def test_config_redacts_passwords_given_as_url_query_parameters(tmp_path: Path) -> None:
+    """libpq and redis-py both accept ``?password=``; config must not print it."""
+    env = cli_env(
+        tmp_path / "data",
+        MEMJOBS_DATABASE_URL=f"postgresql://memjobs@db.internal:5432/memjobs?password={PG_PASSWORD}",
+        MEMJOBS_REDIS_URL=f"redis://cache.internal:6379/0?password={REDIS_PASSWORD}",
+    )
+    result = ok(run_cli(env, "config", "--json"))
+    result.json()
+    assert PG_PASSWORD not in result.stdout
+    assert REDIS_PASSWORD not in result.stdout
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("NOVA_AUDIO_AGENT_MEMORY_PROVIDER", "bogus"),
+    ("MEMJOBS_EXTRACT_DELAY_MS", "-1"),
+    ("MEMJOBS_WORKER_THREADS", "many"),
+])
+def test_invalid_settings_exit_3_naming_the_variable(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    result = run_cli(cli_env(tmp_path / "data", **{variable: value}), "config")
+    assert result.code == exits.CONFIG, str(result)
+    assert result.stdout == ""
+    assert variable in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, "one line, not a traceback"
+
+
+# --- configured URLs, no worker (the test session's Redis and PostgreSQL) ---------
+
+
+def test_with_urls_and_no_worker_work_waits_in_redis_and_drain_times_out(
+    tmp_path: Path, redis_url: str, database_url: str
+) -> None:
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
+                  MEMJOBS_DATABASE_URL=database_url)
+    owner = new_owner("urls")
+    doc = ok(run_cli(env, "remember", "--owner", owner, "--text", TEA, "--json")).json()
+    assert doc["status"] == "queued" and doc["source_id"].startswith("src_")
+
+    status = ok(run_cli(env, "status", "--json")).json()
+    assert status["queues"]["memjobs_remember"]["ready"] == 1
+    assert status["pending_sources"] == 0  # not in the ledger until a worker runs
+
+    started = time.monotonic()
+    drained = run_cli(env, "drain", "--timeout", "0.5")
+    assert drained.code == exits.FAILED, str(drained)
+    assert "not drained" in drained.stderr
+    assert time.monotonic() - started < 30
+
+    assert ok(run_cli(env, "sources", "--owner", owner, "--json")).json() == []
+
+
+def test_status_counts_worker_processes_not_producers(
+    tmp_path: Path, redis_url: str, database_url: str
+) -> None:
+    """No worker runs: ``workers`` must be 0 even after a producer enqueued something.
+
+    Dramatiq's Redis broker writes a heartbeat for its broker id on every
+    dispatch, enqueues included, so counting ``__heartbeats__`` counts every
+    recent producer (CLI, gateway, sweeper) as a live worker.
+    """
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
+                  MEMJOBS_DATABASE_URL=database_url)
+    assert ok(run_cli(env, "status", "--json")).json()["workers"] == 0
+    ok(run_cli(env, "remember", "--owner", new_owner("hb"), "--text", TEA, "--json"))
+    assert ok(run_cli(env, "status", "--json")).json()["workers"] == 0
+
+
+def test_refusals_exit_4_with_a_json_reason_and_enqueue_nothing(
+    tmp_path: Path, redis_url: str, database_url: str
+) -> None:
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
+                  MEMJOBS_DATABASE_URL=database_url)
+    owner = new_owner("refuse")
+    secret = run_cli(env, "remember", "--owner", owner, "--text", SECRET, "--json")
+    assert secret.code == exits.REFUSED, str(secret)
+    doc = secret.json()
+    assert doc["status"] == "refused" and doc["reason"] == "sensitive_content"
+    assert doc["source_id"] is None
+    assert "hunter2" not in secret.stdout + secret.stderr
+
+    off = run_cli({**env, "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off"},
+                  "remember", "--owner", owner, "--text", TEA, "--json")
+    assert off.code == exits.REFUSED, str(off)
+    assert off.json()["reason"] == "memory_off"
+
+    bad = run_cli(env, "forget", "--owner", owner, "--source", "not-a-source-id", "--json")
+    assert bad.code == exits.REFUSED, str(bad)
+
+    queues = ok(run_cli(env, "status", "--json")).json()["queues"]
+    assert all(q["ready"] == 0 and q["delayed"] == 0 for q in queues.values()), queues
+
+
+# --- the embedded stack ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_remember_learn_recall_forget_through_the_cli(stack: EmbeddedStack) -> None:
+    owner = new_owner("alice")
+    first = stack.cli("remember", "--owner", owner, "--text", PEANUT, "--json")
+    assert first.code == exits.OK, str(first)
+    doc = first.json()
+    assert set(doc) == {"source_id", "status"} and doc["status"] == "queued"
+    peanut = doc["source_id"]
+    assert re.fullmatch(r"src_[0-9a-f]{32}", peanut), peanut
+    assert stack.json("remember", "--owner", owner, "--text", PEANUT) == doc
+    tea = stack.remember(owner, TEA)
+    assert tea != peanut
+
+    refused = stack.cli("remember", "--owner", owner, "--text", SECRET, "--json")
+    assert refused.code == exits.REFUSED, str(refused)
+    assert refused.json()["status"] == "refused"
+    assert refused.json()["reason"] == "sensitive_content"
+    assert "hunter2" not in refused.stdout + refused.stderr
+
+    stack.drain()
+
+    listing = stack.json("sources", "--owner", owner)
+    assert isinstance(listing, list) and len(listing) == 2, listing
+    assert all(set(s) == SOURCE_KEYS for s in listing), listing
+    assert {s["source_id"]: s["state"] for s in listing} == {peanut: "learned", tea: "learned"}
+    for s in listing:
+        assert datetime.fromisoformat(s["learned_at"]) >= datetime.fromisoformat(s["created_at"])
+    with_text = stack.json("sources", "--owner", owner, "--show-text")
+    assert all(set(s) == SOURCE_KEYS | {"text"} for s in with_text), with_text
+    assert {s["source_id"]: s["text"] for s in with_text} == {peanut: PEANUT, tea: TEA}
+
+    memories = stack.json("memories", "--owner", owner)
+    assert all(set(m) == MEMORY_KEYS for m in memories), memories
+    assert sorted((m["text"], tuple(m["source_ids"])) for m in memories) == sorted(
+        [(PEANUT, (peanut,)), (TEA, (tea,))])
+
+    hits = stack.json("recall", "--owner", owner, "--query", "花生")
+    assert all(set(h) == HIT_KEYS for h in hits), hits
+    assert [h["source_ids"] for h in hits if h["text"] == PEANUT] == [[peanut]], hits
+    assert all(isinstance(h["score"], float) for h in hits)
+
+    stranger = new_owner("mallory")
+    assert stack.json("sources", "--owner", stranger) == []
+    assert stack.json("recall", "--owner", stranger, "--query", "花生") == []
+
+    assert stack.json("forget", "--owner", owner, "--source", peanut) == {
+        "source_id": peanut, "status": "queued"}
+    stack.drain()
+    hits = stack.json("recall", "--owner", owner, "--query", "花生")
+    assert all(h["text"] != PEANUT and peanut not in h["source_ids"] for h in hits), hits
+    assert stack.states(owner) == {peanut: "forgotten", tea: "learned"}
+    texts = {s["source_id"]: s["text"] for s in stack.json("sources", "--owner", owner,
+                                                           "--show-text")}
+    assert texts == {peanut: None, tea: TEA}
+    assert [m["text"] for m in stack.json("memories", "--owner", owner)] == [TEA]
+
+
+@pytest.mark.slow
+def test_status_and_sweep_json(stack: EmbeddedStack) -> None:
+    stack.remember(new_owner("status"), "I walk the dog at seven")
+    stack.drain()
+    status = stack.json("status")
+    assert set(status["queues"]) == set(QUEUES)
+    for name, queue in status["queues"].items():
+        assert {"ready", "delayed", "dead"} <= set(queue), (name, queue)
+        assert queue["ready"] == 0 and queue["delayed"] == 0 and queue["dead"] == 0
+    assert status["pending_sources"] == 0
+    assert status["workers"] >= 1
+    assert stack.json("sweep") == {"owners_requeued": 0}
+
+
+@pytest.mark.slow
+def test_worker_log_is_json_and_carries_no_text_or_owner_id(stack: EmbeddedStack) -> None:
+    owner = new_owner("logs")
+    sid = stack.remember(owner, "我住在杭州西湖边")
+    assert stack.cli("remember", "--owner", owner, "--text", SECRET, "--json").code == \
+        exits.REFUSED
+    stack.drain()
+    ok(stack.cli("forget", "--owner", owner, "--source", sid, "--json"))
+    stack.drain()
+
+    log_path = stack.data_dir / "logs" / "worker.log"
+    content = log_path.read_text(encoding="utf-8")
+    records = []
+    for number, line in enumerate(content.splitlines(), 1):
+        if line.strip().startswith("{"):
+            record = json.loads(line)
+            assert isinstance(record, dict), (number, line)
+            assert {"ts", "level", "logger", "msg"} <= set(record), (number, line)
+            records.append(record)
+    assert any(r["logger"].startswith("memjobs") for r in records), "no memjobs record logged"
+
+    up_output = stack.up.text()
+    needles = stack.texts | stack.owners  # every text and owner said to this stack so far
+    assert {owner, SECRET, "我住在杭州西湖边"} <= needles
+    for needle in sorted(needles):
+        assert needle not in content, f"{needle!r} is in {log_path}"
+        assert needle not in up_output, f"{needle!r} is in the output of memjobs up"
+
+
+_PLAIN_RECORD = re.compile(r"^\[[^\]]+\] \[PID \d+\] \[[^\]]*\] \[(?P<logger>[^\]]+)\] \[[A-Z]+\] ")
+
+
+@pytest.mark.slow
+def test_worker_log_has_no_unredacted_plain_copies_of_records(stack: EmbeddedStack) -> None:
+    """memjobs' and mem0's records reach the log only through the redacting JSON
+    formatter: Dramatiq's own plain-text handler would write each of them again,
+    messages and tracebacks unredacted and mem0's messages unsuppressed."""
+    stack.remember(new_owner("plain"), "I collect old maps")
+    stack.drain()
+    content = (stack.data_dir / "logs" / "worker.log").read_text(encoding="utf-8")
+    plain = [line for line in content.splitlines()
+             if (m := _PLAIN_RECORD.match(line))
+             and m["logger"].startswith(("memjobs", "workers", "mem0"))]
+    assert plain == [], f"{len(plain)} plain-text records, e.g. {plain[:3]}"
+
+
+@pytest.mark.slow
+def test_sigterm_stops_everything_and_data_survives_a_restart(stack: EmbeddedStack) -> None:
+    owner = new_owner("persist")
+    sid = stack.remember(owner, "我住在杭州西湖边的小区")
+    stack.drain()
+    before = stack.json("sources", "--owner", owner)
+    assert [(s["source_id"], s["state"]) for s in before] == [(sid, "learned")]
+
+    first = stack.up
+    info = json.loads(first.stack_file.read_text())
+    redis_port = urlsplit(info["redis_url"]).port
+    pg_port = urlsplit(info["database_url"]).port
+    assert redis_port and pg_port
+    token = uuid.uuid4().hex
+    probe = redis.Redis.from_url(info["redis_url"])
+    probe.set("cli-test:aof-probe", token)
+    probe.close()
+
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.proc.wait(timeout=STOP_TIMEOUT_S) == 0, first.text()
+    assert "memjobs stopped" in first.text()
+    assert not first.stack_file.exists()
+    assert not accepts_connections(redis_port), "embedded Redis still listening"
+    assert not accepts_connections(pg_port), "embedded PostgreSQL still listening"
+    assert not (stack.data_dir / "postgres" / "postmaster.pid").exists()
+    assert not group_alive(first.proc.pid), "a worker process outlived memjobs up"
+    assert [p for p in pids_mentioning(str(stack.data_dir)) if _alive(p)] == []
+    stopped = stack.cli("status", "--json")
+    assert stopped.code == exits.CONFIG and "memjobs up" in stopped.stderr, str(stopped)
+
+    second = stack.start("up-2.out")
+    assert stack.json("sources", "--owner", owner) == before
+    hits = stack.json("recall", "--owner", owner, "--query", "杭州")
+    assert [h["source_ids"] for h in hits] == [[sid]], hits
+    info = json.loads(second.stack_file.read_text())
+    probe = redis.Redis.from_url(info["redis_url"])
+    assert probe.get("cli-test:aof-probe") == token.encode()
+    probe.close()
+
+    os.killpg(second.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the group
+    assert second.proc.wait(timeout=STOP_TIMEOUT_S) == 0, second.text()
+    assert not second.stack_file.exists()
+    assert not accepts_connections(urlsplit(info["redis_url"]).port or 0)
+    assert not accepts_connections(urlsplit(info["database_url"]).port or 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as a separate user only as root")
+def test_up_never_reports_a_clean_stop_while_its_postgres_keeps_running() -> None:
+    """Root runs the embedded PostgreSQL as a system user. If that user loses
+    access to the data directory while the stack runs (here: a parent directory
+    becomes 0700, as pytest does to /tmp/pytest-of-root), ``pg_ctl status``
+    fails and ``memjobs up`` must still stop the server, or at least say it
+    could not and exit non-zero, not print "memjobs stopped" and exit 0 with
+    PostgreSQL orphaned."""
+    with scratch_dir("fault") as base:
+        outer = base / "outer"
+        outer.mkdir()
+        data_dir = outer / "data"
+        up = Up(data_dir, cli_env(data_dir, MEM0_DIR=str(base / "mem0")), base / "up.out")
+        try:
+            up.wait_ready()
+            info = json.loads(up.stack_file.read_text())
+            pg_port = urlsplit(info["database_url"]).port
+            assert pg_port
+            outer.chmod(0o700)
+            up.proc.send_signal(signal.SIGTERM)
+            code = up.proc.wait(timeout=STOP_TIMEOUT_S)
+            still_listening = accepts_connections(pg_port)
+        finally:
+            up.close()
+        assert not still_listening or (code != exits.OK and "PostgreSQL" in up.text()), (
+            f"memjobs up exited {code} and left PostgreSQL on port {pg_port}:\n{up.text()}")
+
+
+# --- demo --------------------------------------------------------------------------
+
+
+def _section(stdout: str, n: int) -> str:
+    start = stdout.index(f"[{n}] ")
+    end = stdout.find(f"[{n + 1}] ", start)
+    return stdout[start:] if end < 0 else stdout[start:end]
+
+
+@pytest.mark.slow
+def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
+    with scratch_dir("demo") as base:
+        data_dir = base / "data"
+        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli.main", "demo"], cwd=REPO, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                kill_group(proc)
+            leftovers = stop_leftovers(data_dir)
+        state_file_left = (data_dir / "run" / "stack.json").exists()
+    assert proc.returncode == exits.OK, f"stdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
+    for n in range(1, 10):
+        assert f"[{n}] " in stdout, f"step {n} missing:\n{stdout}"
+    assert "same id: True" in _section(stdout, 2)
+    assert "refused: sensitive_content" in _section(stdout, 3)
+    assert "Tr0ub4dor" not in stdout + stderr
+    assert "UNEXPECTED" not in stdout
+    assert "learned" in _section(stdout, 4)
+    assert "我对花生过敏" in _section(stdout, 5)
+    assert "forgotten" in _section(stdout, 6)
+    assert "我对花生过敏" not in _section(stdout, 7)
+    assert "short answers" in _section(stdout, 8).split("\n", 1)[1]
+    assert leftovers == [], "the demo left its Redis or PostgreSQL running"
+    assert not state_file_left
