@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,18 +47,18 @@ def build_registry(settings: Settings) -> CollectorRegistry:
 
 
 def serve() -> int:
-    """Fork target: serve /metrics until SIGTERM."""
+    """Fork target: serve /metrics until Dramatiq's SIGTERM handler exits the process.
+
+    The HTTP server runs in a daemon thread; the main thread only waits for
+    signals (a handler of our own that set an Event could deadlock against
+    the main thread waiting on that Event).
+    """
     settings = load_settings()
     configure_logging(level=settings.log_level, adopt=True)
-    server, thread = start_http_server(settings.metrics_port, addr=settings.metrics_host,
-                                       registry=build_registry(settings))
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    stopped.wait()
-    server.shutdown()
-    thread.join()
-    return 0
+    start_http_server(settings.metrics_port, addr=settings.metrics_host,
+                      registry=build_registry(settings))
+    while True:
+        signal.pause()
 
 
 class MetricsEndpoint(Middleware):
