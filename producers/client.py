@@ -8,6 +8,7 @@ nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -17,10 +18,19 @@ from pydantic import ValidationError
 
 from producers import contracts
 from producers.contracts import (
+    ACTOR_CONSOLIDATE,
+    ACTOR_DIGEST,
+    ACTOR_EXTRACT,
     ACTOR_FORGET,
+    ACTOR_RECORD_TASK,
     ACTOR_REMEMBER,
     DEFAULT_MAX_TEXT_BYTES,
+    DEFAULT_MAX_TRANSCRIPT_BYTES,
+    ConsolidateSession,
+    DigestSession,
+    ExtractFacts,
     ForgetSource,
+    RecordTask,
     RememberSource,
     SourceKind,
 )
@@ -44,6 +54,10 @@ def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, A
         raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
 
 
+#: How long "this session has ended" is remembered (a repeated end is a no-op).
+_SESSION_MARKER_TTL_S = 7 * 24 * 3600
+
+
 class MemjobsClient:
     """Enqueue memjobs work from a gateway.
 
@@ -52,6 +66,10 @@ class MemjobsClient:
         max_text_bytes: refuse a source whose UTF-8 text is longer.
         memory_enabled: ``False`` when ``NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off``;
             every personal-memory call is then refused with ``memory_off``.
+        consolidation_enabled: enqueue ``consolidate_session`` at session end
+            (automatic consolidation on and a model configured).
+        digest_enabled: enqueue ``digest_session`` (``QWEN_AUDIO_SESSION_DIGEST=on``).
+        max_transcript_bytes: refuse a transcript whose turns are longer in all.
         broker: an existing broker to send through (workers pass theirs).
     """
 
@@ -61,6 +79,9 @@ class MemjobsClient:
         *,
         max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
         memory_enabled: bool = True,
+        consolidation_enabled: bool = False,
+        digest_enabled: bool = False,
+        max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
         broker: RedisBroker | None = None,
     ) -> None:
         if broker is None:
@@ -72,6 +93,9 @@ class MemjobsClient:
         self.broker = broker
         self.max_text_bytes = max_text_bytes
         self.memory_enabled = memory_enabled
+        self.consolidation_enabled = consolidation_enabled
+        self.digest_enabled = digest_enabled
+        self.max_transcript_bytes = max_transcript_bytes
 
     def remember(
         self,
@@ -124,6 +148,65 @@ class MemjobsClient:
         self._require_memory()
         payload = build_payload(ForgetSource, owner_key=_owner_key(owner_id), source_id=source_id)
         self._send(ACTOR_FORGET, payload)
+
+    def end_session(
+        self,
+        owner_id: str,
+        session_id: str,
+        transcript: Sequence[Mapping[str, Any]],
+        tasks: Sequence[Mapping[str, Any]] = (),
+    ) -> list[str]:
+        """Queue the session-end work in one call; returns the actors enqueued.
+
+        Consolidation (when enabled), the digest (when enabled) and an
+        extraction nudge for the owner. The same (owner, session) ended twice
+        enqueues nothing the second time (a Redis marker kept 7 days).
+
+        Raises:
+            InvalidPayload: malformed transcript or tasks, or a transcript over
+                the size limit.
+            BackendUnavailable: Redis did not answer.
+        """
+        key = _owner_key(owner_id)
+        size = sum(len(str(t.get("text", "")).encode("utf-8")) for t in transcript
+                   if isinstance(t, Mapping))
+        if size > self.max_transcript_bytes:
+            raise InvalidPayload(
+                f"invalid transcript: {size} bytes, over the limit of {self.max_transcript_bytes} bytes"
+            )
+        session = {"owner_key": key, "session_id": session_id, "transcript": list(transcript)}
+        consolidate = build_payload(ConsolidateSession, **session)
+        digest = build_payload(DigestSession, **session, tasks=list(tasks))
+        nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
+        marker = f"{contracts.NAMESPACE}:session-ended:{key}:{contracts.content_hash(session_id)}"
+        try:
+            first = self.broker.client.set(marker, "1", nx=True, ex=_SESSION_MARKER_TTL_S)
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not take the end of session: {exc}") from exc
+        if not first:
+            return []
+        sent = []
+        if self.consolidation_enabled:
+            self._send(ACTOR_CONSOLIDATE, consolidate)
+            sent.append(ACTOR_CONSOLIDATE)
+        if self.digest_enabled:
+            self._send(ACTOR_DIGEST, digest)
+            sent.append(ACTOR_DIGEST)
+        if self.memory_enabled:
+            self._send(ACTOR_EXTRACT, nudge)
+            sent.append(ACTOR_EXTRACT)
+        return sent
+
+    def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
+        """Report a task's status to the task ledger (read live by session recall).
+
+        Raises:
+            InvalidPayload: missing fields or an unknown status.
+            BackendUnavailable: Redis did not answer.
+        """
+        payload = build_payload(RecordTask, owner_key=_owner_key(owner_id), task_id=task_id,
+                                goal=goal, status=status)
+        self._send(ACTOR_RECORD_TASK, payload)
 
     def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
         """Enqueue an already validated payload for ``actor_name``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -31,11 +32,26 @@ NAMESPACE = "memjobs"
 QUEUE_REMEMBER = "memjobs_remember"
 QUEUE_EXTRACT = "memjobs_extract"
 QUEUE_FORGET = "memjobs_forget"
-QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET)
+# Session-end model work (consolidation, digest), and the fast task ledger.
+QUEUE_SESSION = "memjobs_session"
+QUEUE_TASKS = "memjobs_tasks"
+QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET, QUEUE_SESSION, QUEUE_TASKS)
 
 ACTOR_REMEMBER = "remember_source"
 ACTOR_EXTRACT = "extract_facts"
 ACTOR_FORGET = "forget_source"
+ACTOR_CONSOLIDATE = "consolidate_session"
+ACTOR_DIGEST = "digest_session"
+ACTOR_RECORD_TASK = "record_task"
+
+#: Default cap on a session transcript, in bytes of UTF-8 over all turns.
+DEFAULT_MAX_TRANSCRIPT_BYTES = 256 * 1024
+#: Turns per transcript, tasks per session.
+MAX_TURNS = 2000
+MAX_TASKS = 100
+
+TaskStatus = Literal["dispatched", "running", "succeeded", "failed", "cancelled"]
+TERMINAL_TASK_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
 SourceKind = Literal["utterance", "explicit"]
 
@@ -96,7 +112,7 @@ class RememberSource(_Payload):
 class ExtractFacts(_Payload):
     """Wake the owner's extraction: learn a batch of their pending sources."""
 
-    trigger: Literal["remember", "sweep", "forget", "manual"] = "remember"
+    trigger: Literal["remember", "sweep", "forget", "manual", "session_end"] = "remember"
 
 
 class ForgetSource(_Payload):
@@ -105,13 +121,64 @@ class ForgetSource(_Payload):
     source_id: str = Field(pattern=_SOURCE_ID)
 
 
+class Turn(BaseModel):
+    """One turn of a session transcript."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["user", "assistant"]
+    text: str = Field(min_length=1, max_length=DEFAULT_MAX_TRANSCRIPT_BYTES)
+    ts: datetime
+
+
+class TaskRef(BaseModel):
+    """A task dispatched in a session: its id and goal (never its status)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str = Field(min_length=1, max_length=128)
+    goal: str = Field(min_length=1, max_length=500)
+
+
+class _SessionPayload(_Payload):
+    # Turns are parsed leniently (a timestamp arrives as ISO text from JSON).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    session_id: str = Field(min_length=1, max_length=128)
+    transcript: tuple[Turn, ...] = Field(min_length=1, max_length=MAX_TURNS)
+
+
+class ConsolidateSession(_SessionPayload):
+    """Session end: propose bounded patches to USER.md / MEMORY.md from the transcript."""
+
+
+class DigestSession(_SessionPayload):
+    """Session end: keep the topic, a gist of at most 50 characters and the tasks' goals."""
+
+    tasks: tuple[TaskRef, ...] = Field(default=(), max_length=MAX_TASKS)
+
+
+class RecordTask(_Payload):
+    """The gateway reports a task's status to the task ledger."""
+
+    task_id: str = Field(min_length=1, max_length=128)
+    goal: str = Field(min_length=1, max_length=500)
+    status: TaskStatus
+
+
 PAYLOADS: dict[str, type[_Payload]] = {
     ACTOR_REMEMBER: RememberSource,
     ACTOR_EXTRACT: ExtractFacts,
     ACTOR_FORGET: ForgetSource,
+    ACTOR_CONSOLIDATE: ConsolidateSession,
+    ACTOR_DIGEST: DigestSession,
+    ACTOR_RECORD_TASK: RecordTask,
 }
 QUEUE_OF: dict[str, str] = {
     ACTOR_REMEMBER: QUEUE_REMEMBER,
     ACTOR_EXTRACT: QUEUE_EXTRACT,
     ACTOR_FORGET: QUEUE_FORGET,
+    ACTOR_CONSOLIDATE: QUEUE_SESSION,
+    ACTOR_DIGEST: QUEUE_SESSION,
+    ACTOR_RECORD_TASK: QUEUE_TASKS,
 }

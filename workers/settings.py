@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from producers.contracts import DEFAULT_MAX_TEXT_BYTES
+from producers.contracts import DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TRANSCRIPT_BYTES
 from producers.errors import ConfigurationError
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
@@ -48,6 +48,23 @@ class Settings(BaseSettings):
     )
     model_timeout_ms: int = Field(default=30_000, gt=0)
     model_max_attempts: int = Field(default=3, ge=1)
+
+    # Session end: automatic consolidation into USER.md / MEMORY.md, digests.
+    memory_auto: Literal["on", "off"] = Field(
+        default="on", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_AUTO")
+    )
+    session_digest: Literal["on", "off"] = Field(
+        default="off", validation_alias=AliasChoices("QWEN_AUDIO_SESSION_DIGEST")
+    )
+    #: "markdown" (files in the data directory), "sql" (the state database, for
+    #: multi-host), or a host's own provider as "package.module:factory".
+    memory_docs_provider: str = "markdown"
+    max_transcript_bytes: int = Field(default=DEFAULT_MAX_TRANSCRIPT_BYTES, gt=0)
+    max_patches_per_session: int = Field(default=10, ge=1, le=100)
+    max_patch_chars: int = Field(default=1000, ge=10)
+    max_document_chars: int = Field(default=8000, ge=100)
+    digest_retention_days: int = Field(default=90, ge=1)
+    task_retention_days: int = Field(default=3, ge=1)
 
     # Embeddings: an OpenAI-compatible endpoint, or the offline embedder.
     embedding_base_url: str | None = None
@@ -102,6 +119,16 @@ class Settings(BaseSettings):
         return self.memory_api_key is not None or "memory_base_url" in self.model_fields_set
 
     @property
+    def consolidation_enabled(self) -> bool:
+        """Automatic consolidation: on unless QWEN_AUDIO_MEMORY_AUTO=off, and only
+        with a model configured (no key: off; explicit memory is unaffected)."""
+        return self.memory_auto == "on" and self.model_configured
+
+    @property
+    def digest_enabled(self) -> bool:
+        return self.session_digest == "on" and self.model_configured
+
+    @property
     def embedding_configured(self) -> bool:
         return self.embedding_base_url is not None
 
@@ -122,6 +149,8 @@ class Settings(BaseSettings):
                 value = str(value)
             out[name] = value
         out["model_configured"] = self.model_configured
+        out["consolidation_enabled"] = self.consolidation_enabled
+        out["digest_enabled"] = self.digest_enabled
         out["embedding_configured"] = self.embedding_configured
         return out
 
@@ -169,4 +198,8 @@ _ENV_NAMES = {
     "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
     "memory_base_url": "QWEN_AUDIO_MEMORY_BASE_URL",
     "memory_model": "QWEN_AUDIO_MEMORY_MODEL",
+    "memory_auto": "QWEN_AUDIO_MEMORY_AUTO",
+    "QWEN_AUDIO_MEMORY_AUTO": "QWEN_AUDIO_MEMORY_AUTO",
+    "session_digest": "QWEN_AUDIO_SESSION_DIGEST",
+    "QWEN_AUDIO_SESSION_DIGEST": "QWEN_AUDIO_SESSION_DIGEST",
 }
