@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 import redis
+from pydantic import SecretStr
 
 from producers.client import MemjobsClient
 from producers.contracts import NAMESPACE
@@ -92,30 +93,28 @@ class Runtime:
             return HashingEmbedder(s.offline_embedding_dims)
         from workers.model import RemoteEmbedder
 
-        return RemoteEmbedder(
-            base_url=s.embedding_base_url,
-            api_key=s.embedding_api_key.get_secret_value() if s.embedding_api_key else None,
-            model=s.embedding_model,
-            dims=s.embedding_dims,
-            timeout_ms=s.model_timeout_ms,
-            max_attempts=s.model_max_attempts,
-            on_call=record_model_call,
-        )
+        return RemoteEmbedder(model=s.embedding_model, dims=s.embedding_dims,
+                              **self._endpoint(s.embedding_base_url, s.embedding_api_key))
 
-    def _chat(self) -> Any | None:
+    def _chat(self, purpose: str = "extract") -> Any | None:
+        """The light model, or None when none is configured."""
         s = self.settings
         if not s.model_configured:
             return None
         from workers.model import ChatModel
 
-        return ChatModel(
-            base_url=s.memory_base_url,
-            api_key=s.memory_api_key.get_secret_value() if s.memory_api_key else None,
-            model=s.memory_model,
-            timeout_ms=s.model_timeout_ms,
-            max_attempts=s.model_max_attempts,
-            on_call=record_model_call,
-        )
+        return ChatModel(model=s.memory_model, purpose=purpose,
+                         **self._endpoint(s.memory_base_url, s.memory_api_key))
+
+    def _endpoint(self, base_url: str, api_key: SecretStr | None) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "base_url": base_url,
+            "api_key": api_key.get_secret_value() if api_key else None,
+            "timeout_ms": s.model_timeout_ms,
+            "max_attempts": s.model_max_attempts,
+            "on_call": record_model_call,
+        }
 
     def close(self) -> None:
         for name in ("engine", "store"):
