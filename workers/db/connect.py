@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from producers.errors import BackendUnavailable, ConfigurationError
 from workers.settings import redact_url
@@ -33,6 +36,16 @@ def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
         max_overflow=pool_size,
         connect_args={"connect_timeout": 5},
     )
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """One transaction; a database that does not answer becomes BackendUnavailable."""
+    try:
+        with engine.begin() as conn:
+            yield conn
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
 
 
 def check_pgvector(engine: Engine) -> None:

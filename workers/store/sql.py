@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from producers.contracts import RememberSource
-from producers.errors import BackendUnavailable, StaleFencingToken
+from producers.errors import StaleFencingToken
+from workers.db.connect import transaction
 from workers.store.base import (
     AddOutcome,
     Attempt,
@@ -51,13 +52,8 @@ class SqlStateStore(StateStore):
         self.engine = engine
         self.clock = clock
 
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-            raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+    def _tx(self) -> AbstractContextManager[Connection]:
+        return transaction(self.engine)
 
     # -- sources ---------------------------------------------------------------
 

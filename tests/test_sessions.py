@@ -1,0 +1,270 @@
+"""Session digest and recall on real PostgreSQL and the fake model server: the
+50-character gist, secrets kept from the model, live task status at recall,
+once-per-session digests and exact retention with an injected clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from producers.contracts import DigestSession, TaskRef, Turn, owner_key
+from producers.errors import TransientError
+from tests.fakes.openai_server import FakeOpenAI
+from workers.db import create_db_engine
+from workers.model import ChatModel
+from workers.sessions import ModelOutputInvalid, SessionStore, digest_session, run_digest
+
+KEY = owner_key("alice@example.com")
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+SECRET = "sk-live9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk"
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(T0)
+
+
+@pytest.fixture
+def store(database_url: str, clock: Clock) -> Iterator[SessionStore]:
+    engine = create_db_engine(database_url)
+    yield SessionStore(engine, clock=clock)
+    engine.dispose()
+
+
+@pytest.fixture
+def model(fake_model: FakeOpenAI) -> Iterator[ChatModel]:
+    chat = ChatModel(base_url=fake_model.base_url, api_key="k", model="m", timeout_ms=5000,
+                     max_attempts=1)
+    yield chat
+    chat.close()
+
+
+def reply(topic: str, gist: str) -> str:
+    return json.dumps({"topic": topic, "gist": gist}, ensure_ascii=False)
+
+
+def session(session_id: str = "s1", *texts: str, tasks: tuple[TaskRef, ...] = ()) -> DigestSession:
+    turns = texts or ("明天早上七点叫我起床", "好的，已经设好七点的闹钟")
+    return DigestSession(
+        owner_key=KEY, session_id=session_id, tasks=tasks,
+        transcript=tuple(Turn(role="user" if i % 2 == 0 else "assistant", text=t, ts=T0)
+                         for i, t in enumerate(turns)),
+    )
+
+
+def statuses(store: SessionStore, now: datetime | None = None) -> dict[str, tuple[str, bool]]:
+    [recalled] = store.recall_sessions(KEY, days=7, now=now)
+    return {t.task_id: (t.status, t.status_known) for t in recalled.tasks}
+
+
+# -- the digest ------------------------------------------------------------------
+
+
+def test_chinese_gist_is_cut_to_50_characters(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    fake_model.queue_chat_replies(reply("闹钟", "闹钟设置" * 20))  # 80 characters
+    digest = digest_session(model, session())
+    assert len(digest.gist) == 50
+    assert len(digest.gist.encode("utf-8")) > 50
+    assert digest.gist == ("闹钟设置" * 20)[:50]
+
+
+def test_stored_gist_keeps_the_50_character_cap(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies(reply("旅行计划" * 20, "我们讨论了去杭州的行程" * 8))
+    assert run_digest(store, model, session()) == "stored"
+    [recalled] = store.recall_sessions(KEY, days=1)
+    assert len(recalled.gist) == 50 and len(recalled.gist.encode("utf-8")) == 150
+    assert len(recalled.topic) == 40
+
+
+def test_secret_in_the_transcript_never_reaches_the_model_server(
+    model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies(reply("API key", "用户提到了一个密钥"))
+    digest_session(model, session("s1", f"我的 key 是 {SECRET}，帮我记一下", "我的密码是739421", "好的"))
+    sent = fake_model.all_text_sent()
+    assert "我的 key 是" in sent  # the transcript went, without its secrets
+    assert SECRET not in sent and "739421" not in sent
+
+
+def test_secret_in_the_model_reply_is_not_kept(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    fake_model.queue_chat_replies(reply(f"key {SECRET}", "用户的密码是739421"))
+    digest = digest_session(model, session())
+    assert SECRET not in digest.topic and "739421" not in digest.gist
+
+
+def test_reply_that_is_not_json_raises_a_transient_error(
+    model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies("当然！这次对话讲的是闹钟。")
+    with pytest.raises(ModelOutputInvalid) as caught:
+        digest_session(model, session())
+    assert isinstance(caught.value, TransientError)
+    assert caught.value.reason == "model_output_invalid"
+
+
+def test_reply_without_a_gist_raises_model_output_invalid(
+    model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies(json.dumps({"topic": "闹钟", "summary": "设了闹钟"}))
+    with pytest.raises(ModelOutputInvalid):
+        digest_session(model, session())
+
+
+def test_digest_freezes_task_goals_only(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    fake_model.queue_chat_replies(reply("闹钟", "设了七点的闹钟"))
+    tasks = (TaskRef(task_id="t1", goal="设置七点闹钟"),)
+    digest = digest_session(model, session(tasks=tasks))
+    assert digest.task_goals == list(tasks)
+
+
+# -- once per session ----------------------------------------------------------
+
+
+def test_second_digest_of_a_session_is_a_duplicate_without_a_model_call(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies(reply("闹钟", "设了七点的闹钟"), reply("别的", "不该出现"))
+    assert run_digest(store, model, session()) == "stored"
+    assert run_digest(store, model, session()) == "duplicate"
+    assert len(fake_model.requests_for("chat")) == 1
+    assert [r.gist for r in store.recall_sessions(KEY, days=1)] == ["设了七点的闹钟"]
+
+
+def test_run_left_running_by_a_crashed_worker_runs_again(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    assert store.claim_run(KEY, "s1", "digest")  # the worker died after claiming
+    fake_model.queue_chat_replies(reply("闹钟", "设了七点的闹钟"))
+    assert run_digest(store, model, session()) == "stored"
+    assert not store.claim_run(KEY, "s1", "digest")
+
+
+def test_failed_model_call_leaves_the_run_open_for_the_retry(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies("not json", reply("闹钟", "设了七点的闹钟"))
+    with pytest.raises(ModelOutputInvalid):
+        run_digest(store, model, session())
+    assert run_digest(store, model, session()) == "stored"
+
+
+# -- recall ------------------------------------------------------------------------
+
+
+def test_recall_lists_sessions_newest_first_within_the_window(
+    store: SessionStore, clock: Clock
+) -> None:
+    for day, sid in enumerate(["old", "mid", "new"]):
+        store.save_digest(KEY, sid, f"topic {sid}", "gist", [], now=T0 + timedelta(days=day * 5))
+    store.save_digest(owner_key("bob"), "other", "bob's", "gist", [], now=T0 + timedelta(days=10))
+    clock.now = T0 + timedelta(days=10)
+    assert [r.session_id for r in store.recall_sessions(KEY, days=7)] == ["new", "mid"]
+
+
+def test_recall_reads_task_status_live_from_the_ledger(store: SessionStore, clock: Clock) -> None:
+    store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t1", goal="设置七点闹钟")])
+    store.record_task(KEY, "t1", "设置七点闹钟", "running")
+    assert statuses(store) == {"t1": ("running", True)}
+    clock.advance(timedelta(minutes=5))
+    store.record_task(KEY, "t1", "设置七点闹钟", "succeeded")
+    assert statuses(store) == {"t1": ("succeeded", True)}
+
+
+def test_recall_says_dispatched_once_the_task_record_expired(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t1", goal="设置七点闹钟")])
+    store.record_task(KEY, "t1", "设置七点闹钟", "succeeded")
+    clock.advance(timedelta(days=3, seconds=1))
+    assert store.apply_retention().tasks_deleted == 1
+    [recalled] = store.recall_sessions(KEY, days=7)
+    [task] = recalled.tasks
+    assert (task.task_id, task.goal, task.status, task.status_known) == (
+        "t1", "设置七点闹钟", "dispatched", False)
+
+
+def test_status_report_for_an_unknown_task_creates_it(store: SessionStore) -> None:
+    store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t9", goal="订机票")])
+    assert statuses(store) == {"t9": ("dispatched", False)}
+    store.record_task(KEY, "t9", "订机票", "failed")
+    assert statuses(store) == {"t9": ("failed", True)}
+
+
+# -- retention -----------------------------------------------------------------------
+
+
+def test_retention_deletes_exactly_the_digests_older_than_90_days(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.save_digest(KEY, "kept", "t", "g", [], now=T0 - timedelta(days=89, hours=23))
+    store.save_digest(KEY, "gone", "t", "g", [], now=T0 - timedelta(days=90, seconds=1))
+    assert store.apply_retention().digests_deleted == 1
+    assert [r.session_id for r in store.recall_sessions(KEY, days=90)] == ["kept"]
+
+
+def test_retention_deletes_terminal_tasks_3_days_after_they_ended(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.save_digest(KEY, "s1", "t", "g", [TaskRef(task_id=t, goal=t) for t in ("done", "ended", "busy")])
+    store.record_task(KEY, "busy", "busy", "running")
+    store.record_task(KEY, "done", "done", "succeeded")
+    clock.advance(timedelta(hours=1))
+    store.record_task(KEY, "ended", "ended", "cancelled")
+    clock.advance(timedelta(days=3, seconds=1) - timedelta(hours=1))
+    assert store.apply_retention().tasks_deleted == 1
+    assert statuses(store) == {"done": ("dispatched", False), "ended": ("cancelled", True),
+                               "busy": ("running", True)}
+
+
+def test_retention_never_deletes_a_task_that_is_not_terminal(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.record_task(KEY, "t1", "goal", "succeeded")
+    clock.advance(timedelta(minutes=1))
+    store.record_task(KEY, "t1", "goal", "running")  # left the terminal state
+    store.record_task(KEY, "t2", "goal", "dispatched")
+    clock.advance(timedelta(days=365))
+    assert store.apply_retention().tasks_deleted == 0
+
+
+def test_repeated_terminal_report_does_not_extend_retention(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.record_task(KEY, "t1", "goal", "succeeded")
+    clock.advance(timedelta(days=2))
+    store.record_task(KEY, "t1", "goal", "succeeded")  # a redelivered report
+    clock.advance(timedelta(days=1, seconds=1))
+    assert store.apply_retention().tasks_deleted == 1
+
+
+def test_retention_deletes_run_records_older_than_90_days(
+    store: SessionStore, clock: Clock
+) -> None:
+    store.claim_run(KEY, "gone", "digest")
+    store.finish_run(KEY, "gone", "digest")
+    clock.advance(timedelta(hours=1))
+    store.claim_run(KEY, "kept", "consolidate")
+    store.finish_run(KEY, "kept", "consolidate")
+    clock.advance(timedelta(days=90, seconds=1) - timedelta(hours=1))
+    report = store.apply_retention()
+    assert (report.digests_deleted, report.tasks_deleted, report.runs_deleted) == (0, 0, 1)
+    assert not store.claim_run(KEY, "kept", "consolidate")  # still recorded as done
+    assert store.claim_run(KEY, "gone", "digest")  # its record is gone: a fresh run
