@@ -566,7 +566,8 @@ def test_status_and_sweep_json(stack: EmbeddedStack) -> None:
         assert queue["ready"] == 0 and queue["delayed"] == 0 and queue["dead"] == 0
     assert status["pending_sources"] == 0
     assert status["workers"] >= 1
-    assert stack.json("sweep") == {"owners_requeued": 0}
+    assert stack.json("sweep") == {"owners_requeued": 0, "digests_deleted": 0, "tasks_deleted": 0,
+                                   "session_runs_deleted": 0}
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from producers import contracts
 from producers.errors import InvalidPayload, PermanentError, SensitiveContent, StaleFencingToken
 from workers.middleware.observe import OUTCOME_OPTION
 from workers.runtime import Runtime
+from workers.sessions import run_digest
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,19 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         found = runtime.pipeline.forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
+    def digest_session(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.DigestSession, args, kwargs)
+        model = runtime.chat("digest")
+        if not settings.digest_enabled or model is None:
+            report("disabled")  # switched off since it was enqueued
+            return
+        report(run_digest(runtime.sessions, model, payload))
+
+    def record_task(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.RecordTask, args, kwargs)
+        runtime.sessions.record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
+        report("recorded")
+
     common: dict[str, Any] = {
         "broker": broker,
         "max_retries": settings.max_retries,
@@ -105,6 +119,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         (contracts.ACTOR_REMEMBER, remember_source, {}),
         (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
         (contracts.ACTOR_FORGET, forget_source, {}),
+        (contracts.ACTOR_DIGEST, digest_session, {}),
+        (contracts.ACTOR_RECORD_TASK, record_task, {}),
     ]
     return {
         name: dramatiq.actor(  # type: ignore[call-overload]

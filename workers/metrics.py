@@ -15,7 +15,7 @@ from prometheus_client import Counter, Histogram
 OUTCOMES = (
     "succeeded", "retried", "dead_lettered", "invalid_payload", "refused_sensitive",
     "memory_off", "duplicate", "skipped_busy", "created", "revived", "forgotten",
-    "forgotten_unknown", "stale_commit_refused", "skipped",
+    "forgotten_unknown", "stale_commit_refused", "skipped", "disabled", "stored", "recorded",
 )
 
 JOBS_ENQUEUED = Counter(

@@ -21,6 +21,7 @@ from workers.endpoints import Endpoints
 from workers.engine.base import MemoryEngine
 from workers.metrics import record_model_call
 from workers.pipeline import ExtractionScheduler, MemoryPipeline
+from workers.sessions import SessionStore
 from workers.settings import Settings
 from workers.store.sql import SqlStateStore
 
@@ -38,6 +39,7 @@ class Runtime:
         self.settings = settings
         self.endpoints = endpoints
         self.client = client
+        self._chats: dict[str, Any] = {}
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -65,6 +67,18 @@ class Runtime:
             chat=self._chat(),
             min_score=self.settings.recall_min_score,
         )
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self.store.engine,
+                            digest_retention_days=self.settings.digest_retention_days,
+                            task_retention_days=self.settings.task_retention_days)
+
+    def chat(self, purpose: str) -> Any | None:
+        """The light model for ``purpose`` (one client per purpose, for metrics)."""
+        if purpose not in self._chats:
+            self._chats[purpose] = self._chat(purpose)
+        return self._chats[purpose]
 
     @cached_property
     def scheduler(self) -> ExtractionScheduler:

@@ -155,7 +155,11 @@ def worker_command(processes: int, threads: int) -> list[str]:
             "--processes", str(processes), "--threads", str(threads)]
 
 
-def sweep_once(runtime: Runtime, settings: Settings) -> int:
-    """One pass of the pending sweeper; returns how many owners were re-enqueued."""
-    return sweep(runtime.store, runtime.scheduler, datetime.now(UTC),
-                 settings.sweep_pending_after_ms)
+def sweep_once(runtime: Runtime, settings: Settings) -> dict[str, int]:
+    """One maintenance pass: re-enqueue owners whose sources are pending too
+    long, then apply retention (digests, terminal task records, session runs)."""
+    now = datetime.now(UTC)
+    owners = sweep(runtime.store, runtime.scheduler, now, settings.sweep_pending_after_ms)
+    expired = runtime.sessions.apply_retention(now)
+    return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
+            "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted}

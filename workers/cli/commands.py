@@ -163,8 +163,8 @@ def drain(settings: Settings, args: argparse.Namespace) -> int:
 
 def sweep(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
-        owners = sweep_once(rt, settings)
-    emit({"owners_requeued": owners}, as_json=args.json)
+        done = sweep_once(rt, settings)
+    emit(done, as_json=args.json)
     return exits.OK
 
 
