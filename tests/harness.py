@@ -11,13 +11,12 @@ from typing import Any
 
 import dramatiq
 
-from producers.client import MemjobsClient
 from workers import ops
 from workers.actors import declare_actors
 from workers.broker import build_broker
 from workers.endpoints import Endpoints
 from workers.metrics_server import prepare_metrics_dir
-from workers.runtime import Runtime
+from workers.runtime import Runtime, producer_client
 from workers.settings import Settings
 from workers.supervisor import worker_command
 
@@ -32,8 +31,7 @@ class Harness:
         self.settings = settings
         self.endpoints = Endpoints(settings.redis_url, settings.database_url)
         self.broker = build_broker(settings.redis_url, settings)
-        self.client = MemjobsClient(broker=self.broker, max_text_bytes=settings.max_text_bytes,
-                                    memory_enabled=settings.memory_enabled)
+        self.client = producer_client(settings, broker=self.broker)
         self.runtime = Runtime(settings, self.endpoints, self.client)
         self.actors = declare_actors(self.broker, self.runtime)
         self.worker: dramatiq.Worker | None = None

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from producers import contracts
 from producers.errors import InvalidPayload, PermanentError, SensitiveContent, StaleFencingToken
+from workers.consolidation import consolidate
 from workers.middleware.observe import OUTCOME_OPTION
 from workers.runtime import Runtime
 from workers.sessions import run_digest
@@ -95,6 +96,24 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         found = runtime.pipeline.forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
+    def consolidate_session(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.ConsolidateSession, args, kwargs)
+        model = runtime.chat("consolidate")
+        if not settings.consolidation_enabled or model is None:
+            report("disabled")  # switched off since it was enqueued
+            return
+        sessions = runtime.sessions
+        if not sessions.claim_run(payload.owner_key, payload.session_id, "consolidate"):
+            report("duplicate")
+            return
+        done = consolidate(payload, model=model, service=runtime.memory_docs, audit=runtime.audit,
+                           max_patches=settings.max_patches_per_session,
+                           max_patch_chars=settings.max_patch_chars)
+        sessions.finish_run(payload.owner_key, payload.session_id, "consolidate")
+        log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
+                                         "refused": done.refused})
+        report("succeeded")
+
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs)
         model = runtime.chat("digest")
@@ -119,6 +138,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         (contracts.ACTOR_REMEMBER, remember_source, {}),
         (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
         (contracts.ACTOR_FORGET, forget_source, {}),
+        (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
         (contracts.ACTOR_DIGEST, digest_session, {}),
         (contracts.ACTOR_RECORD_TASK, record_task, {}),
     ]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import dramatiq
 
-from producers.client import MemjobsClient
 from workers.actors import declare_actors
 from workers.broker import build_broker
 from workers.endpoints import resolve_endpoints
 from workers.logs import configure_logging
 from workers.middleware.warmup import Warmup
-from workers.runtime import Runtime
+from workers.runtime import Runtime, producer_client
 from workers.settings import load_settings
 
 settings = load_settings()
@@ -23,9 +22,7 @@ configure_logging(level=settings.log_level, adopt=True)
 endpoints = resolve_endpoints(settings)
 broker = build_broker(endpoints.redis_url, settings)
 dramatiq.set_broker(broker)
-runtime = Runtime(settings, endpoints, MemjobsClient(broker=broker,
-                                                     max_text_bytes=settings.max_text_bytes,
-                                                     memory_enabled=settings.memory_enabled))
+runtime = Runtime(settings, endpoints, producer_client(settings, broker=broker))
 actors = declare_actors(broker, runtime)
 if settings.memory_enabled:
     broker.add_middleware(Warmup(lambda: runtime.pipeline))

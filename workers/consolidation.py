@@ -12,13 +12,17 @@ Guarantees, whatever the model says:
   refused and audited, the session's other valid patches still apply, and no
   document is ever half-written (each patch is one atomic service call);
 - re-running a session's job adds nothing more (the service treats an append
-  already present, or a replacement already made, as a duplicate).
+  already present, or a replacement already made, as a duplicate);
+- nothing inferred gets in unchecked: every patch must quote, as ``evidence``,
+  the user's own words from the transcript; a patch whose evidence is not in a
+  user turn (invented, or the assistant's words) is refused as ``not_grounded``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -44,9 +48,12 @@ Rules:
 - Never touch ASSISTANT.md or any document other than USER.md and MEMORY.md.
 - Never record passwords, keys, codes or other secrets.
 - Do not repeat what a document already says.
+- Each patch quotes, in "evidence", the user's exact words it comes from.
 Answer with JSON only, in this shape:
-{"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou"},
-             {"doc": "USER.md", "op": "replace", "old_text": "...", "new_text": "..."}]}
+{"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
+              "evidence": "I live in Hangzhou"},
+             {"doc": "USER.md", "op": "replace", "old_text": "...", "new_text": "...",
+              "evidence": "..."}]}
 Answer {"patches": []} when nothing is worth keeping."""
 
 
@@ -61,11 +68,12 @@ class OpResult(Protocol):
 
 
 class Service(Protocol):
-    """The memory service's operations this job uses."""
+    """The memory service's operations this job uses (it audits what it applies or refuses)."""
 
     def read(self, owner_key: str, doc: str) -> Any: ...
-    def append(self, owner_key: str, doc: str, text: str) -> Any: ...
-    def replace(self, owner_key: str, doc: str, old_text: str, new_text: str) -> Any: ...
+    def append(self, owner_key: str, doc: str, text: str, *, session_id: str | None = None) -> Any: ...
+    def replace(self, owner_key: str, doc: str, old_text: str, new_text: str, *,
+                session_id: str | None = None) -> Any: ...
 
 
 class Audit(Protocol):
@@ -83,6 +91,7 @@ class Patch(BaseModel):
     text: str | None = None
     old_text: str | None = None
     new_text: str | None = None
+    evidence: str | None = None
 
 
 @dataclass
@@ -141,14 +150,18 @@ def consolidate(
                                     response_format={"type": "json_object"})
     report = ConsolidationReport()
 
-    def record(doc: str, op: str, applied: bool, reason: str | None, version: int | None) -> None:
-        audit.record(owner_key=owner, session_id=session, doc=doc, op=op, applied=applied,
-                     reason=reason, version=version)
+    def record(doc: str, op: str, applied: bool, reason: str | None, version: int | None,
+               audited: bool = False) -> None:
+        # The service audits what reaches it; refusals before it are audited here.
+        if not audited:
+            audit.record(owner_key=owner, session_id=session, doc=doc, op=op, applied=applied,
+                         reason=reason, version=version)
         if applied:
             report.applied += 1
         else:
             report.refuse(reason or "refused")
 
+    said = _normalise(" ".join(t.text for t in payload.transcript if t.role == "user"))
     raw = parse_patches(reply)
     if raw is None:
         record("-", "-", False, "model_output_invalid", None)
@@ -158,14 +171,17 @@ def consolidate(
             record(_doc_name(item), _op_name(item), False, "too_many_patches", None)
             continue
         patch, reason = _validate(item, max_patch_chars)
+        if patch is not None and not _grounded(patch, said):
+            patch, reason = None, "not_grounded"
         if patch is None:
             record(_doc_name(item), _op_name(item), False, reason, None)
             continue
         if patch.op == "append":
-            result = service.append(owner, patch.doc, patch.text or "")
+            result = service.append(owner, patch.doc, patch.text or "", session_id=session)
         else:
-            result = service.replace(owner, patch.doc, patch.old_text or "", patch.new_text or "")
-        record(patch.doc, patch.op, bool(result.applied), result.reason, result.version)
+            result = service.replace(owner, patch.doc, patch.old_text or "", patch.new_text or "",
+                                     session_id=session)
+        record(patch.doc, patch.op, bool(result.applied), result.reason, result.version, audited=True)
     return report
 
 
@@ -186,6 +202,16 @@ def _validate(item: Any, max_chars: int) -> tuple[Patch | None, str]:
     if any(t and find_sensitive_text(t) for t in texts):
         return None, "sensitive_content"
     return patch, ""
+
+
+def _normalise(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _grounded(patch: Patch, said: str) -> bool:
+    """The patch quotes (at least 2 characters of) what the user said."""
+    evidence = _normalise(patch.evidence or "").strip(" .,!?;:，。！？；：\"'“”")
+    return len(evidence) >= 2 and evidence in said
 
 
 def _content(document: Any) -> str:

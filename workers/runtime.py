@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 import redis
+from dramatiq.brokers.redis import RedisBroker
 from pydantic import SecretStr
 
 from producers.client import MemjobsClient
@@ -19,11 +20,26 @@ from workers.db import create_db_engine, migrate
 from workers.db.connect import libpq_url
 from workers.endpoints import Endpoints
 from workers.engine.base import MemoryEngine
+from workers.memory_docs import AuditLog, MemoryService, default_audit_path, load_provider
 from workers.metrics import record_model_call
 from workers.pipeline import ExtractionScheduler, MemoryPipeline
 from workers.sessions import SessionStore
 from workers.settings import Settings
 from workers.store.sql import SqlStateStore
+
+
+def producer_client(settings: Settings, *, redis_url: str | None = None,
+                    broker: RedisBroker | None = None) -> MemjobsClient:
+    """The producer client with the limits and switches the settings give."""
+    return MemjobsClient(
+        redis_url,
+        broker=broker,
+        max_text_bytes=settings.max_text_bytes,
+        memory_enabled=settings.memory_enabled,
+        consolidation_enabled=settings.consolidation_enabled,
+        digest_enabled=settings.digest_enabled,
+        max_transcript_bytes=settings.max_transcript_bytes,
+    )
 
 
 class Runtime:
@@ -73,6 +89,19 @@ class Runtime:
         return SessionStore(self.store.engine,
                             digest_retention_days=self.settings.digest_retention_days,
                             task_retention_days=self.settings.task_retention_days)
+
+    @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(default_audit_path(self.settings.data_dir))
+
+    @cached_property
+    def memory_docs(self) -> MemoryService:
+        """The one writer of USER.md and MEMORY.md (the configured provider)."""
+        s = self.settings
+        provider = load_provider(s.memory_docs_provider, data_dir=s.data_dir,
+                                 engine_factory=lambda: self.store.engine)
+        return MemoryService(provider, max_doc_chars=s.max_document_chars,
+                             max_change_chars=s.max_patch_chars, audit=self.audit)
 
     def chat(self, purpose: str) -> Any | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""
@@ -131,6 +160,8 @@ class Runtime:
         }
 
     def close(self) -> None:
+        if "memory_docs" in self.__dict__:
+            self.memory_docs.provider.close()
         for name in ("engine", "store"):
             if name in self.__dict__:
                 self.__dict__[name].close()

@@ -19,7 +19,6 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from producers.client import MemjobsClient
 from producers.errors import MemjobsError
 from workers.db import create_db_engine, migrate
 from workers.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
@@ -27,7 +26,7 @@ from workers.embedded.stack import read_stack
 from workers.endpoints import Endpoints
 from workers.metrics_server import prepare_metrics_dir
 from workers.pipeline import sweep
-from workers.runtime import Runtime
+from workers.runtime import Runtime, producer_client
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ class Stack:
     def start_sweeper(self) -> None:
         """Run the pending sweeper every ``sweep_interval_ms`` until stopped."""
         assert self.endpoints is not None
-        client = MemjobsClient(self.endpoints.redis_url, memory_enabled=self.settings.memory_enabled)
+        client = producer_client(self.settings, redis_url=self.endpoints.redis_url)
         self._runtime = Runtime(self.settings, self.endpoints, client)
 
         def loop() -> None:

@@ -8,7 +8,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from producers.client import MemjobsClient
 from producers.contracts import owner_key
 from producers.errors import InvalidPayload, PermanentError
 from workers import ops
@@ -17,7 +16,7 @@ from workers.cli.output import emit, error
 from workers.endpoints import resolve_endpoints
 from workers.logs import configure_logging
 from workers.metrics_server import prepare_metrics_dir
-from workers.runtime import Runtime
+from workers.runtime import Runtime, producer_client
 from workers.settings import Settings
 from workers.supervisor import Stack, sweep_once, worker_command
 
@@ -26,8 +25,7 @@ from workers.supervisor import Stack, sweep_once, worker_command
 def runtime_for(settings: Settings) -> Iterator[Runtime]:
     """A runtime on the configured (or running embedded) Redis and database."""
     endpoints = resolve_endpoints(settings)
-    client = MemjobsClient(endpoints.redis_url, max_text_bytes=settings.max_text_bytes,
-                           memory_enabled=settings.memory_enabled)
+    client = producer_client(settings, redis_url=endpoints.redis_url)
     runtime = Runtime(settings, endpoints, client)
     try:
         yield runtime
@@ -36,7 +34,7 @@ def runtime_for(settings: Settings) -> Iterator[Runtime]:
         client.close()
 
 
-def _owner(value: str) -> str:
+def owner_arg(value: str) -> str:
     try:
         return owner_key(value)
     except ValueError:
@@ -101,7 +99,7 @@ def forget(settings: Settings, args: argparse.Namespace) -> int:
 
 def sources(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
-        rows = rt.store.list_sources(_owner(args.owner))
+        rows = rt.store.list_sources(owner_arg(args.owner))
     listing = []
     for r in rows:
         item = {"source_id": r.source_id, "state": r.state,
@@ -117,7 +115,7 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
 
 def memories(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
-        hits = rt.pipeline.memories(_owner(args.owner))
+        hits = rt.pipeline.memories(owner_arg(args.owner))
     emit([{"memory_id": h.memory_id, "text": h.text, "source_ids": h.source_ids} for h in hits],
          as_json=args.json, columns=["memory_id", "text", "source_ids"])
     return exits.OK
@@ -129,7 +127,7 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise InvalidPayload("--query must not be empty")
     with runtime_for(settings) as rt:
-        hits = rt.pipeline.recall(_owner(args.owner), args.query, args.limit)
+        hits = rt.pipeline.recall(owner_arg(args.owner), args.query, args.limit)
     emit([{"memory_id": h.memory_id, "text": h.text, "score": h.score,
            "source_ids": h.source_ids} for h in hits],
          as_json=args.json, columns=["memory_id", "score", "text", "source_ids"])

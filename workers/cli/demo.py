@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from producers.client import MemjobsClient
 from producers.contracts import owner_key
 from producers.errors import PermanentError
 from workers import ops
 from workers.cli import exits
 from workers.embedded.stack import read_stack
 from workers.endpoints import Endpoints, resolve_endpoints
-from workers.runtime import Runtime
+from workers.runtime import Runtime, producer_client
 from workers.settings import Settings
 from workers.supervisor import Stack
 
@@ -51,8 +50,7 @@ def run_demo(settings: Settings) -> int:
 
 
 def _scenario(settings: Settings, endpoints: Endpoints) -> int:
-    client = MemjobsClient(endpoints.redis_url, max_text_bytes=settings.max_text_bytes,
-                           memory_enabled=settings.memory_enabled)
+    client = producer_client(settings, redis_url=endpoints.redis_url)
     runtime = Runtime(settings, endpoints, client)
     owner = f"demo-{uuid.uuid4().hex[:8]}"
     key = owner_key(owner)

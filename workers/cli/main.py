@@ -16,7 +16,7 @@ from producers.errors import (
     MemjobsError,
     PermanentError,
 )
-from workers.cli import commands, exits
+from workers.cli import commands, exits, session_commands
 from workers.cli.output import error
 from workers.settings import load_settings
 
@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
         listing=True)
+
+    session_commands.add_parsers(add)
 
     add("demo", commands.demo, "a scripted scenario on the embedded stack")
     return parser

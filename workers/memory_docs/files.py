@@ -99,9 +99,12 @@ class MarkdownFileProvider(MemoryProvider):
 
     # -- writing ------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def serialise(self, owner_key: str) -> Iterator[None]:
+    def serialise(self, owner_key: str) -> contextlib.AbstractContextManager[None]:
         """Hold the owner's ``.lock`` (reentrant within a thread)."""
+        return self._locked(owner_key)
+
+    @contextlib.contextmanager
+    def _locked(self, owner_key: str) -> Iterator[None]:
         held: set[str] = self._local.__dict__.setdefault("held", set())
         if owner_key in held:
             yield
@@ -127,7 +130,7 @@ class MarkdownFileProvider(MemoryProvider):
             raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
                                  reason="forbidden_document")
         directory = self.owner_dir(owner_key)
-        with self.serialise(owner_key):
+        with self._locked(owner_key):
             try:
                 versions = _read_versions(directory)
                 current = _effective(versions, change.doc, _read_bytes(directory / change.doc))
