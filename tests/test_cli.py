@@ -35,6 +35,7 @@ import pytest
 import redis
 
 from producers.contracts import QUEUES
+from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler
 from tests.harness import REPO
 from workers.cli import exits
 
@@ -718,8 +719,9 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
             leftovers = stop_leftovers(data_dir)
         state_file_left = (data_dir / "run" / "stack.json").exists()
     assert proc.returncode == exits.OK, f"stdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
-    for n in range(1, 10):
+    for n in range(1, 11):
         assert f"[{n}] " in stdout, f"step {n} missing:\n{stdout}"
+    assert "skipped" in _section(stdout, 9)  # no model endpoint: no consolidation
     assert "same id: True" in _section(stdout, 2)
     assert "refused: sensitive_content" in _section(stdout, 3)
     assert "Tr0ub4dor" not in stdout + stderr
@@ -731,3 +733,29 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
     assert "short answers" in _section(stdout, 8).split("\n", 1)[1]
     assert leftovers == [], "the demo left its Redis or PostgreSQL running"
     assert not state_file_left
+
+
+def _demo_model_reply(request: dict[str, Any]) -> str:
+    """Consolidation gets a patch grounded in the demo's words; mem0 gets echoed facts."""
+    system = str(request["messages"][0]["content"])
+    if "Markdown memory documents" in system:
+        return json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Allergic to peanuts",
+                                        "evidence": "我对花生过敏"}]})
+    return echo_facts_handler(request)
+
+
+@pytest.mark.slow
+def test_demo_ends_the_session_when_a_model_endpoint_is_configured(fake_model: FakeOpenAI) -> None:
+    fake_model.set_chat_handler(_demo_model_reply)
+    with scratch_dir("demo-model") as base:
+        data_dir = base / "data"
+        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"),
+                      QWEN_AUDIO_MEMORY_BASE_URL=fake_model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k")
+        try:
+            result = subprocess.run([sys.executable, "-m", "workers.cli.main", "demo"], cwd=REPO, env=env,
+                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+        finally:
+            stop_leftovers(data_dir)
+    assert result.returncode == exits.OK, result.stdout + result.stderr[-3000:]
+    section = _section(result.stdout, 9)
+    assert "MEMORY.md (version 1)" in section and "- Allergic to peanuts" in section

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
+from producers.client import MemjobsClient
 from producers.contracts import owner_key
 from producers.errors import PermanentError
 from workers import ops
@@ -45,7 +47,7 @@ def run_demo(settings: Settings) -> int:
             if problems:
                 code = exits.FAILED
             else:
-                step(9, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+                step(10, "embedded stack stopped; its data stays in " + str(settings.data_dir))
     return code
 
 
@@ -90,10 +92,34 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         _show(runtime, key, "花生")
         step(8, "recall 'short answers'")
         _show(runtime, key, "short answers")
-        return exits.OK
+        return _end_of_session(settings, runtime, client, owner, key)
     finally:
         runtime.close()
         client.close()
+
+
+def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str,
+                    key: str) -> int:
+    if not settings.consolidation_enabled:
+        step(9, "end of session: skipped, automatic consolidation is off (no model endpoint "
+                "configured: set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL for a local "
+                "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)")
+        return exits.OK
+    step(9, f"end of session: {settings.memory_model} proposes patches to USER.md and MEMORY.md")
+    transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()}
+                  for text in CONVERSATION]
+    sent = client.end_session(owner, "demo", transcript)
+    print(f"    enqueued: {', '.join(sent)}")
+    if not ops.drain(runtime.redis, runtime.store, timeout_s=180):
+        print("    the queues did not drain in 180 s")
+        return exits.FAILED
+    for document in runtime.memory_docs.snapshot(key):
+        print(f"    {document.doc} (version {document.version}):")
+        for line in document.content.splitlines() or ["(empty)"]:
+            print(f"      {line}")
+    for recalled in runtime.sessions.recall_sessions(key, 1):
+        print(f"    digest: {recalled.topic}: {recalled.gist}")
+    return exits.OK
 
 
 def _show(runtime: Runtime, key: str, query: str) -> None:
