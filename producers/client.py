@@ -23,6 +23,7 @@ from producers.contracts import (
     ACTOR_EXTRACT,
     ACTOR_FORGET,
     ACTOR_RECORD_TASK,
+    ACTOR_REINDEX,
     ACTOR_REMEMBER,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MAX_TRANSCRIPT_BYTES,
@@ -31,6 +32,7 @@ from producers.contracts import (
     ExtractFacts,
     ForgetSource,
     RecordTask,
+    ReindexKnowledge,
     RememberSource,
     SourceKind,
 )
@@ -207,6 +209,34 @@ class MemjobsClient:
         payload = build_payload(RecordTask, owner_key=_owner_key(owner_id), task_id=task_id,
                                 goal=goal, status=status)
         self._send(ACTOR_RECORD_TASK, payload)
+
+    def reindex_knowledge(
+        self,
+        owner_id: str,
+        documents: Sequence[Mapping[str, Any] | str],
+        consent: bool,
+        *,
+        allowed_roots: Sequence[str] = (),
+    ) -> int:
+        """Queue a re-index of the owner's whole corpus; returns the documents sent.
+
+        A document is ``{"doc_id", "title", "text"}`` or a local path (a string,
+        read by the worker, and only under one of ``allowed_roots``). Documents
+        of the owner not in ``documents`` are removed from the index.
+
+        Raises:
+            InvalidPayload: no consent (reason ``consent_required``), malformed documents.
+            BackendUnavailable: Redis did not answer.
+        """
+        if consent is not True:
+            raise InvalidPayload(
+                "re-indexing sends the documents' text to the embedding service: it needs the "
+                "user's consent (consent=True)", reason="consent_required")
+        docs = [{"path": d} if isinstance(d, str) else dict(d) for d in documents]
+        payload = build_payload(ReindexKnowledge, owner_key=_owner_key(owner_id), consent=True,
+                                documents=docs, allowed_roots=list(allowed_roots))
+        self._send(ACTOR_REINDEX, payload)
+        return len(docs)
 
     def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
         """Enqueue an already validated payload for ``actor_name``."""

@@ -35,7 +35,9 @@ QUEUE_FORGET = "memjobs_forget"
 # Session-end model work (consolidation, digest), and the fast task ledger.
 QUEUE_SESSION = "memjobs_session"
 QUEUE_TASKS = "memjobs_tasks"
-QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET, QUEUE_SESSION, QUEUE_TASKS)
+# Knowledge indexing (embedding calls, possibly large documents).
+QUEUE_KNOWLEDGE = "memjobs_knowledge"
+QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET, QUEUE_SESSION, QUEUE_TASKS, QUEUE_KNOWLEDGE)
 
 ACTOR_REMEMBER = "remember_source"
 ACTOR_EXTRACT = "extract_facts"
@@ -43,6 +45,11 @@ ACTOR_FORGET = "forget_source"
 ACTOR_CONSOLIDATE = "consolidate_session"
 ACTOR_DIGEST = "digest_session"
 ACTOR_RECORD_TASK = "record_task"
+ACTOR_REINDEX = "reindex_knowledge"
+
+#: Documents per reindex call, and the characters of one inline document.
+MAX_CORPUS_DOCUMENTS = 500
+DEFAULT_MAX_KNOWLEDGE_DOC_CHARS = 200_000
 
 #: Default cap on a session transcript, in bytes of UTF-8 over all turns.
 DEFAULT_MAX_TRANSCRIPT_BYTES = 256 * 1024
@@ -166,6 +173,38 @@ class RecordTask(_Payload):
     status: TaskStatus
 
 
+class KnowledgeText(BaseModel):
+    """A document the host hands over as text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")
+    title: str = Field(min_length=1, max_length=300)
+    text: str = Field(max_length=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS)
+
+
+class KnowledgePath(BaseModel):
+    """A local file the host names; the worker reads it, under ``allowed_roots`` only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(min_length=1, max_length=4096)
+
+
+class ReindexKnowledge(_Payload):
+    """The owner's whole corpus: index new and changed documents, drop removed ones.
+
+    Only the host calls it, and only with the user's consent to send text to
+    the embedding service; nothing exposes it to the model.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    consent: Literal[True]
+    documents: tuple[KnowledgeText | KnowledgePath, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
+    allowed_roots: tuple[str, ...] = Field(default=(), max_length=32)
+
+
 PAYLOADS: dict[str, type[_Payload]] = {
     ACTOR_REMEMBER: RememberSource,
     ACTOR_EXTRACT: ExtractFacts,
@@ -173,6 +212,7 @@ PAYLOADS: dict[str, type[_Payload]] = {
     ACTOR_CONSOLIDATE: ConsolidateSession,
     ACTOR_DIGEST: DigestSession,
     ACTOR_RECORD_TASK: RecordTask,
+    ACTOR_REINDEX: ReindexKnowledge,
 }
 QUEUE_OF: dict[str, str] = {
     ACTOR_REMEMBER: QUEUE_REMEMBER,
@@ -181,4 +221,5 @@ QUEUE_OF: dict[str, str] = {
     ACTOR_CONSOLIDATE: QUEUE_SESSION,
     ACTOR_DIGEST: QUEUE_SESSION,
     ACTOR_RECORD_TASK: QUEUE_TASKS,
+    ACTOR_REINDEX: QUEUE_KNOWLEDGE,
 }

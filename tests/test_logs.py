@@ -344,3 +344,17 @@ def test_formatter_never_raises() -> None:
     out = json.loads(JsonFormatter().format(record))
     assert out["msg"] == "log record could not be formatted"
     assert out["format_error"] == "TypeError"
+
+
+def test_dramatiq_messages_in_log_arguments_lose_their_payload() -> None:
+    import dramatiq
+
+    from workers.logs import JsonFormatter
+
+    message = dramatiq.Message(queue_name="q", actor_name="remember_source",
+                               args=({"text": "我对花生过敏"},), kwargs={}, options={})
+    record = logging.LogRecord("dramatiq.worker.WorkerThread", logging.ERROR, __file__, 1,
+                               "Failed to process message %s with unhandled exception.", (message,), None)
+    line = json.loads(JsonFormatter().format(record))
+    assert line["msg"] == f"Failed to process message remember_source#{message.message_id} with unhandled exception."
+    assert "花生" not in json.dumps(line, ensure_ascii=False)

@@ -22,9 +22,18 @@ from dramatiq.middleware import CurrentMessage
 from pydantic import ValidationError
 
 from producers import contracts
-from producers.errors import InvalidPayload, PermanentError, SensitiveContent, StaleFencingToken
+from producers.errors import (
+    InvalidPayload,
+    PermanentError,
+    SensitiveContent,
+    StaleFencingToken,
+    TransientError,
+)
 from workers.consolidation import consolidate
+from workers.locks import LeaseLock
+from workers.metrics import lock_hook
 from workers.middleware.observe import OUTCOME_OPTION
+from workers.reindex import reindex
 from workers.runtime import Runtime
 from workers.sessions import run_digest
 from workers.settings import Settings
@@ -127,6 +136,31 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         runtime.sessions.record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 
+    def reindex_knowledge(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.ReindexKnowledge, args, kwargs)
+        if not settings.knowledge_enabled:
+            report("disabled")
+            return
+        lock = LeaseLock(runtime.redis, "reindex", payload.owner_key, lease_ms=settings.lease_ms,
+                         on_event=lock_hook("reindex"))
+        if lock.try_acquire() is None:
+            # Each message carries a whole corpus: retry it later rather than merge.
+            raise TransientError("another reindex of this owner is running", reason="reindex_busy")
+        try:
+            with lock:
+                embedder = runtime.knowledge_embedder
+                done = reindex(payload, store=runtime.knowledge,
+                               embed=embedder.embed_batch if embedder is not None else None,
+                               dims=settings.embedding_dims if embedder is not None else None,
+                               settings=settings)
+        finally:
+            lock.abandon()
+        log.info("reindex", extra={"owner_key": payload.owner_key, "indexed": done.indexed,
+                                   "unchanged": done.unchanged, "removed": done.removed,
+                                   "refused": sorted(done.refused.values()), "chunks": done.chunks,
+                                   "embedding_calls": done.embedding_calls})
+        report("succeeded")
+
     common: dict[str, Any] = {
         "broker": broker,
         "max_retries": settings.max_retries,
@@ -141,6 +175,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
         (contracts.ACTOR_DIGEST, digest_session, {}),
         (contracts.ACTOR_RECORD_TASK, record_task, {}),
+        (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": 3_600_000}),
     ]
     return {
         name: dramatiq.actor(  # type: ignore[call-overload]

@@ -273,6 +273,30 @@ def _is_mem0(name: str) -> bool:
     return name.startswith("mem0")
 
 
+def _message_without_payloads(record: logging.LogRecord) -> str:
+    """The record's message with any Dramatiq message among its arguments shown
+    as ``actor#message_id``: Dramatiq logs ``Failed to process message %s``
+    with the message's repr, which carries the payload (source text, transcripts)."""
+    args = record.args
+    if not args or not isinstance(args, tuple):
+        return record.getMessage()
+    if not any(_is_dramatiq_message(a) for a in args):
+        return record.getMessage()
+    safe = tuple(
+        f"{getattr(a, 'actor_name', '?')}#{getattr(a, 'message_id', '?')}" if _is_dramatiq_message(a) else a
+        for a in args
+    )
+    msg = str(record.msg)
+    try:
+        return msg % safe
+    except (TypeError, ValueError):
+        return msg
+
+
+def _is_dramatiq_message(value: object) -> bool:
+    return hasattr(value, "actor_name") and hasattr(value, "message_id") and hasattr(value, "args")
+
+
 class JsonFormatter(logging.Formatter):
     """Format a record as one JSON object (no newline), redacted.
 
@@ -315,7 +339,7 @@ class JsonFormatter(logging.Formatter):
                 out["exc_type"] = _exc_type_name(exc_info[0])
             return out
 
-        out = self._core(record, redact_text(record.getMessage()))
+        out = self._core(record, redact_text(_message_without_payloads(record)))
         extras = {
             k: v
             for k, v in record.__dict__.items()

@@ -15,11 +15,13 @@ from pydantic import SecretStr
 
 from producers.client import MemjobsClient
 from producers.contracts import NAMESPACE
-from producers.errors import MemoryOff
+from producers.errors import ConfigurationError, MemoryOff
 from workers.db import create_db_engine, migrate
 from workers.db.connect import libpq_url
 from workers.endpoints import Endpoints
 from workers.engine.base import MemoryEngine
+from workers.knowledge.schema import ensure_schema
+from workers.knowledge.store import KnowledgeStore
 from workers.memory_docs import AuditLog, MemoryService, default_audit_path, load_provider
 from workers.metrics import record_model_call
 from workers.pipeline import ExtractionScheduler, MemoryPipeline
@@ -102,6 +104,30 @@ class Runtime:
                                  engine_factory=lambda: self.store.engine)
         return MemoryService(provider, max_doc_chars=s.max_document_chars,
                              max_change_chars=s.max_patch_chars, audit=self.audit)
+
+    @cached_property
+    def knowledge(self) -> KnowledgeStore:
+        """The knowledge store; its tables are created (and a stale full-text index
+        rebuilt) on first use, never when knowledge is off."""
+        if not self.settings.knowledge_enabled:
+            raise ConfigurationError("knowledge is off (MEMJOBS_KNOWLEDGE=off)")
+        ensure_schema(self.store.engine)
+        store = KnowledgeStore(self.store.engine)
+        if store.index_is_stale():
+            store.rebuild_index()
+        return store
+
+    @cached_property
+    def knowledge_embedder(self) -> Any | None:
+        """Embeddings for knowledge: the configured service, or None (keywords only:
+        the offline embedder's lexical vectors would add nothing to full text)."""
+        s = self.settings
+        if s.embedding_base_url is None:
+            return None
+        from workers.model import RemoteEmbedder
+
+        return RemoteEmbedder(model=s.embedding_model, dims=s.embedding_dims,
+                              **self._endpoint(s.embedding_base_url, s.embedding_api_key))
 
     def chat(self, purpose: str) -> Any | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""

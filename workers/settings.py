@@ -14,7 +14,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from producers.contracts import DEFAULT_MAX_TEXT_BYTES, DEFAULT_MAX_TRANSCRIPT_BYTES
+from producers.contracts import (
+    DEFAULT_MAX_KNOWLEDGE_DOC_CHARS,
+    DEFAULT_MAX_TEXT_BYTES,
+    DEFAULT_MAX_TRANSCRIPT_BYTES,
+)
 from producers.errors import ConfigurationError
 
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
@@ -65,6 +69,15 @@ class Settings(BaseSettings):
     max_document_chars: int = Field(default=8000, ge=100)
     digest_retention_days: int = Field(default=90, ge=1)
     task_retention_days: int = Field(default=3, ge=1)
+
+    # Knowledge (the user's own documents): off creates no table and no worker use.
+    knowledge: Literal["on", "off"] = "on"
+    knowledge_chunk_chars: int = Field(default=500, ge=50, le=8000)
+    knowledge_chunk_overlap_chars: int = Field(default=80, ge=0)
+    knowledge_max_doc_chars: int = Field(default=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS, ge=100)
+    knowledge_max_file_bytes: int = Field(default=2_000_000, ge=100)
+    knowledge_max_corpus_chars: int = Field(default=5_000_000, ge=1000)
+    knowledge_embed_batch: int = Field(default=32, ge=1, le=2048)
 
     # Embeddings: an OpenAI-compatible endpoint, or the offline embedder.
     embedding_base_url: str | None = None
@@ -123,6 +136,10 @@ class Settings(BaseSettings):
         """Automatic consolidation: on unless QWEN_AUDIO_MEMORY_AUTO=off, and only
         with a model configured (no key: off; explicit memory is unaffected)."""
         return self.memory_auto == "on" and self.model_configured
+
+    @property
+    def knowledge_enabled(self) -> bool:
+        return self.knowledge == "on"
 
     @property
     def digest_enabled(self) -> bool:

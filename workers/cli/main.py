@@ -16,7 +16,7 @@ from producers.errors import (
     MemjobsError,
     PermanentError,
 )
-from workers.cli import commands, exits, session_commands
+from workers.cli import commands, exits, knowledge_commands, session_commands
 from workers.cli.output import error
 from workers.settings import load_settings
 
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         listing=True)
 
     session_commands.add_parsers(add)
+    knowledge_commands.add_parsers(add)
 
     add("demo", commands.demo, "a scripted scenario on the embedded stack")
     return parser

@@ -1,0 +1,141 @@
+"""Tokens for PostgreSQL full-text search that also find Chinese.
+
+What: :func:`index_tokens` turns a chunk into a space-joined token string that
+PostgreSQL's ``simple`` text-search configuration indexes as it is;
+:func:`query_tokens` turns a query into the tokens to look for.
+
+Why: PostgreSQL's parser splits text only at spaces and punctuation, so a
+Chinese sentence would become one huge "word" no query matches. Instead, text
+in scripts written without spaces (Han, kana, Hangul, Thai, Lao, Khmer,
+Myanmar, Tibetan, Yi) is indexed as every character and every adjacent pair of
+characters ("花生过敏" → 花 生 过 敏 花生 生过 过敏), and a query looks for
+its pairs: a two-character word matches wherever it occurs. Other words
+(Latin, Cyrillic, digits...) are kept whole. Both sides first apply NFKC and
+case folding, so full-width "ＡＢＣ" finds "abc".
+
+A "character" here is a cluster (a base and its combining marks); format
+characters such as the zero-width joiner and variation selectors are dropped.
+Words longer than :data:`MAX_TOKEN_CHARS` are dropped on both sides.
+
+Bump :data:`TOKENIZER_VERSION` whenever the output changes for any input: the
+store then reports its index stale and rebuilds it from the raw chunk text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+#: The version of the tokens this module produces (stored in ``knowledge_meta``).
+TOKENIZER_VERSION = 1
+#: Longer words are not indexed (PostgreSQL itself ignores lexemes over 2 KB).
+MAX_TOKEN_CHARS = 100
+
+# Letters of scripts written without spaces between words, by code point range.
+_UNSPACED = (
+    (0x0E00, 0x0EFF),    # Thai, Lao
+    (0x0F00, 0x0FFF),    # Tibetan
+    (0x1000, 0x109F),    # Myanmar
+    (0x1100, 0x11FF),    # Hangul Jamo
+    (0x1780, 0x17FF),    # Khmer
+    (0x2E80, 0x2FDF),    # CJK radicals
+    (0x3005, 0x3007),    # 々 〆 〇
+    (0x3021, 0x3029),    # Hangzhou numerals
+    (0x3038, 0x303C),
+    (0x3040, 0x30FF),    # Hiragana, Katakana
+    (0x3130, 0x318F),    # Hangul compatibility Jamo
+    (0x31F0, 0x31FF),    # Katakana extensions
+    (0x3400, 0x4DBF),    # CJK extension A
+    (0x4E00, 0x9FFF),    # CJK unified ideographs
+    (0xA000, 0xA4CF),    # Yi
+    (0xAC00, 0xD7AF),    # Hangul syllables
+    (0xF900, 0xFAFF),    # CJK compatibility ideographs
+    (0x20000, 0x323AF),  # CJK extensions B-H
+)
+
+
+def index_tokens(text: str) -> str:
+    """The space-joined tokens to index for ``text``.
+
+    Each unspaced run contributes its characters, then its adjacent pairs;
+    each other word contributes itself.
+    """
+    tokens: list[str] = []
+    for kind, units in _runs(text):
+        if kind == "word":
+            tokens.append("".join(units))
+        else:
+            tokens.extend(units)
+            tokens.extend(a + b for a, b in zip(units, units[1:], strict=False))
+    return " ".join(tokens)
+
+
+def query_tokens(query: str) -> list[str]:
+    """The distinct tokens to look for, in query order.
+
+    An unspaced run of two or more characters gives its adjacent pairs (every
+    pair is indexed, so this finds the run wherever it occurs); a run of one
+    gives that character; each other word gives itself.
+    """
+    tokens: list[str] = []
+    for kind, units in _runs(query):
+        if kind == "word":
+            tokens.append("".join(units))
+        elif len(units) == 1:
+            tokens.append(units[0])
+        else:
+            tokens.extend(a + b for a, b in zip(units, units[1:], strict=False))
+    return list(dict.fromkeys(tokens))
+
+
+def is_searchable(token: str) -> bool:
+    """True for a query token worth a full-text lookup.
+
+    A lone character of an unspaced script is a word in its own right (花);
+    a lone Latin letter or digit would match nearly everything, so queries
+    made only of those fall back to a substring search instead.
+    """
+    return len(token) >= 2 or (len(token) == 1 and _is_unspaced(token))
+
+
+def _runs(text: str) -> list[tuple[str, list[str]]]:
+    """Split folded text into ("word", chars) and ("unspaced", clusters) runs."""
+    runs: list[tuple[str, list[str]]] = []
+    kind = ""
+    units: list[str] = []
+
+    def flush() -> None:
+        nonlocal kind, units
+        if units and not (kind == "word" and len(units) > MAX_TOKEN_CHARS):
+            runs.append((kind, units))
+        kind, units = "", []
+
+    for ch in unicodedata.normalize("NFKC", text).casefold():
+        category = unicodedata.category(ch)
+        if category == "Cf" or _is_variation_selector(ch):
+            continue  # invisible: joiners, selectors, soft hyphens
+        if category[0] == "M":
+            if units:
+                units[-1] += ch  # a combining mark belongs to its base
+            continue
+        if category[0] == "L" and _is_unspaced(ch):
+            new_kind = "unspaced"
+        elif category[0] in "LN":
+            new_kind = "word"
+        else:
+            flush()
+            continue
+        if new_kind != kind:
+            flush()
+            kind = new_kind
+        units.append(ch)
+    flush()
+    return runs
+
+
+def _is_unspaced(ch: str) -> bool:
+    code = ord(ch)
+    return any(low <= code <= high for low, high in _UNSPACED)
+
+
+def _is_variation_selector(ch: str) -> bool:
+    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
