@@ -1,0 +1,111 @@
+"""Knowledge figures: recall@5 on the labelled corpus, and indexing throughput.
+
+Prints, from one run (its own PostgreSQL with pgvector; the local
+OpenAI-compatible stand-in for the embedding service):
+  1. recall@5 over the labelled Chinese/English queries of tests/knowledge_corpus.py,
+     by keywords alone and hybrid (keywords + vectors fused by RRF);
+  2. chunks indexed per second and embedding calls per chunk, for a first index
+     of a synthetic corpus and for a re-index with 10 % of its documents changed.
+
+The stand-in embeds hashed character n-grams, so its vectors are lexical: the
+hybrid figure here measures the plumbing, not a real model's semantics.
+
+    python bench/bench_knowledge.py [--docs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import psycopg  # noqa: E402
+
+from producers.contracts import ReindexKnowledge, owner_key  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from tests.knowledge_corpus import DOCS, recall_at  # noqa: E402
+from workers.db import create_db_engine  # noqa: E402
+from workers.embedded import EmbeddedPostgres  # noqa: E402
+from workers.knowledge.schema import ensure_schema  # noqa: E402
+from workers.knowledge.search import search_knowledge  # noqa: E402
+from workers.knowledge.store import KnowledgeStore  # noqa: E402
+from workers.model import RemoteEmbedder  # noqa: E402
+from workers.reindex import reindex  # noqa: E402
+from workers.settings import Settings  # noqa: E402
+
+SENTENCES = ["我们周末去湖边散步。", "记得给猫换水。", "The meeting moved to Thursday.", "乌龙茶要用热水冲泡。",
+             "Check the tyre pressure before the ride.", "下周二交季度报告。", "Buy flour and yeast.",
+             "提前预订去京都的旅馆。", "Water the basil every morning.", "练琴二十分钟再休息。"]
+
+
+def synthetic(n: int, seed: int = 7) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    return [{"doc_id": f"doc-{i}", "title": f"Note {i}",
+             "text": " ".join(rng.choice(SENTENCES) for _ in range(40)) + f" 编号{i}。"} for i in range(n)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=200)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="memjobs-kbench-"))
+    pg = EmbeddedPostgres(workdir / "pg")
+    fake = FakeOpenAI(embedding_dims=256).start()
+    try:
+        pg.start()
+        name = f"kbench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        engine = create_db_engine(f"postgresql://postgres@127.0.0.1:{pg.port}/{name}")
+        ensure_schema(engine)
+        store = KnowledgeStore(engine)
+        settings = Settings(redis_url="redis://unused", database_url="postgresql://unused",
+                            data_dir=workdir / "data", embedding_base_url=fake.base_url,
+                            embedding_dims=256)
+        embedder = RemoteEmbedder(base_url=fake.base_url, api_key="bench", model="bench-embed", dims=256,
+                                  timeout_ms=30_000, max_attempts=3)
+
+        def index(owner: str, docs: list[dict[str, str]]) -> tuple[float, int, int]:
+            payload = ReindexKnowledge.model_validate({"owner_key": owner_key(owner), "consent": True,
+                                                       "documents": docs})
+            started = time.perf_counter()
+            report = reindex(payload, store=store, embed=embedder.embed_batch, dims=256, settings=settings)
+            return time.perf_counter() - started, report.chunks, report.embedding_calls
+
+        labelled = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()]
+        index("quality", labelled)
+        key = owner_key("quality")
+        for mode, embed in (("keywords alone", None), ("hybrid (RRF)", embedder.embed)):
+            recall = recall_at(5, lambda q, k, e=embed: [
+                r.source.removeprefix("doc:") for r in search_knowledge(store, key, q, k, embed=e).results])
+            print(f"recall@5, {mode:15} {recall:.2f}  ({len(DOCS)} documents, labelled queries)")
+
+        corpus = synthetic(args.docs)
+        seconds, chunks, calls = index("throughput", corpus)
+        chunk_total = chunks
+        print(f"first index:   {chunks} chunks in {seconds:.2f} s = {chunks / seconds:,.0f} chunks/s, "
+              f"{calls} embedding calls = {calls / chunks:.3f} calls/chunk")
+        changed = [dict(d, text=d["text"] + " 更新了一句。") if i % 10 == 0 else d for i, d in enumerate(corpus)]
+        before = len(fake.requests_for("embeddings"))
+        seconds, chunks, calls = index("throughput", changed)
+        embedded = sum(len(r.json["input"]) for r in fake.requests_for("embeddings")[before:])
+        print(f"re-index, 10 % of documents changed: {chunks} chunks rewritten in {seconds:.2f} s, "
+              f"{calls} embedding calls, {embedded} chunks embedded = {embedded / chunk_total:.3f} of all chunks")
+        engine.dispose()
+        return 0
+    finally:
+        fake.stop()
+        pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
