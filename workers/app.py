@@ -24,5 +24,15 @@ broker = build_broker(endpoints.redis_url, settings)
 dramatiq.set_broker(broker)
 runtime = Runtime(settings, endpoints, producer_client(settings, broker=broker))
 actors = declare_actors(broker, runtime)
-if settings.memory_enabled:
-    broker.add_middleware(Warmup(lambda: runtime.pipeline))
+
+
+def warm_up() -> None:
+    """Migrations, mem0 and (when on) the knowledge tables, with a stale
+    full-text index rebuilt: at start-up rather than on the first job."""
+    if settings.memory_enabled:
+        runtime.pipeline  # noqa: B018
+    if settings.knowledge_enabled:
+        runtime.knowledge  # noqa: B018
+
+
+broker.add_middleware(Warmup(warm_up))
