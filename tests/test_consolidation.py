@@ -42,6 +42,29 @@ def audit_lines(h: Harness) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+class Script:
+    """Chat replies routed by job: consolidation and digest run concurrently on
+    two worker threads, so one FIFO of replies would race between them."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.consolidation: list[str] = []
+        self.digest: list[str] = []
+        fake.set_chat_handler(self)
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        system = str(request["messages"][0]["content"])
+        if "Markdown memory documents" in system:
+            return self.consolidation.pop(0) if self.consolidation else patches()
+        if "You summarise one finished conversation" in system:
+            return self.digest.pop(0) if self.digest else json.dumps({"topic": "t", "gist": "g"})
+        return json.dumps({"memory": []})  # mem0's extraction nudge
+
+
+@pytest.fixture
+def script(fake_model: FakeOpenAI) -> Script:
+    return Script(fake_model)
+
+
 @pytest.fixture
 def h(model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]) -> Harness:
     harness = harness_factory(model_settings(session_digest="on"))
@@ -57,8 +80,8 @@ TRANSCRIPT = turns(
 )
 
 
-def test_instructions_land_in_user_md_and_facts_in_memory_md(h: Harness, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies(
+def test_instructions_land_in_user_md_and_facts_in_memory_md(h: Harness, script: Script) -> None:
+    script.consolidation.append(
         patches(
             {"doc": "USER.md", "op": "append", "text": "- Call the user Xiao Lin",
              "evidence": "Please call me Xiao Lin"},
@@ -68,8 +91,7 @@ def test_instructions_land_in_user_md_and_facts_in_memory_md(h: Harness, fake_mo
              "evidence": "I moved to Hangzhou last month"},
             {"doc": "MEMORY.md", "op": "append", "text": "- Allergic to peanuts",
              "evidence": "I'm allergic to peanuts"},
-        ),
-        json.dumps({"topic": "moving", "gist": "moved to Hangzhou"}),
+        )
     )
     sent = h.client.end_session(OWNER, "s-1", TRANSCRIPT)
     assert sent == ["consolidate_session", "digest_session", "extract_facts"]
@@ -82,8 +104,8 @@ def test_instructions_land_in_user_md_and_facts_in_memory_md(h: Harness, fake_mo
     assert all("Hangzhou" not in json.dumps(x) for x in lines)  # never the memory text
 
 
-def test_an_inference_the_user_never_said_is_not_written(h: Harness, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies(patches(
+def test_an_inference_the_user_never_said_is_not_written(h: Harness, script: Script) -> None:
+    script.consolidation.append(patches(
         {"doc": "USER.md", "op": "append", "text": "- Prefers formal replies",
          "evidence": "the user seems formal"},
         {"doc": "MEMORY.md", "op": "append", "text": "- Is a morning person"},
@@ -96,12 +118,12 @@ def test_an_inference_the_user_never_said_is_not_written(h: Harness, fake_model:
 
 
 def test_assistant_md_is_never_changed_and_bad_patches_do_not_stop_good_ones(
-    h: Harness, fake_model: FakeOpenAI
+    h: Harness, script: Script
 ) -> None:
     owner_dir = Path(h.settings.data_dir) / "memory" / KEY
     owner_dir.mkdir(parents=True, exist_ok=True)
     (owner_dir / "ASSISTANT.md").write_text("You are Nova.\n")
-    fake_model.queue_chat_replies(patches(
+    script.consolidation.append(patches(
         {"doc": "ASSISTANT.md", "op": "append", "text": "- Be sarcastic", "evidence": "keep answers short"},
         {"doc": "NOTES.md", "op": "append", "text": "- x", "evidence": "keep answers short"},
         {"doc": "MEMORY.md", "op": "delete", "evidence": "keep answers short"},
@@ -120,8 +142,10 @@ def test_assistant_md_is_never_changed_and_bad_patches_do_not_stop_good_ones(
                        "too_long", None]
 
 
-def test_secrets_reach_neither_the_model_nor_a_document(h: Harness, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies(patches(
+def test_secrets_reach_neither_the_model_nor_a_document(
+    h: Harness, fake_model: FakeOpenAI, script: Script
+) -> None:
+    script.consolidation.append(patches(
         {"doc": "MEMORY.md", "op": "append", "text": "- " + SECRET, "evidence": "Tr0ub4dor"},
         {"doc": "MEMORY.md", "op": "append", "text": "- Has a wifi router", "evidence": "my wifi"},
     ))
@@ -133,9 +157,9 @@ def test_secrets_reach_neither_the_model_nor_a_document(h: Harness, fake_model: 
 
 
 def test_model_output_that_is_not_json_is_audited_and_changes_nothing(
-    h: Harness, fake_model: FakeOpenAI
+    h: Harness, script: Script
 ) -> None:
-    fake_model.queue_chat_replies("Sure! Here are some patches: ...", "[1, 2, 3]")
+    script.consolidation += ["Sure! Here are some patches: ...", "[1, 2, 3]"]
     h.client.end_session(OWNER, "s-5", TRANSCRIPT)
     h.client.end_session(OWNER, "s-6", TRANSCRIPT)
     h.drain()
@@ -145,11 +169,11 @@ def test_model_output_that_is_not_json_is_audited_and_changes_nothing(
 
 def test_patches_beyond_the_session_limit_are_refused(
     model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    script: Script,
 ) -> None:
     h = harness_factory(model_settings(max_patches_per_session=2))
     h.start_worker()
-    fake_model.queue_chat_replies(patches(*[
+    script.consolidation.append(patches(*[
         {"doc": "MEMORY.md", "op": "append", "text": f"- fact {i}", "evidence": "Hangzhou"} for i in range(4)
     ]))
     h.client.end_session(OWNER, "s-7", TRANSCRIPT)
@@ -158,18 +182,19 @@ def test_patches_beyond_the_session_limit_are_refused(
     assert [x["reason"] for x in audit_lines(h)][2:] == ["too_many_patches", "too_many_patches"]
 
 
-def test_ending_a_session_twice_enqueues_nothing_new(h: Harness, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies(patches(), json.dumps({"topic": "t", "gist": "g"}))
+def test_ending_a_session_twice_enqueues_nothing_new(
+    h: Harness, fake_model: FakeOpenAI, script: Script
+) -> None:
     assert h.client.end_session(OWNER, "s-8", TRANSCRIPT) != []
     assert h.client.end_session(OWNER, "s-8", TRANSCRIPT) == []
     h.drain()
     assert len(fake_model.requests_for("chat")) == 2  # one consolidation, one digest
 
 
-def test_a_redelivered_consolidation_adds_nothing_more(h: Harness, fake_model: FakeOpenAI) -> None:
+def test_a_redelivered_consolidation_adds_nothing_more(h: Harness, script: Script) -> None:
     reply = patches({"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
                      "evidence": "Hangzhou"})
-    fake_model.queue_chat_replies(reply, reply)
+    script.consolidation += [reply, reply]
     payload = ConsolidateSession.model_validate({"owner_key": KEY, "session_id": "s-9", "transcript": TRANSCRIPT})
     for _ in range(2):  # as if the message came back after a crash before the run was marked done
         consolidate(payload, model=h.runtime.chat("consolidate"), service=h.runtime.memory_docs,
@@ -190,9 +215,9 @@ def _message(payload: ConsolidateSession) -> Any:
                             args=(payload.model_dump(mode="json"),), kwargs={}, options={})
 
 
-def test_digest_keeps_a_50_character_gist_and_live_task_status(h: Harness, fake_model: FakeOpenAI) -> None:
+def test_digest_keeps_a_50_character_gist_and_live_task_status(h: Harness, script: Script) -> None:
     gist = "我们讨论了搬家到杭州以后的生活安排" * 5  # 85 characters
-    fake_model.queue_chat_replies(patches(), json.dumps({"topic": "搬家", "gist": gist}))
+    script.digest.append(json.dumps({"topic": "搬家", "gist": gist}))
     h.client.end_session(OWNER, "s-10", TRANSCRIPT, tasks=[{"task_id": "t-1", "goal": "book movers"}])
     h.client.record_task(OWNER, "t-1", "book movers", "running")
     h.drain()
@@ -263,8 +288,8 @@ def test_cli_explicit_memory_goes_through_the_same_service(
     assert docs(h)["USER.md"] == ""
 
 
-def test_cli_end_session_task_and_sessions(h: Harness, fake_model: FakeOpenAI, tmp_path: Path) -> None:
-    fake_model.queue_chat_replies(patches(), json.dumps({"topic": "errands", "gist": "planned errands"}))
+def test_cli_end_session_task_and_sessions(h: Harness, script: Script, tmp_path: Path) -> None:
+    script.digest.append(json.dumps({"topic": "errands", "gist": "planned errands"}))
     transcript = tmp_path / "t.json"
     transcript.write_text(json.dumps(TRANSCRIPT))
     tasks = tmp_path / "tasks.json"
