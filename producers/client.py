@@ -187,16 +187,22 @@ class MemjobsClient:
             raise BackendUnavailable(f"Redis did not take the end of session: {exc}") from exc
         if not first:
             return []
+        jobs = [(ACTOR_CONSOLIDATE, consolidate, self.consolidation_enabled),
+                (ACTOR_DIGEST, digest, self.digest_enabled),
+                (ACTOR_EXTRACT, nudge, self.memory_enabled)]
         sent = []
-        if self.consolidation_enabled:
-            self._send(ACTOR_CONSOLIDATE, consolidate)
-            sent.append(ACTOR_CONSOLIDATE)
-        if self.digest_enabled:
-            self._send(ACTOR_DIGEST, digest)
-            sent.append(ACTOR_DIGEST)
-        if self.memory_enabled:
-            self._send(ACTOR_EXTRACT, nudge)
-            sent.append(ACTOR_EXTRACT)
+        try:
+            for actor, payload, wanted in jobs:
+                if wanted:
+                    self._send(actor, payload)
+                    sent.append(actor)
+        except BackendUnavailable:
+            # Let the gateway end the session again: the jobs are idempotent per session.
+            try:
+                self.broker.client.delete(marker)
+            except redis.RedisError:
+                pass
+            raise
         return sent
 
     def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
