@@ -1,0 +1,68 @@
+"""What every content rule is made of, and what a match reports.
+
+A rule is a :class:`TextRule`: a rule id, a description and a :data:`Scanner`
+that yields the span of each secret value it finds in normalised text.  A
+match is reported as a :class:`Finding`, which names the rule only, never the
+matched text, because the matched text is the secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Which rule matched.  Never carries the matched text: that is the secret."""
+
+    rule: str
+    description: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.rule} ({self.description})" if self.description else self.rule
+
+
+Scanner = Callable[[str], Iterator[tuple[int, int]]]
+"""Yields the ``(start, end)`` span of each secret value in normalised text."""
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """A content rule: its id, what it looks for and how to scan for it."""
+
+    rule: str
+    description: str
+    scan: Scanner
+    shape: bool  # a token shape: also looked for inside paths
+
+
+def regex_scanner(
+    pattern: str,
+    flags: int = 0,
+    *,
+    group: str = "secret",
+    accept: Callable[[re.Match[str]], bool] | None = None,
+) -> Scanner:
+    """A scanner yielding the span of ``group`` (or the whole match) per hit."""
+    compiled = re.compile(pattern, flags)
+    has_group = group in compiled.groupindex
+
+    def scan(text: str) -> Iterator[tuple[int, int]]:
+        for match in compiled.finditer(text):
+            if accept is not None and not accept(match):
+                continue
+            span = match.span(group) if has_group else match.span()
+            if span[1] > span[0]:
+                yield span
+
+    return scan
+
+
+def scan_first(normalised: str, rules: tuple[TextRule, ...]) -> Finding | None:
+    """The first of ``rules`` that matches ``normalised`` text, or ``None``."""
+    for rule in rules:
+        if next(rule.scan(normalised), None) is not None:
+            return Finding(rule.rule, rule.description)
+    return None

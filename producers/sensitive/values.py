@@ -1,0 +1,105 @@
+"""Does the text after a keyword look like a secret value?  Heuristics shared
+by the disclosure rules.
+
+Why: ordinary talk about passwords ("my password is wrong", "password:
+<your password>", ``password = os.environ["PW"]``) must not be refused, so a
+candidate value that is a stop word, a placeholder or a reference in code is
+filler, not a secret.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TRAILING_PUNCT = ".,!?;:)]}>"
+
+# Words that follow "password is" / "password:" in ordinary talk about a
+# password, not in a disclosure of one.  Also words that are variable names
+# in code ("password = password").
+_STOP_WORDS_TEXT = """
+    wrong incorrect correct right expired expiring expire expires invalid valid
+    weak strong stronger weaker secure insecure safe unsafe long longer short
+    shorter simple complex complicated hard easy easier difficult tricky
+    required needed necessary mandatory optional missing empty blank changed
+    changing reset resetting updated saved stored hidden encrypted hashed
+    protected same different new old fine good bad great okay there here gone
+    lost forgotten forgot unknown secret private public compromised leaked
+    stolen locked blocked working broken case sensitive insensitive what which
+    that this these those something anything nothing everything someone
+    somebody anyone everyone nobody somewhere somehow yesterday today tomorrow
+    tonight mine yours ours theirs your their them they also still really very
+    always never sometimes usually just only even actually probably maybe
+    definitely written stuck useless annoying impossible ready done with from
+    into over about like more less most least been being have having none null
+    true false undefined default disabled enabled unset ignored revoked
+    refreshed rotated renewed unchanged shared showing shown displayed visible
+    obvious stupid dumb inside below above attached enclosed following similar
+    please enter type provide provided supplied given sent send coming needs
+    string bytes bool boolean integer number text varchar char object secretstr
+    password passwords passwd passcode passphrase secrets token tokens
+    credential credentials creds apikey api_key
+"""
+_STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+# Stand-ins for a value: "****", "<password>", "${PW}", "[REDACTED]", "changeme" ...
+PLACEHOLDER = re.compile(
+    r"""
+    \*{3,}.*|\*+|x{3,}|X{3,}|\.{3,}|…+|-+|_+|\?+
+    |<.*|\[[^\]]*\]|\{[^}]*\}.*|\$\{.*|\$\(.*|\$[A-Za-z_][A-Za-z0-9_]*
+    |%[A-Za-z_][A-Za-z0-9_]*%|%\([A-Za-z_]*\)s|\{\{.*
+    |redacted|your[_\-]?\w+|changeme|placeholder|example|dummy|none|null|nil
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+# Code that reads a secret from somewhere rather than containing it:
+# os.environ["X"], getpass(), settings.password, user_input ...
+_CODE_REF = re.compile(
+    r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+(?:[(\[].*)?"
+    r"|[A-Za-z_$][\w$]*[(\[].*"
+    r"|[a-z]+(?:_[a-z]+)+"
+)
+# Particles and punctuation that end a clause ("密码是hunter啊", "... is swordfish.").
+_CLAUSE_END = re.compile(
+    r"[ \t]*(?:$|\n|[.,!?;:)\]}，。！？；：、…~]|[了啊呀哦吧啦哈喔嘛呢]"
+    r"|(?:and|but|so|or|ok|okay|please|thanks|thank|remember|don't|dont|lol|haha)\b)",
+    re.IGNORECASE,
+)
+# Characters that make a short word look like a password rather than a word.
+SYMBOLS = frozenset("!@#$%^&*+=/\\|~_")
+
+
+def value_core(value: str, quoted: bool) -> tuple[str, bool]:
+    """The value without trailing punctuation, and whether some was removed."""
+    if quoted:
+        return value.strip(), True
+    core = value.rstrip(_TRAILING_PUNCT)
+    return core, core != value
+
+
+def is_filler(core: str, raw: str) -> bool:
+    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code."""
+    return (
+        core.lower() in _STOP_WORDS
+        or PLACEHOLDER.fullmatch(core) is not None
+        or PLACEHOLDER.fullmatch(raw) is not None
+        or PLACEHOLDER.fullmatch(raw.rstrip(".,;:!?")) is not None
+        or _CODE_REF.fullmatch(core) is not None
+    )
+
+
+def value_span(value: re.Match[str], group: str) -> tuple[int, int]:
+    """The span to redact: a plain value loses trailing ",.;:" (sentence
+    punctuation, almost never part of a secret); "!" and "?" stay in."""
+    start, end = value.span(group)
+    if group == "plain":
+        end = start + len(value.group(group).rstrip(".,;:)]}>"))
+    return start, end
+
+
+def at_clause_end(text: str, pos: int) -> bool:
+    """Whether a clause ends at ``pos`` (end of text, punctuation, a particle, "and", ...)."""
+    return _CLAUSE_END.match(text, pos) is not None
+
+
+def digit_count(value: str) -> int:
+    """How many digits ``value`` holds (``"12 34"`` has four)."""
+    return sum(1 for c in value if c.isdigit())
