@@ -206,8 +206,8 @@ class MemoryPipeline:
 
     def recall(self, owner_key: str, query: str, limit: int) -> list[RecallHit]:
         """Search the owner's memories; only those whose sources are all learned."""
-        learned = self.store.learned_provenance(owner_key)
         hits = self.engine.search(owner_key, query, limit * 4 + 10)
+        learned = self.store.learned_provenance(owner_key, [h.memory_id for h in hits])
         kept = [RecallHit(h.memory_id, h.text, h.score, learned[h.memory_id])
                 for h in hits if h.memory_id in learned]
         return kept[:limit]

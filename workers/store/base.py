@@ -129,8 +129,10 @@ class StateStore(ABC):
     def clear_tombstones(self, memory_ids: Sequence[str]) -> None: ...
 
     @abstractmethod
-    def learned_provenance(self, owner_key: str) -> dict[str, list[str]]:
-        """memory id → its sources, for memories whose sources are all learned."""
+    def learned_provenance(self, owner_key: str,
+                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """memory id → its sources, for memories whose sources are all learned
+        (only among ``memory_ids`` when given)."""
 
     @abstractmethod
     def ping(self) -> None:

@@ -313,14 +313,18 @@ class SqlStateStore(StateStore):
 
     # -- reads ------------------------------------------------------------------
 
-    def learned_provenance(self, owner_key: str) -> dict[str, list[str]]:
+    def learned_provenance(self, owner_key: str,
+                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        query = (
+            sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
+            .join(sources, sources.c.source_id == provenance.c.source_id)
+            .where(provenance.c.owner_key == owner_key)
+            .order_by(provenance.c.memory_id, provenance.c.source_id)
+        )
+        if memory_ids is not None:
+            query = query.where(provenance.c.memory_id.in_(list(memory_ids)))
         with self._tx() as conn:
-            rows = conn.execute(
-                sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
-                .join(sources, sources.c.source_id == provenance.c.source_id)
-                .where(provenance.c.owner_key == owner_key)
-                .order_by(provenance.c.memory_id, provenance.c.source_id)
-            ).all()
+            rows = conn.execute(query).all()
         by_memory: dict[str, list[str]] = {}
         not_learned: set[str] = set()
         for r in rows:
