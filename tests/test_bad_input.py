@@ -627,3 +627,19 @@ def test_producer_with_redis_unreachable_raises_backend_unavailable(
     message = str(info.value)
     assert "Redis" in message and f"127.0.0.1:{port}" in message
     assert isinstance(info.value, MemjobsError) and info.value.reason == "backend_unavailable"
+
+
+def test_undecodable_bytes_pushed_into_a_queue_are_dead_lettered_and_disturb_nothing(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    h = harness_factory(make_settings())
+    client = h.runtime.redis
+    # Bytes that are not a Dramatiq message at all, pushed the way Dramatiq enqueues.
+    client.hset("memjobs:memjobs_remember.msgs", "garbage-1", b"\xff\x00 not json")
+    client.rpush("memjobs:memjobs_remember", "garbage-1")
+    owner = "frank@example.com"
+    sid = h.client.remember(owner, "frank keeps bees")
+    h.start_worker()
+    h.drain()
+    assert h.queues()["memjobs_remember"]["dead"] == 1
+    assert [r.state for r in h.store.list_sources(owner_key(owner)) if r.source_id == sid] == ["learned"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import CurrentMessage, Retries
 
 from producers.contracts import NAMESPACE, QUEUES
@@ -10,12 +9,13 @@ from workers.jobstats import JobStats
 from workers.metrics_server import MetricsEndpoint
 from workers.middleware.heartbeat import Heartbeat
 from workers.middleware.observe import ObserveJobs
+from workers.redis_broker import MemjobsRedisBroker
 from workers.settings import Settings
 
 
-def build_broker(redis_url: str, settings: Settings) -> RedisBroker:
+def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared."""
-    broker = RedisBroker(  # type: ignore[no-untyped-call]
+    broker = MemjobsRedisBroker(  # type: ignore[no-untyped-call]
         url=redis_url,
         namespace=NAMESPACE,
         heartbeat_timeout=settings.broker_heartbeat_timeout_ms,
