@@ -3,7 +3,6 @@ search, idempotent re-indexing, bad input, embedding failures, off means off."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -233,4 +232,3 @@ def test_rebuild_restores_the_full_text_index_from_raw_chunks(
     assert search_knowledge(h.runtime.knowledge, KEY, "灵隐寺", 3, embed=None).results == []
     assert h.runtime.knowledge.rebuild_index() > 0
     assert search_knowledge(h.runtime.knowledge, KEY, "灵隐寺", 3, embed=None).results[0].source == "doc:hangzhou"
-    assert os.environ.get("MEMJOBS_KNOWLEDGE") is None
