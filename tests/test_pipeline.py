@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from producers.contracts import (
     ExtractFacts,
@@ -225,3 +226,43 @@ def _wait_state(h: Harness, source_id: str, state: str, timeout_s: float = 30) -
     t = threading.Thread(target=check, daemon=True)
     t.start()
     assert done.wait(timeout_s), f"{source_id} never became {state}"
+
+
+def test_mem0_writes_nothing_to_the_home_directory(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """mem0 defaults to ~/.mem0 (history, config); memjobs keeps it in the data directory."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness import REPO, worker_env
+
+    settings = make_settings()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in worker_env(settings).items() if not k.startswith("MEM0_")}
+    env["HOME"] = str(home)
+    script = (
+        "from workers.settings import load_settings\n"
+        "from workers.endpoints import resolve_endpoints\n"
+        "from workers.runtime import Runtime, producer_client\n"
+        "s = load_settings(); e = resolve_endpoints(s)\n"
+        "rt = Runtime(s, e, producer_client(s, redis_url=e.redis_url))\n"
+        "from producers.contracts import RememberSource, owner_key, source_id_for\n"
+        "from datetime import datetime, UTC\n"
+        "k = owner_key('hana'); t = 'hana plays the violin'\n"
+        "p = RememberSource(owner_key=k, source_id=source_id_for(k, t), text=t)\n"
+        "rt.pipeline.remember(p, sent_at=datetime.now(UTC))\n"
+        "from producers.contracts import ExtractFacts\n"
+        "print(rt.pipeline.extract(ExtractFacts(owner_key=k)).learned)\n"
+        "rt.close()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == 1
+    assert not (home / ".mem0").exists()
+    assert (Path(settings.data_dir) / "mem0").is_dir()
+    assert os.listdir(home) == []
