@@ -29,7 +29,7 @@ from producers.errors import (
     StaleFencingToken,
     TransientError,
 )
-from workers.consolidation import consolidate
+from workers.consolidation import run_consolidation
 from workers.locks import LeaseLock
 from workers.metrics import lock_hook
 from workers.middleware.observe import OUTCOME_OPTION
@@ -111,14 +111,12 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        sessions = runtime.sessions
-        if not sessions.claim_run(payload.owner_key, payload.session_id, "consolidate"):
+        done = run_consolidation(runtime.sessions, payload, model=model, service=runtime.memory_docs,
+                                 audit=runtime.audit, max_patches=settings.max_patches_per_session,
+                                 max_patch_chars=settings.max_patch_chars)
+        if done is None:
             report("duplicate")
             return
-        done = consolidate(payload, model=model, service=runtime.memory_docs, audit=runtime.audit,
-                           max_patches=settings.max_patches_per_session,
-                           max_patch_chars=settings.max_patch_chars)
-        sessions.finish_run(payload.owner_key, payload.session_id, "consolidate")
         log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
                                          "refused": done.refused})
         report("succeeded")

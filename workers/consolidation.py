@@ -185,6 +185,23 @@ def consolidate(
     return report
 
 
+class Runs(Protocol):
+    """The session-run bookkeeping (``workers.sessions.SessionStore``)."""
+
+    def claim_run(self, owner_key: str, session_id: str, kind: Literal["consolidate", "digest"]) -> bool: ...
+    def finish_run(self, owner_key: str, session_id: str, kind: Literal["consolidate", "digest"]) -> None: ...
+
+
+def run_consolidation(runs: Runs, payload: ConsolidateSession, **kwargs: Any) -> ConsolidationReport | None:
+    """Consolidate once per (owner, session): None when the session was already done
+    (a run left unfinished by a crash runs again; the service makes that harmless)."""
+    if not runs.claim_run(payload.owner_key, payload.session_id, "consolidate"):
+        return None
+    report = consolidate(payload, **kwargs)
+    runs.finish_run(payload.owner_key, payload.session_id, "consolidate")
+    return report
+
+
 def _validate(item: Any, max_chars: int) -> tuple[Patch | None, str]:
     try:
         patch = Patch.model_validate(item)
