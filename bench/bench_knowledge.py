@@ -29,17 +29,17 @@ sys.path.insert(0, str(REPO))
 
 import psycopg  # noqa: E402
 
-from producers.contracts import ReindexKnowledge, owner_key  # noqa: E402
+from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
+from memjobs_worker.db import create_db_engine  # noqa: E402
+from memjobs_worker.embedded import EmbeddedPostgres  # noqa: E402
+from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
+from memjobs_worker.knowledge.schema import ensure_schema  # noqa: E402
+from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
+from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
+from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
+from memjobs_worker.settings import Settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.knowledge_corpus import DOCS, recall_at  # noqa: E402
-from workers.db import create_db_engine  # noqa: E402
-from workers.embedded import EmbeddedPostgres  # noqa: E402
-from workers.knowledge.schema import ensure_schema  # noqa: E402
-from workers.knowledge.search import search_knowledge  # noqa: E402
-from workers.knowledge.store import KnowledgeStore  # noqa: E402
-from workers.model import RemoteEmbedder  # noqa: E402
-from workers.reindex import reindex  # noqa: E402
-from workers.settings import Settings  # noqa: E402
 
 SENTENCES = ["我们周末去湖边散步。", "记得给猫换水。", "The meeting moved to Thursday.", "乌龙茶要用热水冲泡。",
              "Check the tyre pressure before the ride.", "下周二交季度报告。", "Buy flour and yeast.",

@@ -35,13 +35,13 @@ import psycopg  # noqa: E402
 import redis  # noqa: E402
 import redis.connection  # noqa: E402
 
-from producers.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
+from memjobs_client.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
+from memjobs_worker.broker import build_broker  # noqa: E402
+from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
+from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from memjobs_worker.settings import Settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 from tests.harness import Harness  # noqa: E402
-from workers.broker import build_broker  # noqa: E402
-from workers.db import create_db_engine, migrate  # noqa: E402
-from workers.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
-from workers.settings import Settings  # noqa: E402
 
 
 class RoundTrips:

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 import redis
 
+from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness import Harness
-from workers.db import create_db_engine, migrate
-from workers.embedded import EmbeddedPostgres, EmbeddedRedis
-from workers.settings import Settings
 
 TEMPLATE_DB = "memjobs_template"
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import dramatiq
 
-from workers import ops
-from workers.actors import declare_actors
-from workers.broker import build_broker
-from workers.endpoints import Endpoints
-from workers.metrics_server import prepare_metrics_dir
-from workers.runtime import Runtime, producer_client
-from workers.settings import Settings
-from workers.supervisor import worker_command
+from memjobs_worker.actors import declare_actors
+from memjobs_worker.broker import build_broker
+from memjobs_worker.embedded.supervisor import worker_command
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.observability import status as ops
+from memjobs_worker.observability.server import prepare_metrics_dir
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def _env_name(field: str) -> str:
 
 def spawn_workers(settings: Settings, log_path: Path, *, processes: int = 1,
                   threads: int = 2) -> subprocess.Popen[bytes]:
-    """Real ``dramatiq workers.app`` processes in their own process group."""
+    """Real ``dramatiq memjobs_worker.app`` processes in their own process group."""
     out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
     env = worker_env(settings)
     prepare_metrics_dir(settings, env)  # as `memjobs worker` does

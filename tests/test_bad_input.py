@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from producers.client import MemjobsClient
-from producers.contracts import (
+from memjobs_client.client import MemjobsClient
+from memjobs_client.contracts import (
     ACTOR_EXTRACT,
     ACTOR_FORGET,
     ACTOR_REMEMBER,
@@ -29,7 +29,7 @@ from producers.contracts import (
     owner_key,
     source_id_for,
 )
-from producers.errors import (
+from memjobs_client.errors import (
     BackendUnavailable,
     ConfigurationError,
     InvalidPayload,
@@ -37,9 +37,9 @@ from producers.errors import (
     MemoryOff,
     SensitiveContent,
 )
+from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.settings import Settings, load_settings
 from tests.harness import Harness
-from workers.db import create_db_engine, migrate
-from workers.settings import Settings, load_settings
 
 OWNER = "alice@example.com"
 KEY = owner_key(OWNER)

@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from producers.contracts import QUEUES
+from memjobs_client.contracts import QUEUES
+from memjobs_worker.cli import exits
 from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler
 from tests.harness import REPO
-from workers.cli import exits
 
 _FOREIGN_ENV = ("MEMJOBS_", "QWEN_", "DASHSCOPE", "NOVA_AUDIO_")
 CLI_TIMEOUT_S = 120.0
@@ -88,7 +88,7 @@ class Result:
 
 def run_cli(env: dict[str, str], *args: str, timeout: float = CLI_TIMEOUT_S) -> Result:
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.cli.main", *args], cwd=REPO, env=env,
+        [sys.executable, "-m", "memjobs_worker.cli.main", *args], cwd=REPO, env=env,
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
     )
     return Result(args, proc.returncode, proc.stdout, proc.stderr)
@@ -193,7 +193,7 @@ class Up:
         self.output = output
         self._out: IO[bytes] = open(output, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli.main", "up", "--processes", "1", "--threads", "2"],
+            [sys.executable, "-m", "memjobs_worker.cli.main", "up", "--processes", "1", "--threads", "2"],
             cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=self._out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -613,7 +613,7 @@ def test_worker_log_has_no_unredacted_plain_copies_of_records(stack: EmbeddedSta
     content = (stack.data_dir / "logs" / "worker.log").read_text(encoding="utf-8")
     plain = [line for line in content.splitlines()
              if (m := _PLAIN_RECORD.match(line))
-             and m["logger"].startswith(("memjobs", "workers", "mem0"))]
+             and m["logger"].startswith(("memjobs", "mem0"))]
     assert plain == [], f"{len(plain)} plain-text records, e.g. {plain[:3]}"
 
 
@@ -707,7 +707,7 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
         data_dir = base / "data"
         env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli.main", "demo"], cwd=REPO, env=env,
+            [sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )
@@ -752,7 +752,7 @@ def test_demo_ends_the_session_when_a_model_endpoint_is_configured(fake_model: F
         env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"),
                       QWEN_AUDIO_MEMORY_BASE_URL=fake_model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k")
         try:
-            result = subprocess.run([sys.executable, "-m", "workers.cli.main", "demo"], cwd=REPO, env=env,
+            result = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
                                     stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
         finally:
             stop_leftovers(data_dir)

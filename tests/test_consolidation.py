@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from producers.contracts import ConsolidateSession, owner_key
-from producers.errors import InvalidPayload
+from memjobs_client.contracts import ConsolidateSession, owner_key
+from memjobs_client.errors import InvalidPayload
+from memjobs_worker.sessions.consolidation import consolidate
+from memjobs_worker.sessions.memory_docs import default_audit_path
+from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness import Harness
-from workers.consolidation import consolidate
-from workers.memory_docs import default_audit_path
-from workers.settings import Settings
 
 OWNER = "lin@example.com"
 KEY = owner_key(OWNER)
@@ -262,7 +262,7 @@ def _cli(settings: Settings, *args: str) -> Any:
 
     from tests.harness import REPO, worker_env
 
-    return subprocess.run([sys.executable, "-m", "workers.cli.main", *args], env=worker_env(settings),
+    return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args], env=worker_env(settings),
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

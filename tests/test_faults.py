@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from producers.contracts import (
+from memjobs_client.contracts import (
     ACTOR_EXTRACT,
     ExtractFacts,
     ForgetSource,
@@ -32,14 +32,14 @@ from producers.contracts import (
     owner_key,
     source_id_for,
 )
-from producers.errors import BackendUnavailable, LockLost, StaleFencingToken
+from memjobs_client.errors import BackendUnavailable, LockLost, StaleFencingToken
+from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
+from memjobs_worker.embedded.supervisor import sweep_once
+from memjobs_worker.memory.store.base import Attempt, Produced
+from memjobs_worker.memory.store.schema import attempts, sources
+from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler
 from tests.harness import Harness, kill_group, spawn_workers
-from workers.embedded import EmbeddedPostgres, EmbeddedRedis
-from workers.settings import Settings
-from workers.store.base import Attempt, Produced
-from workers.store.schema import attempts, sources
-from workers.supervisor import sweep_once
 
 OWNER = "carol@example.com"
 KEY = owner_key(OWNER)

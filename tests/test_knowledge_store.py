@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-import workers.knowledge as knowledge
-from producers.errors import InvalidPayload, ModelUnavailable
-from workers.db import create_db_engine
-from workers.knowledge import (
+import memjobs_worker.knowledge as knowledge
+from memjobs_client.errors import InvalidPayload, ModelUnavailable
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.knowledge import (
     TOKENIZER_VERSION,
     ChunkHit,
     KnowledgeStore,
@@ -30,7 +30,7 @@ from workers.knowledge import (
     query_tokens,
     search_knowledge,
 )
-from workers.knowledge.search import NO_EMBEDDING_NOTICE
+from memjobs_worker.knowledge.search import NO_EMBEDDING_NOTICE
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ALICE, BOB = "owner-alice", "owner-bob"

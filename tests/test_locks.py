@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from producers.contracts import RememberSource, owner_key, source_id_for
-from producers.errors import LockLost, StaleFencingToken
+from memjobs_client.contracts import RememberSource, owner_key, source_id_for
+from memjobs_client.errors import LockLost, StaleFencingToken
+from memjobs_worker.lease import LeaseLock
+from memjobs_worker.memory.pipeline import sweep
+from memjobs_worker.memory.store.sql import SqlStateStore
+from memjobs_worker.settings import Settings
 from tests.harness import Harness
-from workers.locks import LeaseLock
-from workers.pipeline import sweep
-from workers.settings import Settings
-from workers.store.sql import SqlStateStore
 
 KEY = owner_key("bob")
 

@@ -1,4 +1,4 @@
-"""Tests for workers.logs: JSON Lines output, redaction, privacy by default."""
+"""Tests for memjobs_worker.logs: JSON Lines output, redaction, privacy by default."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from workers.logs import (
+from memjobs_worker.logs import (
     MEM0_SUPPRESSED_MSG,
     NOISY_LOGGERS,
     OMITTED,
@@ -349,7 +349,7 @@ def test_formatter_never_raises() -> None:
 def test_dramatiq_messages_in_log_arguments_lose_their_payload() -> None:
     import dramatiq
 
-    from workers.logs import JsonFormatter
+    from memjobs_worker.logs import JsonFormatter
 
     message = dramatiq.Message(queue_name="q", actor_name="remember_source",
                                args=({"text": "我对花生过敏"},), kwargs={}, options={})

@@ -17,11 +17,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-import workers.memory_docs as memory_docs
-from producers.contracts import owner_key
-from producers.errors import ConfigurationError, InvalidPayload, SensitiveContent, TransientError
-from workers.db import create_db_engine
-from workers.memory_docs import (
+import memjobs_worker.sessions.memory_docs as memory_docs
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent, TransientError
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.sessions.memory_docs import (
     PROTOCOL_VERSION,
     ApplyResult,
     AuditLog,
@@ -37,8 +37,8 @@ from workers.memory_docs import (
     load_provider,
     normalise_documents,
 )
-from workers.memory_docs.patches import Plan, plan_replace
-from workers.memory_docs.protocol import SCOPES
+from memjobs_worker.sessions.memory_docs.patches import Plan, plan_replace
+from memjobs_worker.sessions.memory_docs.protocol import SCOPES
 
 OWNER = owner_key("alice")
 OTHER = owner_key("bob")

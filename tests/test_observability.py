@@ -19,12 +19,12 @@ import redis
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from producers.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, owner_key
+from memjobs_client.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, owner_key
+from memjobs_worker.embedded.process import free_port, wait_until
+from memjobs_worker.observability.collectors import LedgerCollector, QueueCollector
+from memjobs_worker.observability.heartbeat import live_heartbeats
+from memjobs_worker.settings import Settings
 from tests.harness import REPO, Harness, kill_group, spawn_workers, worker_env
-from workers.collectors import LedgerCollector, QueueCollector
-from workers.embedded.process import free_port, wait_until
-from workers.middleware.heartbeat import live_heartbeats
-from workers.settings import Settings
 
 DEPLOY = REPO / "deploy"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -116,7 +116,7 @@ def test_label_values_do_not_grow_with_the_number_of_owners(metered: tuple[Harne
 
 
 def _check(settings: Settings) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workers.cli.main", "check"], env=worker_env(settings),
+    return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "check"], env=worker_env(settings),
                           capture_output=True, text=True, cwd=REPO, timeout=60)
 
 
@@ -155,7 +155,7 @@ def test_status_shows_recent_throughput_per_kind(
     h.client.remember("erin", "erin reads before bed")
     h.drain()
     h.stop_worker()  # flushes the per-minute counts
-    result = subprocess.run([sys.executable, "-m", "workers.cli.main", "status", "--json"],
+    result = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "status", "--json"],
                             env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO,
                             timeout=60)
     recent = json.loads(result.stdout)["recent"]["last_5_min"]
@@ -186,7 +186,7 @@ def test_prometheus_config_and_alert_rules_pass_promtool() -> None:
 
 def exported_metric_names(h: Harness) -> set[str]:
     """Every sample name memjobs can export: the process metrics and the scrape-time ones."""
-    import workers.metrics  # noqa: F401  (registers the process metrics)
+    import memjobs_worker.observability.metrics  # noqa: F401  (registers the process metrics)
 
     names: set[str] = set()
     families = list(REGISTRY.collect())

@@ -8,16 +8,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from producers.contracts import (
+from memjobs_client.contracts import (
     ExtractFacts,
     ForgetSource,
     RememberSource,
     owner_key,
     source_id_for,
 )
+from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
 from tests.harness import Harness
-from workers.settings import Settings
 
 OWNER = "alice@example.com"
 KEY = owner_key(OWNER)
@@ -245,17 +245,17 @@ def test_mem0_writes_nothing_to_the_home_directory(
     env = {k: v for k, v in worker_env(settings).items() if not k.startswith("MEM0_")}
     env["HOME"] = str(home)
     script = (
-        "from workers.settings import load_settings\n"
-        "from workers.endpoints import resolve_endpoints\n"
-        "from workers.runtime import Runtime, producer_client\n"
+        "from memjobs_worker.settings import load_settings\n"
+        "from memjobs_worker.endpoints import resolve_endpoints\n"
+        "from memjobs_worker.runtime import Runtime, producer_client\n"
         "s = load_settings(); e = resolve_endpoints(s)\n"
         "rt = Runtime(s, e, producer_client(s, redis_url=e.redis_url))\n"
-        "from producers.contracts import RememberSource, owner_key, source_id_for\n"
+        "from memjobs_client.contracts import RememberSource, owner_key, source_id_for\n"
         "from datetime import datetime, UTC\n"
         "k = owner_key('hana'); t = 'hana plays the violin'\n"
         "p = RememberSource(owner_key=k, source_id=source_id_for(k, t), text=t)\n"
         "rt.pipeline.remember(p, sent_at=datetime.now(UTC))\n"
-        "from producers.contracts import ExtractFacts\n"
+        "from memjobs_client.contracts import ExtractFacts\n"
         "print(rt.pipeline.extract(ExtractFacts(owner_key=k)).learned)\n"
         "rt.close()\n"
     )

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-import producers
-import workers
-from producers import errors
-from producers.errors import MemjobsError, PermanentError, TransientError
+import memjobs_client
+import memjobs_worker
+from memjobs_client import errors
+from memjobs_client.errors import MemjobsError, PermanentError, TransientError
 from tests.harness import REPO
 
 PRODUCERS_API = {
@@ -55,52 +55,52 @@ WORKERS_API = {
 TRANSIENT = {"BackendUnavailable", "ModelUnavailable", "LockLost"}
 PERMANENT = {"InvalidPayload", "SensitiveContent", "MemoryOff", "StaleFencingToken",
              "ConfigurationError"}
-HEAVY = ("mem0", "openai", "sqlalchemy", "psycopg", "psycopg_pool", "alembic", "workers")
+HEAVY = ("mem0", "openai", "sqlalchemy", "psycopg", "psycopg_pool", "alembic", "memjobs_worker")
 
 
 def _error_classes() -> dict[str, type[BaseException]]:
-    """Every exception class defined in producers.errors."""
+    """Every exception class defined in memjobs_client.errors."""
     return {name: obj for name, obj in vars(errors).items()
             if inspect.isclass(obj) and issubclass(obj, BaseException)
             and obj.__module__ == errors.__name__}
 
 
 def test_importing_producers_pulls_in_no_engine_model_or_database_library() -> None:
-    code = "import json, sys, producers; print(json.dumps(sorted(sys.modules)))"
+    code = "import json, sys, memjobs_client; print(json.dumps(sorted(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
-    assert "producers" in loaded  # the probe did import it
+    assert "memjobs_client" in loaded  # the probe did import it
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []
 
 
 def test_producers_all_lists_exactly_the_public_api() -> None:
-    assert len(producers.__all__) == len(set(producers.__all__))
-    assert set(producers.__all__) == PRODUCERS_API
+    assert len(memjobs_client.__all__) == len(set(memjobs_client.__all__))
+    assert set(memjobs_client.__all__) == PRODUCERS_API
 
 
 def test_every_name_in_producers_all_exists() -> None:
-    missing = [name for name in producers.__all__ if not hasattr(producers, name)]
+    missing = [name for name in memjobs_client.__all__ if not hasattr(memjobs_client, name)]
     assert missing == []
 
 
 def test_workers_all_lists_exactly_the_public_api() -> None:
-    assert len(workers.__all__) == len(set(workers.__all__))
-    assert set(workers.__all__) == WORKERS_API
+    assert len(memjobs_worker.__all__) == len(set(memjobs_worker.__all__))
+    assert set(memjobs_worker.__all__) == WORKERS_API
 
 
 def test_every_name_in_workers_all_exists() -> None:
-    missing = [name for name in workers.__all__ if not hasattr(workers, name)]
+    missing = [name for name in memjobs_worker.__all__ if not hasattr(memjobs_worker, name)]
     assert missing == []
 
 
 def test_producers_exports_every_error_class() -> None:
     classes = _error_classes()
-    assert {name for name in classes} <= set(producers.__all__)
-    assert all(getattr(producers, name) is cls for name, cls in classes.items())
+    assert {name for name in classes} <= set(memjobs_client.__all__)
+    assert all(getattr(memjobs_client, name) is cls for name, cls in classes.items())
 
 
 def test_error_module_defines_exactly_the_documented_tree() -> None:

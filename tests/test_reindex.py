@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from producers.contracts import owner_key
-from producers.errors import InvalidPayload
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import InvalidPayload
+from memjobs_worker.knowledge.search import search_knowledge
+from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness import Harness
 from tests.knowledge_corpus import DOCS, recall_at
-from workers.knowledge.search import search_knowledge
-from workers.settings import Settings
 
 OWNER = "reader@example.com"
 KEY = owner_key(OWNER)
@@ -198,7 +198,7 @@ def test_knowledge_off_creates_nothing_and_personal_memory_still_works(
 def test_one_reindex_per_owner_at_a_time(
     embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
-    from workers.locks import LeaseLock
+    from memjobs_worker.lease import LeaseLock
 
     h = harness_factory(embedded_settings(max_retries=1000, max_backoff_ms=100))
     holder = LeaseLock(h.runtime.redis, "reindex", KEY, lease_ms=60_000)
@@ -215,7 +215,7 @@ def test_one_reindex_per_owner_at_a_time(
 
 
 def _drained_quickly(h: Harness) -> bool:
-    from workers import ops
+    from memjobs_worker.observability import status as ops
 
     return ops.drain(h.runtime.redis, h.store, timeout_s=1.0)
 

@@ -1,4 +1,4 @@
-"""Tests for producers.sensitive: the one credential check every ingest path shares."""
+"""Tests for memjobs_client.sensitive: the one credential check every ingest path shares."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from producers.errors import PermanentError, SensitiveContent
-from producers.sensitive import (
+from memjobs_client.errors import PermanentError, SensitiveContent
+from memjobs_client.sensitive import (
     REDACTED,
     Finding,
     ensure_not_sensitive,

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from producers.contracts import DigestSession, TaskRef, Turn, owner_key
-from producers.errors import TransientError
+from memjobs_client.contracts import DigestSession, TaskRef, Turn, owner_key
+from memjobs_client.errors import TransientError
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.model_client import ChatModel
+from memjobs_worker.sessions import ModelOutputInvalid, SessionStore, digest_session, run_digest
 from tests.fakes.openai_server import FakeOpenAI
-from workers.db import create_db_engine
-from workers.model import ChatModel
-from workers.sessions import ModelOutputInvalid, SessionStore, digest_session, run_digest
 
 KEY = owner_key("alice@example.com")
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,0 +1,52 @@
+"""Refuse content and paths that look like credentials, before they go anywhere.
+
+What: one check shared by every ingest path (``remember``, knowledge import,
+consolidation input and output).  :func:`find_sensitive_text` and
+:func:`find_sensitive_path` say which rule matched, :func:`ensure_not_sensitive`
+raises :class:`~memjobs_client.errors.SensitiveContent` (reason
+``sensitive_content``), and :func:`redact_secrets` blanks the secret values out
+of text that must still reach a model.
+
+Why: a voice assistant hears people read out Wi-Fi passwords, bank PINs and API
+keys, in Chinese and in English.  None of that may be stored in memory or sent
+to a model service, so the check runs at the producer, before anything is
+queued.  The gateway imports ``producers/`` alone, so this package uses the
+standard library only.
+
+How, and what it will not do (one module each):
+
+* :mod:`~memjobs_client.sensitive.normalize` — NFKC one character at a time, with
+  invisible format characters dropped and offsets mapped back for redaction.
+* :mod:`~memjobs_client.sensitive.content` — the content rules, in order: token
+  *shapes* (PEM blocks, AWS, GitHub, Slack, ``sk-`` keys, JWTs, ...) matched
+  anywhere, long random values assigned to secret-like names, and disclosures.
+* :mod:`~memjobs_client.sensitive.disclosures` — "my password is hunter2",
+  "密码是123456": a keyword, a connector and a value that looks like one
+  (judged by :mod:`~memjobs_client.sensitive.values`), so ordinary talk about
+  passwords ("I forgot my password yesterday", "我忘记密码了") is not flagged.
+  A heuristic: it trades a few misses for few false refusals.
+* :mod:`~memjobs_client.sensitive.paths` — credential file and directory names.
+* :mod:`~memjobs_client.sensitive.redact` and :mod:`~memjobs_client.sensitive.check` —
+  blanking secrets out, and the refusal itself.
+* A :class:`Finding` (:mod:`~memjobs_client.sensitive.rules`) and every error
+  message name the rule only, never the matched text, because the matched
+  text is the secret.
+"""
+
+from memjobs_client.sensitive.check import ensure_not_sensitive
+from memjobs_client.sensitive.content import find_sensitive_text
+from memjobs_client.sensitive.paths import PATH_RULE as PATH_RULE  # importable, as before; not in __all__
+from memjobs_client.sensitive.paths import find_sensitive_path
+from memjobs_client.sensitive.redact import REDACTED, redact_secrets
+from memjobs_client.sensitive.rules import Finding
+
+__all__ = [
+    # the check
+    "ensure_not_sensitive",
+    "find_sensitive_path",
+    "find_sensitive_text",
+    "Finding",
+    # redaction
+    "REDACTED",
+    "redact_secrets",
+]

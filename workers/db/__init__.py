@@ -1,6 +1,0 @@
-"""The state database: engine creation, pgvector check, migrations."""
-
-from workers.db.connect import create_db_engine, sqlalchemy_url
-from workers.db.migrate import migrate
-
-__all__ = ["create_db_engine", "migrate", "sqlalchemy_url"]

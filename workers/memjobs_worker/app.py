@@ -1,0 +1,38 @@
+"""The worker processes' entry module: ``dramatiq memjobs_worker.app``.
+
+Dramatiq imports this module in each worker process; importing it is that
+process's start, so this is where the settings are read (once) and everything
+is wired. Nothing else in memjobs reads the environment.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+from memjobs_worker.actors import declare_actors
+from memjobs_worker.broker import build_broker
+from memjobs_worker.endpoints import resolve_endpoints
+from memjobs_worker.logs import configure_logging
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import load_settings
+from memjobs_worker.warmup import Warmup
+
+settings = load_settings()
+configure_logging(level=settings.log_level, adopt=True)
+endpoints = resolve_endpoints(settings)
+broker = build_broker(endpoints.redis_url, settings)
+dramatiq.set_broker(broker)
+runtime = Runtime(settings, endpoints, producer_client(settings, broker=broker))
+actors = declare_actors(broker, runtime)
+
+
+def warm_up() -> None:
+    """Migrations, mem0 and (when on) the knowledge tables, with a stale
+    full-text index rebuilt: at start-up rather than on the first job."""
+    if settings.memory_enabled:
+        runtime.pipeline  # noqa: B018
+    if settings.knowledge_enabled:
+        runtime.knowledge  # noqa: B018
+
+
+broker.add_middleware(Warmup(warm_up))

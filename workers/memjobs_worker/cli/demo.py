@@ -1,0 +1,134 @@
+"""``memjobs demo``: a scripted conversation on the embedded stack, step by step."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from memjobs_client.client import MemjobsClient
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import PermanentError
+from memjobs_worker.cli import exits
+from memjobs_worker.embedded.stack import read_stack
+from memjobs_worker.embedded.supervisor import Stack
+from memjobs_worker.endpoints import Endpoints, resolve_endpoints
+from memjobs_worker.observability import status as ops
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
+
+CONVERSATION = [
+    "我叫小林，住在杭州。",
+    "I prefer short answers in the morning.",
+    "我对花生过敏。",
+    "My daughter's birthday is on March 3rd.",
+]
+SECRET = "my wifi password is Tr0ub4dor&3"
+
+
+def run_demo(settings: Settings) -> int:
+    stack: Stack | None = None
+    if (settings.redis_url and settings.database_url) or read_stack(settings.data_dir):
+        endpoints = resolve_endpoints(settings)
+        step(0, "using the running memjobs stack")
+    else:
+        step(0, f"starting the embedded stack in {settings.data_dir} "
+                "(its own Redis and PostgreSQL with pgvector, one worker)")
+        stack = Stack(settings, processes=1, threads=2)
+    code = exits.FAILED
+    try:
+        if stack is not None:
+            endpoints = stack.start()
+        code = _scenario(settings, endpoints)
+    finally:
+        if stack is not None:
+            problems = stack.stop()
+            for problem in problems:
+                print(f"    {problem}")
+            if problems:
+                code = exits.FAILED
+            else:
+                step(10, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+    return code
+
+
+def _scenario(settings: Settings, endpoints: Endpoints) -> int:
+    client = producer_client(settings, redis_url=endpoints.redis_url)
+    runtime = Runtime(settings, endpoints, client)
+    owner = f"demo-{uuid.uuid4().hex[:8]}"
+    key = owner_key(owner)
+    mode = ("model " + settings.memory_model) if settings.model_configured else (
+        "no model configured: sources are stored verbatim")
+    try:
+        step(1, f"remembering a short conversation for owner {owner} ({mode})")
+        ids = {}
+        for text in CONVERSATION:
+            ids[text] = client.remember(owner, text, session_id="demo")
+            print(f"    queued {ids[text]}  {text}")
+        step(2, "the same words again are the same source (stored once)")
+        again = client.remember(owner, CONVERSATION[2], session_id="demo")
+        print(f"    queued {again}  (same id: {again == ids[CONVERSATION[2]]})")
+        step(3, "a secret is refused at the producer, before Redis or any model sees it")
+        try:
+            client.remember(owner, SECRET)
+            print("    UNEXPECTED: the secret was accepted")
+            return exits.FAILED
+        except PermanentError as exc:
+            print(f"    refused: {exc.reason}")
+        step(4, "waiting for the workers to learn everything")
+        if not ops.drain(runtime.redis, runtime.store, timeout_s=120):
+            print("    the queues did not drain in 120 s")
+            return exits.FAILED
+        for row in runtime.store.list_sources(key):
+            print(f"    {row.source_id}  {row.state}")
+        step(5, "recall 花生 (peanuts)")
+        _show(runtime, key, "花生")
+        step(6, "forget the peanut source")
+        client.forget(owner, ids[CONVERSATION[2]])
+        if not ops.drain(runtime.redis, runtime.store, timeout_s=60):
+            return exits.FAILED
+        states = {r.source_id: r.state for r in runtime.store.list_sources(key)}
+        print(f"    {ids[CONVERSATION[2]]}  {states[ids[CONVERSATION[2]]]}")
+        step(7, "recall 花生 again: the forgotten source's memory is gone")
+        _show(runtime, key, "花生")
+        step(8, "recall 'short answers'")
+        _show(runtime, key, "short answers")
+        return _end_of_session(settings, runtime, client, owner, key)
+    finally:
+        runtime.close()
+        client.close()
+
+
+def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str,
+                    key: str) -> int:
+    if not settings.consolidation_enabled:
+        step(9, "end of session: skipped, automatic consolidation is off (no model endpoint "
+                "configured: set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL for a local "
+                "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)")
+        return exits.OK
+    step(9, f"end of session: {settings.memory_model} proposes patches to USER.md and MEMORY.md")
+    transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()}
+                  for text in CONVERSATION]
+    sent = client.end_session(owner, "demo", transcript)
+    print(f"    enqueued: {', '.join(sent)}")
+    if not ops.drain(runtime.redis, runtime.store, timeout_s=180):
+        print("    the queues did not drain in 180 s")
+        return exits.FAILED
+    for document in runtime.memory_docs.snapshot(key):
+        print(f"    {document.doc} (version {document.version}):")
+        for line in document.content.splitlines() or ["(empty)"]:
+            print(f"      {line}")
+    for recalled in runtime.sessions.recall_sessions(key, 1):
+        print(f"    digest: {recalled.topic}: {recalled.gist}")
+    return exits.OK
+
+
+def _show(runtime: Runtime, key: str, query: str) -> None:
+    hits = runtime.pipeline.recall(key, query, 3)
+    if not hits:
+        print("    (nothing)")
+    for hit in hits:
+        print(f"    {hit.score or 0:.3f}  {hit.text}")
+
+
+def step(n: int, text: str) -> None:
+    print(f"[{n}] {text}", flush=True)

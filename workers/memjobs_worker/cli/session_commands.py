@@ -1,0 +1,101 @@
+"""``memjobs`` subcommands of session end: end-session, memory, sessions, task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from memjobs_client.errors import InvalidPayload
+from memjobs_worker.cli import exits
+from memjobs_worker.cli.commands import owner_arg, runtime_for
+from memjobs_worker.cli.output import emit
+from memjobs_worker.settings import Settings
+
+
+def _load_json(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidPayload(f"cannot read the {what} file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidPayload(f"the {what} file {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def end_session(settings: Settings, args: argparse.Namespace) -> int:
+    transcript = _load_json(args.transcript, "transcript")
+    tasks = _load_json(args.tasks, "tasks") if args.tasks else []
+    if not isinstance(transcript, list) or not isinstance(tasks, list):
+        raise InvalidPayload("the transcript and the tasks must be JSON lists")
+    with runtime_for(settings) as rt:
+        sent = rt.client.end_session(args.owner, args.session, transcript, tasks)
+    emit({"session_id": args.session, "enqueued": sent,
+          "status": "queued" if sent else "already_ended"}, as_json=args.json)
+    return exits.OK
+
+
+def memory(settings: Settings, args: argparse.Namespace) -> int:
+    key = owner_arg(args.owner)
+    with runtime_for(settings) as rt:
+        service = rt.memory_docs
+        if args.op == "read":
+            docs = [service.read(key, args.doc)] if args.doc else service.snapshot(key)
+            emit([{"doc": d.doc, "scope": d.scope, "version": d.version, "content": d.content}
+                  for d in docs], as_json=args.json, columns=["doc", "version", "content"])
+            return exits.OK
+        if not args.doc or (args.op == "append" and not args.text) or (args.op == "replace" and not args.old):
+            raise InvalidPayload("memory append needs --doc and --text; memory replace needs --doc and --old")
+        if args.op == "append":
+            result = service.append(key, args.doc, args.text)
+        else:
+            result = service.replace(key, args.doc, args.old, args.new)
+    emit({"applied": result.applied, "doc": result.doc, "version": result.version,
+          "reason": result.reason}, as_json=args.json)
+    return exits.OK if result.applied else exits.REFUSED
+
+
+def sessions(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
+    emit([r.as_dict() for r in recalled], as_json=args.json,
+         columns=["session_id", "created_at", "topic", "gist", "tasks"])
+    return exits.OK
+
+
+def task(settings: Settings, args: argparse.Namespace) -> int:
+    with runtime_for(settings) as rt:
+        rt.client.record_task(args.owner, args.task, args.goal, args.status)
+    emit({"task_id": args.task, "status": "queued"}, as_json=args.json)
+    return exits.OK
+
+
+def add_parsers(add: Any) -> None:
+    """Register the session-end subcommands with ``add(name, handler, help, listing)``."""
+    p = add("end-session", end_session, "queue consolidation, digest and extraction for a session",
+            listing=True)
+    p.add_argument("--owner", required=True)
+    p.add_argument("--session", required=True)
+    p.add_argument("--transcript", required=True, help="JSON list of {role, text, ts}")
+    p.add_argument("--tasks", help="JSON list of {task_id, goal}")
+
+    p = add("memory", memory, "read or change USER.md / MEMORY.md through the memory service",
+            listing=True)
+    p.add_argument("op", choices=["read", "append", "replace"])
+    p.add_argument("--owner", required=True)
+    p.add_argument("--doc", choices=["USER.md", "MEMORY.md"])
+    p.add_argument("--text", help="Markdown to append")
+    p.add_argument("--old", help="replace: the document's unique text to replace")
+    p.add_argument("--new", default="", help="replace: the replacement (empty deletes)")
+
+    p = add("sessions", sessions, "recall an owner's session digests, task status read live",
+            listing=True)
+    p.add_argument("--owner", required=True)
+    p.add_argument("--days", type=int, default=7)
+
+    p = add("task", task, "report a task's status to the task ledger", listing=True)
+    p.add_argument("--owner", required=True)
+    p.add_argument("--task", required=True)
+    p.add_argument("--goal", required=True)
+    p.add_argument("--status", required=True,
+                   choices=["dispatched", "running", "succeeded", "failed", "cancelled"])

@@ -1,0 +1,189 @@
+"""Fenced lease locks in Redis: one extraction per owner across every host.
+
+This replaces the single-host ``learning-lock.db`` (SQLite, ``busy_timeout=0``):
+
+1. acquire atomically — ``SET lock NX PX lease`` and, on success, ``INCR`` the
+   owner's fencing counter; held by someone else → set the owner's dirty flag
+   in the same script and fail fast (the holder will pick the work up);
+2. renew the lease about every lease/3; a lease that cannot be renewed is lost,
+   and the holder stops before committing;
+3. every ledger commit carries the fencing token (the store refuses old ones);
+4. release atomically — if the dirty flag is set, clear it, keep the lease and
+   tell the holder to loop again (no wake-up is lost); else compare-and-delete.
+
+Keys carry sha256(owner id), never the id itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Literal
+
+import redis
+
+from memjobs_client.contracts import NAMESPACE
+from memjobs_client.errors import BackendUnavailable, LockLost
+
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+return false
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 'lost'
+end
+if redis.call('DEL', KEYS[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 'again'
+end
+redis.call('DEL', KEYS[1])
+return 'released'
+"""
+
+ReleaseOutcome = Literal["released", "again", "lost"]
+LockEvent = Callable[[str], None]
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+class LeaseLock:
+    """One holder at a time for (``name``, owner), with a fencing token.
+
+    Parameters:
+        client: a redis-py client.
+        name: what is locked, e.g. ``"learn"``; keys are per name and owner.
+        owner_key: sha256 of the owner id.
+        lease_ms: how long the lease lasts without renewal.
+        on_event: called with ``acquired``/``busy``/``renewed``/``lost``/``released``
+            (metrics hook; never given the owner).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        name: str,
+        owner_key: str,
+        *,
+        lease_ms: int,
+        on_event: LockEvent = _noop,
+    ) -> None:
+        self.client = client
+        self.lease_ms = lease_ms
+        self.on_event = on_event
+        base = f"{NAMESPACE}:lock:{name}:{owner_key}"
+        self.lock_key = base
+        self.fence_key = f"{base}:fence"
+        self.dirty_key = f"{base}:dirty"
+        self.value = secrets.token_hex(16)
+        self.token: int | None = None
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    def try_acquire(self) -> int | None:
+        """The fencing token, or None (dirty flag set) when someone holds the lock."""
+        try:
+            token = self._acquire(
+                keys=[self.lock_key, self.fence_key, self.dirty_key],
+                args=[self.value, self.lease_ms, self.lease_ms * 4],
+            )
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer the lock: {exc}") from exc
+        if token is None:
+            self.on_event("busy")
+            return None
+        self.token = int(token)
+        self.lost.clear()
+        self.on_event("acquired")
+        return self.token
+
+    def renew(self) -> bool:
+        """Extend the lease; False (and ``lost`` set) when it is no longer ours."""
+        try:
+            ok = bool(self._renew(keys=[self.lock_key], args=[self.value, self.lease_ms]))
+        except redis.RedisError:
+            ok = False
+        if ok:
+            self.on_event("renewed")
+        elif not self.lost.is_set():
+            self.lost.set()
+            self.on_event("lost")
+        return ok
+
+    def ensure_held(self) -> None:
+        """Raise before a commit if the lease was lost; renew it otherwise.
+
+        Raises:
+            LockLost: the lease expired or another holder took it.
+        """
+        if self.lost.is_set() or not self.renew():
+            raise LockLost("the learning lease was lost before commit")
+
+    def release(self) -> ReleaseOutcome:
+        """Release, or keep the lease and return ``again`` when work arrived meanwhile."""
+        try:
+            outcome = self._release(
+                keys=[self.lock_key, self.dirty_key], args=[self.value, self.lease_ms]
+            )
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer the release: {exc}") from exc
+        text = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        result: ReleaseOutcome = "released" if text == "released" else "again" if text == "again" else "lost"
+        if result == "released":
+            self.on_event("released")
+        elif result == "lost":
+            self.on_event("lost")
+        return result
+
+    def abandon(self) -> None:
+        """Compare-and-delete without looking at the dirty flag (after a failure)."""
+        try:
+            self.client.eval(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                1, self.lock_key, self.value,
+            )
+        except redis.RedisError:
+            pass  # the lease expires by itself
+
+    # -- renewal in the background while the holder works ------------------------------
+
+    def __enter__(self) -> LeaseLock:
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew_loop, name="lease-renewer", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+
+    def _renew_loop(self) -> None:
+        interval_s = self.lease_ms / 3000
+        while not self._stop.wait(interval_s):
+            if not self.renew():
+                return

@@ -1,0 +1,200 @@
+"""mem0 as the engine: one ``mem0.Memory`` per worker process.
+
+- Vectors live in the state database through mem0's own pgvector provider, so
+  every process and host shares one memory (a collection per vector size, so
+  changing the embedder never mixes spaces).
+- Telemetry is switched off and ``MEM0_DIR`` points into the data directory
+  before mem0 is first imported: nothing is written to ``~/.mem0``.
+- The model and the embedder are memjobs' own clients (timeouts, retries,
+  metrics) put in place of mem0's.
+- mem0's history database keeps no raw messages: memjobs' ledger is the record
+  of sources, and a message log would keep (and re-send to the model) text the
+  user has since forgotten. History rows of deleted memories are purged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from memjobs_client.errors import BackendUnavailable, MemjobsError
+from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
+from memjobs_worker.memory.store.base import Produced, SourceRecord
+
+_LIST_LIMIT = 10_000
+_import_lock = threading.Lock()
+
+
+def _import_mem0(data_dir: Path) -> Any:
+    """Import mem0 with telemetry off and its files in ``data_dir``."""
+    with _import_lock:
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ.setdefault("MEM0_DIR", str(data_dir))
+        data_dir.mkdir(parents=True, exist_ok=True)
+        import mem0  # noqa: F401  (imported here, after the environment is set)
+
+        # spaCy is optional in mem0 (BM25 lemmas, entity links); memjobs does not
+        # install it, so its absence is expected, not worth a warning per process.
+        logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
+        from mem0.memory.storage import SQLiteManager
+
+        return mem0, SQLiteManager
+
+
+class Mem0Engine(MemoryEngine):
+    """Personal memory on mem0.
+
+    Parameters:
+        database_url: a libpq URL of the state database (pgvector).
+        data_dir: mem0's directory (history database).
+        dims: the embedder's vector size.
+        embedder: an object with mem0's ``embed``/``embed_batch`` shape.
+        chat: a model with mem0's ``generate_response`` shape, or None to store
+            sources verbatim (``infer=False``).
+        min_score: search results scoring below this are dropped.
+    """
+
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        data_dir: Path,
+        dims: int,
+        embedder: Any,
+        chat: Any | None,
+        min_score: float = 0.1,
+    ) -> None:
+        mem0, sqlite_manager = _import_mem0(data_dir)
+
+        class _History(sqlite_manager):  # type: ignore[misc, valid-type]
+            def save_messages(self, messages: Any, session_scope: str) -> None:
+                return None
+
+            def get_last_messages(self, session_scope: str, limit: int = 10) -> list[Any]:
+                return []
+
+            def purge(self, memory_ids: Sequence[str]) -> None:
+                with self._lock, self.connection:
+                    self.connection.executemany(
+                        "DELETE FROM history WHERE memory_id = ?", [(m,) for m in memory_ids]
+                    )
+
+        config = {
+            "vector_store": {
+                "provider": "pgvector",
+                "config": {
+                    "connection_string": database_url,
+                    "collection_name": f"mem0_memories_{dims}",
+                    "embedding_model_dims": dims,
+                    "hnsw": True,
+                    "maxconn": 8,
+                },
+            },
+            # Placeholders: both are replaced below by memjobs' own clients.
+            "llm": {"provider": "openai", "config": {"api_key": "unused", "model": "unused"}},
+            "embedder": {"provider": "openai", "config": {"api_key": "unused"}},
+            "history_db_path": str(data_dir / "history.db"),
+        }
+        try:
+            self.memory = mem0.Memory.from_config(config)
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
+        self.memory.db.close()
+        self.memory.db = _History(str(data_dir / "history.db"))
+        self.memory.embedding_model = embedder
+        if chat is not None:
+            self.memory.llm = chat
+        self.infers = chat is not None
+        self.min_score = min_score
+
+    def extract(
+        self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
+    ) -> list[Produced]:
+        texts = [(s.source_id, s.text) for s in batch if s.text]
+        if not texts:
+            return []
+        metadata = {"attempt_id": attempt_id}
+        with _translated("extraction"):
+            if self.infers:
+                # One model call for the whole batch; its memories derive from it all.
+                result = self.memory.add(
+                    [{"role": "user", "content": text} for _, text in texts],
+                    user_id=owner_key,
+                    metadata=metadata,
+                    infer=True,
+                )
+                batch_ids = tuple(sid for sid, _ in texts)
+                return [Produced(m["id"], batch_ids) for m in result["results"]]
+            produced = []
+            for source_id, text in texts:
+                result = self.memory.add(
+                    text, user_id=owner_key, metadata={**metadata, "source_id": source_id},
+                    infer=False,
+                )
+                produced += [Produced(m["id"], (source_id,)) for m in result["results"]]
+            return produced
+
+    def delete(self, owner_key: str, memory_ids: Sequence[str]) -> None:
+        with _translated("delete"):
+            for memory_id in memory_ids:
+                if self.memory.vector_store.get(vector_id=memory_id) is not None:
+                    self.memory.delete(memory_id)
+            self.memory.db.purge(memory_ids)
+
+    def delete_attempt(self, owner_key: str, attempt_id: str) -> int:
+        with _translated("cleanup"):
+            found = self.memory.get_all(
+                filters={"user_id": owner_key, "attempt_id": attempt_id}, top_k=_LIST_LIMIT
+            )["results"]
+        ids = [m["id"] for m in found]
+        self.delete(owner_key, ids)
+        return len(ids)
+
+    def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
+        with _translated("search"):
+            found = self.memory.search(
+                query, filters={"user_id": owner_key}, top_k=limit, threshold=self.min_score
+            )["results"]
+        return [MemoryHit(m["id"], m["memory"], m.get("score")) for m in found]
+
+    def list(self, owner_key: str) -> list[MemoryHit]:
+        with _translated("list"):
+            found = self.memory.get_all(filters={"user_id": owner_key}, top_k=_LIST_LIMIT)["results"]
+        return [MemoryHit(m["id"], m["memory"]) for m in found]
+
+    def close(self) -> None:
+        # mem0's close() shuts its history database only; the pgvector pool's
+        # threads would otherwise keep reconnecting to a database that is gone.
+        pool = getattr(getattr(self.memory, "vector_store", None), "connection_pool", None)
+        if pool is not None:
+            pool.close()
+        self.memory.close()
+
+
+class _translated:
+    """Turn mem0's and psycopg's errors into memjobs errors at this boundary."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            return
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, MemjobsError):
+                raise cause from exc
+            if isinstance(cause, psycopg.OperationalError):
+                raise BackendUnavailable(
+                    f"mem0's vector store did not answer during {self.what}"
+                ) from exc
+            cause = cause.__cause__ or cause.__context__

@@ -1,0 +1,265 @@
+"""The personal-memory pipeline: remember → extract → learned, forget, recall.
+
+The domain logic, free of Dramatiq: actors call these methods, and so do the
+tests and the CLI's read commands.
+
+Invariants kept here with the ledger's help:
+- a source is in the ledger (``pending``) before any model sees it;
+- one extraction per owner at a time (the fenced lease lock), and no lost
+  wake-ups (the dirty flag makes the holder loop again);
+- recall returns only memories whose sources are all ``learned``;
+- a memory derived from a source forgotten during extraction is deleted, and
+  the other sources of its batch are learned again without it;
+- a crashed attempt's memories are deleted by the next holder before it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+
+from memjobs_client.contracts import (
+    ACTOR_EXTRACT,
+    NAMESPACE,
+    ExtractFacts,
+    ForgetSource,
+    RememberSource,
+)
+from memjobs_client.errors import BackendUnavailable, LockLost, StaleFencingToken
+from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_worker.lease import LeaseLock
+from memjobs_worker.memory.engine.base import MemoryEngine
+from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
+from memjobs_worker.observability.metrics import REFUSED, lock_hook
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[str, dict[str, Any], int | None], None]
+
+
+@dataclass
+class ExtractReport:
+    """What one ``extract_facts`` run did (for logs and tests)."""
+
+    outcome: str = "idle"  # idle | busy | done
+    attempts: int = 0
+    learned: int = 0
+    discarded: int = 0
+    recovered: int = 0
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    memory_id: str
+    text: str
+    score: float | None
+    source_ids: list[str] = field(default_factory=list)
+
+
+class MemoryPipeline:
+    """Personal memory for every owner, shared by all hosts through the store and Redis.
+
+    Parameters:
+        store: the ledger.
+        engine: the memory engine (mem0).
+        redis_client: for the learning locks.
+        scheduler: enqueues (debounced) extractions.
+        batch_size: sources per extraction call.
+        lease_ms: the learning lease.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        engine: MemoryEngine,
+        redis_client: redis.Redis,
+        scheduler: ExtractionScheduler,
+        batch_size: int,
+        lease_ms: int,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.redis = redis_client
+        self.batch_size = batch_size
+        self.lease_ms = lease_ms
+        self.scheduler = scheduler
+
+    # -- remember ---------------------------------------------------------------
+
+    def remember(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
+        """Check, write to the ledger as pending, and schedule extraction.
+
+        Raises:
+            SensitiveContent: refused before anything is stored.
+        """
+        try:
+            ensure_not_sensitive(text=payload.text)
+        except Exception:
+            REFUSED.labels("sensitive_content").inc()
+            raise
+        outcome = self.store.add_source(payload, sent_at=sent_at)
+        if outcome in ("created", "revived"):
+            self.schedule_extraction(payload.owner_key, "remember")
+        return outcome
+
+    def schedule_extraction(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+        return self.scheduler.schedule(owner_key, trigger, force=force)
+
+    # -- extract ------------------------------------------------------------------
+
+    def extract(self, payload: ExtractFacts) -> ExtractReport:
+        """Learn the owner's pending sources, batch by batch, under the learning lock."""
+        owner_key = payload.owner_key
+        report = ExtractReport()
+        # From here on, a new source schedules a new run (or sets the dirty flag).
+        self.scheduler.clear(owner_key)
+        lock = LeaseLock(
+            self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
+        )
+        token = lock.try_acquire()
+        if token is None:
+            report.outcome = "busy"
+            return report
+        report.outcome = "done"
+        try:
+            with lock:
+                while True:
+                    self._recover(owner_key, token, report)
+                    while self._one_batch(lock, owner_key, token, report):
+                        pass
+                    if lock.release() != "again":
+                        break
+        except BaseException:
+            lock.abandon()
+            raise
+        return report
+
+    def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
+        """Delete what crashed attempts created and what forgets still owe."""
+        abandoned = self.store.open_attempts(owner_key)
+        for attempt_id in abandoned:
+            report.recovered += self.engine.delete_attempt(owner_key, attempt_id)
+        self.store.close_abandoned(owner_key, token, abandoned)
+        self._settle_tombstones(owner_key)
+
+    def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
+        attempt = self.store.begin_attempt(owner_key, token, self.batch_size)
+        if attempt is None:
+            return False
+        report.attempts += 1
+        try:
+            produced = self.engine.extract(owner_key, attempt.attempt_id, attempt.sources)
+            lock.ensure_held()
+            result = self.store.commit_attempt(attempt, produced)
+        except (LockLost, StaleFencingToken) as exc:
+            if isinstance(exc, StaleFencingToken):
+                lock_hook("learn")("stale_commit")
+            # Someone else holds the owner now, and may already have closed this
+            # attempt as abandoned: delete what it created (never committed, so
+            # safe). A crash right here leaves memories no recall returns.
+            try:
+                self.engine.delete_attempt(owner_key, attempt.attempt_id)
+            except Exception:
+                log.warning("could not delete a stale attempt's memories", exc_info=True)
+            raise
+        except Exception:
+            self._undo(attempt)
+            raise
+        if result.discarded:
+            self.engine.delete(owner_key, result.discarded)
+            self.store.clear_tombstones(result.discarded)
+        report.learned += len(result.learned)
+        report.discarded += len(result.discarded)
+        return True
+
+    def _undo(self, attempt: Attempt) -> None:
+        """Best effort after a failed extraction; whatever fails here the next holder redoes."""
+        try:
+            self.engine.delete_attempt(attempt.owner_key, attempt.attempt_id)
+            self.store.abort_attempt(attempt)
+        except Exception:
+            log.warning("could not undo a failed attempt; the next holder will", exc_info=True)
+
+    # -- forget -------------------------------------------------------------------
+
+    def forget(self, payload: ForgetSource, *, sent_at: datetime) -> bool:
+        """Mark the source forgotten at once, then delete every memory derived from it."""
+        result = self.store.forget(payload.owner_key, payload.source_id, sent_at=sent_at)
+        self._settle_tombstones(payload.owner_key)
+        if result.relearn:
+            self.schedule_extraction(payload.owner_key, "forget", force=True)
+        return result.found
+
+    def _settle_tombstones(self, owner_key: str) -> None:
+        owed = self.store.tombstones(owner_key)
+        if owed:
+            self.engine.delete(owner_key, owed)
+            self.store.clear_tombstones(owed)
+
+    # -- reads and maintenance -------------------------------------------------------
+
+    def recall(self, owner_key: str, query: str, limit: int) -> list[RecallHit]:
+        """Search the owner's memories; only those whose sources are all learned."""
+        hits = self.engine.search(owner_key, query, limit * 4 + 10)
+        learned = self.store.learned_provenance(owner_key, [h.memory_id for h in hits])
+        kept = [RecallHit(h.memory_id, h.text, h.score, learned[h.memory_id])
+                for h in hits if h.memory_id in learned]
+        return kept[:limit]
+
+    def memories(self, owner_key: str) -> list[RecallHit]:
+        """Every learned memory of the owner with its sources."""
+        learned = self.store.learned_provenance(owner_key)
+        return [RecallHit(h.memory_id, h.text, None, learned[h.memory_id])
+                for h in self.engine.list(owner_key) if h.memory_id in learned]
+
+
+class ExtractionScheduler:
+    """Enqueues ``extract_facts`` for an owner, debounced: one scheduled at a time.
+
+    The debounce flag lives in Redis with a TTL, so a flag whose message was
+    lost expires by itself; the sweeper and forget pass ``force`` anyway.
+    """
+
+    def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
+                 delay_ms: int) -> None:
+        """``delay_ms``: how long a scheduled extraction waits, so that a burst of
+        sources shares one model call."""
+        self.redis = redis_client
+        self.enqueue = enqueue
+        self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
+        self.delay_ms = delay_ms
+
+    def flag(self, owner_key: str) -> str:
+        return f"{NAMESPACE}:sched:extract:{owner_key}"
+
+    def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+        try:
+            fresh = self.redis.set(self.flag(owner_key), "1", nx=True, px=self.flag_ttl_ms)
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        if not fresh and not force:
+            return False
+        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
+        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), self.delay_ms or None)
+        return True
+
+    def clear(self, owner_key: str) -> None:
+        self.redis.delete(self.flag(owner_key))
+
+
+def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
+          pending_after_ms: int) -> int:
+    """Re-enqueue extraction for owners with sources pending longer than the threshold.
+
+    Returns how many owners were re-enqueued.
+    """
+    owners = store.owners_pending_since(now - timedelta(milliseconds=pending_after_ms))
+    for owner_key in owners:
+        scheduler.schedule(owner_key, "sweep", force=True)
+    return len(owners)

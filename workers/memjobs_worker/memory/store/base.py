@@ -1,0 +1,142 @@
+"""The state-store seam: what the pipeline needs from the ledger.
+
+The production implementation is :class:`memjobs_worker.memory.store.sql.SqlStateStore` on
+PostgreSQL; the same class serves the embedded default and multi-host.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from memjobs_client.contracts import RememberSource
+
+SourceState = Literal["pending", "learned", "forgotten"]
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    source_id: str
+    owner_key: str
+    state: SourceState
+    kind: str
+    session_id: str | None
+    text: str | None
+    created_at: datetime
+    updated_at: datetime
+    learned_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One fenced extraction over a batch of an owner's pending sources."""
+
+    attempt_id: str
+    owner_key: str
+    token: int
+    sources: tuple[SourceRecord, ...]
+
+
+@dataclass(frozen=True)
+class Produced:
+    """A memory an extraction created, and the sources it came from."""
+
+    memory_id: str
+    source_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    learned: list[str] = field(default_factory=list)
+    #: Memories to delete: they derive from a source forgotten meanwhile.
+    discarded: list[str] = field(default_factory=list)
+    #: Sources of the batch still pending (to learn again without the forgotten one).
+    still_pending: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    found: bool
+    #: Memories to delete from the engine (also recorded as tombstones).
+    memory_ids: list[str] = field(default_factory=list)
+    #: Surviving sources that shared a deleted memory: back to pending.
+    relearn: list[str] = field(default_factory=list)
+
+
+AddOutcome = Literal["created", "duplicate", "revived", "forgotten"]
+
+
+class StateStore(ABC):
+    """The ledger of sources, provenance, fencing tokens and extraction attempts."""
+
+    @abstractmethod
+    def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
+        """Write a source as pending; the same (owner, content) is stored once.
+
+        A forgotten source comes back only for a request sent after it was forgotten.
+        """
+
+    @abstractmethod
+    def list_sources(self, owner_key: str) -> list[SourceRecord]: ...
+
+    @abstractmethod
+    def counts_by_state(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    def oldest_pending_at(self) -> datetime | None:
+        """When the longest-waiting pending source was last touched (None: none pending)."""
+
+    @abstractmethod
+    def owners_pending_since(self, before: datetime) -> list[str]:
+        """Owners with a source pending since before ``before``."""
+
+    @abstractmethod
+    def open_attempts(self, owner_key: str) -> list[str]:
+        """Attempts left open by a crashed holder: their memories are orphans."""
+
+    @abstractmethod
+    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
+        """Claim up to ``batch_size`` pending sources under ``token``; None when none.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen for this owner.
+        """
+
+    @abstractmethod
+    def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
+        """Re-read the batch's states and commit provenance and ``learned``.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen; nothing is written.
+        """
+
+    @abstractmethod
+    def abort_attempt(self, attempt: Attempt) -> None: ...
+
+    @abstractmethod
+    def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult: ...
+
+    @abstractmethod
+    def tombstones(self, owner_key: str) -> list[str]: ...
+
+    @abstractmethod
+    def clear_tombstones(self, memory_ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def learned_provenance(self, owner_key: str,
+                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        """memory id → its sources, for memories whose sources are all learned
+        (only among ``memory_ids`` when given)."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise BackendUnavailable unless the store answers."""
+
+    @abstractmethod
+    def close(self) -> None: ...

@@ -1,0 +1,402 @@
+"""The ledger on PostgreSQL, through SQLAlchemy Core.
+
+Every method is one transaction. Row locks (``FOR UPDATE``) on the sources
+serialise a forget against a concurrent commit of the same source: whichever
+comes second sees the other's result. Fencing is checked inside the commit's
+transaction, so a stale holder's writes never land.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, Engine
+
+from memjobs_client.contracts import RememberSource
+from memjobs_client.errors import StaleFencingToken
+from memjobs_worker.db.connect import transaction
+from memjobs_worker.memory.store.base import (
+    AddOutcome,
+    Attempt,
+    CommitResult,
+    ForgetResult,
+    Produced,
+    SourceRecord,
+    StateStore,
+)
+from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources, tombstones
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class SqlStateStore(StateStore):
+    """The ledger in the state database.
+
+    Parameters:
+        engine: a SQLAlchemy engine on a migrated database.
+        clock: the time source (tests inject one).
+    """
+
+    def __init__(self, engine: Engine, *, clock: Clock = utcnow) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    def _tx(self) -> AbstractContextManager[Connection]:
+        return transaction(self.engine)
+
+    # -- sources ---------------------------------------------------------------
+
+    def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
+        now = self.clock()
+        with self._tx() as conn:
+            inserted = conn.execute(
+                pg_insert(sources)
+                .values(
+                    source_id=payload.source_id,
+                    owner_key=payload.owner_key,
+                    state="pending",
+                    kind=payload.kind,
+                    session_id=payload.session_id,
+                    text=payload.text,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["source_id"])
+                .returning(sources.c.source_id)
+            ).first()
+            if inserted is not None:
+                return "created"
+            row = conn.execute(
+                sa.select(sources.c.state, sources.c.forgotten_at)
+                .where(sources.c.source_id == payload.source_id)
+                .with_for_update()
+            ).one()
+            if row.state != "forgotten":
+                return "duplicate"
+            if row.forgotten_at is not None and sent_at <= row.forgotten_at:
+                return "forgotten"  # a late or redelivered request: the forget wins
+            conn.execute(
+                sources.update()
+                .where(sources.c.source_id == payload.source_id)
+                .values(
+                    state="pending", text=payload.text, kind=payload.kind,
+                    session_id=payload.session_id, updated_at=now,
+                    learned_at=None, forgotten_at=None,
+                )
+            )
+            return "revived"
+
+    def list_sources(self, owner_key: str) -> list[SourceRecord]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(sources)
+                .where(sources.c.owner_key == owner_key)
+                .order_by(sources.c.created_at, sources.c.source_id)
+            ).all()
+        return [_record(r) for r in rows]
+
+    def counts_by_state(self) -> dict[str, int]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)
+            ).all()
+        counts = {"pending": 0, "learned": 0, "forgotten": 0}
+        counts.update({str(state): int(n) for state, n in rows})
+        return counts
+
+    def oldest_pending_at(self) -> datetime | None:
+        with self._tx() as conn:
+            value = conn.execute(
+                sa.select(sa.func.min(sources.c.updated_at)).where(sources.c.state == "pending")
+            ).scalar()
+        return value if isinstance(value, datetime) else None
+
+    def owners_pending_since(self, before: datetime) -> list[str]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(sources.c.owner_key)
+                .where(sources.c.state == "pending", sources.c.updated_at <= before)
+                .distinct()
+            ).all()
+        return [r.owner_key for r in rows]
+
+    # -- extraction attempts ------------------------------------------------------
+
+    def open_attempts(self, owner_key: str) -> list[str]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(attempts.c.attempt_id).where(
+                    attempts.c.owner_key == owner_key, attempts.c.state == "open"
+                )
+            ).all()
+        return [r.attempt_id for r in rows]
+
+    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
+        if not attempt_ids:
+            return
+        with self._tx() as conn:
+            _fence(conn, owner_key, token)
+            conn.execute(
+                attempts.update()
+                .where(attempts.c.attempt_id.in_(list(attempt_ids)), attempts.c.state == "open")
+                .values(state="abandoned", ended_seq=_next_seq())
+            )
+
+    def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
+        with self._tx() as conn:
+            _fence(conn, owner_key, token)
+            rows = conn.execute(
+                sa.select(sources)
+                .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
+                .order_by(sources.c.created_at, sources.c.source_id)
+                .limit(batch_size)
+            ).all()
+            if not rows:
+                return None
+            batch = tuple(_record(r) for r in rows)
+            attempt_id = uuid.uuid4().hex
+            conn.execute(
+                attempts.insert().values(
+                    attempt_id=attempt_id,
+                    owner_key=owner_key,
+                    token=token,
+                    source_ids=[s.source_id for s in batch],
+                    state="open",
+                    pid=os.getpid(),
+                    started_seq=_next_seq(),
+                    started_at=self.clock(),
+                )
+            )
+        return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch)
+
+    def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
+        now = self.clock()
+        batch_ids = [s.source_id for s in attempt.sources]
+        with self._tx() as conn:
+            _fence(conn, attempt.owner_key, attempt.token)
+            states = {
+                r.source_id: r.state
+                for r in conn.execute(
+                    sa.select(sources.c.source_id, sources.c.state)
+                    .where(sources.c.source_id.in_(batch_ids))
+                    .with_for_update()
+                ).all()
+            }
+            discarded: list[str] = []
+            blocked: set[str] = set()
+            links: list[dict[str, Any]] = []
+            for memory in produced:
+                if all(states.get(sid) == "pending" for sid in memory.source_ids):
+                    links.extend(
+                        {"memory_id": memory.memory_id, "source_id": sid,
+                         "owner_key": attempt.owner_key}
+                        for sid in memory.source_ids
+                    )
+                else:
+                    # Derived (in part) from a source forgotten meanwhile: never
+                    # kept; its other sources are learned again without it.
+                    discarded.append(memory.memory_id)
+                    blocked.update(sid for sid in memory.source_ids if states.get(sid) == "pending")
+            if links:
+                conn.execute(pg_insert(provenance).values(links).on_conflict_do_nothing())
+            learned = [sid for sid in batch_ids if states.get(sid) == "pending" and sid not in blocked]
+            if learned:
+                conn.execute(
+                    sources.update()
+                    .where(sources.c.source_id.in_(learned))
+                    .values(state="learned", learned_at=now, updated_at=now)
+                )
+            if discarded:
+                _tombstone(conn, attempt.owner_key, discarded, now)
+            _end_attempt(conn, attempt.attempt_id, "committed")
+        return CommitResult(learned=learned, discarded=discarded, still_pending=sorted(blocked))
+
+    def abort_attempt(self, attempt: Attempt) -> None:
+        with self._tx() as conn:
+            _end_attempt(conn, attempt.attempt_id, "aborted")
+
+    # -- forgetting ---------------------------------------------------------------
+
+    def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
+        now = self.clock()
+        with self._tx() as conn:
+            row = self._lock_source(conn, source_id)
+            if row is None:
+                # The forget overtook its remember: leave a forgotten marker so the
+                # remember, when it arrives, finds the source already forgotten.
+                marked = conn.execute(
+                    pg_insert(sources)
+                    .values(
+                        source_id=source_id, owner_key=owner_key, state="forgotten",
+                        kind="utterance", created_at=now, updated_at=now,
+                        forgotten_at=sent_at,
+                    )
+                    .on_conflict_do_nothing(index_elements=["source_id"])
+                    .returning(sources.c.source_id)
+                ).first()
+                if marked is not None:
+                    return ForgetResult(found=False)
+                # A remember committed its insert while we waited on it: forget that row.
+                row = self._lock_source(conn, source_id)
+                assert row is not None
+            if row.owner_key != owner_key:
+                return ForgetResult(found=False)
+            conn.execute(
+                sources.update()
+                .where(sources.c.source_id == source_id)
+                .values(state="forgotten", text=None, updated_at=now, learned_at=None,
+                        forgotten_at=sent_at)
+            )
+            memory_ids = [
+                r.memory_id
+                for r in conn.execute(
+                    sa.select(provenance.c.memory_id).where(provenance.c.source_id == source_id)
+                ).all()
+            ]
+            relearn: list[str] = []
+            if memory_ids:
+                sharers = [
+                    r.source_id
+                    for r in conn.execute(
+                        sa.select(provenance.c.source_id)
+                        .where(provenance.c.memory_id.in_(memory_ids),
+                               provenance.c.source_id != source_id)
+                        .distinct()
+                    ).all()
+                ]
+                conn.execute(provenance.delete().where(provenance.c.memory_id.in_(memory_ids)))
+                if sharers:
+                    relearn = [
+                        r.source_id
+                        for r in conn.execute(
+                            sources.update()
+                            .where(sources.c.source_id.in_(sharers),
+                                   sources.c.state == "learned")
+                            .values(state="pending", learned_at=None, updated_at=now)
+                            .returning(sources.c.source_id)
+                        ).all()
+                    ]
+                _tombstone(conn, owner_key, memory_ids, now)
+        return ForgetResult(found=True, memory_ids=memory_ids, relearn=sorted(relearn))
+
+    @staticmethod
+    def _lock_source(conn: Connection, source_id: str) -> Any:
+        return conn.execute(
+            sa.select(sources.c.owner_key, sources.c.state)
+            .where(sources.c.source_id == source_id)
+            .with_for_update()
+        ).first()
+
+    def tombstones(self, owner_key: str) -> list[str]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(tombstones.c.memory_id).where(tombstones.c.owner_key == owner_key)
+            ).all()
+        return [r.memory_id for r in rows]
+
+    def clear_tombstones(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        with self._tx() as conn:
+            conn.execute(tombstones.delete().where(tombstones.c.memory_id.in_(list(memory_ids))))
+
+    # -- reads ------------------------------------------------------------------
+
+    def learned_provenance(self, owner_key: str,
+                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        query = (
+            sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
+            .join(sources, sources.c.source_id == provenance.c.source_id)
+            .where(provenance.c.owner_key == owner_key)
+            .order_by(provenance.c.memory_id, provenance.c.source_id)
+        )
+        if memory_ids is not None:
+            query = query.where(provenance.c.memory_id.in_(list(memory_ids)))
+        with self._tx() as conn:
+            rows = conn.execute(query).all()
+        by_memory: dict[str, list[str]] = {}
+        not_learned: set[str] = set()
+        for r in rows:
+            by_memory.setdefault(r.memory_id, []).append(r.source_id)
+            if r.state != "learned":
+                not_learned.add(r.memory_id)
+        return {m: s for m, s in by_memory.items() if m not in not_learned}
+
+    def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
+        """(attempt id, started seq, ended seq, state) in start order: the event log."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(attempts.c.attempt_id, attempts.c.started_seq,
+                          attempts.c.ended_seq, attempts.c.state)
+                .where(attempts.c.owner_key == owner_key)
+                .order_by(attempts.c.started_seq)
+            ).all()
+        return [(r.attempt_id, r.started_seq, r.ended_seq, r.state) for r in rows]
+
+    def ping(self) -> None:
+        with self._tx() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _fence(conn: Connection, owner_key: str, token: int) -> None:
+    """Record ``token`` as the newest seen for the owner, or refuse an older one."""
+    accepted = conn.execute(
+        pg_insert(fencing)
+        .values(owner_key=owner_key, token=token)
+        .on_conflict_do_update(
+            index_elements=["owner_key"],
+            set_={"token": token},
+            where=fencing.c.token <= token,
+        )
+        .returning(fencing.c.token)
+    ).first()
+    if accepted is None:
+        raise StaleFencingToken(f"fencing token {token} is older than the newest seen")
+
+
+def _next_seq() -> sa.ColumnElement[Any]:
+    return sa.func.nextval("attempt_events")
+
+
+def _end_attempt(conn: Connection, attempt_id: str, state: str) -> None:
+    conn.execute(
+        attempts.update()
+        .where(attempts.c.attempt_id == attempt_id, attempts.c.state == "open")
+        .values(state=state, ended_seq=_next_seq())
+    )
+
+
+def _tombstone(conn: Connection, owner_key: str, memory_ids: Sequence[str], now: datetime) -> None:
+    conn.execute(
+        pg_insert(tombstones)
+        .values([{"memory_id": m, "owner_key": owner_key, "created_at": now} for m in memory_ids])
+        .on_conflict_do_nothing()
+    )
+
+
+def _record(row: Any) -> SourceRecord:
+    return SourceRecord(
+        source_id=row.source_id,
+        owner_key=row.owner_key,
+        state=row.state,
+        kind=row.kind,
+        session_id=row.session_id,
+        text=row.text,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        learned_at=row.learned_at,
+    )

@@ -1,0 +1,142 @@
+"""The model-service boundary: chat completions and embeddings over any
+OpenAI-compatible endpoint (DashScope, OpenAI, a local Ollama, …).
+
+Transient failures (connection errors, timeouts, 429, 5xx) are retried with
+exponential backoff by tenacity; what is left becomes ``ModelUnavailable``,
+so the job is retried later by Dramatiq and no source leaves ``pending``.
+Every call reports (purpose, outcome, seconds) to a hook for metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import openai
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from memjobs_client.errors import ModelUnavailable
+
+CallHook = Callable[[str, str, float], None]
+T = TypeVar("T")
+
+_TRANSIENT = (
+    openai.APIConnectionError,  # includes APITimeoutError
+    openai.RateLimitError,
+    openai.InternalServerError,
+)
+
+
+def _no_hook(purpose: str, outcome: str, seconds: float) -> None:
+    return None
+
+
+class _OpenAICompatible:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        timeout_ms: int,
+        max_attempts: int,
+        on_call: CallHook = _no_hook,
+    ) -> None:
+        # The client's own retries are off: tenacity owns the policy.
+        self.client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout_ms / 1000,
+            max_retries=0,
+        )
+        self.max_attempts = max_attempts
+        self.on_call = on_call
+
+    def _call(self, purpose: str, fn: Callable[[], T]) -> T:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=wait_exponential(multiplier=0.2, max=5),
+            retry=retry_if_exception_type(_TRANSIENT),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    started = time.perf_counter()
+                    try:
+                        result = fn()
+                    except openai.APIError as exc:
+                        self.on_call(purpose, _outcome(exc), time.perf_counter() - started)
+                        raise
+                    self.on_call(purpose, "ok", time.perf_counter() - started)
+                    return result
+        except openai.APIError as exc:
+            raise ModelUnavailable(
+                f"{purpose} call failed after {self.max_attempts} attempt(s): {type(exc).__name__}"
+            ) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _outcome(exc: openai.APIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 else "rejected"
+    return "connection_error"
+
+
+class ChatModel(_OpenAICompatible):
+    """The light text model. ``generate_response`` has the shape mem0's LLMs have,
+    so a :class:`ChatModel` stands in for mem0's own client."""
+
+    def __init__(self, *, model: str, purpose: str = "extract", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.purpose = purpose
+
+    def generate_response(
+        self,
+        messages: list[dict[str, str]],
+        response_format: Any = None,
+        tools: Any = None,
+        tool_choice: str = "auto",
+        **kwargs: Any,
+    ) -> str:
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if response_format is not None:
+            params["response_format"] = response_format
+        response = self._call(self.purpose, lambda: self.client.chat.completions.create(**params))
+        return response.choices[0].message.content or ""
+
+
+class RemoteEmbedder(_OpenAICompatible):
+    """Embeddings through the configured service, batched; mem0's embedder shape."""
+
+    def __init__(self, *, model: str, dims: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.dims = dims
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        return self.embed_batch([text], memory_action)[0]
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
+        texts = [t.replace("\n", " ") for t in texts]
+        response = self._call(
+            "embed",
+            lambda: self.client.embeddings.create(
+                model=self.model, input=list(texts), dimensions=self.dims
+            ),
+        )
+        ordered = sorted(response.data, key=lambda d: d.index)
+        return [list(d.embedding) for d in ordered]

@@ -1,0 +1,72 @@
+"""Worker heartbeats: each worker process keeps a key with a TTL alive in Redis.
+
+``memjobs check`` (a container health check) and ``memjobs status`` count the
+live keys; a killed process stops renewing and its key expires within the TTL.
+The key names the host and the pid, never anything about users.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+
+import dramatiq
+import redis
+from dramatiq.middleware import Middleware
+
+from memjobs_client.contracts import NAMESPACE
+
+log = logging.getLogger(__name__)
+PREFIX = f"{NAMESPACE}:heartbeat:"
+
+
+def heartbeat_key(host: str, pid: int) -> str:
+    return f"{PREFIX}{host}:{pid}"
+
+
+class Heartbeat(Middleware):
+    """Renews ``memjobs:heartbeat:<host>:<pid>`` every ``interval_ms`` with a ``ttl_ms`` TTL."""
+
+    def __init__(self, client: redis.Redis, *, interval_ms: int, ttl_ms: int) -> None:
+        self.client = client
+        self.interval_ms = interval_ms
+        self.ttl_ms = ttl_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.key = ""
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self.key = heartbeat_key(socket.gethostname(), os.getpid())
+        self._beat()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.client.delete(self.key)
+        except redis.RedisError:
+            pass  # it expires by itself
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_ms / 1000):
+            self._beat()
+
+    def _beat(self) -> None:
+        try:
+            self.client.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time()}),
+                            px=self.ttl_ms)
+        except redis.RedisError:
+            log.warning("heartbeat not written: Redis did not answer")
+
+
+def live_heartbeats(client: redis.Redis) -> list[str]:
+    """Keys of worker processes whose heartbeat has not expired."""
+    return sorted(k.decode() if isinstance(k, bytes) else str(k)
+                  for k in client.scan_iter(match=f"{PREFIX}*", count=500))

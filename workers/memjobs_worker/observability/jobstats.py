@@ -1,0 +1,87 @@
+"""Per-minute job counts in Redis, so ``memjobs status`` shows recent
+throughput and failures without Prometheus.
+
+Workers count in memory and flush every couple of seconds in one pipelined
+round trip (``HINCRBY memjobs:stats:<minute> <actor>:<outcome> n``), so the
+hot path pays no Redis call. Buckets expire after two hours.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+
+import redis
+
+from memjobs_client.contracts import NAMESPACE
+
+log = logging.getLogger(__name__)
+_BUCKET_TTL_S = 2 * 3600
+
+
+def _key(minute: int) -> str:
+    return f"{NAMESPACE}:stats:{minute}"
+
+
+class JobStats:
+    """Counts (actor, outcome) per minute; flushes to Redis in the background."""
+
+    def __init__(self, client: redis.Redis, flush_interval_s: float = 2.0) -> None:
+        self.client = client
+        self.flush_interval_s = flush_interval_s
+        self._counts: Counter[tuple[int, str]] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def count(self, actor: str, outcome: str) -> None:
+        with self._lock:
+            self._counts[(int(time.time() // 60), f"{actor}:{outcome}")] += 1
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="job-stats", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_interval_s):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            counts, self._counts = self._counts, Counter()
+        if not counts:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for (minute, field), n in counts.items():
+                pipe.hincrby(_key(minute), field, n)
+                pipe.expire(_key(minute), _BUCKET_TTL_S)
+            pipe.execute()
+        except redis.RedisError:
+            log.warning("could not flush job stats; keeping them for the next flush")
+            with self._lock:
+                self._counts.update(counts)
+
+
+def recent(client: redis.Redis, minutes: int, now: float | None = None) -> dict[str, dict[str, int]]:
+    """{actor: {outcome: count}} over the last ``minutes`` minutes (this one included)."""
+    current = int((now if now is not None else time.time()) // 60)
+    pipe = client.pipeline(transaction=False)
+    for minute in range(current - minutes + 1, current + 1):
+        pipe.hgetall(_key(minute))
+    totals: dict[str, dict[str, int]] = {}
+    for bucket in pipe.execute():
+        for raw_field, raw_n in bucket.items():
+            field = raw_field.decode() if isinstance(raw_field, bytes) else str(raw_field)
+            actor, _, outcome = field.partition(":")
+            per_actor = totals.setdefault(actor, {})
+            per_actor[outcome] = per_actor.get(outcome, 0) + int(raw_n)
+    return totals

@@ -1,0 +1,102 @@
+"""Operator views read straight from Redis and the ledger: queue depths, live
+workers, recent throughput, draining, health."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+
+from memjobs_client.contracts import NAMESPACE, QUEUES
+from memjobs_client.errors import BackendUnavailable, MemjobsError
+from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.observability import jobstats
+from memjobs_worker.observability.heartbeat import live_heartbeats
+
+#: The windows ``memjobs status`` reports throughput over, in minutes.
+RECENT_WINDOWS_MIN = (5, 15)
+
+
+def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
+    """Per queue: ready (waiting), delayed, in_flight (fetched, not acked), dead."""
+    try:
+        ack_sets = list(client.scan_iter(match=f"{NAMESPACE}:__acks__.*", count=500))
+        pipe = client.pipeline(transaction=False)
+        for queue in QUEUES:
+            base = f"{NAMESPACE}:{queue}"
+            pipe.llen(base)
+            pipe.llen(f"{base}.DQ")
+            pipe.zcard(f"{base}.XQ")
+        for key in ack_sets:
+            pipe.scard(key)
+        values = pipe.execute()
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    stats: dict[str, dict[str, int]] = {}
+    for i, queue in enumerate(QUEUES):
+        ready, delayed, dead = values[3 * i: 3 * i + 3]
+        stats[queue] = {"ready": int(ready), "delayed": int(delayed), "in_flight": 0,
+                        "dead": int(dead)}
+    for key, count in zip(ack_sets, values[3 * len(QUEUES):], strict=True):
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        for queue in QUEUES:
+            # __acks__.<worker id>.<queue>, with the delay queue acked as <queue>.DQ
+            if name.endswith((f".{queue}", f".{queue}.DQ")):
+                stats[queue]["in_flight"] += int(count)
+    return stats
+
+
+def live_workers(client: redis.Redis) -> int:
+    """Worker processes whose heartbeat key has not expired."""
+    try:
+        return len(live_heartbeats(client))
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
+def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
+    queues = queue_stats(client)
+    states = store.counts_by_state()
+    return {
+        "queues": queues,
+        "pending_sources": states["pending"],
+        "sources": states,
+        "workers": live_workers(client),
+        "recent": {f"last_{m}_min": jobstats.recent(client, m) for m in RECENT_WINDOWS_MIN},
+    }
+
+
+def check(client: redis.Redis, store: StateStore) -> str | None:
+    """Health for container checks: None when healthy, else one line saying why."""
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"Redis does not answer: {type(exc).__name__}"
+    try:
+        store.ping()
+    except MemjobsError:
+        return "the state store does not answer"
+    workers = live_workers(client)
+    if workers == 0:
+        return "no live worker: no heartbeat key in Redis"
+    return None
+
+
+def is_drained(client: redis.Redis, store: StateStore) -> bool:
+    """Every queue empty (nothing ready, delayed or in flight) and nothing pending."""
+    queues = queue_stats(client)
+    busy = any(q["ready"] or q["delayed"] or q["in_flight"] for q in queues.values())
+    return not busy and store.counts_by_state()["pending"] == 0
+
+
+def drain(client: redis.Redis, store: StateStore, timeout_s: float, poll_s: float = 0.1) -> bool:
+    """Wait until :func:`is_drained` holds twice in a row; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    streak = 0
+    while time.monotonic() < deadline:
+        streak = streak + 1 if is_drained(client, store) else 0
+        if streak >= 2:
+            return True
+        time.sleep(poll_s)
+    return False

@@ -1,0 +1,58 @@
+"""Markdown memory (USER.md, MEMORY.md): the memory service and its providers.
+
+The memory service is the only writer of an owner's documents; the provider
+behind it is chosen once, at the entry point, with :func:`load_provider`.
+See DESIGN.md, "Markdown memory".
+"""
+
+from memjobs_worker.sessions.memory_docs.audit import AUDIT_FILE, AuditLog, default_audit_path
+from memjobs_worker.sessions.memory_docs.files import MarkdownFileProvider
+from memjobs_worker.sessions.memory_docs.loader import load_provider
+from memjobs_worker.sessions.memory_docs.patches import REASONS, Reason
+from memjobs_worker.sessions.memory_docs.protocol import (
+    DOC_MEMORY,
+    DOC_USER,
+    PROTOCOL_VERSION,
+    WRITABLE_DOCS,
+    ApplyResult,
+    Change,
+    Document,
+    Health,
+    MemoryProvider,
+    ProviderInfo,
+    Scope,
+    VersionConflict,
+    normalise_documents,
+)
+from memjobs_worker.sessions.memory_docs.service import MemoryService, OpResult
+from memjobs_worker.sessions.memory_docs.sql import SqlMemoryProvider
+
+__all__ = [
+    # the service
+    "MemoryService",
+    "OpResult",
+    "REASONS",
+    "Reason",
+    # the provider protocol
+    "PROTOCOL_VERSION",
+    "MemoryProvider",
+    "ProviderInfo",
+    "Document",
+    "Change",
+    "ApplyResult",
+    "Health",
+    "Scope",
+    "VersionConflict",
+    "normalise_documents",
+    "DOC_USER",
+    "DOC_MEMORY",
+    "WRITABLE_DOCS",
+    # built-in providers and the choice of one
+    "MarkdownFileProvider",
+    "SqlMemoryProvider",
+    "load_provider",
+    # the audit
+    "AuditLog",
+    "AUDIT_FILE",
+    "default_audit_path",
+]

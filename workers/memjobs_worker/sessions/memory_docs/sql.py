@@ -1,0 +1,172 @@
+"""The multi-host memory provider: the ``memory_documents`` table on PostgreSQL.
+
+One row per (owner, doc) with its content and an integer version. ``apply`` is
+one transaction: ``SELECT ... FOR UPDATE`` of the row, the version check, then
+the update (or an insert that loses cleanly to a concurrent insert). That alone
+guarantees no lost update across hosts.
+
+``serialise`` adds a transaction-level advisory lock on the owner, held around
+the service's read-then-apply so concurrent writers wait instead of conflicting;
+the read and the apply run on the locking connection (one pooled connection
+per operation, so many threads cannot starve the pool) and commit together when
+the lock is released. A lock not obtained within ``lock_timeout_ms`` is a
+:class:`~memjobs_client.errors.BackendUnavailable`, worth retrying.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, Engine
+
+from memjobs_client.errors import BackendUnavailable, InvalidPayload
+from memjobs_worker.sessions.memory_docs.protocol import (
+    PROTOCOL_VERSION,
+    SCOPES,
+    WRITABLE_DOCS,
+    ApplyResult,
+    Change,
+    Document,
+    Health,
+    MemoryProvider,
+    ProviderInfo,
+    VersionConflict,
+    check_owner_key,
+)
+
+Clock = Callable[[], datetime]
+
+#: Mirrors migration 0002_sessions (the migration creates it).
+memory_documents = sa.Table(
+    "memory_documents",
+    sa.MetaData(),
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("doc", sa.Text, primary_key=True),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+#: First key of memjobs' advisory locks on memory documents ("mdoc").
+ADVISORY_LOCK_CLASS = 0x6D646F63
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def advisory_key(owner_key: str) -> int:
+    """The second advisory-lock key of an owner: a signed 32-bit slice of its hash."""
+    value = int(owner_key[:8], 16)
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+class SqlMemoryProvider(MemoryProvider):
+    """Memory documents in the state database.
+
+    Parameters:
+        engine: a SQLAlchemy engine on a migrated database; it belongs to the
+            caller, who disposes it (unless ``dispose_on_close``).
+        lock_timeout_ms: how long ``serialise`` waits for another writer.
+        clock: the time source of ``updated_at``.
+    """
+
+    def __init__(self, engine: Engine, *, lock_timeout_ms: int = 10_000,
+                 dispose_on_close: bool = False, clock: Clock = utcnow) -> None:
+        self.engine = engine
+        self.lock_timeout_ms = int(lock_timeout_ms)
+        self.dispose_on_close = dispose_on_close
+        self.clock = clock
+        self._local = threading.local()
+
+    def describe(self) -> ProviderInfo:
+        return ProviderInfo(PROTOCOL_VERSION, "sql", "PostgreSQL memory_documents")
+
+    def _held(self) -> Connection | None:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        return conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """A transaction: the serialised one this thread holds, else a new one."""
+        held = self._held()
+        if held is not None:
+            yield held
+            return
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+
+    @contextlib.contextmanager
+    def serialise(self, owner_key: str) -> Iterator[None]:
+        key = advisory_key(check_owner_key(owner_key))
+        if self._held() is not None:
+            yield  # reentrant: this thread already holds a serialised transaction
+            return
+        with self._tx() as conn:
+            conn.execute(sa.text(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}"))
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_CLASS, key)))
+            self._local.conn = conn
+            try:
+                yield
+            finally:
+                self._local.conn = None
+
+    def list(self, owner_key: str, *, max_docs: int, max_chars: int) -> builtins.list[Document]:
+        t = memory_documents
+        with self._tx() as conn:
+            rows = conn.execute(
+                sa.select(t.c.doc, sa.func.substr(t.c.content, 1, max(max_chars, 0)).label("content"),
+                          t.c.version)
+                .where(t.c.owner_key == check_owner_key(owner_key), t.c.doc.in_(WRITABLE_DOCS))
+                .order_by(t.c.doc)
+                .limit(max(max_docs, 0))
+            ).all()
+        return [Document(r.doc, SCOPES[r.doc], r.content, r.version) for r in rows]
+
+    def apply(self, owner_key: str, change: Change, *, expected_version: int | None) -> ApplyResult:
+        if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
+            raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
+                                 reason="forbidden_document")
+        t = memory_documents
+        where = (t.c.owner_key == check_owner_key(owner_key), t.c.doc == change.doc)
+        now = self.clock()
+        with self._tx() as conn:
+            current = conn.execute(sa.select(t.c.version).where(*where).with_for_update()).scalar()
+            found = current if isinstance(current, int) else 0
+            if expected_version is not None and expected_version != found:
+                raise VersionConflict(f"{change.doc} is at version {found}, not {expected_version}")
+            if current is None:
+                inserted = conn.execute(
+                    pg_insert(t)
+                    .values(owner_key=owner_key, doc=change.doc, content=change.content,
+                            version=1, updated_at=now)
+                    .on_conflict_do_nothing(index_elements=["owner_key", "doc"])
+                    .returning(t.c.version)
+                ).first()
+                if inserted is None:
+                    raise VersionConflict(f"{change.doc} was created concurrently")
+            else:
+                conn.execute(t.update().where(*where)
+                             .values(content=change.content, version=found + 1, updated_at=now))
+        return ApplyResult(change.doc, found + 1)
+
+    def health(self) -> Health:
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(sa.select(sa.literal(1)).select_from(memory_documents).limit(1))
+        except sa.exc.SQLAlchemyError as exc:
+            return Health(False, f"state database: {type(exc).__name__}")
+        return Health(True, "")
+
+    def close(self) -> None:
+        if self.dispose_on_close:
+            self.engine.dispose()

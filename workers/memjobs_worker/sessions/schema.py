@@ -1,0 +1,48 @@
+"""SQLAlchemy Core tables of session-end state, mirroring migration ``0002_sessions``.
+
+The migration creates them; these definitions only let the session store build
+statements. They live beside the store that owns them so the ledger's
+``memjobs_worker.memory.store.schema`` stays about the ledger.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+#: One row per (owner, session, kind) of session-end work: its idempotency record.
+session_runs = sa.Table(
+    "session_runs",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("done_at", sa.DateTime(timezone=True)),
+)
+
+#: A session's topic and gist, with the goals (never the status) of its tasks.
+session_digests = sa.Table(
+    "session_digests",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("gist", sa.Text, nullable=False),
+    sa.Column("task_goals", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+#: The task ledger: each task's live status; terminal rows expire after a while.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("task_id", sa.Text, primary_key=True),
+    sa.Column("goal", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("terminal_at", sa.DateTime(timezone=True)),
+)
