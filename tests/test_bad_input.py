@@ -14,14 +14,15 @@ from typing import Any
 import dramatiq
 import psycopg
 import pytest
+from dramatiq.common import xq_name
 from prometheus_client import REGISTRY
 
+from memjobs_client import keys
 from memjobs_client.client import MemjobsClient
 from memjobs_client.contracts import (
     ACTOR_EXTRACT,
     ACTOR_FORGET,
     ACTOR_REMEMBER,
-    NAMESPACE,
     QUEUE_OF,
     QUEUE_REMEMBER,
     QUEUES,
@@ -78,7 +79,7 @@ def craft(h: Harness, actor_name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 def dead_messages(h: Harness, queue: str) -> list[dramatiq.Message[Any]]:
-    raw = h.runtime.redis.hvals(f"{NAMESPACE}:{queue}.XQ.msgs")
+    raw = h.runtime.redis.hvals(keys.messages(xq_name(queue)))
     return [dramatiq.Message.decode(data if isinstance(data, bytes) else data.encode())
             for data in raw]
 

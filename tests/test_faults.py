@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from memjobs_client import keys
 from memjobs_client.contracts import (
     ACTOR_EXTRACT,
     ExtractFacts,
@@ -43,8 +44,8 @@ from tests.harness import Harness, kill_group, spawn_workers
 
 OWNER = "carol@example.com"
 KEY = owner_key(OWNER)
-LOCK_KEY = f"memjobs:lock:learn:{KEY}"
-FENCE_KEY = f"{LOCK_KEY}:fence"
+LOCK_KEY = keys.lock("learn", KEY)
+FENCE_KEY = keys.lock_fence("learn", KEY)
 
 T = TypeVar("T")
 

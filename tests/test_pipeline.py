@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memjobs_client import keys
 from memjobs_client.contracts import (
     ExtractFacts,
     ForgetSource,
@@ -201,7 +202,7 @@ def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(
     new = source_id_for(KEY, text)
     h.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text),
                        sent_at=datetime.now(UTC))
-    lost = h.runtime.redis.incr(f"memjobs:lock:learn:{KEY}:fence")
+    lost = h.runtime.redis.incr(keys.lock_fence("learn", KEY))
     crashed = h.store.begin_attempt(KEY, int(lost), 10)
     assert crashed is not None
     orphans = h.runtime.engine.extract(KEY, crashed.attempt_id, crashed.sources)

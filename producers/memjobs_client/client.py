@@ -16,7 +16,7 @@ from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 from pydantic import ValidationError
 
-from memjobs_client import contracts
+from memjobs_client import contracts, keys
 from memjobs_client.contracts import (
     ACTOR_CONSOLIDATE,
     ACTOR_DIGEST,
@@ -90,7 +90,7 @@ class MemjobsClient:
             if redis_url is None:
                 raise ValueError("MemjobsClient needs a redis_url or a broker")
             broker = RedisBroker(  # type: ignore[no-untyped-call]
-                url=redis_url, namespace=contracts.NAMESPACE, middleware=[]
+                url=redis_url, namespace=keys.NAMESPACE, middleware=[]
             )
         self.broker = broker
         self.max_text_bytes = max_text_bytes
@@ -180,7 +180,7 @@ class MemjobsClient:
         consolidate = build_payload(ConsolidateSession, **session)
         digest = build_payload(DigestSession, **session, tasks=list(tasks))
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
-        marker = f"{contracts.NAMESPACE}:session-ended:{key}:{contracts.content_hash(session_id)}"
+        marker = keys.session_ended(key, contracts.content_hash(session_id))
         try:
             first = self.broker.client.set(marker, "1", nx=True, ex=_SESSION_MARKER_TTL_S)
         except redis.RedisError as exc:

@@ -24,9 +24,6 @@ SCHEMA_VERSION = 1
 #: Default cap on a source's text, in bytes of UTF-8.
 DEFAULT_MAX_TEXT_BYTES = 32 * 1024
 
-#: Redis key namespace shared by the Dramatiq broker and memjobs' own keys.
-NAMESPACE = "memjobs"
-
 # Queues: remember and forget are millisecond jobs; extraction waits on a model,
 # so it has its own queue and never holds up the fast ones.
 QUEUE_REMEMBER = "memjobs_remember"

@@ -24,7 +24,7 @@ from typing import Literal
 
 import redis
 
-from memjobs_client.contracts import NAMESPACE
+from memjobs_client import keys
 from memjobs_client.errors import BackendUnavailable, LockLost
 
 _ACQUIRE = """
@@ -86,10 +86,9 @@ class LeaseLock:
         self.client = client
         self.lease_ms = lease_ms
         self.on_event = on_event
-        base = f"{NAMESPACE}:lock:{name}:{owner_key}"
-        self.lock_key = base
-        self.fence_key = f"{base}:fence"
-        self.dirty_key = f"{base}:dirty"
+        self.lock_key = keys.lock(name, owner_key)
+        self.fence_key = keys.lock_fence(name, owner_key)
+        self.dirty_key = keys.lock_dirty(name, owner_key)
         self.value = secrets.token_hex(16)
         self.token: int | None = None
         self.lost = threading.Event()

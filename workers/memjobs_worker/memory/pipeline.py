@@ -23,9 +23,9 @@ from typing import Any
 
 import redis
 
+from memjobs_client import keys
 from memjobs_client.contracts import (
     ACTOR_EXTRACT,
-    NAMESPACE,
     ExtractFacts,
     ForgetSource,
     RememberSource,
@@ -236,7 +236,7 @@ class ExtractionScheduler:
         self.delay_ms = delay_ms
 
     def flag(self, owner_key: str) -> str:
-        return f"{NAMESPACE}:sched:extract:{owner_key}"
+        return keys.extraction_scheduled(owner_key)
 
     def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
         try:

@@ -12,7 +12,8 @@ from dramatiq import Message
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from memjobs_client.contracts import NAMESPACE, QUEUES
+from memjobs_client import keys
+from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability import status as ops
@@ -23,11 +24,10 @@ log = logging.getLogger(__name__)
 
 def oldest_ready_age_s(client: redis.Redis, queue: str, now: float | None = None) -> float:
     """Age of the message at the head of a queue (Dramatiq RPUSHes and LPOPs), 0 if empty."""
-    base = f"{NAMESPACE}:{queue}"
-    head = client.lindex(base, 0)
+    head = client.lindex(keys.queue(queue), 0)
     if head is None:
         return 0.0
-    data = client.hget(f"{base}.msgs", head)
+    data = client.hget(keys.messages(queue), head)
     if data is None:
         return 0.0
     try:

@@ -18,10 +18,10 @@ import dramatiq
 import redis
 from dramatiq.middleware import Middleware
 
-from memjobs_client.contracts import NAMESPACE
+from memjobs_client import keys
 
 log = logging.getLogger(__name__)
-PREFIX = f"{NAMESPACE}:heartbeat:"
+PREFIX = keys.HEARTBEAT_PREFIX
 
 
 def heartbeat_key(host: str, pid: int) -> str:

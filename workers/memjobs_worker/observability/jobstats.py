@@ -15,14 +15,10 @@ from collections import Counter
 
 import redis
 
-from memjobs_client.contracts import NAMESPACE
+from memjobs_client import keys
 
 log = logging.getLogger(__name__)
 _BUCKET_TTL_S = 2 * 3600
-
-
-def _key(minute: int) -> str:
-    return f"{NAMESPACE}:stats:{minute}"
 
 
 class JobStats:
@@ -62,8 +58,8 @@ class JobStats:
         try:
             pipe = self.client.pipeline(transaction=False)
             for (minute, field), n in counts.items():
-                pipe.hincrby(_key(minute), field, n)
-                pipe.expire(_key(minute), _BUCKET_TTL_S)
+                pipe.hincrby(keys.job_stats(minute), field, n)
+                pipe.expire(keys.job_stats(minute), _BUCKET_TTL_S)
             pipe.execute()
         except redis.RedisError:
             log.warning("could not flush job stats; keeping them for the next flush")
@@ -76,7 +72,7 @@ def recent(client: redis.Redis, minutes: int, now: float | None = None) -> dict[
     current = int((now if now is not None else time.time()) // 60)
     pipe = client.pipeline(transaction=False)
     for minute in range(current - minutes + 1, current + 1):
-        pipe.hgetall(_key(minute))
+        pipe.hgetall(keys.job_stats(minute))
     totals: dict[str, dict[str, int]] = {}
     for bucket in pipe.execute():
         for raw_field, raw_n in bucket.items():

@@ -11,13 +11,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-#: Outcomes a job can end with (the ``outcome`` label of ``memjobs_jobs_total``).
-OUTCOMES = (
-    "succeeded", "retried", "dead_lettered", "invalid_payload", "refused_sensitive",
-    "memory_off", "duplicate", "skipped_busy", "created", "revived", "forgotten",
-    "forgotten_unknown", "stale_commit_refused", "skipped", "disabled", "stored", "recorded",
-)
-
 JOBS_ENQUEUED = Counter(
     "memjobs_jobs_enqueued_total", "Jobs enqueued by workers (follow-ups and retries).",
     ["actor"],

@@ -8,7 +8,8 @@ from typing import Any
 
 import redis
 
-from memjobs_client.contracts import NAMESPACE, QUEUES
+from memjobs_client import keys
+from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability import jobstats
@@ -21,13 +22,12 @@ RECENT_WINDOWS_MIN = (5, 15)
 def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
     """Per queue: ready (waiting), delayed, in_flight (fetched, not acked), dead."""
     try:
-        ack_sets = list(client.scan_iter(match=f"{NAMESPACE}:__acks__.*", count=500))
+        ack_sets = list(client.scan_iter(match=keys.ACKS_PATTERN, count=500))
         pipe = client.pipeline(transaction=False)
         for queue in QUEUES:
-            base = f"{NAMESPACE}:{queue}"
-            pipe.llen(base)
-            pipe.llen(f"{base}.DQ")
-            pipe.zcard(f"{base}.XQ")
+            pipe.llen(keys.queue(queue))
+            pipe.llen(keys.delay_queue(queue))
+            pipe.zcard(keys.dead_letters(queue))
         for key in ack_sets:
             pipe.scard(key)
         values = pipe.execute()
@@ -40,10 +40,9 @@ def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
                         "dead": int(dead)}
     for key, count in zip(ack_sets, values[3 * len(QUEUES):], strict=True):
         name = key.decode() if isinstance(key, bytes) else str(key)
-        for queue in QUEUES:
-            # __acks__.<worker id>.<queue>, with the delay queue acked as <queue>.DQ
-            if name.endswith((f".{queue}", f".{queue}.DQ")):
-                stats[queue]["in_flight"] += int(count)
+        acked = keys.acked_queue(name, QUEUES)
+        if acked is not None:
+            stats[acked]["in_flight"] += int(count)
     return stats
 
 

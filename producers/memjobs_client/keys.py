@@ -1,0 +1,99 @@
+"""Every Redis key memjobs reads or writes, named in one place.
+
+memjobs' own keys live under the ``memjobs`` namespace and carry sha256(owner
+id) (an *owner key*), never the id. Dramatiq's keys are built from
+:mod:`dramatiq.common` (``q_name``, ``dq_name``, ``xq_name``) and the
+Redis broker's documented layout, not retyped from its suffixes.
+
+Dramatiq's Redis broker keeps, per queue ``q`` in namespace ``ns``:
+``ns:q`` (ready ids), ``ns:q.msgs`` (id → message), ``ns:q.DQ`` and its own
+``.msgs`` (delayed), ``ns:q.XQ`` (dead letters, a sorted set),
+``ns:__acks__.<worker id>.<q>`` (in flight, per consumer) and
+``ns:__heartbeats__`` (consumers' heartbeats, a sorted set).
+"""
+
+from __future__ import annotations
+
+from dramatiq.common import dq_name, xq_name
+
+#: The namespace of every memjobs key, Dramatiq's included.
+NAMESPACE = "memjobs"
+
+
+# Dramatiq's keys -----------------------------------------------------------
+
+def queue(queue_name: str) -> str:
+    """The list of ready message ids of ``queue_name``."""
+    return f"{NAMESPACE}:{queue_name}"
+
+
+def delay_queue(queue_name: str) -> str:
+    """The list of ready ids of ``queue_name``'s delay queue."""
+    return f"{NAMESPACE}:{dq_name(queue_name)}"
+
+
+def dead_letters(queue_name: str) -> str:
+    """The sorted set of ``queue_name``'s dead-lettered message ids."""
+    return f"{NAMESPACE}:{xq_name(queue_name)}"
+
+
+def messages(queue_name: str) -> str:
+    """The hash of ``queue_name``'s messages by id (any of the three queues)."""
+    return f"{NAMESPACE}:{queue_name}.msgs"
+
+
+def acks(broker_id: str, queue_name: str) -> str:
+    """The set of ``queue_name``'s message ids one consumer holds, unacknowledged."""
+    return f"{NAMESPACE}:__acks__.{broker_id}.{queue_name}"
+
+
+#: Matches every consumer's unacknowledged set, for SCAN.
+ACKS_PATTERN = f"{NAMESPACE}:__acks__.*"
+
+#: Dramatiq's consumer heartbeats (a sorted set of broker ids by time).
+BROKER_HEARTBEATS = f"{NAMESPACE}:__heartbeats__"
+
+
+def acked_queue(acks_key: str, queue_names: tuple[str, ...]) -> str | None:
+    """Which of ``queue_names`` an unacknowledged set belongs to (its delay
+    queue counts as the queue), or None."""
+    for name in queue_names:
+        if acks_key.endswith((f".{name}", f".{dq_name(name)}")):
+            return name
+    return None
+
+
+# memjobs' keys ------------------------------------------------------------
+
+def lock(name: str, owner_key: str) -> str:
+    """A lease lock (``learning``, ``reindex``) of one owner."""
+    return f"{NAMESPACE}:lock:{name}:{owner_key}"
+
+
+def lock_fence(name: str, owner_key: str) -> str:
+    """The lock's fencing counter (``INCR`` on each acquisition)."""
+    return f"{lock(name, owner_key)}:fence"
+
+
+def lock_dirty(name: str, owner_key: str) -> str:
+    """Set by a taker that found the lock held: the holder loops once more."""
+    return f"{lock(name, owner_key)}:dirty"
+
+
+def extraction_scheduled(owner_key: str) -> str:
+    """The debounce flag: one scheduled extraction per owner at a time."""
+    return f"{NAMESPACE}:sched:extract:{owner_key}"
+
+
+def session_ended(owner_key: str, session_hash: str) -> str:
+    """Set once per (owner, session) by the producer's ``end_session``."""
+    return f"{NAMESPACE}:session-ended:{owner_key}:{session_hash}"
+
+
+#: Prefix of the worker processes' heartbeat keys (``<prefix><host>:<pid>``).
+HEARTBEAT_PREFIX = f"{NAMESPACE}:heartbeat:"
+
+
+def job_stats(minute: int) -> str:
+    """The hash of per-actor outcome counts for one minute (epoch minutes)."""
+    return f"{NAMESPACE}:stats:{minute}"
