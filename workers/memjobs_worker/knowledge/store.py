@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.knowledge.queries import (
     MAX_DIMS,
@@ -47,7 +48,6 @@ from memjobs_worker.knowledge.queries import (
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, StoredChunk
 from memjobs_worker.knowledge.schema import TOKENIZER_KEY, knowledge_chunks, knowledge_documents, knowledge_meta
 from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION, index_tokens
-from memjobs_worker.memory.store.sql import Clock, utcnow
 
 __all__ = ["KnowledgeStore", "StoredChunk", "DocumentRecord", "ChunkHit"]
 

@@ -29,8 +29,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import TERMINAL_TASK_STATUSES, TaskRef, TaskStatus
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.memory.store.sql import Clock, utcnow
 from memjobs_worker.sessions.schema import session_digests, session_runs, tasks
 
 #: Digests (and session-end run records) are kept this long, in days.

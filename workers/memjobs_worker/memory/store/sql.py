@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
+from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.memory.store.base import (
     AddOutcome,
@@ -32,12 +33,6 @@ from memjobs_worker.memory.store.base import (
     StateStore,
 )
 from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources, tombstones
-
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class SqlStateStore(StateStore):

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
+from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.sessions.memory_docs.protocol import WRITABLE_DOCS
-
-Clock = Callable[[], datetime]
 
 AUDIT_FILE = "memory-audit.jsonl"
 #: Document names recorded as given; anything else is recorded as "other"
@@ -37,9 +34,6 @@ def default_audit_path(data_dir: Path) -> Path:
     """``data_dir/memory/memory-audit.jsonl``."""
     return Path(data_dir) / "memory" / AUDIT_FILE
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class AuditLog:

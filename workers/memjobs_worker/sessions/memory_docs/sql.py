@@ -18,14 +18,15 @@ from __future__ import annotations
 import builtins
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
-from memjobs_client.errors import BackendUnavailable, InvalidPayload
+from memjobs_client.errors import InvalidPayload
+from memjobs_worker.clock import Clock, utcnow
+from memjobs_worker.db.connect import transaction
 from memjobs_worker.sessions.memory_docs.protocol import (
     PROTOCOL_VERSION,
     SCOPES,
@@ -39,8 +40,6 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     VersionConflict,
     check_owner_key,
 )
-
-Clock = Callable[[], datetime]
 
 #: Mirrors migration 0002_sessions (the migration creates it).
 memory_documents = sa.Table(
@@ -56,9 +55,6 @@ memory_documents = sa.Table(
 #: First key of memjobs' advisory locks on memory documents ("mdoc").
 ADVISORY_LOCK_CLASS = 0x6D646F63
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def advisory_key(owner_key: str) -> int:
@@ -99,11 +95,8 @@ class SqlMemoryProvider(MemoryProvider):
         if held is not None:
             yield held
             return
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-            raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+        with transaction(self.engine) as conn:
+            yield conn
 
     @contextlib.contextmanager
     def serialise(self, owner_key: str) -> Iterator[None]:
