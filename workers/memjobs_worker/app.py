@@ -2,7 +2,9 @@
 
 Dramatiq imports this module in each worker process; importing it is that
 process's start, so this is where the settings are read (once) and everything
-is wired. Nothing else in memjobs reads the environment.
+is wired. Below this point settings are passed down, not read again (the
+metrics endpoint reads only ``PROMETHEUS_MULTIPROC_DIR``, which the Dramatiq
+CLI sets for its processes).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import openai
+from pydantic import SecretStr
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -22,6 +23,8 @@ from tenacity import (
 )
 
 from memjobs_client.errors import ModelUnavailable
+from memjobs_worker.observability.metrics import record_model_call
+from memjobs_worker.settings import Settings
 
 CallHook = Callable[[str, str, float], None]
 T = TypeVar("T")
@@ -140,3 +143,31 @@ class RemoteEmbedder(_OpenAICompatible):
         )
         ordered = sorted(response.data, key=lambda d: d.index)
         return [list(d.embedding) for d in ordered]
+
+
+# Built from settings -------------------------------------------------------
+
+def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None) -> dict[str, Any]:
+    return {
+        "base_url": base_url,
+        "api_key": api_key.get_secret_value() if api_key else None,
+        "timeout_ms": settings.model_timeout_ms,
+        "max_attempts": settings.model_max_attempts,
+        "on_call": record_model_call,
+    }
+
+
+def chat_model(settings: Settings, purpose: str) -> ChatModel | None:
+    """The light model for ``purpose`` (a metrics label), or None when none is configured."""
+    if not settings.model_configured:
+        return None
+    return ChatModel(model=settings.memory_model, purpose=purpose,
+                     **_endpoint(settings, settings.memory_base_url, settings.memory_api_key))
+
+
+def remote_embedder(settings: Settings) -> RemoteEmbedder | None:
+    """The configured embedding service, or None when none is configured."""
+    if settings.embedding_base_url is None:
+        return None
+    return RemoteEmbedder(model=settings.embedding_model, dims=settings.embedding_dims,
+                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_api_key))

@@ -1,0 +1,63 @@
+"""Personal memory's actors: remember_source, extract_facts, forget_source.
+
+Each validates its message (:func:`memjobs_worker.jobs.parse`), calls the
+pipeline and reports how the job ended; the domain is in
+:mod:`memjobs_worker.memory.pipeline`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+
+from memjobs_client import contracts
+from memjobs_client.errors import InvalidPayload, SensitiveContent, StaleFencingToken
+from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
+from memjobs_worker.memory.pipeline import MemoryPipeline
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def declare_memory_actors(broker: dramatiq.Broker, settings: Settings,
+                          memory: Callable[[], MemoryPipeline]) -> Actors:
+    """Register the personal-memory actors; ``memory`` returns the pipeline
+    (built on first use, so a process that never learns never loads mem0)."""
+
+    def remember_source(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.RememberSource, args, kwargs)
+        size = len(payload.text.encode("utf-8"))
+        if size > settings.max_text_bytes:
+            # The producer checks this too, but a crafted message never met it.
+            raise InvalidPayload(f"RememberSource: text is {size} bytes, over {settings.max_text_bytes}")
+        try:
+            report(memory().remember(payload, sent_at=sent_at()))
+        except SensitiveContent as exc:
+            log.warning("source refused", extra={"reason": exc.reason})
+            report("refused_sensitive")
+
+    def extract_facts(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.ExtractFacts, args, kwargs)
+        try:
+            done = memory().extract(payload)
+        except StaleFencingToken:
+            report("stale_commit_refused")  # a newer holder owns the work now
+            return
+        log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": done.outcome,
+                                      "attempts": done.attempts, "learned": done.learned,
+                                      "discarded": done.discarded, "recovered": done.recovered})
+        report("skipped_busy" if done.outcome == "busy" else "succeeded")
+
+    def forget_source(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.ForgetSource, args, kwargs)
+        found = memory().forget(payload, sent_at=sent_at())
+        report("forgotten" if found else "forgotten_unknown")
+
+    return declare(broker, settings, [
+        (contracts.ACTOR_REMEMBER, remember_source, {}),
+        (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
+        (contracts.ACTOR_FORGET, forget_source, {}),
+    ])

@@ -1,0 +1,65 @@
+"""Personal memory's parts, built from settings: the ledger store, the engine
+(mem0, loaded only when used) and the pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from sqlalchemy.engine import Engine
+
+from memjobs_client.errors import MemoryOff
+from memjobs_worker.db.connect import libpq_url
+from memjobs_worker.memory.engine.base import MemoryEngine
+from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
+from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_client import chat_model, remote_embedder
+from memjobs_worker.settings import Settings
+
+Enqueue = Callable[[str, dict[str, Any], int | None], None]
+
+
+def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
+    """mem0 on the state database's pgvector, with the configured model and
+    embedder (or the offline hashing embedder).
+
+    Raises:
+        MemoryOff: personal memory is switched off.
+    """
+    if not settings.memory_enabled:
+        raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+    from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
+
+    embedder: Any = remote_embedder(settings)
+    if embedder is None:
+        from memjobs_worker.memory.engine.offline_embedder import HashingEmbedder
+
+        embedder = HashingEmbedder(settings.offline_embedding_dims)
+    return Mem0Engine(
+        database_url=libpq_url(database_url),
+        data_dir=settings.data_dir / "mem0",
+        dims=settings.vector_dims,
+        embedder=embedder,
+        chat=chat_model(settings, "extract"),
+        min_score=settings.recall_min_score,
+    )
+
+
+def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
+    """The per-owner debounced scheduling of ``extract_facts``."""
+    return ExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
+                               delay_ms=settings.extract_delay_ms)
+
+
+def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
+                   redis_client: redis.Redis, scheduler: ExtractionScheduler) -> MemoryPipeline:
+    return MemoryPipeline(store=store, engine=engine, redis_client=redis_client, scheduler=scheduler,
+                          batch_size=settings.extract_batch_size, lease_ms=settings.lease_ms)
+
+
+def open_ledger(db: Engine) -> StateStore:
+    """The ledger on a migrated database."""
+    from memjobs_worker.memory.store.sql import SqlStateStore
+
+    return SqlStateStore(db)

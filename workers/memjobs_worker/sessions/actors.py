@@ -1,0 +1,73 @@
+"""Session end's actors: consolidate_session, digest_session, record_task.
+
+Each validates its message, re-checks its switch (it may have been turned off
+since the message was enqueued) and calls the sessions package; the job logic
+is in :mod:`~memjobs_worker.sessions.consolidation` and
+:mod:`~memjobs_worker.sessions.digest`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+
+from memjobs_client import contracts
+from memjobs_worker.jobs import Actors, declare, parse, report
+from memjobs_worker.model_client import ChatModel
+from memjobs_worker.sessions.consolidation import run_consolidation
+from memjobs_worker.sessions.digest import run_digest
+from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
+from memjobs_worker.sessions.store import SessionStore
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def declare_session_actors(
+    broker: dramatiq.Broker,
+    settings: Settings,
+    *,
+    store: Callable[[], SessionStore],
+    chat: Callable[[str], ChatModel | None],
+    memory_docs: Callable[[], MemoryService],
+    audit: Callable[[], AuditLog],
+) -> Actors:
+    """Register the session-end actors; the callables return their parts, built on first use."""
+
+    def consolidate_session(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.ConsolidateSession, args, kwargs)
+        model = chat("consolidate")
+        if not settings.consolidation_enabled or model is None:
+            report("disabled")  # switched off since it was enqueued
+            return
+        done = run_consolidation(store(), payload, model=model, service=memory_docs(),
+                                 audit=audit(), max_patches=settings.max_patches_per_session,
+                                 max_patch_chars=settings.max_patch_chars)
+        if done is None:
+            report("duplicate")
+            return
+        log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
+                                         "refused": done.refused})
+        report("succeeded")
+
+    def digest_session(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.DigestSession, args, kwargs)
+        model = chat("digest")
+        if not settings.digest_enabled or model is None:
+            report("disabled")  # switched off since it was enqueued
+            return
+        report(run_digest(store(), model, payload))
+
+    def record_task(*args: Any, **kwargs: Any) -> None:
+        payload = parse(contracts.RecordTask, args, kwargs)
+        store().record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
+        report("recorded")
+
+    return declare(broker, settings, [
+        (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
+        (contracts.ACTOR_DIGEST, digest_session, {}),
+        (contracts.ACTOR_RECORD_TASK, record_task, {}),
+    ])

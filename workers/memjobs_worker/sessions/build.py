@@ -1,0 +1,29 @@
+"""Session end's parts, built from settings: the session store, the memory
+service (the one writer of USER.md and MEMORY.md) and its audit log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.engine import Engine
+
+from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService, default_audit_path, load_provider
+from memjobs_worker.sessions.store import SessionStore
+from memjobs_worker.settings import Settings
+
+
+def build_session_store(settings: Settings, db: Engine) -> SessionStore:
+    return SessionStore(db, digest_retention_days=settings.digest_retention_days,
+                        task_retention_days=settings.task_retention_days)
+
+
+def build_audit(settings: Settings) -> AuditLog:
+    return AuditLog(default_audit_path(settings.data_dir))
+
+
+def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditLog) -> MemoryService:
+    """The configured provider behind the memory service; ``db`` is called only
+    by providers that store in the state database."""
+    provider = load_provider(settings.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
+    return MemoryService(provider, max_doc_chars=settings.max_document_chars,
+                         max_change_chars=settings.max_patch_chars, audit=audit)
