@@ -89,7 +89,11 @@ class Settings(BaseSettings):
     # Ledger and extraction.
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
     extract_batch_size: int = Field(default=10, ge=1, le=100)
+    # Micro-batching: an owner's extraction starts when its pending sources
+    # fill a batch, or it has had no new source for extract_delay_ms (the quiet
+    # period), or its oldest pending source has waited extract_max_wait_ms.
     extract_delay_ms: int = Field(default=500, ge=0)
+    extract_max_wait_ms: int = Field(default=5_000, ge=0)
     lease_ms: int = Field(default=30_000, ge=300)
     recall_min_score: float = Field(default=0.1, ge=0.0, le=1.0)
     sweep_pending_after_ms: int = Field(default=60_000, ge=0)

@@ -49,7 +49,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings,
         log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": done.outcome,
                                       "attempts": done.attempts, "learned": done.learned,
                                       "discarded": done.discarded, "recovered": done.recovered})
-        report("skipped_busy" if done.outcome == "busy" else "succeeded")
+        report({"busy": "skipped_busy", "deferred": "deferred"}.get(done.outcome, "succeeded"))
 
     def forget_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ForgetSource, args, kwargs)

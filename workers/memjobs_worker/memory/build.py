@@ -55,7 +55,8 @@ def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqu
 def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
                    redis_client: redis.Redis, scheduler: ExtractionScheduler) -> MemoryPipeline:
     return MemoryPipeline(store=store, engine=engine, redis_client=redis_client, scheduler=scheduler,
-                          batch_size=settings.extract_batch_size, lease_ms=settings.lease_ms)
+                          batch_size=settings.extract_batch_size, lease_ms=settings.lease_ms,
+                          max_wait_ms=settings.extract_max_wait_ms)
 
 
 def open_ledger(db: Engine) -> StateStore:

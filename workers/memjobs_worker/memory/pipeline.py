@@ -46,7 +46,7 @@ Enqueue = Callable[[str, dict[str, Any], int | None], None]
 class ExtractReport:
     """What one ``extract_facts`` run did (for logs and tests)."""
 
-    outcome: str = "idle"  # idle | busy | done
+    outcome: str = "idle"  # idle | busy | deferred | done
     attempts: int = 0
     learned: int = 0
     discarded: int = 0
@@ -71,6 +71,8 @@ class MemoryPipeline:
         scheduler: enqueues (debounced) extractions.
         batch_size: sources per extraction call.
         lease_ms: the learning lease.
+        max_wait_ms: micro-batching's bound on how long an owner's oldest
+            pending source waits for its batch to fill (0: never wait).
     """
 
     def __init__(
@@ -82,8 +84,10 @@ class MemoryPipeline:
         scheduler: ExtractionScheduler,
         batch_size: int,
         lease_ms: int,
+        max_wait_ms: int = 0,
     ) -> None:
         self.store = store
+        self.max_wait_ms = max_wait_ms
         self.engine = engine
         self.redis = redis_client
         self.batch_size = batch_size
@@ -117,6 +121,9 @@ class MemoryPipeline:
         """Learn the owner's pending sources, batch by batch, under the learning lock."""
         owner_key = payload.owner_key
         report = ExtractReport()
+        if payload.trigger == "remember" and self._defer(owner_key):
+            report.outcome = "deferred"
+            return report
         # From here on, a new source schedules a new run (or sets the dirty flag).
         self.scheduler.clear(owner_key)
         lock = LeaseLock(
@@ -139,6 +146,21 @@ class MemoryPipeline:
             lock.abandon()
             raise
         return report
+
+    def _defer(self, owner_key: str) -> bool:
+        """Micro-batching: wait (by rescheduling, not sleeping) while the owner's
+        batch is not full, new sources keep arriving and the oldest has not
+        waited ``max_wait_ms``. Other triggers (sweep, forget, session end) run now."""
+        quiet_ms = self.scheduler.delay_ms
+        if self.max_wait_ms <= 0 or quiet_ms <= 0:
+            return False
+        window = self.store.pending_window(owner_key)
+        if window.count == 0 or window.count >= self.batch_size:
+            return False
+        wait_ms = min(quiet_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
+        if wait_ms <= 0:
+            return False
+        return self.scheduler.defer(owner_key, wait_ms)
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
         """Delete what crashed attempts created and what forgets still owe."""
@@ -247,6 +269,19 @@ class ExtractionScheduler:
             return False
         payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
         self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), self.delay_ms or None)
+        return True
+
+    def defer(self, owner_key: str, delay_ms: int) -> bool:
+        """Re-enqueue the owner's scheduled extraction ``delay_ms`` from now,
+        keeping its debounce flag (so new sources do not enqueue another).
+
+        Returns False when Redis did not answer (the caller then runs now)."""
+        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": "remember"})
+        try:
+            self.redis.set(self.flag(owner_key), "1", px=max(self.flag_ttl_ms, delay_ms * 4))
+        except redis.RedisError:
+            return False
+        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), delay_ms)
         return True
 
     def clear(self, owner_key: str) -> None:

@@ -66,6 +66,17 @@ class ForgetResult:
     relearn: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PendingWindow:
+    """An owner's pending sources, as extraction's micro-batching sees them."""
+
+    count: int
+    #: Milliseconds since the longest-waiting pending source became pending.
+    oldest_age_ms: int
+    #: Milliseconds since the most recent one did (the owner's quiet time).
+    newest_age_ms: int
+
+
 AddOutcome = Literal["created", "duplicate", "revived", "forgotten"]
 
 
@@ -88,6 +99,10 @@ class StateStore(ABC):
     @abstractmethod
     def oldest_pending_at(self) -> datetime | None:
         """When the longest-waiting pending source was last touched (None: none pending)."""
+
+    @abstractmethod
+    def pending_window(self, owner_key: str) -> PendingWindow:
+        """How many of the owner's sources are pending, and since when (store clock)."""
 
     @abstractmethod
     def owners_pending_since(self, before: datetime) -> list[str]:

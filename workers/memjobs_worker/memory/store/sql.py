@@ -28,6 +28,7 @@ from memjobs_worker.memory.store.base import (
     Attempt,
     CommitResult,
     ForgetResult,
+    PendingWindow,
     Produced,
     SourceRecord,
     StateStore,
@@ -116,6 +117,18 @@ class SqlStateStore(StateStore):
                 sa.select(sa.func.min(sources.c.updated_at)).where(sources.c.state == "pending")
             ).scalar()
         return value if isinstance(value, datetime) else None
+
+    def pending_window(self, owner_key: str) -> PendingWindow:
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at))
+                .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
+            ).one()
+        count, oldest, newest = row
+        if not count:
+            return PendingWindow(0, 0, 0)
+        now = self.clock()
+        return PendingWindow(int(count), _age_ms(now, oldest), _age_ms(now, newest))
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._tx() as conn:
@@ -345,6 +358,10 @@ class SqlStateStore(StateStore):
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _age_ms(now: datetime, then: datetime) -> int:
+    return max(0, int((now - then).total_seconds() * 1000))
 
 
 def _fence(conn: Connection, owner_key: str, token: int) -> None:

@@ -1,0 +1,139 @@
+"""Micro-batching: an owner's extraction waits for a fuller batch while sources
+keep arriving, bounded by the quiet period and the oldest source's maximum wait.
+
+Time is the store's injected clock, moved by the test: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from memjobs_client import keys
+from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
+from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
+from memjobs_worker.memory.store.sql import SqlStateStore
+from memjobs_worker.settings import Settings
+from tests.harness import Harness
+
+KEY = owner_key("micro@example.com")
+QUIET_MS = 500
+MAX_WAIT_MS = 5_000
+BATCH = 10
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += timedelta(milliseconds=ms)
+
+
+class Setup:
+    def __init__(self, h: Harness) -> None:
+        self.clock = Clock()
+        self.store = SqlStateStore(h.store.engine, clock=self.clock)
+        self.sent: list[tuple[str, dict[str, Any], int | None]] = []
+        self.scheduler = ExtractionScheduler(h.runtime.redis, self._enqueue, lease_ms=30_000,
+                                             delay_ms=QUIET_MS)
+        self.pipeline = MemoryPipeline(store=self.store, engine=h.runtime.engine, redis_client=h.runtime.redis,
+                                       scheduler=self.scheduler, batch_size=BATCH, lease_ms=30_000,
+                                       max_wait_ms=MAX_WAIT_MS)
+        self.redis = h.runtime.redis
+        self.count = 0
+
+    def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+        self.sent.append((actor, payload, delay_ms))
+
+    def remember(self, n: int = 1) -> None:
+        for _ in range(n):
+            text = f"note number {self.count} about the garden"
+            self.count += 1
+            self.pipeline.remember(RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text),
+                                   sent_at=self.clock())
+
+    def extract(self, trigger: str = "remember") -> str:
+        return self.pipeline.extract(ExtractFacts(owner_key=KEY, trigger=trigger)).outcome  # type: ignore[arg-type]
+
+    def pending(self) -> int:
+        return sum(1 for r in self.store.list_sources(KEY) if r.state == "pending")
+
+
+def setup(make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]) -> Setup:
+    return Setup(harness_factory(make_settings()))
+
+
+def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    s.remember(3)
+    s.clock.advance(100)
+    s.sent.clear()
+    assert s.extract() == "deferred"
+    assert s.pending() == 3
+    # Re-enqueued for the rest of the quiet period, the debounce flag kept.
+    assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, 400)]
+    assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
+
+
+def test_a_quiet_owner_is_learned_at_once(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    s.remember(3)
+    s.clock.advance(QUIET_MS)
+    assert s.extract() == "done"
+    assert s.pending() == 0
+
+
+def test_a_full_batch_does_not_wait(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    s.remember(BATCH)
+    assert s.extract() == "done"
+    assert s.pending() == 0
+
+
+def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    outcomes = []
+    # A source every 600 ms, each extraction checked 100 ms after the newest:
+    # never quiet, never a full batch, so only the oldest source's wait ends it.
+    for _ in range(8):
+        s.remember()
+        s.clock.advance(100)
+        outcomes.append(s.extract())
+        s.clock.advance(500)
+    assert outcomes == ["deferred"] * 8  # the oldest has waited 4,300 ms at the last check
+    s.clock.advance(MAX_WAIT_MS)
+    s.remember()
+    assert s.extract() == "done"
+    assert s.pending() == 0
+
+
+def test_sweeps_forgets_and_session_ends_never_wait(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    for trigger in ("sweep", "forget", "session_end", "manual"):
+        s.remember(2)
+        assert s.extract(trigger) == "done"
+        assert s.pending() == 0
+
+
+def test_micro_batching_is_off_when_its_wait_is_zero(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    s = setup(make_settings, harness_factory)
+    s.pipeline.max_wait_ms = 0
+    s.remember(2)
+    assert s.extract() == "done"
