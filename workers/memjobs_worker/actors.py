@@ -16,7 +16,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     """Register memjobs' actors on ``broker``; their parts are built on first use."""
     settings = runtime.settings
     return {
-        **declare_memory_actors(broker, settings, lambda: runtime.pipeline),
+        **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
+                                store=lambda: runtime.store, scheduler=lambda: runtime.scheduler),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
                                  memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
         **declare_knowledge_actors(broker, settings, redis_client=lambda: runtime.redis,

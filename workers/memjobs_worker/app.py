@@ -9,8 +9,11 @@ CLI sets for its processes).
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 import dramatiq
 
+from memjobs_client.contracts import QUEUE_EXTRACT, QUEUE_KNOWLEDGE
 from memjobs_worker.actors import declare_actors
 from memjobs_worker.broker import build_broker
 from memjobs_worker.endpoints import resolve_endpoints
@@ -28,12 +31,14 @@ runtime = Runtime(settings, endpoints, producer_client(settings, broker=broker))
 actors = declare_actors(broker, runtime)
 
 
-def warm_up() -> None:
-    """Migrations, mem0 and (when on) the knowledge tables, with a stale
-    full-text index rebuilt: at start-up rather than on the first job."""
-    if settings.memory_enabled:
+def warm_up(queues: Set[str] | None) -> None:
+    """At start-up rather than on the first job: the migrated ledger; mem0 where
+    extractions run; the knowledge tables (a stale full-text index rebuilt) where
+    reindexing runs. A process that takes only cheap jobs never loads mem0."""
+    runtime.store  # noqa: B018
+    if settings.memory_enabled and (queues is None or QUEUE_EXTRACT in queues):
         runtime.pipeline  # noqa: B018
-    if settings.knowledge_enabled:
+    if settings.knowledge_enabled and (queues is None or QUEUE_KNOWLEDGE in queues):
         runtime.knowledge  # noqa: B018
 
 

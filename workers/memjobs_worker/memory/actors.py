@@ -16,16 +16,19 @@ import dramatiq
 from memjobs_client import contracts
 from memjobs_client.errors import InvalidPayload, SensitiveContent, StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
-from memjobs_worker.memory.pipeline import MemoryPipeline
+from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline, remember
+from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def declare_memory_actors(broker: dramatiq.Broker, settings: Settings,
-                          memory: Callable[[], MemoryPipeline]) -> Actors:
-    """Register the personal-memory actors; ``memory`` returns the pipeline
-    (built on first use, so a process that never learns never loads mem0)."""
+def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
+                          memory: Callable[[], MemoryPipeline], store: Callable[[], StateStore],
+                          scheduler: Callable[[], ExtractionScheduler]) -> Actors:
+    """Register the personal-memory actors. The callables return their parts,
+    built on first use: ``remember_source`` needs only the ledger and the
+    scheduler, so a process that takes only cheap jobs never loads mem0."""
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs)
@@ -34,7 +37,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings,
             # The producer checks this too, but a crafted message never met it.
             raise InvalidPayload(f"RememberSource: text is {size} bytes, over {settings.max_text_bytes}")
         try:
-            report(memory().remember(payload, sent_at=sent_at()))
+            report(remember(store(), scheduler(), payload, sent_at=sent_at()))
         except SensitiveContent as exc:
             log.warning("source refused", extra={"reason": exc.reason})
             report("refused_sensitive")

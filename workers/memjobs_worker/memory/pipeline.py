@@ -97,20 +97,8 @@ class MemoryPipeline:
     # -- remember ---------------------------------------------------------------
 
     def remember(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
-        """Check, write to the ledger as pending, and schedule extraction.
-
-        Raises:
-            SensitiveContent: refused before anything is stored.
-        """
-        try:
-            ensure_not_sensitive(text=payload.text)
-        except Exception:
-            REFUSED.labels("sensitive_content").inc()
-            raise
-        outcome = self.store.add_source(payload, sent_at=sent_at)
-        if outcome in ("created", "revived"):
-            self.schedule_extraction(payload.owner_key, "remember")
-        return outcome
+        """See :func:`remember` (the pipeline's store and scheduler)."""
+        return remember(self.store, self.scheduler, payload, sent_at=sent_at)
 
     def schedule_extraction(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
         return self.scheduler.schedule(owner_key, trigger, force=force)
@@ -239,6 +227,27 @@ class MemoryPipeline:
         learned = self.store.learned_provenance(owner_key)
         return [RecallHit(h.memory_id, h.text, None, learned[h.memory_id])
                 for h in self.engine.list(owner_key) if h.memory_id in learned]
+
+
+def remember(store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *,
+             sent_at: datetime) -> AddOutcome:
+    """Check, write to the ledger as pending, and schedule extraction.
+
+    Needs only the ledger and Redis, never the engine: the processes that take
+    the cheap jobs do not load mem0.
+
+    Raises:
+        SensitiveContent: refused before anything is stored.
+    """
+    try:
+        ensure_not_sensitive(text=payload.text)
+    except Exception:
+        REFUSED.labels("sensitive_content").inc()
+        raise
+    outcome = store.add_source(payload, sent_at=sent_at)
+    if outcome in ("created", "revived"):
+        scheduler.schedule(payload.owner_key, "remember")
+    return outcome
 
 
 class ExtractionScheduler:
