@@ -35,6 +35,10 @@ QUEUE_TASKS = "memjobs_tasks"
 # Knowledge indexing (embedding calls, possibly large documents).
 QUEUE_KNOWLEDGE = "memjobs_knowledge"
 QUEUES = (QUEUE_REMEMBER, QUEUE_EXTRACT, QUEUE_FORGET, QUEUE_SESSION, QUEUE_TASKS, QUEUE_KNOWLEDGE)
+#: The cheap jobs (milliseconds, no model): workers give them a pool of their
+#: own, so that they never wait behind extraction, consolidation or reindexing.
+CHEAP_QUEUES = (QUEUE_REMEMBER, QUEUE_FORGET, QUEUE_TASKS)
+MODEL_QUEUES = tuple(q for q in QUEUES if q not in CHEAP_QUEUES)
 
 ACTOR_REMEMBER = "remember_source"
 ACTOR_EXTRACT = "extract_facts"

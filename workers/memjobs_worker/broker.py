@@ -75,7 +75,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
-    broker.add_middleware(MetricsEndpoint())
+    broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
     for queue in QUEUES:
         broker.declare_queue(queue)
     return broker

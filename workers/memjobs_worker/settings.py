@@ -106,10 +106,17 @@ class Settings(BaseSettings):
     broker_heartbeat_timeout_ms: int = Field(default=60_000, ge=1_000)
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
+    # The cheap jobs' own pool (remember, forget, task status); 0 processes:
+    # one pool takes every queue.
+    fast_worker_processes: int = Field(default=1, ge=0)
+    fast_worker_threads: int = Field(default=4, ge=1)
 
     # Operations: Prometheus endpoint, worker heartbeats.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9191, ge=0, le=65535)
+    # Off for all but one pool of a host: the others' processes write to the same
+    # multiprocess directory, and the one endpoint serves them merged.
+    metrics_endpoint: bool = True
     heartbeat_interval_ms: int = Field(default=5_000, ge=100)
     heartbeat_ttl_ms: int = Field(default=15_000, ge=300)
 

@@ -17,8 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
@@ -148,10 +151,31 @@ class Stack:
         return problems
 
 
-def worker_command(processes: int, threads: int) -> list[str]:
-    """The Dramatiq command line of memjobs' workers."""
-    return [sys.executable, "-m", "dramatiq", "memjobs_worker.app",
-            "--processes", str(processes), "--threads", str(threads)]
+def worker_command(processes: int, threads: int, queues: Sequence[str] = ()) -> list[str]:
+    """The Dramatiq command line of one pool of memjobs' workers (all queues by default)."""
+    command = [sys.executable, "-m", "dramatiq", "memjobs_worker.app",
+               "--processes", str(processes), "--threads", str(threads)]
+    return [*command, "--queues", *queues] if queues else command
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """One Dramatiq process group: its command line and what its environment adds."""
+
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def worker_pools(settings: Settings, processes: int, threads: int) -> list[WorkerPool]:
+    """Every pool a worker host runs: ``processes`` × ``threads`` for the jobs
+    that call a model (it serves the host's metrics), and the cheap jobs' own
+    pool when the settings give it processes, so that a remembered source
+    reaches the ledger in milliseconds however long extractions take."""
+    if settings.fast_worker_processes == 0:
+        return [WorkerPool(worker_command(processes, threads))]
+    return [WorkerPool(worker_command(processes, threads, MODEL_QUEUES)),
+            WorkerPool(worker_command(settings.fast_worker_processes, settings.fast_worker_threads,
+                                      CHEAP_QUEUES), {"MEMJOBS_METRICS_ENDPOINT": "false"})]
 
 
 def sweep_once(runtime: Runtime, settings: Settings) -> dict[str, int]:

@@ -62,11 +62,15 @@ def serve() -> int:
 
 
 class MetricsEndpoint(Middleware):
-    """Asks the Dramatiq CLI to fork :func:`serve`, and marks dead processes' gauges."""
+    """Asks the Dramatiq CLI to fork :func:`serve` (unless ``serve_endpoint`` is
+    off: another pool of the host serves), and marks dead processes' gauges."""
+
+    def __init__(self, serve_endpoint: bool = True) -> None:
+        self.serve_endpoint = serve_endpoint
 
     @property
     def forks(self) -> list[Callable[[], int]]:
-        return [serve] if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else []
+        return [serve] if self.serve_endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR") else []
 
     def after_worker_shutdown(self, broker: object, worker: object) -> None:
         directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

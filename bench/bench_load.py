@@ -1,0 +1,290 @@
+"""Benchmark: memjobs under real load, side by side with mem0 inline, in one run.
+
+Real worker processes (``dramatiq memjobs_worker.app``, the cheap queues in a
+pool of their own, as ``memjobs up`` runs them), an embedded Redis and
+PostgreSQL, and the local model stand-in answering every chat call after
+``--model-ms`` milliseconds. Prints:
+
+  backlog   N sources from M owners enqueued with no worker running, then the
+            workers start: remember jobs/s while extraction runs beside them,
+            sources learned/s, chat calls per source (model on), and learned/s
+            with the model off;
+  steady    a gateway sending --rate sources/s from M owners for --seconds:
+            p50/p99 from `remember` returning to the source being in the
+            ledger, p50/p95 to it being learned;
+  inline    mem0's Memory.add called inline for each source from as many
+            threads as the workers have, same model stand-in and database;
+  scaling   the backlog with 1, 2 and 4 extraction processes.
+
+    python bench/bench_load.py [--sources 3000] [--owners 100] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+import psycopg  # noqa: E402
+import redis  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from memjobs_client.contracts import owner_key  # noqa: E402
+from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
+from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from memjobs_worker.embedded.supervisor import worker_pools  # noqa: E402
+from memjobs_worker.memory.build import build_engine  # noqa: E402
+from memjobs_worker.memory.store.base import SourceRecord  # noqa: E402
+from memjobs_worker.memory.store.schema import sources  # noqa: E402
+from memjobs_worker.runtime import producer_client  # noqa: E402
+from memjobs_worker.settings import Settings  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir = Path(tempfile.mkdtemp(prefix="memjobs-load-"))
+        self.redis_server = EmbeddedRedis(self.workdir / "redis")
+        self.pg_server = EmbeddedPostgres(self.workdir / "pg")
+        self.fake = FakeOpenAI(embedding_dims=64).start()
+        delay_s = args.model_ms / 1000
+
+        def slow_echo(request: dict[str, Any]) -> str:
+            time.sleep(delay_s)
+            return echo_facts_handler(request)
+
+        self.fake.set_chat_handler(slow_echo)
+        self.redis_url = self.redis_server.start()
+        self.pg_server.start()
+
+    def close(self) -> None:
+        self.fake.stop()
+        self.pg_server.stop()
+        self.redis_server.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def settings(self, *, model: bool, database_url: str) -> Settings:
+        extra: dict[str, Any] = {}
+        if model:
+            extra = {"memory_base_url": self.fake.base_url, "memory_api_key": "bench",
+                     "memory_model": "bench-flash"}
+        return Settings(redis_url=self.redis_url, database_url=database_url,
+                        data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
+                        metrics_port=0, **extra)
+
+    def fresh_database(self) -> str:
+        name = f"load_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(self.pg_server.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        url = f"postgresql://postgres@127.0.0.1:{self.pg_server.port}/{name}"
+        engine = create_db_engine(url)
+        migrate(engine)
+        engine.dispose()
+        redis.Redis.from_url(self.redis_url).flushall()
+        self.fake.requests.clear()
+        return url
+
+    @contextmanager
+    def workers(self, settings: Settings, processes: int) -> Iterator[None]:
+        env = {**os.environ, **settings_env(settings)}
+        log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
+        procs = [subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log,
+                                  start_new_session=True)
+                 for pool in worker_pools(settings, processes, self.args.threads)]
+        try:
+            yield
+        finally:
+            for p in procs:
+                os.killpg(p.pid, signal.SIGTERM)
+            for p in procs:
+                p.wait(timeout=60)
+            log.close()
+
+    # -- scenarios -------------------------------------------------------------
+
+    def backlog(self, *, model: bool, processes: int, n: int) -> dict[str, float]:
+        """Workers up and warm (a probe source learned), then N sources sent as
+        fast as one producer can: remember/s counts until the last is in the
+        ledger, learned/s until the last is learned, both from the first send."""
+        url = self.fresh_database()
+        settings = self.settings(model=model, database_url=url)
+        client = producer_client(settings, redis_url=self.redis_url)
+        owners = [f"owner-{i}" for i in range(self.args.owners)]
+        db = create_db_engine(url, pool_size=1)
+        with self.workers(settings, processes):
+            wait_until_warm(db, client)
+            self.fake.requests.clear()
+            started = time.perf_counter()
+            for i in range(n):
+                client.remember(owners[i % len(owners)], f"backlog fact {i}: I keep item {i} on shelf {i % 7}")
+            in_ledger_s = learned_s = None
+            while learned_s is None:
+                total, learned = ledger_counts(db)
+                now = time.perf_counter() - started
+                if in_ledger_s is None and total >= n + 1:
+                    in_ledger_s = now
+                if learned >= n + 1:
+                    learned_s = now
+                time.sleep(0.02)
+        db.dispose()
+        calls = len(self.fake.requests_for("chat"))
+        return {"remember_per_s": n / (in_ledger_s or learned_s), "learned_per_s": n / learned_s,
+                "chat_per_source": calls / n}
+
+    def steady(self) -> dict[str, float]:
+        url = self.fresh_database()
+        settings = self.settings(model=True, database_url=url)
+        client = producer_client(settings, redis_url=self.redis_url)
+        owners = [f"steady-{i}" for i in range(self.args.owners)]
+        total = self.args.rate * self.args.seconds
+        returned: dict[str, float] = {}
+        db = create_db_engine(url, pool_size=1)
+        with self.workers(settings, 1):
+            wait_until_warm(db, client)
+            start = time.time()
+            for i in range(total):
+                due = start + i / self.args.rate
+                pause = due - time.time()
+                if pause > 0:
+                    time.sleep(pause)
+                sid = client.remember(owners[i % len(owners)], f"steady fact {i}: the code word is tulip-{i}")
+                returned[sid] = time.time()
+            while ledger_counts(db)[1] < total + 1:
+                time.sleep(0.1)
+        with db.connect() as conn:
+            rows = [r for r in conn.execute(sa.select(sources.c.source_id, sources.c.created_at,
+                                                      sources.c.learned_at)).all()
+                if r.source_id in returned]
+        db.dispose()
+        to_ledger = sorted(r.created_at.timestamp() - returned[r.source_id] for r in rows)
+        to_learned = sorted(r.learned_at.timestamp() - returned[r.source_id] for r in rows)
+        calls = len(self.fake.requests_for("chat"))
+        return {"ledger_p50_s": pct(to_ledger, 50), "ledger_p99_s": pct(to_ledger, 99),
+                "learned_p50_s": pct(to_learned, 50), "learned_p95_s": pct(to_learned, 95),
+                "chat_per_source": calls / total}
+
+    def inline(self, n: int) -> float:
+        """mem0's Memory.add per source, inline, from --threads threads."""
+        url = self.fresh_database()
+        engine = build_engine(self.settings(model=True, database_url=url), url)
+        now = datetime.now(UTC)
+        batch = [SourceRecord(f"src_{i}", owner_key(f"inline-{i % self.args.owners}"), "pending", "utterance",
+                              None, f"inline fact {i}: I keep item {i} on shelf {i % 7}", now, now, None)
+                 for i in range(n)]
+        first = batch.pop()  # creates mem0's collection before the threads race to
+        engine.extract(first.owner_key, uuid.uuid4().hex, [first])
+        n -= 1
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    if not batch:
+                        return
+                    source = batch.pop()
+                engine.extract(source.owner_key, uuid.uuid4().hex, [source])
+
+        threads = [threading.Thread(target=work) for _ in range(self.args.threads)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+        engine.close()
+        return n / elapsed
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    env = {"MEMJOBS_REDIS_URL": settings.redis_url or "", "MEMJOBS_DATABASE_URL": settings.database_url or "",
+           "MEMJOBS_DATA_DIR": str(settings.data_dir), "MEMJOBS_METRICS_PORT": "0",
+           "MEMJOBS_LOG_LEVEL": "WARNING"}
+    if settings.model_configured:
+        env.update({"QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
+                    "QWEN_AUDIO_MEMORY_API_KEY": "bench", "QWEN_AUDIO_MEMORY_MODEL": settings.memory_model})
+    return env
+
+
+def ledger_counts(db: sa.Engine) -> tuple[int, int]:
+    with db.connect() as conn:
+        total = conn.execute(sa.select(sa.func.count()).select_from(sources)).scalar_one()
+        learned = conn.execute(sa.select(sa.func.count()).select_from(sources)
+                               .where(sources.c.state == "learned")).scalar_one()
+    return int(total), int(learned)
+
+
+def wait_until_warm(db: sa.Engine, client: Any) -> None:
+    """Until the workers have learned one probe source (mem0 loaded, pools up)."""
+    client.remember("probe-owner", "a probe to know the workers are warm")
+    deadline = time.time() + 300
+    while ledger_counts(db)[1] < 1:
+        if time.time() > deadline:
+            raise TimeoutError("the workers did not learn the probe source in 300 s")
+        time.sleep(0.05)
+
+
+def pct(values: list[float], p: float) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--sources", type=int, default=3000)
+    parser.add_argument("--owners", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--model-ms", type=int, default=100)
+    parser.add_argument("--rate", type=int, default=100)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--inline-sources", type=int, default=400)
+    parser.add_argument("--scaling", default="1,2,4")
+    args = parser.parse_args()
+    bench = Bench(args)
+    try:
+        print(f"memjobs load benchmark: {args.sources} sources, {args.owners} owners, "
+              f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs",
+              flush=True)
+        on = bench.backlog(model=True, processes=1, n=args.sources)
+        print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting, "
+              f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source", flush=True)
+        off = bench.backlog(model=False, processes=1, n=args.sources)
+        print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
+              f"learned {off['learned_per_s']:6.1f}/s", flush=True)
+        inline = bench.inline(args.inline_sources)
+        print(f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
+              f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)", flush=True)
+        steady = bench.steady()
+        print(f"steady {args.rate}/s x {args.seconds} s: ledger p50 {steady['ledger_p50_s']:.3f} s, "
+              f"p99 {steady['ledger_p99_s']:.3f} s; learned p50 {steady['learned_p50_s']:.2f} s, "
+              f"p95 {steady['learned_p95_s']:.2f} s; {steady['chat_per_source']:.3f} chat calls/source",
+              flush=True)
+        for processes in (int(p) for p in args.scaling.split(",") if p):
+            run = bench.backlog(model=True, processes=processes, n=args.sources // 2)
+            print(f"scaling, {processes} extraction process(es): learned {run['learned_per_s']:6.1f}/s, "
+                  f"remember {run['remember_per_s']:7.0f}/s", flush=True)
+        return 0
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
