@@ -90,7 +90,7 @@ class Rig:
 
     def drain(self) -> list[ExtractReport]:
         """Run every scheduled extraction, and those they schedule, until none is left."""
-        reports = []
+        reports: list[ExtractReport] = []
         while self.scheduled:
             assert len(reports) < 100, "extractions keep scheduling each other"
             reports.append(self.pipeline.extract(self.scheduled.pop(0)))
@@ -309,6 +309,25 @@ def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles(
     assert report.outcome == "done"
     assert rig.store.tombstones(KEY) == []
     assert rig.texts() == ["I drink coffee"]
+
+
+def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails(client: redis.Redis) -> None:
+    """The ledger sends the co-sources back to pending in the forget's transaction;
+    a retried forget finds nothing left to send back, so the first attempt schedules."""
+    rig = Rig(client, extractor=scripted(["Lin lives in Hangzhou and likes tea"],
+                                         ["Lin likes tea"]))
+    a = rig.remember("I'm Lin, I live in Hangzhou")
+    b = rig.remember("I like tea")
+    rig.drain()
+    rig.engine.fail_next("delete", BackendUnavailable("the vector store did not answer"))
+    with pytest.raises(BackendUnavailable):
+        rig.forget(a)
+    assert rig.forget(a) is True  # Dramatiq's retry
+    assert rig.states() == {a: "forgotten", b: "pending"}
+    assert [s.trigger for s in rig.scheduled] == ["forget"]
+    rig.drain()
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [("Lin likes tea", [b])]
+    assert rig.texts() == ["Lin likes tea"]
 
 
 def test_a_discarded_memory_whose_delete_fails_is_deleted_by_the_next_holder(
