@@ -287,6 +287,30 @@ def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories(
     assert [m.text for m in rig.engine.list(KEY)] == ["I walk the dog at seven"]
 
 
+def test_without_a_model_forget_during_extraction_discards_only_that_sources_memory(
+    client: redis.Redis,
+) -> None:
+    """Verbatim memories derive from one source each: the others of the batch are
+    learned at once, not sent back."""
+    rig = Rig(client)
+    doomed = rig.remember("my old address is 12 Elm Street")
+    kept = rig.remember("I walk the dog at seven")
+
+    def forget_mid_flight(owner: str, batch: Sequence[SourceRecord]) -> None:
+        if len(rig.engine.extractions()) == 1:
+            rig.forget(doomed)
+
+    rig.engine.before_extract = forget_mid_flight
+    [report] = rig.drain()
+    assert (report.attempts, report.learned, report.discarded) == (1, 1, 1)
+    assert rig.states() == {doomed: "forgotten", kept: "learned"}
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [
+        ("I walk the dog at seven", [kept])
+    ]
+    assert rig.texts() == ["I walk the dog at seven"]
+    assert rig.store.tombstones(KEY) == []
+
+
 # -- tombstones and recovery ----------------------------------------------------------------
 
 
