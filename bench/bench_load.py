@@ -14,14 +14,18 @@ PostgreSQL, and the local model stand-in answering every chat call after
             ledger, p50/p95 to it being learned;
   inline    mem0's Memory.add called inline for each source from as many
             threads as the workers have, same model stand-in and database;
-  scaling   the backlog with 1, 2 and 4 extraction processes.
+  scaling   the backlog with 1, 2 and 4 extraction processes;
+  profile   with --profile, py-spy samples every worker process during the two
+            backlogs, and the CPU time per learned source is broken down by
+            where it goes (mem0, SQL, Redis, middleware, metrics, logging, ...).
 
-    python bench/bench_load.py [--sources 3000] [--owners 100] [--threads 8]
+    python bench/bench_load.py [--sources 3000] [--owners 100] [--threads 8] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shutil
 import signal
@@ -103,14 +107,14 @@ class Bench:
         return url
 
     @contextmanager
-    def workers(self, settings: Settings, processes: int) -> Iterator[None]:
+    def workers(self, settings: Settings, processes: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         env = {**os.environ, **settings_env(settings)}
         log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
         procs = [subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log,
                                   start_new_session=True)
                  for pool in worker_pools(settings, processes, self.args.threads)]
         try:
-            yield
+            yield procs
         finally:
             for p in procs:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -129,9 +133,10 @@ class Bench:
         client = producer_client(settings, redis_url=self.redis_url)
         owners = [f"owner-{i}" for i in range(self.args.owners)]
         db = create_db_engine(url, pool_size=1)
-        with self.workers(settings, processes):
+        with self.workers(settings, processes) as procs:
             wait_until_warm(db, client)
             self.fake.requests.clear()
+            spies = self.profile(procs, "model-on" if model else "model-off")
             started = time.perf_counter()
             for i in range(n):
                 client.remember(owners[i % len(owners)], f"backlog fact {i}: I keep item {i} on shelf {i % 7}")
@@ -144,10 +149,36 @@ class Bench:
                 if learned >= n + 1:
                     learned_s = now
                 time.sleep(0.02)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+                spy.wait(timeout=60)
         db.dispose()
         calls = len(self.fake.requests_for("chat"))
         return {"remember_per_s": n / (in_ledger_s or learned_s), "learned_per_s": n / learned_s,
                 "chat_per_source": calls / n}
+
+    def profile(self, procs: list[subprocess.Popen[bytes]], name: str) -> list[subprocess.Popen[bytes]]:
+        if not self.args.profile:
+            return []
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        return [subprocess.Popen([spy, "record", "--format", "raw", "--rate", "250", "--subprocesses",
+                                  "--nonblocking", "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
+                                  "--pid", str(p.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for p in procs]
+
+    def profile_report(self, name: str, learned: int) -> str:
+        samples = collections.Counter[str]()
+        for path in self.workdir.glob(f"{name}-*.txt"):
+            for line in path.read_text(errors="replace").splitlines():
+                stack, _, count = line.rpartition(" ")
+                if stack and count.isdigit():
+                    samples[categorise(stack)] += int(count)
+        total = sum(samples.values())
+        if not total:
+            return f"profile {name}: no samples (is py-spy allowed to attach here?)"
+        ms = {cat: n * 4.0 / learned for cat, n in samples.items()}  # 250 Hz: 4 ms a sample
+        parts = ", ".join(f"{cat} {v:.2f}" for cat, v in sorted(ms.items(), key=lambda kv: -kv[1]) if v >= 0.01)
+        return (f"profile {name}: {sum(ms.values()):.2f} ms of worker CPU per learned source = {parts}")
 
     def steady(self) -> dict[str, float]:
         url = self.fresh_database()
@@ -241,6 +272,30 @@ def wait_until_warm(db: sa.Engine, client: Any) -> None:
         time.sleep(0.05)
 
 
+#: Where a sample's time goes, by the innermost frame that names a library (first match).
+_CATEGORIES = (
+    ("embedder", ("offline_embedder", "numpy")),
+    ("model client", ("openai", "httpx", "httpcore", "tenacity")),
+    ("mem0", ("mem0",)),
+    ("SQL", ("sqlalchemy", "psycopg", "alembic")),
+    ("Redis", ("redis",)),
+    ("metrics", ("prometheus_client", "jobstats", "observability")),
+    ("logging", ("logging", "memjobs_worker/logs", "memjobs_worker.logs")),
+    ("JSON/validation", ("json", "pydantic")),
+    ("sensitive check", ("memjobs_client/sensitive", "memjobs_client.sensitive", " re.py", "(re)")),
+    ("Dramatiq", ("dramatiq",)),
+)
+
+
+def categorise(stack: str) -> str:
+    frames = stack.split(";")
+    for frame in reversed(frames):
+        for name, needles in _CATEGORIES:
+            if any(n in frame for n in needles):
+                return name
+    return "other"
+
+
 def pct(values: list[float], p: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
@@ -257,6 +312,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--inline-sources", type=int, default=400)
     parser.add_argument("--scaling", default="1,2,4")
+    parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy")
     args = parser.parse_args()
     bench = Bench(args)
     try:
@@ -269,6 +325,9 @@ def main() -> int:
         off = bench.backlog(model=False, processes=1, n=args.sources)
         print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
               f"learned {off['learned_per_s']:6.1f}/s", flush=True)
+        if args.profile:
+            print(bench.profile_report("model-on", args.sources), flush=True)
+            print(bench.profile_report("model-off", args.sources), flush=True)
         inline = bench.inline(args.inline_sources)
         print(f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
               f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)", flush=True)

@@ -1,21 +1,24 @@
 """Micro-batching: an owner's extraction waits for a fuller batch while sources
 keep arriving, bounded by the quiet period and the oldest source's maximum wait.
 
-Time is the store's injected clock, moved by the test: nothing sleeps.
+Time is the store's injected clock, moved by the test: nothing sleeps. The
+ledger and the engine are the in-memory twins; the lock is on the session's Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+import redis
+
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
+from memjobs_worker.memory.engine import InMemoryEngine
 from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
-from memjobs_worker.memory.store.sql import SqlStateStore
-from memjobs_worker.settings import Settings
-from tests.harness import Harness
+from memjobs_worker.memory.store import InMemoryStateStore
 
 KEY = owner_key("micro@example.com")
 QUIET_MS = 500
@@ -35,16 +38,15 @@ class Clock:
 
 
 class Setup:
-    def __init__(self, h: Harness) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.clock = Clock()
-        self.store = SqlStateStore(h.store.engine, clock=self.clock)
+        self.store = InMemoryStateStore(clock=self.clock)
         self.sent: list[tuple[str, dict[str, Any], int | None]] = []
-        self.scheduler = ExtractionScheduler(h.runtime.redis, self._enqueue, lease_ms=30_000,
-                                             delay_ms=QUIET_MS)
-        self.pipeline = MemoryPipeline(store=self.store, engine=h.runtime.engine, redis_client=h.runtime.redis,
+        self.scheduler = ExtractionScheduler(client, self._enqueue, lease_ms=30_000, delay_ms=QUIET_MS)
+        self.pipeline = MemoryPipeline(store=self.store, engine=InMemoryEngine(), redis_client=client,
                                        scheduler=self.scheduler, batch_size=BATCH, lease_ms=30_000,
                                        max_wait_ms=MAX_WAIT_MS)
-        self.redis = h.runtime.redis
+        self.redis = client
         self.count = 0
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
@@ -64,14 +66,15 @@ class Setup:
         return sum(1 for r in self.store.list_sources(KEY) if r.state == "pending")
 
 
-def setup(make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]) -> Setup:
-    return Setup(harness_factory(make_settings()))
+@pytest.fixture
+def s(redis_url: str) -> Iterator[Setup]:
+    client = redis.Redis.from_url(redis_url)
+    client.delete(keys.extraction_scheduled(KEY), keys.lock("learn", KEY), keys.lock_dirty("learn", KEY))
+    yield Setup(client)
+    client.close()
 
 
-def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(s: Setup) -> None:
     s.remember(3)
     s.clock.advance(100)
     s.sent.clear()
@@ -82,29 +85,20 @@ def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(
     assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
 
 
-def test_a_quiet_owner_is_learned_at_once(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_a_quiet_owner_is_learned_at_once(s: Setup) -> None:
     s.remember(3)
     s.clock.advance(QUIET_MS)
     assert s.extract() == "done"
     assert s.pending() == 0
 
 
-def test_a_full_batch_does_not_wait(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_a_full_batch_does_not_wait(s: Setup) -> None:
     s.remember(BATCH)
     assert s.extract() == "done"
     assert s.pending() == 0
 
 
-def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(s: Setup) -> None:
     outcomes = []
     # A source every 600 ms, each extraction checked 100 ms after the newest:
     # never quiet, never a full batch, so only the oldest source's wait ends it.
@@ -120,20 +114,14 @@ def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(
     assert s.pending() == 0
 
 
-def test_sweeps_forgets_and_session_ends_never_wait(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_sweeps_forgets_and_session_ends_never_wait(s: Setup) -> None:
     for trigger in ("sweep", "forget", "session_end", "manual"):
         s.remember(2)
         assert s.extract(trigger) == "done"
         assert s.pending() == 0
 
 
-def test_micro_batching_is_off_when_its_wait_is_zero(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    s = setup(make_settings, harness_factory)
+def test_micro_batching_is_off_when_its_wait_is_zero(s: Setup) -> None:
     s.pipeline.max_wait_ms = 0
     s.remember(2)
     assert s.extract() == "done"

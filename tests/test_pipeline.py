@@ -1,23 +1,20 @@
 """The personal-memory pipeline end to end on real Redis, PostgreSQL and mem0,
-with an in-process Dramatiq worker."""
+with an in-process Dramatiq worker: remember, learn, recall and forget through
+the client and the actors, one model call per batch, and mem0's files.
+
+The pipeline's branches (forget during extraction, co-source relearning,
+tombstones, crash recovery, batch sizes, the dirty flag) are in
+``test_pipeline_branches.py``, on the in-memory twins."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memjobs_client import keys
-from memjobs_client.contracts import (
-    ExtractFacts,
-    ForgetSource,
-    RememberSource,
-    owner_key,
-    source_id_for,
-)
+from memjobs_client.contracts import ForgetSource, owner_key
 from memjobs_worker.settings import Settings
-from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
+from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler
 from tests.harness import Harness
 
 OWNER = "alice@example.com"
@@ -38,19 +35,6 @@ def test_remember_is_learned_and_recalled_verbatim_without_a_model(
     assert states(h) == {sid: "learned"}
     hits = h.pipeline.recall(KEY, "花生", 5)
     assert [(x.text, x.source_ids) for x in hits] == [("我对花生过敏。", [sid])]
-
-
-def test_same_content_twice_is_stored_once(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    h = harness_factory(make_settings())
-    h.start_worker()
-    first = h.client.remember(OWNER, "I live in Hangzhou.")
-    second = h.client.remember(OWNER, "  I live in Hangzhou.  ")
-    h.drain()
-    assert first == second
-    assert states(h) == {first: "learned"}
-    assert len(h.runtime.engine.list(KEY)) == 1
 
 
 def test_source_id_is_known_before_any_worker_runs(
@@ -82,19 +66,6 @@ def test_one_model_call_covers_a_batch_and_provenance_names_every_source(
     assert all(sorted(m.source_ids) == sorted(ids) for m in memories)
 
 
-def test_forget_while_pending_learns_nothing(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    h = harness_factory(make_settings())
-    sid = h.client.remember(OWNER, "my locker number is 42")
-    h.client.forget(OWNER, sid)
-    h.start_worker()
-    h.drain()
-    assert states(h) == {sid: "forgotten"}
-    assert h.runtime.engine.list(KEY) == []
-    assert h.pipeline.recall(KEY, "locker", 5) == []
-
-
 def test_forget_overtaking_its_remember_wins(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
@@ -123,110 +94,6 @@ def test_forget_after_learning_deletes_its_memory(
     assert [m.text for m in h.runtime.engine.list(KEY)] == ["我喜欢喝咖啡"]
     assert all(drop not in hit.source_ids for hit in h.pipeline.recall(KEY, "花生", 5))
     assert [r.text for r in h.store.list_sources(KEY) if r.source_id == drop] == [None]
-
-
-def test_remembering_again_after_forgetting_learns_again(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
-    h = harness_factory(make_settings())
-    h.start_worker()
-    sid = h.client.remember(OWNER, "call me Lin")
-    h.drain()
-    h.client.forget(OWNER, sid)
-    h.drain()
-    assert h.client.remember(OWNER, "call me Lin") == sid
-    h.drain()
-    assert states(h) == {sid: "learned"}
-    assert len(h.pipeline.memories(KEY)) == 1
-
-
-def test_forgetting_one_source_of_a_shared_memory_relearns_the_others(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-) -> None:
-    fake_model.queue_chat_replies(facts_reply("Lin lives in Hangzhou and likes tea"),
-                                  facts_reply("Lin likes tea"))
-    h = harness_factory(model_settings(extract_delay_ms=300))
-    a = h.client.remember(OWNER, "I'm Lin, I live in Hangzhou")
-    b = h.client.remember(OWNER, "I like tea")
-    h.start_worker()
-    h.drain()
-    [shared] = h.pipeline.memories(KEY)
-    assert sorted(shared.source_ids) == sorted([a, b])
-    h.client.forget(OWNER, a)
-    h.drain()
-    assert states(h) == {a: "forgotten", b: "learned"}
-    assert [(m.text, m.source_ids) for m in h.pipeline.memories(KEY)] == [("Lin likes tea", [b])]
-    assert [m.text for m in h.runtime.engine.list(KEY)] == ["Lin likes tea"]
-    second_prompt = fake_model.requests_for("chat")[1].body_text
-    assert "I like tea" in second_prompt and "Hangzhou" not in second_prompt
-
-
-def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-) -> None:
-    fake_model.set_chat_handler(echo_facts_handler)
-    fake_model.hang_next("chat")
-    h = harness_factory(model_settings(extract_delay_ms=300))
-    doomed = h.client.remember(OWNER, "my old address is 12 Elm Street")
-    kept = h.client.remember(OWNER, "I walk the dog at seven")
-    h.start_worker()
-    fake_model.wait_for_request("chat", 1)  # the extraction is in flight now
-    assert h.pipeline.recall(KEY, "dog", 5) == []  # pending: never recalled
-    h.client.forget(OWNER, doomed)
-    # Let the forget land before the model answers.
-    _wait_state(h, doomed, "forgotten")
-    fake_model.release()
-    h.drain()
-    assert states(h) == {doomed: "forgotten", kept: "learned"}
-    assert [(m.text, m.source_ids) for m in h.pipeline.memories(KEY)] == [
-        ("I walk the dog at seven", [kept])
-    ]
-    assert [m.text for m in h.runtime.engine.list(KEY)] == ["I walk the dog at seven"]
-
-
-def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-) -> None:
-    """What kill -9 between mem0's insert and the ledger commit leaves behind."""
-    fake_model.set_chat_handler(echo_facts_handler)
-    h = harness_factory(model_settings())
-    sid = h.client.remember(OWNER, "I am learning the cello")
-    h.start_worker()
-    h.drain()
-    h.stop_worker()
-    # Simulate a holder that inserted memories and died before committing.
-    text = "I play chess on Sundays"
-    new = source_id_for(KEY, text)
-    h.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text),
-                       sent_at=datetime.now(UTC))
-    lost = h.runtime.redis.incr(keys.lock_fence("learn", KEY))
-    crashed = h.store.begin_attempt(KEY, int(lost), 10)
-    assert crashed is not None
-    orphans = h.runtime.engine.extract(KEY, crashed.attempt_id, crashed.sources)
-    assert len(orphans) == 1
-    report = h.pipeline.extract(ExtractFacts(owner_key=KEY))
-    assert report.recovered == 1
-    assert states(h) == {sid: "learned", new: "learned"}
-    texts = sorted(m.text for m in h.runtime.engine.list(KEY))
-    assert texts == ["I am learning the cello", "I play chess on Sundays"]
-    events = h.store.attempt_events(KEY)
-    assert [e[3] for e in events].count("abandoned") == 1
-
-
-def _wait_state(h: Harness, source_id: str, state: str, timeout_s: float = 30) -> None:
-    done = threading.Event()
-
-    def check() -> None:
-        while not done.wait(0.02):
-            if states(h).get(source_id) == state:
-                done.set()
-
-    t = threading.Thread(target=check, daemon=True)
-    t.start()
-    assert done.wait(timeout_s), f"{source_id} never became {state}"
 
 
 def test_mem0_writes_nothing_to_the_home_directory(

@@ -15,3 +15,8 @@ Clock = Callable[[], datetime]
 def utcnow() -> datetime:
     """Now, in UTC, timezone-aware."""
     return datetime.now(UTC)
+
+
+def age_ms(now: datetime, then: datetime) -> int:
+    """Whole milliseconds from ``then`` to ``now``, never negative."""
+    return max(0, int((now - then).total_seconds() * 1000))

@@ -201,9 +201,12 @@ class MemoryPipeline:
     def forget(self, payload: ForgetSource, *, sent_at: datetime) -> bool:
         """Mark the source forgotten at once, then delete every memory derived from it."""
         result = self.store.forget(payload.owner_key, payload.source_id, sent_at=sent_at)
-        self._settle_tombstones(payload.owner_key)
         if result.relearn:
+            # Before the deletes: a retry after a failed delete finds no source left
+            # to send back, so this is the one chance to schedule their relearning
+            # (the extraction settles the tombstones before it starts anyway).
             self.schedule_extraction(payload.owner_key, "forget", force=True)
+        self._settle_tombstones(payload.owner_key)
         return result.found
 
     def _settle_tombstones(self, owner_key: str) -> None:

@@ -1,21 +1,27 @@
-"""The ledger seam and its PostgreSQL implementation."""
+"""The ledger seam, its PostgreSQL implementation and its in-memory twin."""
 
 from memjobs_worker.memory.store.base import (
     Attempt,
     CommitResult,
     ForgetResult,
+    PendingWindow,
     Produced,
     SourceRecord,
     StateStore,
 )
+from memjobs_worker.memory.store.memory import InMemoryStateStore
 from memjobs_worker.memory.store.sql import SqlStateStore
 
 __all__ = [
+    # the seam
     "Attempt",
     "CommitResult",
     "ForgetResult",
+    "PendingWindow",
     "Produced",
     "SourceRecord",
-    "SqlStateStore",
     "StateStore",
+    # implementations
+    "InMemoryStateStore",
+    "SqlStateStore",
 ]

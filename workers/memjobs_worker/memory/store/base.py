@@ -1,7 +1,9 @@
 """The state-store seam: what the pipeline needs from the ledger.
 
 The production implementation is :class:`memjobs_worker.memory.store.sql.SqlStateStore` on
-PostgreSQL; the same class serves the embedded default and multi-host.
+PostgreSQL; the same class serves the embedded default and multi-host. Its twin,
+:class:`memjobs_worker.memory.store.memory.InMemoryStateStore`, keeps the ledger in
+process memory for tests; ``tests/test_store_contract.py`` holds both to this seam.
 """
 
 from __future__ import annotations
@@ -133,6 +135,12 @@ class StateStore(ABC):
 
     @abstractmethod
     def abort_attempt(self, attempt: Attempt) -> None: ...
+
+    @abstractmethod
+    def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
+        """(attempt id, started seq, ended seq, state) in start order: the event log.
+
+        Sequence numbers are shared by starts and ends, so the log orders them."""
 
     @abstractmethod
     def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult: ...

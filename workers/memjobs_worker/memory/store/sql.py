@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
-from memjobs_worker.clock import Clock, utcnow
+from memjobs_worker.clock import Clock, age_ms, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.memory.store.base import (
     AddOutcome,
@@ -128,7 +128,7 @@ class SqlStateStore(StateStore):
         if not count:
             return PendingWindow(0, 0, 0)
         now = self.clock()
-        return PendingWindow(int(count), _age_ms(now, oldest), _age_ms(now, newest))
+        return PendingWindow(int(count), age_ms(now, oldest), age_ms(now, newest))
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._tx() as conn:
@@ -358,10 +358,6 @@ class SqlStateStore(StateStore):
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _age_ms(now: datetime, then: datetime) -> int:
-    return max(0, int((now - then).total_seconds() * 1000))
 
 
 def _fence(conn: Connection, owner_key: str, token: int) -> None:

@@ -1,0 +1,419 @@
+"""Every branch of the memory pipeline, on the in-memory ledger and engine.
+
+The pipeline runs as in a worker — the real ``MemoryPipeline``, its scheduler
+and its fenced lease lock on the test session's Redis — but the ledger and the
+memories are the twins (held to PostgreSQL's and mem0's contract by
+``test_store_contract.py`` and ``test_engine_contract.py``), and scheduled
+extractions run in the test's own thread when it drains. Races are staged at
+the engine's ``before_extract`` seam, so nothing waits on the clock.
+End to end through Dramatiq, PostgreSQL and mem0: ``test_pipeline.py``;
+fencing, concurrency and faults: ``test_locks.py`` and ``test_faults.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from memjobs_client.contracts import (
+    ACTOR_EXTRACT,
+    ExtractFacts,
+    ForgetSource,
+    RememberSource,
+    owner_key,
+    source_id_for,
+)
+from memjobs_client.errors import BackendUnavailable, ModelUnavailable
+from memjobs_worker.lease import LeaseLock
+from memjobs_worker.memory.engine import InMemoryEngine
+from memjobs_worker.memory.engine.memory import Extractor
+from memjobs_worker.memory.pipeline import (
+    ExtractionScheduler,
+    ExtractReport,
+    MemoryPipeline,
+)
+from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
+from memjobs_worker.memory.store.base import AddOutcome
+
+OWNER = "alice@example.com"
+KEY = owner_key(OWNER)
+LEASE_MS = 3000
+
+
+class StepClock:
+    """Moves one millisecond per reading: every event has its own instant."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+class Rig:
+    """A pipeline on the twins; scheduled extractions queue here until drained."""
+
+    def __init__(self, client: redis.Redis, *, extractor: Extractor | None = None,
+                 batch_size: int = 10) -> None:
+        self.clock = StepClock()
+        self.redis = client
+        self.store = InMemoryStateStore(clock=self.clock)
+        self.engine = InMemoryEngine(extractor=extractor)
+        self.scheduled: list[ExtractFacts] = []
+        scheduler = ExtractionScheduler(client, self._enqueue, lease_ms=LEASE_MS, delay_ms=0)
+        self.pipeline = MemoryPipeline(store=self.store, engine=self.engine, redis_client=client,
+                                       scheduler=scheduler, batch_size=batch_size,
+                                       lease_ms=LEASE_MS)
+
+    def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+        assert (actor, delay_ms) == (ACTOR_EXTRACT, None)
+        self.scheduled.append(ExtractFacts.model_validate(payload))
+
+    def remember(self, text: str, *, sent_at: datetime | None = None,
+                 expect: AddOutcome | None = None) -> str:
+        """What the remember job does; returns the source id the client would."""
+        sid = source_id_for(KEY, text)
+        outcome = self.pipeline.remember(RememberSource(owner_key=KEY, source_id=sid, text=text),
+                                         sent_at=sent_at or self.clock())
+        if expect is not None:
+            assert outcome == expect
+        return sid
+
+    def forget(self, source_id: str) -> bool:
+        return self.pipeline.forget(ForgetSource(owner_key=KEY, source_id=source_id),
+                                    sent_at=self.clock())
+
+    def drain(self) -> list[ExtractReport]:
+        """Run every scheduled extraction, and those they schedule, until none is left."""
+        reports: list[ExtractReport] = []
+        while self.scheduled:
+            assert len(reports) < 100, "extractions keep scheduling each other"
+            reports.append(self.pipeline.extract(self.scheduled.pop(0)))
+        return reports
+
+    def states(self) -> dict[str, str]:
+        return {r.source_id: r.state for r in self.store.list_sources(KEY)}
+
+    def texts(self) -> list[str]:
+        return sorted(m.text for m in self.engine.list(KEY))
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(redis_url)
+    yield connection
+    connection.close()
+
+
+def echo(texts: Sequence[str]) -> list[str]:
+    """A model that extracts every sentence as it was said."""
+    return list(texts)
+
+
+def scripted(*replies: list[str]) -> Extractor:
+    """A model that answers each call with the next reply."""
+    queue = list(replies)
+    return lambda texts: queue.pop(0)
+
+
+# -- remember and learn ---------------------------------------------------------------
+
+
+def test_same_content_twice_is_stored_once(client: redis.Redis) -> None:
+    rig = Rig(client)
+    first = rig.remember("I live in Hangzhou.", expect="created")
+    second = rig.remember("  I live in Hangzhou.  ", expect="duplicate")
+    rig.drain()
+    assert first == second
+    assert rig.states() == {first: "learned"}
+    assert len(rig.engine.list(KEY)) == 1
+
+
+def test_a_burst_of_sources_schedules_one_extraction(client: redis.Redis) -> None:
+    rig = Rig(client, extractor=echo)
+    ids = [rig.remember(t) for t in ("我叫小林", "I like green tea", "我住在杭州")]
+    assert [s.trigger for s in rig.scheduled] == ["remember"]
+    [report] = rig.drain()
+    assert (report.outcome, report.attempts, report.learned) == ("done", 1, 3)
+    assert rig.engine.model_calls() == 1
+    assert all(sorted(m.source_ids) == sorted(ids) for m in rig.pipeline.memories(KEY))
+
+
+def test_batches_are_at_most_the_batch_size_and_provenance_is_per_batch(
+    client: redis.Redis,
+) -> None:
+    rig = Rig(client, extractor=echo, batch_size=2)
+    texts = [f"fact number {n}" for n in range(5)]
+    ids = [rig.remember(t) for t in texts]
+    [report] = rig.drain()
+    assert (report.attempts, report.learned, report.discarded) == (3, 5, 0)
+    assert rig.engine.extractions() == [tuple(texts[0:2]), tuple(texts[2:4]), tuple(texts[4:])]
+    batch_of = {sid: n // 2 for n, sid in enumerate(ids)}
+    for memory in rig.pipeline.memories(KEY):
+        [batch] = {batch_of[sid] for sid in memory.source_ids}
+        assert sorted(memory.source_ids) == sorted(s for s, b in batch_of.items() if b == batch)
+    assert set(rig.states().values()) == {"learned"}
+
+
+def test_pending_sources_are_never_recalled(client: redis.Redis) -> None:
+    rig = Rig(client)
+    rig.remember("I walk the dog at seven")
+    assert rig.pipeline.recall(KEY, "dog", 5) == []
+    assert rig.pipeline.memories(KEY) == []
+    rig.drain()
+    assert [h.text for h in rig.pipeline.recall(KEY, "dog", 5)] == ["I walk the dog at seven"]
+
+
+def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No lost wake-up: a source arriving after the holder found nothing pending,
+    but before it released, is learned by that holder (the busy run set the dirty flag)."""
+    rig = Rig(client)
+    busy: list[ExtractReport] = []
+    begin = rig.store.begin_attempt
+
+    def begin_then_race(owner: str, token: int, batch_size: int) -> Attempt | None:
+        attempt = begin(owner, token, batch_size)
+        if attempt is None and not busy:  # the holder is about to release
+            rig.remember("a source that arrives just before the release")
+            busy.append(rig.pipeline.extract(ExtractFacts(owner_key=KEY)))
+        return attempt
+
+    monkeypatch.setattr(rig.store, "begin_attempt", begin_then_race)
+    rig.remember("the first source")
+    holder = rig.pipeline.extract(rig.scheduled.pop(0))
+    assert busy[0].outcome == "busy"
+    assert (holder.outcome, holder.attempts, holder.learned) == ("done", 2, 2)
+    assert set(rig.states().values()) == {"learned"}
+    rig.drain()  # what the new source scheduled finds nothing left
+    assert rig.engine.extractions() == [("the first source",),
+                                        ("a source that arrives just before the release",)]
+
+
+# -- forget -------------------------------------------------------------------------
+
+
+def test_forget_while_pending_learns_nothing(client: redis.Redis) -> None:
+    rig = Rig(client)
+    sid = rig.remember("my locker number is 42")
+    rig.forget(sid)
+    rig.drain()
+    assert rig.states() == {sid: "forgotten"}
+    assert rig.engine.list(KEY) == []
+    assert rig.pipeline.recall(KEY, "locker", 5) == []
+
+
+def test_forget_overtaking_its_remember_wins(client: redis.Redis) -> None:
+    """forget runs before remember (separate queues): the late remember must not revive it."""
+    rig = Rig(client)
+    text = "the gate code hint is the cat's birthday"
+    sent = rig.clock()  # the remember is sent first ...
+    sid = source_id_for(KEY, text)
+    assert rig.forget(sid) is False  # ... and the forget runs first
+    rig.remember(text, sent_at=sent, expect="forgotten")
+    rig.drain()
+    assert rig.states() == {sid: "forgotten"}
+    assert rig.engine.list(KEY) == []
+
+
+def test_forget_after_learning_deletes_its_memory(client: redis.Redis) -> None:
+    rig = Rig(client)
+    keep = rig.remember("我喜欢喝咖啡")
+    drop = rig.remember("我对花生过敏")
+    rig.drain()
+    rig.forget(drop)
+    rig.drain()
+    assert rig.states() == {keep: "learned", drop: "forgotten"}
+    assert [m.text for m in rig.engine.list(KEY)] == ["我喜欢喝咖啡"]
+    assert all(drop not in hit.source_ids for hit in rig.pipeline.recall(KEY, "花生", 5))
+    assert [r.text for r in rig.store.list_sources(KEY) if r.source_id == drop] == [None]
+
+
+def test_remembering_again_after_forgetting_learns_again(client: redis.Redis) -> None:
+    rig = Rig(client)
+    sid = rig.remember("call me Lin")
+    rig.drain()
+    rig.forget(sid)
+    rig.drain()
+    assert rig.remember("call me Lin", expect="revived") == sid
+    rig.drain()
+    assert rig.states() == {sid: "learned"}
+    assert len(rig.pipeline.memories(KEY)) == 1
+
+
+def test_forgetting_one_source_of_a_shared_memory_relearns_the_others(client: redis.Redis) -> None:
+    rig = Rig(client, extractor=scripted(["Lin lives in Hangzhou and likes tea"],
+                                         ["Lin likes tea"]))
+    a = rig.remember("I'm Lin, I live in Hangzhou")
+    b = rig.remember("I like tea")
+    rig.drain()
+    [shared] = rig.pipeline.memories(KEY)
+    assert sorted(shared.source_ids) == sorted([a, b])
+    rig.forget(a)
+    assert [s.trigger for s in rig.scheduled] == ["forget"]
+    rig.drain()
+    assert rig.states() == {a: "forgotten", b: "learned"}
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [("Lin likes tea", [b])]
+    assert [m.text for m in rig.engine.list(KEY)] == ["Lin likes tea"]
+    second_prompt = "\n".join(rig.engine.extractions()[1])
+    assert "I like tea" in second_prompt and "Hangzhou" not in second_prompt
+
+
+def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories(
+    client: redis.Redis,
+) -> None:
+    rig = Rig(client, extractor=echo)
+    doomed = rig.remember("my old address is 12 Elm Street")
+    kept = rig.remember("I walk the dog at seven")
+
+    def forget_mid_flight(owner: str, batch: Sequence[SourceRecord]) -> None:
+        if len(rig.engine.extractions()) == 1:  # the first extraction is in flight now
+            assert rig.pipeline.recall(KEY, "dog", 5) == []  # pending: never recalled
+            rig.forget(doomed)
+            assert rig.states()[doomed] == "forgotten"  # the forget lands before the model answers
+
+    rig.engine.before_extract = forget_mid_flight
+    rig.drain()
+    assert rig.states() == {doomed: "forgotten", kept: "learned"}
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [
+        ("I walk the dog at seven", [kept])
+    ]
+    assert [m.text for m in rig.engine.list(KEY)] == ["I walk the dog at seven"]
+
+
+def test_without_a_model_forget_during_extraction_discards_only_that_sources_memory(
+    client: redis.Redis,
+) -> None:
+    """Verbatim memories derive from one source each: the others of the batch are
+    learned at once, not sent back."""
+    rig = Rig(client)
+    doomed = rig.remember("my old address is 12 Elm Street")
+    kept = rig.remember("I walk the dog at seven")
+
+    def forget_mid_flight(owner: str, batch: Sequence[SourceRecord]) -> None:
+        if len(rig.engine.extractions()) == 1:
+            rig.forget(doomed)
+
+    rig.engine.before_extract = forget_mid_flight
+    [report] = rig.drain()
+    assert (report.attempts, report.learned, report.discarded) == (1, 1, 1)
+    assert rig.states() == {doomed: "forgotten", kept: "learned"}
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [
+        ("I walk the dog at seven", [kept])
+    ]
+    assert rig.texts() == ["I walk the dog at seven"]
+    assert rig.store.tombstones(KEY) == []
+
+
+# -- tombstones and recovery ----------------------------------------------------------------
+
+
+def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles(
+    client: redis.Redis,
+) -> None:
+    rig = Rig(client)
+    keep = rig.remember("I drink coffee")
+    drop = rig.remember("I am allergic to peanuts")
+    rig.drain()
+    [doomed] = [m.memory_id for m in rig.pipeline.memories(KEY) if m.source_ids == [drop]]
+    rig.engine.fail_next("delete", BackendUnavailable("the vector store did not answer"))
+    with pytest.raises(BackendUnavailable):
+        rig.forget(drop)
+    assert rig.states() == {keep: "learned", drop: "forgotten"}  # the ledger already forgot
+    assert rig.store.tombstones(KEY) == [doomed]
+    assert doomed in {m.memory_id for m in rig.engine.list(KEY)}  # still in the engine ...
+    assert rig.pipeline.recall(KEY, "peanuts", 5) == []  # ... but never recalled
+    report = rig.pipeline.extract(ExtractFacts(owner_key=KEY))
+    assert report.outcome == "done"
+    assert rig.store.tombstones(KEY) == []
+    assert rig.texts() == ["I drink coffee"]
+
+
+def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails(client: redis.Redis) -> None:
+    """The ledger sends the co-sources back to pending in the forget's transaction;
+    a retried forget finds nothing left to send back, so the first attempt schedules."""
+    rig = Rig(client, extractor=scripted(["Lin lives in Hangzhou and likes tea"],
+                                         ["Lin likes tea"]))
+    a = rig.remember("I'm Lin, I live in Hangzhou")
+    b = rig.remember("I like tea")
+    rig.drain()
+    rig.engine.fail_next("delete", BackendUnavailable("the vector store did not answer"))
+    with pytest.raises(BackendUnavailable):
+        rig.forget(a)
+    assert rig.forget(a) is True  # Dramatiq's retry
+    assert rig.states() == {a: "forgotten", b: "pending"}
+    assert [s.trigger for s in rig.scheduled] == ["forget"]
+    rig.drain()
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [("Lin likes tea", [b])]
+    assert rig.texts() == ["Lin likes tea"]
+
+
+def test_a_discarded_memory_whose_delete_fails_is_deleted_by_the_next_holder(
+    client: redis.Redis,
+) -> None:
+    rig = Rig(client, extractor=echo)
+    doomed = rig.remember("my old address is 12 Elm Street")
+    kept = rig.remember("I walk the dog at seven")
+
+    def forget_then_fail(owner: str, batch: Sequence[SourceRecord]) -> None:
+        if len(rig.engine.extractions()) == 1:
+            rig.forget(doomed)
+            rig.engine.fail_next("delete", BackendUnavailable("the vector store did not answer"))
+
+    rig.engine.before_extract = forget_then_fail
+    with pytest.raises(BackendUnavailable):
+        rig.drain()
+    owed = rig.store.tombstones(KEY)
+    assert len(owed) == 2  # both memories derive from the forgotten source too
+    assert rig.states() == {doomed: "forgotten", kept: "pending"}
+    assert rig.pipeline.memories(KEY) == []
+    rig.pipeline.extract(ExtractFacts(owner_key=KEY))  # the retry
+    assert rig.store.tombstones(KEY) == []
+    assert rig.states() == {doomed: "forgotten", kept: "learned"}
+    assert rig.texts() == ["I walk the dog at seven"]
+
+
+def test_a_failed_extraction_is_undone_and_learned_on_the_retry(client: redis.Redis) -> None:
+    rig = Rig(client, extractor=echo)
+    sid = rig.remember("I take the 7:40 train")
+    rig.engine.fail_next("extract", ModelUnavailable("the model answered 500"))
+    with pytest.raises(ModelUnavailable):
+        rig.drain()
+    assert rig.states() == {sid: "pending"}
+    assert [e[3] for e in rig.store.attempt_events(KEY)] == ["aborted"]
+    assert [c.method for c in rig.engine.calls][-1] == "delete_attempt"
+    rig.pipeline.extract(ExtractFacts(owner_key=KEY))  # the retry
+    assert rig.states() == {sid: "learned"}
+    assert [e[3] for e in rig.store.attempt_events(KEY)] == ["aborted", "committed"]
+    assert rig.texts() == ["I take the 7:40 train"]
+
+
+def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(
+    client: redis.Redis,
+) -> None:
+    """What kill -9 between mem0's insert and the ledger commit leaves behind."""
+    rig = Rig(client, extractor=echo)
+    sid = rig.remember("I am learning the cello")
+    rig.drain()
+    # Simulate a holder that inserted memories and died before committing.
+    text = "I play chess on Sundays"
+    new = source_id_for(KEY, text)
+    rig.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text),
+                         sent_at=rig.clock())
+    lost = client.incr(LeaseLock(client, "learn", KEY, lease_ms=LEASE_MS).fence_key)
+    crashed = rig.store.begin_attempt(KEY, int(lost), 10)
+    assert crashed is not None
+    orphans = rig.engine.extract(KEY, crashed.attempt_id, crashed.sources)
+    assert len(orphans) == 1
+    report = rig.pipeline.extract(ExtractFacts(owner_key=KEY))
+    assert report.recovered == 1
+    assert rig.states() == {sid: "learned", new: "learned"}
+    assert rig.texts() == ["I am learning the cello", "I play chess on Sundays"]
+    events = rig.store.attempt_events(KEY)
+    assert [e[3] for e in events].count("abandoned") == 1

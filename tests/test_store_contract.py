@@ -1,0 +1,386 @@
+"""The state-store contract, run against the in-memory twin and PostgreSQL alike:
+outcomes of remember and forget, the ledger's order, fencing tokens, extraction
+attempts, provenance, tombstones and counts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memjobs_client.contracts import RememberSource, owner_key, source_id_for
+from memjobs_client.errors import StaleFencingToken
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.memory.store import (
+    Attempt,
+    InMemoryStateStore,
+    PendingWindow,
+    Produced,
+    SqlStateStore,
+    StateStore,
+)
+
+KEY = owner_key("alice")
+OTHER = owner_key("bob")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class StepClock:
+    """A clock that moves only when told (and one millisecond per reading)."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def clock() -> StepClock:
+    return StepClock()
+
+
+@pytest.fixture(params=["memory", "sql"])
+def store(request: pytest.FixtureRequest, clock: StepClock) -> Iterator[StateStore]:
+    if request.param == "memory":
+        yield InMemoryStateStore(clock=clock)
+        return
+    sql = SqlStateStore(create_db_engine(request.getfixturevalue("database_url")), clock=clock)
+    yield sql
+    sql.close()
+
+
+def remember(store: StateStore, text: str, key: str = KEY, *, sent_at: datetime = T0,
+             session_id: str | None = None) -> str:
+    sid = source_id_for(key, text)
+    outcome = store.add_source(
+        RememberSource(owner_key=key, source_id=sid, text=text, session_id=session_id),
+        sent_at=sent_at)
+    assert outcome == "created"
+    return sid
+
+
+def states(store: StateStore, key: str = KEY) -> dict[str, str]:
+    return {r.source_id: r.state for r in store.list_sources(key)}
+
+
+def learn(store: StateStore, token: int, *memories: Produced, key: str = KEY) -> Attempt:
+    attempt = store.begin_attempt(key, token, 100)
+    assert attempt is not None
+    store.commit_attempt(attempt, memories)
+    return attempt
+
+
+# -- sources ------------------------------------------------------------------------
+
+
+def test_a_new_source_is_pending_with_what_was_sent(store: StateStore, clock: StepClock) -> None:
+    sid = remember(store, "I like tea", session_id="s-1")
+    [record] = store.list_sources(KEY)
+    assert (record.source_id, record.owner_key, record.state, record.kind, record.session_id,
+            record.text) == (sid, KEY, "pending", "utterance", "s-1", "I like tea")
+    assert record.created_at == record.updated_at == clock.now
+    assert record.learned_at is None
+
+
+def test_the_same_source_twice_is_a_duplicate_stored_once(store: StateStore) -> None:
+    sid = remember(store, "I like tea")
+    again = RememberSource(owner_key=KEY, source_id=sid, text="I like tea")
+    assert store.add_source(again, sent_at=T0) == "duplicate"
+    assert states(store) == {sid: "pending"}
+
+
+def test_sources_are_listed_per_owner_oldest_first(store: StateStore) -> None:
+    first = remember(store, "first")
+    second = remember(store, "second")
+    remember(store, "bob's", OTHER)
+    assert [r.source_id for r in store.list_sources(KEY)] == [first, second]
+    assert store.list_sources(owner_key("nobody")) == []
+
+
+def test_a_remember_sent_before_the_forget_stays_forgotten(store: StateStore) -> None:
+    sid = remember(store, "my locker is 42")
+    assert store.forget(KEY, sid, sent_at=T0 + timedelta(seconds=5)).found
+    late = RememberSource(owner_key=KEY, source_id=sid, text="my locker is 42")
+    assert store.add_source(late, sent_at=T0 + timedelta(seconds=5)) == "forgotten"
+    assert states(store) == {sid: "forgotten"}
+
+
+def test_a_remember_sent_after_the_forget_revives_the_source(store: StateStore) -> None:
+    sid = remember(store, "call me Lin")
+    learn(store, 1, Produced("m1", (sid,)))
+    store.forget(KEY, sid, sent_at=T0 + timedelta(seconds=5))
+    again = RememberSource(owner_key=KEY, source_id=sid, text="call me Lin", kind="explicit")
+    assert store.add_source(again, sent_at=T0 + timedelta(seconds=6)) == "revived"
+    [record] = store.list_sources(KEY)
+    assert (record.state, record.text, record.kind, record.learned_at) == (
+        "pending", "call me Lin", "explicit", None)
+
+
+def test_a_forget_overtaking_its_remember_leaves_a_forgotten_marker(store: StateStore) -> None:
+    sid = source_id_for(KEY, "the gate code hint")
+    assert store.forget(KEY, sid, sent_at=T0 + timedelta(seconds=1)).found is False
+    late = RememberSource(owner_key=KEY, source_id=sid, text="the gate code hint")
+    assert store.add_source(late, sent_at=T0) == "forgotten"
+    [record] = store.list_sources(KEY)
+    assert (record.state, record.text) == ("forgotten", None)
+
+
+def test_counts_cover_every_state_of_every_owner(store: StateStore) -> None:
+    assert store.counts_by_state() == {"pending": 0, "learned": 0, "forgotten": 0}
+    learned = remember(store, "learned one")
+    learn(store, 1, Produced("m1", (learned,)))
+    remember(store, "pending one")
+    remember(store, "bob pending", OTHER)
+    store.forget(OTHER, source_id_for(OTHER, "never sent"), sent_at=T0)
+    assert store.counts_by_state() == {"pending": 2, "learned": 1, "forgotten": 1}
+
+
+def test_oldest_pending_and_owners_pending_since(store: StateStore, clock: StepClock) -> None:
+    assert store.oldest_pending_at() is None
+    assert store.owners_pending_since(T0 + timedelta(days=1)) == []
+    remember(store, "early")
+    early = clock.now
+    clock.advance(minutes=5)
+    remember(store, "late", OTHER)
+    assert store.oldest_pending_at() == early
+    assert store.owners_pending_since(early) == [KEY]
+    assert sorted(store.owners_pending_since(clock.now)) == sorted([KEY, OTHER])
+    learn(store, 1, Produced("m1", (source_id_for(KEY, "early"),)))
+    assert store.owners_pending_since(clock.now) == [OTHER]
+
+
+# -- attempts and fencing ----------------------------------------------------------------
+
+
+def test_begin_claims_the_oldest_pending_up_to_the_batch_size(store: StateStore) -> None:
+    ids = [remember(store, f"fact {n}") for n in range(5)]
+    assert store.begin_attempt(OTHER, 1, 10) is None
+    attempt = store.begin_attempt(KEY, 1, 3)
+    assert attempt is not None
+    assert (attempt.owner_key, attempt.token) == (KEY, 1)
+    assert [s.source_id for s in attempt.sources] == ids[:3]
+    assert store.open_attempts(KEY) == [attempt.attempt_id]
+    assert store.open_attempts(OTHER) == []
+
+
+def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
+    a, b = remember(store, "I'm Lin"), remember(store, "I like tea")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    result = store.commit_attempt(attempt, [Produced("m1", (a, b)), Produced("m2", (b,))])
+    assert (sorted(result.learned), result.discarded, result.still_pending) == (sorted([a, b]), [], [])
+    assert states(store) == {a: "learned", b: "learned"}
+    assert all(r.learned_at is not None for r in store.list_sources(KEY))
+    assert store.learned_provenance(KEY) == {"m1": sorted([a, b]), "m2": [b]}
+    assert store.learned_provenance(KEY, ["m2", "unknown"]) == {"m2": [b]}
+    assert store.learned_provenance(OTHER) == {}
+    assert store.open_attempts(KEY) == []
+
+
+def test_a_stale_token_is_refused_everywhere_and_writes_nothing(store: StateStore) -> None:
+    remember(store, "the spare key is under the blue pot")
+    stale = store.begin_attempt(KEY, 1, 10)
+    assert stale is not None
+    newer = store.begin_attempt(KEY, 2, 10)  # a newer holder was seen
+    assert newer is not None
+    with pytest.raises(StaleFencingToken):
+        store.commit_attempt(stale, [Produced("ghost", tuple(s.source_id for s in stale.sources))])
+    with pytest.raises(StaleFencingToken):
+        store.begin_attempt(KEY, 1, 10)
+    with pytest.raises(StaleFencingToken):
+        store.close_abandoned(KEY, 1, [newer.attempt_id])
+    assert set(states(store).values()) == {"pending"}
+    assert store.learned_provenance(KEY) == {}
+    assert sorted(store.open_attempts(KEY)) == sorted([stale.attempt_id, newer.attempt_id])
+    store.commit_attempt(newer, [])
+    assert set(states(store).values()) == {"learned"}
+
+
+def test_fencing_tokens_are_per_owner_and_the_same_token_is_accepted(store: StateStore) -> None:
+    remember(store, "alice's")
+    remember(store, "bob's", OTHER)
+    assert store.begin_attempt(KEY, 7, 10) is not None
+    assert store.begin_attempt(OTHER, 1, 10) is not None  # bob's tokens are his own
+    again = store.begin_attempt(KEY, 7, 10)
+    assert again is not None
+    store.commit_attempt(again, [])
+    assert set(states(store).values()) == {"learned"}
+
+
+def test_an_empty_begin_still_records_the_newest_token(store: StateStore) -> None:
+    remember(store, "old holder's source")
+    old = store.begin_attempt(KEY, 1, 10)
+    assert old is not None
+    store.commit_attempt(old, [])
+    assert store.begin_attempt(KEY, 5, 10) is None  # nothing pending, token 5 seen
+    remember(store, "a new source")
+    with pytest.raises(StaleFencingToken):
+        store.begin_attempt(KEY, 4, 10)
+
+
+def test_a_source_forgotten_during_extraction_discards_its_memories(store: StateStore) -> None:
+    doomed, kept, alone = (remember(store, t) for t in ("old address", "walks the dog", "tea"))
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    assert store.forget(KEY, doomed, sent_at=T0).memory_ids == []
+    result = store.commit_attempt(attempt, [Produced("shared", (doomed, kept)),
+                                            Produced("own", (alone,))])
+    assert (result.learned, result.discarded, result.still_pending) == ([alone], ["shared"], [kept])
+    assert states(store) == {doomed: "forgotten", kept: "pending", alone: "learned"}
+    assert store.tombstones(KEY) == ["shared"]
+    assert store.learned_provenance(KEY) == {"own": [alone]}
+
+
+def test_abort_closes_the_attempt_and_leaves_the_sources_pending(store: StateStore) -> None:
+    sid = remember(store, "learning the cello")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    store.abort_attempt(attempt)
+    assert store.open_attempts(KEY) == []
+    assert states(store) == {sid: "pending"}
+    assert [e[3] for e in store.attempt_events(KEY)] == ["aborted"]
+
+
+def test_attempts_left_open_are_closed_as_abandoned_in_order(store: StateStore) -> None:
+    remember(store, "chess on Sundays")
+    crashed = store.begin_attempt(KEY, 1, 10)
+    assert crashed is not None
+    store.close_abandoned(KEY, 2, [])  # nothing to close: no change, no fencing needed
+    store.close_abandoned(KEY, 2, store.open_attempts(KEY))
+    assert store.open_attempts(KEY) == []
+    committed = learn(store, 2)
+    events = store.attempt_events(KEY)
+    assert [(e[0], e[3]) for e in events] == [(crashed.attempt_id, "abandoned"),
+                                              (committed.attempt_id, "committed")]
+    sequence = [events[0][1], events[0][2], events[1][1], events[1][2]]
+    assert sequence == sorted(n for n in sequence if n is not None)  # none missing, in order
+    assert store.attempt_events(OTHER) == []
+
+
+# -- forgetting, tombstones, provenance ------------------------------------------------------
+
+
+def test_forget_of_a_learned_source_tombstones_its_memories(store: StateStore) -> None:
+    keep, drop = remember(store, "coffee"), remember(store, "peanuts")
+    learn(store, 1, Produced("m_keep", (keep,)), Produced("m_drop", (drop,)))
+    result = store.forget(KEY, drop, sent_at=T0)
+    assert (result.found, result.memory_ids, result.relearn) == (True, ["m_drop"], [])
+    assert states(store) == {keep: "learned", drop: "forgotten"}
+    assert [r.text for r in store.list_sources(KEY) if r.source_id == drop] == [None]
+    assert store.tombstones(KEY) == ["m_drop"]
+    assert store.learned_provenance(KEY) == {"m_keep": [keep]}
+    store.clear_tombstones(["m_drop"])
+    assert store.tombstones(KEY) == []
+
+
+def test_forget_of_one_source_of_a_shared_memory_sends_the_others_back(store: StateStore) -> None:
+    a, b = remember(store, "I'm Lin, in Hangzhou"), remember(store, "I like tea")
+    learn(store, 1, Produced("shared", (a, b)))
+    result = store.forget(KEY, a, sent_at=T0)
+    assert (result.memory_ids, result.relearn) == (["shared"], [b])
+    assert states(store) == {a: "forgotten", b: "pending"}
+    assert store.learned_provenance(KEY) == {}
+    attempt = store.begin_attempt(KEY, 2, 10)
+    assert attempt is not None and [s.source_id for s in attempt.sources] == [b]
+
+
+def test_forget_of_a_pending_source_has_no_memories(store: StateStore) -> None:
+    sid = remember(store, "locker 42")
+    result = store.forget(KEY, sid, sent_at=T0)
+    assert (result.found, result.memory_ids, result.relearn) == (True, [], [])
+    assert store.tombstones(KEY) == []
+    assert store.begin_attempt(KEY, 1, 10) is None
+
+
+def test_forget_by_another_owner_changes_nothing(store: StateStore) -> None:
+    sid = remember(store, "mine")
+    learn(store, 1, Produced("m1", (sid,)))
+    assert store.forget(OTHER, sid, sent_at=T0).found is False
+    assert states(store) == {sid: "learned"}
+    assert store.learned_provenance(KEY) == {"m1": [sid]}
+
+
+def test_tombstones_are_per_owner(store: StateStore) -> None:
+    mine, theirs = remember(store, "mine"), remember(store, "theirs", OTHER)
+    learn(store, 1, Produced("m_mine", (mine,)))
+    learn(store, 1, Produced("m_theirs", (theirs,)), key=OTHER)
+    store.forget(KEY, mine, sent_at=T0)
+    store.forget(OTHER, theirs, sent_at=T0)
+    assert (store.tombstones(KEY), store.tombstones(OTHER)) == (["m_mine"], ["m_theirs"])
+    store.clear_tombstones([])
+    store.clear_tombstones(["m_mine", "never-existed"])
+    assert (store.tombstones(KEY), store.tombstones(OTHER)) == ([], ["m_theirs"])
+
+
+def test_a_memory_is_recallable_only_while_every_source_is_learned(store: StateStore) -> None:
+    a = remember(store, "a")
+    learn(store, 1, Produced("m1", (a,)))
+    b = remember(store, "b")
+    attempt = store.begin_attempt(KEY, 2, 10)
+    assert attempt is not None
+    store.commit_attempt(attempt, [Produced("m2", (b,))])
+    assert store.learned_provenance(KEY) == {"m1": [a], "m2": [b]}
+    store.forget(KEY, b, sent_at=T0)
+    assert store.learned_provenance(KEY) == {"m1": [a]}
+
+
+def test_ping_answers(store: StateStore) -> None:
+    store.ping()
+    assert store.counts_by_state()["pending"] == 0
+
+
+def test_concurrent_remembers_are_each_stored_once(store: StateStore) -> None:
+    texts = [f"fact {n}" for n in range(40)]
+    start = threading.Barrier(4)
+    outcomes: list[str] = []
+    guard = threading.Lock()
+
+    def writer() -> None:
+        start.wait()
+        for text in texts:
+            payload = RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text)
+            outcome = store.add_source(payload, sent_at=T0)
+            with guard:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(set(outcomes)) == ["created", "duplicate"]
+    assert outcomes.count("created") == len(texts)
+    assert store.counts_by_state()["pending"] == len(texts)
+
+
+# -- micro-batching's view ------------------------------------------------------------
+
+def test_pending_window_counts_an_owners_pending_sources_and_their_ages(
+    store: StateStore, clock: StepClock
+) -> None:
+    assert store.pending_window(KEY) == PendingWindow(0, 0, 0)
+    remember(store, "first")
+    clock.advance(seconds=2)
+    remember(store, "second")
+    remember(store, "someone else's", key=OTHER)
+    clock.advance(milliseconds=500)
+    window = store.pending_window(KEY)
+    assert window.count == 2
+    # Each clock reading adds 1 ms: allow for the readings in between.
+    assert 2_500 <= window.oldest_age_ms <= 2_510
+    assert 500 <= window.newest_age_ms <= 510
+
+
+def test_pending_window_ignores_learned_and_forgotten_sources(store: StateStore) -> None:
+    remember(store, "learned soon")
+    learn(store, 1)
+    gone = remember(store, "forgotten soon")
+    store.forget(KEY, gone, sent_at=T0 + timedelta(seconds=1))
+    assert store.pending_window(KEY).count == 0
