@@ -1,6 +1,7 @@
 """One schema truth: the Alembic migrations build exactly the tables the code
-defines on its one metadata, knowledge only when it is on, and a database from
-before the knowledge migrations joins the knowledge branch without losing data."""
+defines on its one metadata, knowledge only when it is on; a database from
+before the knowledge migrations joins the knowledge branch without losing data;
+a schema from a newer memjobs is refused by name; advisory lock keys are distinct."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import advisory, create_db_engine, migrate
 from memjobs_worker.db.metadata import CORE, KNOWLEDGE, branch_of, schema_metadata
 from memjobs_worker.db.migrate import schema_drift
@@ -115,6 +117,16 @@ def test_tables_created_before_the_knowledge_migration_are_adopted(empty_engine:
     assert not store.index_is_stale()
     with empty_engine.connect() as conn:
         assert schema_drift(conn, knowledge=True) == []
+
+
+def test_a_schema_migrated_by_a_newer_memjobs_is_a_configuration_error(empty_engine: Engine) -> None:
+    migrate(empty_engine)
+    with empty_engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+    with pytest.raises(ConfigurationError) as info:
+        migrate(empty_engine)
+    assert "0099_from_the_future" in str(info.value) and "newer memjobs" in str(info.value)
+    assert heads(empty_engine) == {"0099_from_the_future"}  # nothing was changed
 
 
 def test_advisory_lock_keys_are_distinct_and_fit_their_form() -> None:

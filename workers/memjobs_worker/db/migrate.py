@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import advisory
 from memjobs_worker.db.metadata import CORE, KNOWLEDGE, include_object, schema_metadata
 from memjobs_worker.db.pgvector import check_pgvector, reflect_vector
@@ -34,12 +35,14 @@ def migrate(engine: Engine, *, knowledge: bool = False) -> None:
     """Bring the ``core`` branch (and, with ``knowledge``, the knowledge branch) to head.
 
     Raises:
-        ConfigurationError: the server has no pgvector.
+        ConfigurationError: the server has no pgvector, or the schema is at a
+            revision these migrations do not know (a newer memjobs migrated it).
         BackendUnavailable: the database did not answer.
     """
     # Imported here: alembic logs its plugin set-up on import, and a worker
     # process has configured (JSON) logging by the time it migrates.
     from alembic import command
+    from alembic.util.exc import CommandError
 
     check_pgvector(engine)
     with engine.connect() as conn:
@@ -49,6 +52,12 @@ def migrate(engine: Engine, *, knowledge: bool = False) -> None:
             for branch in branches(knowledge=knowledge):
                 command.upgrade(config, f"{branch}@head")
             conn.commit()
+        except CommandError as exc:
+            conn.rollback()
+            raise ConfigurationError(
+                f"the state database's schema cannot be migrated by this memjobs ({exc}); "
+                "a database migrated by a newer memjobs needs that version on every host"
+            ) from exc
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory.MIGRATIONS})
             conn.commit()
