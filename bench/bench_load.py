@@ -83,7 +83,10 @@ class Bench:
         self.fake.stop()
         self.pg_server.stop()
         self.redis_server.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.args.keep:
+            print(f"kept {self.workdir} (profiles, worker.log)")
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def settings(self, *, model: bool, database_url: str) -> Settings:
         extra: dict[str, Any] = {}
@@ -288,11 +291,14 @@ _CATEGORIES = (
 
 
 def categorise(stack: str) -> str:
+    """The innermost library a sample was in, prefixed by ``mem0/`` when mem0
+    called it (mem0's own SQL against pgvector is not the ledger's)."""
     frames = stack.split(";")
+    inside_mem0 = any("mem0" in f for f in frames)
     for frame in reversed(frames):
         for name, needles in _CATEGORIES:
             if any(n in frame for n in needles):
-                return name
+                return name if name == "mem0" or not inside_mem0 else f"mem0/{name}"
     return "other"
 
 
@@ -313,6 +319,8 @@ def main() -> int:
     parser.add_argument("--inline-sources", type=int, default=400)
     parser.add_argument("--scaling", default="1,2,4")
     parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (raw profiles)")
+    parser.add_argument("--only-backlog", action="store_true", help="skip inline, steady and scaling")
     args = parser.parse_args()
     bench = Bench(args)
     try:
@@ -328,6 +336,8 @@ def main() -> int:
         if args.profile:
             print(bench.profile_report("model-on", args.sources), flush=True)
             print(bench.profile_report("model-off", args.sources), flush=True)
+        if args.only_backlog:
+            return 0
         inline = bench.inline(args.inline_sources)
         print(f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
               f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)", flush=True)

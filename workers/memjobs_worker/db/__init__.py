@@ -1,4 +1,12 @@
-"""The state database: engine creation, pgvector check, migrations."""
+"""The state database: engine, pgvector, the one metadata, migrations, advisory locks.
+
+- :mod:`~memjobs_worker.db.connect`: the engine and the transaction helper.
+- :mod:`~memjobs_worker.db.pgvector`: the pgvector check and ``vector`` column type.
+- :mod:`~memjobs_worker.db.metadata`: the one ``MetaData`` every table is defined on,
+  and the Alembic branches (``core``, ``knowledge``) that create them.
+- :mod:`~memjobs_worker.db.migrate`: applying the migrations, comparing them with the metadata.
+- :mod:`~memjobs_worker.db.advisory`: every PostgreSQL advisory lock memjobs takes.
+"""
 
 from memjobs_worker.db.connect import create_db_engine, sqlalchemy_url
 from memjobs_worker.db.migrate import migrate

@@ -46,29 +46,3 @@ def transaction(engine: Engine) -> Iterator[Connection]:
             yield conn
     except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
         raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
-
-
-def check_pgvector(engine: Engine) -> None:
-    """Refuse a database whose server has no pgvector, naming the fix.
-
-    Raises:
-        ConfigurationError: the ``vector`` extension is not available.
-        BackendUnavailable: the database did not answer.
-    """
-    try:
-        with engine.connect() as conn:
-            available = conn.execute(
-                sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-            ).first()
-    except sa.exc.OperationalError as exc:
-        raise BackendUnavailable(
-            f"the state database at {redact_url(str(engine.url.render_as_string()))} did not answer"
-        ) from exc
-    if available is None:
-        raise ConfigurationError(
-            "the database at "
-            f"{engine.url.render_as_string(hide_password=True)} has no pgvector extension "
-            "(memjobs stores mem0's vectors there): install pgvector on that server "
-            "(e.g. `apt-get install postgresql-15-pgvector`), or leave MEMJOBS_DATABASE_URL "
-            "unset to use the embedded PostgreSQL"
-        )

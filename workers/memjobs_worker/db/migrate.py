@@ -1,44 +1,90 @@
-"""Apply the Alembic migrations at start-up, one process at a time.
+"""Apply the Alembic migrations, one process at a time; compare them with the metadata.
 
-Several workers may start at once on several hosts: a PostgreSQL advisory lock
-serialises them, and the second finds the schema already at head.
+The migrations form two branches (see :mod:`memjobs_worker.db.metadata`):
+``core`` (ledger and session state), applied at every start-up, and
+``knowledge``, applied only when knowledge is on, so a database whose
+knowledge is off holds no knowledge table.
+
+Several workers may start at once on several hosts: the advisory lock
+:data:`~memjobs_worker.db.advisory.MIGRATIONS` serialises them, and the later
+ones find the schema already at head.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
-from memjobs_worker.db.connect import check_pgvector
+from memjobs_client.errors import ConfigurationError
+from memjobs_worker.db import advisory
+from memjobs_worker.db.metadata import CORE, KNOWLEDGE, include_object, schema_metadata
+from memjobs_worker.db.pgvector import check_pgvector, reflect_vector
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
-#: An arbitrary constant: the advisory lock key of memjobs migrations.
-_ADVISORY_KEY = 0x6D656D6A6F6273  # "memjobs"
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to head under an advisory lock.
+def branches(*, knowledge: bool) -> tuple[str, ...]:
+    """The Alembic branches a database with knowledge on or off is migrated along."""
+    return (CORE, KNOWLEDGE) if knowledge else (CORE,)
+
+
+def migrate(engine: Engine, *, knowledge: bool = False) -> None:
+    """Bring the ``core`` branch (and, with ``knowledge``, the knowledge branch) to head.
 
     Raises:
-        ConfigurationError: the server has no pgvector.
+        ConfigurationError: the server has no pgvector, or the schema is at a
+            revision these migrations do not know (a newer memjobs migrated it).
         BackendUnavailable: the database did not answer.
     """
     # Imported here: alembic logs its plugin set-up on import, and a worker
     # process has configured (JSON) logging by the time it migrates.
     from alembic import command
-    from alembic.config import Config
+    from alembic.util.exc import CommandError
 
     check_pgvector(engine)
     with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _ADVISORY_KEY})
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": advisory.MIGRATIONS})
         try:
-            config = Config()
-            config.set_main_option("script_location", str(_MIGRATIONS))
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+            config = _config(conn)
+            for branch in branches(knowledge=knowledge):
+                command.upgrade(config, f"{branch}@head")
             conn.commit()
+        except CommandError as exc:
+            conn.rollback()
+            raise ConfigurationError(
+                f"the state database's schema cannot be migrated by this memjobs ({exc}); "
+                "a database migrated by a newer memjobs needs that version on every host"
+            ) from exc
         finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_KEY})
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory.MIGRATIONS})
             conn.commit()
+
+
+def schema_drift(conn: Connection, *, knowledge: bool = True) -> list[Any]:
+    """What autogenerate finds between the metadata and the database on ``conn``.
+
+    An empty list means the migrated database and the table definitions agree
+    (for the branches a database with ``knowledge`` on or off has). Tables only
+    the database has count as drift, mem0's vector tables excepted.
+    """
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    reflect_vector(conn.dialect)
+    context = MigrationContext.configure(conn, opts={
+        "include_object": include_object(branches(knowledge=knowledge)),
+        "compare_type": True,
+    })
+    return list(compare_metadata(context, schema_metadata()))
+
+
+def _config(conn: Connection) -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["connection"] = conn
+    return config

@@ -1,81 +1,41 @@
-"""The knowledge tables, created on demand by :func:`ensure_schema`.
+"""The knowledge tables, and :func:`ensure_schema` that has them created.
 
 What: documents, their chunks (raw text, search tokens, ``tsvector`` and an
 optional pgvector embedding) and a one-row-per-key meta table recording which
-tokenizer version produced the stored tokens.
+tokenizer version produced the stored tokens. They are defined on the one
+metadata of the state database (:mod:`memjobs_worker.db.metadata`) and created
+by migration ``0003_knowledge``.
 
-Why not an Alembic migration: knowledge is optional, and a switched-off feature
-must leave nothing behind in the database. The tables are created only when the
-knowledge feature is enabled, by whoever enables it, with ``CREATE ... IF NOT
-EXISTS`` semantics under an advisory lock so several workers may start at once.
-The embedding column has no fixed dimension: the embedding model (and so its
-dimension) is configuration, and each chunk records its own ``dims``.
+Why a branch of their own: knowledge is optional, and a switched-off feature
+must leave nothing behind in the database. The knowledge migrations form the
+Alembic branch ``knowledge``, applied by :func:`ensure_schema` (through
+:func:`~memjobs_worker.db.migrate.migrate`, under its advisory lock, so several
+workers may start at once) only by whoever enables knowledge. The embedding
+column has no fixed dimension: the embedding model (and so its dimension) is
+configuration, and each chunk records its own ``dims``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from typing import Any
-
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine import Engine
 
-from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db.connect import transaction
+from memjobs_worker.db.metadata import KNOWLEDGE, metadata
+from memjobs_worker.db.migrate import migrate
+from memjobs_worker.db.pgvector import Vector, vector_literal
 from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION
 
-#: The advisory lock key serialising :func:`ensure_schema` ("memjobsK").
-_ADVISORY_KEY = 0x6D656D6A6F62734B
 #: The ``knowledge_meta`` key of the tokenizer version of the stored tokens.
 TOKENIZER_KEY = "tokenizer_version"
 
+__all__ = [
+    "TOKENIZER_KEY", "Vector", "ensure_schema", "knowledge_chunks", "knowledge_documents",
+    "knowledge_meta", "vector_literal",
+]
 
-class Vector(sa.types.UserDefinedType[list[float]]):
-    """pgvector's ``vector`` of any dimension, as a Python list of floats.
-
-    Values travel as pgvector's text literal (``[1,2,3]``), so no pgvector
-    Python package is needed.
-    """
-
-    cache_ok = True
-
-    def get_col_spec(self, **kw: Any) -> str:
-        return "vector"
-
-    def bind_processor(self, dialect: Dialect) -> Callable[[list[float] | None], str | None]:
-        def process(value: list[float] | None) -> str | None:
-            return None if value is None else vector_literal(value)
-
-        return process
-
-    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], list[float] | None]:
-        def process(value: Any) -> list[float] | None:
-            if value is None:
-                return None
-            if isinstance(value, str):
-                inner = value.strip()[1:-1]
-                return [float(x) for x in inner.split(",")] if inner else []
-            return [float(x) for x in value]
-
-        return process
-
-
-def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form of ``values``.
-
-    Raises:
-        ValueError: a value is NaN or infinite (pgvector refuses them).
-    """
-    floats = [float(v) for v in values]
-    if not all(math.isfinite(v) for v in floats):
-        raise ValueError("vector values must be finite")
-    return "[" + ",".join(repr(v) for v in floats) + "]"
-
-
-metadata = sa.MetaData()
 
 #: One row per document an owner submitted: indexed, or refused with a reason.
 knowledge_documents = sa.Table(
@@ -92,6 +52,7 @@ knowledge_documents = sa.Table(
     sa.Column("chunks", sa.Integer, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.CheckConstraint("state IN ('indexed', 'refused')", name="knowledge_documents_state"),
+    info={"branch": KNOWLEDGE},
 )
 
 #: The chunks of indexed documents: raw text (the source of truth), the tokens
@@ -114,6 +75,7 @@ knowledge_chunks = sa.Table(
         ondelete="CASCADE",
         name="knowledge_chunks_document",
     ),
+    info={"branch": KNOWLEDGE},
 )
 sa.Index("knowledge_chunks_tsv", knowledge_chunks.c.tsv, postgresql_using="gin")
 sa.Index("knowledge_chunks_hash", knowledge_chunks.c.owner_key, knowledge_chunks.c.chunk_hash)
@@ -124,34 +86,25 @@ knowledge_meta = sa.Table(
     metadata,
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+    info={"branch": KNOWLEDGE},
 )
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Create the pgvector extension and the knowledge tables where missing.
+    """Bring the schema, knowledge tables included, to head; record a fresh index's tokenizer.
 
-    Idempotent and safe to call from several processes at once: the work runs
-    in one transaction holding a transaction-scoped advisory lock, so the
-    second caller waits and then finds everything in place. A fresh index
-    records the current tokenizer version.
+    Idempotent and safe to call from several processes at once: the migrations
+    run under the migrations' advisory lock, so the second caller waits and
+    then finds everything in place. A new (empty) index records the current
+    tokenizer version; an existing one keeps the version its tokens were
+    made with, for :meth:`~memjobs_worker.knowledge.store.KnowledgeStore.index_is_stale`.
 
     Raises:
         ConfigurationError: the server has no pgvector extension.
         BackendUnavailable: the database did not answer.
     """
+    migrate(engine, knowledge=True)
     with transaction(engine) as conn:
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY})
-        available = conn.execute(
-            sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-        ).first()
-        if available is None:
-            raise ConfigurationError(
-                "the knowledge corpus needs the pgvector extension, which this "
-                "PostgreSQL server does not have: install pgvector on it, or switch "
-                "knowledge off"
-            )
-        conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS vector"))
-        metadata.create_all(conn, checkfirst=True)
         conn.execute(
             pg_insert(knowledge_meta)
             .values(key=TOKENIZER_KEY, value=str(TOKENIZER_VERSION))

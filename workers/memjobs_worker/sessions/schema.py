@@ -1,7 +1,9 @@
-"""SQLAlchemy Core tables of session-end state, mirroring migration ``0002_sessions``.
+"""Session-end state's tables, on the one metadata of the state database.
 
-The migration creates them; these definitions only let the session store build
-statements. They live beside the store that owns them so the ledger's
+Migration ``0002_sessions`` (Alembic branch ``core``) creates them;
+``tests/test_migrations.py`` checks that these definitions and the migrated
+database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
+session code that reads them, so the ledger's
 ``memjobs_worker.memory.store.schema`` stays about the ledger.
 """
 
@@ -9,7 +11,19 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData()
+from memjobs_worker.db.metadata import metadata
+
+#: The Markdown memory documents of the SQL provider: content and a version per (owner, doc).
+memory_documents = sa.Table(
+    "memory_documents",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("doc", sa.Text, primary_key=True),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint("doc IN ('USER.md', 'MEMORY.md')", name="memory_documents_doc"),
+)
 
 #: One row per (owner, session, kind) of session-end work: its idempotency record.
 session_runs = sa.Table(
@@ -21,6 +35,8 @@ session_runs = sa.Table(
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("done_at", sa.DateTime(timezone=True)),
+    sa.CheckConstraint("kind IN ('consolidate', 'digest')", name="session_runs_kind"),
+    sa.CheckConstraint("state IN ('running', 'done')", name="session_runs_state"),
 )
 
 #: A session's topic and gist, with the goals (never the status) of its tasks.
@@ -31,9 +47,10 @@ session_digests = sa.Table(
     sa.Column("session_id", sa.Text, primary_key=True),
     sa.Column("topic", sa.Text, nullable=False),
     sa.Column("gist", sa.Text, nullable=False),
-    sa.Column("task_goals", sa.JSON, nullable=False),
+    sa.Column("task_goals", sa.JSON, nullable=False),  # frozen at session end
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
+sa.Index("session_digests_owner_time", session_digests.c.owner_key, session_digests.c.created_at)
 
 #: The task ledger: each task's live status; terminal rows expire after a while.
 tasks = sa.Table(
@@ -44,5 +61,6 @@ tasks = sa.Table(
     sa.Column("goal", sa.Text, nullable=False),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("terminal_at", sa.DateTime(timezone=True)),
+    sa.Column("terminal_at", sa.DateTime(timezone=True)),  # when the status became terminal
 )
+sa.Index("tasks_terminal", tasks.c.terminal_at)

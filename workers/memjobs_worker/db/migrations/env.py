@@ -1,8 +1,23 @@
-"""Alembic environment: always run on the connection memjobs hands over."""
+"""Alembic environment: run on the connection memjobs hands over.
+
+:func:`memjobs_worker.db.migrate.migrate` passes the connection (already holding
+the migrations' advisory lock) in ``config.attributes``. The target metadata is
+the one of every memjobs table, so autogenerate compares (and would write
+migrations for) the same tables the code reads; only the tables of the branches
+named in ``config.attributes["branches"]`` (default: all) are compared.
+"""
 
 from alembic import context
 
-connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
+from memjobs_worker.db.metadata import BRANCHES, include_object, schema_metadata
+
+config = context.config
+context.configure(
+    connection=config.attributes["connection"],
+    target_metadata=schema_metadata(),
+    include_object=include_object(config.attributes.get("branches", BRANCHES)),
+    compare_type=True,
+    transaction_per_migration=True,
+)
 with context.begin_transaction():
     context.run_migrations()

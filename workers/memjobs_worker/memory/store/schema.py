@@ -1,11 +1,17 @@
-"""SQLAlchemy Core tables mirroring the migrations (the migrations create them)."""
+"""The personal-memory ledger's tables, on the one metadata of the state database.
+
+Migration ``0001_ledger`` (Alembic branch ``core``) creates them;
+``tests/test_migrations.py`` checks that these definitions and the migrated
+database agree (see :mod:`memjobs_worker.db.metadata`).
+"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData()
+from memjobs_worker.db.metadata import metadata
 
+#: Each remembered text: its state, and its text until it is forgotten.
 sources = sa.Table(
     "sources",
     metadata,
@@ -14,22 +20,28 @@ sources = sa.Table(
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("session_id", sa.Text),
-    sa.Column("text", sa.Text),
+    sa.Column("text", sa.Text),  # cleared when the source is forgotten
     sa.Column("message_id", sa.Text),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("learned_at", sa.DateTime(timezone=True)),
     sa.Column("forgotten_at", sa.DateTime(timezone=True)),
+    sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten')", name="sources_state"),
 )
+sa.Index("sources_owner_state", sources.c.owner_key, sources.c.state, sources.c.updated_at)
 
+#: Which memories each source produced (a memory of a batch has several sources).
 provenance = sa.Table(
     "provenance",
     metadata,
     sa.Column("memory_id", sa.Text, primary_key=True),
-    sa.Column("source_id", sa.Text, primary_key=True),
+    sa.Column("source_id", sa.Text, sa.ForeignKey("sources.source_id"), primary_key=True),
     sa.Column("owner_key", sa.Text, nullable=False),
 )
+sa.Index("provenance_source", provenance.c.source_id)
+sa.Index("provenance_owner", provenance.c.owner_key)
 
+#: The highest fencing token each owner's ledger commits have carried.
 fencing = sa.Table(
     "fencing",
     metadata,
@@ -37,6 +49,10 @@ fencing = sa.Table(
     sa.Column("token", sa.BigInteger, nullable=False),
 )
 
+#: Numbers the starts and ends of attempts across processes (tests prove no overlap).
+attempt_events = sa.Sequence("attempt_events", metadata=metadata)
+
+#: One row per extraction attempt, so the next holder can undo a crashed one.
 attempts = sa.Table(
     "attempts",
     metadata,
@@ -49,8 +65,11 @@ attempts = sa.Table(
     sa.Column("started_seq", sa.BigInteger, nullable=False),
     sa.Column("ended_seq", sa.BigInteger),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.CheckConstraint("state IN ('open', 'committed', 'aborted', 'abandoned')", name="attempts_state"),
 )
+sa.Index("attempts_owner_state", attempts.c.owner_key, attempts.c.state)
 
+#: Memories whose deletion from the vector store is owed (survives a crash).
 tombstones = sa.Table(
     "tombstones",
     metadata,
@@ -58,3 +77,4 @@ tombstones = sa.Table(
     sa.Column("owner_key", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
+sa.Index("tombstones_owner", tombstones.c.owner_key)

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.clock import Clock, utcnow
+from memjobs_worker.db import advisory
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.sessions.memory_docs.protocol import (
     PROTOCOL_VERSION,
@@ -40,27 +41,7 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     VersionConflict,
     check_owner_key,
 )
-
-#: Mirrors migration 0002_sessions (the migration creates it).
-memory_documents = sa.Table(
-    "memory_documents",
-    sa.MetaData(),
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("doc", sa.Text, primary_key=True),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-)
-
-#: First key of memjobs' advisory locks on memory documents ("mdoc").
-ADVISORY_LOCK_CLASS = 0x6D646F63
-
-
-
-def advisory_key(owner_key: str) -> int:
-    """The second advisory-lock key of an owner: a signed 32-bit slice of its hash."""
-    value = int(owner_key[:8], 16)
-    return value - (1 << 32) if value >= (1 << 31) else value
+from memjobs_worker.sessions.schema import memory_documents
 
 
 class SqlMemoryProvider(MemoryProvider):
@@ -100,13 +81,13 @@ class SqlMemoryProvider(MemoryProvider):
 
     @contextlib.contextmanager
     def serialise(self, owner_key: str) -> Iterator[None]:
-        key = advisory_key(check_owner_key(owner_key))
+        key = advisory.owner_lock_key(check_owner_key(owner_key))
         if self._held() is not None:
             yield  # reentrant: this thread already holds a serialised transaction
             return
         with self._tx() as conn:
             conn.execute(sa.text(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}"))
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(ADVISORY_LOCK_CLASS, key)))
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(advisory.MEMORY_DOCUMENTS, key)))
             self._local.conn = conn
             try:
                 yield

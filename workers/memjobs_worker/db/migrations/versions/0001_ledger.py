@@ -1,11 +1,14 @@
-"""The personal-memory ledger: sources, provenance, fencing, attempts, tombstones."""
+"""The personal-memory ledger: sources, provenance, fencing, attempts, tombstones.
+
+The first migration of the ``core`` branch, applied at every start-up.
+"""
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0001_ledger"
 down_revision = None
-branch_labels = None
+branch_labels = ("core",)
 depends_on = None
 
 

@@ -1,0 +1,76 @@
+"""The one SQLAlchemy ``MetaData`` of the state database, and its Alembic branches.
+
+What: every memjobs table is a ``Table`` on :data:`metadata`, defined beside the
+code that reads it — the ledger in :mod:`memjobs_worker.memory.store.schema`,
+session state and memory documents in :mod:`memjobs_worker.sessions.schema`, the
+knowledge corpus in :mod:`memjobs_worker.knowledge.schema`. :func:`schema_metadata`
+imports those modules, so the metadata it returns is complete; Alembic's
+``env.py`` uses it as its target, and ``tests/test_migrations.py`` runs
+autogenerate's comparison between it and a freshly migrated database, so a table
+definition and its migration cannot drift apart unnoticed.
+
+Why two branches: knowledge is optional, and a feature switched off leaves no
+table behind. Its tables carry ``info={"branch": KNOWLEDGE}`` and are created by
+the migrations of the ``knowledge`` Alembic branch, applied only when knowledge
+is on (:func:`memjobs_worker.db.migrate.migrate`); every other table belongs to
+``core``, applied at every start-up.
+
+Not here: mem0's vector tables (``mem0_memories_<dims>``). mem0's pgvector
+provider creates them with the configured vector size, which is configuration,
+not schema; :func:`include_object` leaves them out of every comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import sqlalchemy as sa
+
+#: The Alembic branch applied at every start-up: ledger and session state.
+CORE = "core"
+#: The Alembic branch applied only when knowledge is on.
+KNOWLEDGE = "knowledge"
+BRANCHES = (CORE, KNOWLEDGE)
+
+#: Tables whose names start so belong to mem0 (its pgvector collections).
+MEM0_TABLE_PREFIX = "mem0_"
+
+metadata = sa.MetaData()
+
+
+def branch_of(table: sa.Table) -> str:
+    """The Alembic branch whose migrations create ``table``."""
+    branch = table.info.get("branch", CORE)
+    assert branch in BRANCHES, f"table {table.name} names an unknown branch {branch!r}"
+    return str(branch)
+
+
+def schema_metadata() -> sa.MetaData:
+    """:data:`metadata` with every memjobs table on it.
+
+    The feature modules are imported here, not at the top of this module,
+    because they import :data:`metadata` from it.
+    """
+    import memjobs_worker.knowledge.schema
+    import memjobs_worker.memory.store.schema
+    import memjobs_worker.sessions.schema  # noqa: F401  (each defines its tables on metadata)
+
+    return metadata
+
+
+def include_object(branches: Collection[str]) -> Any:
+    """An Alembic ``include_object`` hook comparing only the tables of ``branches``.
+
+    Tables in the database but not in the metadata are compared too (so a
+    migration that creates an undeclared table is noticed), except mem0's.
+    """
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        if type_ != "table":
+            return True  # the columns, indexes and constraints of a table compared
+        if reflected:  # a table only the database has
+            return not (name or "").startswith(MEM0_TABLE_PREFIX)
+        return branch_of(obj) in branches
+
+    return include
