@@ -1,10 +1,14 @@
-"""Knowledge figures: recall@5 on the labelled corpus, and indexing throughput.
+"""Knowledge figures: ranking quality with distractors, and indexing throughput.
 
 Prints, from one run (its own PostgreSQL with pgvector; the local
 OpenAI-compatible stand-in for the embedding service):
   1. recall@5 over the labelled Chinese/English queries of tests/knowledge_corpus.py,
      by keywords alone and hybrid (keywords + vectors fused by RRF);
-  2. chunks indexed per second and embedding calls per chunk, for a first index
+  2. top-1 and top-3 over the labelled and the natural-language queries
+     (RANKING_QUERIES) with the long distractor diaries (DISTRACTORS, both
+     languages) indexed beside the notes, by keywords alone and hybrid, one
+     result per document (the default) and all chunks;
+  3. chunks indexed per second and embedding calls per chunk, for a first index
      of a synthetic corpus and for a re-index with 10 % of its documents changed.
 
 The stand-in embeds hashed character n-grams, so its vectors are lexical: the
@@ -39,7 +43,13 @@ from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
-from tests.knowledge_corpus import DOCS, recall_at  # noqa: E402
+from tests.knowledge_corpus import (  # noqa: E402
+    DISTRACTORS,
+    DOCS,
+    RANKING_QUERIES,
+    recall_at,
+    top_k_share,
+)
 
 SENTENCES = ["我们周末去湖边散步。", "记得给猫换水。", "The meeting moved to Thursday.", "乌龙茶要用热水冲泡。",
              "Check the tyre pressure before the ride.", "下周二交季度报告。", "Buy flour and yeast.",
@@ -55,6 +65,8 @@ def synthetic(n: int, seed: int = 7) -> list[dict[str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--show-misses", action="store_true",
+                        help="print each ranking query whose document is not first")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-kbench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -87,6 +99,24 @@ def main() -> int:
             recall = recall_at(5, lambda q, k, e=embed: [
                 r.source.removeprefix("doc:") for r in search_knowledge(store, key, q, k, embed=e).results])
             print(f"recall@5, {mode:15} {recall:.2f}  ({len(DOCS)} documents, labelled queries)")
+
+        noisy = labelled + [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DISTRACTORS.items()]
+        index("ranking", noisy)
+        key = owner_key("ranking")
+        print(f"with {len(DISTRACTORS)} long distractors ({sum(len(x) for _, x in DISTRACTORS.values()):,} "
+              f"characters) beside the {len(DOCS)} notes, {len(RANKING_QUERIES)} queries:")
+        for mode, embed in (("keywords alone", None), ("hybrid (RRF)", embedder.embed)):
+            for shape, every in (("one per document", False), ("all chunks", True)):
+                def found(q: str, k: int, e: object = embed, a: bool = every) -> list[str]:
+                    outcome = search_knowledge(store, key, q, k, embed=e, all_chunks=a)  # type: ignore[arg-type]
+                    return [r.source.removeprefix("doc:") for r in outcome.results]
+                top1, top3 = (top_k_share(n, RANKING_QUERIES, found) for n in (1, 3))
+                print(f"  {mode:15} {shape:17} top-1 {top1:.2f}  top-3 {top3:.2f}")
+                if args.show_misses and not every:
+                    for q, expected in RANKING_QUERIES:
+                        got = found(q, 3)
+                        if got[:1] != [expected]:
+                            print(f"    miss: {q!r} -> {got} (expected {expected})")
 
         corpus = synthetic(args.docs)
         seconds, chunks, calls = index("throughput", corpus)

@@ -27,11 +27,8 @@ from memjobs_client.errors import (
     PermanentError,
     SensitiveContent,
     StaleFencingToken,
-    TransientError,
 )
-from memjobs_worker.knowledge.reindex import reindex
-from memjobs_worker.lease import LeaseLock
-from memjobs_worker.observability.metrics import lock_hook
+from memjobs_worker.knowledge.job import run_reindex
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.sessions import run_digest
@@ -135,29 +132,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         report("recorded")
 
     def reindex_knowledge(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ReindexKnowledge, args, kwargs)
-        if not settings.knowledge_enabled:
-            report("disabled")
-            return
-        lock = LeaseLock(runtime.redis, "reindex", payload.owner_key, lease_ms=settings.lease_ms,
-                         on_event=lock_hook("reindex"))
-        if lock.try_acquire() is None:
-            # Each message carries a whole corpus: retry it later rather than merge.
-            raise TransientError("another reindex of this owner is running", reason="reindex_busy")
-        try:
-            with lock:
-                embedder = runtime.knowledge_embedder
-                done = reindex(payload, store=runtime.knowledge,
-                               embed=embedder.embed_batch if embedder is not None else None,
-                               dims=settings.embedding_dims if embedder is not None else None,
-                               settings=settings)
-        finally:
-            lock.abandon()
-        log.info("reindex", extra={"owner_key": payload.owner_key, "indexed": done.indexed,
-                                   "unchanged": done.unchanged, "removed": done.removed,
-                                   "refused": sorted(done.refused.values()), "chunks": done.chunks,
-                                   "embedding_calls": done.embedding_calls})
-        report("succeeded")
+        report(run_reindex(runtime, parse(contracts.ReindexKnowledge, args, kwargs)))
 
     common: dict[str, Any] = {
         "broker": broker,

@@ -13,7 +13,7 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from pydantic import SecretStr
 
-from memjobs_client.client import MemjobsClient
+from memjobs_client.client import KNOWLEDGE_OFF, MemjobsClient
 from memjobs_client.contracts import NAMESPACE
 from memjobs_client.errors import ConfigurationError, MemoryOff
 from memjobs_worker.db import create_db_engine, migrate
@@ -41,6 +41,7 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         consolidation_enabled=settings.consolidation_enabled,
         digest_enabled=settings.digest_enabled,
         max_transcript_bytes=settings.max_transcript_bytes,
+        knowledge_enabled=settings.knowledge_enabled,
     )
 
 
@@ -110,7 +111,7 @@ class Runtime:
         """The knowledge store; its tables are created (and a stale full-text index
         rebuilt) on first use, never when knowledge is off."""
         if not self.settings.knowledge_enabled:
-            raise ConfigurationError("knowledge is off (MEMJOBS_KNOWLEDGE=off)")
+            raise ConfigurationError(KNOWLEDGE_OFF)
         ensure_schema(self.store.engine)
         store = KnowledgeStore(self.store.engine)
         if store.index_is_stale():
