@@ -19,6 +19,7 @@ from memjobs_worker.embedded.supervisor import worker_command
 from memjobs_worker.knowledge.files import Refused, read_document
 from memjobs_worker.knowledge.search import MAX_K, search_knowledge
 from memjobs_worker.knowledge.targets import collect
+from memjobs_worker.knowledge.walk import walk_folder
 from memjobs_worker.observability.server import prepare_metrics_dir
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -236,3 +237,31 @@ def test_ranking_with_long_distractors_meets_the_top1_floor(
     assert top1 >= TOP1_FLOOR and top3 >= top1, (top1, top3)
     several = found("the chain of events in the morning, the water", 10)
     assert len(several) == len(set(several)) >= 2  # one result per document
+
+
+def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_what_they_skipped(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # os.makedirs would recurse 1,500 times itself
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    whole = walk_folder(str(root), max_depth=2000)
+    assert [os.path.basename(f) for f in whole.files] == ["bottom.txt"] and not whole.skipped
+    pruned = walk_folder(str(root))
+    assert pruned.files == [] and dict(pruned.skipped_counts) == {"too_deep": 1}
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for i in range(5):
+        (flat / f"{i}.txt").write_text("x")
+    budget = walk_folder(str(flat), max_files=3)
+    assert [os.path.basename(f) for f in budget.files] == ["0.txt", "1.txt", "2.txt"]
+    assert budget.skipped == [{"name": "3.txt", "reason": "file_budget"}]
