@@ -15,6 +15,7 @@ import pytest
 from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
 from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent
+from memjobs_client.sensitive import find_sensitive_path
 from memjobs_worker.embedded.supervisor import worker_command
 from memjobs_worker.knowledge.files import Refused, read_document
 from memjobs_worker.knowledge.search import MAX_K, search_knowledge
@@ -215,8 +216,9 @@ def test_knowledge_off_refuses_reindex_at_the_producer(
 
 def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: Callable[..., Settings]) -> None:
     for blank in ("", "   "):
-        settings = make_settings(embedding_base_url=blank)
+        settings = make_settings(embedding_base_url=blank, memory_base_url=blank)
         assert settings.embedding_base_url is None and not settings.embedding_configured
+        assert not settings.model_configured  # as if QWEN_AUDIO_MEMORY_BASE_URL were unset
 
 
 def test_ranking_with_long_distractors_meets_the_top1_floor(
@@ -239,21 +241,32 @@ def test_ranking_with_long_distractors_meets_the_top1_floor(
     assert len(several) == len(set(several)) >= 2  # one result per document
 
 
-def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_what_they_skipped(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def deep_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder 1,500 levels deep with one file at the bottom, removed at the end by
+    ``rm -rf`` (shutil.rmtree, and so pytest's own clean-up, recurse too deep for it)."""
     root = tmp_path / "deep"
     root.mkdir()
-    fd = os.open(root, os.O_RDONLY)
     try:
-        for _ in range(1500):  # os.makedirs would recurse 1,500 times itself
-            os.mkdir("d", dir_fd=fd)
-            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            for _ in range(1500):  # os.makedirs would recurse 1,500 times itself
+                os.mkdir("d", dir_fd=fd)
+                inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            os.close(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+        finally:
             os.close(fd)
-            fd = inner
-        os.close(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+        yield root
     finally:
-        os.close(fd)
+        subprocess.run(["rm", "-rf", str(root)], check=True, timeout=120)
+
+
+def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_what_they_skipped(
+    deep_folder: Path, tmp_path: Path,
+) -> None:
+    root = deep_folder
     whole = walk_folder(str(root), max_depth=2000)
     assert [os.path.basename(f) for f in whole.files] == ["bottom.txt"] and not whole.skipped
     pruned = walk_folder(str(root))
@@ -265,3 +278,17 @@ def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_w
     budget = walk_folder(str(flat), max_files=3)
     assert [os.path.basename(f) for f in budget.files] == ["0.txt", "1.txt", "2.txt"]
     assert budget.skipped == [{"name": "3.txt", "reason": "file_budget"}]
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/ETC/passwd", "/etc/shadow-", "/etc/sudoers", "/etc/group",
+                                  "/etc/ssh/ssh_host_ed25519_key.pub", "/etc/ssl/private/site.key",
+                                  "/proc/self/environ", "/sys/kernel/notes", "/dev/sda", "//etc//passwd"])
+def test_system_paths_are_refused(path: str) -> None:
+    finding = find_sensitive_path(path)
+    assert finding is not None and finding.rule == "credential_path"
+
+
+@pytest.mark.parametrize("path", ["/etc/hosts", "/home/me/notes/passwd.md", "/home/me/etc/passwd",
+                                  "notes/proc/x.md", "/srv/dev-notes/plan.md"])
+def test_ordinary_paths_that_resemble_system_ones_pass(path: str) -> None:
+    assert find_sensitive_path(path) is None
