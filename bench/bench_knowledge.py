@@ -1,10 +1,14 @@
-"""Knowledge figures: recall@5 on the labelled corpus, and indexing throughput.
+"""Knowledge figures: ranking quality with distractors, and indexing throughput.
 
 Prints, from one run (its own PostgreSQL with pgvector; the local
 OpenAI-compatible stand-in for the embedding service):
   1. recall@5 over the labelled Chinese/English queries of tests/knowledge_corpus.py,
      by keywords alone and hybrid (keywords + vectors fused by RRF);
-  2. chunks indexed per second and embedding calls per chunk, for a first index
+  2. top-1 and top-3 over the labelled and the natural-language queries
+     (RANKING_QUERIES) with the long distractor diaries (DISTRACTORS, both
+     languages) indexed beside the notes, by keywords alone and hybrid, one
+     result per document (the default) and all chunks;
+  3. chunks indexed per second and embedding calls per chunk, for a first index
      of a synthetic corpus and for a re-index with 10 % of its documents changed.
 
 The stand-in embeds hashed character n-grams, so its vectors are lexical: the
@@ -16,6 +20,7 @@ hybrid figure here measures the plumbing, not a real model's semantics.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -39,7 +44,13 @@ from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
-from tests.knowledge_corpus import DOCS, recall_at  # noqa: E402
+from tests.knowledge_corpus import (  # noqa: E402
+    DISTRACTORS,
+    DOCS,
+    RANKING_QUERIES,
+    recall_at,
+    top_k_share,
+)
 
 SENTENCES = ["我们周末去湖边散步。", "记得给猫换水。", "The meeting moved to Thursday.", "乌龙茶要用热水冲泡。",
              "Check the tyre pressure before the ride.", "下周二交季度报告。", "Buy flour and yeast.",
@@ -55,6 +66,13 @@ def synthetic(n: int, seed: int = 7) -> list[dict[str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--show-misses", action="store_true",
+                        help="print each ranking query whose document is not first")
+    parser.add_argument("--embedding-base-url", default=None,
+                        help="a real OpenAI-compatible embedding service instead of the stand-in "
+                             "(key from MEMJOBS_EMBEDDING_API_KEY)")
+    parser.add_argument("--embedding-model", default="text-embedding-v4")
+    parser.add_argument("--embedding-dims", type=int, default=1024)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-kbench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -67,17 +85,24 @@ def main() -> int:
         engine = create_db_engine(f"postgresql://postgres@127.0.0.1:{pg.port}/{name}")
         ensure_schema(engine)
         store = KnowledgeStore(engine)
+        real = args.embedding_base_url
+        dims = args.embedding_dims if real else 256
         settings = Settings(redis_url="redis://unused", database_url="postgresql://unused",
-                            data_dir=workdir / "data", embedding_base_url=fake.base_url,
-                            embedding_dims=256)
-        embedder = RemoteEmbedder(base_url=fake.base_url, api_key="bench", model="bench-embed", dims=256,
+                            data_dir=workdir / "data", embedding_base_url=real or fake.base_url,
+                            embedding_dims=dims)
+        embedder = RemoteEmbedder(base_url=real or fake.base_url,
+                                  api_key=os.environ.get("MEMJOBS_EMBEDDING_API_KEY", "bench"),
+                                  model=args.embedding_model if real else "bench-embed", dims=dims,
                                   timeout_ms=30_000, max_attempts=3)
+
+        chunks_embedded: list[int] = []
 
         def index(owner: str, docs: list[dict[str, str]]) -> tuple[float, int, int]:
             payload = ReindexKnowledge.model_validate({"owner_key": owner_key(owner), "consent": True,
                                                        "documents": docs})
             started = time.perf_counter()
-            report = reindex(payload, store=store, embed=embedder.embed_batch, dims=256, settings=settings)
+            report = reindex(payload, store=store, embed=embedder.embed_batch, dims=dims, settings=settings)
+            chunks_embedded.append(report.embedded_chunks)
             return time.perf_counter() - started, report.chunks, report.embedding_calls
 
         labelled = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()]
@@ -88,15 +113,32 @@ def main() -> int:
                 r.source.removeprefix("doc:") for r in search_knowledge(store, key, q, k, embed=e).results])
             print(f"recall@5, {mode:15} {recall:.2f}  ({len(DOCS)} documents, labelled queries)")
 
+        noisy = labelled + [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DISTRACTORS.items()]
+        index("ranking", noisy)
+        key = owner_key("ranking")
+        print(f"with {len(DISTRACTORS)} long distractors ({sum(len(x) for _, x in DISTRACTORS.values()):,} "
+              f"characters) beside the {len(DOCS)} notes, {len(RANKING_QUERIES)} queries:")
+        for mode, embed in (("keywords alone", None), ("hybrid (RRF)", embedder.embed)):
+            for shape, every in (("one per document", False), ("all chunks", True)):
+                def found(q: str, k: int, e: object = embed, a: bool = every) -> list[str]:
+                    outcome = search_knowledge(store, key, q, k, embed=e, all_chunks=a)  # type: ignore[arg-type]
+                    return [r.source.removeprefix("doc:") for r in outcome.results]
+                top1, top3 = (top_k_share(n, RANKING_QUERIES, found) for n in (1, 3))
+                print(f"  {mode:15} {shape:17} top-1 {top1:.2f}  top-3 {top3:.2f}")
+                if args.show_misses and not every:
+                    for q, expected in RANKING_QUERIES:
+                        got = found(q, 3)
+                        if got[:1] != [expected]:
+                            print(f"    miss: {q!r} -> {got} (expected {expected})")
+
         corpus = synthetic(args.docs)
         seconds, chunks, calls = index("throughput", corpus)
         chunk_total = chunks
         print(f"first index:   {chunks} chunks in {seconds:.2f} s = {chunks / seconds:,.0f} chunks/s, "
               f"{calls} embedding calls = {calls / chunks:.3f} calls/chunk")
         changed = [dict(d, text=d["text"] + " 更新了一句。") if i % 10 == 0 else d for i, d in enumerate(corpus)]
-        before = len(fake.requests_for("embeddings"))
         seconds, chunks, calls = index("throughput", changed)
-        embedded = sum(len(r.json["input"]) for r in fake.requests_for("embeddings")[before:])
+        embedded = chunks_embedded[-1]
         print(f"re-index, 10 % of documents changed: {chunks} chunks rewritten in {seconds:.2f} s, "
               f"{calls} embedding calls, {embedded} chunks embedded = {embedded / chunk_total:.3f} of all chunks")
         engine.dispose()

@@ -297,12 +297,32 @@ def test_search_without_an_embedder_ranks_by_keywords_and_says_so(store: Knowled
 def test_hybrid_search_ranks_first_the_chunk_both_rankings_like(store: KnowledgeStore) -> None:
     put(store, ALICE, "d1", "peanut butter recipe", "peanut allergy card", "emergency plan",
         "first aid kit", embeddings=[[0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.8, 0.2]])
-    by_keywords = search_knowledge(store, ALICE, "peanut", 2, embed=None)
+    by_keywords = search_knowledge(store, ALICE, "peanut", 2, embed=None, all_chunks=True)
     assert [r.text for r in by_keywords.results] == ["peanut butter recipe", "peanut allergy card"]
-    outcome = search_knowledge(store, ALICE, "peanut", 2, embed=lambda q: [1.0, 0.0])
+    outcome = search_knowledge(store, ALICE, "peanut", 2, embed=lambda q: [1.0, 0.0], all_chunks=True)
     assert (outcome.mode, outcome.notice) == ("hybrid", None)
     # keywords: butter 1st, card 2nd; vectors: card 1st, butter last: card wins.
     assert [r.text for r in outcome.results] == ["peanut allergy card", "peanut butter recipe"]
+    # By default one result per document: its chunk that the fused chunk ranking likes best.
+    [one] = search_knowledge(store, ALICE, "peanut", 2, embed=lambda q: [1.0, 0.0]).results
+    assert one.text == "peanut allergy card"
+
+
+def test_one_result_per_document_lets_a_short_note_past_a_long_document(store: KnowledgeStore) -> None:
+    put(store, ALICE, "long", *[f"the bike and the chain, part {i}" for i in range(8)])
+    put(store, ALICE, "note", "lubricate the bike chain every two weeks")
+    collapsed = search_knowledge(store, ALICE, "lubricate bike chain", 2, embed=None).results
+    assert [r.source for r in collapsed] == ["doc:note", "doc:long"]  # rarer words win, one hit each
+    chunks = search_knowledge(store, ALICE, "bike chain", 3, embed=None, all_chunks=True).results
+    assert len(chunks) == 3 and sum(r.source == "doc:long" for r in chunks) >= 2
+
+
+def test_english_stop_words_neither_match_nor_weigh_and_words_are_stemmed(store: KnowledgeStore) -> None:
+    put(store, ALICE, "diary", " ".join(["the day went on and on to the end of it"] * 20))
+    put(store, ALICE, "note", "Lubricated the chain on Sunday")
+    assert store.keyword_search(ALICE, "the", 5) == []  # only a stop word: nothing to look for
+    hits = search_knowledge(store, ALICE, "when did I lubricate the chain on the bike", 5, embed=None)
+    assert [r.source for r in hits.results] == ["doc:note"]  # "lubricate" finds "Lubricated"
 
 
 def test_search_falls_back_to_keywords_when_the_embedder_fails(store: KnowledgeStore) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memjobs_client.contracts import owner_key
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.client import build_payload
+from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
+from memjobs_client.errors import ConfigurationError, InvalidPayload
 from memjobs_worker.knowledge.search import search_knowledge
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -122,7 +123,7 @@ def test_bad_files_are_refused_one_by_one_and_the_rest_indexed(
     embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
     tmp_path: Path,
 ) -> None:
-    h = harness_factory(embedded_settings(knowledge_max_file_bytes=2000))
+    h = harness_factory(embedded_settings(knowledge_max_file_bytes=2000, knowledge_roots=str(tmp_path)))
     root = tmp_path / "notes"
     root.mkdir()
     (root / "good.md").write_text("骑车前检查刹车和轮胎。Check the brakes before riding.", encoding="utf-8")
@@ -187,7 +188,12 @@ def test_knowledge_off_creates_nothing_and_personal_memory_still_works(
 ) -> None:
     h = harness_factory(make_settings(knowledge="off"))
     h.start_worker()
-    h.client.reindex_knowledge(OWNER, corpus("tea"), consent=True)
+    with pytest.raises(ConfigurationError, match=r"^knowledge is off \(MEMJOBS_KNOWLEDGE=off\)$"):
+        h.client.reindex_knowledge(OWNER, corpus("tea"), consent=True)  # refused at the producer
+    assert h.queues()["memjobs_knowledge"]["ready"] == 0
+    # A hand-made message (or one queued before knowledge was switched off) is dropped.
+    h.client.send(ACTOR_REINDEX, build_payload(ReindexKnowledge, owner_key=KEY, consent=True,
+                                               documents=corpus("tea")))
     sid = h.client.remember(OWNER, "I keep my notes in Markdown")
     h.drain()
     with h.store.engine.connect() as conn:

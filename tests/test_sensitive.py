@@ -319,7 +319,6 @@ SAFE_PATHS = [
     "/home/me/.envoy/routes.yaml",
     "/home/me/env/bin/python",
     "docs/secretary-notes.docx",
-    "/etc/passwd",
     "README.md",
     "C:\\Users\\me\\Documents\\report.docx",
     "",

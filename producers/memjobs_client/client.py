@@ -8,7 +8,9 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -36,7 +38,7 @@ from memjobs_client.contracts import (
     RememberSource,
     SourceKind,
 )
-from memjobs_client.errors import BackendUnavailable, InvalidPayload, MemoryOff
+from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload, MemoryOff
 from memjobs_client.sensitive import ensure_not_sensitive
 
 
@@ -56,6 +58,9 @@ def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, A
         raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
 
 
+#: The refusal of every knowledge command when knowledge is switched off.
+KNOWLEDGE_OFF = "knowledge is off (MEMJOBS_KNOWLEDGE=off)"
+
 #: How long "this session has ended" is remembered (a repeated end is a no-op).
 _SESSION_MARKER_TTL_S = 7 * 24 * 3600
 
@@ -72,6 +77,8 @@ class MemjobsClient:
             (automatic consolidation on and a model configured).
         digest_enabled: enqueue ``digest_session`` (``QWEN_AUDIO_SESSION_DIGEST=on``).
         max_transcript_bytes: refuse a transcript whose turns are longer in all.
+        knowledge_enabled: ``False`` when ``MEMJOBS_KNOWLEDGE=off``; a reindex is
+            then refused here and nothing is queued.
         broker: an existing broker to send through (workers pass theirs).
     """
 
@@ -85,6 +92,7 @@ class MemjobsClient:
         digest_enabled: bool = False,
         max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
         broker: RedisBroker | None = None,
+        knowledge_enabled: bool = True,
     ) -> None:
         if broker is None:
             if redis_url is None:
@@ -98,6 +106,7 @@ class MemjobsClient:
         self.consolidation_enabled = consolidation_enabled
         self.digest_enabled = digest_enabled
         self.max_transcript_bytes = max_transcript_bytes
+        self.knowledge_enabled = knowledge_enabled
 
     def remember(
         self,
@@ -223,25 +232,54 @@ class MemjobsClient:
         consent: bool,
         *,
         allowed_roots: Sequence[str] = (),
+        part_size: int = contracts.MAX_CORPUS_DOCUMENTS,
+        on_part: Callable[[int, int, int], None] | None = None,
     ) -> int:
         """Queue a re-index of the owner's whole corpus; returns the documents sent.
 
         A document is ``{"doc_id", "title", "text"}`` or a local path (a string,
-        read by the worker, and only under one of ``allowed_roots``). Documents
-        of the owner not in ``documents`` are removed from the index.
+        read by the worker, and only under one of ``allowed_roots`` and the
+        worker's own roots). Documents of the owner not in ``documents`` are
+        removed from the index. A path whose name is not valid UTF-8 cannot
+        travel: it is sent as a refusal (``undecodable_name``), listed with the
+        owner's documents like any other refused one.
+
+        More than ``part_size`` documents (at most
+        :data:`~memjobs_client.contracts.MAX_CORPUS_DOCUMENTS`) go as several
+        messages, the parts of one corpus; ``on_part(index, count, documents)``
+        is called after each is queued (a terminal shows progress with it).
 
         Raises:
-            InvalidPayload: no consent (reason ``consent_required``), malformed documents.
-            BackendUnavailable: Redis did not answer.
+            ConfigurationError: knowledge is off (``MEMJOBS_KNOWLEDGE=off``); nothing is queued.
+            InvalidPayload: no consent (reason ``consent_required``), malformed
+                documents, more than ``MAX_CORPUS_PARTS`` parts. Nothing is queued.
+            BackendUnavailable: Redis did not answer (the parts already queued
+                stay queued; they remove nothing until every part is in).
         """
+        if not self.knowledge_enabled:
+            raise ConfigurationError(KNOWLEDGE_OFF)
         if consent is not True:
             raise InvalidPayload(
                 "re-indexing sends the documents' text to the embedding service: it needs the "
                 "user's consent (consent=True)", reason="consent_required")
-        docs = [{"path": d} if isinstance(d, str) else dict(d) for d in documents]
-        payload = build_payload(ReindexKnowledge, owner_key=_owner_key(owner_id), consent=True,
-                                documents=docs, allowed_roots=list(allowed_roots))
-        self._send(ACTOR_REINDEX, payload)
+        size = max(1, min(part_size, contracts.MAX_CORPUS_DOCUMENTS))
+        docs = [_document(d) for d in documents]
+        groups = [docs[i:i + size] for i in range(0, len(docs), size)] or [[]]
+        if len(groups) > contracts.MAX_CORPUS_PARTS:
+            raise InvalidPayload(
+                f"invalid ReindexKnowledge: {len(docs)} documents, over the limit of "
+                f"{contracts.MAX_CORPUS_PARTS * size} ({contracts.MAX_CORPUS_PARTS} parts of {size})")
+        key = _owner_key(owner_id)
+        corpus_id = uuid.uuid4().hex
+        payloads = [build_payload(
+            ReindexKnowledge, owner_key=key, consent=True, documents=group,
+            allowed_roots=list(allowed_roots),
+            part=None if len(groups) == 1 else {"corpus_id": corpus_id, "index": i, "count": len(groups)},
+        ) for i, group in enumerate(groups, start=1)]  # every part validated before any is sent
+        for i, payload in enumerate(payloads, start=1):
+            self._send(ACTOR_REINDEX, payload)
+            if on_part is not None:
+                on_part(i, len(payloads), len(payload["documents"]))
         return len(docs)
 
     def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
@@ -268,6 +306,20 @@ class MemjobsClient:
             self.broker.enqueue(message, delay=delay_ms)
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
+
+
+def _document(doc: Mapping[str, Any] | str) -> dict[str, Any]:
+    """One document of a reindex as the contract takes it."""
+    if not isinstance(doc, str):
+        return dict(doc)
+    try:
+        doc.encode("utf-8")
+    except UnicodeEncodeError:
+        # A name of undecodable bytes (os.fsdecode's surrogates) cannot travel as text.
+        name = os.fsencode(os.path.basename(doc)).decode("utf-8", "backslashreplace")[:300]
+        return {"doc_id": contracts.knowledge_path_id(doc), "title": name or "file",
+                "reason": "undecodable_name"}
+    return {"path": doc}
 
 
 def _owner_key(owner_id: Any) -> str:

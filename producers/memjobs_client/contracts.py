@@ -12,11 +12,12 @@ so Redis, logs and metrics never see the raw id.
 from __future__ import annotations
 
 import hashlib
+import os
 import unicodedata
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 #: Bumped when a payload changes incompatibly; workers refuse other versions.
 SCHEMA_VERSION = 1
@@ -48,8 +49,10 @@ ACTOR_DIGEST = "digest_session"
 ACTOR_RECORD_TASK = "record_task"
 ACTOR_REINDEX = "reindex_knowledge"
 
-#: Documents per reindex call, and the characters of one inline document.
+#: Documents per reindex message (a larger corpus is sent as several parts),
+#: parts per corpus, and the characters of one inline document.
 MAX_CORPUS_DOCUMENTS = 500
+MAX_CORPUS_PARTS = 200
 DEFAULT_MAX_KNOWLEDGE_DOC_CHARS = 200_000
 
 #: Default cap on a session transcript, in bytes of UTF-8 over all turns.
@@ -192,8 +195,41 @@ class KnowledgePath(BaseModel):
     path: str = Field(min_length=1, max_length=4096)
 
 
+class KnowledgeRefusal(BaseModel):
+    """A document the producer could not even send (its name is not valid UTF-8):
+    the worker records it as refused, so the owner's listing says why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_id: str = Field(min_length=1, max_length=200, pattern=r"^file:[0-9a-f]{24}$")
+    title: str = Field(min_length=1, max_length=300)
+    reason: Literal["undecodable_name"]
+
+
+class CorpusPart(BaseModel):
+    """Part ``index`` of ``count`` of one corpus (``corpus_id``) sent in several messages.
+
+    Each part is indexed on its own; the owner's documents absent from the
+    corpus are removed once every part has been indexed.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corpus_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    index: int = Field(ge=1, le=MAX_CORPUS_PARTS)
+    count: int = Field(ge=1, le=MAX_CORPUS_PARTS)
+
+    @field_validator("count")
+    @classmethod
+    def _index_within(cls, count: int, info: ValidationInfo) -> int:
+        if info.data.get("index", 1) > count:
+            raise ValueError("index must not exceed count")
+        return count
+
+
 class ReindexKnowledge(_Payload):
-    """The owner's whole corpus: index new and changed documents, drop removed ones.
+    """The owner's whole corpus (or one part of it, see :class:`CorpusPart`): index
+    new and changed documents, drop removed ones.
 
     Only the host calls it, and only with the user's consent to send text to
     the embedding service; nothing exposes it to the model.
@@ -202,8 +238,17 @@ class ReindexKnowledge(_Payload):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
     consent: Literal[True]
-    documents: tuple[KnowledgeText | KnowledgePath, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
+    documents: tuple[KnowledgeText | KnowledgePath | KnowledgeRefusal, ...] = Field(
+        max_length=MAX_CORPUS_DOCUMENTS)
     allowed_roots: tuple[str, ...] = Field(default=(), max_length=32)
+    part: CorpusPart | None = None
+
+
+def knowledge_path_id(path: str) -> str:
+    """The public id of a document read from ``path`` (absolute): a hash, so ids,
+    listings and logs never show where a file lives. Works for any file name,
+    including names that are not valid UTF-8 (``os.fsencode``)."""
+    return "file:" + hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:24]
 
 
 PAYLOADS: dict[str, type[_Payload]] = {

@@ -90,6 +90,11 @@ def session_ended(owner_key: str, session_hash: str) -> str:
     return f"{NAMESPACE}:session-ended:{owner_key}:{session_hash}"
 
 
+def knowledge_corpus(owner_key: str, corpus_id: str) -> str:
+    """Prefix of a corpus sent in parts: its ``:docs`` and ``:parts`` sets."""
+    return f"{NAMESPACE}:knowledge:corpus:{owner_key}:{corpus_id}"
+
+
 #: Prefix of the worker processes' heartbeat keys (``<prefix><host>:<pid>``).
 HEARTBEAT_PREFIX = f"{NAMESPACE}:heartbeat:"
 

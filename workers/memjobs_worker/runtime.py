@@ -41,6 +41,7 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         consolidation_enabled=settings.consolidation_enabled,
         digest_enabled=settings.digest_enabled,
         max_transcript_bytes=settings.max_transcript_bytes,
+        knowledge_enabled=settings.knowledge_enabled,
     )
 
 

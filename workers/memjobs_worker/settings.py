@@ -7,11 +7,12 @@ voice assistant keep their own (``NOVA_AUDIO_AGENT_MEMORY_PROVIDER``,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memjobs_client.contracts import (
@@ -78,6 +79,9 @@ class Settings(BaseSettings):
     knowledge_max_file_bytes: int = Field(default=2_000_000, ge=100)
     knowledge_max_corpus_chars: int = Field(default=5_000_000, ge=1000)
     knowledge_embed_batch: int = Field(default=32, ge=1, le=2048)
+    #: The host's allowed roots: files are read only under one of these (and under
+    #: the roots a reindex names), separated by the OS path separator (":").
+    knowledge_roots: str = "~"
 
     # Embeddings: an OpenAI-compatible endpoint, or the offline embedder.
     embedding_base_url: str | None = None
@@ -126,6 +130,33 @@ class Settings(BaseSettings):
     def metrics_dir(self) -> Path:
         """Prometheus multiprocess files of the worker processes on this host."""
         return self.data_dir / "run" / "prometheus"
+
+    @field_validator("embedding_base_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        """An empty or blank endpoint is no endpoint: not configured, said the same way."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_memory_url_is_unset(cls, data: Any) -> Any:
+        """A blank ``QWEN_AUDIO_MEMORY_BASE_URL`` is as if unset (the default, and
+        no model configured by it)."""
+        if isinstance(data, dict):
+            for name in ("memory_base_url", "QWEN_AUDIO_MEMORY_BASE_URL"):
+                value = data.get(name)
+                if isinstance(value, str) and not value.strip():
+                    data = {k: v for k, v in data.items() if k != name}
+        return data
+
+    @property
+    def knowledge_root_paths(self) -> list[Path]:
+        """:attr:`knowledge_roots` as absolute paths (``~`` expanded, symlinks resolved)."""
+        roots = []
+        for raw in self.knowledge_roots.split(os.pathsep):
+            if raw.strip():
+                roots.append(Path(raw.strip()).expanduser().resolve())
+        return roots
 
     @field_validator("data_dir", mode="after")
     @classmethod

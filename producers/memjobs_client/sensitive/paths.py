@@ -4,6 +4,12 @@ What: ``~/.ssh``, ``.env`` files, ``id_rsa``, ``*.pem``, ``credentials.json``,
 ``/etc/shadow``, names that mention a password or secret, ...  A path that
 embeds a token shape (``https://user:pass@host/...``, an ``sk-`` key) is
 refused by that token's content rule.
+
+System files are refused too, by their absolute location: the account and
+host databases under ``/etc`` (``passwd``, ``shadow``, ``sudoers``, ...),
+``/etc/ssh`` and ``/etc/ssl/private``, and the kernel's views ``/proc``,
+``/sys`` and ``/dev``: a document folder never legitimately holds them, and
+they describe the machine, not the user.
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ _KEY_EXTENSIONS = (
 )
 _SSH_KEY_NAME = re.compile(r"id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?(?:[._\-].*)?")
 _SECRET_NAME_PARTS = ("password", "secret", "密码", "密碼", "密钥", "私钥")
+#: Files under /etc that describe accounts, privileges or the host's secrets.
+_ETC_FILES = frozenset({
+    "passwd", "passwd-", "shadow", "shadow-", "gshadow", "gshadow-", "group", "group-",
+    "sudoers", "master.passwd", "security", "krb5.keytab", "machine-id", "crypttab",
+})
+#: Directories whose every member is a system file.
+_SYSTEM_TREES = (("etc", "ssh"), ("etc", "ssl", "private"), ("etc", "sudoers.d"), ("proc",),
+                 ("sys",), ("dev",), ("run", "secrets"))
 
 
 def _path_component_finding(name: str, parent: str) -> str | None:
@@ -87,6 +101,9 @@ def find_sensitive_path(path: str) -> Finding | None:
     if not path:
         return None
     normalised = nfkc(path)
+    system = _system_path_finding(normalised)
+    if system is not None:
+        return Finding(PATH_RULE, system)
     parent = ""
     for part in _PATH_SPLIT.split(normalised):
         # Windows ignores trailing dots and spaces: "id_rsa." is "id_rsa".
@@ -98,3 +115,18 @@ def find_sensitive_path(path: str) -> Finding | None:
             return Finding(PATH_RULE, description)
         parent = name
     return scan_first(normalised, tuple(r for r in TEXT_RULES if r.shape))
+
+
+def _system_path_finding(path: str) -> str | None:
+    """Why an absolute POSIX ``path`` is a system file, or None (relative paths: None)."""
+    if not path.startswith("/"):
+        return None
+    parts = [p.strip().lower() for p in _PATH_SPLIT.split(path) if p.strip() not in ("", ".")]
+    if ".." in parts:
+        return None  # not normalised: the caller checks the resolved path as well
+    for tree in _SYSTEM_TREES:
+        if tuple(parts[:len(tree)]) == tree:
+            return "system directory /" + "/".join(tree)
+    if len(parts) == 2 and parts[0] == "etc" and parts[1] in _ETC_FILES:
+        return "system account or host file"
+    return None

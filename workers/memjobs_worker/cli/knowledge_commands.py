@@ -1,47 +1,50 @@
-"""``memjobs`` subcommands of knowledge: reindex, knowledge search | list | rebuild."""
+"""``memjobs`` subcommands of knowledge: reindex, knowledge search | list | rebuild.
+
+With knowledge off, every one of them refuses the same way (exit 3, "knowledge
+is off"), before reading a folder or touching Redis.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
+import sys
 from typing import Any
 
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.client import KNOWLEDGE_OFF
+from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS
+from memjobs_client.errors import ConfigurationError, InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.commands import owner_arg, runtime_for
 from memjobs_worker.cli.output import emit
-from memjobs_worker.knowledge.search import search_knowledge
+from memjobs_worker.knowledge.search import MAX_K, search_knowledge
+from memjobs_worker.knowledge.targets import collect
+from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
 from memjobs_worker.settings import Settings
 
 
-def expand(paths: list[str]) -> tuple[list[str], list[str]]:
-    """Files under the named paths (directories walked), and the roots the host allows:
-    exactly the paths named."""
-    files: list[str] = []
-    roots: list[str] = []
-    for raw in paths:
-        path = Path(raw).expanduser().absolute()
-        if not path.exists():
-            raise InvalidPayload(f"no such file or directory: {raw}")
-        roots.append(str(path))
-        if path.is_file():
-            files.append(str(path))
-            continue
-        for folder, _dirs, names in sorted(os.walk(path)):
-            files += [str(Path(folder) / n) for n in sorted(names)]
-    return files, roots
-
-
 def reindex(settings: Settings, args: argparse.Namespace) -> int:
-    files, roots = expand(args.path)
+    if not settings.knowledge_enabled:
+        raise ConfigurationError(KNOWLEDGE_OFF)  # before the folder is even walked
+    found = collect(args.path, settings.knowledge_root_paths, max_depth=args.max_depth,
+                    max_files=args.max_files)
+    progress = _progress if sys.stderr.isatty() else None
     with runtime_for(settings) as rt:
-        sent = rt.client.reindex_knowledge(args.owner, files, args.consent, allowed_roots=roots)
-    emit({"documents": sent, "status": "queued"}, as_json=args.json)
+        sent = rt.client.reindex_knowledge(args.owner, found.files, args.consent,
+                                           allowed_roots=found.roots, on_part=progress)
+    parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
+    emit({"documents": sent, "parts": parts, "status": "queued",
+          "skipped": found.listing.skipped, "skipped_counts": dict(found.listing.skipped_counts)},
+         as_json=args.json)
     return exits.OK
 
 
+def _progress(index: int, count: int, documents: int) -> None:
+    print(f"queued part {index}/{count} ({documents} documents)", file=sys.stderr, flush=True)
+
+
 def knowledge(settings: Settings, args: argparse.Namespace) -> int:
+    if not settings.knowledge_enabled:
+        raise ConfigurationError(KNOWLEDGE_OFF)
     with runtime_for(settings) as rt:
         if args.op == "rebuild":
             emit({"chunks_rebuilt": rt.knowledge.rebuild_index()}, as_json=args.json)
@@ -55,9 +58,12 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
             return exits.OK
         if not args.query or not args.query.strip():
             raise InvalidPayload("knowledge search needs --query")
+        if not 1 <= args.k <= MAX_K:
+            raise InvalidPayload(f"--k must be between 1 and {MAX_K}")
         embedder = rt.knowledge_embedder
         outcome = search_knowledge(rt.knowledge, key, args.query, args.k,
-                                   embed=embedder.embed if embedder is not None else None)
+                                   embed=embedder.embed if embedder is not None else None,
+                                   all_chunks=args.all_chunks)
     results = [{"text": r.text, "score": r.score, "title": r.title, "source": r.source,
                 "trust": r.trust} for r in outcome.results]
     emit({"mode": outcome.mode, "notice": outcome.notice, "results": results}, as_json=args.json)
@@ -78,10 +84,23 @@ def add_parsers(add: Any) -> None:
                    help="a file or directory (repeatable); the owner's whole corpus")
     p.add_argument("--consent", action="store_true",
                    help="the user consents to sending the text to the embedding service")
+    p.add_argument("--max-depth", type=_positive, default=MAX_DEPTH,
+                   help=f"folder levels walked below a --path (default {MAX_DEPTH})")
+    p.add_argument("--max-files", type=_positive, default=MAX_FILES,
+                   help=f"files listed in all (default {MAX_FILES}); the rest are reported skipped")
 
     p = add("knowledge", knowledge, "search or list an owner's knowledge; rebuild the full-text index",
             listing=True)
     p.add_argument("op", choices=["search", "list", "rebuild"])
     p.add_argument("--owner")
     p.add_argument("--query")
-    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--k", type=int, default=5, help=f"results, 1 to {MAX_K} (default 5)")
+    p.add_argument("--all-chunks", action="store_true",
+                   help="every matching chunk; by default one result per document (its best chunk)")
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number

@@ -1,8 +1,9 @@
 """The SQL statements of knowledge search, built safely from user input.
 
 What: :func:`keyword_select` and :func:`vector_select` build the two ranking
-queries of :class:`~memjobs_worker.knowledge.store.KnowledgeStore`; the helpers
-validate and bound what a caller passes.
+queries of :class:`~memjobs_worker.knowledge.store.KnowledgeStore`
+(:func:`term_counts_select` first counts how many chunks hold each query
+token, for its weight); the helpers validate and bound what a caller passes.
 
 Why a module of its own: this is where user text meets SQL. Every value is a
 bound parameter; the full-text query is an OR (``||``) of one
@@ -14,7 +15,7 @@ read as tsquery syntax; a query with no usable token becomes a bounded
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import reduce
 from typing import Any
 
@@ -24,7 +25,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.schema import Vector, knowledge_chunks, knowledge_documents
-from memjobs_worker.knowledge.tokens import is_searchable, query_tokens
+from memjobs_worker.knowledge.tokens import is_searchable, is_unspaced_token, query_tokens
 
 #: Longer queries are cut to this many characters before searching.
 MAX_QUERY_CHARS = 1000
@@ -34,6 +35,14 @@ MAX_QUERY_TOKENS = 64
 MAX_DIMS = 16000
 
 SIMPLE: sa.ColumnElement[Any] = sa.literal_column("'simple'::regconfig")
+#: Words (Latin, Cyrillic, digits...) are stemmed and stop words dropped.
+ENGLISH: sa.ColumnElement[Any] = sa.literal_column("'english'::regconfig")
+#: ``ts_rank_cd`` normalisation: divide by 1 + log(chunk length), so a long
+#: chunk does not win by its length alone.
+RANK_NORMALIZATION = 1
+#: The weight of ``ts_rank_cd`` (squashed below 1) beside the summed token
+#: weights: it only orders chunks that match equally rare tokens.
+TIE_BREAK = 0.1
 _chunks, _docs = knowledge_chunks, knowledge_documents
 _HIT_COLUMNS = (_chunks.c.doc_id, _chunks.c.chunk_index, _chunks.c.text,
                 _docs.c.title, _docs.c.source_label)
@@ -42,13 +51,23 @@ _JOIN = _chunks.join(
 )
 
 
-def keyword_select(owner_key: str, query: str, limit: int) -> sa.Select[Any] | None:
-    """The keyword ranking of ``query`` among the owner's chunks; None for a blank query."""
+def keyword_select(owner_key: str, query: str, limit: int,
+                   weigh: Callable[[list[str]], list[float]] | None = None) -> sa.Select[Any] | None:
+    """The keyword ranking of ``query`` among the owner's chunks; None for a blank
+    query or when no token occurs in the owner's chunks.
+
+    ``weigh(tokens)`` gives each token its weight (see :func:`term_counts_select`
+    and :func:`idf`); a chunk ranks by the summed weights of the distinct query
+    tokens it contains, then by ``ts_rank_cd``. So a chunk with the rare words of
+    a query beats one that repeats a common word many times, and a long
+    document full of "the" and "to" weighs nothing (stop words are not even
+    indexed). Without ``weigh`` every token weighs 1.
+    """
     check_limit(limit)
-    text = _clean_query(query)
+    text = clean_query(query)
     if not text:
         return None
-    tokens = [t for t in query_tokens(text) if is_searchable(t)][:MAX_QUERY_TOKENS]
+    tokens = search_tokens(text)
     c = _chunks.c
     if not tokens:
         pattern = "%" + _escape_like(text) + "%"
@@ -57,15 +76,49 @@ def keyword_select(owner_key: str, query: str, limit: int) -> sa.Select[Any] | N
                 .where(c.owner_key == owner_key, c.text.ilike(pattern, escape="\\"))
                 .order_by(c.doc_id, c.chunk_index)
                 .limit(limit))
-    per_token: list[sa.ColumnElement[Any]] = [
-        sa.func.plainto_tsquery(SIMPLE, sa.literal(t, sa.Text)) for t in tokens
-    ]
+    weights = weigh(tokens) if weigh is not None else [1.0] * len(tokens)
+    kept = [(t, w) for t, w in zip(tokens, weights, strict=True) if w > 0]
+    if not kept:
+        return None
+    per_token = [token_query(t) for t, _ in kept]
     tsquery = reduce(lambda a, b: a.op("||")(b), per_token)  # OR of the tokens
-    rank = sa.func.ts_rank_cd(c.tsv, tsquery, type_=sa.Float).label("rank")
+    density = sa.func.ts_rank_cd(c.tsv, tsquery, RANK_NORMALIZATION, type_=sa.Float)
+    matched: list[sa.ColumnElement[Any]] = [
+        sa.case((c.tsv.bool_op("@@")(q), w), else_=0.0)
+        for q, (_, w) in zip(per_token, kept, strict=True)
+    ]
+    score = reduce(lambda a, b: a + b, matched) + TIE_BREAK * density / (1.0 + density)
+    rank = sa.type_coerce(score, sa.Float).label("rank")
     return (sa.select(*_HIT_COLUMNS, rank).select_from(_JOIN)
             .where(c.owner_key == owner_key, c.tsv.bool_op("@@")(tsquery))
             .order_by(rank.desc(), c.doc_id, c.chunk_index)
             .limit(limit))
+
+
+def search_tokens(text: str) -> list[str]:
+    """The tokens of a (cleaned) query worth a full-text lookup, at most :data:`MAX_QUERY_TOKENS`."""
+    return [t for t in query_tokens(text) if is_searchable(t)][:MAX_QUERY_TOKENS]
+
+
+def token_query(token: str) -> sa.ColumnElement[Any]:
+    """The ``tsquery`` of one token: ``english`` for a word, ``simple`` for CJK."""
+    return sa.func.plainto_tsquery(SIMPLE if is_unspaced_token(token) else ENGLISH,
+                                   sa.literal(token, sa.Text))
+
+
+def term_counts_select(owner_key: str, tokens: Sequence[str]) -> sa.Select[Any]:
+    """One row: the owner's chunk count, then how many chunks contain each token."""
+    c = _chunks.c
+    counts = [sa.func.count().filter(c.tsv.bool_op("@@")(token_query(t))) for t in tokens]
+    columns: list[sa.ColumnElement[Any]] = [sa.func.count(), *counts]
+    return sa.select(*columns).where(c.owner_key == owner_key)
+
+
+def idf(chunks: int, containing: int) -> float:
+    """BM25's inverse document frequency (over chunks); 0 for a token no chunk has."""
+    if containing <= 0:
+        return 0.0
+    return math.log(1.0 + (chunks - containing + 0.5) / (containing + 0.5))
 
 
 def vector_select(owner_key: str, vector: Sequence[float], limit: int) -> sa.Select[Any] | None:
@@ -95,6 +148,14 @@ def vector_select(owner_key: str, vector: Sequence[float], limit: int) -> sa.Sel
             .limit(limit))
 
 
+def tsvector_of(words: str, unspaced: str) -> sa.ColumnElement[Any]:
+    """The ``tsvector`` of a chunk from its bound token parameters (see
+    :func:`~memjobs_worker.knowledge.tokens.split_tokens`): words through
+    ``english``, characters and bigrams through ``simple``."""
+    return sa.func.to_tsvector(ENGLISH, sa.bindparam(words, type_=sa.Text)).op("||")(
+        sa.func.to_tsvector(SIMPLE, sa.bindparam(unspaced, type_=sa.Text)))
+
+
 def check_limit(limit: int) -> None:
     if limit < 1:
         raise InvalidPayload(f"limit must be at least 1, got {limit}")
@@ -121,7 +182,7 @@ def to_hit(row: Any) -> ChunkHit:
                     title=row.title, source_label=row.source_label, rank=float(row.rank))
 
 
-def _clean_query(query: str) -> str:
+def clean_query(query: str) -> str:
     """The query as something safe to bind: bounded, no NUL, no lone surrogates."""
     text = query[:MAX_QUERY_CHARS].replace("\x00", " ")
     return text.encode("utf-8", "replace").decode("utf-8").strip()

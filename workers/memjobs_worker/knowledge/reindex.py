@@ -1,9 +1,11 @@
 """``reindex_knowledge``: the owner's corpus in, chunks and vectors stored.
 
 Each document is resolved first (a host's text, or a file read under the
-roots the host allowed), checked (size, binary, encoding, emptiness, the
-sensitive-content check on its path and its text) and refused one by one with
-a reason, the rest of the batch going on. Then, in two phases:
+roots the host allowed, see :mod:`memjobs_worker.knowledge.files`), checked
+(size, binary, encoding, emptiness, the sensitive-content check on its path
+and its text) and refused one by one with a reason, the rest of the batch
+going on: no property of one document (its name, a link, a permission) can
+fail the batch. Then, in two phases:
 
 1. embed: only the chunks whose hash has no stored vector of the same size are
    sent to the embedding service, in batches (tenacity retries transient
@@ -15,35 +17,49 @@ An embedding failure that outlasts the retries fails the job before phase 2,
 so the stored corpus is left exactly as it was (Dramatiq retries, then
 dead-letters it). One reindex per owner at a time, with the same Redis lease
 lock as learning (``reindex`` instead of ``learn``).
+
+A corpus larger than one message is sent in parts
+(:class:`~memjobs_client.contracts.CorpusPart`): each part is indexed as above
+on its own, and the removal of absent documents waits until every part is in
+(:class:`~memjobs_worker.knowledge.parts.CorpusParts`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Callable, Sequence
+import logging
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from memjobs_client.contracts import KnowledgePath, KnowledgeText, ReindexKnowledge, content_hash
-from memjobs_client.sensitive import find_sensitive_path, find_sensitive_text
+from memjobs_client.contracts import (
+    CorpusPart,
+    KnowledgePath,
+    KnowledgeRefusal,
+    KnowledgeText,
+    ReindexKnowledge,
+    content_hash,
+    knowledge_path_id,
+)
+from memjobs_client.errors import InvalidPayload
+from memjobs_client.sensitive import find_sensitive_text
 from memjobs_worker.knowledge.chunking import chunk_hash, chunk_text
+from memjobs_worker.knowledge.files import Refused, Resolved, public_name, read_document
 from memjobs_worker.knowledge.store import KnowledgeStore, StoredChunk
 from memjobs_worker.settings import Settings
 
+__all__ = ["reindex", "resolve", "ReindexReport", "Refused", "Resolved", "PartLedger"]
+
+log = logging.getLogger(__name__)
 EmbedBatch = Callable[[Sequence[str]], list[list[float]]]
-
-
-@dataclass(frozen=True)
-class Resolved:
-    doc_id: str
-    title: str
-    source_label: str
-    text: str
+#: Records a part of a corpus; returns the whole corpus's doc ids once all parts are in.
+PartLedger = Callable[[str, CorpusPart, Collection[str]], "set[str] | None"]
 
 
 @dataclass
 class ReindexReport:
+    """What one reindex message did; ``complete`` is False for a part whose
+    corpus still misses other parts (nothing was removed yet)."""
+
     indexed: int = 0
     unchanged: int = 0
     removed: int = 0
@@ -51,20 +67,37 @@ class ReindexReport:
     chunks: int = 0
     embedded_chunks: int = 0
     embedding_calls: int = 0
+    complete: bool = True
+
+    def refusal_counts(self) -> dict[str, int]:
+        """How many documents were refused for each reason (what a log line may say)."""
+        return dict(sorted(Counter(self.refused.values()).items()))
 
 
-class Refused(Exception):
-    def __init__(self, doc_id: str, title: str, reason: str) -> None:
-        super().__init__(reason)
-        self.doc_id, self.title, self.reason = doc_id, title, reason
+def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequence[str],
+            s: Settings) -> Resolved:
+    """The document's text and public labels, or :class:`Refused` with a reason.
 
-
-def resolve(doc: KnowledgeText | KnowledgePath, roots: Sequence[str], s: Settings) -> Resolved:
-    """The document's text and public labels, or :class:`Refused` with a reason."""
+    Never raises anything else for a property of the document: an unexpected
+    error reading it refuses it as ``unreadable`` (and says so in the log,
+    without the path).
+    """
+    if isinstance(doc, KnowledgeRefusal):
+        raise Refused(doc.doc_id, doc.title, doc.reason)
     if isinstance(doc, KnowledgeText):
         resolved = Resolved(doc.doc_id, doc.title, f"doc:{doc.doc_id}", doc.text)
     else:
-        resolved = _read_path(doc.path, roots, s)
+        try:
+            resolved = read_document(doc.path, roots, s.knowledge_root_paths,
+                                     max_bytes=s.knowledge_max_file_bytes)
+        except Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one document must never fail the batch
+            doc_id = knowledge_path_id(doc.path)
+            log.warning("document unreadable", extra={"doc_id": doc_id, "error": type(exc).__name__})
+            raise Refused(doc_id, public_name(doc.path.rsplit("/", 1)[-1]), "unreadable") from None
+    if "\x00" in resolved.text:
+        raise Refused(resolved.doc_id, resolved.title, "binary")
     if len(resolved.text) > s.knowledge_max_doc_chars:
         raise Refused(resolved.doc_id, resolved.title, "too_large")
     if not resolved.text.strip():
@@ -74,41 +107,14 @@ def resolve(doc: KnowledgeText | KnowledgePath, roots: Sequence[str], s: Setting
     return resolved
 
 
-def _read_path(raw: str, roots: Sequence[str], s: Settings) -> Resolved:
-    path = Path(raw)
-    # The id hides the path: search results and logs never show where a file lives.
-    doc_id = "file:" + hashlib.sha256(os.path.abspath(raw).encode()).hexdigest()[:24]
-    title = path.name or "file"
-    if find_sensitive_path(raw) is not None:
-        raise Refused(doc_id, "file", "sensitive_path")
-    if not path.is_absolute():
-        raise Refused(doc_id, title, "path_not_absolute")
-    real = path.resolve()
-    allowed = [Path(r).resolve() for r in roots]
-    if not any(real == root or root in real.parents for root in allowed):
-        raise Refused(doc_id, title, "path_not_allowed")
-    if find_sensitive_path(str(real)) is not None:
-        raise Refused(doc_id, title, "sensitive_path")
-    try:
-        if not real.is_file():
-            raise Refused(doc_id, title, "not_a_file")
-        if real.stat().st_size > s.knowledge_max_file_bytes:
-            raise Refused(doc_id, title, "too_large")
-        data = real.read_bytes()
-    except OSError:
-        raise Refused(doc_id, title, "unreadable") from None
-    if b"\x00" in data:
-        raise Refused(doc_id, title, "binary")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Refused(doc_id, title, "undecodable") from None
-    return Resolved(doc_id, title, f"file:{title}", text)
-
-
 def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBatch | None,
-            dims: int | None, settings: Settings) -> ReindexReport:
+            dims: int | None, settings: Settings, parts: PartLedger | None = None) -> ReindexReport:
     """Bring the owner's index to ``payload.documents``; see the module docstring.
+
+    Parameters:
+        parts: records a part of a corpus sent in several messages
+            (:meth:`~memjobs_worker.knowledge.parts.CorpusParts.record`); without
+            it, a part removes nothing.
 
     Raises:
         ModelUnavailable: the embedding service failed (nothing was written).
@@ -145,18 +151,32 @@ def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBat
     if embed is not None and dims is not None:
         plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report)
 
-    # Phase 2: write.
+    # Phase 2: write, one document at a time.
     for resolved, digest, chunks in plans:
-        store.put_document(owner, resolved.doc_id, resolved.title, resolved.source_label, digest, chunks,
-                           chars=len(resolved.text))
+        try:
+            store.put_document(owner, resolved.doc_id, resolved.title, resolved.source_label, digest,
+                               chunks, chars=len(resolved.text))
+        except InvalidPayload:
+            refusals.append(Refused(resolved.doc_id, resolved.title, "invalid_text"))
+            continue
         report.indexed += 1
         report.chunks += len(chunks)
     for refusal in refusals:
-        store.refuse_document(owner, refusal.doc_id, refusal.title, refusal.reason)
+        store.refuse_document(owner, refusal.doc_id, _storable(refusal.title), refusal.reason)
         report.refused[refusal.doc_id] = refusal.reason
-    keep = {r.doc_id for r, _ in corpus} | {r.doc_id for r in refusals}
-    report.removed = store.remove_documents_except(owner, keep)
+    keep: set[str] | None = {r.doc_id for r, _ in corpus} | {r.doc_id for r in refusals}
+    if payload.part is not None:
+        keep = parts(owner, payload.part, keep) if parts is not None and keep is not None else None
+    if keep is None:
+        report.complete = False
+    else:
+        report.removed = store.remove_documents_except(owner, keep)
     return report
+
+
+def _storable(title: str) -> str:
+    """A title the store takes whatever it was (no NUL), for recording a refusal."""
+    return title.replace("\x00", "").strip()[:300] or "document"
 
 
 def _embed(plans: list[tuple[Resolved, str, list[StoredChunk]]], store: KnowledgeStore, owner: str,

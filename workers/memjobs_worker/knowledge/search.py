@@ -10,6 +10,18 @@ wins over one ranked first by only one (DESIGN.md, "Knowledge (K)").
 
 Results carry the document's public ``source_label`` (never a file path) and
 are always marked ``untrusted_external``: the model must treat them as data.
+
+One result per document by default: each ranking is first reduced to its
+documents, in the order of their best chunk, the document rankings are fused,
+and each document is shown by its best chunk (the one with the highest fused
+chunk score). So a long document cannot fill the results with its chunks;
+``all_chunks=True`` fuses and returns chunks instead.
+
+A query is user input bound for a model service: it goes through the same
+sensitivity check as every ingest (a query carrying a secret is refused with
+``sensitive_content`` before any embedding call), and is cut to
+:data:`~memjobs_worker.knowledge.queries.MAX_QUERY_CHARS` characters for both
+the keyword and the embedding ranking.
 """
 
 from __future__ import annotations
@@ -19,13 +31,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memjobs_client.errors import InvalidPayload, ModelUnavailable
+from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_worker.knowledge.queries import MAX_QUERY_CHARS
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.store import KnowledgeStore
 
 #: The RRF constant: a hit at position r (from 1) scores 1 / (RRF_K + r).
 RRF_K = 60
-#: Each ranking fetches this many hits at least (more for a large k).
-MIN_CANDIDATES = 20
+#: Each ranking fetches this many chunks at least (more for a large k), so that
+#: enough distinct documents remain once chunks are collapsed per document.
+MIN_CANDIDATES = 50
+#: The most results a search returns.
+MAX_K = 50
 
 NO_EMBEDDING_NOTICE = "no embedding service configured: ranked by keywords alone"
 EMBEDDING_FAILED_NOTICE = "the embedding service did not answer: ranked by keywords alone"
@@ -51,60 +68,85 @@ class SearchOutcome:
     notice: str | None = None
 
 
-def fuse(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[tuple[ChunkHit, float]]:
-    """Merge rankings by reciprocal rank fusion, keyed by (doc_id, chunk_index).
+Key = tuple[str, int]
 
-    A chunk scores the sum of ``1 / (k + position)`` over the rankings it
+
+def fuse(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K, *,
+         key: Callable[[ChunkHit], Key] = lambda hit: (hit.doc_id, hit.chunk_index),
+         ) -> list[tuple[ChunkHit, float]]:
+    """Merge rankings by reciprocal rank fusion, keyed by ``key`` (default: the chunk).
+
+    An item scores the sum of ``1 / (k + position)`` over the rankings it
     appears in (positions from 1; a repeat within one ranking counts once).
-    Ties go to the better single position, then to document order, so the
-    result is deterministic. The hit kept is the first one seen.
+    Ties go to the better single position, then to the key, so the result is
+    deterministic. The hit kept is the first one seen.
     """
-    scores: dict[tuple[str, int], float] = {}
-    best: dict[tuple[str, int], int] = {}
-    hits: dict[tuple[str, int], ChunkHit] = {}
+    scores: dict[Key, float] = {}
+    best: dict[Key, int] = {}
+    hits: dict[Key, ChunkHit] = {}
     for ranking in rankings:
-        seen: set[tuple[str, int]] = set()
-        for position, hit in enumerate(ranking, start=1):
-            key = (hit.doc_id, hit.chunk_index)
-            if key in seen:
+        seen: set[Key] = set()
+        position = 0
+        for hit in ranking:
+            item = key(hit)
+            if item in seen:
                 continue
-            seen.add(key)
-            hits.setdefault(key, hit)
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + position)
-            best[key] = min(best.get(key, position), position)
-    order = sorted(scores, key=lambda key: (-scores[key], best[key], key))
-    return [(hits[key], scores[key]) for key in order]
+            seen.add(item)
+            position += 1
+            hits.setdefault(item, hit)
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
+            best[item] = min(best.get(item, position), position)
+    order = sorted(scores, key=lambda item: (-scores[item], best[item], item))
+    return [(hits[item], scores[item]) for item in order]
+
+
+def fuse_documents(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[tuple[ChunkHit, float]]:
+    """RRF over documents (each ranking read as its documents in order of their best
+    chunk), each document shown by its chunk with the highest chunk-level RRF score."""
+    by_doc = fuse(rankings, k, key=lambda hit: (hit.doc_id, 0))
+    shown: dict[str, ChunkHit] = {}
+    for hit, _ in fuse(rankings, k):
+        shown.setdefault(hit.doc_id, hit)
+    return [(shown[hit.doc_id], score) for hit, score in by_doc]
 
 
 def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, *,
-                     embed: Callable[[str], list[float]] | None) -> SearchOutcome:
-    """The owner's ``k`` best chunks for ``query``.
+                     embed: Callable[[str], list[float]] | None,
+                     all_chunks: bool = False) -> SearchOutcome:
+    """The owner's ``k`` best documents (or chunks, with ``all_chunks``) for ``query``.
 
     Parameters:
         embed: turns the query into a vector with the same model the chunks
             were embedded with; ``None`` when no embedding service is
             configured, and then the notice says the ranking used keywords alone.
+        all_chunks: rank chunks, several per document if they rank so; by
+            default one result per document, its best chunk.
 
     When ``embed`` raises :class:`~memjobs_client.errors.ModelUnavailable` the
     search still answers, by keywords, and the notice says why.
 
     Raises:
-        InvalidPayload: ``k`` is less than 1.
+        InvalidPayload: ``k`` is not between 1 and :data:`MAX_K`.
+        SensitiveContent: the query looks like it carries a secret (nothing was
+            sent to the embedding service).
     """
-    if k < 1:
-        raise InvalidPayload(f"k must be at least 1, got {k}")
-    limit = max(k * 4, MIN_CANDIDATES)
+    if not 1 <= k <= MAX_K:
+        raise InvalidPayload(f"k must be between 1 and {MAX_K}, got {k}")
+    ensure_not_sensitive(text=query)
+    query = query[:MAX_QUERY_CHARS]
+    merge = fuse if all_chunks else fuse_documents
+    limit = max(k * 10, MIN_CANDIDATES)
     keyword = store.keyword_search(owner_key, query, limit)
     if embed is None:
-        return SearchOutcome(_results(fuse([keyword]), k), "keyword", NO_EMBEDDING_NOTICE)
+        return SearchOutcome(_results(merge([keyword]), k), "keyword", NO_EMBEDDING_NOTICE)
     if not query.strip():
         return SearchOutcome([], "hybrid", None)
     try:
         vector = embed(query)
     except ModelUnavailable:
-        return SearchOutcome(_results(fuse([keyword]), k), "keyword", EMBEDDING_FAILED_NOTICE)
+        return SearchOutcome(_results(merge([keyword]), k), "keyword", EMBEDDING_FAILED_NOTICE)
     nearest = store.vector_search(owner_key, vector, limit)
-    return SearchOutcome(_results(fuse([keyword, nearest]), k), "hybrid", None)
+    return SearchOutcome(_results(merge([keyword, nearest]), k), "hybrid", None)
 
 
 def _results(fused: list[tuple[ChunkHit, float]], k: int) -> list[KnowledgeResult]:

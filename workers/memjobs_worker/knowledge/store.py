@@ -12,6 +12,8 @@ Why these rules:
   content the owner has since replaced.
 - The raw chunk text is the source of truth; tokens and ``tsvector`` derive
   from it and :meth:`KnowledgeStore.rebuild_index` can always recompute them.
+  The ``tsvector`` joins the words through ``english`` (stemmed, stop words
+  dropped) and the CJK characters and bigrams through ``simple``.
 - Queries are user input: every value is a bound parameter, the full-text
   query is built from ``plainto_tsquery`` per token (so ``a & b | !(c`` is
   never tsquery syntax), and queries with no usable token fall back to a
@@ -38,16 +40,18 @@ from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.knowledge.queries import (
     MAX_DIMS,
-    SIMPLE,
     check_text,
+    idf,
     keyword_select,
+    term_counts_select,
     text_array,
     to_hit,
+    tsvector_of,
     vector_select,
 )
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, StoredChunk
 from memjobs_worker.knowledge.schema import TOKENIZER_KEY, knowledge_chunks, knowledge_documents, knowledge_meta
-from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION, index_tokens
+from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION, index_tokens, split_tokens
 
 __all__ = ["KnowledgeStore", "StoredChunk", "DocumentRecord", "ChunkHit"]
 
@@ -134,7 +138,7 @@ class KnowledgeStore:
             if rows:
                 conn.execute(
                     _chunks.insert().values(
-                        tsv=sa.func.to_tsvector(SIMPLE, sa.bindparam("tokens_in", type_=sa.Text)),
+                        tsv=tsvector_of("words_in", "unspaced_in"),
                         tokens=sa.bindparam("tokens_in", type_=sa.Text),
                     ),
                     rows,
@@ -174,14 +178,21 @@ class KnowledgeStore:
     def keyword_search(self, owner_key: str, query: str, limit: int) -> list[ChunkHit]:
         """The owner's chunks best matching any token of ``query``, best first.
 
+        Ranked by the summed rarity (BM25 idf over the owner's chunks) of the
+        distinct query tokens a chunk contains, then by ``ts_rank_cd``.
+
         A query with no usable token (only punctuation, or single Latin
         letters or digits) is searched as a literal substring instead, among
         the owner's chunks only, at most ``limit`` of them, with rank 0.0.
         """
-        stmt = keyword_select(owner_key, query, limit)
-        if stmt is None:
-            return []
         with self._tx() as conn:
+            def weigh(tokens: list[str]) -> list[float]:
+                total, *containing = conn.execute(term_counts_select(owner_key, tokens)).one()
+                return [idf(int(total), int(n)) for n in containing]
+
+            stmt = keyword_select(owner_key, query, limit, weigh)
+            if stmt is None:
+                return []
             rows = conn.execute(stmt).all()
         return [to_hit(r) for r in rows]
 
@@ -231,7 +242,7 @@ class KnowledgeStore:
                   .where(c.owner_key == sa.bindparam("k_owner"), c.doc_id == sa.bindparam("k_doc"),
                          c.chunk_index == sa.bindparam("k_index"))
                   .values(tokens=sa.bindparam("k_tokens", type_=sa.Text),
-                          tsv=sa.func.to_tsvector(SIMPLE, sa.bindparam("k_tokens", type_=sa.Text))))
+                          tsv=tsvector_of("k_words", "k_unspaced")))
         rebuilt = 0
         last: tuple[Any, ...] | None = None
         with self._tx() as conn:
@@ -244,10 +255,7 @@ class KnowledgeStore:
                 rows = conn.execute(page.order_by(*key.clauses).limit(REBUILD_BATCH)).all()
                 if not rows:
                     break
-                conn.execute(update, [
-                    {"k_owner": r.owner_key, "k_doc": r.doc_id, "k_index": r.chunk_index,
-                     "k_tokens": index_tokens(r.text)} for r in rows
-                ])
+                conn.execute(update, [_token_params(r, index_tokens(r.text)) for r in rows])
                 rebuilt += len(rows)
                 last = (rows[-1].owner_key, rows[-1].doc_id, rows[-1].chunk_index)
             if owner_key is None:
@@ -281,7 +289,15 @@ def _chunk_row(owner_key: str, doc_id: str, chunk: StoredChunk) -> dict[str, Any
             raise InvalidPayload(f"an embedding must have 1 to {MAX_DIMS} dimensions")
         if not all(math.isfinite(v) for v in embedding):
             raise InvalidPayload("an embedding must be finite")
+    tokens = index_tokens(chunk.text)
+    words, unspaced = split_tokens(tokens)
     return {"owner_key": owner_key, "doc_id": doc_id, "chunk_index": chunk.index,
             "chunk_hash": chunk.chunk_hash, "text": chunk.text,
-            "tokens_in": index_tokens(chunk.text), "embedding": embedding,
+            "tokens_in": tokens, "words_in": words, "unspaced_in": unspaced, "embedding": embedding,
             "dims": None if embedding is None else len(embedding)}
+
+
+def _token_params(row: Any, tokens: str) -> dict[str, Any]:
+    words, unspaced = split_tokens(tokens)
+    return {"k_owner": row.owner_key, "k_doc": row.doc_id, "k_index": row.chunk_index,
+            "k_tokens": tokens, "k_words": words, "k_unspaced": unspaced}

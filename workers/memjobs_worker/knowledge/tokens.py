@@ -17,6 +17,12 @@ A "character" here is a cluster (a base and its combining marks); format
 characters such as the zero-width joiner and variation selectors are dropped.
 Words longer than :data:`MAX_TOKEN_CHARS` are dropped on both sides.
 
+The two kinds of token are then indexed differently (:func:`split_tokens`):
+words through PostgreSQL's ``english`` configuration (Snowball stemming, so
+"lubricate" finds "lubricated", and English stop words dropped, so "the", "to"
+and "on" neither match nor weigh), the characters and bigrams through
+``simple``, as they are. Queries do the same, token by token.
+
 Bump :data:`TOKENIZER_VERSION` whenever the output changes for any input: the
 store then reports its index stale and rebuilds it from the raw chunk text.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 import unicodedata
 
 #: The version of the tokens this module produces (stored in ``knowledge_meta``).
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2
 #: Longer words are not indexed (PostgreSQL itself ignores lexemes over 2 KB).
 MAX_TOKEN_CHARS = 100
 
@@ -85,6 +91,22 @@ def query_tokens(query: str) -> list[str]:
         else:
             tokens.extend(a + b for a, b in zip(units, units[1:], strict=False))
     return list(dict.fromkeys(tokens))
+
+
+def split_tokens(tokens: str) -> tuple[str, str]:
+    """The words and the unspaced-script tokens of an :func:`index_tokens` string,
+    each space-joined: the first goes to the ``english`` configuration, the
+    second to ``simple``."""
+    words: list[str] = []
+    unspaced: list[str] = []
+    for token in tokens.split():
+        (unspaced if is_unspaced_token(token) else words).append(token)
+    return " ".join(words), " ".join(unspaced)
+
+
+def is_unspaced_token(token: str) -> bool:
+    """True for a character or bigram of a script written without spaces."""
+    return bool(token) and _is_unspaced(token[0])
 
 
 def is_searchable(token: str) -> bool:

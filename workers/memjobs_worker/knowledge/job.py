@@ -1,0 +1,78 @@
+"""The ``reindex_knowledge`` job: the owner's lock, the reindex, one log line.
+
+What: :func:`run_reindex` is the body of the actor, so the actor only parses
+the message and reports the outcome this returns.
+
+Why the lock waits a little for parts: a large corpus arrives as several
+messages at once, and they serialise on the owner's lock; a part finding the
+lock busy waits up to :data:`PART_WAIT_S` for the part before it to finish
+rather than spend one of its retries on every collision. A whole-corpus
+message still retries at once (``reindex_busy``).
+
+The log line counts documents and reasons; it never carries a path, a title
+or the owner id.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import redis
+
+from memjobs_client.contracts import ReindexKnowledge
+from memjobs_client.errors import TransientError
+from memjobs_worker.knowledge.parts import CorpusParts
+from memjobs_worker.knowledge.reindex import reindex
+from memjobs_worker.knowledge.store import KnowledgeStore
+from memjobs_worker.lease import LeaseLock
+from memjobs_worker.model_client import RemoteEmbedder
+from memjobs_worker.observability.metrics import lock_hook
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: How long a part waits for the owner's lock before it is retried later.
+PART_WAIT_S = 60.0
+_POLL_S = 0.2
+
+
+def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: redis.Redis,
+                store: Callable[[], KnowledgeStore],
+                embedder: Callable[[], RemoteEmbedder | None]) -> str:
+    """Index ``payload`` for its owner under the owner's reindex lock; the job's outcome.
+    ``store`` and ``embedder`` return their parts (built on first use).
+
+    Raises:
+        TransientError: another reindex of this owner holds the lock (``reindex_busy``).
+        ModelUnavailable: the embedding service failed (nothing of this message written).
+    """
+    if not settings.knowledge_enabled:
+        return "disabled"  # switched off since it was enqueued, or a hand-made message
+    lock = LeaseLock(redis_client, "reindex", payload.owner_key, lease_ms=settings.lease_ms,
+                     on_event=lock_hook("reindex"))
+    deadline = time.monotonic() + (PART_WAIT_S if payload.part is not None else 0.0)
+    while lock.try_acquire() is None:
+        if time.monotonic() >= deadline:
+            # Each message carries a whole corpus (or part): retry it later rather than merge.
+            raise TransientError("another reindex of this owner is running", reason="reindex_busy")
+        time.sleep(_POLL_S)
+    try:
+        with lock:
+            service = embedder()
+            done = reindex(payload, store=store(),
+                           embed=service.embed_batch if service is not None else None,
+                           dims=settings.embedding_dims if service is not None else None,
+                           settings=settings, parts=CorpusParts(redis_client).record)
+    finally:
+        lock.abandon()
+    part = payload.part
+    log.info("reindex", extra={
+        "owner_key": payload.owner_key, "indexed": done.indexed, "unchanged": done.unchanged,
+        "removed": done.removed, "refused": done.refusal_counts(), "chunks": done.chunks,
+        "embedding_calls": done.embedding_calls,
+        "part": f"{part.index}/{part.count}" if part is not None else None,
+        "complete": done.complete,
+    })
+    return "succeeded"
