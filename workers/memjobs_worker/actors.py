@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import dramatiq
@@ -34,8 +34,7 @@ from memjobs_worker.lease import LeaseLock
 from memjobs_worker.observability.metrics import lock_hook
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.runtime import Runtime
-from memjobs_worker.sessions import run_digest
-from memjobs_worker.sessions.consolidation import run_consolidation
+from memjobs_worker.sessions import run_consolidation, run_digest
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -111,15 +110,10 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        done = run_consolidation(runtime.sessions, payload, model=model, service=runtime.memory_docs,
-                                 audit=runtime.audit, max_patches=settings.max_patches_per_session,
-                                 max_patch_chars=settings.max_patch_chars)
-        if done is None:
-            report("duplicate")
-            return
-        log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
-                                         "refused": done.refused})
-        report("succeeded")
+        report(run_consolidation(runtime.sessions, payload, lease=timedelta(milliseconds=settings.lease_ms),
+                                 model=model, service=runtime.memory_docs, audit=runtime.audit,
+                                 max_patches=settings.max_patches_per_session,
+                                 max_patch_chars=settings.max_patch_chars))
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs)
@@ -127,7 +121,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         if not settings.digest_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        report(run_digest(runtime.sessions, model, payload))
+        report(run_digest(runtime.sessions, model, payload,
+                          lease=timedelta(milliseconds=settings.lease_ms)))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RecordTask, args, kwargs)

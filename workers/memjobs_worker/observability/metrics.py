@@ -16,6 +16,7 @@ OUTCOMES = (
     "succeeded", "retried", "dead_lettered", "invalid_payload", "refused_sensitive",
     "memory_off", "duplicate", "skipped_busy", "created", "revived", "forgotten",
     "forgotten_unknown", "stale_commit_refused", "skipped", "disabled", "stored", "recorded",
+    "model_output_invalid",
 )
 
 JOBS_ENQUEUED = Counter(

@@ -1,4 +1,5 @@
-"""SQLAlchemy Core tables of session-end state, mirroring migration ``0002_sessions``.
+"""SQLAlchemy Core tables of session-end state, mirroring migrations ``0002_sessions``
+and ``0003_session_run_leases``.
 
 The migration creates them; these definitions only let the session store build
 statements. They live beside the store that owns them so the ledger's
@@ -11,7 +12,8 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-#: One row per (owner, session, kind) of session-end work: its idempotency record.
+#: One row per (owner, session, kind) of session-end work: its idempotency record,
+#: claimed under a lease (``holder``, ``lease_until``); ``state`` is running, done or failed.
 session_runs = sa.Table(
     "session_runs",
     metadata,
@@ -21,6 +23,11 @@ session_runs = sa.Table(
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("done_at", sa.DateTime(timezone=True)),
+    sa.Column("holder", sa.Text),
+    sa.Column("lease_until", sa.DateTime(timezone=True)),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reason", sa.Text),
+    sa.Column("updated_at", sa.DateTime(timezone=True)),
 )
 
 #: A session's topic and gist, with the goals (never the status) of its tasks.
