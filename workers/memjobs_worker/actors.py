@@ -35,6 +35,7 @@ from memjobs_worker.observability.metrics import lock_hook
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.sessions import run_consolidation, run_digest
+from memjobs_worker.sessions.jobs import settle
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -110,10 +111,11 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        report(run_consolidation(runtime.sessions, payload, lease=timedelta(milliseconds=settings.lease_ms),
-                                 model=model, service=runtime.memory_docs, audit=runtime.audit,
-                                 max_patches=settings.max_patches_per_session,
-                                 max_patch_chars=settings.max_patch_chars))
+        lease = timedelta(milliseconds=settings.lease_ms)
+        report(settle(broker, lease, run_consolidation(
+            runtime.sessions, payload, lease=lease, model=model, service=runtime.memory_docs,
+            audit=runtime.audit, max_patches=settings.max_patches_per_session,
+            max_patch_chars=settings.max_patch_chars)))
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs)
@@ -121,8 +123,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         if not settings.digest_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        report(run_digest(runtime.sessions, model, payload,
-                          lease=timedelta(milliseconds=settings.lease_ms)))
+        lease = timedelta(milliseconds=settings.lease_ms)
+        report(settle(broker, lease, run_digest(runtime.sessions, model, payload, lease=lease)))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RecordTask, args, kwargs)

@@ -7,7 +7,10 @@ Each job:
    but a message written into Redis by hand must not carry a secret further;
 2. claims its run in the state store (:class:`~memjobs_worker.sessions.runs.RunLedger`):
    a run done, failed or held under a live lease ends the delivery as
-   ``duplicate`` without a model call;
+   ``duplicate`` without a model call. A run held under a live lease may
+   belong to a worker that has just died, so :func:`settle` leaves a check-back
+   copy of the message, delayed by the lease: it ends as ``duplicate`` once the
+   run is done, or takes over the run whose lease ran out;
 3. works while a background thread renews the lease, every write fenced by it;
 4. ends the run ``done``; or ``failed`` with the reason ``model_output_invalid``
    (the job then ends normally: no Dramatiq retry, no dead letter); or, on a
@@ -15,7 +18,8 @@ Each job:
    Dramatiq retry can claim it at once, and re-raises.
 
 Outcomes (the ``outcome`` label of ``memjobs_jobs_total``): ``succeeded`` /
-``stored``, ``duplicate``, ``model_output_invalid``, ``stale_commit_refused``.
+``stored``, ``duplicate``, ``model_output_invalid``, ``stale_commit_refused``
+(the run functions also return ``busy``, which :func:`settle` turns into ``duplicate``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from memjobs_client.contracts import ConsolidateSession, DigestSession, TaskRef, Turn
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
+from memjobs_client.contracts import QUEUE_OF, ConsolidateSession, DigestSession, TaskRef, Turn
 from memjobs_client.errors import MemjobsError, PermanentError, StaleFencingToken
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.sessions.consolidation import consolidate
@@ -39,6 +46,9 @@ P = TypeVar("P", ConsolidateSession, DigestSession)
 
 #: Lease of a session run when the caller gives none (renewed every third of it).
 DEFAULT_LEASE = timedelta(seconds=30)
+#: Check-backs one delivery may leave behind while another holds the run (then it stops).
+MAX_CHECK_BACKS = 20
+_CHECK_BACKS = "_memjobs_session_check_backs"
 
 
 def redact_payload(payload: P) -> P:
@@ -82,11 +92,27 @@ def run_digest(store: SessionStore, model: ChatModel, payload: DigestSession,
     return _once(store.runs, payload.owner_key, payload.session_id, "digest", lease, work)
 
 
+def settle(broker: dramatiq.Broker, lease: timedelta, outcome: str) -> str:
+    """The outcome to report for a delivery. ``busy`` (the run is held under a live
+    lease) becomes ``duplicate``, and a copy of the message is enqueued to check
+    back after the lease, so a run whose holder died is still taken over."""
+    if outcome != "busy":
+        return outcome
+    message = CurrentMessage.get_current_message()
+    checks = int(message.options.get(_CHECK_BACKS, 0)) if message is not None else MAX_CHECK_BACKS
+    if message is not None and checks < MAX_CHECK_BACKS:
+        again: dramatiq.Message[Any] = dramatiq.Message(
+            queue_name=QUEUE_OF[message.actor_name], actor_name=message.actor_name,
+            args=message.args, kwargs=message.kwargs, options={_CHECK_BACKS: checks + 1})
+        broker.enqueue(again, delay=int(lease.total_seconds() * 1000) + 100)
+    return "duplicate"
+
+
 def _once(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, lease: timedelta,
           work: Callable[[RunClaim, Callable[[], bool]], str]) -> str:
     claim = runs.claim(owner_key, session_id, kind, lease)
     if claim is None:
-        return "duplicate"
+        return "busy" if runs.state(owner_key, session_id, kind) == "running" else "duplicate"
     try:
         with runs.keep(claim, lease) as held:
             return work(claim, held)

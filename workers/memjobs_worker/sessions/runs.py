@@ -90,7 +90,7 @@ class RunLedger:
                   "attempts": session_runs.c.attempts + 1},
             where=sa.and_(session_runs.c.state == "running",
                           sa.or_(session_runs.c.lease_until.is_(None),
-                                 session_runs.c.lease_until < now)),
+                                 session_runs.c.lease_until <= now)),
         ).returning(session_runs.c.attempts)
         with transaction(self.engine) as conn:
             attempt = conn.execute(stmt).scalar()
@@ -125,6 +125,15 @@ class RunLedger:
         if not self._fenced(claim, values, conn):
             raise StaleFencingToken("the session run was taken over; this result is dropped",
                                     reason="stale_fencing_token")
+
+    def state(self, owner_key: str, session_id: str, kind: RunKind) -> str | None:
+        """The run's state (running, done, failed), or None when it has no record."""
+        with transaction(self.engine) as conn:
+            return conn.execute(
+                sa.select(session_runs.c.state).where(
+                    session_runs.c.owner_key == owner_key, session_runs.c.session_id == session_id,
+                    session_runs.c.kind == kind)
+            ).scalar()
 
     def holds(self, claim: RunClaim) -> bool:
         """Whether ``claim`` still holds its run (checked before each irreversible step)."""
