@@ -73,21 +73,26 @@ _GROUPS = (
       "preferred", "preference", "喜欢", "喜爱", "爱好", "偏好", "爱"},
      ("like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers", "favourite",
       "favorite", "fan", "into", "喜欢", "爱", "偏好", "最", "迷")),
-    ({"has", "have", "own", "owns", "有", "养"},
-     ("have", "has", "had", "own", "owns", "my", "got", "有", "养", "家", "我的")),
 )
+# "Is a doctor" / "是医生" claims an identity: the evidence must say "I am" / "我是" (or "当", "as").
+_IDENTITY = re.compile(r"^(?:(?:the )?users? |用户)?(?:is|am|are|是)(?: |(?=[㐀-鿿]))")
+_COPULAS = ("is", "am", "are", "i'm", "im", "was", "as", "是", "当", "做")
+# "my friend's daughter", "同事的女儿": a fact about someone else, unless the patch names them.
+_OTHERS = re.compile(r"\b(?!(?:it|that|what|there|here|let|he|she|who|where)'s\b)([a-z]+)'s\b"
+                     r"|(朋友|同事|邻居|同学|别人|老板|他|她|他们)的")
 _FRAME_ZH = sorted(_words("""
-用户 用戶 使用者 住在 居住在 居住 生活在 家住 目前 现在 正在 已经 一直 喜欢 喜愛 喜爱 爱好 偏好 希望 想要 需要 要求
-称呼 称为 叫做 回复 回答 答复 记住 记得 平时 经常 比较 非常 特别 尽量 一点 一些 一下 稍微 有点 总是 很 是
-的 了 在 有 养 和 与 及 对 我 你 他 她 它 们 为 被 把 给 从 到 也
-都 就 会 要 想 请 叫 住 爱 这 那 个 只 条 位 辆 套 台 件 一 着 过
-呢 吧 啊 吗 哦"""),
+用户 用戶 使用者 住在 居住在 居住 生活在 家住 目前 现在 正在 已经 一直 喜欢 喜愛 喜爱 爱好 偏好 希望 想要
+需要 要求 称呼 称为 叫做 回复 回答 答复 记住 记得 平时 经常 比较 非常 特别 尽量 一点 一些 一下 时
+时候 不 没 别 不要 没有 稍微 有点 总是 很 是 的 了 在 有 养 和 与 及 对
+我 你 他 她 它 们 为 被 把 给 从 到 也 都 就 会 要 想 请 叫
+住 爱 这 那 个 只 条 位 辆 套 台 件 一 着 过 呢 吧 啊 吗 哦"""),
                    key=len, reverse=True)
 _FRAME_ZH_RE = re.compile("|".join(map(re.escape, _FRAME_ZH)))
 _NUMERALS = "零〇两二三四五六七八九十百千万"
 # Kinship words with several everyday forms, mapped to one on both sides.
 _KIN = ((re.compile("老婆|太太|爱人|媳妇"), "妻子"), (re.compile("老公|丈夫"), "丈夫"),
-        (re.compile("爸爸|父亲|老爸|爸"), "父"), (re.compile("妈妈|母亲|老妈|妈"), "母"))
+        (re.compile("爸爸|父亲|老爸|爸"), "父"), (re.compile("妈妈|母亲|老妈|妈"), "母"),
+        (re.compile("上班|工作"), "工作"), (re.compile("孩子|小孩"), "孩子"))
 _ONE_OF = re.compile("一([个只条位辆套台件本张次])")
 # Numbers and times must be said: a changed number or time of day is a different fact.
 _EXACT_ZH = re.compile(f"[{_NUMERALS}]|(?<![一万统唯])一(?![点些下直起样定般切致个只条位辆套台件本张次])|"
@@ -195,6 +200,12 @@ def _covered(content: str, said: str) -> bool:
              and not any(re.search(f"[{_NUMERALS}\\d]{m}", said) and f"一{m}" not in said
                          for m in _ONE_OF.findall(content)))
     framed = all(_has(said, needed) for frames, needed in _GROUPS if _has(content, frames))
+    if _IDENTITY.match(content) and not _has(said, _COPULAS):
+        return False
+    for match in _OTHERS.finditer(said):
+        whose = match.group(1) or match.group(2)
+        if whose not in content and _stem(whose) not in units(content):
+            return False
     return exact and framed and hits / len(wanted) >= COVERAGE
 
 
@@ -252,7 +263,8 @@ def _bigrams(run: str) -> list[str]:
 def _stem(word: str) -> str:
     """A crude English stem, applied to patch and evidence alike ("moved"/"moving" → "mov")."""
     word = _IRREGULAR.get(word, word).removesuffix("'s").replace("'", "")
-    for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 3), ("es", 4), ("s", 3)):
+    for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 3), ("es", 4), ("s", 3), ("ic", 4),
+                         ("y", 4)):
         if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
             return word[: len(word) - len(suffix)] + ("y" if suffix == "ies" else "")
     return word
