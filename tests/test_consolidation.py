@@ -117,6 +117,20 @@ def test_an_inference_the_user_never_said_is_not_written(h: Harness, script: Scr
     assert [x["reason"] for x in audit_lines(h)] == ["not_grounded"] * 3
 
 
+def test_guessed_address_and_inferred_traits_are_refused_in_chinese(h: Harness, script: Script) -> None:
+    script.consolidation.append(patches(
+        {"doc": "USER.md", "op": "append", "text": "- 称呼：老王", "evidence": "好的"},
+        {"doc": "MEMORY.md", "op": "append", "text": "- 用户喜欢南方城市，可能单身", "evidence": "我住在杭州"},
+        {"doc": "USER.md", "op": "append", "text": "- 回答简短", "evidence": "回答简短"},  # the assistant said it
+        {"doc": "MEMORY.md", "op": "append", "text": "- 住在杭州", "evidence": "我住在杭州"},
+        {"doc": "USER.md", "op": "append", "text": "- 称呼：小林", "evidence": "以后叫我小林"},
+    ))
+    h.client.end_session(OWNER, "s-zh", turns("好的", "我会回答简短一些。", "我住在杭州，以后叫我小林。", "好的，小林。"))
+    h.drain()
+    assert docs(h) == {"USER.md": "- 称呼：小林", "MEMORY.md": "- 住在杭州"}
+    assert [x["reason"] for x in audit_lines(h)] == ["not_grounded"] * 3 + [None, None]
+
+
 def test_assistant_md_is_never_changed_and_bad_patches_do_not_stop_good_ones(
     h: Harness, script: Script
 ) -> None:

@@ -20,7 +20,7 @@ from memjobs_worker.embedded.redis import EmbeddedRedis
 from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import Harness
+from tests.harness import Harness, kill_group, spawn_workers
 
 OWNER = "runs@example.com"
 KEY = owner_key(OWNER)
@@ -122,6 +122,25 @@ def test_a_run_whose_holder_died_mid_call_is_taken_over_after_its_lease(
     [run] = h.runtime.sessions.run_records(KEY, 1)
     assert (run.state, run.attempts) == ("done", 2)
     assert not h.runtime.sessions.runs.holds(dead)
+
+
+def test_kill_9_in_the_model_call_is_taken_over_and_applied_once(
+    h: Harness, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    settings = h.settings.model_copy(update={"broker_heartbeat_timeout_ms": 2000})
+    fake_model.hang_next("chat")
+    doomed = spawn_workers(settings, tmp_path / "doomed.log", processes=1, threads=1)
+    try:
+        h.broker.enqueue(message(payload("r-k")))
+        fake_model.wait_for_request("chat", 1, timeout_s=60)  # the real worker is in its model call
+    finally:
+        kill_group(doomed)  # SIGKILL, mid-call: its claim is never renewed nor finished
+    h.start_worker()  # Dramatiq redelivers the dead worker's message after its heartbeat times out
+    h.drain()
+    assert len(fake_model.requests_for("chat")) == 2  # the dead worker's call and the takeover's
+    assert memory_md(h) == "- Lives in Hangzhou" and applied_audits(h) == 1
+    [run] = h.runtime.sessions.run_records(KEY, 1)
+    assert (run.state, run.attempts) == ("done", 2)
 
 
 def test_a_lost_redis_marker_does_not_consolidate_twice(h: Harness, fake_model: FakeOpenAI) -> None:
