@@ -125,7 +125,8 @@ def test_guessed_address_and_inferred_traits_are_refused_in_chinese(h: Harness, 
         {"doc": "MEMORY.md", "op": "append", "text": "- 住在杭州", "evidence": "我住在杭州"},
         {"doc": "USER.md", "op": "append", "text": "- 称呼：小林", "evidence": "以后叫我小林"},
     ))
-    h.client.end_session(OWNER, "s-zh", turns("好的", "我会回答简短一些。", "我住在杭州，以后叫我小林。", "好的，小林。"))
+    h.client.end_session(OWNER, "s-zh",
+                         turns("好的", "我会回答简短一些。", "我住在杭州，以后叫我小林。", "好的，小林。"))
     h.drain()
     assert docs(h) == {"USER.md": "- 称呼：小林", "MEMORY.md": "- 住在杭州"}
     assert [x["reason"] for x in audit_lines(h)] == ["not_grounded"] * 3 + [None, None]
