@@ -35,97 +35,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from memjobs_worker.sessions import grounding_lexicon as lex
+
 #: Share of a patch's content units that its evidence must contain.
 COVERAGE = 0.75
-
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_UNIT = re.compile(rf"[{_CJK}]+|[a-z0-9]+(?:'[a-z]+)?")
-_LABEL = re.compile(r"^\s*[^:：\n\d]{1,12}[:：]\s*(?=\S)")
-_ELLIPSIS = re.compile(r"…+|\.{3,}")
-_MARKDOWN = re.compile(r"^\s*(?:[-*+>#]+|\d+[.)])\s*|[*_`~#>\[\]()]")
-_NUMBER = re.compile(r"\d+")
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_IRREGULAR = {"goes": "go", "does": "do", "went": "go", "kids": "kid", "children": "child",
-              "wives": "wife", "favorite": "favourite", "colour": "color"}
-
-_STOP_EN = _words("""a an the is are was were be been being am do does did has have had of to in on at for with
-by from as and or but if so than then that this these those it its they them their he she
-his her him we our you your i me my mine user user's users who whom which what when where
-there here also just very really quite currently now often usually sometimes would will
-shall can could should may must about into onto over under up out off again still""")
-_FRAME_EN = _words("""live lives living lived resides reside based like likes liked love loves enjoy enjoys
-prefer prefers preferred preference preferences want wants wanted wish wishes call called
-calling address addressed name named reply replies respond responds response responses
-answer answers keep kept work works has have own owns give plan plans planning planned
-fact facts note notes remember""")
-# Frame words that still state something: "lives in X" needs evidence of living
-# somewhere, not only X. A frame word of a group needs a word of its group in the evidence.
-_GROUPS = (
-    ({"live", "lives", "living", "lived", "resides", "reside", "based", "住", "居"},
-     ("live", "lives", "living", "lived", "moved", "move", "moving", "home", "based", "reside",
-      "stay", "住", "搬", "家", "居")),
-    ({"like", "likes", "liked", "love", "loves", "enjoy", "enjoys", "prefer", "prefers",
-      "preferred", "preference", "喜欢", "喜爱", "爱好", "偏好", "爱"},
-     ("like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers", "favourite",
-      "favorite", "fan", "into", "喜欢", "爱", "偏好", "最", "迷")),
-)
-# "Is a doctor" / "是医生" claims an identity: the evidence must say "I am" / "我是" (or "当", "as").
-_IDENTITY = re.compile(r"^(?:(?:the )?users? |用户)?(?:is|am|are|是)(?: |(?=[㐀-鿿]))")
-_COPULAS = ("is", "am", "are", "i'm", "im", "was", "as", "是", "当", "做")
-# "my friend's daughter", "同事的女儿": a fact about someone else, unless the patch names them.
-_OTHERS = re.compile(r"\b(?!(?:it|that|what|there|here|let|he|she|who|where)'s\b)([a-z]+)'s\b"
-                     r"|(朋友|同事|邻居|同学|别人|老板|他|她|他们)的")
-_FRAME_ZH = sorted(_words("""
-用户 用戶 使用者 住在 居住在 居住 生活在 家住 目前 现在 正在 已经 一直 喜欢 喜愛 喜爱 爱好 偏好 希望 想要
-需要 要求 称呼 称为 叫做 回复 回答 答复 记住 记得 平时 经常 比较 非常 特别 尽量 一点 一些 一下 时
-时候 不 没 别 不要 没有 稍微 有点 总是 很 是 的 了 在 有 养 和 与 及 对
-我 你 他 她 它 们 为 被 把 给 从 到 也 都 就 会 要 想 请 叫
-住 爱 这 那 个 只 条 位 辆 套 台 件 一 着 过 呢 吧 啊 吗 哦"""),
-                   key=len, reverse=True)
-_FRAME_ZH_RE = re.compile("|".join(map(re.escape, _FRAME_ZH)))
-_NUMERALS = "零〇两二三四五六七八九十百千万"
-# Kinship words with several everyday forms, mapped to one on both sides.
-_KIN = ((re.compile("老婆|太太|爱人|媳妇"), "妻子"), (re.compile("老公|丈夫"), "丈夫"),
-        (re.compile("爸爸|父亲|老爸|爸"), "父"), (re.compile("妈妈|母亲|老妈|妈"), "母"),
-        (re.compile("上班|工作"), "工作"), (re.compile("孩子|小孩"), "孩子"))
-_ONE_OF = re.compile("一([个只条位辆套台件本张次])")
-# Numbers and times must be said: a changed number or time of day is a different fact.
-_EXACT_ZH = re.compile(f"[{_NUMERALS}]|(?<![一万统唯])一(?![点些下直起样定般切致个只条位辆套台件本张次])|"
-                       "早上|上午|中午|下午|晚上|傍晚|凌晨|半夜|夜里|今天|明天|昨天|后天|前天|"
-                       "今年|明年|去年|周[一二三四五六日末]|星期")
-
-_HEDGES = ("可能", "也许", "或许", "大概", "似乎", "好像", "估计", "应该是", "看起来", "看样子",
-           "推测", "猜", "想必", "说不定", "probably", "maybe", "perhaps", "likely", "possibly",
-           "seems", "seem", "apparently", "might", "guess", "presumably", "suppose", "perhaps")
-_NEGATIONS_ZH = ("不", "没", "别", "勿", "讨厌", "拒绝")
-# Words that carry a negation character without negating anything.
-_NOT_NEGATIONS_ZH = re.compile("不错|不少|不过|差不多|不断|不久|特别|别人|区别|分别|告别|类别|级别|"
-                               "性别|识别|没错|了不起|不得不")
-_NEGATIONS_EN = {"not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
-                 "can't", "cannot", "won't", "dislike", "dislikes", "hate", "hates", "nor",
-                 "without", "avoid", "avoids", "stop", "stopped", "quit"}
-_ADDRESS_OR_REPLY = ("称呼", "叫我", "昵称", "名字", "叫他", "回复", "回答", "答复", "语气", "口吻",
-                     "简短", "简洁", "详细", "啰嗦", "用中文", "用英文", "用英语",
-                     "call me", "call the user", "address", "nickname", "reply", "replies", "answer",
-                     "answers", "respond",
-                     "response", "responses", "tone", "brief", "concise", "verbose", "formal",
-                     "in english", "in chinese")
-_REQUESTS = ("叫我", "称呼我", "喊我", "请", "一点", "一些", "点儿", "以后", "今后", "从现在", "希望你",
-             "你要", "要你", "你就", "你得", "你别", "别", "不要", "记住", "记得", "帮我记", "给我", "你用",
-             "用中文", "用英文", "用英语", "回答我", "回复我", "我希望", "我想让你", "我要你", "我要",
-             "我想要", "麻烦", "call me", "please", "from now on", "i want", "i'd like", "i want you",
-             "i'd like you", "i would like you", "i prefer", "i'd prefer", "i'd rather",
-             "i would rather", "don't", "do not", "stop", "always", "never", "keep", "be", "speak",
-             "give", "address me", "remember", "make sure", "can you", "could you", "you should",
-             "reply in", "answer in", "talk to me", "speak to me", "use")
-_FORGET = ("忘", "删", "去掉", "移除", "不再", "记错", "不对", "错了", "不是", "别记", "改成", "改为",
-           "forget", "delete", "remove", "drop", "wrong", "no longer", "not anymore", "anymore",
-           "don't remember", "incorrect", "mistake", "changed")
 
 
 def normalise(text: str) -> str:
@@ -141,18 +54,18 @@ def grounded(doc: str, text: str, evidence: str | None, user_turns: Sequence[str
     otherwise the reason: ``not_grounded`` (evidence missing or not the user's),
     ``not_covered`` (the patch says more than the evidence), ``not_requested``
     (address, reply preference or deletion without an explicit request)."""
-    parts = [normalise(p) for p in _ELLIPSIS.split(evidence or "")]
+    parts = [normalise(p) for p in lex.ELLIPSIS.split(evidence or "")]
     parts = [p for p in parts if p]
     said = " ".join(parts)
     if len(said.replace(" ", "")) < 2 or not _quoted(parts, user_turns):
         return "not_grounded"
     if deletion:
-        return None if _has(said, _FORGET) else "not_requested"
+        return None if _has(said, lex.FORGET) else "not_requested"
     content = _strip(text)
     if not _covered(content, said) or not _same_stance(content, said):
         return "not_covered"
-    about_interaction = doc == "USER.md" or _has(normalise(text), _ADDRESS_OR_REPLY)
-    if about_interaction and not _has(said, _REQUESTS):
+    about_interaction = doc == "USER.md" or _has(normalise(text), lex.ADDRESS_OR_REPLY)
+    if about_interaction and not _has(said, lex.REQUESTS):
         return "not_requested"
     return None
 
@@ -167,8 +80,8 @@ def _strip(text: str) -> str:
     """The patch's words without Markdown, a leading label or line markers."""
     lines = []
     for line in unicodedata.normalize("NFKC", text).splitlines():
-        line = _MARKDOWN.sub(" ", line)
-        line = _LABEL.sub(" ", line)
+        line = lex.MARKDOWN.sub(" ", line)
+        line = lex.LABEL.sub(" ", line)
         lines.append(line)
     return normalise(" ".join(lines))
 
@@ -176,37 +89,51 @@ def _strip(text: str) -> str:
 def units(content: str) -> list[str]:
     """Content units of normalised text: stemmed English words and CJK bigrams."""
     out: list[str] = []
-    for match in _UNIT.finditer(content):
+    for match in lex.UNIT.finditer(content):
         token = match.group()
         if token[0] >= "\u3400":
-            for run in _FRAME_ZH_RE.split(token):
+            for run in lex.FRAME_ZH_RE.split(token):
                 out.extend(_bigrams(run))
-        elif token not in _STOP_EN and token not in _FRAME_EN and token not in _NEGATIONS_EN:
+        elif token not in lex.STOP_EN and token not in lex.FRAME_EN and token not in lex.NEGATIONS_EN:
             out.append(_stem(token))
     return out
 
 
 def _covered(content: str, said: str) -> bool:
-    content, said = _kin(content), _kin(said)
+    content, said = _kin(_arabic(content)), _kin(_arabic(said))
     wanted = units(content)
     if not wanted:
         return False
-    words = {_stem(w) for w in _UNIT.findall(said) if not (w[0] >= "\u3400")}
-    cjk = " ".join(w for w in _UNIT.findall(said) if w[0] >= "\u3400")
+    words = {_stem(w) for w in lex.UNIT.findall(said) if not (w[0] >= "\u3400")}
+    cjk = " ".join(w for w in lex.UNIT.findall(said) if w[0] >= "\u3400")
     hits = sum(1 for u in wanted if (_in_cjk(u, cjk) if u[0] >= "\u3400" else u in words))
-    exact = (set(_NUMBER.findall(content)) <= set(_NUMBER.findall(said))
-             and all(w in said for w in _EXACT_ZH.findall(content))
+    exact = (set(lex.NUMBER.findall(content)) <= set(lex.NUMBER.findall(said))
+             and all(w in said for w in lex.EXACT_ZH.findall(content))
              # "一个" may stand for "a", but not where the evidence counted otherwise
-             and not any(re.search(f"[{_NUMERALS}\\d]{m}", said) and f"一{m}" not in said
-                         for m in _ONE_OF.findall(content)))
-    framed = all(_has(said, needed) for frames, needed in _GROUPS if _has(content, frames))
-    if _IDENTITY.match(content) and not _has(said, _COPULAS):
+             and not any(re.search(f"[{lex.NUMERALS}\\d]{m}", said) and f"一{m}" not in said
+                         for m in lex.ONE_OF.findall(content)))
+    framed = all(_has(said, needed) or (kind == "like" and _has(said, lex.REQUESTS))
+                 for kind, frames, needed in lex.GROUPS if _has(content, frames))
+    if lex.IDENTITY.match(content) and not _has(said, lex.COPULAS):
         return False
-    for match in _OTHERS.finditer(said):
+    if (subject := _subject(said)) is not None and subject not in content \
+            and _kin(subject) not in _kin(content) and subject not in units(content):
+        return False
+    for match in lex.OTHERS.finditer(said):
         whose = match.group(1) or match.group(2)
         if whose not in content and _stem(whose) not in units(content):
             return False
     return exact and framed and hits / len(wanted) >= COVERAGE
+
+
+def _subject(said: str) -> str | None:
+    """The person the evidence is about when it is not the user: "my dad …", "我表弟…"."""
+    words = said.split()
+    first = words[1] if len(words) > 1 and words[0] in ("my", "our") else (words[0] if words else "")
+    if _stem(first) in lex.PERSONS_EN:
+        return _stem(first)
+    match = lex.PERSON_ZH.match(said)
+    return match.group(1) if match else None
 
 
 def _in_cjk(unit: str, cjk: str) -> bool:
@@ -223,23 +150,42 @@ def _in_cjk(unit: str, cjk: str) -> bool:
     return False
 
 
+def _arabic(text: str) -> str:
+    """Small Chinese and English numbers as digits ("五月三号" → "5月3号", "two" → "2")."""
+    text = lex.ZH_NUMBER.sub(_zh_digits, text)
+    return " ".join(lex.EN_NUMBERS.get(w, w) for w in text.split(" "))
+
+
+def _zh_digits(match: re.Match[str]) -> str:
+    numeral = match.group(1)
+    if numeral == "一" and match.string[match.end()] in "点个位只条次":
+        return numeral  # "a bit", "a" (一只猫): checked by lex.ONE_OF instead
+    tens, ten, ones = numeral.partition("十")
+    try:
+        if not ten:
+            return "".join(str(lex.ZH_DIGITS[c]) for c in numeral)
+        value = (lex.ZH_DIGITS[tens] if tens else 1) * 10 + (lex.ZH_DIGITS[ones] if ones else 0)
+    except KeyError:  # "十十", "二三十": not a number this handles
+        return numeral
+    return str(value) if len(tens) <= 1 and len(ones) <= 1 else numeral
+
+
 def _kin(text: str) -> str:
-    for pattern, canonical in _KIN:
+    for pattern, canonical in lex.KIN:
         text = pattern.sub(canonical, text)
     return text
 
 
 def _same_stance(content: str, said: str) -> bool:
-    for hedge in _HEDGES:
-        if _has(content, (hedge,)) and not _has(said, (hedge,)):
-            return False
+    if _has(content, lex.HEDGES) != _has(said, lex.HEDGES):
+        return False  # a guess stated as a fact, or a fact turned into a guess
     return _negated(content) == _negated(said)
 
 
 def _negated(text: str) -> bool:
     words = set(text.split())
-    text = _NOT_NEGATIONS_ZH.sub(" ", text)
-    return bool(words & _NEGATIONS_EN) or any(n in text for n in _NEGATIONS_ZH)
+    text = lex.NOT_NEGATIONS_ZH.sub(" ", text)
+    return bool(words & lex.NEGATIONS_EN) or any(n in text for n in lex.NEGATIONS_ZH)
 
 
 def _has(text: str, needles: Iterable[str]) -> bool:
@@ -262,7 +208,7 @@ def _bigrams(run: str) -> list[str]:
 
 def _stem(word: str) -> str:
     """A crude English stem, applied to patch and evidence alike ("moved"/"moving" → "mov")."""
-    word = _IRREGULAR.get(word, word).removesuffix("'s").replace("'", "")
+    word = lex.IRREGULAR.get(word, word).removesuffix("'s").replace("'", "")
     for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 3), ("es", 4), ("s", 3), ("ic", 4),
                          ("y", 4)):
         if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
