@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ from memjobs_worker.embedded.redis import EmbeddedRedis
 from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import Harness, kill_group, spawn_workers
+from tests.harness import REPO, Harness, kill_group, spawn_workers, worker_env
 
 OWNER = "runs@example.com"
 KEY = owner_key(OWNER)
@@ -239,3 +241,9 @@ def test_malformed_output_ends_each_session_end_job_within_seconds(
     assert jobs("consolidate_session", "model_output_invalid") >= 1
     assert jobs("digest_session", "model_output_invalid") >= 1
     assert h.queues()["memjobs_session"]["dead"] == 0
+    if answer.startswith("Sure"):  # the operator's view, once
+        listed = subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", "sessions", "--owner", OWNER, "--runs", "--json"],
+            env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert sorted((r["kind"], r["state"], r["reason"]) for r in json.loads(listed.stdout)) == [
+            ("consolidate", "failed", "model_output_invalid"), ("digest", "failed", "model_output_invalid")]
