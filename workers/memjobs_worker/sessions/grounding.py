@@ -12,12 +12,13 @@ for, and never guesses a form of address or a reply preference. A patch is
    ``Name:``) and frame words (``user``, ``lives``, ``用户``, ``喜欢`` …), is cut
    into content units: English words (crudely stemmed, stop words dropped) and
    CJK bigrams (a lone CJK character counts as a unit). At least
-   :data:`COVERAGE` of the units must occur in the evidence, every number in
-   the patch must, and there must be at least one unit.
-3. **No added stance.** A hedge (``可能``, ``probably`` …) or a negation
-   (``不``, ``not`` …) in the patch must be in the evidence too, and a negation
-   in the evidence must be in the patch: "I don't like coffee" never becomes
-   "likes coffee".
+   :data:`COVERAGE` of the units must occur in the evidence; every number and
+   time word must; a frame that states something (lives, works, likes, is a)
+   needs its kind of word in the evidence; evidence about someone else ("my dad
+   is …", "我表弟…", "my friend's …") needs the patch to name them.
+3. **No changed stance.** A hedge (``可能``, ``probably`` …) or a negation
+   (``不``, ``not`` …) is in both the patch and the evidence or in neither:
+   "I don't like coffee" never becomes "likes coffee", "我可能去" never "去".
 4. **Address and reply preferences only on request.** A patch to USER.md, or
    one about how to address the user or how to reply, needs evidence that is
    an explicit request (``叫我``, ``请``, ``以后``, ``call me``, ``please``,
