@@ -117,6 +117,8 @@ def _covered(content: str, said: str) -> bool:
                  for kind, frames, needed in lex.GROUPS if _has(content, frames))
     if lex.IDENTITY.match(content) and not _has(said, lex.COPULAS):
         return False
+    if lex.NAME_CLAIM.match(content) and not _has(said, lex.NAMING):
+        return False
     if (subject := _subject(said)) is not None and subject not in content \
             and _kin(subject) not in _kin(content) and subject not in units(content):
         return False
@@ -131,8 +133,8 @@ def _subject(said: str) -> str | None:
     """The person the evidence is about when it is not the user: "my dad …", "我表弟…"."""
     words = said.split()
     first = words[1] if len(words) > 1 and words[0] in ("my", "our") else (words[0] if words else "")
-    if _stem(first) in lex.PERSONS_EN:
-        return _stem(first)
+    if first in lex.PERSONS_EN or first.removesuffix("s") in lex.PERSONS_EN:
+        return first
     match = lex.PERSON_ZH.match(said)
     return match.group(1) if match else None
 
@@ -208,10 +210,17 @@ def _bigrams(run: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    """A crude English stem, applied to patch and evidence alike ("moved"/"moving" → "mov")."""
+    """A crude English stem, applied to patch and evidence alike ("moved"/"moving"/"move"
+    → "mov", "commutes"/"commute" → "commut", "allergic"/"allergy" → "allerg")."""
     word = lex.IRREGULAR.get(word, word).removesuffix("'s").replace("'", "")
-    for suffix, keep in (("ies", 3), ("ing", 4), ("ed", 3), ("es", 4), ("s", 3), ("ic", 4),
-                         ("y", 4)):
-        if word.endswith(suffix) and len(word) - len(suffix) >= keep and not word.endswith("ss"):
-            return word[: len(word) - len(suffix)] + ("y" if suffix == "ies" else "")
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    else:
+        for suffix in ("ing", "ed", "es", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+                word = word[: -len(suffix)]
+                break
+    for suffix in ("e", "ic", "y"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
     return word

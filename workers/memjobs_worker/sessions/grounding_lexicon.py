@@ -49,8 +49,11 @@ GROUPS = (
       "favorite", "fan", "into", "喜欢", "爱", "偏好", "最", "迷")),
 )
 # "Is a doctor" / "是医生" claims an identity: the evidence must say "I am" / "我是" (or "当", "as").
-IDENTITY = re.compile(r"^(?:(?:the )?users? |用户)?(?:is|am|are|是)(?: |(?=[\u3400-\u9fff]))")
-COPULAS = ("is", "am", "are", "i'm", "im", "was", "as", "是", "当", "做")
+IDENTITY = re.compile(r"^(?:(?:the )?users? |用户)?(?:(?:is|am|are) an? |是(?=[\u3400-\u9fff]))")
+COPULAS = ("is", "am", "are", "i'm", "im", "we're", "was", "as", "是", "当", "做")
+# "The user's name is X" / "用户叫X": only from the user naming themselves.
+NAME_CLAIM = re.compile(r"^(?:(?:the )?(?:user's|users?) |用户(?:的)?)?(?:name (?:is )?|名字|叫)")
+NAMING = ("my name", "i'm", "i am", "call me", "name is", "我叫", "我是", "名字", "叫我", "称呼我")
 # "my dad is diabetic", "同事有女朋友了": the evidence is about someone else; the patch must name them.
 PERSONS_EN = _words("""friend dad father mom mum mother brother sister son daughter wife husband boyfriend girlfriend
 partner colleague coworker boss neighbor neighbour cousin uncle aunt grandma grandpa
