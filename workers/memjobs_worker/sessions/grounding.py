@@ -19,10 +19,12 @@ for, and never guesses a form of address or a reply preference. A patch is
 3. **No changed stance.** A hedge (``可能``, ``probably`` …) or a negation
    (``不``, ``not`` …) is in both the patch and the evidence or in neither:
    "I don't like coffee" never becomes "likes coffee", "我可能去" never "去".
-4. **Address and reply preferences only on request.** A patch to USER.md, or
-   one about how to address the user or how to reply, needs evidence that is
-   an explicit request (``叫我``, ``请``, ``以后``, ``call me``, ``please``,
-   ``from now on`` …).
+4. **Address and reply preferences only when the user said so.** A patch about
+   how to address the user needs evidence asking for it (``叫我``, ``call me``,
+   or a request that names the address: "please use my nickname"); a patch to
+   USER.md or about how to reply needs a request (``请``, ``以后``, ``please``,
+   ``from now on`` …) or a stated preference about replies ("I prefer short
+   answers", "我喜欢你回答简短").
 5. **Deletions only when asked.** A replacement with empty ``new_text``
    needs evidence asking to forget or correct (``忘掉``, ``记错``, ``forget`` …).
 
@@ -65,9 +67,14 @@ def grounded(doc: str, text: str, evidence: str | None, user_turns: Sequence[str
     content = _strip(text)
     if not _covered(content, said) or not _same_stance(content, said):
         return "not_covered"
-    about_interaction = doc == "USER.md" or _has(normalise(text), lex.ADDRESS_OR_REPLY)
-    if about_interaction and not _has(said, lex.REQUESTS):
-        return "not_requested"
+    stated = normalise(text)
+    if _has(stated, lex.ADDRESS):
+        asked = _has(said, lex.ADDRESS_REQUESTS) or (_has(said, lex.REQUESTS)
+                                                     and _has(said, lex.ADDRESS_WORDS))
+        return None if asked else "not_requested"
+    if doc == "USER.md" or _has(stated, lex.REPLY):
+        asked = _has(said, lex.REQUESTS) or (_has(said, lex.PREFERS) and _has(said, lex.REPLY))
+        return None if asked else "not_requested"
     return None
 
 

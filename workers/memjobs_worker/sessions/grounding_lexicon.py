@@ -101,12 +101,18 @@ NOT_NEGATIONS_ZH = re.compile("不错|不少|不过|差不多|不断|不久|特�
 NEGATIONS_EN = {"not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
                  "can't", "cannot", "won't", "dislike", "dislikes", "hate", "hates", "nor",
                  "without", "avoid", "avoids", "stop", "stopped", "quit"}
-ADDRESS_OR_REPLY = ("称呼", "叫我", "昵称", "名字", "叫他", "回复", "回答", "答复", "语气", "口吻",
-                     "简短", "简洁", "详细", "啰嗦", "用中文", "用英文", "用英语",
-                     "call me", "call the user", "address", "nickname", "reply", "replies", "answer",
-                     "answers", "respond",
-                     "response", "responses", "tone", "brief", "concise", "verbose", "formal",
-                     "in english", "in chinese")
+# A patch about how to address the user, or how to reply to them.
+ADDRESS = ("称呼", "叫我", "昵称", "叫他", "叫她", "被叫", "喊我", "call me", "call the user", "be called",
+           "address", "addressed", "nickname", "refer to")
+REPLY = ("回复", "回答", "答复", "语气", "口吻", "说话", "简短", "简洁", "详细", "啰嗦", "用中文", "用英文",
+         "用英语", "reply", "replies", "answer", "answers", "respond", "response", "responses", "tone",
+         "brief", "concise", "verbose", "formal", "in english", "in chinese", "talk", "speak")
+# An explicit request to be addressed some way, or words of address in a request.
+ADDRESS_REQUESTS = ("叫我", "称呼我", "喊我", "管我叫", "call me", "address me", "refer to me")
+ADDRESS_WORDS = ("称呼", "叫", "喊", "昵称", "call", "address", "nickname", "name")
+# A stated reply preference: "I prefer short answers", "我喜欢你说话简短".
+PREFERS = ("i prefer", "i like", "i love", "i'd rather", "i want", "我喜欢", "我更喜欢", "我希望", "我习惯",
+           "我想要", "我偏好")
 REQUESTS = ("叫我", "称呼我", "喊我", "请", "一点", "一些", "点儿", "以后", "今后", "从现在", "希望你",
              "你要", "要你", "你就", "你得", "你别", "别", "不要", "记住", "记得", "帮我记", "给我", "你用",
              "用中文", "用英文", "用英语", "回答我", "回复我", "我希望", "我想让你", "我要你", "我要",
