@@ -18,6 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from memjobs_client.contracts import NAMESPACE, ConsolidateSession, owner_key
+from memjobs_client.errors import SensitiveContent
 from memjobs_worker.embedded.redis import EmbeddedRedis
 from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
@@ -247,3 +248,9 @@ def test_malformed_output_ends_each_session_end_job_within_seconds(
             env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO, timeout=120)
         assert sorted((r["kind"], r["state"], r["reason"]) for r in json.loads(listed.stdout)) == [
             ("consolidate", "failed", "model_output_invalid"), ("digest", "failed", "model_output_invalid")]
+
+
+def test_a_session_id_that_looks_like_a_credential_is_refused_and_nothing_is_queued(h: Harness) -> None:
+    with pytest.raises(SensitiveContent):
+        h.client.end_session(OWNER, "sk-" + secrets.token_hex(16), TRANSCRIPT)
+    assert all(q["ready"] == 0 and q["delayed"] == 0 for q in h.queues().values())
