@@ -254,3 +254,17 @@ def test_a_session_id_that_looks_like_a_credential_is_refused_and_nothing_is_que
     with pytest.raises(SensitiveContent):
         h.client.end_session(OWNER, "sk-" + secrets.token_hex(16), TRANSCRIPT)
     assert all(q["ready"] == 0 and q["delayed"] == 0 for q in h.queues().values())
+
+
+def test_a_hand_written_message_with_a_secret_is_redacted_by_the_worker(
+    h: Harness, fake_model: FakeOpenAI
+) -> None:
+    key = "sk-" + secrets.token_hex(16)
+    crafted = payload("r-7")
+    crafted["transcript"][0]["text"] = f"I moved to Hangzhou last month. My api key is {key}"
+    h.broker.enqueue(message(crafted))  # straight into Redis: the producer never saw it
+    h.start_worker()
+    h.drain()
+    sent = fake_model.all_text_sent()
+    assert "I moved to Hangzhou last month. My api key is [REDACTED]" in sent and key not in sent
+    assert memory_md(h) == "- Lives in Hangzhou"
