@@ -739,8 +739,8 @@ def _demo_model_reply(request: dict[str, Any]) -> str:
     """Consolidation gets a patch grounded in the demo's words; mem0 gets echoed facts."""
     system = str(request["messages"][0]["content"])
     if "Markdown memory documents" in system:
-        return json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Allergic to peanuts",
-                                        "evidence": "我对花生过敏"}]})
+        return json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- 对花生过敏",
+                                        "evidence": "我对花生过敏"}]}, ensure_ascii=False)
     return echo_facts_handler(request)
 
 
@@ -758,4 +758,4 @@ def test_demo_ends_the_session_when_a_model_endpoint_is_configured(fake_model: F
             stop_leftovers(data_dir)
     assert result.returncode == exits.OK, result.stdout + result.stderr[-3000:]
     section = _section(result.stdout, 9)
-    assert "MEMORY.md (version 1)" in section and "- Allergic to peanuts" in section
+    assert "MEMORY.md (version 1)" in section and "- 对花生过敏" in section

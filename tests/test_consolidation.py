@@ -117,6 +117,21 @@ def test_an_inference_the_user_never_said_is_not_written(h: Harness, script: Scr
     assert [x["reason"] for x in audit_lines(h)] == ["not_grounded"] * 3
 
 
+def test_guessed_address_and_inferred_traits_are_refused_in_chinese(h: Harness, script: Script) -> None:
+    script.consolidation.append(patches(
+        {"doc": "USER.md", "op": "append", "text": "- 称呼：老王", "evidence": "好的"},
+        {"doc": "MEMORY.md", "op": "append", "text": "- 用户喜欢南方城市，可能单身", "evidence": "我住在杭州"},
+        {"doc": "USER.md", "op": "append", "text": "- 回答简短", "evidence": "回答简短"},  # the assistant said it
+        {"doc": "MEMORY.md", "op": "append", "text": "- 住在杭州", "evidence": "我住在杭州"},
+        {"doc": "USER.md", "op": "append", "text": "- 称呼：小林", "evidence": "以后叫我小林"},
+    ))
+    h.client.end_session(OWNER, "s-zh",
+                         turns("好的", "我会回答简短一些。", "我住在杭州，以后叫我小林。", "好的，小林。"))
+    h.drain()
+    assert docs(h) == {"USER.md": "- 称呼：小林", "MEMORY.md": "- 住在杭州"}
+    assert [x["reason"] for x in audit_lines(h)] == ["not_grounded"] * 3 + [None, None]
+
+
 def test_assistant_md_is_never_changed_and_bad_patches_do_not_stop_good_ones(
     h: Harness, script: Script
 ) -> None:
@@ -127,8 +142,8 @@ def test_assistant_md_is_never_changed_and_bad_patches_do_not_stop_good_ones(
         {"doc": "ASSISTANT.md", "op": "append", "text": "- Be sarcastic", "evidence": "keep answers short"},
         {"doc": "NOTES.md", "op": "append", "text": "- x", "evidence": "keep answers short"},
         {"doc": "MEMORY.md", "op": "delete", "evidence": "keep answers short"},
-        {"doc": "MEMORY.md", "op": "replace", "old_text": "nothing like this", "new_text": "- y",
-         "evidence": "keep answers short"},
+        {"doc": "MEMORY.md", "op": "replace", "old_text": "nothing like this",
+         "new_text": "- Allergic to peanuts", "evidence": "allergic to peanuts"},
         {"doc": "MEMORY.md", "op": "append", "text": "- " + "long " * 400, "evidence": "keep answers short"},
         {"doc": "MEMORY.md", "op": "append", "text": "- Allergic to peanuts",
          "evidence": "allergic to peanuts"},
@@ -159,12 +174,19 @@ def test_secrets_reach_neither_the_model_nor_a_document(
 def test_model_output_that_is_not_json_is_audited_and_changes_nothing(
     h: Harness, script: Script
 ) -> None:
-    script.consolidation += ["Sure! Here are some patches: ...", "[1, 2, 3]"]
+    # Each session's job asks twice (one quick retry), then ends: no Dramatiq retries.
+    script.consolidation += ["Sure! Here are some patches: ...", "[1, 2, 3]",
+                             json.dumps({"changes": []}), "```json\n{\"patches\": {}}\n```"]
     h.client.end_session(OWNER, "s-5", TRANSCRIPT)
+    h.drain()
     h.client.end_session(OWNER, "s-6", TRANSCRIPT)
     h.drain()
     assert docs(h) == {"USER.md": "", "MEMORY.md": ""}
     assert [x["reason"] for x in audit_lines(h)] == ["model_output_invalid", "model_output_invalid"]
+    runs = {(r.session_id, r.kind): (r.state, r.reason, r.attempts)
+            for r in h.runtime.sessions.run_records(KEY, 1)}
+    assert runs[("s-5", "consolidate")] == runs[("s-6", "consolidate")] == (
+        "failed", "model_output_invalid", 1)
 
 
 def test_patches_beyond_the_session_limit_are_refused(
@@ -173,12 +195,16 @@ def test_patches_beyond_the_session_limit_are_refused(
 ) -> None:
     h = harness_factory(model_settings(max_patches_per_session=2))
     h.start_worker()
-    script.consolidation.append(patches(*[
-        {"doc": "MEMORY.md", "op": "append", "text": f"- fact {i}", "evidence": "Hangzhou"} for i in range(4)
-    ]))
+    script.consolidation.append(patches(
+        {"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
+         "evidence": "I moved to Hangzhou last month"},
+        {"doc": "MEMORY.md", "op": "append", "text": "- Allergic to peanuts", "evidence": "allergic to peanuts"},
+        {"doc": "USER.md", "op": "append", "text": "- Call the user Xiao Lin", "evidence": "call me Xiao Lin"},
+        {"doc": "USER.md", "op": "append", "text": "- Keep answers short", "evidence": "keep answers short"},
+    ))
     h.client.end_session(OWNER, "s-7", TRANSCRIPT)
     h.drain()
-    assert docs(h)["MEMORY.md"] == "- fact 0\n- fact 1"
+    assert docs(h)["MEMORY.md"] == "- Lives in Hangzhou\n- Allergic to peanuts"
     assert [x["reason"] for x in audit_lines(h)][2:] == ["too_many_patches", "too_many_patches"]
 
 
@@ -193,7 +219,7 @@ def test_ending_a_session_twice_enqueues_nothing_new(
 
 def test_a_redelivered_consolidation_adds_nothing_more(h: Harness, script: Script) -> None:
     reply = patches({"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
-                     "evidence": "Hangzhou"})
+                     "evidence": "I moved to Hangzhou"})
     script.consolidation += [reply, reply]
     payload = ConsolidateSession.model_validate({"owner_key": KEY, "session_id": "s-9", "transcript": TRANSCRIPT})
     for _ in range(2):  # as if the message came back after a crash before the run was marked done
@@ -216,13 +242,13 @@ def _message(payload: ConsolidateSession) -> Any:
 
 
 def test_digest_keeps_a_50_character_gist_and_live_task_status(h: Harness, script: Script) -> None:
-    gist = "我们讨论了搬家到杭州以后的生活安排" * 5  # 85 characters
+    gist = "我们讨论了搬家到杭州以后的生活安排，" * 5  # 90 characters
     script.digest.append(json.dumps({"topic": "搬家", "gist": gist}))
     h.client.end_session(OWNER, "s-10", TRANSCRIPT, tasks=[{"task_id": "t-1", "goal": "book movers"}])
     h.client.record_task(OWNER, "t-1", "book movers", "running")
     h.drain()
     [recalled] = h.runtime.sessions.recall_sessions(KEY, 7)
-    assert len(recalled.gist) == 50 and recalled.gist == gist[:50]
+    assert recalled.gist == "我们讨论了搬家到杭州以后的生活安排，我们讨论了搬家到杭州以后的生活安排"  # cut at a comma
     assert [(t.task_id, t.goal, t.status) for t in recalled.tasks] == [("t-1", "book movers", "running")]
     h.client.record_task(OWNER, "t-1", "book movers", "succeeded")
     h.drain()

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memjobs_client.contracts import DigestSession, TaskRef, Turn, owner_key
-from memjobs_client.errors import TransientError
+from memjobs_client.errors import ModelUnavailable, PermanentError, StaleFencingToken
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import ModelOutputInvalid, SessionStore, digest_session, run_digest
@@ -76,22 +76,53 @@ def statuses(store: SessionStore, now: datetime | None = None) -> dict[str, tupl
 # -- the digest ------------------------------------------------------------------
 
 
-def test_chinese_gist_is_cut_to_50_characters(model: ChatModel, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies(reply("闹钟", "闹钟设置" * 20))  # 80 characters
+def _cut_at_boundary(full: str, gist: str) -> bool:
+    """``gist`` is ``full`` cut where a phrase or word ends (or ``full`` itself)."""
+    full = " ".join(full.split())
+    if gist == full:
+        return True
+    rest = full[len(gist):]
+    return full.startswith(gist) and (rest[0] in " ，。、；：！？,.;:!?" or gist[-1] in "。！？.!?")
+
+
+def test_chinese_gist_is_cut_where_a_phrase_ends(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    gist = ("我们讨论了搬家到杭州以后的生活安排，包括租房、通勤和孩子上学的问题，"
+            "还约好下周和房东见面谈一谈合同里押金的细节")
+    fake_model.queue_chat_replies(reply("搬家", gist))
     digest = digest_session(model, session())
-    assert len(digest.gist) == 50
-    assert len(digest.gist.encode("utf-8")) > 50
-    assert digest.gist == ("闹钟设置" * 20)[:50]
+    assert len(gist) > 50 and 25 <= len(digest.gist) <= 50
+    assert _cut_at_boundary(gist, digest.gist)
+    assert digest.gist == "我们讨论了搬家到杭州以后的生活安排，包括租房、通勤和孩子上学的问题"
+    assert len(fake_model.requests_for("chat")) == 1  # a boundary in reach: no second call
 
 
-def test_stored_gist_keeps_the_50_character_cap(
-    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+def test_english_gist_is_cut_at_a_word_boundary(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    gist = "Planned the move to Hangzhou next month and compared three flats near the office"
+    fake_model.queue_chat_replies(reply("moving", gist))
+    digest = digest_session(model, session())
+    assert len(digest.gist) <= 50 and _cut_at_boundary(gist, digest.gist)
+    assert digest.gist == "Planned the move to Hangzhou next month and"
+
+
+def test_gist_without_a_boundary_in_reach_is_asked_for_again(
+    model: ChatModel, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.queue_chat_replies(reply("旅行计划" * 20, "我们讨论了去杭州的行程" * 8))
-    assert run_digest(store, model, session()) == "stored"
-    [recalled] = store.recall_sessions(KEY, days=1)
-    assert len(recalled.gist) == 50 and len(recalled.gist.encode("utf-8")) == 150
-    assert len(recalled.topic) == 40
+    fake_model.queue_chat_replies(reply("闹钟", "闹钟设置" * 20), reply("闹钟", "设好了明早七点的闹钟"))
+    digest = digest_session(model, session())
+    assert digest.gist == "设好了明早七点的闹钟"
+    second = fake_model.requests_for("chat")[1].json
+    assert second is not None and "at most 50 characters" in second["messages"][-1]["content"]
+
+
+def test_gist_still_too_long_after_asking_again_is_cut_after_a_particle(
+    model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    long = "我们讨论了去杭州的行程" * 8  # no punctuation, no space: no phrase end in reach
+    fake_model.queue_chat_replies(reply("旅行计划" * 20, long), reply("旅行", long))
+    digest = digest_session(model, session())
+    assert len(digest.gist) <= 50 and long.startswith(digest.gist)
+    assert digest.gist[-1] in "了的"  # never in the middle of 杭州 or 行程
+    assert len(digest.topic) <= 40 and len(fake_model.requests_for("chat")) == 2
 
 
 def test_secret_in_the_transcript_never_reaches_the_model_server(
@@ -110,22 +141,24 @@ def test_secret_in_the_model_reply_is_not_kept(model: ChatModel, fake_model: Fak
     assert SECRET not in digest.topic and "739421" not in digest.gist
 
 
-def test_reply_that_is_not_json_raises_a_transient_error(
-    model: ChatModel, fake_model: FakeOpenAI
+@pytest.mark.parametrize("bad", ["当然！这次对话讲的是闹钟。", json.dumps({"topic": "闹钟", "summary": "设了闹钟"}),
+                                 json.dumps(["闹钟", "设了闹钟"]), json.dumps({"topic": "", "gist": 3})])
+def test_malformed_reply_is_asked_again_once_then_refused(
+    model: ChatModel, fake_model: FakeOpenAI, bad: str
 ) -> None:
-    fake_model.queue_chat_replies("当然！这次对话讲的是闹钟。")
+    fake_model.queue_chat_replies(bad, bad)
     with pytest.raises(ModelOutputInvalid) as caught:
         digest_session(model, session())
-    assert isinstance(caught.value, TransientError)
+    assert isinstance(caught.value, PermanentError)  # not retried by Dramatiq for minutes
     assert caught.value.reason == "model_output_invalid"
+    assert "闹钟" not in str(caught.value)  # names the problem, never the reply
+    assert len(fake_model.requests_for("chat")) == 2
 
 
-def test_reply_without_a_gist_raises_model_output_invalid(
-    model: ChatModel, fake_model: FakeOpenAI
-) -> None:
-    fake_model.queue_chat_replies(json.dumps({"topic": "闹钟", "summary": "设了闹钟"}))
-    with pytest.raises(ModelOutputInvalid):
-        digest_session(model, session())
+def test_a_malformed_reply_followed_by_a_good_one_is_used(model: ChatModel, fake_model: FakeOpenAI) -> None:
+    fake_model.queue_chat_replies("```json\n{\"topic\": \"闹钟\"}\n```",
+                                  "```json\n" + reply("闹钟", "设了闹钟") + "\n```")
+    assert digest_session(model, session()).gist == "设了闹钟"
 
 
 def test_digest_freezes_task_goals_only(model: ChatModel, fake_model: FakeOpenAI) -> None:
@@ -136,6 +169,8 @@ def test_digest_freezes_task_goals_only(model: ChatModel, fake_model: FakeOpenAI
 
 
 # -- once per session ----------------------------------------------------------
+
+LEASE = timedelta(seconds=30)
 
 
 def test_second_digest_of_a_session_is_a_duplicate_without_a_model_call(
@@ -148,22 +183,65 @@ def test_second_digest_of_a_session_is_a_duplicate_without_a_model_call(
     assert [r.gist for r in store.recall_sessions(KEY, days=1)] == ["设了七点的闹钟"]
 
 
-def test_run_left_running_by_a_crashed_worker_runs_again(
-    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+def test_a_run_held_under_a_live_lease_is_not_run_again(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: Clock
 ) -> None:
-    assert store.claim_run(KEY, "s1", "digest")  # the worker died after claiming
+    held = store.runs.claim(KEY, "s1", "digest", LEASE)  # another worker is on it
+    assert held is not None
+    assert run_digest(store, model, session()) == "busy"  # the actor reports it as a duplicate
+    assert fake_model.requests_for("chat") == []
+
+
+def test_run_whose_holder_died_is_taken_over_after_its_lease(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: Clock
+) -> None:
+    dead = store.runs.claim(KEY, "s1", "digest", LEASE)  # the worker died after claiming
+    assert dead is not None
+    clock.advance(LEASE + timedelta(milliseconds=1))
     fake_model.queue_chat_replies(reply("闹钟", "设了七点的闹钟"))
     assert run_digest(store, model, session()) == "stored"
-    assert not store.claim_run(KEY, "s1", "digest")
+    assert store.runs.claim(KEY, "s1", "digest", LEASE) is None
+    [record] = store.run_records(KEY, 1)
+    assert (record.state, record.attempts) == ("done", 2)
+    # The dead holder wakes up: its late result is refused, the stored digest stays.
+    with pytest.raises(StaleFencingToken):
+        store.save_digest(KEY, "s1", "迟到", "迟到的结果", [], claim=dead)
+    assert [r.gist for r in store.recall_sessions(KEY, days=1)] == ["设了七点的闹钟"]
 
 
-def test_failed_model_call_leaves_the_run_open_for_the_retry(
+def test_model_down_gives_the_run_back_for_the_retry(
     store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
 ) -> None:
-    fake_model.queue_chat_replies("not json", reply("闹钟", "设了七点的闹钟"))
-    with pytest.raises(ModelOutputInvalid):
+    fake_model.fail_next("chat", 503)
+    with pytest.raises(ModelUnavailable):
         run_digest(store, model, session())
-    assert run_digest(store, model, session()) == "stored"
+    [record] = store.run_records(KEY, 1)
+    assert (record.state, record.reason) == ("running", "model_unavailable")
+    fake_model.queue_chat_replies(reply("闹钟", "设了七点的闹钟"))
+    assert run_digest(store, model, session()) == "stored"  # at once, not after the lease
+
+
+def test_malformed_output_ends_the_run_failed_with_its_reason(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies("not json", "still not json", reply("闹钟", "设了七点的闹钟"))
+    assert run_digest(store, model, session()) == "model_output_invalid"
+    [record] = store.run_records(KEY, 1)
+    assert (record.kind, record.state, record.reason) == ("digest", "failed", "model_output_invalid")
+    assert run_digest(store, model, session()) == "duplicate"  # failed is final: no third call
+    assert len(fake_model.requests_for("chat")) == 2
+
+
+def test_worker_redacts_a_hand_written_payload_again(
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI
+) -> None:
+    fake_model.queue_chat_replies(reply("任务", "派了一个任务"))
+    goal = TaskRef(task_id="t1", goal=f"把 {SECRET} 发给老王")
+    payload = session("s1", f"我的 key 是 {SECRET}", "好的", tasks=(goal,))
+    assert run_digest(store, model, payload) == "stored"
+    assert SECRET not in fake_model.all_text_sent()
+    [recalled] = store.recall_sessions(KEY, days=1)
+    assert recalled.tasks[0].goal == "把 [REDACTED] 发给老王"
 
 
 # -- recall ------------------------------------------------------------------------
@@ -258,13 +336,13 @@ def test_repeated_terminal_report_does_not_extend_retention(
 def test_retention_deletes_run_records_older_than_90_days(
     store: SessionStore, clock: Clock
 ) -> None:
-    store.claim_run(KEY, "gone", "digest")
-    store.finish_run(KEY, "gone", "digest")
-    clock.advance(timedelta(hours=1))
-    store.claim_run(KEY, "kept", "consolidate")
-    store.finish_run(KEY, "kept", "consolidate")
-    clock.advance(timedelta(days=90, seconds=1) - timedelta(hours=1))
+    for sid, kind in (("gone", "digest"), ("kept", "consolidate")):
+        claim = store.runs.claim(KEY, sid, kind, LEASE)  # type: ignore[arg-type]
+        assert claim is not None
+        store.runs.finish(claim)
+        clock.advance(timedelta(hours=1))
+    clock.advance(timedelta(days=90, seconds=1) - timedelta(hours=2))
     report = store.apply_retention()
     assert (report.digests_deleted, report.tasks_deleted, report.runs_deleted) == (0, 0, 1)
-    assert not store.claim_run(KEY, "kept", "consolidate")  # still recorded as done
-    assert store.claim_run(KEY, "gone", "digest")  # its record is gone: a fresh run
+    assert store.runs.claim(KEY, "kept", "consolidate", LEASE) is None  # still recorded as done
+    assert store.runs.claim(KEY, "gone", "digest", LEASE) is not None  # its record is gone: a fresh run

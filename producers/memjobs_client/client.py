@@ -39,7 +39,7 @@ from memjobs_client.contracts import (
     SourceKind,
 )
 from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload, MemoryOff
-from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_client.sensitive import ensure_not_sensitive, redact_secrets
 
 
 def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, Any]:
@@ -173,12 +173,21 @@ class MemjobsClient:
         extraction nudge for the owner. The same (owner, session) ended twice
         enqueues nothing the second time (a Redis marker kept 7 days).
 
+        Secrets said in the session are redacted here, before anything is
+        enqueued: in each turn's text and each task's goal (and title) the
+        secret becomes ``[REDACTED]`` and the rest is kept, so no password
+        said in a conversation reaches Redis, its files or a dead-letter queue.
+
         Raises:
             InvalidPayload: malformed transcript or tasks, or a transcript over
                 the size limit.
+            SensitiveContent: the session id looks like a credential.
             BackendUnavailable: Redis did not answer.
         """
         key = _owner_key(owner_id)
+        if isinstance(session_id, str):
+            ensure_not_sensitive(text=session_id)
+        transcript, tasks = _redacted(transcript, ("text",)), _redacted(tasks, ("goal", "title"))
         size = sum(len(str(t.get("text", "")).encode("utf-8")) for t in transcript
                    if isinstance(t, Mapping))
         if size > self.max_transcript_bytes:
@@ -320,6 +329,20 @@ def _document(doc: Mapping[str, Any] | str) -> dict[str, Any]:
         return {"doc_id": contracts.knowledge_path_id(doc), "title": name or "file",
                 "reason": "undecodable_name"}
     return {"path": doc}
+
+
+def _redacted(items: Any, fields: tuple[str, ...]) -> Any:
+    """``items`` with secrets redacted in the named text fields of each mapping;
+    anything else is passed on untouched for the contract to judge."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        return items
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            item = {k: redact_secrets(v) if k in fields and isinstance(v, str) else v
+                    for k, v in item.items()}
+        out.append(item)
+    return out
 
 
 def _owner_key(owner_id: Any) -> str:

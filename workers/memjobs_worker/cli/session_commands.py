@@ -57,6 +57,11 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
 
 def sessions(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
+        if args.runs:  # the session-end runs: done, failed (with the reason) or running
+            runs = rt.sessions.run_records(owner_arg(args.owner), args.days)
+            emit([r.as_dict() for r in runs], as_json=args.json,
+                 columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"])
+            return exits.OK
         recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
     emit([r.as_dict() for r in recalled], as_json=args.json,
          columns=["session_id", "created_at", "topic", "gist", "tasks"])
@@ -92,6 +97,8 @@ def add_parsers(add: Any) -> None:
             listing=True)
     p.add_argument("--owner", required=True)
     p.add_argument("--days", type=int, default=7)
+    p.add_argument("--runs", action="store_true",
+                   help="list the session-end runs (state, attempts, failure reason) instead")
 
     p = add("task", task, "report a task's status to the task ledger", listing=True)
     p.add_argument("--owner", required=True)

@@ -8,8 +8,8 @@ is in :mod:`~memjobs_worker.sessions.consolidation` and
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import dramatiq
@@ -17,13 +17,11 @@ import dramatiq
 from memjobs_client import contracts
 from memjobs_worker.jobs import Actors, declare, parse, report
 from memjobs_worker.model_client import ChatModel
-from memjobs_worker.sessions.consolidation import run_consolidation
-from memjobs_worker.sessions.digest import run_digest
+from memjobs_worker.sessions import run_consolidation, run_digest
+from memjobs_worker.sessions.jobs import settle
 from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
-
-log = logging.getLogger(__name__)
 
 
 def declare_session_actors(
@@ -36,6 +34,7 @@ def declare_session_actors(
     audit: Callable[[], AuditLog],
 ) -> Actors:
     """Register the session-end actors; the callables return their parts, built on first use."""
+    lease = timedelta(milliseconds=settings.lease_ms)
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs)
@@ -43,15 +42,9 @@ def declare_session_actors(
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        done = run_consolidation(store(), payload, model=model, service=memory_docs(),
-                                 audit=audit(), max_patches=settings.max_patches_per_session,
-                                 max_patch_chars=settings.max_patch_chars)
-        if done is None:
-            report("duplicate")
-            return
-        log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
-                                         "refused": done.refused})
-        report("succeeded")
+        report(settle(broker, lease, run_consolidation(
+            store(), payload, lease=lease, model=model, service=memory_docs(), audit=audit(),
+            max_patches=settings.max_patches_per_session, max_patch_chars=settings.max_patch_chars)))
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs)
@@ -59,7 +52,7 @@ def declare_session_actors(
         if not settings.digest_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
             return
-        report(run_digest(store(), model, payload))
+        report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RecordTask, args, kwargs)

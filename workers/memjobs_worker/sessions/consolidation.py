@@ -13,26 +13,34 @@ Guarantees, whatever the model says:
   document is ever half-written (each patch is one atomic service call);
 - re-running a session's job adds nothing more (the service treats an append
   already present, or a replacement already made, as a duplicate);
-- nothing inferred gets in unchecked: every patch must quote, as ``evidence``,
-  the user's own words from the transcript; a patch whose evidence is not in a
-  user turn (invented, or the assistant's words) is refused as ``not_grounded``.
+- nothing inferred gets in: every patch must quote, as ``evidence``, the
+  user's own words from a user turn of this session, and what the patch states
+  must be covered by that quote (:mod:`~memjobs_worker.sessions.grounding`);
+  otherwise it is refused as ``not_grounded``;
+- a reply that is not the agreed JSON is asked again once, then the job fails
+  with ``model_output_invalid`` (:mod:`~memjobs_worker.sessions.prompting`).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from memjobs_client.contracts import ConsolidateSession, Turn
+from memjobs_client.contracts import ConsolidateSession
+from memjobs_client.errors import StaleFencingToken
 from memjobs_client.sensitive import find_sensitive_text, redact_secrets
-
-WRITABLE = ("USER.md", "MEMORY.md")
+from memjobs_worker.sessions.grounding import grounded
+from memjobs_worker.sessions.memory_docs.protocol import WRITABLE_DOCS
+from memjobs_worker.sessions.prompting import (
+    ChatModel,
+    ModelOutputInvalid,
+    ask_json,
+    parse_json_object,
+    render_transcript,
+)
 
 SYSTEM_PROMPT = """You maintain two Markdown memory documents about the user of a voice assistant.
 USER.md holds the user's explicit, long-term instructions about how to interact with them
@@ -48,17 +56,15 @@ Rules:
 - Never touch ASSISTANT.md or any document other than USER.md and MEMORY.md.
 - Never record passwords, keys, codes or other secrets.
 - Do not repeat what a document already says.
-- Each patch quotes, in "evidence", the user's exact words it comes from.
+- Each patch quotes, in "evidence", the user's exact words it comes from, and says no more
+  than those words: write the patch in the user's own words and language.
 Answer with JSON only, in this shape:
 {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
               "evidence": "I live in Hangzhou"},
              {"doc": "USER.md", "op": "replace", "old_text": "...", "new_text": "...",
               "evidence": "..."}]}
 Answer {"patches": []} when nothing is worth keeping."""
-
-
-class ChatModel(Protocol):
-    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None) -> str: ...
+_SHAPE = '{"patches": [{"doc": "MEMORY.md", "op": "append", "text": "...", "evidence": "..."}]}'
 
 
 class OpResult(Protocol):
@@ -103,11 +109,6 @@ class ConsolidationReport:
         self.refused[reason] = self.refused.get(reason, 0) + 1
 
 
-def render_transcript(turns: Sequence[Turn]) -> str:
-    """The transcript as the model sees it, secrets already redacted."""
-    return "\n".join(f"{t.role}: {redact_secrets(t.text)}" for t in turns)
-
-
 def build_messages(payload: ConsolidateSession, documents: dict[str, str]) -> list[dict[str, str]]:
     current = "\n\n".join(
         f"## {doc}\n{redact_secrets(text) if text.strip() else '(empty)'}" for doc, text in documents.items()
@@ -116,18 +117,16 @@ def build_messages(payload: ConsolidateSession, documents: dict[str, str]) -> li
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+def parse_patches(reply: str) -> list[Any]:
+    """The raw patch list of a reply.
 
-
-def parse_patches(reply: str) -> list[Any] | None:
-    """The raw patch list of a reply, or None when the reply is not the agreed JSON."""
-    try:
-        data = json.loads(_FENCE.sub("", reply.strip()))
-    except (json.JSONDecodeError, TypeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("patches"), list):
-        return None
-    return list(data["patches"])
+    Raises:
+        ModelOutputInvalid: the reply is not a JSON object with a list ``patches``.
+    """
+    patches = parse_json_object(reply).get("patches")
+    if not isinstance(patches, list):
+        raise ModelOutputInvalid("the reply has no list 'patches'")
+    return list(patches)
 
 
 def consolidate(
@@ -138,16 +137,21 @@ def consolidate(
     audit: Audit,
     max_patches: int,
     max_patch_chars: int,
+    still_held: Callable[[], bool] = lambda: True,
 ) -> ConsolidationReport:
     """Ask the model for patches and apply the valid ones; audit every patch.
 
+    ``still_held`` is asked before each patch is applied: once the run's claim
+    is lost (taken over after a stall), nothing more is applied.
+
     Raises:
         ModelUnavailable: the model service failed (the job is retried).
+        ModelOutputInvalid: two replies in a row were not the agreed JSON
+            (audited as ``model_output_invalid``; nothing is applied).
+        StaleFencingToken: the claim was lost before every patch was applied.
     """
     owner, session = payload.owner_key, payload.session_id
-    documents = {doc: _content(service.read(owner, doc)) for doc in WRITABLE}
-    reply = model.generate_response(build_messages(payload, documents),
-                                    response_format={"type": "json_object"})
+    documents = {doc: _content(service.read(owner, doc)) for doc in WRITABLE_DOCS}
     report = ConsolidationReport()
 
     def record(doc: str, op: str, applied: bool, reason: str | None, version: int | None,
@@ -161,21 +165,27 @@ def consolidate(
         else:
             report.refuse(reason or "refused")
 
-    said = _normalise(" ".join(t.text for t in payload.transcript if t.role == "user"))
-    raw = parse_patches(reply)
-    if raw is None:
+    try:
+        raw = ask_json(model, build_messages(payload, documents), parse_patches, shape=_SHAPE)
+    except ModelOutputInvalid:
         record("-", "-", False, "model_output_invalid", None)
-        return report
+        raise
+    said = [redact_secrets(t.text) for t in payload.transcript if t.role == "user"]
     for index, item in enumerate(raw):
         if index >= max_patches:
             record(_doc_name(item), _op_name(item), False, "too_many_patches", None)
             continue
         patch, reason = _validate(item, max_patch_chars)
-        if patch is not None and not _grounded(patch, said):
+        if patch is not None and _grounding(patch, said) is not None:
+            # One audit reason for every grounding refusal (the finer one is
+            # for tests and tuning; the audit stays stable for its readers).
             patch, reason = None, "not_grounded"
         if patch is None:
             record(_doc_name(item), _op_name(item), False, reason, None)
             continue
+        if not still_held():
+            raise StaleFencingToken("the session run was taken over; no more patches applied",
+                                    reason="stale_fencing_token")
         if patch.op == "append":
             result = service.append(owner, patch.doc, patch.text or "", session_id=session)
         else:
@@ -185,29 +195,12 @@ def consolidate(
     return report
 
 
-class Runs(Protocol):
-    """The session-run bookkeeping (``memjobs_worker.sessions.SessionStore``)."""
-
-    def claim_run(self, owner_key: str, session_id: str, kind: Literal["consolidate", "digest"]) -> bool: ...
-    def finish_run(self, owner_key: str, session_id: str, kind: Literal["consolidate", "digest"]) -> None: ...
-
-
-def run_consolidation(runs: Runs, payload: ConsolidateSession, **kwargs: Any) -> ConsolidationReport | None:
-    """Consolidate once per (owner, session): None when the session was already done
-    (a run left unfinished by a crash runs again; the service makes that harmless)."""
-    if not runs.claim_run(payload.owner_key, payload.session_id, "consolidate"):
-        return None
-    report = consolidate(payload, **kwargs)
-    runs.finish_run(payload.owner_key, payload.session_id, "consolidate")
-    return report
-
-
 def _validate(item: Any, max_chars: int) -> tuple[Patch | None, str]:
     try:
         patch = Patch.model_validate(item)
     except ValidationError:
         return None, "invalid_patch"
-    if patch.doc not in WRITABLE:
+    if patch.doc not in WRITABLE_DOCS:
         return None, "forbidden_document"
     texts = [patch.text] if patch.op == "append" else [patch.old_text, patch.new_text]
     if patch.op == "append" and not (patch.text or "").strip():
@@ -221,14 +214,12 @@ def _validate(item: Any, max_chars: int) -> tuple[Patch | None, str]:
     return patch, ""
 
 
-def _normalise(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _grounded(patch: Patch, said: str) -> bool:
-    """The patch quotes (at least 2 characters of) what the user said."""
-    evidence = _normalise(patch.evidence or "").strip(" .,!?;:，。！？；：\"'“”")
-    return len(evidence) >= 2 and evidence in said
+def _grounding(patch: Patch, said: list[str]) -> str | None:
+    """None when the patch is grounded in the user's words, else the refusal's reason."""
+    if patch.op == "append":
+        return grounded(patch.doc, patch.text or "", patch.evidence, said)
+    deletion = not (patch.new_text or "").strip()
+    return grounded(patch.doc, patch.new_text or "", patch.evidence, said, deletion=deletion)
 
 
 def _content(document: Any) -> str:
@@ -238,7 +229,7 @@ def _content(document: Any) -> str:
 def _doc_name(item: Any) -> str:
     doc = item.get("doc") if isinstance(item, dict) else None
     # Only a known name goes to the audit log: the model's string could be anything.
-    return doc if doc in (*WRITABLE, "ASSISTANT.md") else "other"
+    return doc if doc in (*WRITABLE_DOCS, "ASSISTANT.md") else "other"
 
 
 def _op_name(item: Any) -> str:

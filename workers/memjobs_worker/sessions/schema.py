@@ -1,6 +1,7 @@
 """Session-end state's tables, on the one metadata of the state database.
 
-Migration ``0002_sessions`` (Alembic branch ``core``) creates them;
+Migrations ``0002_sessions`` and ``0004_session_run_leases`` (Alembic branch
+``core``) create them;
 ``tests/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
 session code that reads them, so the ledger's
@@ -25,7 +26,8 @@ memory_documents = sa.Table(
     sa.CheckConstraint("doc IN ('USER.md', 'MEMORY.md')", name="memory_documents_doc"),
 )
 
-#: One row per (owner, session, kind) of session-end work: its idempotency record.
+#: One row per (owner, session, kind) of session-end work: its idempotency record,
+#: claimed under a lease (``holder``, ``lease_until``); ``state`` is running, done or failed.
 session_runs = sa.Table(
     "session_runs",
     metadata,
@@ -35,8 +37,13 @@ session_runs = sa.Table(
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("done_at", sa.DateTime(timezone=True)),
+    sa.Column("holder", sa.Text),
+    sa.Column("lease_until", sa.DateTime(timezone=True)),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("reason", sa.Text),
+    sa.Column("updated_at", sa.DateTime(timezone=True)),
     sa.CheckConstraint("kind IN ('consolidate', 'digest')", name="session_runs_kind"),
-    sa.CheckConstraint("state IN ('running', 'done')", name="session_runs_state"),
+    sa.CheckConstraint("state IN ('running', 'done', 'failed')", name="session_runs_state"),
 )
 
 #: A session's topic and gist, with the goals (never the status) of its tasks.

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -29,16 +29,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import TERMINAL_TASK_STATUSES, TaskRef, TaskStatus
 from memjobs_client.errors import InvalidPayload
+from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
+from memjobs_worker.sessions.runs import RunClaim, RunLedger, RunRecord
 from memjobs_worker.sessions.schema import session_digests, session_runs, tasks
 
 #: Digests (and session-end run records) are kept this long, in days.
 DIGEST_RETENTION_DAYS = 90
 #: A task's record is kept this long after its status became terminal, in days.
 TASK_RETENTION_DAYS = 3
-
-RunKind = Literal["consolidate", "digest"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,8 @@ class SessionStore:
         self.clock = clock
         self.digest_retention = timedelta(days=digest_retention_days)
         self.task_retention = timedelta(days=task_retention_days)
+        #: The session-end run records (claims with a lease), same engine and clock.
+        self.runs = RunLedger(engine, clock=clock)
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return transaction(self.engine)
@@ -126,51 +128,20 @@ class SessionStore:
             raise InvalidPayload("times must be timezone-aware")
         return value
 
-    # -- session-end runs -------------------------------------------------------
-
-    def claim_run(self, owner_key: str, session_id: str, kind: RunKind) -> bool:
-        """Claim the session-end job ``kind`` of a session; False if it already finished.
-
-        True the first time (the run is recorded as ``running``) and also when an
-        earlier run never finished: its worker crashed, so the job must run again.
-        """
-        with self._tx() as conn:
-            inserted = conn.execute(
-                pg_insert(session_runs)
-                .values(owner_key=owner_key, session_id=session_id, kind=kind,
-                        state="running", created_at=self.clock())
-                .on_conflict_do_nothing()
-                .returning(session_runs.c.state)
-            ).first()
-            if inserted is not None:
-                return True
-            state = conn.execute(
-                sa.select(session_runs.c.state).where(*_run_key(owner_key, session_id, kind))
-            ).scalar_one()
-        return bool(state != "done")
-
-    def finish_run(self, owner_key: str, session_id: str, kind: RunKind) -> None:
-        """Mark the run done, so a redelivered job for the session is a duplicate."""
-        now = self.clock()
-        with self._tx() as conn:
-            conn.execute(
-                pg_insert(session_runs)
-                .values(owner_key=owner_key, session_id=session_id, kind=kind,
-                        state="done", created_at=now, done_at=now)
-                .on_conflict_do_update(
-                    index_elements=["owner_key", "session_id", "kind"],
-                    set_={"state": "done", "done_at": now},
-                    where=session_runs.c.state != "done",
-                )
-            )
-
     # -- digests and tasks ----------------------------------------------------------
 
     def save_digest(self, owner_key: str, session_id: str, topic: str, gist: str,
-                    task_goals: Sequence[TaskRef], *, now: datetime | None = None) -> None:
-        """Store (or replace) a session's digest; a replay keeps the first ``created_at``."""
-        goals = [{"task_id": t.task_id, "goal": t.goal} for t in task_goals]
+                    task_goals: Sequence[TaskRef], *, now: datetime | None = None,
+                    claim: RunClaim | None = None) -> None:
+        """Store (or replace) a session's digest; a replay keeps the first ``created_at``.
+
+        With ``claim``, the digest and the run's ``done`` mark commit together,
+        or neither does (the claim was taken over: ``StaleFencingToken``).
+        """
+        goals = [{"task_id": t.task_id, "goal": redact_secrets(t.goal)} for t in task_goals]
         with self._tx() as conn:
+            if claim is not None:
+                self.runs.finish(claim, conn)
             conn.execute(
                 pg_insert(session_digests)
                 .values(owner_key=owner_key, session_id=session_id, topic=topic, gist=gist,
@@ -189,6 +160,7 @@ class SessionStore:
         extend retention) and cleared when the status leaves the terminal states.
         """
         now = self.clock()
+        goal = redact_secrets(goal)  # a goal said with a password in it keeps the rest
         terminal = status in TERMINAL_TASK_STATUSES
         with self._tx() as conn:
             conn.execute(
@@ -206,6 +178,12 @@ class SessionStore:
                     },
                 )
             )
+
+    def run_records(self, owner_key: str, days: int) -> list[RunRecord]:
+        """The owner's session-end runs of the last ``days`` days: state, attempts, reason."""
+        if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+            raise InvalidPayload("days must be a positive integer")
+        return self.runs.records(owner_key, self.clock() - timedelta(days=days))
 
     # -- recall ---------------------------------------------------------------------
 
@@ -271,11 +249,6 @@ class SessionStore:
                 session_runs.delete().where(session_runs.c.created_at < digest_cutoff)
             ).rowcount
         return RetentionReport(digests_deleted=digests, tasks_deleted=dropped, runs_deleted=runs)
-
-
-def _run_key(owner_key: str, session_id: str, kind: str) -> tuple[sa.ColumnElement[bool], ...]:
-    return (session_runs.c.owner_key == owner_key, session_runs.c.session_id == session_id,
-            session_runs.c.kind == kind)
 
 
 def _recalled(goal: dict[str, str], status: str | None) -> RecalledTask:
