@@ -234,3 +234,30 @@ def test_dashboard_is_provisioned_for_the_compose_stack() -> None:
     compose = (DEPLOY / "docker-compose.yml").read_text()
     assert "./grafana/dashboards:/var/lib/grafana/dashboards" in compose
     assert "./grafana/provisioning:/etc/grafana/provisioning" in compose
+
+
+# --- the metrics address: probed before the workers start --------------------------
+
+
+def test_a_free_metrics_address_is_named_and_a_held_one_is_one_warning_or_an_error(
+    make_settings: Callable[..., Settings],
+) -> None:
+    import socket
+
+    from memjobs_client.errors import ConfigurationError
+    from memjobs_worker.observability.server import probe_metrics_address
+
+    port = free_port()
+    assert probe_metrics_address(make_settings(metrics_port=port)) == (
+        f"http://127.0.0.1:{port}/metrics", None)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        url, warning = probe_metrics_address(make_settings(metrics_port=taken))
+        assert url is None and warning is not None
+        assert f"127.0.0.1:{taken}" in warning and "MEMJOBS_METRICS_PORT" in warning
+        assert "\n" not in warning
+        with pytest.raises(ConfigurationError, match="cannot be bound"):
+            probe_metrics_address(make_settings(metrics_port=taken, metrics_bind_failure="fail"))
+    assert probe_metrics_address(make_settings(metrics="off")) == (None, None)

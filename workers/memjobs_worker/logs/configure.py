@@ -21,7 +21,9 @@ from memjobs_worker.logs.formatter import JsonFormatter
 NOISY_LOGGERS: Final = (
     "mem0",
     "httpx",
+    "httpx2",  # the openai client's HTTP library in some releases (one INFO line per request)
     "httpcore",
+    "httpcore2",
     "openai",
     "urllib3",
     "posthog",
