@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -223,15 +224,32 @@ def test_drain_says_which_job_is_retrying_and_ctrl_c_exits_130(shared: Shared) -
         listing = json.loads(shared.cli("drain", "--timeout", "0.2", "--json").stdout)
         assert listing["drained"] is False and listing["left"]["retrying"]
 
+        # On a terminal (a pseudo-terminal here) drain shows its progress; once it
+        # does, Ctrl-C.
+        leader, follower = os.openpty()
         proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "drain", "--timeout", "300"],
                                 cwd=REPO, env=shared.env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(timeout=3)  # still waiting: the work cannot finish
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-        assert proc.returncode == exits.INTERRUPTED == 130, err
-        assert "interrupted" in err
+                                stdout=subprocess.PIPE, stderr=follower)
+        os.close(follower)
+        seen = b""
+        try:
+            while b"retrying: " not in seen:
+                ready, _, _ = select.select([leader], [], [], 120)
+                assert ready, f"no progress shown: {seen!r}"
+                seen += os.read(leader, 4096)
+            assert b"draining" in seen and b"pending sources" in seen, seen
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(60) == exits.INTERRUPTED == 130
+            try:
+                while chunk := os.read(leader, 4096):
+                    seen += chunk
+            except OSError:  # the terminal's other side is closed: all read
+                pass
+        finally:
+            os.close(leader)
+            if proc.poll() is None:
+                proc.kill()
+        assert b"drain interrupted" in seen and b"retrying extract_facts" in seen, seen
     finally:
         shared.model.reset()
         shared.model.set_chat_handler(echo_facts_handler)

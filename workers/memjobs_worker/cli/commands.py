@@ -4,6 +4,7 @@ returns an exit code."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -83,7 +84,9 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     env = dict(os.environ)
     url, problem = probe_metrics_address(settings)
     if problem:
-        error(problem)
+        # stderr is this host's JSON Lines log: the warning is one record of it
+        configure_logging(level=settings.log_level)
+        logging.getLogger("memjobs_worker.observability.server").warning(problem)
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     elif url:
         prepare_metrics_dir(settings, env)

@@ -49,11 +49,34 @@ def lock_file(data_dir: Path) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and its parents) owner-only; tighten it if it exists."""
+    """Create ``path`` (and its parents) owner-only; tighten it if it exists.
+
+    Run as root, an o+x bit is kept: the embedded PostgreSQL runs as its own
+    system user, which must traverse the data directory to reach its cluster.
+    """
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    if path.stat().st_mode & 0o777 & ~PRIVATE_DIR_MODE:
-        path.chmod(PRIVATE_DIR_MODE | (path.stat().st_mode & 0o001))
+    keep = path.stat().st_mode & 0o001 if os.geteuid() == 0 else 0
+    if path.stat().st_mode & 0o777 & ~(PRIVATE_DIR_MODE | keep):
+        path.chmod(PRIVATE_DIR_MODE | keep)
     return path
+
+
+def tighten(data_dir: Path, *, skip: tuple[str, ...] = ("postgres",)) -> int:
+    """Remove group and other permissions from what an older memjobs left under
+    ``data_dir`` (PostgreSQL's cluster excepted: the server keeps it private
+    itself). Returns how many paths were changed."""
+    changed = 0
+    for top in data_dir.iterdir() if data_dir.exists() else ():
+        if top.name in skip:
+            continue
+        for path in [top, *top.rglob("*")] if top.is_dir() else [top]:
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode & 0o777
+            if mode & 0o077:
+                path.chmod(mode & 0o700)
+                changed += 1
+    return changed
 
 
 class StackLock:

@@ -30,7 +30,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, 
 from memjobs_worker.embedded.aof import ForgetRewriter
 from memjobs_worker.embedded.leftovers import stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
-from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file
+from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file, tighten
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.memory.pipeline import sweep
 from memjobs_worker.observability.server import prepare_metrics_dir, probe_metrics_address
@@ -82,6 +82,7 @@ class Stack:
             raise StackBusy(f"a memjobs stack is already running in {s.data_dir}{holder}: "
                             "use it, or stop it first (Ctrl-C in its terminal)")
         self.notices += stop_leftovers(s.data_dir)
+        tighten(s.data_dir)
         logs_dir = private_dir(s.data_dir / "logs")
         self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes,
                              backups=s.log_backups)
