@@ -37,6 +37,7 @@ from tests.test_cli import (
     Result,
     Up,
     _alive,
+    _demo_model_reply,
     accepts_connections,
     cli_env,
     new_owner,
@@ -106,7 +107,8 @@ def shared() -> Iterator[Shared]:
                       MEM0_DIR=str(base / "mem0"), MEMJOBS_METRICS_PORT=str(taken.getsockname()[1]),
                       QWEN_AUDIO_MEMORY_BASE_URL=model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k",
                       MEMJOBS_MODEL_MAX_ATTEMPTS="1", MEMJOBS_MIN_BACKOFF_MS="300",
-                      MEMJOBS_MAX_BACKOFF_MS="1500", MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES="1000")
+                      MEMJOBS_MAX_BACKOFF_MS="1500", MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES="1000",
+                      MEMJOBS_MAX_RETRIES="1000")  # a scripted outage retries until it ends
         up = Up(data_dir, env, base / "up.out")
         try:
             up.wait_ready()
@@ -338,6 +340,30 @@ def test_reindex_of_nothing_is_refused_and_counts_are_said(shared: Shared, tmp_p
     allowed = shared.json("reindex", "--owner", owner, "--path", str(empty), "--consent", "--allow-empty")
     assert (allowed["documents"], allowed["delete"]) == (0, 2)
     ok(shared.cli("drain", "--timeout", "60"))
+
+
+def test_the_demo_beside_a_running_stack_waits_only_for_its_own_work(shared: Shared) -> None:
+    stuck = f"stuck-{uuid.uuid4().hex[:8]}"
+
+    def reply(request: dict[str, Any]) -> str:
+        if stuck in json.dumps(request, ensure_ascii=False):
+            raise RuntimeError("scripted outage for one owner's extraction")
+        return _demo_model_reply(request)
+
+    shared.model.set_chat_handler(reply)
+    try:
+        other = new_owner("busy")
+        sid = shared.json("remember", "--owner", other, "--text", f"I keep {stuck} notes")["source_id"]
+        demo = run_cli(shared.env, "demo", timeout=240)
+        assert demo.code == exits.OK, str(demo)
+        assert "[0] using the running memjobs stack" in demo.stdout
+        assert "MEMORY.md (version 1)" in demo.stdout
+        # the other owner's work was never done: a drain of the whole stack would have waited for it
+        assert {s["source_id"]: s["state"] for s in shared.json("sources", "--owner", other)} == {sid: "pending"}
+    finally:
+        shared.model.reset()
+        shared.model.set_chat_handler(echo_facts_handler)
+    ok(shared.cli("drain", "--timeout", "90"))
 
 
 # --- signals, crashes -----------------------------------------------------------------------
