@@ -26,13 +26,14 @@ from memjobs_worker.settings import Settings
 POLL_S = 0.1
 
 
-def left(rt: Runtime) -> dict[str, Any]:
-    """What is not done: busy queues, pending sources, retrying jobs."""
+def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
+    """What is not done: busy queues, pending sources, retrying jobs (a scan of
+    the queued messages, so only when it is shown)."""
     queues = {name: {k: v for k, v in q.items() if k != "dead" and v}
               for name, q in ops.queue_stats(rt.redis).items()}
     return {"queues": {name: q for name, q in queues.items() if q},
             "pending_sources": rt.store.counts_by_state()["pending"],
-            "retrying": [r.as_dict() for r in retrying(rt.redis)]}
+            "retrying": [r.as_dict() for r in retrying(rt.redis)] if with_retrying else []}
 
 
 def is_empty(remaining: dict[str, Any]) -> bool:
@@ -71,16 +72,17 @@ def drain(settings: Settings, args: argparse.Namespace) -> int:
             streak = 0
             shown = 0.0
             while True:
-                remaining = left(rt)
+                now = time.monotonic()
+                show = tty and now - shown >= 0.5
+                remaining = left(rt, with_retrying=show)
                 streak = streak + 1 if is_empty(remaining) else 0
                 if streak >= 2:
                     break
-                now = time.monotonic()
                 if now >= deadline:
                     _clear(tty)
-                    return _report(args, f"not drained after {args.timeout:g} s", remaining,
+                    return _report(args, f"not drained after {args.timeout:g} s", left(rt),
                                    exits.FAILED)
-                if tty and now - shown >= 0.5:
+                if show:
                     sys.stderr.write("\r\033[K" + _progress(remaining)[:200])
                     sys.stderr.flush()
                     shown = now
