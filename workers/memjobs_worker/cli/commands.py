@@ -55,6 +55,10 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     stack = Stack(settings, processes=args.processes or settings.worker_processes,
                   threads=args.threads or settings.worker_threads)
     received = None
+    # Until supervise() takes over: any stop signal interrupts the start, and
+    # stop() below undoes what was started.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     try:
         endpoints = stack.start()
         stack.start_sweeper()
@@ -66,6 +70,8 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
             f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C stops it")
         received = stack.supervise()
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # the stop is bounded: let it finish in order
         problems = stack.stop()
     if problems:
         for problem in problems:

@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error(str(exc))
         return exits.FAILED
     except KeyboardInterrupt:
-        error("interrupted (Ctrl-C)")
+        error("interrupted: stopped before it finished")
         return exits.INTERRUPTED
 
 
