@@ -129,9 +129,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _recorded_pids(data_dir: Path) -> list[int]:
-    """The workers' group leader named in the state file and the Redis named in its
-    pid file (redis-server rewrites its command line, so it does not mention the directory)."""
+def _recorded_pids(path: Path) -> list[int]:
+    """Under ``path`` or a data directory directly inside it: the workers' group
+    leader named in the state file (SIGKILLed here) and the Redis named in its pid
+    file (redis-server rewrites its command line, so it does not mention the directory)."""
+    candidates = [path, *path.iterdir()] if path.is_dir() else [path]
+    return [pid for candidate in candidates if candidate.is_dir() for pid in _recorded_in(candidate)]
+
+
+def _recorded_in(data_dir: Path) -> list[int]:
     pids = []
     try:
         worker = json.loads((data_dir / "run" / "stack.json").read_text()).get("worker_pid")
