@@ -175,7 +175,8 @@ def test_a_forgotten_text_leaves_the_redis_files_mem0_and_the_logs(shared: Share
     ok(shared.cli("drain", "--timeout", "60"))
     assert [s["state"] for s in shared.json("sources", "--owner", owner)] == ["forgotten"]
     deadline = time.monotonic() + 60
-    while (left := holding(text, redis_dir, mem0_dir, logs)) and time.monotonic() < deadline:
+    mem0_home = Path(shared.env["MEM0_DIR"])  # mem0's own directory (~/.mem0), outside the data directory
+    while (left := holding(text, redis_dir, mem0_dir, mem0_home, logs)) and time.monotonic() < deadline:
         time.sleep(0.2)  # the sweeper's batched append-only rewrite: polled, with a deadline
     assert left == [], f"the forgotten text is still in {left}"
     assert text not in shared.up.text()
