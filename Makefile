@@ -21,6 +21,7 @@ test: $(BIN)/.installed promtool
 # promtool validates deploy/prometheus; Debian's prometheus package carries it.
 promtool:
 	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  echo "promtool not found: installing Debian's prometheus package (apt-get, as root)" && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null); } || \
 	  echo "promtool not found (apt-get install prometheus): the deploy/ checks will be skipped"
 

@@ -53,10 +53,10 @@ import sqlalchemy as sa  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
-from memjobs_worker.embedded.supervisor import worker_pools  # noqa: E402
 from memjobs_worker.memory.build import build_engine  # noqa: E402
 from memjobs_worker.memory.store.base import SourceRecord  # noqa: E402
 from memjobs_worker.memory.store.schema import sources  # noqa: E402
+from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402

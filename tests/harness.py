@@ -13,10 +13,10 @@ import dramatiq
 
 from memjobs_worker.actors import declare_actors
 from memjobs_worker.broker import build_broker
-from memjobs_worker.embedded.supervisor import worker_command
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.observability import status as ops
 from memjobs_worker.observability.server import prepare_metrics_dir
+from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 

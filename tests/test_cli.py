@@ -129,9 +129,35 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _recorded_pids(path: Path) -> list[int]:
+    """Under ``path`` or a data directory directly inside it: the workers' group
+    leader named in the state file (SIGKILLed here) and the Redis named in its pid
+    file (redis-server rewrites its command line, so it does not mention the directory)."""
+    candidates = [path, *path.iterdir()] if path.is_dir() else [path]
+    return [pid for candidate in candidates if candidate.is_dir() for pid in _recorded_in(candidate)]
+
+
+def _recorded_in(data_dir: Path) -> list[int]:
+    pids = []
+    try:
+        worker = json.loads((data_dir / "run" / "stack.json").read_text()).get("worker_pid")
+        if worker and b"memjobs_worker" in Path(f"/proc/{worker}/cmdline").read_bytes():
+            os.killpg(worker, signal.SIGKILL)
+            pids.append(worker)
+    except (OSError, ValueError):
+        pass
+    try:
+        redis_pid = int((data_dir / "redis" / "redis.pid").read_text())
+        if Path(f"/proc/{redis_pid}/comm").read_text().startswith("redis-server"):
+            pids.append(redis_pid)
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
 def stop_leftovers(data_dir: Path, timeout_s: float = 20.0) -> list[int]:
     """SIGTERM, then SIGKILL, every server still running on ``data_dir``; returns their pids."""
-    pids = pids_mentioning(str(data_dir))
+    pids = pids_mentioning(str(data_dir)) + [p for p in _recorded_pids(data_dir) if _alive(p)]
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -718,6 +744,9 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
                 kill_group(proc)
             leftovers = stop_leftovers(data_dir)
         state_file_left = (data_dir / "run" / "stack.json").exists()
+        from tests.test_stack import assert_owner_only
+
+        assert_owner_only(data_dir)
     assert proc.returncode == exits.OK, f"stdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
     for n in range(1, 11):
         assert f"[{n}] " in stdout, f"step {n} missing:\n{stdout}"

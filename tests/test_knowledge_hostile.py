@@ -16,12 +16,12 @@ from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
 from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent
 from memjobs_client.sensitive import find_sensitive_path
-from memjobs_worker.embedded.supervisor import worker_command
 from memjobs_worker.knowledge.files import Refused, read_document
 from memjobs_worker.knowledge.search import MAX_K, search_knowledge
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import walk_folder
 from memjobs_worker.observability.server import prepare_metrics_dir
+from memjobs_worker.pools import worker_command
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness import REPO, Harness, kill_group, worker_env

@@ -358,3 +358,66 @@ def test_dramatiq_messages_in_log_arguments_lose_their_payload() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == f"Failed to process message remember_source#{message.message_id} with unhandled exception."
     assert "花生" not in json.dumps(line, ensure_ascii=False)
+
+
+# --- every line JSON: uncaught exceptions, warnings, the worker log file --------------
+
+
+def test_uncaught_exceptions_in_threads_are_records_with_the_traceback_as_a_field(
+    stream: io.StringIO,
+) -> None:
+    import threading
+
+    threading.excepthook = threading.__excepthook__  # as a fresh process has it
+    configure_logging(level="INFO", stream=stream)
+
+    def boom() -> None:
+        raise RuntimeError("worker thread failed")
+
+    thread = threading.Thread(target=boom, name="doomed")
+    thread.start()
+    thread.join()
+    record = only(stream)
+    assert record["level"] == "CRITICAL" and record["exc_type"] == "RuntimeError"
+    assert "Traceback" in record["exc"] and record["in_thread"] == "doomed"
+
+
+def _pumped(tmp_path: Any, text: str, **limits: int) -> list[str]:
+    import os
+
+    from memjobs_worker.embedded.logpump import LogPump
+
+    read_fd, write_fd = os.pipe()
+    pump = LogPump(tmp_path / "worker.log", max_bytes=limits.get("max_bytes", 0),
+                   backups=limits.get("backups", 0))
+    pump.pump(os.fdopen(read_fd, "rb"))
+    with os.fdopen(write_fd, "wb") as out:
+        out.write(text.encode())
+    pump.close()
+    return [line for p in sorted(tmp_path.glob("worker.log*")) for line in p.read_text().splitlines()]
+
+
+def test_the_worker_log_wraps_plain_lines_and_tracebacks_into_json(tmp_path: Any) -> None:
+    text = (
+        '{"ts": "x", "level": "INFO", "logger": "memjobs", "msg": "already json"}\n'
+        "[2026-11-30 10:00:00,000] [PID 7] [MainThread] [dramatiq.MainProcess] [INFO] Dramatiq booting\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "OSError: [Errno 98] Address already in use\n"
+        "a library printed this with api_key=sk-abcdefghijklmnopqrstuv\n"
+    )
+    records = [json.loads(line) for line in _pumped(tmp_path, text)]
+    assert [r["msg"] for r in records][:2] == ["already json", "Dramatiq booting"]
+    assert records[1]["logger"] == "dramatiq.MainProcess" and records[1]["pid"] == 7
+    assert records[2]["level"] == "ERROR" and records[2]["msg"].startswith("OSError")
+    assert records[2]["exc"].startswith("Traceback") and len(records) == 4
+    assert "sk-abcdefghijklmnopqrstuv" not in records[3]["msg"]
+
+
+def test_the_worker_log_rotates_by_size(tmp_path: Any) -> None:
+    text = "".join(f"line {i} " + "x" * 100 + "\n" for i in range(200))
+    lines_ = _pumped(tmp_path, text, max_bytes=4000, backups=3)
+    files = sorted(p.name for p in tmp_path.glob("worker.log*"))
+    assert files == ["worker.log", "worker.log.1", "worker.log.2", "worker.log.3"]
+    assert all(p.stat().st_size <= 4000 for p in tmp_path.glob("worker.log*"))
+    assert all(isinstance(json.loads(line), dict) for line in lines_)

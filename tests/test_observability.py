@@ -234,3 +234,63 @@ def test_dashboard_is_provisioned_for_the_compose_stack() -> None:
     compose = (DEPLOY / "docker-compose.yml").read_text()
     assert "./grafana/dashboards:/var/lib/grafana/dashboards" in compose
     assert "./grafana/provisioning:/etc/grafana/provisioning" in compose
+
+
+# --- the metrics address: probed before the workers start --------------------------
+
+
+def test_a_free_metrics_address_is_named_and_a_held_one_is_one_warning_or_an_error(
+    make_settings: Callable[..., Settings],
+) -> None:
+    import socket
+
+    from memjobs_client.errors import ConfigurationError
+    from memjobs_worker.observability.server import probe_metrics_address
+
+    port = free_port()
+    assert probe_metrics_address(make_settings(metrics_port=port)) == (
+        f"http://127.0.0.1:{port}/metrics", None)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        url, warning = probe_metrics_address(make_settings(metrics_port=taken))
+        assert url is None and warning is not None
+        assert f"127.0.0.1:{taken}" in warning and "MEMJOBS_METRICS_PORT" in warning
+        assert "\n" not in warning
+        with pytest.raises(ConfigurationError, match="cannot be bound"):
+            probe_metrics_address(make_settings(metrics_port=taken, metrics_bind_failure="fail"))
+    assert probe_metrics_address(make_settings(metrics="off")) == (None, None)
+
+
+def test_memjobs_worker_on_a_held_metrics_port_logs_one_json_warning_and_works(
+    make_settings: Callable[..., Settings], tmp_path: Path,
+) -> None:
+    """Two ``memjobs worker`` on one machine: the second finds the port taken.
+    Its log (stderr) stays JSON Lines, with one warning and no traceback."""
+    import signal
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = worker_env(make_settings(metrics_port=port))
+        log_path = tmp_path / "worker.log"
+        with open(log_path, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "worker",
+                                     "--processes", "1", "--threads", "1"], cwd=REPO, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    start_new_session=True)
+        try:
+            wait_until(lambda: b"Worker process is ready" in log_path.read_bytes(), timeout_s=90,
+                       what="the worker process")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    warnings = [r for r in records if "cannot be bound" in r["msg"]]
+    assert len(warnings) == 1 and warnings[0]["level"] == "WARNING", records
+    assert f"127.0.0.1:{port}" in warnings[0]["msg"]
+    assert not any("exc" in r for r in records), "a traceback was logged"
+    assert any(r["logger"] == "dramatiq.MainProcess" for r in records)

@@ -51,9 +51,14 @@ def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, A
     try:
         return model(**fields).model_dump(mode="json")
     except ValidationError as exc:
+        errors = exc.errors(include_input=False)
+        # A list whose items failed is also "too short" once they are left out:
+        # say only what is wrong with the items.
+        failed_items = {err["loc"][:i] for err in errors for i in range(1, len(err["loc"]))}
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
-            for err in exc.errors(include_input=False)
+            for err in errors
+            if not (err["type"] == "too_short" and err["loc"] in failed_items)
         )
         raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
 

@@ -25,13 +25,12 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
         return Endpoints(settings.redis_url, settings.database_url)
     stack = read_stack(settings.data_dir)
     if stack is None:
-        missing = " and ".join(
-            name for name, value in (("MEMJOBS_REDIS_URL", settings.redis_url),
-                                     ("MEMJOBS_DATABASE_URL", settings.database_url))
-            if not value
-        )
+        names = [name for name, value in (("MEMJOBS_REDIS_URL", settings.redis_url),
+                                          ("MEMJOBS_DATABASE_URL", settings.database_url))
+                 if not value]
+        missing = " and ".join(names) + (" are unset" if len(names) > 1 else " is unset")
         raise ConfigurationError(
-            f"no memjobs stack is running in {settings.data_dir} and {missing} is unset: "
+            f"no memjobs stack is running in {settings.data_dir} and {missing}: "
             "start the embedded stack with `memjobs up` (in another terminal), "
             "or set the URL(s) of your Redis and PostgreSQL"
         )

@@ -116,15 +116,21 @@ class Settings(BaseSettings):
     fast_worker_threads: int = Field(default=4, ge=1)
 
     # Operations: Prometheus endpoint, worker heartbeats.
+    metrics: Literal["on", "off"] = "on"
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9191, ge=0, le=65535)
     # Off for all but one pool of a host: the others' processes write to the same
     # multiprocess directory, and the one endpoint serves them merged.
     metrics_endpoint: bool = True
+    #: what a metrics port another process holds means: a warning, or a start-up error.
+    metrics_bind_failure: Literal["warn", "fail"] = "warn"
     heartbeat_interval_ms: int = Field(default=5_000, ge=100)
     heartbeat_ttl_ms: int = Field(default=15_000, ge=300)
 
     log_level: str = "INFO"
+    #: ``<data dir>/logs/worker.log`` (written by ``memjobs up``) rotates past this size.
+    log_max_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    log_backups: int = Field(default=5, ge=0)
 
     @property
     def metrics_dir(self) -> Path:

@@ -4,19 +4,24 @@ returns an exit code."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memjobs_client.contracts import owner_key
+from memjobs_client.client import build_payload
+from memjobs_client.contracts import ForgetSource, owner_key
 from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_worker.cli import exits
-from memjobs_worker.cli.output import emit, error
-from memjobs_worker.embedded.supervisor import Stack, sweep_once, worker_command
+from memjobs_worker.cli.output import emit, error, say, status_table
+from memjobs_worker.embedded.supervisor import Stack, sweep_once
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.observability import status as ops
-from memjobs_worker.observability.server import prepare_metrics_dir
+from memjobs_worker.observability.backlog import source_has_messages
+from memjobs_worker.observability.server import prepare_metrics_dir, probe_metrics_address
+from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 
@@ -50,29 +55,48 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=settings.log_level)
     stack = Stack(settings, processes=args.processes or settings.worker_processes,
                   threads=args.threads or settings.worker_threads)
+    received = None
+    # Until supervise() takes over: any stop signal interrupts the start, and
+    # stop() below undoes what was started.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     try:
         endpoints = stack.start()
         stack.start_sweeper()
-        print(f"memjobs is up: redis {endpoints.redis_url}, data in {settings.data_dir} "
-              f"(worker log: {settings.data_dir / 'logs' / 'worker.log'}); Ctrl-C stops it",
-              flush=True)
-        stack.supervise()
+        for notice in stack.notices:
+            say(f"memjobs: {notice}", err=True)
+        metrics = stack.metrics_url or "off"
+        say(f"memjobs is up: redis {endpoints.redis_url}, metrics {metrics}, data in "
+            f"{settings.data_dir} (worker log: {settings.data_dir / 'logs' / 'worker.log'}, "
+            f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C stops it")
+        received = stack.supervise()
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # the stop is bounded: let it finish in order
         problems = stack.stop()
     if problems:
         for problem in problems:
             error(problem)
         return exits.FAILED
-    print("memjobs stopped", flush=True)
+    why = f" ({signal.Signals(received).name})" if received else ""
+    say(f"memjobs stopped{why}")
     return exits.OK
 
 
 def worker(settings: Settings, args: argparse.Namespace) -> int:
     resolve_endpoints(settings)  # fail here, clearly, rather than in every process
+    os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
     command = worker_command(args.processes or settings.worker_processes,
                              args.threads or settings.worker_threads)
     env = dict(os.environ)
-    prepare_metrics_dir(settings, env)
+    url, problem = probe_metrics_address(settings)
+    if problem:
+        # stderr is this host's JSON Lines log: the warning is one record of it
+        configure_logging(level=settings.log_level)
+        logging.getLogger("memjobs_worker.observability.server").warning(problem)
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    elif url:
+        prepare_metrics_dir(settings, env)
     os.execve(command[0], command, env)
     return exits.FAILED  # pragma: no cover - execv does not return
 
@@ -91,7 +115,21 @@ def remember(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def forget(settings: Settings, args: argparse.Namespace) -> int:
+    """Queue a forget; an id the ledger does not know (and no queued message
+    names) is ``not_found``, exit 6; a source already forgotten is said so."""
+    key = owner_arg(args.owner)
+    build_payload(ForgetSource, owner_key=key, source_id=args.source)  # refused before any backend
     with runtime_for(settings) as rt:
+        if settings.memory_enabled:
+            states = {r.source_id: r.state for r in rt.store.list_sources(key)}
+            state = states.get(args.source)
+            if state is None and not source_has_messages(rt.redis, args.source):
+                emit({"source_id": args.source, "status": "not_found",
+                      "error": "this owner has no such source"}, as_json=args.json)
+                return exits.NOT_FOUND
+            if state == "forgotten":
+                emit({"source_id": args.source, "status": "already_forgotten"}, as_json=args.json)
+                return exits.OK
         rt.client.forget(args.owner, args.source)
     emit({"source_id": args.source, "status": "queued"}, as_json=args.json)
     return exits.OK
@@ -137,7 +175,10 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
 def status(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
         document = ops.status(rt.redis, rt.store)
-    emit(document, as_json=args.json)
+    if args.json:
+        emit(document, as_json=True)
+    else:
+        print(status_table(document))
     return exits.OK
 
 
@@ -148,14 +189,6 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
         print("ok")
         return exits.OK
     error(problem)
-    return exits.FAILED
-
-
-def drain(settings: Settings, args: argparse.Namespace) -> int:
-    with runtime_for(settings) as rt:
-        if ops.drain(rt.redis, rt.store, args.timeout):
-            return exits.OK
-    error(f"not drained after {args.timeout:g} s")
     return exits.FAILED
 
 

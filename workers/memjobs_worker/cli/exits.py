@@ -6,3 +6,5 @@ USAGE = 2  # argparse's own code for bad arguments
 CONFIG = 3  # settings that cannot work, no stack running
 REFUSED = 4  # input refused: invalid, sensitive, memory off
 UNAVAILABLE = 5  # Redis or the database did not answer
+NOT_FOUND = 6  # the thing named does not exist (forget of an unknown source)
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from memjobs_client.client import KNOWLEDGE_OFF
-from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS
-from memjobs_client.errors import ConfigurationError, InvalidPayload
+from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, knowledge_path_id
+from memjobs_client.errors import ConfigurationError, InvalidPayload, PermanentError
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.commands import owner_arg, runtime_for
 from memjobs_worker.cli.output import emit
@@ -23,16 +23,36 @@ from memjobs_worker.settings import Settings
 
 
 def reindex(settings: Settings, args: argparse.Namespace) -> int:
+    """Queue the owner's whole corpus; say how many documents it adds, replaces
+    (re-embedded only where their text changed) and deletes. No documents at all
+    would empty the collection: refused unless ``--allow-empty``."""
     if not settings.knowledge_enabled:
         raise ConfigurationError(KNOWLEDGE_OFF)  # before the folder is even walked
+    if not args.consent:
+        raise InvalidPayload("re-indexing sends the documents' text to the embedding service: it "
+                             "needs the user's consent (--consent)", reason="consent_required")
     found = collect(args.path, settings.knowledge_root_paths, max_depth=args.max_depth,
                     max_files=args.max_files)
     progress = _progress if sys.stderr.isatty() else None
     with runtime_for(settings) as rt:
-        sent = rt.client.reindex_knowledge(args.owner, found.files, args.consent,
-                                           allowed_roots=found.roots, on_part=progress)
+        stored = {d.doc_id for d in rt.knowledge.documents(owner_arg(args.owner))}
+        if not found.files and not args.allow_empty:
+            raise InvalidPayload(
+                f"no documents under {', '.join(args.path)}: a re-index with none would delete all "
+                f"{len(stored)} indexed documents of this owner; pass --allow-empty to do that",
+                reason="empty_corpus")
+        named = {knowledge_path_id(f) for f in found.files}
+        try:
+            sent = rt.client.reindex_knowledge(args.owner, found.files, args.consent,
+                                               allowed_roots=found.roots, on_part=progress)
+        except PermanentError as exc:
+            if exc.reason == "consent_required":
+                raise InvalidPayload(str(exc).replace("consent=True", "--consent"),
+                                     reason=exc.reason) from None
+            raise
     parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
-    emit({"documents": sent, "parts": parts, "status": "queued",
+    emit({"documents": sent, "add": len(named - stored), "replace": len(named & stored),
+          "delete": len(stored - named), "parts": parts, "status": "queued",
           "skipped": found.listing.skipped, "skipped_counts": dict(found.listing.skipped_counts)},
          as_json=args.json)
     return exits.OK
@@ -53,8 +73,8 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         if not key:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
-            emit([_document(d) for d in rt.knowledge.documents(key)], as_json=args.json,
-                 columns=["doc_id", "title", "state", "reason", "chunks"])
+            emit([_document(d, settings) for d in rt.knowledge.documents(key)], as_json=args.json,
+                 columns=["doc_id", "title", "state", "reason", "limit", "chunks"])
             return exits.OK
         if not args.query or not args.query.strip():
             raise InvalidPayload("knowledge search needs --query")
@@ -70,10 +90,20 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def _document(d: Any) -> dict[str, Any]:
+def size_limit(reason: str | None, settings: Settings) -> str | None:
+    """The cap a ``too_large`` refusal ran into, said with its setting."""
+    if reason == "too_large":
+        return (f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge_max_file_bytes} bytes per file, "
+                f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge_max_doc_chars} characters per document")
+    if reason == "corpus_too_large":
+        return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={settings.knowledge_max_corpus_chars} characters per corpus"
+    return None
+
+
+def _document(d: Any, settings: Settings) -> dict[str, Any]:
     return {"doc_id": d.doc_id, "title": d.title, "source": d.source_label, "state": d.state,
-            "reason": d.reason, "chars": d.chars, "chunks": d.chunks,
-            "updated_at": d.updated_at.isoformat()}
+            "reason": d.reason, "limit": size_limit(d.reason, settings), "chars": d.chars,
+            "chunks": d.chunks, "updated_at": d.updated_at.isoformat()}
 
 
 def add_parsers(add: Any) -> None:
@@ -88,6 +118,8 @@ def add_parsers(add: Any) -> None:
                    help=f"folder levels walked below a --path (default {MAX_DEPTH})")
     p.add_argument("--max-files", type=_positive, default=MAX_FILES,
                    help=f"files listed in all (default {MAX_FILES}); the rest are reported skipped")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="allow a corpus of no documents (empties the owner's collection)")
 
     p = add("knowledge", knowledge, "search or list an owner's knowledge; rebuild the full-text index",
             listing=True)

@@ -16,7 +16,7 @@ from memjobs_client.errors import (
     MemjobsError,
     PermanentError,
 )
-from memjobs_worker.cli import commands, exits, knowledge_commands, session_commands
+from memjobs_worker.cli import commands, drain, exits, knowledge_commands, session_commands
 from memjobs_worker.cli.output import error
 from memjobs_worker.settings import load_settings
 
@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("check", commands.check, "health check: exit 0 when workers are alive and Redis and the "
         "state store answer, 1 otherwise with one line saying why")
 
-    p = add("drain", commands.drain, "wait until every queue is empty and nothing is pending")
+    p = add("drain", drain.drain, "wait until every queue is empty and nothing is pending; "
+            "on timeout, say what is left", listing=True)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
 
     add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error(str(exc))
         return exits.FAILED
     except KeyboardInterrupt:
-        return exits.FAILED
+        error("interrupted: stopped before it finished")
+        return exits.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -10,8 +10,24 @@ from typing import Any
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.commands import owner_arg, runtime_for
-from memjobs_worker.cli.output import emit
+from memjobs_worker.cli.output import emit, say
 from memjobs_worker.settings import Settings
+
+_NO_MODEL = ("no model endpoint is configured (set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL "
+             "for any OpenAI-compatible server)")
+
+
+def switched_off(settings: Settings) -> list[dict[str, str]]:
+    """The session-end jobs these settings switch off, each with why."""
+    off = []
+    if not settings.consolidation_enabled:
+        why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.memory_auto == "off" else _NO_MODEL
+        off.append({"job": "consolidate_session", "why": why})
+    if not settings.digest_enabled:
+        why = ("QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if settings.session_digest == "off"
+               else _NO_MODEL)
+        off.append({"job": "digest_session", "why": why})
+    return off
 
 
 def _load_json(path: str, what: str) -> Any:
@@ -30,8 +46,18 @@ def end_session(settings: Settings, args: argparse.Namespace) -> int:
         raise InvalidPayload("the transcript and the tasks must be JSON lists")
     with runtime_for(settings) as rt:
         sent = rt.client.end_session(args.owner, args.session, transcript, tasks)
-    emit({"session_id": args.session, "enqueued": sent,
-          "status": "queued" if sent else "already_ended"}, as_json=args.json)
+    document: dict[str, Any] = {"session_id": args.session, "enqueued": sent,
+                                "status": "queued" if sent else "already_ended"}
+    off = switched_off(settings)
+    if off:
+        document["switched_off"] = off
+    if args.json:
+        emit(document, as_json=True)
+        return exits.OK
+    say(f"session {args.session}: {document['status']}"
+        + (f" ({', '.join(sent)})" if sent else ""))
+    for item in off:
+        say(f"  {item['job']} is switched off: {item['why']}")
     return exits.OK
 
 
@@ -48,6 +74,13 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
             raise InvalidPayload("memory append needs --doc and --text; memory replace needs --doc and --old")
         if args.op == "append":
             result = service.append(key, args.doc, args.text)
+        elif args.old not in service.read(key, args.doc).content:
+            # The service says "duplicate" when the new text is already there (a
+            # consolidation patch applied twice); asked by a person, the old text is missing.
+            emit({"applied": False, "doc": args.doc, "version": service.read(key, args.doc).version,
+                  "reason": "not_found", "error": f"--old does not occur in {args.doc}"},
+                 as_json=args.json)
+            return exits.NOT_FOUND
         else:
             result = service.replace(key, args.doc, args.old, args.new)
     emit({"applied": result.applied, "doc": result.doc, "version": result.version,
@@ -63,6 +96,11 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
                  columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"])
             return exits.OK
         recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
+    for item in switched_off(settings):
+        if item["job"] == "digest_session":
+            # stderr: stdout stays one JSON document with --json
+            say(f"memjobs: session digests are switched off: {item['why']}; "
+                "only digests kept from before are listed", err=True)
     emit([r.as_dict() for r in recalled], as_json=args.json,
          columns=["session_id", "created_at", "topic", "gist", "tasks"])
     return exits.OK

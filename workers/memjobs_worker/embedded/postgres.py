@@ -129,7 +129,7 @@ class EmbeddedPostgres:
             result = self._run(
                 "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
                 "-l", str(self.directory / "server.log"),
-                "-o", f"-h 127.0.0.1 -p {port} -k {self.directory}",
+                "-o", f"-h 127.0.0.1 -p {port} -k {self.directory} -c unix_socket_permissions=0700",
                 "start",
                 check=False,
             )

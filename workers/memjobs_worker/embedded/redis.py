@@ -12,6 +12,7 @@ import redis
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.process import free_port, wait_until
+from memjobs_worker.embedded.stack import private_dir
 
 _HOW_TO_GET_REDIS = (
     "no redis-server binary found: install Redis (e.g. `apt-get install redis-server`), "
@@ -53,10 +54,18 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def pidfile(self) -> Path:
+        return self.directory / "redis.pid"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the server and return its URL once it answers PING."""
         binary = find_redis_server()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         for _ in range(5):
             port = self.port or free_port()
             self.process = subprocess.Popen(
@@ -70,6 +79,7 @@ class EmbeddedRedis:
                     "--save", "",
                     "--protected-mode", "yes",
                     "--logfile", str(self.directory / "redis.log"),
+                    "--pidfile", str(self.pidfile),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -116,3 +126,14 @@ class EmbeddedRedis:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def leftover_redis_pid(directory: Path) -> int | None:
+    """The pid of a redis-server still running on ``directory`` (its pid file
+    names a live process called redis-server), or None."""
+    try:
+        pid = int((directory / "redis.pid").read_text().strip())
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except (OSError, ValueError):
+        return None
+    return pid if comm.startswith("redis-server") else None

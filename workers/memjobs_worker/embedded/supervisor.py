@@ -1,11 +1,16 @@
 """``memjobs up``: the embedded stack in the foreground.
 
-Start order: Redis (if no URL is configured), PostgreSQL (likewise), the
+Start order: the data directory's lock (one stack per data directory; a
+second ``up`` is refused and touches nothing), whatever a dead ``up`` left
+running (stopped), Redis (if no URL is configured), PostgreSQL (likewise), the
 migrations, the state file, the worker processes, the sweeper.
-Stop order (Ctrl-C or SIGTERM): the sweeper; the workers (Dramatiq stops
-consuming, finishes what is in flight and returns the rest to Redis); the
-state file; PostgreSQL; Redis (which flushes its append-only file). Nothing
-acknowledged is lost, and nothing unacknowledged is dropped.
+Stop order (SIGINT, SIGTERM or SIGHUP): the sweeper; the workers (Dramatiq
+stops consuming, finishes what is in flight and returns the rest to Redis);
+the state file; PostgreSQL; Redis (which flushes its append-only file); the
+lock. Nothing acknowledged is lost, and nothing unacknowledged is dropped.
+
+Everything it creates under the data directory is owner-only (umask 077,
+inherited by Redis, PostgreSQL and the workers: mem0's history, the logs).
 """
 
 from __future__ import annotations
@@ -14,25 +19,32 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
-from memjobs_worker.embedded.stack import read_stack
+from memjobs_worker.embedded.aof import ForgetRewriter
+from memjobs_worker.embedded.leftovers import stop_leftovers
+from memjobs_worker.embedded.logpump import LogPump
+from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file, tighten
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.memory.pipeline import sweep
-from memjobs_worker.observability.server import prepare_metrics_dir
+from memjobs_worker.observability.server import prepare_metrics_dir, probe_metrics_address
+from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: The signals that stop ``memjobs up`` in order (SIGHUP: its terminal closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StackBusy(MemjobsError):
+    """Another ``memjobs up`` holds the data directory."""
 
 
 class Stack:
@@ -46,18 +58,39 @@ class Stack:
         self.postgres: EmbeddedPostgres | None = None
         self.worker: subprocess.Popen[bytes] | None = None
         self.endpoints: Endpoints | None = None
+        self.metrics_url: str | None = None
+        self.notices: list[str] = []  # for the terminal: leftovers stopped, metrics off
         self.stopping = threading.Event()
+        self._lock = StackLock(settings.data_dir)
+        self._logs: LogPump | None = None
         self._sweeper: threading.Thread | None = None
         self._runtime: Runtime | None = None
+        self._started_at = time.time()
 
     def start(self) -> Endpoints:
-        """Start what is not configured elsewhere; return where everything is."""
+        """Start what is not configured elsewhere; return where everything is.
+
+        Raises:
+            StackBusy: another ``up`` holds the data directory (nothing is touched).
+        """
         s = self.settings
-        running = read_stack(s.data_dir)
-        if running is not None:
-            raise MemjobsError(
-                f"a memjobs stack is already running in {s.data_dir} (pid {running.pid})"
-            )
+        os.umask(0o077)
+        private_dir(s.data_dir)
+        if not self._lock.acquire():
+            running = read_state_file(s.data_dir)
+            holder = f" (pid {running.pid})" if running else ""
+            raise StackBusy(f"a memjobs stack is already running in {s.data_dir}{holder}: "
+                            "use it, or stop it first (Ctrl-C in its terminal)")
+        self.notices += stop_leftovers(s.data_dir)
+        tighten(s.data_dir)
+        logs_dir = private_dir(s.data_dir / "logs")
+        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes,
+                             backups=s.log_backups)
+        self.metrics_url, problem = probe_metrics_address(s)
+        if problem:
+            self.notices.append(problem)
+            self._logs.log(logging.WARNING, "metrics endpoint not served: address in use",
+                           address=f"{s.metrics_host}:{s.metrics_port}")
         redis_url = s.redis_url
         if redis_url is None:
             self.redis = EmbeddedRedis(s.data_dir / "redis")
@@ -72,46 +105,65 @@ class Stack:
         finally:
             engine.dispose()
         self.endpoints = Endpoints(redis_url, database_url)
-        write_stack(s.data_dir, StackInfo(os.getpid(), redis_url, database_url, time.time()))
+        self._write_state()
         self._start_worker()
+        self._write_state()
         return self.endpoints
 
-    def _start_worker(self) -> None:
+    def _write_state(self) -> None:
         assert self.endpoints is not None
+        write_stack(self.settings.data_dir, StackInfo(
+            os.getpid(), self.endpoints.redis_url, self.endpoints.database_url, self._started_at,
+            metrics_url=self.metrics_url,
+            worker_pid=self.worker.pid if self.worker is not None else None,
+            redis_pid=self.redis.pid if self.redis is not None else None))
+
+    def _start_worker(self) -> None:
+        assert self.endpoints is not None and self._logs is not None
         env = dict(os.environ)
         env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
-        prepare_metrics_dir(self.settings, env)
-        log_path = self.settings.data_dir / "logs" / "worker.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:
-            self.worker = subprocess.Popen(
-                worker_command(self.processes, self.threads), env=env,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            )
+        if self.metrics_url is not None:
+            prepare_metrics_dir(self.settings, env)
+        else:
+            env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        # Its own process group: the terminal's signals (Ctrl-C, hang-up) reach
+        # only `up`, which stops the workers in order.
+        self.worker = subprocess.Popen(
+            worker_command(self.processes, self.threads), env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            process_group=0,
+        )
+        assert self.worker.stdout is not None
+        self._logs.pump(self.worker.stdout)
 
     def start_sweeper(self) -> None:
-        """Run the pending sweeper every ``sweep_interval_ms`` until stopped."""
+        """Every ``sweep_interval_ms`` until stopped: the pending sweeper, and an
+        append-only rewrite of the embedded Redis after forgets."""
         assert self.endpoints is not None
         client = producer_client(self.settings, redis_url=self.endpoints.redis_url)
-        self._runtime = Runtime(self.settings, self.endpoints, client)
+        runtime = self._runtime = Runtime(self.settings, self.endpoints, client)
+        rewriter = ForgetRewriter(runtime) if self.redis is not None else None
 
         def loop() -> None:
             interval_s = self.settings.sweep_interval_ms / 1000
             while not self.stopping.wait(interval_s):
                 try:
-                    sweep_once(self._runtime, self.settings)  # type: ignore[arg-type]
+                    sweep_once(runtime, self.settings)
+                    if rewriter is not None:
+                        rewriter.maybe_rewrite()
                 except MemjobsError as exc:
                     log.warning("sweep failed", extra={"reason": exc.reason})
 
         self._sweeper = threading.Thread(target=loop, name="sweeper", daemon=True)
         self._sweeper.start()
 
-    def supervise(self) -> None:
-        """Block until SIGINT/SIGTERM; restart the worker if it dies."""
+    def supervise(self) -> int:
+        """Block until SIGINT, SIGTERM or SIGHUP; restart the worker if it dies.
+        Returns the signal received."""
         received: list[int] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             # Only record it: a handler that set an Event could deadlock on the
             # lock the interrupted main thread holds inside Event.wait().
             signal.signal(sig, lambda signum, _frame: received.append(signum))
@@ -120,10 +172,17 @@ class Stack:
             if self.worker is not None and self.worker.poll() is not None and not received:
                 log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
                 self._start_worker()
+                self._write_state()
+        return received[0]
 
     def stop(self) -> list[str]:
-        """Stop everything in order; returns what could not be stopped (empty: clean)."""
+        """Stop everything in order; returns what could not be stopped (empty: clean).
+
+        A stack that did not get the lock owns nothing and stops nothing.
+        """
         problems: list[str] = []
+        if not self._lock.held:
+            return problems
         self.stopping.set()
         if self._sweeper is not None:
             self._sweeper.join(timeout=30)
@@ -135,8 +194,10 @@ class Stack:
                 self.worker.wait(60)
             except subprocess.TimeoutExpired:
                 problems.append("the workers did not stop within 60 s and were killed")
-                self.worker.kill()
+                os.killpg(self.worker.pid, signal.SIGKILL)
                 self.worker.wait()
+        if self._logs is not None:
+            self._logs.close()
         if self._runtime is not None:
             self._runtime.close()
             self._runtime.client.close()
@@ -148,34 +209,8 @@ class Stack:
                 server.stop()
             except (MemjobsError, OSError) as exc:
                 problems.append(f"{name} did not stop: {exc}")
+        self._lock.release()
         return problems
-
-
-def worker_command(processes: int, threads: int, queues: Sequence[str] = ()) -> list[str]:
-    """The Dramatiq command line of one pool of memjobs' workers (all queues by default)."""
-    command = [sys.executable, "-m", "dramatiq", "memjobs_worker.app",
-               "--processes", str(processes), "--threads", str(threads)]
-    return [*command, "--queues", *queues] if queues else command
-
-
-@dataclass(frozen=True)
-class WorkerPool:
-    """One Dramatiq process group: its command line and what its environment adds."""
-
-    command: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-
-
-def worker_pools(settings: Settings, processes: int, threads: int) -> list[WorkerPool]:
-    """Every pool a worker host runs: ``processes`` × ``threads`` for the jobs
-    that call a model (it serves the host's metrics), and the cheap jobs' own
-    pool when the settings give it processes, so that a remembered source
-    reaches the ledger in milliseconds however long extractions take."""
-    if settings.fast_worker_processes == 0:
-        return [WorkerPool(worker_command(processes, threads))]
-    return [WorkerPool(worker_command(processes, threads, MODEL_QUEUES)),
-            WorkerPool(worker_command(settings.fast_worker_processes, settings.fast_worker_threads,
-                                      CHEAP_QUEUES), {"MEMJOBS_METRICS_ENDPOINT": "false"})]
 
 
 def sweep_once(runtime: Runtime, settings: Settings) -> dict[str, int]:

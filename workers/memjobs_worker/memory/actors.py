@@ -16,6 +16,7 @@ import dramatiq
 from memjobs_client import contracts
 from memjobs_client.errors import InvalidPayload, SensitiveContent, StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
+from memjobs_worker.memory.build import ensure_memory_on
 from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline, remember
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.settings import Settings
@@ -32,6 +33,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs)
+        ensure_memory_on(settings)  # the ledger and scheduler alone would not say so
         size = len(payload.text.encode("utf-8"))
         if size > settings.max_text_bytes:
             # The producer checks this too, but a crafted message never met it.

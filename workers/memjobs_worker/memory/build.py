@@ -20,6 +20,14 @@ from memjobs_worker.settings import Settings
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
 
 
+def ensure_memory_on(settings: Settings) -> None:
+    """Raises:
+        MemoryOff: personal memory is switched off (its jobs are refused, nothing allocated).
+    """
+    if not settings.memory_enabled:
+        raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+
+
 def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
     embedder (or the offline hashing embedder).
@@ -27,8 +35,7 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
     Raises:
         MemoryOff: personal memory is switched off.
     """
-    if not settings.memory_enabled:
-        raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+    ensure_memory_on(settings)
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
 
     embedder: Any = remote_embedder(settings)

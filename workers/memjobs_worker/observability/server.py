@@ -5,13 +5,20 @@ emptied directory before any worker process starts; Dramatiq forks
 :func:`serve` (the ``forks`` of :class:`MetricsEndpoint`) once per host, which
 merges every process's samples and adds the scrape-time collectors. It binds
 to ``MEMJOBS_METRICS_HOST`` (loopback by default) and ``MEMJOBS_METRICS_PORT``.
+
+Before the workers start, :func:`probe_metrics_address` tries the address: a
+port another process holds is one clear warning (metrics off for this run) or,
+with ``MEMJOBS_METRICS_BIND_FAILURE=fail``, a start-up error; never a traceback
+in the log and a banner naming an address that serves someone else's metrics.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,12 +26,47 @@ import redis
 from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
+from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.observability.collectors import LedgerCollector, QueueCollector
 from memjobs_worker.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+def metrics_url(settings: Settings) -> str:
+    host = settings.metrics_host
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{settings.metrics_port}/metrics"
+
+
+def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
+    """Whether the metrics address can be bound right now: ``(url, None)``, or
+    ``(None, warning)`` when it cannot and the setting says warn.
+
+    Raises:
+        ConfigurationError: it cannot be bound and ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
+    """
+    if settings.metrics == "off":
+        return None, None
+    try:
+        infos = socket.getaddrinfo(settings.metrics_host, settings.metrics_port, type=socket.SOCK_STREAM)
+        family, kind, proto, _name, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+            sock.bind(address)
+    except OSError as exc:
+        problem = (f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
+                   f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
+                   "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)")
+        if settings.metrics_bind_failure == "fail":
+            raise ConfigurationError(problem.replace("Metrics are off for this run; set",
+                                                     "Set")) from None
+        return None, problem
+    return metrics_url(settings), None
 
 
 def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:
@@ -55,8 +97,15 @@ def serve() -> int:
     """
     settings = load_settings()
     configure_logging(level=settings.log_level, adopt=True)
-    start_http_server(settings.metrics_port, addr=settings.metrics_host,
-                      registry=build_registry(settings))
+    try:
+        start_http_server(settings.metrics_port, addr=settings.metrics_host,
+                          registry=build_registry(settings))
+    except OSError as exc:
+        # Taken between the probe and now: one warning, and the workers run on.
+        log.warning("metrics endpoint not served: address in use",
+                    extra={"address": f"{settings.metrics_host}:{settings.metrics_port}",
+                           "error": exc.strerror or str(exc)})
+        return 0
     while True:
         signal.pause()
 

@@ -1,0 +1,110 @@
+"""``memjobs drain``: wait until every queue is empty and nothing is pending,
+saying what is left.
+
+On a terminal, one progress line (rewritten in place on stderr) shows what is
+left per queue and how many jobs are retrying. On success it prints how long it
+took; on timeout or Ctrl-C it says what is left — each non-empty queue, the
+pending sources, every retrying job with its last failure — and exits 1
+(timeout) or 130 (interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from memjobs_worker.cli import exits
+from memjobs_worker.cli.commands import runtime_for
+from memjobs_worker.cli.output import emit, error
+from memjobs_worker.observability import status as ops
+from memjobs_worker.observability.backlog import retrying
+from memjobs_worker.runtime import Runtime
+from memjobs_worker.settings import Settings
+
+POLL_S = 0.1
+
+
+def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
+    """What is not done: busy queues, pending sources, retrying jobs (a scan of
+    the queued messages, so only when it is shown)."""
+    queues = {name: {k: v for k, v in q.items() if k != "dead" and v}
+              for name, q in ops.queue_stats(rt.redis).items()}
+    return {"queues": {name: q for name, q in queues.items() if q},
+            "pending_sources": rt.store.counts_by_state()["pending"],
+            "retrying": [r.as_dict() for r in retrying(rt.redis)] if with_retrying else []}
+
+
+def is_empty(remaining: dict[str, Any]) -> bool:
+    return not remaining["queues"] and not remaining["pending_sources"]
+
+
+def describe(remaining: dict[str, Any]) -> list[str]:
+    """One line per thing left, for people."""
+    lines = []
+    for name, counts in remaining["queues"].items():
+        lines.append(f"{name}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items()))
+    if remaining["pending_sources"]:
+        lines.append(f"sources pending in the ledger: {remaining['pending_sources']}")
+    for job in remaining["retrying"]:
+        lines.append(f"retrying {job['actor']} {job['message_id']} on {job['queue']} "
+                     f"(attempt {job['retries'] + 1}): {job['reason']}")
+    if not lines:
+        lines.append("nothing (it drained just now)")
+    return lines
+
+
+def _progress(remaining: dict[str, Any]) -> str:
+    queues = "; ".join(f"{name} {sum(c.values())}" for name, c in remaining["queues"].items())
+    parts = [f"queues: {queues or 'empty'}", f"pending sources: {remaining['pending_sources']}"]
+    if remaining["retrying"]:
+        parts.append(f"retrying: {len(remaining['retrying'])}")
+    return "draining… " + ", ".join(parts)
+
+
+def drain(settings: Settings, args: argparse.Namespace) -> int:
+    tty = sys.stderr.isatty()
+    started = time.monotonic()
+    deadline = started + args.timeout
+    with runtime_for(settings) as rt:
+        try:
+            streak = 0
+            shown = 0.0
+            while True:
+                now = time.monotonic()
+                show = tty and now - shown >= 0.5
+                remaining = left(rt, with_retrying=show)
+                streak = streak + 1 if is_empty(remaining) else 0
+                if streak >= 2:
+                    break
+                if now >= deadline:
+                    _clear(tty)
+                    return _report(args, f"not drained after {args.timeout:g} s", left(rt),
+                                   exits.FAILED)
+                if show:
+                    sys.stderr.write("\r\033[K" + _progress(remaining)[:200])
+                    sys.stderr.flush()
+                    shown = now
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            _clear(tty)
+            return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
+    _clear(tty)
+    emit({"drained": True, "seconds": round(time.monotonic() - started, 2)}, as_json=args.json)
+    return exits.OK
+
+
+def _clear(tty: bool) -> None:
+    if tty:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
+def _report(args: argparse.Namespace, headline: str, remaining: dict[str, Any], code: int) -> int:
+    if args.json:
+        emit({"drained": False, "left": remaining}, as_json=True)
+    error(headline + "; left:")
+    for line in describe(remaining):
+        print(f"  {line}", file=sys.stderr)
+    return code
