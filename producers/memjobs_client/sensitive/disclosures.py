@@ -105,9 +105,14 @@ def _en_family(keyword: str) -> str:
     return "compound"
 
 
+_LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|admin|root|ssid|wi-?fi)|账号|帐号|用户名")
+
+
 def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
     if family == "short" and conn not in ("eq", "colon", "verb"):
-        return False
+        # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
+        if conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None:
+            return False
     if value.group("digits") is not None:
         return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound")
     if value.group("spoken") is not None:
@@ -127,6 +132,8 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
         return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
     if family == "short" and not (has_digit or has_symbol):
         return False
+    if family == "short" and conn == "none":
+        return len(core) >= 6
     if conn == "to":
         return has_digit
     if conn == "none":

@@ -76,39 +76,65 @@ def encoded_scanner(matches: Matches) -> Scanner:
 
 
 _PREFIX = re.compile(
-    r"(?<![A-Za-z0-9_\-])(?:sk-|sk_live_|rk_live_|sk_test_|whsec_|gh[pousr]_|github_pat_|glpat-|xox[abpores]-"
-    r"|AKIA|ASIA|AIza|hf_|npm_|pypi-|SG\.|key-|LTAI|AKID|eyJ|ya29\.|GOCSPX-|dop_v1_|hvs\.)"
+    r"(?:sk-|sk_live_|rk_live_|sk_test_|whsec_|gh[pousr]_|github_pat_|glpat-|xox[abpores]-"
+    r"|AKIA|ASIA|AIza|hf_|npm_|pypi-|SG\.|key-|LTAI|AKID|eyJ|ya29\.|GOCSPX-|dop_v1_|hvs\.|-----BEGIN)"
 )
+_SPACES = re.compile(r"\s+|\\n")
 _FRAGMENT = re.compile(r"[A-Za-z0-9_\-+/=.]+")
-_GAP = re.compile(r"(?:[ \t]{1,3}|[ \t]*(?:\r?\n|\\n)[ \t]*)")
-_MAX_FRAGMENTS = 16
+_GAP = re.compile(r"[ \t]{1,3}|[ \t]*(?:\r?\n|\\n)[ \t]*")
+_MAX_FRAGMENTS = 24
 
 
 def _tokenish(fragment: str) -> bool:
     """A piece of a random token rather than a word: a digit, or mixed case."""
-    return len(fragment) >= 2 and (
-        any(c.isdigit() for c in fragment)
-        or (any(c.isupper() for c in fragment) and any(c.islower() for c in fragment))
+    return any(c.isdigit() for c in fragment) or (
+        any(c.isupper() for c in fragment) and any(c.islower() for c in fragment)
     )
+
+
+def _groups(text: str) -> Iterator[list[re.Match[str]]]:
+    """Runs of two or more fragments separated only by a few spaces or one line break."""
+    group: list[re.Match[str]] = []
+    for fragment in _FRAGMENT.finditer(text):
+        if group and _GAP.fullmatch(text, group[-1].end(), fragment.start()) is None:
+            if len(group) > 1:
+                yield group
+            group = []
+        group.append(fragment)
+    if len(group) > 1:
+        yield group
+
+
+def _chain(pieces: list[str]) -> int:
+    """How many of ``pieces`` form one broken-up token: pieces as long as the
+    second one (a wrapped or grouped token) or random-looking ones, with at
+    least half of them random-looking."""
+    width = len(pieces[1])
+    count = 1
+    for piece in pieces[1:_MAX_FRAGMENTS]:
+        if len(piece) != width and not _tokenish(piece):
+            break
+        count += 1
+    while count > 1 and not _tokenish(pieces[count - 1]):
+        count -= 1  # a word after the token is not part of it
+    random_looking = sum(1 for p in pieces[:count] if _tokenish(p))
+    return count if count > 1 and 2 * random_looking >= count else 0
 
 
 def spaced_scanner(matches: Matches) -> Scanner:
     """Spans of prefixed tokens broken by spaces or line breaks that ``matches`` when joined."""
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
-        for prefix in _PREFIX.finditer(text):
-            first = _FRAGMENT.match(text, prefix.start())
-            if first is None:
-                continue
-            pieces, end = [first.group()], first.end()
-            while len(pieces) < _MAX_FRAGMENTS:
-                gap = _GAP.match(text, end)
-                piece = _FRAGMENT.match(text, gap.end()) if gap is not None else None
-                if piece is None or not _tokenish(piece.group()):
+        if _PREFIX.search(_SPACES.sub("", text)) is None:
+            return
+        for group in _groups(text):
+            pieces = [m.group() for m in group]
+            for start in range(len(pieces) - 1):
+                if _PREFIX.match("".join(pieces[start:start + 6])) is None:
+                    continue
+                count = _chain(pieces[start:])
+                if count and not matches(pieces[start]) and matches("".join(pieces[start:start + count])):
+                    yield group[start].start(), group[start + count - 1].end()
                     break
-                pieces.append(piece.group())
-                end = piece.end()
-            if len(pieces) > 1 and matches("".join(pieces)):
-                yield prefix.start(), end
 
     return scan

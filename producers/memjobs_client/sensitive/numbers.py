@@ -183,6 +183,7 @@ _CODE_CONNECTOR = (
 _OTP = (
     rf"(?i:(?<![A-Za-z])(?:{_CODE_WORDS}))" + _CODE_CONNECTOR + _code_value("secret")
     + r"|(?<![A-Za-z])(?i:code|pin)\b"
+    r"(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
     r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("secret2")
     + r"|(?<![0-9A-Za-z])(?:G-)?(?P<secret3>\d{4,8})[ \t]*(?i:is|为|是)[ \t]*(?i:your|您的|你的|the)[ \t]*"
     r"(?:[\w\-]+[ \t]+){0,2}?(?i:code|otp|passcode|pin|验证码|动态码|校验码)"
