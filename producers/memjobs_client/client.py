@@ -3,18 +3,22 @@
 Importing this module pulls in Dramatiq's Redis broker and pydantic only, never
 mem0, an LLM client or SQLAlchemy. Every check that can be made without the
 database is made here, before anything reaches Redis: a refused call enqueues
-nothing.
+nothing.  Every argument is validated against its contract with the source
+rules (:class:`~memjobs_client.contracts.SourceRules`), the same validation
+the worker repeats; wrong types, ``None`` where a list is expected and text
+that is not valid raise :class:`InvalidPayload` with the first few problems,
+and validation stays linear in the size of the input.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
 from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
-from pydantic import ValidationError
 
 from memjobs_client import contracts
 from memjobs_client.contracts import (
@@ -27,6 +31,9 @@ from memjobs_client.contracts import (
     ACTOR_REMEMBER,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MAX_TRANSCRIPT_BYTES,
+    MAX_CORPUS_DOCUMENTS,
+    MAX_TASKS,
+    MAX_TURNS,
     ConsolidateSession,
     DigestSession,
     ExtractFacts,
@@ -35,25 +42,34 @@ from memjobs_client.contracts import (
     ReindexKnowledge,
     RememberSource,
     SourceKind,
+    SourceRules,
 )
 from memjobs_client.errors import BackendUnavailable, InvalidPayload, MemoryOff
-from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_client.validation import validate
+
+_MAX_ROOTS = 32
+_ACTOR_NAME = re.compile(r"[a-z_]{1,64}")
 
 
-def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, Any]:
-    """Validate ``fields`` against a contract and return the message payload.
+def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None = None,
+                  **fields: Any) -> dict[str, Any]:
+    """Validate ``fields`` against a contract under ``rules`` and return the message payload.
 
     Raises:
-        InvalidPayload: with pydantic's field-by-field explanation.
+        SensitiveContent: a field carries a credential.
+        InvalidPayload: the first few problems, field by field, and a count.
     """
-    try:
-        return model(**fields).model_dump(mode="json")
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
-            for err in exc.errors(include_input=False)
-        )
-        raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
+    return validate(model, fields, rules).model_dump(mode="json")
+
+
+def _items(model: str, field: str, value: Any, limit: int) -> list[Any]:
+    """``value`` as a list: a list or tuple of at most ``limit`` items, nothing else
+    (a string would be taken for its characters, ``None`` for nothing)."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise InvalidPayload(f"invalid {model}: {field}: must be a list, not {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidPayload(f"invalid {model}: {field}: {len(value)} items, over the limit of {limit}")
+    return list(value)
 
 
 #: How long "this session has ended" is remembered (a repeated end is a no-op).
@@ -98,6 +114,7 @@ class MemjobsClient:
         self.consolidation_enabled = consolidation_enabled
         self.digest_enabled = digest_enabled
         self.max_transcript_bytes = max_transcript_bytes
+        self.rules = SourceRules(max_text_bytes=max_text_bytes, max_transcript_bytes=max_transcript_bytes)
 
     def remember(
         self,
@@ -120,16 +137,10 @@ class MemjobsClient:
         self._require_memory()
         key = _owner_key(owner_id)
         if not isinstance(text, str):
-            raise InvalidPayload("invalid RememberSource: text: must be a string")
-        size = len(text.encode("utf-8"))
-        if size > self.max_text_bytes:
-            raise InvalidPayload(
-                f"invalid RememberSource: text: {size} bytes, over the limit of "
-                f"{self.max_text_bytes} bytes"
-            )
-        ensure_not_sensitive(text=text)
+            raise InvalidPayload(f"invalid RememberSource: text: must be a string, not {type(text).__name__}")
         payload = build_payload(
             RememberSource,
+            rules=self.rules,
             owner_key=key,
             source_id=contracts.source_id_for(key, text),
             text=text,
@@ -148,7 +159,8 @@ class MemjobsClient:
             BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
-        payload = build_payload(ForgetSource, owner_key=_owner_key(owner_id), source_id=source_id)
+        payload = build_payload(ForgetSource, rules=self.rules, owner_key=_owner_key(owner_id),
+                                source_id=source_id)
         self._send(ACTOR_FORGET, payload)
 
     def end_session(
@@ -167,18 +179,15 @@ class MemjobsClient:
         Raises:
             InvalidPayload: malformed transcript or tasks, or a transcript over
                 the size limit.
+            SensitiveContent: the session id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
         key = _owner_key(owner_id)
-        size = sum(len(str(t.get("text", "")).encode("utf-8")) for t in transcript
-                   if isinstance(t, Mapping))
-        if size > self.max_transcript_bytes:
-            raise InvalidPayload(
-                f"invalid transcript: {size} bytes, over the limit of {self.max_transcript_bytes} bytes"
-            )
-        session = {"owner_key": key, "session_id": session_id, "transcript": list(transcript)}
-        consolidate = build_payload(ConsolidateSession, **session)
-        digest = build_payload(DigestSession, **session, tasks=list(tasks))
+        turns = _items("ConsolidateSession", "transcript", transcript, MAX_TURNS)
+        task_list = _items("DigestSession", "tasks", tasks, MAX_TASKS)
+        session = {"owner_key": key, "session_id": session_id, "transcript": turns}
+        consolidate = build_payload(ConsolidateSession, rules=self.rules, **session)
+        digest = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
         marker = f"{contracts.NAMESPACE}:session-ended:{key}:{contracts.content_hash(session_id)}"
         try:
@@ -208,12 +217,15 @@ class MemjobsClient:
     def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
         """Report a task's status to the task ledger (read live by session recall).
 
+        A secret in the goal is blanked out (the goal keeps its other words).
+
         Raises:
             InvalidPayload: missing fields or an unknown status.
+            SensitiveContent: the task id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
-        payload = build_payload(RecordTask, owner_key=_owner_key(owner_id), task_id=task_id,
-                                goal=goal, status=status)
+        payload = build_payload(RecordTask, rules=self.rules, owner_key=_owner_key(owner_id),
+                                task_id=task_id, goal=goal, status=status)
         self._send(ACTOR_RECORD_TASK, payload)
 
     def reindex_knowledge(
@@ -232,21 +244,40 @@ class MemjobsClient:
 
         Raises:
             InvalidPayload: no consent (reason ``consent_required``), malformed documents.
+            SensitiveContent: a document's text, title or id, or a path, carries a
+                credential or names a credential file (nothing is queued).
             BackendUnavailable: Redis did not answer.
         """
         if consent is not True:
             raise InvalidPayload(
                 "re-indexing sends the documents' text to the embedding service: it needs the "
                 "user's consent (consent=True)", reason="consent_required")
-        docs = [{"path": d} if isinstance(d, str) else dict(d) for d in documents]
-        payload = build_payload(ReindexKnowledge, owner_key=_owner_key(owner_id), consent=True,
-                                documents=docs, allowed_roots=list(allowed_roots))
+        key = _owner_key(owner_id)
+        docs = [{"path": d} if isinstance(d, str) else dict(d) if isinstance(d, Mapping) else d
+                for d in _items("ReindexKnowledge", "documents", documents, MAX_CORPUS_DOCUMENTS)]
+        roots = _items("ReindexKnowledge", "allowed_roots", allowed_roots, _MAX_ROOTS)
+        payload = build_payload(ReindexKnowledge, rules=self.rules, owner_key=key, consent=True,
+                                documents=docs, allowed_roots=roots)
         self._send(ACTOR_REINDEX, payload)
         return len(docs)
 
-    def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
-        """Enqueue an already validated payload for ``actor_name``."""
-        self._send(actor_name, payload, delay_ms=delay_ms)
+    def send(self, actor_name: str, payload: Mapping[str, Any], *, delay_ms: int | None = None) -> None:
+        """Enqueue ``payload`` for ``actor_name``, validated against its contract
+        like every other call (workers enqueue their follow-up jobs here).
+
+        Raises:
+            InvalidPayload: an unknown actor, a bad delay or a payload that does not fit.
+            SensitiveContent: a field carries a credential.
+            BackendUnavailable: Redis did not answer.
+        """
+        model = contracts.PAYLOADS.get(actor_name) if isinstance(actor_name, str) else None
+        if model is None:
+            shown = actor_name if isinstance(actor_name, str) and _ACTOR_NAME.fullmatch(actor_name) else "?"
+            raise InvalidPayload(f"invalid payload: actor_name: unknown actor {shown!r}")
+        if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
+            raise InvalidPayload("invalid payload: delay_ms: must be a whole number of milliseconds, at least 0")
+        checked = validate(model, payload, self.rules).model_dump(mode="json")
+        self._send(actor_name, checked, delay_ms=delay_ms)
 
     def close(self) -> None:
         """Close the broker's Redis connections."""
@@ -273,5 +304,5 @@ class MemjobsClient:
 def _owner_key(owner_id: Any) -> str:
     try:
         return contracts.owner_key(owner_id)
-    except ValueError:
-        raise InvalidPayload("invalid payload: owner_id: must be a non-empty string") from None
+    except ValueError as exc:
+        raise InvalidPayload(f"invalid payload: {exc}") from None

@@ -7,16 +7,45 @@ refused at either end with the same words.
 
 Owner ids never travel: a payload carries ``owner_key = sha256(owner_id)``,
 so Redis, logs and metrics never see the raw id.
+
+What a valid source is — its byte cap and the credential check — is one rule,
+here: :class:`SourceRules` is the pydantic validation context both ends pass
+to :func:`~memjobs_client.validation.validate`.  Every text-bearing field is
+real text (no lone surrogate, no NUL); ids, a remembered text, a document's
+text, title and path are refused when they carry a credential; a task's goal
+keeps its words with the secret blanked out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from memjobs_client.validation import (
+    RedactedText,
+    SafePath,
+    SafeText,
+    Text,
+    refuse_sensitive,
+    text_problem,
+    transcript_bytes,
+)
 
 #: Bumped when a payload changes incompatibly; workers refuse other versions.
 SCHEMA_VERSION = 1
@@ -66,13 +95,34 @@ _HEX64 = r"^[0-9a-f]{64}$"
 _SOURCE_ID = r"^src_[0-9a-f]{32}$"
 
 
+@dataclass(frozen=True)
+class SourceRules:
+    """What a valid source is: the limits both ends validate against.
+
+    Passed as the validation context (``model_validate(data, context=rules)``);
+    without one the defaults hold.  The credential check needs no setting.
+    """
+
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
+
+
+def _rules(info: ValidationInfo) -> SourceRules:
+    return info.context if isinstance(info.context, SourceRules) else SourceRules()
+
+
 def owner_key(owner_id: str) -> str:
     """Return the storage key of an owner: the hex sha256 of the owner id.
 
     Raises:
-        ValueError: the owner id is empty or not a string.
+        ValueError: the owner id is not a string, not valid text, or blank.
     """
-    if not isinstance(owner_id, str) or not owner_id.strip():
+    if not isinstance(owner_id, str):
+        raise ValueError(f"owner_id must be a string, not {type(owner_id).__name__}")
+    problem = text_problem(owner_id)
+    if problem is not None:
+        raise ValueError(f"owner_id is {problem}")
+    if not owner_id.strip():
         raise ValueError("owner_id must be a non-empty string")
     return hashlib.sha256(owner_id.encode("utf-8")).hexdigest()
 
@@ -83,8 +133,9 @@ def normalize_text(text: str) -> str:
 
 
 def content_hash(text: str) -> str:
-    """Hex sha256 of the normalised text."""
-    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+    """Hex sha256 of the normalised text (text that is not valid is refused by
+    validation, but still hashes, so an id can be computed before it)."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def source_id_for(owner_key_hex: str, text: str) -> str:
@@ -104,16 +155,24 @@ class RememberSource(_Payload):
     """A user turn or an explicit "remember this" to write to the ledger."""
 
     source_id: str = Field(pattern=_SOURCE_ID)
-    text: str = Field(min_length=1)
-    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    text: Text = Field(min_length=1)
+    session_id: SafeText | None = Field(default=None, min_length=1, max_length=128)
     kind: SourceKind = "utterance"
 
     @field_validator("text")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
+    def _source(cls, value: str, info: ValidationInfo) -> str:
+        """The source rule, in order of cost: not blank, within the byte cap,
+        no credential (real text was checked before)."""
         if not normalize_text(value):
-            raise ValueError("text is blank")
-        return value
+            raise PydanticCustomError("blank", "text is blank")
+        limit = _rules(info).max_text_bytes
+        size = len(value.encode("utf-8"))
+        if size > limit:
+            raise PydanticCustomError(
+                "too_large", "{size} bytes, over the limit of {limit} bytes", {"size": size, "limit": limit}
+            )
+        return refuse_sensitive(value)
 
 
 class ExtractFacts(_Payload):
@@ -134,7 +193,7 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["user", "assistant"]
-    text: str = Field(min_length=1, max_length=DEFAULT_MAX_TRANSCRIPT_BYTES)
+    text: Text = Field(min_length=1, max_length=DEFAULT_MAX_TRANSCRIPT_BYTES)
     ts: datetime
 
 
@@ -143,16 +202,32 @@ class TaskRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    task_id: str = Field(min_length=1, max_length=128)
-    goal: str = Field(min_length=1, max_length=500)
+    task_id: SafeText = Field(min_length=1, max_length=128)
+    goal: Text = Field(min_length=1, max_length=500)
 
 
 class _SessionPayload(_Payload):
     # Turns are parsed leniently (a timestamp arrives as ISO text from JSON).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
-    session_id: str = Field(min_length=1, max_length=128)
+    session_id: SafeText = Field(min_length=1, max_length=128)
     transcript: tuple[Turn, ...] = Field(min_length=1, max_length=MAX_TURNS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transcript_size(cls, data: Any, info: ValidationInfo) -> Any:
+        """Refuse an oversized transcript before its turns are validated one by one."""
+        turns = data.get("transcript") if isinstance(data, Mapping) else None
+        if not isinstance(turns, list | tuple) or len(turns) > MAX_TURNS:
+            return data  # the field's own validation says what is wrong
+        size = transcript_bytes(turns)
+        limit = _rules(info).max_transcript_bytes
+        if size > limit:
+            raise PydanticCustomError(
+                "too_large", "transcript: {size} bytes, over the limit of {limit} bytes",
+                {"size": size, "limit": limit},
+            )
+        return data
 
 
 class ConsolidateSession(_SessionPayload):
@@ -168,8 +243,8 @@ class DigestSession(_SessionPayload):
 class RecordTask(_Payload):
     """The gateway reports a task's status to the task ledger."""
 
-    task_id: str = Field(min_length=1, max_length=128)
-    goal: str = Field(min_length=1, max_length=500)
+    task_id: SafeText = Field(min_length=1, max_length=128)
+    goal: RedactedText = Field(min_length=1, max_length=500)
     status: TaskStatus
 
 
@@ -178,9 +253,9 @@ class KnowledgeText(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    doc_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")
-    title: str = Field(min_length=1, max_length=300)
-    text: str = Field(max_length=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS)
+    doc_id: SafeText = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")
+    title: SafeText = Field(min_length=1, max_length=300)
+    text: SafeText = Field(max_length=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS)
 
 
 class KnowledgePath(BaseModel):
@@ -188,7 +263,20 @@ class KnowledgePath(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(min_length=1, max_length=4096)
+    path: SafePath = Field(min_length=1, max_length=4096)
+
+
+def _document_kind(value: Any) -> str:
+    """``path`` for a path (a mapping with a ``path`` key), else ``text``."""
+    if isinstance(value, KnowledgePath) or (isinstance(value, Mapping) and "path" in value):
+        return "path"
+    return "text"
+
+
+Document = Annotated[
+    Annotated[KnowledgeText, Tag("text")] | Annotated[KnowledgePath, Tag("path")],
+    Discriminator(_document_kind),
+]
 
 
 class ReindexKnowledge(_Payload):
@@ -201,8 +289,8 @@ class ReindexKnowledge(_Payload):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
     consent: Literal[True]
-    documents: tuple[KnowledgeText | KnowledgePath, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
-    allowed_roots: tuple[str, ...] = Field(default=(), max_length=32)
+    documents: tuple[Document, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
+    allowed_roots: tuple[Text, ...] = Field(default=(), max_length=32)
 
 
 PAYLOADS: dict[str, type[_Payload]] = {

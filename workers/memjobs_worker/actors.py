@@ -7,7 +7,8 @@ in ``throws``: it goes to the dead-letter queue at once, without retries.
 
 Sensitive content is the exception to "permanent errors are dead-lettered": a
 dead-letter queue would keep the secret in Redis, so such a message is refused,
-counted and acknowledged, and its text is stored nowhere.
+counted and acknowledged (:mod:`memjobs_worker.refusals`), and its text is
+stored nowhere.  ``parse`` finds it, for every actor, in every text field.
 """
 
 from __future__ import annotations
@@ -19,16 +20,10 @@ from typing import Any, TypeVar
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
-from pydantic import ValidationError
 
 from memjobs_client import contracts
-from memjobs_client.errors import (
-    InvalidPayload,
-    PermanentError,
-    SensitiveContent,
-    StaleFencingToken,
-    TransientError,
-)
+from memjobs_client.errors import InvalidPayload, PermanentError, StaleFencingToken, TransientError
+from memjobs_client.validation import validate
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.observability.metrics import lock_hook
@@ -42,20 +37,19 @@ log = logging.getLogger(__name__)
 P = TypeVar("P", bound=contracts._Payload)
 
 
-def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any]) -> P:
-    """The message's one payload, validated.
+def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any],
+          rules: contracts.SourceRules | None = None) -> P:
+    """The message's one payload, validated as the producer validates it
+    (:func:`memjobs_client.validation.validate`, under the same source rules).
 
     Raises:
-        InvalidPayload: anything but one dict that fits ``model``.
+        SensitiveContent: a field carries a credential (the message is then
+            acknowledged, not dead-lettered: see :mod:`memjobs_worker.refusals`).
+        InvalidPayload: anything else but one dict that fits ``model``.
     """
     if kwargs or len(args) != 1 or not isinstance(args[0], dict):
-        raise InvalidPayload(f"{model.__name__}: expected one payload object")
-    try:
-        return model.model_validate(args[0])
-    except ValidationError as exc:
-        fields = sorted({".".join(str(p) for p in e["loc"]) or "payload"
-                         for e in exc.errors(include_input=False)})
-        raise InvalidPayload(f"{model.__name__}: invalid field(s) {', '.join(fields)}") from None
+        raise InvalidPayload(f"invalid {model.__name__}: expected one payload object")
+    return validate(model, args[0], rules)
 
 
 def sent_at() -> datetime:
@@ -75,21 +69,14 @@ def report(outcome: str) -> None:
 def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Register memjobs' actors on ``broker``, bound to ``runtime``."""
     settings: Settings = runtime.settings
+    rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.RememberSource, args, kwargs)
-        size = len(payload.text.encode("utf-8"))
-        if size > settings.max_text_bytes:
-            # The producer checks this too, but a crafted message never met it.
-            raise InvalidPayload(f"RememberSource: text is {size} bytes, over {settings.max_text_bytes}")
-        try:
-            report(runtime.pipeline.remember(payload, sent_at=sent_at()))
-        except SensitiveContent as exc:
-            log.warning("source refused", extra={"reason": exc.reason})
-            report("refused_sensitive")
+        payload = parse(contracts.RememberSource, args, kwargs, rules)
+        report(runtime.pipeline.remember(payload, sent_at=sent_at()))
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ExtractFacts, args, kwargs)
+        payload = parse(contracts.ExtractFacts, args, kwargs, rules)
         try:
             done = runtime.pipeline.extract(payload)
         except StaleFencingToken:
@@ -101,12 +88,12 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         report("skipped_busy" if done.outcome == "busy" else "succeeded")
 
     def forget_source(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ForgetSource, args, kwargs)
+        payload = parse(contracts.ForgetSource, args, kwargs, rules)
         found = runtime.pipeline.forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ConsolidateSession, args, kwargs)
+        payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
         model = runtime.chat("consolidate")
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
@@ -122,7 +109,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         report("succeeded")
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.DigestSession, args, kwargs)
+        payload = parse(contracts.DigestSession, args, kwargs, rules)
         model = runtime.chat("digest")
         if not settings.digest_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
@@ -130,12 +117,12 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> dict[str, drama
         report(run_digest(runtime.sessions, model, payload))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.RecordTask, args, kwargs)
+        payload = parse(contracts.RecordTask, args, kwargs, rules)
         runtime.sessions.record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 
     def reindex_knowledge(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ReindexKnowledge, args, kwargs)
+        payload = parse(contracts.ReindexKnowledge, args, kwargs, rules)
         if not settings.knowledge_enabled:
             report("disabled")
             return

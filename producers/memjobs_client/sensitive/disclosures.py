@@ -109,10 +109,11 @@ _LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|adm
 
 
 def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
-    if family == "short" and conn not in ("eq", "colon", "verb"):
-        # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
-        if conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None:
-            return False
+    # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
+    if family == "short" and conn not in ("eq", "colon", "verb") and (
+        conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None
+    ):
+        return False
     if value.group("digits") is not None:
         return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound")
     if value.group("spoken") is not None:
@@ -206,17 +207,17 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     for match in _EN_REVERSE.finditer(text):
         core = match.group("value").rstrip(".,;:!?")
         has_digit = any(c.isdigit() for c in core)
-        if len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core)):
-            if not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
-                continue
+        weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))
+        if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
+            continue
         yield match.start("value"), match.start("value") + len(core)
 
 
 # Words that can stand before "is my password" without being one.
-_COMMON_WORDS = frozenset("""
-    this that what which there here where something nothing everything anything
-    always never sometimes usually probably maybe actually
-""".split())
+_COMMON_WORDS = frozenset([
+    "this", "that", "what", "which", "there", "here", "where", "something", "nothing", "everything",
+    "anything", "always", "never", "sometimes", "usually", "probably", "maybe", "actually",
+])
 
 
 # "seed phrase: abandon ability able about above absent absorb abstract ..."

@@ -155,14 +155,17 @@ _CODE_WORDS = (
     r"[ \-]?(?:code|pin|passcode|password)s?"
     r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
 )
-_NOT_SECRET_CODES = frozenset((
-    "zip|postal|post|postcode|area|country|region|dial|error|status|exit|return|http|response|promo"
-    r"|promotion|discount|coupon|voucher|gift|referral|invite|invitation|product|item|sku|model|color|colour"
-    r"|hex|source|bar|qr|morse|dress|tracking|order|booking|reservation|flight|course|class|airport"
-    r"|iata|language|currency|style|cheat|op|unicode|ascii|char|character|tax|diagnosis|icd"
-    r"|pickup|pick-up|shipping|parcel|fare|seat|room|station|stock|ticker|fund|postal|source|python|java"
-    "|sample|example|test|program|programme|computer|machine"
-).split("|"))
+_NOT_SECRET_CODES = frozenset([
+    "zip", "postal", "post", "postcode", "area", "country", "region", "dial", "error", "status",
+    "exit", "return", "http", "response", "promo", "promotion", "discount", "coupon", "voucher",
+    "gift", "referral", "invite", "invitation", "product", "item", "sku", "model", "color",
+    "colour", "hex", "source", "bar", "qr", "morse", "dress", "tracking", "order", "booking",
+    "reservation", "flight", "course", "class", "airport", "iata", "language", "currency", "style",
+    "cheat", "op", "unicode", "ascii", "char", "character", "tax", "diagnosis", "icd", "pickup",
+    "pick-up", "shipping", "parcel", "fare", "seat", "room", "station", "stock", "ticker", "fund",
+    "postal", "source", "python", "java", "sample", "example", "test", "program", "programme",
+    "computer", "machine",
+])
 _WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
 
 

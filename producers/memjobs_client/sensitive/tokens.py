@@ -118,7 +118,8 @@ def _rules() -> tuple[TextRule, ...]:
               for rule, description, pattern in _VENDOR_KEYS]
     rules.append(TextRule("url_credentials", "URL or connection string with a password",
                           regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), True))
-    rules.append(TextRule("wifi_qr", "Wi-Fi QR code with a password", regex_scanner(_WIFI_QR, accept=_not_placeholder), True))
+    rules.append(TextRule("wifi_qr", "Wi-Fi QR code with a password",
+                          regex_scanner(_WIFI_QR, accept=_not_placeholder), True))
     return tuple(rules)
 
 

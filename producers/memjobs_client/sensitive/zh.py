@@ -46,7 +46,7 @@ _ZH_TAIL = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _UNIT_AFTER = re.compile(r"[ \t]*[" + _ZH_UNITS + "]")
-_ZH_QUESTION = frozenset("什么 多少 啥 哪个 几位 几个 多长 怎么 忘了 不对 错了 正确".split())
+_ZH_QUESTION = frozenset(["什么", "多少", "啥", "哪个", "几位", "几个", "多长", "怎么", "忘了", "不对", "错了", "正确"])
 
 
 def _zh_value_ok(value: re.Match[str], text: str) -> bool:
