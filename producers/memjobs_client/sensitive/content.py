@@ -21,7 +21,7 @@ from memjobs_client.sensitive.disclosures import SEED_PHRASE, english_scanner, r
 from memjobs_client.sensitive.encoded import encoded_scanner, spaced_scanner
 from memjobs_client.sensitive.normalize import nfkc
 from memjobs_client.sensitive.numbers import NUMBER_RULES
-from memjobs_client.sensitive.rules import Finding, TextRule, regex_scanner, scan_first
+from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
 from memjobs_client.sensitive.tokens import TOKEN_RULES
 from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
@@ -68,11 +68,12 @@ def _entropy_ok(match: re.Match[str]) -> bool:
 
 _BEARER = TextRule(
     "bearer_token", "Bearer token",
-    regex_scanner(r"(?<![A-Za-z0-9])(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), True,
+    gated(regex_scanner(r"(?<![A-Za-z0-9])(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"), True,
 )
 _BASIC = TextRule(
     "basic_auth", "HTTP Basic credentials",
-    regex_scanner(r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
+    gated(regex_scanner(r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
+          "basic"),
     True,
 )
 _AWS_SECRET = TextRule(
@@ -87,22 +88,29 @@ _AWS_SECRET = TextRule(
 )
 _ENTROPY = TextRule(
     "high_entropy_assignment", "long random value assigned to a secret-like name",
-    regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), False,
+    gated(regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), "=", ":"), False,
 )
+
+# Words one of which a disclosure needs (substring tests, on lower-cased text).
+_ZH_GATE = ("密", "口令", "令牌", "码", "碼", "钥", "鑰")
+_PASSWORD_GATE = ("pass", "pw", "psk", "pin", "key", "p@", "p4", "pa$", "p@$")
 
 SHAPE_RULES: tuple[TextRule, ...] = (*TOKEN_RULES, _AWS_SECRET, _BEARER, _BASIC)
 """Rules that need no keyword; also run inside paths and decoded text."""
 
 DISCLOSURE_RULES: tuple[TextRule, ...] = (
     _ENTROPY,
-    TextRule("zh_password_phrase", "Chinese password, key or code disclosure", chinese_scanner, False),
-    TextRule("zh_password_phrase", "Chinese password, key or code disclosure", chinese_reverse_scanner, False),
+    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
+             gated(chinese_scanner, *_ZH_GATE), False),
+    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
+             gated(chinese_reverse_scanner, *_ZH_GATE), False),
     TextRule("password_assignment", "password or PIN disclosure",
-             english_scanner(frozenset({"password", "pin", "short"})), False),
-    TextRule("password_assignment", "password or PIN disclosure", reverse_scanner, False),
+             gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE), False),
+    TextRule("password_assignment", "password or PIN disclosure", gated(reverse_scanner, *_PASSWORD_GATE), False),
     TextRule("secret_assignment", "API key, token, secret or credential disclosure",
-             english_scanner(frozenset({"compound", "ambiguous"})), False),
-    TextRule("seed_phrase", "wallet seed or recovery phrase", regex_scanner(SEED_PHRASE.pattern), False),
+             gated(english_scanner(frozenset({"compound", "ambiguous"})), "secret", "token", "key", "cred"), False),
+    TextRule("seed_phrase", "wallet seed or recovery phrase",
+             gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"), False),
     *NUMBER_RULES,
 )
 """Rules that need words around the value: numbers, disclosures, assignments."""

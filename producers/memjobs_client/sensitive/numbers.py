@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 from datetime import date
 
-from memjobs_client.sensitive.rules import TextRule, regex_scanner
+from memjobs_client.sensitive.rules import TextRule, gated, regex_scanner
 
 # --- cards ------------------------------------------------------------------
 
@@ -207,14 +207,22 @@ def _otp_ok(match: re.Match[str]) -> bool:
     return True
 
 
+_CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
+
 NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule("card_number", "bank or credit card number", _card_scan, False),
     TextRule("cn_resident_id", "Chinese resident identity number", _cn_id_scan, False),
-    TextRule("named_id_number", "identity number named as one", regex_scanner(_NAMED_ID), False),
-    TextRule("social_security_number", "social security number", regex_scanner(_SSN), False),
+    TextRule("named_id_number", "identity number named as one",
+             gated(regex_scanner(_NAMED_ID), "身份证", "id", "identity", "national", "resident"), False),
+    TextRule("social_security_number", "social security number",
+             gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), False),
     TextRule("passport_number", "passport or travel document number",
-             regex_scanner(_PASSPORT, accept=_passport_ok), False),
-    TextRule("bank_account", "bank account number", regex_scanner(_ACCOUNT), False),
-    TextRule("card_security_code", "card security code (CVV)", regex_scanner(_CVV_RULE), False),
-    TextRule("one_time_code", "one-time, verification or access code", regex_scanner(_OTP, accept=_otp_ok), False),
+             gated(regex_scanner(_PASSPORT, accept=_passport_ok), "passport", "travel", "护照", "通行证",
+                   "回乡证", "台胞证"), False),
+    TextRule("bank_account", "bank account number",
+             gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"), False),
+    TextRule("card_security_code", "card security code (CVV)",
+             gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), False),
+    TextRule("one_time_code", "one-time, verification or access code",
+             gated(regex_scanner(_OTP, accept=_otp_ok), *_CODE_GATE), False),
 )

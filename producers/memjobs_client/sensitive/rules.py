@@ -61,6 +61,19 @@ def regex_scanner(
     return scan
 
 
+def gated(scan: Scanner, *words: str) -> Scanner:
+    """``scan``, run only when the lower-cased text holds one of ``words``: a
+    substring test is far cheaper than a pattern tried at every position, and
+    most text (log lines above all) holds none of a rule's words."""
+
+    def run(text: str) -> Iterator[tuple[int, int]]:
+        lowered = text.lower()
+        if any(word in lowered for word in words):
+            yield from scan(text)
+
+    return run
+
+
 def scan_first(normalised: str, rules: tuple[TextRule, ...]) -> Finding | None:
     """The first of ``rules`` that matches ``normalised`` text, or ``None``."""
     for rule in rules:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from memjobs_client.sensitive.rules import TextRule, regex_scanner
+from memjobs_client.sensitive.rules import TextRule, gated, regex_scanner
 from memjobs_client.sensitive.values import PLACEHOLDER
 
 # Not preceded by a character that would make the prefix part of a longer word.
@@ -111,15 +111,25 @@ _URL_CREDENTIALS = (
 _WIFI_QR = r"(?i:WIFI):[^\n]{0,300}?(?<=[:;])P:(?P<secret>(?:\\.|[^;\n])+)"
 
 
+# Substrings (of the lower-cased text) without which a rule cannot match.
+_GATES: dict[str, tuple[str, ...]] = {
+    "azure_storage_key": ("accountkey", "sharedaccess", "=="),
+    "webhook_url": ("hooks.slack", "discord", "feishu", "larksuite", "qyapi", "dingtalk"),
+    "jwt": ("eyj",),
+    "mail_key": ("key-", "sg.", "-us", "-"),
+}
+
+
 def _rules() -> tuple[TextRule, ...]:
     rules = [TextRule("private_key_block", "PEM, OpenSSH or PuTTY private key",
-                      regex_scanner(_PEM, re.DOTALL), True)]
-    rules += [TextRule(rule, description, regex_scanner(pattern), True)
+                      gated(regex_scanner(_PEM, re.DOTALL), "private key", "putty", "age-secret"), True)]
+    rules += [TextRule(rule, description, gated(regex_scanner(pattern), *_GATES[rule])
+                       if rule in _GATES else regex_scanner(pattern), True)
               for rule, description, pattern in _VENDOR_KEYS]
     rules.append(TextRule("url_credentials", "URL or connection string with a password",
-                          regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), True))
+                          gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), "://", "=", "-p"), True))
     rules.append(TextRule("wifi_qr", "Wi-Fi QR code with a password",
-                          regex_scanner(_WIFI_QR, accept=_not_placeholder), True))
+                          gated(regex_scanner(_WIFI_QR, accept=_not_placeholder), "wifi:"), True))
     return tuple(rules)
 
 
