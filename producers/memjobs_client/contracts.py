@@ -290,7 +290,7 @@ class ReindexKnowledge(_Payload):
 
     consent: Literal[True]
     documents: tuple[Document, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
-    allowed_roots: tuple[Text, ...] = Field(default=(), max_length=32)
+    allowed_roots: tuple[SafeText, ...] = Field(default=(), max_length=32)
 
 
 PAYLOADS: dict[str, type[_Payload]] = {

@@ -26,9 +26,9 @@ def rnd(n: int, alphabet: str = ALNUM) -> str:
     """A random value with at least one digit and one letter when the alphabet has both."""
     while True:
         value = "".join(R.choice(alphabet) for _ in range(n))
-        if not (set(alphabet) & set(string.digits)) or any(c.isdigit() for c in value):
-            if not (set(alphabet) & set(string.ascii_letters)) or any(c.isalpha() for c in value):
-                return value
+        digit_ok = not (set(alphabet) & set(string.digits)) or any(c.isdigit() for c in value)
+        if digit_ok and (not (set(alphabet) & set(string.ascii_letters)) or any(c.isalpha() for c in value)):
+            return value
 
 
 def digits(n: int) -> str:
