@@ -173,8 +173,15 @@ _CLEAN_MAX_ENTRIES: Final = 4096
 _CLEAN_MAX_CHARS: Final = 256
 
 
+# Values no content rule can match: a UUID (message ids), a short number, a
+# lower-case identifier (actor names, outcomes, reasons).
+_PLAIN_VALUE: Final = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|-?[0-9]{1,12}(?:\.[0-9]+)?|[a-z][a-z_]{0,39}"
+)
+
+
 def _redact_values(text: str) -> str:
-    if text in _CLEAN:
+    if text in _CLEAN or _PLAIN_VALUE.fullmatch(text):
         return text
     redacted = redact_secrets(text)
     if redacted == text and len(text) <= _CLEAN_MAX_CHARS:
