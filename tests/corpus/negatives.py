@@ -169,6 +169,11 @@ API 请求超时了，返回 504
 session expired after 30 minutes
 your session id has been refreshed
 the secret santa budget is 200 yuan
+口令是什么意思
+口令错误，请重新输入
+my meeting code is 853 2241
+我的淘宝账号是 13800138000
+the game code is 4521, join us
 """
 
 _ENGLISH = [

@@ -92,7 +92,7 @@ _ENTROPY = TextRule(
 )
 
 # Words one of which a disclosure needs (substring tests, on lower-cased text).
-_ZH_GATE = ("密", "口令", "令牌", "码", "碼", "钥", "鑰")
+_ZH_GATE = ("密", "口令", "令牌", "码", "碼", "钥", "鑰", "暗号", "暗號")
 _PASSWORD_GATE = ("pass", "pw", "psk", "pin", "key", "p@", "p4", "pa$", "p@$")
 
 SHAPE_RULES: tuple[TextRule, ...] = (*TOKEN_RULES, _AWS_SECRET, _BEARER, _BASIC)

@@ -130,7 +130,7 @@ _SSN = _named(r"(?i:\bssn\b|social security)|社保号|社会保障号", r"\d{3}
     r"|(?<![\d\-])(?P<secret2>(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4})(?![\d\-])"
 )
 _ACCOUNT = _named(r"(?i:bank account|account (?:number|no\.?)|routing number|\biban\b|sort code)"
-                  r"|银行账号|银行卡号|卡号|账户号|账号|帐号|开户行账号", r"[A-Z]{0,2}\d[\d ]{6,32}\d")
+                  r"|银行账号|银行卡号|卡号|账户号|开户行账号", r"[A-Z]{0,2}\d[\d ]{6,32}\d")
 _CVV = (r"(?i:\bcvv2?\b|\bcvc2?\b|\bcsc\b|card security code)|安全码|卡背面的?(?:三|3)位(?:数字|数)?")
 _CVV_RULE = rf"(?:{_CVV})[^\n\d]{{0,12}}?(?P<secret>\d{{3,4}})(?!\d)"
 
@@ -164,7 +164,8 @@ _NOT_SECRET_CODES = frozenset([
     "cheat", "op", "unicode", "ascii", "char", "character", "tax", "diagnosis", "icd", "pickup",
     "pick-up", "shipping", "parcel", "fare", "seat", "room", "station", "stock", "ticker", "fund",
     "postal", "source", "python", "java", "sample", "example", "test", "program", "programme",
-    "computer", "machine",
+    "computer", "machine", "meeting", "conference", "event", "game", "lobby", "share", "sharing", "group",
+    "team", "channel", "classroom", "friend",
 ])
 _WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
 
@@ -173,7 +174,8 @@ def _code_value(group: str) -> str:
     """A code after its words: 4–8 digits (one space or dash inside) or 6–8 letters and
     digits, not followed by a unit ("2048 lines", "5 分钟")."""
     return (
-    r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8})"
+    r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
+    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8})"
     r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
     r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
     r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from memjobs_client.sensitive.values import at_clause_end, is_filler, value_core, value_span
 
 _ZH_KEYWORD = re.compile(
-    r"(?:密码|密碼|口令|密钥|密鑰|私钥|私鑰|秘钥|秘鑰|令牌|验证码|驗證碼|校验码|校驗碼|动态码|動態碼|安全码"
+    r"(?:暗号|密码|密碼|口令|密钥|密鑰|私钥|私鑰|秘钥|秘鑰|令牌|验证码|驗證碼|校验码|校驗碼|动态码|動態碼|安全码"
     r"|授权码|授權碼|短信码|确认码|登录码|登陆码|激活码|解锁码|开门码|PIN码|PIN碼|pin码)",
     re.IGNORECASE,
 )
@@ -47,6 +47,9 @@ _ZH_TAIL = re.compile(
 )
 _UNIT_AFTER = re.compile(r"[ \t]*[" + _ZH_UNITS + "]")
 _ZH_QUESTION = frozenset(["什么", "多少", "啥", "哪个", "几位", "几个", "多长", "怎么", "忘了", "不对", "错了", "正确"])
+# Words that say something about a passphrase rather than being one.
+_ZH_NOT_VALUES = frozenset(["错误", "过期", "无效", "失效", "一样", "相同", "不同", "必须", "需要", "意思", "区别",
+                            "修改", "重置", "忘记", "保密", "安全", "复杂", "简单"])
 
 
 def _zh_value_ok(value: re.Match[str], text: str) -> bool:
@@ -68,8 +71,17 @@ def _zh_value_ok(value: re.Match[str], text: str) -> bool:
     return True
 
 
+# A passphrase said in Chinese words: "口令是芝麻开门", "暗号：天王盖地虎".
+_ZH_PASSPHRASE = re.compile(
+    r"(?:口令|暗号|暗號)[ \t]*(?:就是|是|为|為|叫|:|：)[ \t]*(?P<secret>[\u4e00-\u9fff]{3,10})(?=$|[，。！？,.!?\s])"
+)
+
+
 def chinese_scanner(text: str) -> Iterator[tuple[int, int]]:
-    """Keyword first: 密码是123456, 验证码：884213, 口令为“天王盖地虎”."""
+    """Keyword first: 密码是123456, 验证码：884213, 口令为“天王盖地虎”, 口令是芝麻开门."""
+    for match in _ZH_PASSPHRASE.finditer(text):
+        if not any(word in match.group("secret") for word in _ZH_QUESTION | _ZH_NOT_VALUES):
+            yield match.span("secret")
     for keyword in _ZH_KEYWORD.finditer(text):
         value = _ZH_TAIL.match(text, keyword.end())
         if value is None or not _zh_value_ok(value, text):
