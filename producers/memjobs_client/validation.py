@@ -31,8 +31,10 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Problems named in an error message; the rest are counted.
 MAX_PROBLEMS_SHOWN = 5
-#: Characters of text walked when looking for a secret in a refused payload.
-_MAX_SCANNED_CHARS = 1024 * 1024
+#: Characters of text walked when looking for a secret in a payload refused for
+#: another reason (bounded: a huge refused payload must still fail fast; a
+#: secret beyond this in a crafted message may reach the dead-letter queue).
+_MAX_SCANNED_CHARS = 64 * 1024
 _SHOWN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
