@@ -150,3 +150,12 @@ def test_the_worker_refuses_a_crafted_huge_list_fast_and_briefly() -> None:
         parse(contracts.ConsolidateSession, (payload,), {})
     assert time.perf_counter() - started < 2.0
     assert "1000000 items, over the limit of 2000" in str(refused.value)
+
+
+def test_the_worker_holds_a_crafted_source_to_the_byte_cap_its_settings_give() -> None:
+    text = "你好世界"  # 12 bytes
+    payload = {"owner_key": KEY, "source_id": source_id_for(KEY, text), "text": text}
+    assert parse(contracts.RememberSource, (payload,), {}).text == text  # the default cap: 32 KiB
+    with pytest.raises(InvalidPayload) as refused:
+        parse(contracts.RememberSource, (payload,), {}, contracts.SourceRules(max_text_bytes=10))
+    assert "text: 12 bytes, over the limit of 10 bytes" in str(refused.value)
