@@ -174,6 +174,7 @@ def words() -> list[tuple[str, str, str]]:
     out.append(("password_zh", "天王盖地虎", "口令是“{s}”"))
     out.append(("password_zh", "芝麻开门", "进门的口令是{s}"))
     out.append(("otp", "4 8 2 9 1 3", "verification code {s}"))
+    out.append(("password_zh", "admin" + digits(6), "路由器后台 admin / {s}"))
     out.append(("password_en", "correct horse battery", "my password is 'correct horse battery'"))
     body = rnd(64, ALNUM + "+/")
     out.append(("private_key", body, "-----BEGIN RSA PRIVATE KEY-----\\n{s}\\n" + rnd(64, ALNUM + "+/")

@@ -151,7 +151,8 @@ def _passport_ok(match: re.Match[str]) -> bool:
 _CODE_WORDS = (
     r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
     r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
-    r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery)"
+    r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
+    r"|authenticator|google|microsoft|apple|wechat|alipay)"
     r"[ \-]?(?:code|pin|passcode|password)s?"
     r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
 )
@@ -211,6 +212,12 @@ def _otp_ok(match: re.Match[str]) -> bool:
 
 _CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
 
+# "admin / admin123456", "root/toor2024": a user name, a slash and a password.
+_LOGIN_PAIR = (
+    r"(?<![\w/.~\-])(?i:admin|administrator|root|sa|guest|user|管理员)[ \t]*/[ \t]*"
+    r"(?P<secret>(?=[!#-.0-~]*[\d!@#$%^&*])[!#-.0-~]{4,40})(?![!#-~])"
+)
+
 NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule("card_number", "bank or credit card number", _card_scan, False),
     TextRule("cn_resident_id", "Chinese resident identity number", _cn_id_scan, False),
@@ -225,6 +232,8 @@ NUMBER_RULES: tuple[TextRule, ...] = (
              gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"), False),
     TextRule("card_security_code", "card security code (CVV)",
              gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), False),
+    TextRule("login_pair", "user name and password pair",
+             gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"), False),
     TextRule("one_time_code", "one-time, verification or access code",
              gated(regex_scanner(_OTP, accept=_otp_ok), *_CODE_GATE), False),
 )
