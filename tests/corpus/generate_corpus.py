@@ -142,6 +142,8 @@ def numbers() -> list[tuple[str, str, str]]:
     for template in ["身份证号 {s}", "我的身份证号码是 {s}", "{s}", "ID card: {s}", "证件号 {s} 请核对",
                      "residence id {s}"]:
         out.append(("cn_id", cn_id(), template))
+    typo = cn_id()
+    out.append(("cn_id", typo[:17] + ("0" if typo[17] != "0" else "1"), "ID: {s}"))  # a wrong check digit
     for template in ["my passport number is {s}", "护照号：{s}", "passport no. {s}", "港澳通行证 {s}"]:
         out.append(("passport", R.choice("EGPC") + digits(8), template))
     for template in ["验证码 {s}，五分钟内有效", "您的验证码是{s}", "动态码：{s}", "校验码为 {s}",
@@ -175,6 +177,10 @@ def words() -> list[tuple[str, str, str]]:
     out.append(("password_zh", "芝麻开门", "进门的口令是{s}"))
     out.append(("otp", "4 8 2 9 1 3", "verification code {s}"))
     out.append(("password_zh", "admin" + digits(6), "路由器后台 admin / {s}"))
+    out.append(("otp", digits(5), "Telegram code {s}"))
+    out.append(("otp", rnd(4, string.ascii_uppercase + string.digits) + "-" + rnd(4, string.ascii_uppercase
+                                                                            + string.digits), "2FA backup code: {s}"))
+    out.append(("password_en", password(), "Wi-Fi password — {s}"))
     out.append(("password_en", "correct horse battery", "my password is 'correct horse battery'"))
     body = rnd(64, ALNUM + "+/")
     out.append(("private_key", body, "-----BEGIN RSA PRIVATE KEY-----\\n{s}\\n" + rnd(64, ALNUM + "+/")

@@ -54,7 +54,7 @@ _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
 _EN_CONNECTOR = re.compile(
     r"""
       (?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))
-    | (?P<colon>["']?[ \t]*:(?!//))
+    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—]|-(?=[ \t])))
     | (?P<verb>
           (?:'s|[ \t]+(?:is|was|are|were|will[ \t]+be|should[ \t]+be|would[ \t]+be))
           (?:[ \t]+(?:now|still|just|currently|actually|simply|always))?

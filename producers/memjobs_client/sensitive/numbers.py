@@ -123,7 +123,8 @@ def _named(words: str, value: str, gap: int = 24) -> str:
     return rf"(?:{words})[^\n\d]{{0,{gap}}}?(?<![A-Za-z0-9])(?P<secret>{value})(?![A-Za-z0-9])"
 
 
-_NAMED_ID = _named(r"身份证|(?i:\bid[ \-]?card\b|identity card|national id|resident id)", r"\d{17}[\dXx]|\d{15}")
+_NAMED_ID = _named(r"身份证|证件号|身份号码|公民身份|(?i:\bid\b|identity card|national id|resident id)",
+                   r"\d{17}[\dXx]|\d{15}")
 _PASSPORT = _named(r"(?i:passport|travel document)|护照|通行证|回乡证|台胞证",
                    r"[A-Za-z]{1,2}[ \-]?\d{6,9}|\d{8,9}")
 _SSN = _named(r"(?i:\bssn\b|social security)|社保号|社会保障号", r"\d{3}[ \-]?\d{2}[ \-]?\d{4}") + (
@@ -133,6 +134,20 @@ _ACCOUNT = _named(r"(?i:bank account|account (?:number|no\.?)|routing number|\bi
                   r"|银行账号|银行卡号|卡号|账户号|开户行账号", r"[A-Z]{0,2}\d[\d ]{6,32}\d")
 _CVV = (r"(?i:\bcvv2?\b|\bcvc2?\b|\bcsc\b|card security code)|安全码|卡背面的?(?:三|3)位(?:数字|数)?")
 _CVV_RULE = rf"(?:{_CVV})[^\n\d]{{0,12}}?(?P<secret>\d{{3,4}})(?!\d)"
+
+
+def _named_id_ok(match: re.Match[str]) -> bool:
+    """A named identity number needs a real birth date (positions 7–14, or 7–12
+    of an old 15-digit one); the check digit may be wrong (a typo is still an id)."""
+    value = match.group("secret")
+    try:
+        if len(value) == 18:
+            born = date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
+        else:
+            born = date(1900 + int(value[6:8]), int(value[8:10]), int(value[10:12]))
+    except ValueError:
+        return False
+    return date(1890, 1, 1) <= born <= date.today()
 
 
 def _passport_ok(match: re.Match[str]) -> bool:
@@ -152,7 +167,8 @@ _CODE_WORDS = (
     r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
     r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
     r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
-    r"|authenticator|google|microsoft|apple|wechat|alipay)"
+    r"|authenticator|google|microsoft|apple|wechat|alipay|telegram|whatsapp|signal|uber|facebook|instagram"
+    r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq)"
     r"[ \-]?(?:code|pin|passcode|password)s?"
     r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
 )
@@ -176,7 +192,7 @@ def _code_value(group: str) -> str:
     digits, not followed by a unit ("2048 lines", "5 分钟")."""
     return (
     r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
-    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8})"
+    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]*\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
     r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
     r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
     r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"
@@ -197,10 +213,12 @@ _OTP = (
 
 
 def _otp_ok(match: re.Match[str]) -> bool:
-    """At least four digits: "error code is 404" or a 3-digit area code is not a secret."""
+    """Four digits at least (two in a code with letters): "error code is 404" or a
+    3-digit area code is not a secret."""
     value = match.group("secret") or match.group("secret2") or match.group("secret3") or ""
-    if sum(c.isdigit() for c in value) < 4:
-        return False
+    digits = sum(c.isdigit() for c in value)
+    if digits < (2 if any(c.isalpha() for c in value) else 4):
+        return False  # "error code is 404"; a code of letters wants two digits at least
     if match.group("secret2"):
         # "zip code is 10001", "error code: 5003": "code" named by a word that
         # is not about a secret.  A bare "code is 4821" or "door code" passes.
@@ -222,7 +240,8 @@ NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule("card_number", "bank or credit card number", _card_scan, False),
     TextRule("cn_resident_id", "Chinese resident identity number", _cn_id_scan, False),
     TextRule("named_id_number", "identity number named as one",
-             gated(regex_scanner(_NAMED_ID), "身份证", "id", "identity", "national", "resident"), False),
+             gated(regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity", "national",
+                   "resident"), False),
     TextRule("social_security_number", "social security number",
              gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), False),
     TextRule("passport_number", "passport or travel document number",
