@@ -45,6 +45,7 @@ from memjobs_client.contracts import (
     SourceRules,
 )
 from memjobs_client.errors import BackendUnavailable, InvalidPayload, MemoryOff
+from memjobs_client.validation import as_list as _items
 from memjobs_client.validation import validate
 
 _MAX_ROOTS = 32
@@ -60,16 +61,6 @@ def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None 
         InvalidPayload: the first few problems, field by field, and a count.
     """
     return validate(model, fields, rules).model_dump(mode="json")
-
-
-def _items(model: str, field: str, value: Any, limit: int) -> list[Any]:
-    """``value`` as a list: a list or tuple of at most ``limit`` items, nothing else
-    (a string would be taken for its characters, ``None`` for nothing)."""
-    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
-        raise InvalidPayload(f"invalid {model}: {field}: must be a list, not {type(value).__name__}")
-    if len(value) > limit:
-        raise InvalidPayload(f"invalid {model}: {field}: {len(value)} items, over the limit of {limit}")
-    return list(value)
 
 
 #: How long "this session has ended" is remembered (a repeated end is a no-op).

@@ -42,9 +42,9 @@ from memjobs_client.validation import (
     SafePath,
     SafeText,
     Text,
+    refuse_large_transcript,
     refuse_sensitive,
     text_problem,
-    transcript_bytes,
 )
 
 #: Bumped when a payload changes incompatibly; workers refuse other versions.
@@ -217,17 +217,7 @@ class _SessionPayload(_Payload):
     @classmethod
     def _transcript_size(cls, data: Any, info: ValidationInfo) -> Any:
         """Refuse an oversized transcript before its turns are validated one by one."""
-        turns = data.get("transcript") if isinstance(data, Mapping) else None
-        if not isinstance(turns, list | tuple) or len(turns) > MAX_TURNS:
-            return data  # the field's own validation says what is wrong
-        size = transcript_bytes(turns)
-        limit = _rules(info).max_transcript_bytes
-        if size > limit:
-            raise PydanticCustomError(
-                "too_large", "transcript: {size} bytes, over the limit of {limit} bytes",
-                {"size": size, "limit": limit},
-            )
-        return data
+        return refuse_large_transcript(data, _rules(info).max_transcript_bytes, MAX_TURNS)
 
 
 class ConsolidateSession(_SessionPayload):

@@ -105,14 +105,21 @@ SafePath = Annotated[str, BeforeValidator(_valid_if_text), AfterValidator(refuse
 RedactedText = Annotated[str, BeforeValidator(_valid_if_text), AfterValidator(redact)]
 
 
-def transcript_bytes(turns: Sequence[Any]) -> int:
-    """UTF-8 bytes of the turns' texts (turns as mappings or models)."""
+def refuse_large_transcript(data: Any, limit: int, max_turns: int) -> Any:
+    """``data`` unchanged, unless its transcript's turns hold more than ``limit``
+    UTF-8 bytes of text (a wrong type or too many turns is left to the fields)."""
+    turns = data.get("transcript") if isinstance(data, Mapping) else None
+    if not isinstance(turns, list | tuple) or len(turns) > max_turns:
+        return data
     size = 0
     for turn in turns:
         text = turn.get("text") if isinstance(turn, Mapping) else getattr(turn, "text", None)
         if isinstance(text, str):
             size += len(text.encode("utf-8", "surrogatepass"))
-    return size
+    if size > limit:
+        raise PydanticCustomError("too_large", "transcript: {size} bytes, over the limit of {limit} bytes",
+                                  {"size": size, "limit": limit})
+    return data
 
 
 def _shown_loc(loc: tuple[int | str, ...]) -> str:
@@ -179,6 +186,20 @@ def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload 
             f"(rule {finding.rule}: {finding.description}); it was not stored or sent to a model"
         )
     return InvalidPayload(f"invalid {name}: {shown}")
+
+
+def as_list(model: str, field: str, value: Any, limit: int) -> list[Any]:
+    """``value`` as a list: a list or tuple of at most ``limit`` items, nothing else
+    (a string would be taken for its characters, ``None`` for nothing).
+
+    Raises:
+        InvalidPayload: saying which field, and what it got.
+    """
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise InvalidPayload(f"invalid {model}: {field}: must be a list, not {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidPayload(f"invalid {model}: {field}: {len(value)} items, over the limit of {limit}")
+    return list(value)
 
 
 def _check_list_sizes(model: type[BaseModel], data: Mapping[Any, Any]) -> None:
