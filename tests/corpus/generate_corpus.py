@@ -203,6 +203,8 @@ def disguised() -> list[tuple[str, str, str]]:
         out.append(("encoded", hexed, R.choice(["hex {s}", "payload={s}"])))
     for word in ["pаsswоrd", "раssword", "passwοrd", "PАSSWORD"]:
         out.append(("homoglyph", password(), f"my {word} is " + "{s}"))
+    out.append(("spaced", password(), "p a s s w o r d : {s}"))
+    out.append(("spaced", " ".join(password()), "my password is {s}"))
     tokens = ["sk-proj-" + rnd(40), "ghp_" + rnd(36), "glpat-" + rnd(20), "xoxb-" + digits(12) + "-" + rnd(24),
               "AIza" + rnd(35), "hf_" + rnd(34)]
     for token in tokens:

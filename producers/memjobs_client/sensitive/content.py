@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 from memjobs_client.sensitive.disclosures import SEED_PHRASE, english_scanner, reverse_scanner
-from memjobs_client.sensitive.encoded import encoded_scanner, spaced_scanner
+from memjobs_client.sensitive.encoded import encoded_scanner, letter_spaced_scanner, spaced_scanner
 from memjobs_client.sensitive.normalize import nfkc
 from memjobs_client.sensitive.numbers import NUMBER_RULES
 from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
@@ -120,6 +121,11 @@ def _inner(text: str) -> bool:
     return scan_first(nfkc(text), SHAPE_RULES + DISCLOSURE_RULES) is not None
 
 
+def _inner_spans(text: str) -> Iterator[tuple[int, int]]:
+    for rule in SHAPE_RULES + DISCLOSURE_RULES:
+        yield from rule.scan(text)
+
+
 def _shapes(text: str) -> bool:
     return scan_first(text, SHAPE_RULES) is not None
 
@@ -129,6 +135,7 @@ TEXT_RULES: tuple[TextRule, ...] = (
     *DISCLOSURE_RULES,
     TextRule("spaced_token", "credential broken up by spaces or line breaks", spaced_scanner(_shapes), True),
     TextRule("encoded_secret", "credential hidden in base64 or hex", encoded_scanner(_inner), True),
+    TextRule("spelt_out", "credential spelt out letter by letter", letter_spaced_scanner(_inner_spans), False),
 )
 """Every content rule, in the order they are tried."""
 

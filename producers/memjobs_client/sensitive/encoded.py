@@ -5,7 +5,8 @@ runs and refuses the run when its decoded text matches a token shape or a
 disclosure ("c2stcHJvai0..." is ``sk-proj-...``); :func:`spaced_scanner`
 joins the pieces of a token that starts with a vendor prefix and was broken
 by spaces or line breaks ("ghp_A1b2 C3d4 E5f6 ...", a key wrapped in a chat
-window) and tries the shapes on the joined token.
+window) and tries the shapes on the joined token; :func:`letter_spaced_scanner`
+joins words spelt letter by letter ("p a s s w o r d : h u n t e r 2").
 
 Why only decoded *text* and only prefixed tokens: ordinary hashes, ids and
 words decode to binary noise or lack a prefix, so they cost a decode attempt
@@ -136,5 +137,34 @@ def spaced_scanner(matches: Matches) -> Scanner:
                 if count and not matches(pieces[start]) and matches("".join(pieces[start:start + count])):
                     yield group[start].start(), group[start + count - 1].end()
                     break
+
+    return scan
+
+
+# Four or more single characters, each followed by one space: "p a s s w o r d".
+_LETTER_RUN = re.compile(r"(?<!\S)(?:\S )(?:\S ){2,}\S(?!\S)")
+
+
+def letter_spaced_scanner(spans: Callable[[str], Iterator[tuple[int, int]]]) -> Scanner:
+    """The secrets that ``spans`` finds in the text once its spelt-out runs are
+    joined, mapped back onto the text (spaces and all)."""
+
+    def scan(text: str) -> Iterator[tuple[int, int]]:
+        runs = list(_LETTER_RUN.finditer(text))
+        if not runs:
+            return
+        joined: list[str] = []
+        where: list[int] = []  # index in ``text`` of each character of the joined text
+        cursor = 0
+        for run in [*runs, None]:
+            stop = run.start() if run is not None else len(text)
+            joined.append(text[cursor:stop])
+            where.extend(range(cursor, stop))
+            if run is not None:
+                joined.append(run.group()[::2])
+                where.extend(range(run.start(), run.end(), 2))
+                cursor = run.end()
+        for start, end in spans("".join(joined)):
+            yield where[start], where[end - 1] + 1
 
     return scan
