@@ -166,12 +166,12 @@ def words() -> list[tuple[str, str, str]]:
         out.append(("wifi", password(), template))
     for template in ["我的密码是 {s}", "密码改成了{s}", "密码设为 {s}", "新密码设置成{s}", "口令：{s}",
                      "邮箱密码是{s}", "把密码改为 {s} 了", "登录口令为 {s}", "{s} 是我的银行卡密码",
-                     "服务器 root 密码 {s}", "密码我设成了{s}", "淘宝密码就是{s}"]:
+                     "服务器 root 密码 {s}", "密码我设成了{s}", "淘宝密码就是{s}", "银行卡密码 6 位：{s}"]:
         out.append(("password_zh", password(), template))
     for template in ["my password is {s}", "password: {s}", "the password for my email is {s}",
                      "I changed my password to {s}", "login admin / pass {s}", "{s} is my password",
                      "pwd={s}", "set the password to {s} please", "username bob password {s}",
-                     "My new password will be {s}."]:
+                     "My new password will be {s}.", "remember my password, it's {s}", "Password → {s}"]:
         out.append(("password_en", password(), template))
     out.append(("password_zh", "天王盖地虎", "口令是“{s}”"))
     out.append(("password_zh", "芝麻开门", "进门的口令是{s}"))

@@ -174,6 +174,9 @@ the secret santa budget is 200 yuan
 my meeting code is 853 2241
 我的淘宝账号是 13800138000
 the game code is 4521, join us
+my password, it's long and hard to remember
+the password? it's on the fridge
+密码是6位数字
 """
 
 _ENGLISH = [

@@ -54,7 +54,7 @@ _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
 _EN_CONNECTOR = re.compile(
     r"""
       (?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))
-    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—]|-(?=[ \t])))
+    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))
     | (?P<verb>
           (?:'s|[ \t]+(?:is|was|are|were|will[ \t]+be|should[ \t]+be|would[ \t]+be))
           (?:[ \t]+(?:now|still|just|currently|actually|simply|always))?
@@ -63,6 +63,7 @@ _EN_CONNECTOR = re.compile(
         | [ \t]+(?:has|have|had)[ \t]+been[ \t]+(?:set|changed|reset|updated|switched)[ \t]+to
         | [ \t]+(?:set|changed|reset|updated|switched)[ \t]+to
         | [ \t]+equals
+        | [ \t]*[,?;.!]?[ \t]+(?:it'?s|it[ \t]+is|that'?s|which[ \t]+is)
         | [ \t]*(?:就是|是|为|設為|设为|设置为|设置成|改成|改为)
       )
     | (?P<to>[ \t]+(?:to|as|into))
@@ -202,9 +203,16 @@ _EN_REVERSE = re.compile(
 )
 
 
+# "it's hunter2, my password"
+_EN_ITS_REVERSE = re.compile(
+    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
+    r"(?i:my|our|his|her|their|the)[ \t]+(?:[A-Za-z\-]+[ \t]+){0,2}?(?i:password|passcode|pin|wi-?fi[ \t]+key)\b"
+)
+
+
 def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
-    for match in _EN_REVERSE.finditer(text):
+    for match in [*_EN_REVERSE.finditer(text), *_EN_ITS_REVERSE.finditer(text)]:
         core = match.group("value").rstrip(".,;:!?")
         has_digit = any(c.isdigit() for c in core)
         weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))
