@@ -99,6 +99,9 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
             "database_url": database_url,
             "data_dir": tmp_path / "data",
             "extract_delay_ms": 20,
+            # Micro-batching off: tests that call extract right after remember mean
+            # "now"; tests/test_microbatching.py drives it with a clock of its own.
+            "extract_max_wait_ms": 0,
             "lease_ms": 3000,
             "min_backoff_ms": 50,
             "max_backoff_ms": 400,

@@ -124,7 +124,7 @@ def test_mem0_writes_nothing_to_the_home_directory(
         "p = RememberSource(owner_key=k, source_id=source_id_for(k, t), text=t)\n"
         "rt.pipeline.remember(p, sent_at=datetime.now(UTC))\n"
         "from memjobs_client.contracts import ExtractFacts\n"
-        "print(rt.pipeline.extract(ExtractFacts(owner_key=k)).learned)\n"
+        "print(rt.pipeline.extract(ExtractFacts(owner_key=k, trigger='manual')).learned)\n"
         "rt.close()\n"
     )
     result = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
-from memjobs_client.errors import ConfigurationError, InvalidPayload
+from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent
 from memjobs_worker.knowledge.search import search_knowledge
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
@@ -132,11 +132,14 @@ def test_bad_files_are_refused_one_by_one_and_the_rest_indexed(
     (root / "empty.txt").write_text("   \n")
     (root / "huge.txt").write_text("x" * 5000)
     (root / ".env").write_text("TOKEN=abc")
+    # The producer refuses a path that names a credential file; one that only
+    # resolves to one (a symlink) is refused by the worker, document by document.
+    (root / "settings.txt").symlink_to(root / ".env")
     (root / "wifi.txt").write_text("my password is hunter2!")
     outside = tmp_path / "outside.txt"
     outside.write_text("not allowed")
     (root / "escape.txt").symlink_to(outside)
-    files = sorted(str(p) for p in root.iterdir())
+    files = sorted(str(p) for p in root.iterdir() if p.name != ".env")
     h.start_worker()
     h.client.reindex_knowledge(OWNER, files, consent=True, allowed_roots=[str(root)])
     h.drain()
@@ -148,9 +151,22 @@ def test_bad_files_are_refused_one_by_one_and_the_rest_indexed(
     assert states["huge.txt"] == ("refused", "too_large")
     assert states["wifi.txt"] == ("refused", "sensitive_content")
     assert states["escape.txt"] == ("refused", "path_not_allowed")
-    assert ("refused", "sensitive_path") in states.values()  # .env, its name withheld
+    assert ("refused", "sensitive_path") in states.values()  # settings.txt → .env, its name withheld
     hits = search_knowledge(h.runtime.knowledge, KEY, "刹车", 3, embed=None).results
     assert hits and all(str(tmp_path) not in r.source for r in hits)  # no private path shown
+
+
+def test_a_path_naming_a_credential_file_is_refused_at_the_producer(
+    embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    tmp_path: Path,
+) -> None:
+    h = harness_factory(embedded_settings())
+    (tmp_path / "good.md").write_text("骑车前检查刹车。")
+    with pytest.raises(SensitiveContent) as refused:
+        h.client.reindex_knowledge(OWNER, [str(tmp_path / "good.md"), str(tmp_path / ".env")], consent=True,
+                                   allowed_roots=[str(tmp_path)])
+    assert "documents.1" in str(refused.value) and "credential_path" in str(refused.value)
+    assert all(count == 0 for stats in h.queues().values() for count in stats.values())
 
 
 def test_embedding_failures_dead_letter_the_job_and_leave_the_corpus_unchanged(

@@ -144,7 +144,9 @@ def test_kill_9_in_the_model_call_is_taken_over_and_applied_once(
     assert len(fake_model.requests_for("chat")) == 2  # the dead worker's call and the takeover's
     assert memory_md(h) == "- Lives in Hangzhou" and applied_audits(h) == 1
     [run] = h.runtime.sessions.run_records(KEY, 1)
-    assert (run.state, run.attempts) == ("done", 2)
+    # Taken over at least once; on a loaded machine a check-back may claim the run
+    # once more after the takeover's lease lapsed, and still nothing is applied twice.
+    assert run.state == "done" and run.attempts >= 2
 
 
 def test_a_lost_redis_marker_does_not_consolidate_twice(h: Harness, fake_model: FakeOpenAI) -> None:

@@ -3,12 +3,17 @@
 Importing this module pulls in Dramatiq's Redis broker and pydantic only, never
 mem0, an LLM client or SQLAlchemy. Every check that can be made without the
 database is made here, before anything reaches Redis: a refused call enqueues
-nothing.
+nothing.  Every argument is validated against its contract with the source
+rules (:class:`~memjobs_client.contracts.SourceRules`), the same validation
+the worker repeats; wrong types, ``None`` where a list is expected and text
+that is not valid raise :class:`InvalidPayload` with the first few problems,
+and validation stays linear in the size of the input.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -16,7 +21,6 @@ from typing import Any
 import redis
 from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
-from pydantic import ValidationError
 
 from memjobs_client import contracts, keys
 from memjobs_client.contracts import (
@@ -29,6 +33,8 @@ from memjobs_client.contracts import (
     ACTOR_REMEMBER,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MAX_TRANSCRIPT_BYTES,
+    MAX_TASKS,
+    MAX_TURNS,
     ConsolidateSession,
     DigestSession,
     ExtractFacts,
@@ -37,30 +43,26 @@ from memjobs_client.contracts import (
     ReindexKnowledge,
     RememberSource,
     SourceKind,
+    SourceRules,
 )
 from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload, MemoryOff
-from memjobs_client.sensitive import ensure_not_sensitive, redact_secrets
+from memjobs_client.sensitive import redact_secrets
+from memjobs_client.validation import as_list as _items
+from memjobs_client.validation import validate
+
+_MAX_ROOTS = 32
+_ACTOR_NAME = re.compile(r"[a-z_]{1,64}")
 
 
-def build_payload(model: type[contracts._Payload], **fields: Any) -> dict[str, Any]:
-    """Validate ``fields`` against a contract and return the message payload.
+def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None = None,
+                  **fields: Any) -> dict[str, Any]:
+    """Validate ``fields`` against a contract under ``rules`` and return the message payload.
 
     Raises:
-        InvalidPayload: with pydantic's field-by-field explanation.
+        SensitiveContent: a field carries a credential.
+        InvalidPayload: the first few problems, field by field, and a count.
     """
-    try:
-        return model(**fields).model_dump(mode="json")
-    except ValidationError as exc:
-        errors = exc.errors(include_input=False)
-        # A list whose items failed is also "too short" once they are left out:
-        # say only what is wrong with the items.
-        failed_items = {err["loc"][:i] for err in errors for i in range(1, len(err["loc"]))}
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
-            for err in errors
-            if not (err["type"] == "too_short" and err["loc"] in failed_items)
-        )
-        raise InvalidPayload(f"invalid {model.__name__}: {problems}") from None
+    return validate(model, fields, rules).model_dump(mode="json")
 
 
 #: The refusal of every knowledge command when knowledge is switched off.
@@ -112,6 +114,7 @@ class MemjobsClient:
         self.digest_enabled = digest_enabled
         self.max_transcript_bytes = max_transcript_bytes
         self.knowledge_enabled = knowledge_enabled
+        self.rules = SourceRules(max_text_bytes=max_text_bytes, max_transcript_bytes=max_transcript_bytes)
 
     def remember(
         self,
@@ -134,16 +137,10 @@ class MemjobsClient:
         self._require_memory()
         key = _owner_key(owner_id)
         if not isinstance(text, str):
-            raise InvalidPayload("invalid RememberSource: text: must be a string")
-        size = len(text.encode("utf-8"))
-        if size > self.max_text_bytes:
-            raise InvalidPayload(
-                f"invalid RememberSource: text: {size} bytes, over the limit of "
-                f"{self.max_text_bytes} bytes"
-            )
-        ensure_not_sensitive(text=text)
+            raise InvalidPayload(f"invalid RememberSource: text: must be a string, not {type(text).__name__}")
         payload = build_payload(
             RememberSource,
+            rules=self.rules,
             owner_key=key,
             source_id=contracts.source_id_for(key, text),
             text=text,
@@ -162,7 +159,8 @@ class MemjobsClient:
             BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
-        payload = build_payload(ForgetSource, owner_key=_owner_key(owner_id), source_id=source_id)
+        payload = build_payload(ForgetSource, rules=self.rules, owner_key=_owner_key(owner_id),
+                                source_id=source_id)
         self._send(ACTOR_FORGET, payload)
 
     def end_session(
@@ -186,22 +184,16 @@ class MemjobsClient:
         Raises:
             InvalidPayload: malformed transcript or tasks, or a transcript over
                 the size limit.
-            SensitiveContent: the session id looks like a credential.
+            SensitiveContent: the session id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
         key = _owner_key(owner_id)
-        if isinstance(session_id, str):
-            ensure_not_sensitive(text=session_id)
-        transcript, tasks = _redacted(transcript, ("text",)), _redacted(tasks, ("goal", "title"))
-        size = sum(len(str(t.get("text", "")).encode("utf-8")) for t in transcript
-                   if isinstance(t, Mapping))
-        if size > self.max_transcript_bytes:
-            raise InvalidPayload(
-                f"invalid transcript: {size} bytes, over the limit of {self.max_transcript_bytes} bytes"
-            )
-        session = {"owner_key": key, "session_id": session_id, "transcript": list(transcript)}
-        consolidate = build_payload(ConsolidateSession, **session)
-        digest = build_payload(DigestSession, **session, tasks=list(tasks))
+        # A secret said in the session is redacted here, before Redis sees it.
+        turns = _redacted(_items("ConsolidateSession", "transcript", transcript, MAX_TURNS), ("text",))
+        task_list = _redacted(_items("DigestSession", "tasks", tasks, MAX_TASKS), ("goal", "title"))
+        session = {"owner_key": key, "session_id": session_id, "transcript": turns}
+        consolidate = build_payload(ConsolidateSession, rules=self.rules, **session)
+        digest = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
         marker = keys.session_ended(key, contracts.content_hash(session_id))
         try:
@@ -231,12 +223,15 @@ class MemjobsClient:
     def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
         """Report a task's status to the task ledger (read live by session recall).
 
+        A secret in the goal is blanked out (the goal keeps its other words).
+
         Raises:
             InvalidPayload: missing fields or an unknown status.
+            SensitiveContent: the task id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
-        payload = build_payload(RecordTask, owner_key=_owner_key(owner_id), task_id=task_id,
-                                goal=goal, status=status)
+        payload = build_payload(RecordTask, rules=self.rules, owner_key=_owner_key(owner_id),
+                                task_id=task_id, goal=goal, status=status)
         self._send(ACTOR_RECORD_TASK, payload)
 
     def reindex_knowledge(
@@ -267,6 +262,8 @@ class MemjobsClient:
             ConfigurationError: knowledge is off (``MEMJOBS_KNOWLEDGE=off``); nothing is queued.
             InvalidPayload: no consent (reason ``consent_required``), malformed
                 documents, more than ``MAX_CORPUS_PARTS`` parts. Nothing is queued.
+            SensitiveContent: a document's text, title or id, or a path, carries a
+                credential or names a credential file (nothing is queued).
             BackendUnavailable: Redis did not answer (the parts already queued
                 stay queued; they remove nothing until every part is in).
         """
@@ -277,7 +274,9 @@ class MemjobsClient:
                 "re-indexing sends the documents' text to the embedding service: it needs the "
                 "user's consent (consent=True)", reason="consent_required")
         size = max(1, min(part_size, contracts.MAX_CORPUS_DOCUMENTS))
-        docs = [_document(d) for d in documents]
+        docs = [_document(d) for d in _items("ReindexKnowledge", "documents", documents,
+                                             contracts.MAX_CORPUS_DOCUMENTS * contracts.MAX_CORPUS_PARTS)]
+        roots = _items("ReindexKnowledge", "allowed_roots", allowed_roots, _MAX_ROOTS)
         groups = [docs[i:i + size] for i in range(0, len(docs), size)] or [[]]
         if len(groups) > contracts.MAX_CORPUS_PARTS:
             raise InvalidPayload(
@@ -286,8 +285,8 @@ class MemjobsClient:
         key = _owner_key(owner_id)
         corpus_id = uuid.uuid4().hex
         payloads = [build_payload(
-            ReindexKnowledge, owner_key=key, consent=True, documents=group,
-            allowed_roots=list(allowed_roots),
+            ReindexKnowledge, rules=self.rules, owner_key=key, consent=True, documents=group,
+            allowed_roots=roots,
             part=None if len(groups) == 1 else {"corpus_id": corpus_id, "index": i, "count": len(groups)},
         ) for i, group in enumerate(groups, start=1)]  # every part validated before any is sent
         for i, payload in enumerate(payloads, start=1):
@@ -296,9 +295,23 @@ class MemjobsClient:
                 on_part(i, len(payloads), len(payload["documents"]))
         return len(docs)
 
-    def send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
-        """Enqueue an already validated payload for ``actor_name``."""
-        self._send(actor_name, payload, delay_ms=delay_ms)
+    def send(self, actor_name: str, payload: Mapping[str, Any], *, delay_ms: int | None = None) -> None:
+        """Enqueue ``payload`` for ``actor_name``, validated against its contract
+        like every other call (workers enqueue their follow-up jobs here).
+
+        Raises:
+            InvalidPayload: an unknown actor, a bad delay or a payload that does not fit.
+            SensitiveContent: a field carries a credential.
+            BackendUnavailable: Redis did not answer.
+        """
+        model = contracts.PAYLOADS.get(actor_name) if isinstance(actor_name, str) else None
+        if model is None:
+            shown = actor_name if isinstance(actor_name, str) and _ACTOR_NAME.fullmatch(actor_name) else "?"
+            raise InvalidPayload(f"invalid payload: actor_name: unknown actor {shown!r}")
+        if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
+            raise InvalidPayload("invalid payload: delay_ms: must be a whole number of milliseconds, at least 0")
+        checked = validate(model, payload, self.rules).model_dump(mode="json")
+        self._send(actor_name, checked, delay_ms=delay_ms)
 
     def close(self) -> None:
         """Close the broker's Redis connections."""
@@ -322,10 +335,11 @@ class MemjobsClient:
             raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
 
 
-def _document(doc: Mapping[str, Any] | str) -> dict[str, Any]:
-    """One document of a reindex as the contract takes it."""
+def _document(doc: Any) -> Any:
+    """One document of a reindex as the contract takes it (anything but a path
+    or a mapping is passed on for the contract to refuse)."""
     if not isinstance(doc, str):
-        return dict(doc)
+        return dict(doc) if isinstance(doc, Mapping) else doc
     try:
         doc.encode("utf-8")
     except UnicodeEncodeError:
@@ -353,5 +367,5 @@ def _redacted(items: Any, fields: tuple[str, ...]) -> Any:
 def _owner_key(owner_id: Any) -> str:
     try:
         return contracts.owner_key(owner_id)
-    except ValueError:
-        raise InvalidPayload("invalid payload: owner_id: must be a non-empty string") from None
+    except ValueError as exc:
+        raise InvalidPayload(f"invalid payload: {exc}") from None

@@ -7,6 +7,13 @@ refused at either end with the same words.
 
 Owner ids never travel: a payload carries ``owner_key = sha256(owner_id)``,
 so Redis, logs and metrics never see the raw id.
+
+What a valid source is — its byte cap and the credential check — is one rule,
+here: :class:`SourceRules` is the pydantic validation context both ends pass
+to :func:`~memjobs_client.validation.validate`.  Every text-bearing field is
+real text (no lone surrogate, no NUL); ids, a remembered text, a document's
+text, title and path are refused when they carry a credential; a task's goal
+keeps its words with the secret blanked out.
 """
 
 from __future__ import annotations
@@ -14,10 +21,32 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from memjobs_client.validation import (
+    RedactedText,
+    SafePath,
+    SafeText,
+    Text,
+    refuse_large_transcript,
+    refuse_sensitive,
+    text_problem,
+)
 
 #: Bumped when a payload changes incompatibly; workers refuse other versions.
 SCHEMA_VERSION = 1
@@ -70,13 +99,34 @@ _HEX64 = r"^[0-9a-f]{64}$"
 _SOURCE_ID = r"^src_[0-9a-f]{32}$"
 
 
+@dataclass(frozen=True)
+class SourceRules:
+    """What a valid source is: the limits both ends validate against.
+
+    Passed as the validation context (``model_validate(data, context=rules)``);
+    without one the defaults hold.  The credential check needs no setting.
+    """
+
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
+
+
+def _rules(info: ValidationInfo) -> SourceRules:
+    return info.context if isinstance(info.context, SourceRules) else SourceRules()
+
+
 def owner_key(owner_id: str) -> str:
     """Return the storage key of an owner: the hex sha256 of the owner id.
 
     Raises:
-        ValueError: the owner id is empty or not a string.
+        ValueError: the owner id is not a string, not valid text, or blank.
     """
-    if not isinstance(owner_id, str) or not owner_id.strip():
+    if not isinstance(owner_id, str):
+        raise ValueError(f"owner_id must be a string, not {type(owner_id).__name__}")
+    problem = text_problem(owner_id)
+    if problem is not None:
+        raise ValueError(f"owner_id is {problem}")
+    if not owner_id.strip():
         raise ValueError("owner_id must be a non-empty string")
     return hashlib.sha256(owner_id.encode("utf-8")).hexdigest()
 
@@ -87,8 +137,9 @@ def normalize_text(text: str) -> str:
 
 
 def content_hash(text: str) -> str:
-    """Hex sha256 of the normalised text."""
-    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+    """Hex sha256 of the normalised text (text that is not valid is refused by
+    validation, but still hashes, so an id can be computed before it)."""
+    return hashlib.sha256(normalize_text(text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def source_id_for(owner_key_hex: str, text: str) -> str:
@@ -108,16 +159,24 @@ class RememberSource(_Payload):
     """A user turn or an explicit "remember this" to write to the ledger."""
 
     source_id: str = Field(pattern=_SOURCE_ID)
-    text: str = Field(min_length=1)
-    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    text: Text = Field(min_length=1)
+    session_id: SafeText | None = Field(default=None, min_length=1, max_length=128)
     kind: SourceKind = "utterance"
 
     @field_validator("text")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
+    def _source(cls, value: str, info: ValidationInfo) -> str:
+        """The source rule, in order of cost: not blank, within the byte cap,
+        no credential (real text was checked before)."""
         if not normalize_text(value):
-            raise ValueError("text is blank")
-        return value
+            raise PydanticCustomError("blank", "text is blank")
+        limit = _rules(info).max_text_bytes
+        size = len(value.encode("utf-8"))
+        if size > limit:
+            raise PydanticCustomError(
+                "too_large", "{size} bytes, over the limit of {limit} bytes", {"size": size, "limit": limit}
+            )
+        return refuse_sensitive(value)
 
 
 class ExtractFacts(_Payload):
@@ -138,7 +197,7 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["user", "assistant"]
-    text: str = Field(min_length=1, max_length=DEFAULT_MAX_TRANSCRIPT_BYTES)
+    text: Text = Field(min_length=1, max_length=DEFAULT_MAX_TRANSCRIPT_BYTES)
     ts: datetime
 
 
@@ -147,16 +206,22 @@ class TaskRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    task_id: str = Field(min_length=1, max_length=128)
-    goal: str = Field(min_length=1, max_length=500)
+    task_id: SafeText = Field(min_length=1, max_length=128)
+    goal: Text = Field(min_length=1, max_length=500)
 
 
 class _SessionPayload(_Payload):
     # Turns are parsed leniently (a timestamp arrives as ISO text from JSON).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
-    session_id: str = Field(min_length=1, max_length=128)
+    session_id: SafeText = Field(min_length=1, max_length=128)
     transcript: tuple[Turn, ...] = Field(min_length=1, max_length=MAX_TURNS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transcript_size(cls, data: Any, info: ValidationInfo) -> Any:
+        """Refuse an oversized transcript before its turns are validated one by one."""
+        return refuse_large_transcript(data, _rules(info).max_transcript_bytes, MAX_TURNS)
 
 
 class ConsolidateSession(_SessionPayload):
@@ -172,8 +237,8 @@ class DigestSession(_SessionPayload):
 class RecordTask(_Payload):
     """The gateway reports a task's status to the task ledger."""
 
-    task_id: str = Field(min_length=1, max_length=128)
-    goal: str = Field(min_length=1, max_length=500)
+    task_id: SafeText = Field(min_length=1, max_length=128)
+    goal: RedactedText = Field(min_length=1, max_length=500)
     status: TaskStatus
 
 
@@ -182,9 +247,9 @@ class KnowledgeText(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    doc_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")
-    title: str = Field(min_length=1, max_length=300)
-    text: str = Field(max_length=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS)
+    doc_id: SafeText = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:@/-]+$")
+    title: SafeText = Field(min_length=1, max_length=300)
+    text: SafeText = Field(max_length=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS)
 
 
 class KnowledgePath(BaseModel):
@@ -192,7 +257,7 @@ class KnowledgePath(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(min_length=1, max_length=4096)
+    path: SafePath = Field(min_length=1, max_length=4096)
 
 
 class KnowledgeRefusal(BaseModel):
@@ -227,6 +292,23 @@ class CorpusPart(BaseModel):
         return count
 
 
+def _document_kind(value: Any) -> str:
+    """``path`` for a path (a mapping with a ``path`` key), ``refusal`` for a
+    document the producer could not send, else ``text``."""
+    if isinstance(value, KnowledgePath) or (isinstance(value, Mapping) and "path" in value):
+        return "path"
+    if isinstance(value, KnowledgeRefusal) or (isinstance(value, Mapping) and "reason" in value):
+        return "refusal"
+    return "text"
+
+
+Document = Annotated[
+    Annotated[KnowledgeText, Tag("text")] | Annotated[KnowledgePath, Tag("path")]
+    | Annotated[KnowledgeRefusal, Tag("refusal")],
+    Discriminator(_document_kind),
+]
+
+
 class ReindexKnowledge(_Payload):
     """The owner's whole corpus (or one part of it, see :class:`CorpusPart`): index
     new and changed documents, drop removed ones.
@@ -238,9 +320,8 @@ class ReindexKnowledge(_Payload):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
     consent: Literal[True]
-    documents: tuple[KnowledgeText | KnowledgePath | KnowledgeRefusal, ...] = Field(
-        max_length=MAX_CORPUS_DOCUMENTS)
-    allowed_roots: tuple[str, ...] = Field(default=(), max_length=32)
+    documents: tuple[Document, ...] = Field(max_length=MAX_CORPUS_DOCUMENTS)
+    allowed_roots: tuple[SafeText, ...] = Field(default=(), max_length=32)
     part: CorpusPart | None = None
 
 

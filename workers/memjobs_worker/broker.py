@@ -22,6 +22,7 @@ from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.server import MetricsEndpoint
+from memjobs_worker.refusals import RefuseSensitive
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
     # already decided retry or dead-letter when ObserveJobs records the outcome.
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
+    broker.add_middleware(RefuseSensitive(), before=Retries)  # between the two: see refusals.py
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))

@@ -7,7 +7,9 @@ in ``throws``: it goes to the dead-letter queue at once, without retries.
 
 Sensitive content is the exception to "permanent errors are dead-lettered": a
 dead-letter queue would keep the secret in Redis, so such a message is refused,
-counted and acknowledged, and its text is stored nowhere.
+counted and acknowledged (:mod:`memjobs_worker.refusals`), and its text is
+stored nowhere. ``parse`` finds it, for every actor, in every text field, with
+the same rules and words as the producer.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from typing import Any, TypeVar
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
-from pydantic import ValidationError
 
 from memjobs_client import contracts
 from memjobs_client.errors import InvalidPayload, PermanentError
+from memjobs_client.validation import validate
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.settings import Settings
 
@@ -29,20 +31,19 @@ P = TypeVar("P", bound=contracts._Payload)
 Actors = dict[str, dramatiq.Actor[Any, Any]]
 
 
-def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any]) -> P:
-    """The message's one payload, validated.
+def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any],
+          rules: contracts.SourceRules | None = None) -> P:
+    """The message's one payload, validated as the producer validates it
+    (:func:`memjobs_client.validation.validate`, under the same source rules).
 
     Raises:
-        InvalidPayload: anything but one dict that fits ``model``.
+        SensitiveContent: a field carries a credential (the message is then
+            acknowledged, not dead-lettered: see :mod:`memjobs_worker.refusals`).
+        InvalidPayload: anything else but one dict that fits ``model``.
     """
     if kwargs or len(args) != 1 or not isinstance(args[0], dict):
-        raise InvalidPayload(f"{model.__name__}: expected one payload object")
-    try:
-        return model.model_validate(args[0])
-    except ValidationError as exc:
-        fields = sorted({".".join(str(p) for p in e["loc"]) or "payload"
-                         for e in exc.errors(include_input=False)})
-        raise InvalidPayload(f"{model.__name__}: invalid field(s) {', '.join(fields)}") from None
+        raise InvalidPayload(f"invalid {model.__name__}: expected one payload object")
+    return validate(model, args[0], rules)
 
 
 def sent_at() -> datetime:

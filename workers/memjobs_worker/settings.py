@@ -19,6 +19,7 @@ from memjobs_client.contracts import (
     DEFAULT_MAX_KNOWLEDGE_DOC_CHARS,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MAX_TRANSCRIPT_BYTES,
+    SourceRules,
 )
 from memjobs_client.errors import ConfigurationError
 
@@ -200,6 +201,10 @@ class Settings(BaseSettings):
     @property
     def vector_dims(self) -> int:
         return self.embedding_dims if self.embedding_configured else self.offline_embedding_dims
+
+    def source_rules(self) -> SourceRules:
+        """The source rules (byte caps) both ends validate payloads against."""
+        return SourceRules(max_text_bytes=self.max_text_bytes, max_transcript_bytes=self.max_transcript_bytes)
 
     def redacted(self) -> dict[str, Any]:
         """The effective settings as JSON-ready values, secrets replaced."""

@@ -1,7 +1,7 @@
 """Refuse content and paths that look like credentials, before they go anywhere.
 
-What: one check shared by every ingest path (``remember``, knowledge import,
-consolidation input and output).  :func:`find_sensitive_text` and
+What: one check shared by every ingest path (every text field of every job,
+through the contracts' validation; consolidation input and output; the logs).  :func:`find_sensitive_text` and
 :func:`find_sensitive_path` say which rule matched, :func:`ensure_not_sensitive`
 raises :class:`~memjobs_client.errors.SensitiveContent` (reason
 ``sensitive_content``), and :func:`redact_secrets` blanks the secret values out
@@ -16,15 +16,22 @@ standard library only.
 How, and what it will not do (one module each):
 
 * :mod:`~memjobs_client.sensitive.normalize` — NFKC one character at a time, with
-  invisible format characters dropped and offsets mapped back for redaction.
-* :mod:`~memjobs_client.sensitive.content` — the content rules, in order: token
-  *shapes* (PEM blocks, AWS, GitHub, Slack, ``sk-`` keys, JWTs, ...) matched
-  anywhere, long random values assigned to secret-like names, and disclosures.
-* :mod:`~memjobs_client.sensitive.disclosures` — "my password is hunter2",
-  "密码是123456": a keyword, a connector and a value that looks like one
-  (judged by :mod:`~memjobs_client.sensitive.values`), so ordinary talk about
-  passwords ("I forgot my password yesterday", "我忘记密码了") is not flagged.
-  A heuristic: it trades a few misses for few false refusals.
+  invisible format characters dropped, Cyrillic and Greek look-alikes folded
+  to Latin, and offsets mapped back for redaction.
+* :mod:`~memjobs_client.sensitive.content` — the content rules, in order:
+  token *shapes* (:mod:`~memjobs_client.sensitive.tokens`: vendor keys, PEM
+  blocks, JWTs, URLs with passwords, Wi-Fi QR codes) matched anywhere; long
+  random values assigned to secret-like names; disclosures in English
+  (:mod:`~memjobs_client.sensitive.disclosures`) and Chinese
+  (:mod:`~memjobs_client.sensitive.zh`); numbers
+  (:mod:`~memjobs_client.sensitive.numbers`: Luhn-valid cards, resident
+  identity numbers, one-time codes, PINs); and disguises
+  (:mod:`~memjobs_client.sensitive.encoded`: base64 or hex, tokens broken by
+  spaces).  "my password is hunter2" is refused, "I forgot my password
+  yesterday" and "max_tokens: 2048" are not: the disclosure rules want a
+  keyword, a connector and a value that looks like one (judged by
+  :mod:`~memjobs_client.sensitive.values`).  A heuristic: it trades a few
+  misses for few false refusals; ``tests/test_sensitive_corpus.py`` measures both.
 * :mod:`~memjobs_client.sensitive.paths` — credential file and directory names.
 * :mod:`~memjobs_client.sensitive.redact` and :mod:`~memjobs_client.sensitive.check` —
   blanking secrets out, and the refusal itself.

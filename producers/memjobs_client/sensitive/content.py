@@ -1,42 +1,30 @@
 """The content rules, in the order they are tried, and :func:`find_sensitive_text`.
 
-Token *shapes* (PEM blocks, AWS, GitHub, Slack, ``sk-`` keys, JWTs, ...) are
-matched anywhere, and are also looked for inside paths.  Long random values
-assigned to a secret-like name are matched by their entropy.  Disclosures
-("my password is hunter2", "密码是123456") come from
-:mod:`memjobs_client.sensitive.disclosures`.
+1. Token *shapes* (:mod:`~memjobs_client.sensitive.tokens`: vendor keys, PEM
+   blocks, JWTs, URLs with passwords, Wi-Fi QR codes), matched anywhere and
+   also inside paths;
+2. numbers (:mod:`~memjobs_client.sensitive.numbers`: cards, identity
+   numbers, one-time codes), long random values assigned to a secret-like
+   name (by their entropy), and disclosures in English
+   (:mod:`~memjobs_client.sensitive.disclosures`) and Chinese
+   (:mod:`~memjobs_client.sensitive.zh`);
+3. disguises (:mod:`~memjobs_client.sensitive.encoded`): a token broken by
+   spaces, or a secret in base64 or hex.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
-from memjobs_client.sensitive.disclosures import chinese_scanner, english_scanner
+from memjobs_client.sensitive.disclosures import SEED_PHRASE, english_scanner, reverse_scanner
+from memjobs_client.sensitive.encoded import encoded_scanner, letter_spaced_scanner, spaced_scanner
 from memjobs_client.sensitive.normalize import nfkc
-from memjobs_client.sensitive.rules import Finding, TextRule, regex_scanner, scan_first
-from memjobs_client.sensitive.values import PLACEHOLDER
-
-# --- Token shapes ------------------------------------------------------------
-
-# PEM blocks (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ...) with at least some key
-# material after the header, up to the END line or, if cut off, the end of text.
-_PEM = (
-    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:\s|\\[nr])*(?:[A-Za-z-]+:[^\n\\]*(?:\s|\\[nr])+)*"
-    r"[A-Za-z0-9+/=]{16}"
-    r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
-    r"|PuTTY-User-Key-File-\d+:.*?Private-Lines:\s*\d+\s*[A-Za-z0-9+/=\s]{16,}"
-    r"(?:Private-MAC:[ \t]*[0-9a-fA-F]+)?"
-)
-
-
-def _url_password_ok(match: re.Match[str]) -> bool:
-    value = match.group("secret")
-    return value.lower() not in {"password", "pass", "passwd", "pwd", "secret"} and (
-        PLACEHOLDER.fullmatch(value) is None
-    )
-
+from memjobs_client.sensitive.numbers import NUMBER_RULES
+from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
+from memjobs_client.sensitive.tokens import TOKEN_RULES
+from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
 # --- High-entropy assignments ------------------------------------------------
 
@@ -79,131 +67,77 @@ def _entropy_ok(match: re.Match[str]) -> bool:
 
 # --- The rules, in the order they are tried -----------------------------------
 
-TEXT_RULES: tuple[TextRule, ...] = (
-    TextRule(
-        "private_key_block",
-        "PEM, OpenSSH or PuTTY private key",
-        regex_scanner(_PEM, re.DOTALL),
-        True,
-    ),
-    TextRule(
-        "aws_access_key",
-        "AWS access key id",
-        regex_scanner(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-        True,
-    ),
-    TextRule(
-        "aws_secret_key",
-        "AWS secret access key assignment",
-        regex_scanner(
-            r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?)[\"']?[ \t]*"
-            r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?"
-            r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
-        ),
-        True,
-    ),
-    TextRule(
-        "github_token",
-        "GitHub token",
-        regex_scanner(r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-        True,
-    ),
-    TextRule(
-        "service_token",
-        "GitLab, npm or Hugging Face token",
-        regex_scanner(
-            r"(?<![A-Za-z0-9_])(?:glpat-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36,}"
-            r"|hf_[A-Za-z0-9]{30,})"
-        ),
-        True,
-    ),
-    TextRule(
-        "slack_token",
-        "Slack token",
-        regex_scanner(r"(?<![A-Za-z0-9])(?:xox[abprs]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})"),
-        True,
-    ),
-    TextRule(
-        "slack_webhook",
-        "Slack incoming webhook URL",
-        regex_scanner(
-            r"hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/(?P<secret>[A-Za-z0-9]{16,})"
-        ),
-        True,
-    ),
-    TextRule(
-        "stripe_key",
-        "Stripe secret or restricted key",
-        regex_scanner(r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-        True,
-    ),
-    TextRule(
-        "sk_api_key",
-        "OpenAI/DashScope-style sk- API key",
-        regex_scanner(r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{20,}"),
-        True,
-    ),
-    TextRule(
-        "google_api_key",
-        "Google API key",
-        regex_scanner(r"(?<![A-Za-z0-9_\-])AIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])"),
-        True,
-    ),
-    TextRule(
-        "jwt",
-        "JSON Web Token",
-        regex_scanner(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-        True,
-    ),
-    TextRule(
-        "url_credentials",
-        "URL with an inline password",
-        regex_scanner(
-            r"\b[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^\s/:@?#]+:(?P<secret>[^\s/@?#]+)@[^\s/@]",
-            accept=_url_password_ok,
-        ),
-        True,
-    ),
-    TextRule(
-        "bearer_token",
-        "Bearer token",
-        regex_scanner(r"(?<![A-Za-z0-9])(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"),
-        True,
-    ),
-    TextRule(
-        "basic_auth",
-        "HTTP Basic credentials",
-        regex_scanner(
-            r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+"
-            r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"
-        ),
-        True,
-    ),
-    TextRule(
-        "high_entropy_assignment",
-        "long random value assigned to a secret-like name",
-        regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok),
-        False,
-    ),
-    TextRule(
-        "zh_password_phrase",
-        "Chinese password, key or code disclosure",
-        chinese_scanner,
-        False,
-    ),
-    TextRule(
-        "password_assignment",
-        "password or PIN disclosure",
-        english_scanner(frozenset({"password", "pin"})),
-        False,
-    ),
-    TextRule(
-        "secret_assignment",
-        "API key, token, secret or credential disclosure",
-        english_scanner(frozenset({"compound", "ambiguous"})),
-        False,
-    ),
+_BEARER = TextRule(
+    "bearer_token", "Bearer token",
+    gated(regex_scanner(r"(?<![A-Za-z0-9])(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"), True,
 )
+_BASIC = TextRule(
+    "basic_auth", "HTTP Basic credentials",
+    gated(regex_scanner(r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
+          "basic"),
+    True,
+)
+_AWS_SECRET = TextRule(
+    "aws_secret_key", "AWS secret access key",
+    regex_scanner(
+        r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?access[ _\-]?key)[\"']?[ \t]*"
+        r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+        r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,60}?(?<![A-Za-z0-9/+=])"
+        r"(?P<secret2>(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    ),
+    True,
+)
+_ENTROPY = TextRule(
+    "high_entropy_assignment", "long random value assigned to a secret-like name",
+    gated(regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), "=", ":"), False,
+)
+
+# Words one of which a disclosure needs (substring tests, on lower-cased text).
+_ZH_GATE = ("密", "口令", "令牌", "码", "碼", "钥", "鑰", "暗号", "暗號")
+_PASSWORD_GATE = ("pass", "pw", "psk", "pin", "key", "p@", "p4", "pa$", "p@$")
+
+SHAPE_RULES: tuple[TextRule, ...] = (*TOKEN_RULES, _AWS_SECRET, _BEARER, _BASIC)
+"""Rules that need no keyword; also run inside paths and decoded text."""
+
+DISCLOSURE_RULES: tuple[TextRule, ...] = (
+    _ENTROPY,
+    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
+             gated(chinese_scanner, *_ZH_GATE), False),
+    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
+             gated(chinese_reverse_scanner, *_ZH_GATE), False),
+    TextRule("password_assignment", "password or PIN disclosure",
+             gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE), False),
+    TextRule("password_assignment", "password or PIN disclosure", gated(reverse_scanner, *_PASSWORD_GATE), False),
+    TextRule("secret_assignment", "API key, token, secret or credential disclosure",
+             gated(english_scanner(frozenset({"compound", "ambiguous"})), "secret", "token", "key", "cred"), False),
+    TextRule("seed_phrase", "wallet seed or recovery phrase",
+             gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"), False),
+    *NUMBER_RULES,
+)
+"""Rules that need words around the value: numbers, disclosures, assignments."""
+
+
+def _inner(text: str) -> bool:
+    return scan_first(nfkc(text), SHAPE_RULES + DISCLOSURE_RULES) is not None
+
+
+def _inner_spans(text: str) -> Iterator[tuple[int, int]]:
+    for rule in SHAPE_RULES + DISCLOSURE_RULES:
+        yield from rule.scan(text)
+
+
+def _shapes(text: str) -> bool:
+    return scan_first(text, SHAPE_RULES) is not None
+
+
+TEXT_RULES: tuple[TextRule, ...] = (
+    *SHAPE_RULES,
+    *DISCLOSURE_RULES,
+    TextRule("spaced_token", "credential broken up by spaces or line breaks", spaced_scanner(_shapes), True),
+    TextRule("encoded_secret", "credential hidden in base64 or hex", encoded_scanner(_inner), True),
+    TextRule("spelt_out", "credential spelt out letter by letter", letter_spaced_scanner(_inner_spans), False),
+)
+"""Every content rule, in the order they are tried."""
 
 
 def find_sensitive_text(text: str) -> Finding | None:

@@ -1,12 +1,15 @@
-"""Disclosure rules: a keyword, a connector and a value that looks like one.
+"""English disclosure rules: a keyword, a connector and a value that looks like one.
 
-What: "my password is hunter2", "api key: ...", "密码是123456" are flagged;
-the connector may be ``is``, ``:``, ``=``, 是, 为, 设置成, ... and the value
-is checked by the heuristics in :mod:`memjobs_client.sensitive.values`.
+What: "my password is hunter2", "api key: ...", "wifi key = ..." are flagged;
+the connector may be ``is``, ``:``, ``=``, "set to", ... and the value is
+checked by the heuristics in :mod:`memjobs_client.sensitive.values`.  Also the
+value first ("hunter2 is my password") and wallet seed phrases.  Chinese
+phrasings are in :mod:`memjobs_client.sensitive.zh`.
 
 Why a keyword, a connector *and* a value: ordinary talk about passwords ("I
 forgot my password yesterday", "我忘记密码了") is not flagged.  This is a
-heuristic: it trades a few misses for few false refusals.
+heuristic: it trades a few misses for few false refusals.  A number after
+"tokens" or "secret" is a count ("max_tokens: 2048"), not a value.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ _EN_KEYWORD = re.compile(
     r"""
     (?<![A-Za-z0-9])
     (?P<kw>
-        pass[ _\-]?(?:word|code|phrase)s?
-      | passwd | pwd
-      | pin(?:[ _\-]?(?:code|number))?
+        p[a@4][s$5][s$5][ _\-]?(?:w|vv)[o0]rd(?:s|[ _\-]?phrase)? | pass[ _\-]?phrase
+      | passwd | pwd | pw | pass | psk
+      | (?:wi[ _\-]?fi|wlan|wpa2?|wpa3|wireless|network|router|hotspot)[ _\-]?(?:key|pass)
+      | pass[ _\-]?codes? | pin(?:[ _\-]?(?:code|number))?
       | api[ _\-]?(?:keys?|secrets?|tokens?)
       | secret[ _\-]?access[ _\-]?keys?
       | (?:secret|access|private|signing|encryption|master|license|licence)[ _\-]?keys?
@@ -50,7 +54,7 @@ _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
 _EN_CONNECTOR = re.compile(
     r"""
       (?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))
-    | (?P<colon>["']?[ \t]*:(?!//))
+    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))
     | (?P<verb>
           (?:'s|[ \t]+(?:is|was|are|were|will[ \t]+be|should[ \t]+be|would[ \t]+be))
           (?:[ \t]+(?:now|still|just|currently|actually|simply|always))?
@@ -59,6 +63,7 @@ _EN_CONNECTOR = re.compile(
         | [ \t]+(?:has|have|had)[ \t]+been[ \t]+(?:set|changed|reset|updated|switched)[ \t]+to
         | [ \t]+(?:set|changed|reset|updated|switched)[ \t]+to
         | [ \t]+equals
+        | [ \t]*[,?;.!]?[ \t]+(?:it'?s|it[ \t]+is|that'?s|which[ \t]+is)
         | [ \t]*(?:就是|是|为|設為|设为|设置为|设置成|改成|改为)
       )
     | (?P<to>[ \t]+(?:to|as|into))
@@ -90,18 +95,28 @@ _EN_VALUE = re.compile(
 
 def _en_family(keyword: str) -> str:
     key = re.sub(r"[ _\-]", "", keyword.lower())
-    if key.startswith("pin"):
+    if key.startswith(("pin", "passcode")):
         return "pin"
-    if key.startswith(("pass", "pwd")):
+    if key in {"pw", "pass", "psk"}:
+        return "short"  # also ordinary words: "pass the salt"
+    if key.startswith(("pass", "pwd", "p@", "p4", "wifi", "wlan", "wpa", "wireless", "network", "router", "hotspot")):
         return "password"
     if key in {"secret", "secrets", "token", "tokens", "credential", "credentials", "creds"}:
         return "ambiguous"  # also ordinary English words: "the secret is patience"
     return "compound"
 
 
+_LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|admin|root|ssid|wi-?fi)|账号|帐号|用户名")
+
+
 def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
+    # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
+    if family == "short" and conn not in ("eq", "colon", "verb") and (
+        conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None
+    ):
+        return False
     if value.group("digits") is not None:
-        return digit_count(value.group("digits")) >= 4
+        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound")
     if value.group("spoken") is not None:
         return True
     quoted = value.group("quoted") is not None
@@ -115,6 +130,12 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     clause_ends = punct_after or at_clause_end(text, value.end())
     if family == "pin":
         return digit_count(core) >= 4
+    if family in ("ambiguous", "compound") and _COUNT.fullmatch(core):
+        return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
+    if family == "short" and not (has_digit or has_symbol):
+        return False
+    if family == "short" and conn == "none":
+        return len(core) >= 6
     if conn == "to":
         return has_digit
     if conn == "none":
@@ -128,6 +149,9 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     if conn == "verb" and not quoted and core.isalpha():
         return clause_ends
     return True
+
+
+_COUNT = re.compile(r"[\d,._]+[kKmM]?")
 
 
 def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
@@ -169,61 +193,43 @@ def english_scanner(families: frozenset[str]) -> Scanner:
     return scan
 
 
-# --- Chinese disclosures ---------------------------------------------------
-
-_ZH_KEYWORD = re.compile(
-    r"(?:密码|密碼|口令|密钥|密鑰|私钥|私鑰|秘钥|秘鑰|令牌|验证码|驗證碼|校验码|动态码|安全码|授权码|PIN码|PIN碼)",
-    re.IGNORECASE,
-)
-_ZH_UNITS = "年月日号號位个個次天点點分秒岁歲块塊元万萬千百十条條遍字"
-_ZH_NUMERALS = "零〇一二三四五六七八九幺两"
-_ZH_TAIL = re.compile(
+_EN_REVERSE = re.compile(
     r"""
-    [ \t]*
-    (?:
-        (?:都|也|还|就|则|应该|现在|一直|其实|目前|仍然|依然|暂时|默认|原来|依旧|已经|被)?
-        [ \t]*
-        (?:就是|是|为|為|设置成|设置为|设为|设成|改成|改为|换成|变成|更改为|修改为|修改成|重置为|重置成|:|=)
-    )?
-    [ \t]*["'“‘「『]?[ \t]*
-    (?:
-        (?P<digits>\d(?:[ \-]?\d){3,})(?![0-9A-Za-z"""
-    + _ZH_UNITS
-    + r"""])
-      | (?P<zhnum>["""
-    + _ZH_NUMERALS
-    + r"""](?:[ ,，、]?["""
-    + _ZH_NUMERALS
-    + r"""]){3,})(?!["""
-    + _ZH_UNITS
-    + r"""])
-      | (?P<plain>[!#-&(-_a-~]+)
-    )
+    (?<![^\s"'“‘(])["'“‘]?(?P<value>[!#-&(-~]{4,64}?)["'”’]?[ \t]+(?:is|was|will[ \t]+be|=)[ \t]+
+    (?:now[ \t]+|still[ \t]+)?(?:my|our|his|her|their|your|mom's|dad's|the[ \t]+new)[ \t]+
+    (?:[A-Za-z\-]+[ \t]+){0,2}?(?:password|passcode|pin|passphrase|pin[ \t]+code|wi-?fi[ \t]+key)\b
     """,
     re.IGNORECASE | re.VERBOSE,
 )
 
 
-def _zh_value_ok(value: re.Match[str], text: str) -> bool:
-    if value.group("digits") is not None or value.group("zhnum") is not None:
-        return True
-    raw = value.group("plain")
-    core, punct_after = value_core(raw, quoted=False)
-    if len(core) < 4 or is_filler(core, raw):
-        return False
-    end = value.end()
-    if end < len(text) and text[end] in _ZH_UNITS and core.isdigit():
-        return False  # "密码是2024年改的": a date, not a password
-    if core.isalpha():
-        # "密码是wifi的那个" is not a disclosure; "密码是hunter" at a clause end is.
-        return punct_after or end == len(text) or at_clause_end(text, end)
-    return True
+# "it's hunter2, my password"
+_EN_ITS_REVERSE = re.compile(
+    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
+    r"(?i:my|our|his|her|their|the)[ \t]+(?:[A-Za-z\-]+[ \t]+){0,2}?(?i:password|passcode|pin|wi-?fi[ \t]+key)\b"
+)
 
 
-def chinese_scanner(text: str) -> Iterator[tuple[int, int]]:
-    for keyword in _ZH_KEYWORD.finditer(text):
-        value = _ZH_TAIL.match(text, keyword.end())
-        if value is None or not _zh_value_ok(value, text):
+def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
+    """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
+    for match in [*_EN_REVERSE.finditer(text), *_EN_ITS_REVERSE.finditer(text)]:
+        core = match.group("value").rstrip(".,;:!?")
+        has_digit = any(c.isdigit() for c in core)
+        weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))
+        if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
-        group = next(g for g in ("digits", "zhnum", "plain") if value.group(g) is not None)
-        yield value_span(value, group)
+        yield match.start("value"), match.start("value") + len(core)
+
+
+# Words that can stand before "is my password" without being one.
+_COMMON_WORDS = frozenset([
+    "this", "that", "what", "which", "there", "here", "where", "something", "nothing", "everything",
+    "anything", "always", "never", "sometimes", "usually", "probably", "maybe", "actually",
+])
+
+
+# "seed phrase: abandon ability able about above absent absorb abstract ..."
+SEED_PHRASE = re.compile(
+    r"(?i:(?:seed|recovery|mnemonic|secret|backup|wallet)[ \t]+(?:phrase|words)|mnemonic|助记词)"
+    r"[^\n\w]{0,12}(?:is|are|是|为|:)?[^\n\w]{0,4}(?P<secret>(?:[a-z]{3,8}[ \t,]+){11,23}[a-z]{3,8})"
+)

@@ -9,6 +9,8 @@ normalised text back to the original text.
 Why: full-width ``ｐａｓｓｗｏｒｄ：`` and ``pass\\u200bword`` must match the
 rules written for ``password:``, and :func:`~memjobs_client.sensitive.redact_secrets`
 must still blank out exactly the original characters of each secret.
+Latin look-alikes from Cyrillic and Greek (``pаsswоrd`` with a Cyrillic ``а``
+and ``о``) are folded to Latin, one character for one, so offsets still hold.
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ _FORMAT_CHARS = re.compile(
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
+
+# Cyrillic and Greek letters that look like Latin ones, folded one for one
+# (the map keeps lengths, so offsets are unchanged).
+_CONFUSABLES = str.maketrans(
+    "аеорсухѕіјԁԝһӏкмтвпАВЕКМНОРСТХЅІЈԜ"
+    "αοριυνκτεχβωΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxsijdwhlkmtbnABEKMHOPCTXSIJW"
+    "aopiuvktexbwABEZHIKMNOPTYX",
+)
+_NEEDS_FOLD = re.compile("[\u0370-\u03ff\u0400-\u052f]")
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,10 @@ def normalise(text: str) -> Normalised:
             piece = unicodedata.normalize("NFKC", char)
             add(piece, run.start() + offset, 1, piece == char)
     segs = tuple(segments)
-    return Normalised("".join(pieces), segs, tuple(s.norm_start for s in segs))
+    joined = "".join(pieces)
+    if _NEEDS_FOLD.search(joined):
+        joined = joined.translate(_CONFUSABLES)
+    return Normalised(joined, segs, tuple(s.norm_start for s in segs))
 
 
 def nfkc(text: str) -> str:

@@ -42,22 +42,36 @@ def regex_scanner(
     pattern: str,
     flags: int = 0,
     *,
-    group: str = "secret",
     accept: Callable[[re.Match[str]], bool] | None = None,
 ) -> Scanner:
-    """A scanner yielding the span of ``group`` (or the whole match) per hit."""
+    """A scanner yielding, per hit, the span of the first group named
+    ``secret…`` that took part in the match (alternatives may each name one:
+    ``secret``, ``secret2``, ...), or the whole match when none did."""
     compiled = re.compile(pattern, flags)
-    has_group = group in compiled.groupindex
+    groups = [name for name in compiled.groupindex if name.startswith("secret")]
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         for match in compiled.finditer(text):
             if accept is not None and not accept(match):
                 continue
-            span = match.span(group) if has_group else match.span()
+            span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
             if span[1] > span[0]:
                 yield span
 
     return scan
+
+
+def gated(scan: Scanner, *words: str) -> Scanner:
+    """``scan``, run only when the lower-cased text holds one of ``words``: a
+    substring test is far cheaper than a pattern tried at every position, and
+    most text (log lines above all) holds none of a rule's words."""
+
+    def run(text: str) -> Iterator[tuple[int, int]]:
+        lowered = text.lower()
+        if any(word in lowered for word in words):
+            yield from scan(text)
+
+    return run
 
 
 def scan_first(normalised: str, rules: tuple[TextRule, ...]) -> Finding | None:

@@ -50,6 +50,8 @@ PLACEHOLDER = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
+# A value that starts with a marker ("[REDACTED]&x=1" in a redacted URL).
+_MARKER_FIRST = re.compile(r"\[[A-Za-z _\-]{3,20}\]")
 # Code that reads a secret from somewhere rather than containing it:
 # os.environ["X"], getpass(), settings.password, user_input ...
 _CODE_REF = re.compile(
@@ -83,6 +85,7 @@ def is_filler(core: str, raw: str) -> bool:
         or PLACEHOLDER.fullmatch(raw) is not None
         or PLACEHOLDER.fullmatch(raw.rstrip(".,;:!?")) is not None
         or _CODE_REF.fullmatch(core) is not None
+        or _MARKER_FIRST.match(core) is not None
     )
 
 

@@ -29,9 +29,10 @@ def declare_knowledge_actors(
     embedder: Callable[[], RemoteEmbedder | None],
 ) -> Actors:
     """Register the knowledge actor; the callables return their parts, built on first use."""
+    rules = settings.source_rules()
 
     def reindex_knowledge(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ReindexKnowledge, args, kwargs)
+        payload = parse(contracts.ReindexKnowledge, args, kwargs, rules)
         report(run_reindex(payload, settings=settings, redis_client=redis_client(), store=store,
                            embedder=embedder))
 

@@ -4,7 +4,11 @@ Why: the workers handle a voice assistant's memory (transcripts, replies,
 memory texts and the people they belong to), and logs end up in places with
 weaker access control than the database, so:
 
-* Secrets are redacted before anything is written.  :func:`redact` walks
+* Secrets are redacted before anything is written, by value as well as by
+  key: every string (message, extra value, traceback) goes through the same
+  detector that refuses credentials at the producers, so a vendor key, a
+  private key block or "my password is …" is masked whatever key it sits
+  under and whatever library or exception put it there.  :func:`redact` walks
   dicts/lists and replaces the value of any key that looks like an API key,
   token, ``Authorization`` header, cookie, password, secret, credential,
   private key or DSN by ``"[REDACTED]"``.  Inside *strings* (messages,
@@ -34,6 +38,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from memjobs_client.sensitive import redact_secrets
+
 REDACTED: Final = "[REDACTED]"
 OMITTED: Final = "[omitted]"
 
@@ -57,6 +63,8 @@ TEXT_FIELDS: Final = frozenset(
 _OMITTED_FIELDS: Final = TEXT_FIELDS | {"user_id"}
 
 _MAX_DEPTH: Final = 12
+# The value detector runs on pieces of at most this many characters.
+_MAX_VALUE_SCAN_CHARS: Final = 64 * 1024
 
 # Key names whose values are secrets (searched, case-insensitive).
 _SECRET_KEY_RE: Final = re.compile(
@@ -138,14 +146,49 @@ def _mask_values(text: str, key_re: re.Pattern[str], value_re: re.Pattern[str]) 
 
 
 def redact_text(text: str) -> str:
-    """Mask secrets inside free text (messages, tracebacks, string values)."""
+    """Mask secrets inside free text (messages, tracebacks, string values): by
+    key (``password=…``, headers, URL credentials) and then by value, with the
+    same detector the producers refuse content with
+    (:func:`memjobs_client.sensitive.redact_secrets`: vendor keys, private key
+    blocks, card numbers, passwords in prose, ...)."""
     text = _mask_values(text, _QUOTED_KEY_RE, _QUOTED_VALUE_RE)
     text = _HEADER_RE.sub(lambda m: f"{m['k']}{m['sep']}{REDACTED}", text)
     text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     text = _BEARER_RE.sub(lambda m: f"{m['b']} {REDACTED}", text)
     text = _mask_values(text, _KV_KEY_RE, _KV_VALUE_RE)
     text = _OPENAI_KEY_RE.sub(f"sk-{REDACTED}", text)
-    return _JWT_RE.sub(REDACTED, text)
+    text = _JWT_RE.sub(REDACTED, text)
+    if len(text) > _MAX_VALUE_SCAN_CHARS:
+        # A huge blob (a dumped payload): scanned in pieces, each redacted on its own.
+        return "".join(redact_secrets(text[i:i + _MAX_VALUE_SCAN_CHARS])
+                       for i in range(0, len(text), _MAX_VALUE_SCAN_CHARS))
+    return _redact_values(text)
+
+
+# Short strings found clean, remembered so that the log lines every job writes
+# ("job done", actor names, outcomes) are scanned once.  Only clean strings are
+# kept: a string that held a secret is never cached.
+_CLEAN: dict[str, None] = {}
+_CLEAN_MAX_ENTRIES: Final = 4096
+_CLEAN_MAX_CHARS: Final = 256
+
+
+# Values no content rule can match: a UUID (message ids), a short number, a
+# lower-case identifier (actor names, outcomes, reasons).
+_PLAIN_VALUE: Final = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|-?[0-9]{1,12}(?:\.[0-9]+)?|[a-z][a-z_]{0,39}"
+)
+
+
+def _redact_values(text: str) -> str:
+    if text in _CLEAN or _PLAIN_VALUE.fullmatch(text):
+        return text
+    redacted = redact_secrets(text)
+    if redacted == text and len(text) <= _CLEAN_MAX_CHARS:
+        if len(_CLEAN) >= _CLEAN_MAX_ENTRIES:
+            _CLEAN.clear()
+        _CLEAN[text] = None
+    return redacted
 
 
 def scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import dramatiq
 
 from memjobs_client import contracts
-from memjobs_client.errors import InvalidPayload, SensitiveContent, StaleFencingToken
+from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
 from memjobs_worker.memory.build import ensure_memory_on
 from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline, remember
@@ -30,22 +30,15 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
     """Register the personal-memory actors. The callables return their parts,
     built on first use: ``remember_source`` needs only the ledger and the
     scheduler, so a process that takes only cheap jobs never loads mem0."""
+    rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.RememberSource, args, kwargs)
+        payload = parse(contracts.RememberSource, args, kwargs, rules)
         ensure_memory_on(settings)  # the ledger and scheduler alone would not say so
-        size = len(payload.text.encode("utf-8"))
-        if size > settings.max_text_bytes:
-            # The producer checks this too, but a crafted message never met it.
-            raise InvalidPayload(f"RememberSource: text is {size} bytes, over {settings.max_text_bytes}")
-        try:
-            report(remember(store(), scheduler(), payload, sent_at=sent_at()))
-        except SensitiveContent as exc:
-            log.warning("source refused", extra={"reason": exc.reason})
-            report("refused_sensitive")
+        report(remember(store(), scheduler(), payload, sent_at=sent_at()))
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ExtractFacts, args, kwargs)
+        payload = parse(contracts.ExtractFacts, args, kwargs, rules)
         try:
             done = memory().extract(payload)
         except StaleFencingToken:
@@ -57,7 +50,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
         report({"busy": "skipped_busy", "deferred": "deferred"}.get(done.outcome, "succeeded"))
 
     def forget_source(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ForgetSource, args, kwargs)
+        payload = parse(contracts.ForgetSource, args, kwargs, rules)
         found = memory().forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 

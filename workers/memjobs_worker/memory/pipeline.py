@@ -31,11 +31,10 @@ from memjobs_client.contracts import (
     RememberSource,
 )
 from memjobs_client.errors import BackendUnavailable, LockLost, StaleFencingToken
-from memjobs_client.sensitive import ensure_not_sensitive
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
-from memjobs_worker.observability.metrics import REFUSED, lock_hook
+from memjobs_worker.observability.metrics import lock_hook
 
 log = logging.getLogger(__name__)
 
@@ -234,19 +233,13 @@ class MemoryPipeline:
 
 def remember(store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *,
              sent_at: datetime) -> AddOutcome:
-    """Check, write to the ledger as pending, and schedule extraction.
+    """Write to the ledger as pending, and schedule extraction.
 
-    Needs only the ledger and Redis, never the engine: the processes that take
-    the cheap jobs do not load mem0.
-
-    Raises:
-        SensitiveContent: refused before anything is stored.
+    ``payload`` was validated (:func:`memjobs_client.validation.validate`): its
+    text is within the byte cap and carries no credential. Needs only the ledger
+    and Redis, never the engine: the processes that take the cheap jobs do not
+    load mem0.
     """
-    try:
-        ensure_not_sensitive(text=payload.text)
-    except Exception:
-        REFUSED.labels("sensitive_content").inc()
-        raise
     outcome = store.add_source(payload, sent_at=sent_at)
     if outcome in ("created", "revived"):
         scheduler.schedule(payload.owner_key, "remember")

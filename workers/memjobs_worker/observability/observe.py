@@ -21,7 +21,7 @@ import dramatiq
 from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Middleware
 
-from memjobs_client.errors import MemjobsError
+from memjobs_client.errors import MemjobsError, SensitiveContent
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.metrics import DEAD_LETTERED, JOB_SECONDS, JOBS, JOBS_ENQUEUED, QUEUE_WAIT_SECONDS
 
@@ -80,7 +80,8 @@ class ObserveJobs(Middleware):
         actor = _actor(broker, message.actor_name)
         if started is not None:
             JOB_SECONDS.labels(actor).observe(time.perf_counter() - started)
-        if exception is None:
+        if exception is None or (isinstance(exception, SensitiveContent) and not message.failed):
+            # Done, or refused and acknowledged (memjobs_worker.refusals)
             outcome = recorded if isinstance(recorded, str) else "succeeded"
             self._count(actor, outcome)
             log.info("job done", extra={"actor": actor, "outcome": outcome,

@@ -34,10 +34,11 @@ def declare_session_actors(
     audit: Callable[[], AuditLog],
 ) -> Actors:
     """Register the session-end actors; the callables return their parts, built on first use."""
+    rules = settings.source_rules()
     lease = timedelta(milliseconds=settings.lease_ms)
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.ConsolidateSession, args, kwargs)
+        payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
         model = chat("consolidate")
         if not settings.consolidation_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
@@ -47,7 +48,7 @@ def declare_session_actors(
             max_patches=settings.max_patches_per_session, max_patch_chars=settings.max_patch_chars)))
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.DigestSession, args, kwargs)
+        payload = parse(contracts.DigestSession, args, kwargs, rules)
         model = chat("digest")
         if not settings.digest_enabled or model is None:
             report("disabled")  # switched off since it was enqueued
@@ -55,7 +56,7 @@ def declare_session_actors(
         report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
-        payload = parse(contracts.RecordTask, args, kwargs)
+        payload = parse(contracts.RecordTask, args, kwargs, rules)
         store().record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 

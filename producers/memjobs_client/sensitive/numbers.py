@@ -1,0 +1,258 @@
+"""Numbers that are secrets: cards, identity numbers, one-time codes, PINs.
+
+What: bank and credit card numbers (Luhn-valid, with spaces or dashes; 13–19
+digits near a card word, or 15–19 digits with an issuer's prefix alone),
+Chinese resident identity numbers (18 characters with a valid check digit and
+a real birth date, or any 15/18 named as one), passport, social security,
+IBAN and bank account numbers when named, one-time codes near their words
+(验证码, verification code, OTP, 2FA, "code is" ...) and CVVs.
+
+Why the care: ordinary speech is full of long numbers (orders, parcels,
+phones, timestamps, prices).  A number alone is refused only when its own
+structure says what it is (a check digit, an issuer prefix, a birth date);
+otherwise a word must name it, and words that name something else (订单,
+tracking, IMEI, zip code, error code) keep it out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import date
+
+from memjobs_client.sensitive.rules import TextRule, gated, regex_scanner
+
+# --- cards ------------------------------------------------------------------
+
+_DIGIT_RUN = re.compile(r"(?<![\d.,/:])\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
+_GROUP_SPLIT = re.compile(r"[ \-]")
+_CARD_WORDS = re.compile(
+    r"(?i:card|visa|master|amex|american express|discover|jcb|unionpay|diners|maestro|credit|debit"
+    r"|\bcc\b|pan\b)|卡|银联|信用|借记|储蓄|账号|帐号|账户"
+)
+_OTHER_NUMBER_WORDS = re.compile(
+    r"(?i:order|tracking|parcel|package|shipment|shipping|invoice|receipt|transaction|txn|ref\b|reference"
+    r"|serial|imei|iccid|meid|phone|tel\b|mobile|timestamp|epoch|isbn|barcode|sku|booking|ticket|flight"
+    r"|member(?:ship)?|customer|employee|student|policy|case|issue|build|commit|version|id\b|no\.)"
+    r"|订单|单号|快递|运单|包裹|发票|流水|交易号|编号|序列号|条码|电话|手机|时间戳|会员|工号|学号|保单|票号|取件"
+)
+_CONTEXT_CHARS = 40
+
+
+def luhn_ok(digits: str) -> bool:
+    """Whether ``digits`` pass the Luhn (mod 10) check."""
+    total = 0
+    for i, char in enumerate(reversed(digits)):
+        n = ord(char) - 48
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def _issuer_prefix(digits: str) -> bool:
+    """An issuer's prefix: Visa 4, Mastercard 51–55/2221–2720, Amex/JCB/Diners 3,
+    Discover/UnionPay/Maestro 5–6."""
+    return digits[0] in "3456" or 2221 <= int(digits[:4]) <= 2720
+
+
+def _card_scan(text: str) -> Iterator[tuple[int, int]]:
+    for run in _DIGIT_RUN.finditer(text):
+        if len(run.group()) < 13:
+            continue
+        groups = [(m.start(), m.end()) for m in re.finditer(r"\d+", run.group())]
+        for i in range(len(groups)):
+            count = 0
+            for j in range(i, min(len(groups), i + 19)):
+                count += groups[j][1] - groups[j][0]
+                if count > 19:
+                    break
+                if count < 13:
+                    continue
+                start, end = run.start() + groups[i][0], run.start() + groups[j][1]
+                digits = "".join(c for c in text[start:end] if c.isdigit())
+                if luhn_ok(digits) and _card_context_ok(text, start, end, digits):
+                    yield start, end
+                    break
+
+
+def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
+    before = text[max(0, start - _CONTEXT_CHARS):start]
+    after = text[end:end + 20]
+    if _CARD_WORDS.search(before) or _CARD_WORDS.search(after):
+        return True
+    return (
+        15 <= len(digits) <= 19
+        and _issuer_prefix(digits)
+        and not _OTHER_NUMBER_WORDS.search(before)
+        and not _OTHER_NUMBER_WORDS.search(after)
+    )
+
+
+# --- identity numbers -------------------------------------------------------
+
+_CN_ID = re.compile(
+    r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])"
+)
+_CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+
+
+def cn_id_ok(value: str) -> bool:
+    """An 18-character Chinese resident identity number: check digit and birth date."""
+    chars = value.replace(" ", "").replace("-", "").upper()
+    if len(chars) != 18 or not chars[:17].isdigit():
+        return False
+    check = "10X98765432"[sum(int(c) * w for c, w in zip(chars, _CN_ID_WEIGHTS, strict=False)) % 11]
+    if chars[17] != check:
+        return False
+    try:
+        born = date(int(chars[6:10]), int(chars[10:12]), int(chars[12:14]))
+    except ValueError:
+        return False
+    return date(1890, 1, 1) <= born <= date.today()
+
+
+def _cn_id_scan(text: str) -> Iterator[tuple[int, int]]:
+    for match in _CN_ID.finditer(text):
+        if cn_id_ok(match.group()):
+            yield match.span()
+
+
+def _named(words: str, value: str, gap: int = 24) -> str:
+    """A pattern: one of ``words``, up to ``gap`` characters without digits, then ``value``."""
+    return rf"(?:{words})[^\n\d]{{0,{gap}}}?(?<![A-Za-z0-9])(?P<secret>{value})(?![A-Za-z0-9])"
+
+
+_NAMED_ID = _named(r"身份证|证件号|身份号码|公民身份|(?i:\bid\b|identity card|national id|resident id)",
+                   r"\d{17}[\dXx]|\d{15}")
+_PASSPORT = _named(r"(?i:passport|travel document)|护照|通行证|回乡证|台胞证",
+                   r"[A-Za-z]{1,2}[ \-]?\d{6,9}|\d{8,9}")
+_SSN = _named(r"(?i:\bssn\b|social security)|社保号|社会保障号", r"\d{3}[ \-]?\d{2}[ \-]?\d{4}") + (
+    r"|(?<![\d\-])(?P<secret2>(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4})(?![\d\-])"
+)
+_ACCOUNT = _named(r"(?i:bank account|account (?:number|no\.?)|routing number|\biban\b|sort code)"
+                  r"|银行账号|银行卡号|卡号|账户号|开户行账号", r"[A-Z]{0,2}\d[\d ]{6,32}\d")
+_CVV = (r"(?i:\bcvv2?\b|\bcvc2?\b|\bcsc\b|card security code)|安全码|卡背面的?(?:三|3)位(?:数字|数)?")
+_CVV_RULE = rf"(?:{_CVV})[^\n\d]{{0,12}}?(?P<secret>\d{{3,4}})(?!\d)"
+
+
+def _named_id_ok(match: re.Match[str]) -> bool:
+    """A named identity number needs a real birth date (positions 7–14, or 7–12
+    of an old 15-digit one); the check digit may be wrong (a typo is still an id)."""
+    value = match.group("secret")
+    try:
+        if len(value) == 18:
+            born = date(int(value[6:10]), int(value[10:12]), int(value[12:14]))
+        else:
+            born = date(1900 + int(value[6:8]), int(value[8:10]), int(value[10:12]))
+    except ValueError:
+        return False
+    return date(1890, 1, 1) <= born <= date.today()
+
+
+def _passport_ok(match: re.Match[str]) -> bool:
+    value = match.group("secret")
+    if value.isdigit() and len(value) == 8:
+        try:  # "renewed my passport on 20240315" is a date
+            date(int(value[:4]), int(value[4:6]), int(value[6:]))
+            return False
+        except ValueError:
+            return True
+    return True
+
+
+# --- one-time codes ---------------------------------------------------------
+
+_CODE_WORDS = (
+    r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
+    r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
+    r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
+    r"|authenticator|google|microsoft|apple|wechat|alipay|telegram|whatsapp|signal|uber|facebook|instagram"
+    r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq)"
+    r"[ \-]?(?:code|pin|passcode|password)s?"
+    r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
+)
+_NOT_SECRET_CODES = frozenset([
+    "zip", "postal", "post", "postcode", "area", "country", "region", "dial", "error", "status",
+    "exit", "return", "http", "response", "promo", "promotion", "discount", "coupon", "voucher",
+    "gift", "referral", "invite", "invitation", "product", "item", "sku", "model", "color",
+    "colour", "hex", "source", "bar", "qr", "morse", "dress", "tracking", "order", "booking",
+    "reservation", "flight", "course", "class", "airport", "iata", "language", "currency", "style",
+    "cheat", "op", "unicode", "ascii", "char", "character", "tax", "diagnosis", "icd", "pickup",
+    "pick-up", "shipping", "parcel", "fare", "seat", "room", "station", "stock", "ticker", "fund",
+    "postal", "source", "python", "java", "sample", "example", "test", "program", "programme",
+    "computer", "machine", "meeting", "conference", "event", "game", "lobby", "share", "sharing", "group",
+    "team", "channel", "classroom", "friend",
+])
+_WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
+
+
+def _code_value(group: str) -> str:
+    """A code after its words: 4–8 digits (one space or dash inside) or 6–8 letters and
+    digits, not followed by a unit ("2048 lines", "5 分钟")."""
+    return (
+    r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
+    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]*\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
+    r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
+    r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
+    r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"
+    )
+_CODE_CONNECTOR = (
+    r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|your[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|-|：)|[ \t]+(?:is|was|will[ \t]+be|are|reads|says)(?:[ \t]+(?:now|still|just))?"
+    r"(?:[ \t]*:)?|[ \t]*(?:是|为|為))?"
+)
+_OTP = (
+    rf"(?i:(?<![A-Za-z])(?:{_CODE_WORDS}))" + _CODE_CONNECTOR + _code_value("secret")
+    + r"|(?<![A-Za-z])(?i:code|pin)\b"
+    r"(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("secret2")
+    + r"|(?<![0-9A-Za-z])(?:G-)?(?P<secret3>\d{4,8})[ \t]*(?i:is|为|是)[ \t]*(?i:your|您的|你的|the)[ \t]*"
+    r"(?:[\w\-]+[ \t]+){0,2}?(?i:code|otp|passcode|pin|验证码|动态码|校验码)"
+)
+
+
+def _otp_ok(match: re.Match[str]) -> bool:
+    """Four digits at least (two in a code with letters): "error code is 404" or a
+    3-digit area code is not a secret."""
+    value = match.group("secret") or match.group("secret2") or match.group("secret3") or ""
+    digits = sum(c.isdigit() for c in value)
+    if digits < (2 if any(c.isalpha() for c in value) else 4):
+        return False  # "error code is 404"; a code of letters wants two digits at least
+    if match.group("secret2"):
+        # "zip code is 10001", "error code: 5003": "code" named by a word that
+        # is not about a secret.  A bare "code is 4821" or "door code" passes.
+        word = _WORD_BEFORE.search(match.string, max(0, match.start() - 30), match.start())
+        if word is not None and word.group(1).lower() in _NOT_SECRET_CODES:
+            return False
+    return True
+
+
+_CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
+
+# "admin / admin123456", "root/toor2024": a user name, a slash and a password.
+_LOGIN_PAIR = (
+    r"(?<![\w/.~\-])(?i:admin|administrator|root|sa|guest|user|管理员)[ \t]*/[ \t]*"
+    r"(?P<secret>(?=[!#-.0-~]*[\d!@#$%^&*])[!#-.0-~]{4,40})(?![!#-~])"
+)
+
+NUMBER_RULES: tuple[TextRule, ...] = (
+    TextRule("card_number", "bank or credit card number", _card_scan, False),
+    TextRule("cn_resident_id", "Chinese resident identity number", _cn_id_scan, False),
+    TextRule("named_id_number", "identity number named as one",
+             gated(regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity", "national",
+                   "resident"), False),
+    TextRule("social_security_number", "social security number",
+             gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), False),
+    TextRule("passport_number", "passport or travel document number",
+             gated(regex_scanner(_PASSPORT, accept=_passport_ok), "passport", "travel", "护照", "通行证",
+                   "回乡证", "台胞证"), False),
+    TextRule("bank_account", "bank account number",
+             gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"), False),
+    TextRule("card_security_code", "card security code (CVV)",
+             gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), False),
+    TextRule("login_pair", "user name and password pair",
+             gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"), False),
+    TextRule("one_time_code", "one-time, verification or access code",
+             gated(regex_scanner(_OTP, accept=_otp_ok), *_CODE_GATE), False),
+)
