@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dramatiq import Message
 
 from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
@@ -167,14 +168,21 @@ def test_a_system_file_is_refused_as_path_and_behind_a_symlink(
     with pytest.raises(InvalidPayload) as outside:
         collect(["/usr/share"], [tmp_path])  # not a system file, but outside the roots
     assert outside.value.reason == "path_not_allowed" and "MEMJOBS_KNOWLEDGE_ROOTS" in str(outside.value)
-    # A hand-made message that allows "/" is refused by the worker all the same.
+    # The producer refuses the system file before anything is queued...
     h = harness_factory(make_settings(memory_provider="off", knowledge_roots="/"))
+    with pytest.raises(SensitiveContent):
+        h.client.reindex_knowledge(OWNER, ["/etc/passwd"], consent=True, allowed_roots=["/"])
+    assert h.queues()["memjobs_knowledge"]["ready"] == 0
+    # ...and a hand-made message that allows "/" is refused by the worker all the same:
+    # the whole message, acknowledged (not kept in the dead letters), nothing read.
     h.start_worker()
-    h.client.reindex_knowledge(OWNER, ["/etc/passwd", str(tmp_path / "innocent.txt")], consent=True,
-                               allowed_roots=["/"])
+    payload = {"schema_version": 1, "owner_key": KEY, "consent": True, "allowed_roots": ["/"],
+               "documents": [{"path": "/etc/passwd"}, {"path": str(tmp_path / "innocent.txt")}]}
+    h.broker.enqueue(Message(queue_name="memjobs_knowledge", actor_name="reindex_knowledge",
+                             args=(payload,), kwargs={}, options={}))
     h.drain()
-    assert {(d.title, d.reason) for d in h.runtime.knowledge.documents(KEY)} == {("file", "sensitive_path")}
-    assert len(h.runtime.knowledge.documents(KEY)) == 2
+    assert h.runtime.knowledge.documents(KEY) == []
+    assert h.queues()["memjobs_knowledge"]["dead"] == 0
 
 
 def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
