@@ -3,8 +3,12 @@
 This replaces the single-host ``learning-lock.db`` (SQLite, ``busy_timeout=0``):
 
 1. acquire atomically — ``SET lock NX PX lease`` and, on success, ``INCR`` the
-   owner's fencing counter; held by someone else → set the owner's dirty flag
-   in the same script and fail fast (the holder will pick the work up);
+   owner's fencing counter, floored at the newest token the state store has
+   seen (the caller reads it first): if Redis lost the counter (a failover to a
+   lagging replica, a restart without persistence, a flush) the next token is
+   still above every token ever committed, so tokens never go backwards;
+   held by someone else → set the owner's dirty flag in the same script and
+   fail fast (the holder will pick the work up);
 2. renew the lease about every lease/3; a lease that cannot be renewed is lost,
    and the holder stops before committing;
 3. every ledger commit carries the fencing token (the store refuses old ones);
@@ -29,7 +33,13 @@ from memjobs_client.errors import BackendUnavailable, LockLost
 
 _ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
+  local token = redis.call('INCR', KEYS[2])
+  local floor = tonumber(ARGV[4])
+  if token <= floor then
+    token = floor + 1
+    redis.call('SET', KEYS[2], token)
+  end
+  return token
 end
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
 return false
@@ -99,12 +109,16 @@ class LeaseLock:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
-    def try_acquire(self) -> int | None:
-        """The fencing token, or None (dirty flag set) when someone holds the lock."""
+    def try_acquire(self, floor: int = 0) -> int | None:
+        """The fencing token, or None (dirty flag set) when someone holds the lock.
+
+        ``floor``: the newest token the state store has accepted for this owner;
+        the token returned is always greater than it, whatever Redis forgot.
+        """
         try:
             token = self._acquire(
                 keys=[self.lock_key, self.fence_key, self.dirty_key],
-                args=[self.value, self.lease_ms, self.lease_ms * 4],
+                args=[self.value, self.lease_ms, self.lease_ms * 4, max(0, int(floor))],
             )
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer the lock: {exc}") from exc

@@ -122,7 +122,8 @@ class MemoryPipeline:
         lock = LeaseLock(
             self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
         )
-        token = lock.try_acquire()
+        # Floored at the ledger's newest token: never behind it, whatever Redis lost.
+        token = lock.try_acquire(floor=self.store.newest_token(owner_key))
         if token is None:
             report.outcome = "busy"
             return report

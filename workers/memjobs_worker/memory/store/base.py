@@ -94,6 +94,14 @@ class StateStore(ABC):
         """Owners with a source pending since before ``before``."""
 
     @abstractmethod
+    def newest_token(self, owner_key: str) -> int:
+        """The newest fencing token accepted for the owner (0: none yet).
+
+        Lock acquisition floors the Redis counter at it, so tokens never go
+        backwards when Redis loses its counter.
+        """
+
+    @abstractmethod
     def open_attempts(self, owner_key: str) -> list[str]:
         """Attempts left open by a crashed holder: their memories are orphans."""
 

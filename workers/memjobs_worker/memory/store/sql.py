@@ -133,6 +133,13 @@ class SqlStateStore(StateStore):
 
     # -- extraction attempts ------------------------------------------------------
 
+    def newest_token(self, owner_key: str) -> int:
+        with self._tx() as conn:
+            value = conn.execute(
+                sa.select(fencing.c.token).where(fencing.c.owner_key == owner_key)
+            ).scalar()
+        return int(value) if value is not None else 0
+
     def open_attempts(self, owner_key: str) -> list[str]:
         with self._tx() as conn:
             rows = conn.execute(
