@@ -68,6 +68,11 @@ ReleaseOutcome = Literal["released", "again", "lost"]
 LockEvent = Callable[[str], None]
 
 
+def lock_key(name: str, owner_key: str) -> str:
+    """The Redis key of the (``name``, owner) lease."""
+    return f"{NAMESPACE}:lock:{name}:{owner_key}"
+
+
 def _noop(_: str) -> None:
     return None
 
@@ -96,7 +101,7 @@ class LeaseLock:
         self.client = client
         self.lease_ms = lease_ms
         self.on_event = on_event
-        base = f"{NAMESPACE}:lock:{name}:{owner_key}"
+        base = lock_key(name, owner_key)
         self.lock_key = base
         self.fence_key = f"{base}:fence"
         self.dirty_key = f"{base}:dirty"

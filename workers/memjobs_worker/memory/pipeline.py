@@ -32,7 +32,7 @@ from memjobs_client.contracts import (
 )
 from memjobs_client.errors import BackendUnavailable, LockLost, StaleFencingToken
 from memjobs_client.sensitive import ensure_not_sensitive
-from memjobs_worker.lease import LeaseLock
+from memjobs_worker.lease import LeaseLock, lock_key
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
 from memjobs_worker.observability.metrics import REFUSED, lock_hook
@@ -258,9 +258,23 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
           pending_after_ms: int) -> int:
     """Re-enqueue extraction for owners with sources pending longer than the threshold.
 
+    Skipped: owners whose learning lease is held (the holder loops until nothing
+    is pending; a dead holder's lease expires within ``lease_ms``) and owners
+    with an extraction already scheduled (the debounce flag; it expires by
+    itself if its message was lost). So a short threshold adds no message per
+    pass to a long backlog, and drain is not kept busy by redundant work.
+
     Returns how many owners were re-enqueued.
     """
     owners = store.owners_pending_since(now - timedelta(milliseconds=pending_after_ms))
-    for owner_key in owners:
-        scheduler.schedule(owner_key, "sweep", force=True)
-    return len(owners)
+    if not owners:
+        return 0
+    try:
+        pipe = scheduler.redis.pipeline(transaction=False)
+        for owner_key in owners:
+            pipe.exists(lock_key("learn", owner_key))
+        held = pipe.execute()
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return sum(scheduler.schedule(owner_key, "sweep")
+               for owner_key, busy in zip(owners, held, strict=True) if not busy)
