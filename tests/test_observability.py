@@ -231,6 +231,6 @@ def test_dashboard_is_provisioned_for_the_compose_stack() -> None:
     uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
     assert uids == {"memjobs-prometheus"} and "uid: memjobs-prometheus" in datasource
     assert "path: /var/lib/grafana/dashboards" in provider
-    compose = (DEPLOY / "docker-compose.yml").read_text()
-    assert "./grafana/dashboards:/var/lib/grafana/dashboards" in compose
-    assert "./grafana/provisioning:/etc/grafana/provisioning" in compose
+    compose = (DEPLOY.parent / "docker-compose.yml").read_text()  # at the repository root
+    assert "./deploy/grafana/dashboards:/var/lib/grafana/dashboards" in compose
+    assert "./deploy/grafana/provisioning:/etc/grafana/provisioning" in compose

@@ -77,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("drain", commands.drain, "wait until every queue is empty and nothing is pending")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
 
-    add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
-        listing=True)
+    p = add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
+            listing=True)
+    p.add_argument("--every", type=float, default=None, metavar="SECONDS",
+                   help="sweep again every SECONDS until SIGTERM/SIGINT (a sweeper service)")
 
     session_commands.add_parsers(add)
     knowledge_commands.add_parsers(add)
