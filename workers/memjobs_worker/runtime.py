@@ -45,7 +45,8 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         **redis_options(settings),
         durability=Durability(local=settings.redis_waitaof_local,
                               replicas=settings.redis_waitaof_replicas,
-                              timeout_ms=settings.redis_timeout_ms),
+                              # under the socket timeout, so the wait's answer arrives
+                              timeout_ms=max(1, settings.redis_timeout_ms // 2)),
     )
 
 
