@@ -70,6 +70,10 @@ class SentinelSet:
                 raise TimeoutError("the Sentinel set did not come up")
             time.sleep(0.1)
 
+    def client(self, port: int) -> redis.Redis:
+        """A plain client on one server of the set."""
+        return self._client(port)
+
     def _client(self, port: int) -> redis.Redis:
         return redis.Redis(host=self.host, port=port, socket_timeout=1, socket_connect_timeout=1)
 

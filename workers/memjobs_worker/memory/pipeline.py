@@ -142,7 +142,13 @@ class MemoryPipeline:
         return report
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
-        """Delete what crashed attempts created and what forgets still owe."""
+        """Delete what crashed attempts created and what forgets still owe.
+
+        The token is recorded first: from then on an older holder (cut off from
+        Redis, paused) can no longer commit the attempt whose memories are
+        about to be deleted.
+        """
+        self.store.close_abandoned(owner_key, token, ())
         abandoned = self.store.open_attempts(owner_key)
         for attempt_id in abandoned:
             report.recovered += self.engine.delete_attempt(owner_key, attempt_id)

@@ -106,7 +106,13 @@ class StateStore(ABC):
         """Attempts left open by a crashed holder: their memories are orphans."""
 
     @abstractmethod
-    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None: ...
+    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
+        """Record ``token`` as the owner's newest (even with no attempt to close),
+        then mark the attempts abandoned.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen.
+        """
 
     @abstractmethod
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:

@@ -150,10 +150,10 @@ class SqlStateStore(StateStore):
         return [r.attempt_id for r in rows]
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
-        if not attempt_ids:
-            return
         with self._tx() as conn:
-            _fence(conn, owner_key, token)
+            _fence(conn, owner_key, token)  # recorded even with nothing to close
+            if not attempt_ids:
+                return
             conn.execute(
                 attempts.update()
                 .where(attempts.c.attempt_id.in_(list(attempt_ids)), attempts.c.state == "open")
