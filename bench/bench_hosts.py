@@ -99,21 +99,22 @@ def scaling(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpen
     redis.Redis.from_url(redis_url).flushall()
     database_url = fresh_database(pg)
     settings = settings_for(redis_url, database_url, workdir / f"scale-{processes}", model)
-    client = MemjobsClient(redis_url)
-    owners = [f"scale-{i}@example.com" for i in range(max(1, sources // 10))]
-    started = time.perf_counter()
-    for i in range(sources):
-        client.remember(owners[i % len(owners)], f"scaling fact {i} with {processes} processes")
-    remember_rate = sources / (time.perf_counter() - started)
-    client.close()
     store = SqlStateStore(create_db_engine(database_url))
     proc = spawn_workers(settings, workdir / f"scale-{processes}.log", processes=processes,
                          threads=2)
+    probe = redis.Redis.from_url(redis_url)
     try:
-        while store.counts_by_state()["learned"] < sources:  # workers boot, then learn
+        while ops.live_workers(probe) < processes:  # every process booted (mem0 loaded)
             time.sleep(0.05)
-            if store.counts_by_state()["learned"] == 0:
-                started = time.perf_counter()
+        client = MemjobsClient(redis_url)
+        owners = [f"scale-{i}@example.com" for i in range(max(1, sources // 10))]
+        started = time.perf_counter()
+        for i in range(sources):
+            client.remember(owners[i % len(owners)], f"scaling fact {i} with {processes} processes")
+        remember_rate = sources / (time.perf_counter() - started)
+        client.close()
+        while store.counts_by_state()["learned"] < sources:
+            time.sleep(0.05)
         learned_rate = sources / (time.perf_counter() - started)
     finally:
         kill_group(proc)

@@ -103,3 +103,39 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     assert sorted(r.source_id for r in h.store.list_sources(KEY)) == sorted(ids)
     committed = [e for e in h.store.attempt_events(KEY) if e[3] == "committed"]
     assert len(committed) == 1  # learned once: the interrupted attempt never committed
+
+
+def test_the_sweeper_service_sweeps_until_sigterm(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    tmp_path: Path,
+) -> None:
+    """`memjobs sweep --every N` (the compose/Kubernetes/systemd sweeper): passes
+    re-enqueue pending owners and touch the health file; SIGTERM ends it cleanly."""
+    import subprocess
+    import sys
+
+    from memjobs_worker.sweeper import alive_file
+    from tests.harness import REPO, worker_env
+
+    settings = make_settings(sweep_pending_after_ms=0)
+    h = harness_factory(settings)
+    remember_now(h, "the sweeper finds me")
+    h.runtime.scheduler.clear(KEY)  # as if the extraction message had been lost
+    before = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))
+    proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "sweep", "--every",
+                             "0.2"], env=worker_env(settings), cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not alive_file(settings).exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+            assert time.monotonic() < deadline, "no sweep pass"
+            time.sleep(0.05)
+        after = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))
+        assert after > before  # the pending owner was re-enqueued
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
