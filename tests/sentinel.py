@@ -109,6 +109,25 @@ class SentinelSet:
         port = self.ports[0] if name == "master" else self.ports[1]
         self._spawn(name, self._server_args(name, port))
 
+    def rejoin(self, name: str, new_master: int, timeout_s: float = 120) -> None:
+        """Wait for the restarted ``name`` to replicate ``new_master``. The sentinels
+        reconfigure it; once in a soak run they had not after 120 s, so after 30 s
+        the test does what an operator would (REPLICAOF) and goes on waiting."""
+        deadline = time.monotonic() + timeout_s
+        nudged = time.monotonic() + 30
+        port = self.ports[0] if name == "master" else self.ports[1]
+        while not self.replicas_in_sync(new_master):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} never rejoined as a replica")
+            if nudged and time.monotonic() > nudged:
+                try:
+                    self._client(port).execute_command(  # type: ignore[no-untyped-call]
+                        "REPLICAOF", self.host, new_master)
+                    nudged = 0
+                except redis.RedisError:
+                    pass
+            time.sleep(0.1)
+
     def replicas_in_sync(self, port: int) -> bool:
         try:
             info = self._client(port).info("replication")
