@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck bench clean promtool
+.PHONY: demo test lint typecheck bench soak clean promtool
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -35,6 +35,11 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_knowledge.py
 	$(BIN)/python bench/bench_sensitive.py
+	$(BIN)/python bench/bench_hosts.py
+
+# Many hosts in network namespaces, bigger and repeated (root only).
+soak: $(BIN)/.installed
+	$(BIN)/python bench/soak_many_hosts.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

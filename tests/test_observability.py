@@ -97,7 +97,8 @@ def test_scrape_counts_a_known_workload(metered: tuple[Harness, int]) -> None:
     assert value(samples, "memjobs_ledger_sources", state="learned") == 4
     assert value(samples, "memjobs_ledger_sources", state="pending") == 0
     assert value(samples, "memjobs_lock_events_total", lock="learn", event="acquired") >= 2
-    assert value(samples, "memjobs_workers_alive") == 2
+    # The two processes of the model jobs' pool, and the cheap jobs' own pool.
+    assert value(samples, "memjobs_workers_alive") == 2 + h.settings.fast_worker_processes
     assert value(samples, "memjobs_redis_up") == 1 and value(samples, "memjobs_state_store_up") == 1
 
 
@@ -231,9 +232,9 @@ def test_dashboard_is_provisioned_for_the_compose_stack() -> None:
     uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
     assert uids == {"memjobs-prometheus"} and "uid: memjobs-prometheus" in datasource
     assert "path: /var/lib/grafana/dashboards" in provider
-    compose = (DEPLOY / "docker-compose.yml").read_text()
-    assert "./grafana/dashboards:/var/lib/grafana/dashboards" in compose
-    assert "./grafana/provisioning:/etc/grafana/provisioning" in compose
+    compose = (DEPLOY.parent / "docker-compose.yml").read_text()  # at the repository root
+    assert "./deploy/grafana/dashboards:/var/lib/grafana/dashboards" in compose
+    assert "./deploy/grafana/provisioning:/etc/grafana/provisioning" in compose
 
 
 # --- the metrics address: probed before the workers start --------------------------

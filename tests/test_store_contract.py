@@ -384,3 +384,13 @@ def test_pending_window_ignores_learned_and_forgotten_sources(store: StateStore)
     gone = remember(store, "forgotten soon")
     store.forget(KEY, gone, sent_at=T0 + timedelta(seconds=1))
     assert store.pending_window(KEY).count == 0
+
+
+def test_newest_token_is_the_floor_of_the_next_one(store: StateStore) -> None:
+    assert store.newest_token(KEY) == 0
+    remember(store, "a fact")
+    learn(store, 7)
+    assert store.newest_token(KEY) == 7
+    store.close_abandoned(KEY, 9, [])  # recorded even with nothing to close
+    assert store.newest_token(KEY) == 9
+    assert store.newest_token(OTHER) == 0

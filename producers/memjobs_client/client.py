@@ -23,6 +23,7 @@ from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 
 from memjobs_client import contracts, keys
+from memjobs_client.connect import Durability, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
     ACTOR_CONSOLIDATE,
     ACTOR_DIGEST,
@@ -87,6 +88,11 @@ class MemjobsClient:
         knowledge_enabled: ``False`` when ``MEMJOBS_KNOWLEDGE=off``; a reindex is
             then refused here and nothing is queued.
         broker: an existing broker to send through (workers pass theirs).
+        timeout_s: bound on one Redis call; during an outage a call raises
+            ``BackendUnavailable`` within about twice this, never hangs.
+        sentinels: Redis Sentinel addresses (``"h1:26379,h2:26379"``); the
+            master is then found by ``sentinel_master``.
+        durability: wait for the write's fsync / replicas before returning.
     """
 
     def __init__(
@@ -100,14 +106,21 @@ class MemjobsClient:
         max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
         broker: RedisBroker | None = None,
         knowledge_enabled: bool = True,
+        timeout_s: float = 5.0,
+        sentinels: str | SentinelAddresses | None = None,
+        sentinel_master: str = "memjobs",
+        durability: Durability | None = None,
     ) -> None:
         if broker is None:
             if redis_url is None:
                 raise ValueError("MemjobsClient needs a redis_url or a broker")
+            client = redis_client(redis_url, timeout_s=timeout_s, sentinels=sentinels,
+                                  sentinel_master=sentinel_master)
             broker = RedisBroker(  # type: ignore[no-untyped-call]
-                url=redis_url, namespace=keys.NAMESPACE, middleware=[]
+                client=client, namespace=keys.NAMESPACE, middleware=[]
             )
         self.broker = broker
+        self.durability = durability or Durability()
         self.max_text_bytes = max_text_bytes
         self.memory_enabled = memory_enabled
         self.consolidation_enabled = consolidation_enabled
@@ -331,6 +344,7 @@ class MemjobsClient:
         )
         try:
             self.broker.enqueue(message, delay=delay_ms)
+            self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
 

@@ -95,6 +95,9 @@ def knowledge_corpus(owner_key: str, corpus_id: str) -> str:
     return f"{NAMESPACE}:knowledge:corpus:{owner_key}:{corpus_id}"
 
 
+#: Written and waited on (WAITAOF / WAIT) when a producer checks durability.
+DURABILITY_PROBE = f"{NAMESPACE}:durability"
+
 #: Prefix of the worker processes' heartbeat keys (``<prefix><host>:<pid>``).
 HEARTBEAT_PREFIX = f"{NAMESPACE}:heartbeat:"
 

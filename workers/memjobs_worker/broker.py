@@ -23,6 +23,7 @@ from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
+from memjobs_worker.runtime import connect_redis
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,12 @@ class MemjobsRedisBroker(RedisBroker):
 def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared."""
     broker = MemjobsRedisBroker(  # type: ignore[no-untyped-call]
-        url=redis_url,
+        client=connect_redis(redis_url, settings),  # bounded calls; Sentinel when set
         namespace=keys.NAMESPACE,
         heartbeat_timeout=settings.broker_heartbeat_timeout_ms,
-        # Requeue a dead worker's messages promptly (Dramatiq's default is rare).
-        maintenance_chance=10_000,
-        socket_timeout=10,
-        socket_connect_timeout=5,
+        # Requeue a dead worker's messages promptly (Dramatiq's default is rare):
+        # one dispatch in ten checks for dead workers (a ZRANGEBYSCORE).
+        maintenance_chance=100_000,
     )
     broker.add_middleware(CurrentMessage())
     # Before Retries in the list: "after" hooks run in reverse, so Retries has

@@ -3,11 +3,19 @@
 This replaces the single-host ``learning-lock.db`` (SQLite, ``busy_timeout=0``):
 
 1. acquire atomically — ``SET lock NX PX lease`` and, on success, ``INCR`` the
-   owner's fencing counter; held by someone else → set the owner's dirty flag
-   in the same script and fail fast (the holder will pick the work up);
-2. renew the lease about every lease/3; a lease that cannot be renewed is lost,
-   and the holder stops before committing;
-3. every ledger commit carries the fencing token (the store refuses old ones);
+   owner's fencing counter, floored at the newest token the state store has
+   seen (the caller reads it first): if Redis lost the counter (a failover to a
+   lagging replica, a restart without persistence, a flush) the next token is
+   still above every token ever committed, so tokens never go backwards;
+   held by someone else → set the owner's dirty flag in the same script and
+   fail fast (the holder will pick the work up);
+2. renew the lease about every lease/3; a lease Redis says is someone else's
+   is lost, and the holder stops before committing. When Redis cannot be
+   reached at all (a partition, a failover) the holder cannot know: it keeps
+   trying to renew and, at commit time, lets the fence decide;
+3. every ledger commit carries the fencing token (the store refuses old ones,
+   and a newer holder records its token before it touches anything), so a
+   holder cut off from Redis commits only if nobody took the owner meanwhile;
 4. release atomically — if the dirty flag is set, clear it, keep the lease and
    tell the holder to loop again (no wake-up is lost); else compare-and-delete.
 
@@ -29,7 +37,13 @@ from memjobs_client.errors import BackendUnavailable, LockLost
 
 _ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
+  local token = redis.call('INCR', KEYS[2])
+  local floor = tonumber(ARGV[4])
+  if token <= floor then
+    token = floor + 1
+    redis.call('SET', KEYS[2], token)
+  end
+  return token
 end
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
 return false
@@ -92,18 +106,24 @@ class LeaseLock:
         self.value = secrets.token_hex(16)
         self.token: int | None = None
         self.lost = threading.Event()
+        #: Redis could not be asked at the last renewal (the lease may still be ours).
+        self.unreachable = False
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
-    def try_acquire(self) -> int | None:
-        """The fencing token, or None (dirty flag set) when someone holds the lock."""
+    def try_acquire(self, floor: int = 0) -> int | None:
+        """The fencing token, or None (dirty flag set) when someone holds the lock.
+
+        ``floor``: the newest token the state store has accepted for this owner;
+        the token returned is always greater than it, whatever Redis forgot.
+        """
         try:
             token = self._acquire(
                 keys=[self.lock_key, self.fence_key, self.dirty_key],
-                args=[self.value, self.lease_ms, self.lease_ms * 4],
+                args=[self.value, self.lease_ms, self.lease_ms * 4, max(0, int(floor))],
             )
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer the lock: {exc}") from exc
@@ -116,11 +136,14 @@ class LeaseLock:
         return self.token
 
     def renew(self) -> bool:
-        """Extend the lease; False (and ``lost`` set) when it is no longer ours."""
+        """Extend the lease; False when it is not extended: ``lost`` set when Redis
+        says it is no longer ours, ``unreachable`` when Redis did not answer."""
         try:
             ok = bool(self._renew(keys=[self.lock_key], args=[self.value, self.lease_ms]))
         except redis.RedisError:
-            ok = False
+            self.unreachable = True
+            return False
+        self.unreachable = False
         if ok:
             self.on_event("renewed")
         elif not self.lost.is_set():
@@ -131,11 +154,17 @@ class LeaseLock:
     def ensure_held(self) -> None:
         """Raise before a commit if the lease was lost; renew it otherwise.
 
+        If Redis does not answer, return: whether the lease is still ours cannot
+        be known, and the commit's fencing check in the ledger decides (a newer
+        holder has recorded its token before touching anything).
+
         Raises:
-            LockLost: the lease expired or another holder took it.
+            LockLost: Redis says the lease expired or another holder took it.
         """
-        if self.lost.is_set() or not self.renew():
+        if self.lost.is_set() or not (self.renew() or self.unreachable):
             raise LockLost("the learning lease was lost before commit")
+        if self.unreachable:
+            self.on_event("unverified")
 
     def release(self) -> ReleaseOutcome:
         """Release, or keep the lease and return ``again`` when work arrived meanwhile."""
@@ -184,5 +213,5 @@ class LeaseLock:
     def _renew_loop(self) -> None:
         interval_s = self.lease_ms / 3000
         while not self._stop.wait(interval_s):
-            if not self.renew():
-                return
+            if not self.renew() and not self.unreachable:
+                return  # taken: nothing left to renew

@@ -15,6 +15,7 @@ from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy.engine import Engine
 
 from memjobs_client.client import MemjobsClient
+from memjobs_client.connect import Durability, redis_client
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.knowledge.build import open_knowledge
@@ -42,7 +43,23 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         digest_enabled=settings.digest_enabled,
         max_transcript_bytes=settings.max_transcript_bytes,
         knowledge_enabled=settings.knowledge_enabled,
+        **redis_options(settings),
+        durability=Durability(local=settings.redis_waitaof_local,
+                              replicas=settings.redis_waitaof_replicas,
+                              # under the socket timeout, so the wait's answer arrives
+                              timeout_ms=max(1, settings.redis_timeout_ms // 2)),
     )
+
+
+def redis_options(settings: Settings) -> dict[str, Any]:
+    """Timeout and Sentinel options of every Redis client memjobs makes."""
+    return {"timeout_s": settings.redis_timeout_ms / 1000, "sentinels": settings.redis_sentinels,
+            "sentinel_master": settings.redis_sentinel_master}
+
+
+def connect_redis(url: str, settings: Settings) -> redis.Redis:
+    """A Redis client on ``url`` (or the sentinels' master), bounded in time."""
+    return redis_client(url, **redis_options(settings))
 
 
 class Runtime:
@@ -64,8 +81,7 @@ class Runtime:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.endpoints.redis_url, socket_timeout=10,
-                                    socket_connect_timeout=5, health_check_interval=30)
+        return connect_redis(self.endpoints.redis_url, self.settings)
 
     @cached_property
     def db(self) -> Engine:

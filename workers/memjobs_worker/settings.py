@@ -99,16 +99,19 @@ class Settings(BaseSettings):
     # period), or its oldest pending source has waited extract_max_wait_ms.
     extract_delay_ms: int = Field(default=500, ge=0)
     extract_max_wait_ms: int = Field(default=5_000, ge=0)
-    lease_ms: int = Field(default=30_000, ge=300)
+    lease_ms: int = Field(default=10_000, ge=300)
     recall_min_score: float = Field(default=0.1, ge=0.0, le=1.0)
-    sweep_pending_after_ms: int = Field(default=60_000, ge=0)
-    sweep_interval_ms: int = Field(default=15_000, ge=100)
+    sweep_pending_after_ms: int = Field(default=15_000, ge=0)
+    sweep_interval_ms: int = Field(default=5_000, ge=100)
 
     # Dramatiq.
     max_retries: int = Field(default=10, ge=0)
     min_backoff_ms: int = Field(default=1_000, ge=1)
     max_backoff_ms: int = Field(default=300_000, ge=1)
-    broker_heartbeat_timeout_ms: int = Field(default=60_000, ge=1_000)
+    #: A worker process silent this long is dead and its messages are requeued.
+    #: Each process beats every ``heartbeat_interval_ms`` from a thread of its
+    #: own, so a long job never silences it (keep it ≥ 3 intervals).
+    broker_heartbeat_timeout_ms: int = Field(default=15_000, ge=1_000)
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
     # The cheap jobs' own pool (remember, forget, task status); 0 processes:
@@ -127,6 +130,22 @@ class Settings(BaseSettings):
     metrics_bind_failure: Literal["warn", "fail"] = "warn"
     heartbeat_interval_ms: int = Field(default=5_000, ge=100)
     heartbeat_ttl_ms: int = Field(default=15_000, ge=300)
+
+    # Redis durability and reach (issue 13). The embedded Redis fsyncs its
+    # append-only file on every write by default, so an acknowledged job
+    # survives kill -9 of Redis; WAITAOF (Redis ≥ 7.2) makes producers wait for
+    # the fsync locally and/or on replicas before returning.
+    redis_appendfsync: Literal["always", "everysec", "no"] = "always"
+    redis_waitaof_local: int = Field(default=0, ge=0, le=1)
+    redis_waitaof_replicas: int = Field(default=0, ge=0)
+    #: Bound on one Redis call (connect, read) for producers, workers and locks:
+    #: a call during an outage fails with BackendUnavailable within about this.
+    redis_timeout_ms: int = Field(default=5_000, ge=100)
+    #: Redis Sentinel: "host:port,host:port"; when set, the master is found
+    #: through the sentinels under ``redis_sentinel_master`` (the URL's db and
+    #: password still apply).
+    redis_sentinels: str | None = None
+    redis_sentinel_master: str = "memjobs"
 
     log_level: str = "INFO"
     #: ``<data dir>/logs/worker.log`` (written by ``memjobs up``) rotates past this size.

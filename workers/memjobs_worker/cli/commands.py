@@ -193,6 +193,12 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def sweep(settings: Settings, args: argparse.Namespace) -> int:
+    if getattr(args, "every", None):
+        from memjobs_worker.sweeper import sweep_forever
+
+        with runtime_for(settings) as rt:
+            sweep_forever(rt, settings, args.every)
+        return exits.OK
     with runtime_for(settings) as rt:
         done = sweep_once(rt, settings)
     emit(done, as_json=args.json)

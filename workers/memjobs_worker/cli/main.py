@@ -78,8 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
             "on timeout, say what is left", listing=True)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
 
-    add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
-        listing=True)
+    p = add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
+            listing=True)
+    p.add_argument("--every", type=float, default=None, metavar="SECONDS",
+                   help="sweep again every SECONDS until SIGTERM/SIGINT (a sweeper service)")
 
     session_commands.add_parsers(add)
     knowledge_commands.add_parsers(add)

@@ -99,17 +99,23 @@ class EmbeddedPostgres:
     Parameters:
         directory: the cluster's data directory (created by initdb if empty).
         port: a fixed port (restarts keep the same URL); a free one when None.
+        host: the address to listen on (loopback unless a test says otherwise).
+        allow_from: a CIDR whose clients may connect without a password (added
+            to ``pg_hba.conf``; for tests across network namespaces).
     """
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(self, directory: Path, port: int | None = None, *, host: str = "127.0.0.1",
+                 allow_from: str | None = None) -> None:
         self.directory = directory
         self.port = port
+        self.host = host
+        self.allow_from = allow_from
         self.bindir: Path | None = None
         self._user: pwd.struct_passwd | None = None
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def start(self, timeout_s: float = 60.0) -> str:
         """initdb when needed, start the server, return its URL once it answers."""
@@ -121,6 +127,9 @@ class EmbeddedPostgres:
                 "-D", str(self.directory),
                 "--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres",
             )
+            if self.allow_from:
+                with open(self.directory / "pg_hba.conf", "a") as hba:
+                    hba.write(f"host all all {self.allow_from} trust\n")
         if self._running():
             self.port = self._port_from_pidfile() or self.port
             return self.url
@@ -129,7 +138,7 @@ class EmbeddedPostgres:
             result = self._run(
                 "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
                 "-l", str(self.directory / "server.log"),
-                "-o", f"-h 127.0.0.1 -p {port} -k {self.directory} -c unix_socket_permissions=0700",
+                "-o", f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
                 "start",
                 check=False,
             )

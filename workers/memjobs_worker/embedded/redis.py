@@ -43,16 +43,25 @@ class EmbeddedRedis:
     Parameters:
         directory: where the append-only file and the log live.
         port: a fixed port (restarts keep the same URL); a free one when None.
+        appendfsync: ``always`` (default: every acknowledged write is on disk
+            before the reply, so it survives kill -9 of Redis), ``everysec``
+            (up to a second of acknowledged writes can be lost) or ``no``.
+        bind: the address to listen on (loopback unless a test says otherwise).
     """
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(self, directory: Path, port: int | None = None, *,
+                 appendfsync: str = "always", bind: str = "127.0.0.1",
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.directory = directory
         self.port = port
+        self.appendfsync = appendfsync
+        self.bind = bind
+        self.extra_args = extra_args
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.bind}:{self.port}/0"
 
     @property
     def pidfile(self) -> Path:
@@ -71,15 +80,16 @@ class EmbeddedRedis:
             self.process = subprocess.Popen(
                 [
                     binary,
-                    "--bind", "127.0.0.1",
+                    "--bind", self.bind,
                     "--port", str(port),
                     "--dir", str(self.directory),
                     "--appendonly", "yes",
-                    "--appendfsync", "everysec",
+                    "--appendfsync", self.appendfsync,
                     "--save", "",
                     "--protected-mode", "yes",
                     "--logfile", str(self.directory / "redis.log"),
                     "--pidfile", str(self.pidfile),
+                    *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -102,7 +112,7 @@ class EmbeddedRedis:
         if self.process is not None and self.process.poll() is not None:
             raise TimeoutError("redis-server exited")
         try:
-            client = redis.Redis(host="127.0.0.1", port=self.port or 6379, socket_timeout=0.5)
+            client = redis.Redis(host=self.bind, port=self.port or 6379, socket_timeout=0.5)
             try:
                 return bool(client.ping())
             finally:

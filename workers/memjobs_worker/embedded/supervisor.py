@@ -93,7 +93,7 @@ class Stack:
                            address=f"{s.metrics_host}:{s.metrics_port}")
         redis_url = s.redis_url
         if redis_url is None:
-            self.redis = EmbeddedRedis(s.data_dir / "redis")
+            self.redis = EmbeddedRedis(s.data_dir / "redis", appendfsync=s.redis_appendfsync)
             redis_url = self.redis.start()
         database_url = s.database_url
         if database_url is None:

@@ -116,7 +116,8 @@ class MemoryPipeline:
         lock = LeaseLock(
             self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
         )
-        token = lock.try_acquire()
+        # Floored at the ledger's newest token: never behind it, whatever Redis lost.
+        token = lock.try_acquire(floor=self.store.newest_token(owner_key))
         if token is None:
             report.outcome = "busy"
             return report
@@ -150,7 +151,13 @@ class MemoryPipeline:
         return self.scheduler.defer(owner_key, wait_ms)
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
-        """Delete what crashed attempts created and what forgets still owe."""
+        """Delete what crashed attempts created and what forgets still owe.
+
+        The token is recorded first: from then on an older holder (cut off from
+        Redis, paused) can no longer commit the attempt whose memories are
+        about to be deleted.
+        """
+        self.store.close_abandoned(owner_key, token, ())
         abandoned = self.store.open_attempts(owner_key)
         for attempt_id in abandoned:
             report.recovered += self.engine.delete_attempt(owner_key, attempt_id)
@@ -297,9 +304,23 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
           pending_after_ms: int) -> int:
     """Re-enqueue extraction for owners with sources pending longer than the threshold.
 
+    Skipped: owners whose learning lease is held (the holder loops until nothing
+    is pending; a dead holder's lease expires within ``lease_ms``) and owners
+    with an extraction already scheduled (the debounce flag; it expires by
+    itself if its message was lost). So a short threshold adds no message per
+    pass to a long backlog, and drain is not kept busy by redundant work.
+
     Returns how many owners were re-enqueued.
     """
     owners = store.owners_pending_since(now - timedelta(milliseconds=pending_after_ms))
-    for owner_key in owners:
-        scheduler.schedule(owner_key, "sweep", force=True)
-    return len(owners)
+    if not owners:
+        return 0
+    try:
+        pipe = scheduler.redis.pipeline(transaction=False)
+        for owner_key in owners:
+            pipe.exists(keys.lock("learn", owner_key))
+        held = pipe.execute()
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return sum(scheduler.schedule(owner_key, "sweep")
+               for owner_key, busy in zip(owners, held, strict=True) if not busy)

@@ -3,6 +3,15 @@
 ``memjobs check`` (a container health check) and ``memjobs status`` count the
 live keys; a killed process stops renewing and its key expires within the TTL.
 The key names the host and the pid, never anything about users.
+
+The same thread also refreshes this process's entry in Dramatiq's own
+heartbeat set (``memjobs:__heartbeats__``), which Dramatiq otherwise updates
+only when a consumer talks to Redis: a process whose every consumer is full
+and whose threads are all in long jobs would look dead after the broker's
+heartbeat timeout and have its messages requeued while it still works on
+them. With the beat here, only a process that is gone (or stopped as a whole)
+stops beating; a process paused longer than the timeout is treated as dead,
+and its commits are refused by the fence when it resumes.
 """
 
 from __future__ import annotations
@@ -38,9 +47,14 @@ class Heartbeat(Middleware):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.key = ""
+        self.broker_beat: tuple[str, str] | None = None
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.key = heartbeat_key(socket.gethostname(), os.getpid())
+        broker_id = getattr(broker, "broker_id", None)
+        namespace = getattr(broker, "namespace", None)
+        if broker_id and namespace:
+            self.broker_beat = (f"{namespace}:__heartbeats__", str(broker_id))
         self._beat()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
         self._thread.start()
@@ -60,8 +74,12 @@ class Heartbeat(Middleware):
 
     def _beat(self) -> None:
         try:
-            self.client.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time()}),
-                            px=self.ttl_ms)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time()}), px=self.ttl_ms)
+            if self.broker_beat is not None:
+                zset, broker_id = self.broker_beat
+                pipe.zadd(zset, {broker_id: int(time.time() * 1000)})
+            pipe.execute()
         except redis.RedisError:
             log.warning("heartbeat not written: Redis did not answer")
 

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from memjobs_client import keys
-from memjobs_client.contracts import QUEUES
+from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, QUEUES
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability import jobstats
@@ -83,9 +83,15 @@ def check(client: redis.Redis, store: StateStore) -> str | None:
 
 
 def is_drained(client: redis.Redis, store: StateStore) -> bool:
-    """Every queue empty (nothing ready, delayed or in flight) and nothing pending."""
+    """The work is done: nothing pending in the ledger, and no message that could
+    still change something — every queue empty (ready, delayed, in flight)
+    except the extraction queue. With nothing pending an ``extract_facts``
+    has nothing to do, so its leftovers (retries waiting out a backoff,
+    deliveries held by a dead consumer until they are requeued, duplicate
+    nudges) do not keep a drain waiting minutes after the last source is final."""
     queues = queue_stats(client)
-    busy = any(q["ready"] or q["delayed"] or q["in_flight"] for q in queues.values())
+    busy = any(q["ready"] or q["delayed"] or q["in_flight"]
+               for name, q in queues.items() if name != QUEUE_OF[ACTOR_EXTRACT])
     return not busy and store.counts_by_state()["pending"] == 0
 
 

@@ -7,9 +7,11 @@
   before mem0 is first imported: nothing is written to ``~/.mem0``.
 - The model and the embedder are memjobs' own clients (timeouts, retries,
   metrics) put in place of mem0's.
-- mem0's history database keeps no raw messages: memjobs' ledger is the record
-  of sources, and a message log would keep (and re-send to the model) text the
-  user has since forgotten. History rows of deleted memories are purged.
+- mem0's history is not kept at all (no file, no table): memjobs' ledger is
+  the record of sources, and mem0's SQLite history lives in one host's data
+  directory, where a forget run on another host could not purge the text of a
+  forgotten memory. A history file left by an older version is deleted at
+  start-up for the same reason.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Mem0Engine(MemoryEngine):
 
     Parameters:
         database_url: a libpq URL of the state database (pgvector).
-        data_dir: mem0's directory (history database).
+        data_dir: mem0's directory (``MEM0_DIR``; no history database is kept).
         dims: the embedder's vector size.
         embedder: an object with mem0's ``embed``/``embed_batch`` shape.
         chat: a model with mem0's ``generate_response`` shape, or None to store
@@ -72,18 +74,25 @@ class Mem0Engine(MemoryEngine):
     ) -> None:
         mem0, sqlite_manager = _import_mem0(data_dir)
 
-        class _History(sqlite_manager):  # type: ignore[misc, valid-type]
+        class _NoHistory(sqlite_manager):  # type: ignore[misc, valid-type]
+            """mem0's history interface, keeping nothing (in memory, and not even there)."""
+
             def save_messages(self, messages: Any, session_scope: str) -> None:
                 return None
 
             def get_last_messages(self, session_scope: str, limit: int = 10) -> list[Any]:
                 return []
 
+            def add_history(self, *args: Any, **kwargs: Any) -> None:
+                return None
+
+            def batch_add_history(self, records: Any) -> None:
+                return None
+
             def purge(self, memory_ids: Sequence[str]) -> None:
-                with self._lock, self.connection:
-                    self.connection.executemany(
-                        "DELETE FROM history WHERE memory_id = ?", [(m,) for m in memory_ids]
-                    )
+                return None
+
+        (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
 
         config = {
             "vector_store": {
@@ -99,14 +108,14 @@ class Mem0Engine(MemoryEngine):
             # Placeholders: both are replaced below by memjobs' own clients.
             "llm": {"provider": "openai", "config": {"api_key": "unused", "model": "unused"}},
             "embedder": {"provider": "openai", "config": {"api_key": "unused"}},
-            "history_db_path": str(data_dir / "history.db"),
+            "history_db_path": ":memory:",
         }
         try:
             self.memory = mem0.Memory.from_config(config)
         except psycopg.Error as exc:
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
         self.memory.db.close()
-        self.memory.db = _History(str(data_dir / "history.db"))
+        self.memory.db = _NoHistory(":memory:")
         self.memory.embedding_model = embedder
         if chat is not None:
             self.memory.llm = chat

@@ -111,11 +111,25 @@ class StateStore(ABC):
         """Owners with a source pending since before ``before``."""
 
     @abstractmethod
+    def newest_token(self, owner_key: str) -> int:
+        """The newest fencing token accepted for the owner (0: none yet).
+
+        Lock acquisition floors the Redis counter at it, so tokens never go
+        backwards when Redis loses its counter.
+        """
+
+    @abstractmethod
     def open_attempts(self, owner_key: str) -> list[str]:
         """Attempts left open by a crashed holder: their memories are orphans."""
 
     @abstractmethod
-    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None: ...
+    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
+        """Record ``token`` as the owner's newest (even with no attempt to close),
+        then mark the attempts abandoned.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen.
+        """
 
     @abstractmethod
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:

@@ -138,11 +138,13 @@ class InMemoryStateStore(StateStore):
             return [a.attempt_id for a in self._attempts.values()
                     if a.owner_key == owner_key and a.state == "open"]
 
-    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
-        if not attempt_ids:
-            return
+    def newest_token(self, owner_key: str) -> int:
         with self._lock:
-            self._fence(owner_key, token)
+            return self._fencing.get(owner_key, 0)
+
+    def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
+        with self._lock:
+            self._fence(owner_key, token)  # recorded even with nothing to close
             for attempt_id in attempt_ids:
                 self._end_attempt(attempt_id, "abandoned")
 

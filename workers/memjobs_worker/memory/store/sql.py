@@ -141,6 +141,13 @@ class SqlStateStore(StateStore):
 
     # -- extraction attempts ------------------------------------------------------
 
+    def newest_token(self, owner_key: str) -> int:
+        with self._tx() as conn:
+            value = conn.execute(
+                sa.select(fencing.c.token).where(fencing.c.owner_key == owner_key)
+            ).scalar()
+        return int(value) if value is not None else 0
+
     def open_attempts(self, owner_key: str) -> list[str]:
         with self._tx() as conn:
             rows = conn.execute(
@@ -151,10 +158,10 @@ class SqlStateStore(StateStore):
         return [r.attempt_id for r in rows]
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
-        if not attempt_ids:
-            return
         with self._tx() as conn:
-            _fence(conn, owner_key, token)
+            _fence(conn, owner_key, token)  # recorded even with nothing to close
+            if not attempt_ids:
+                return
             conn.execute(
                 attempts.update()
                 .where(attempts.c.attempt_id.in_(list(attempt_ids)), attempts.c.state == "open")

@@ -1,0 +1,90 @@
+"""Redis Sentinel by setting: producers, workers, locks and the sweeper follow a
+failover (master killed), and a job acknowledged with ``WAIT`` for one replica
+survives it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memjobs_client.connect import parse_sentinels
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.embedded.supervisor import sweep_once
+from memjobs_worker.lease import LeaseLock
+from memjobs_worker.settings import Settings
+from tests.harness import Harness
+from tests.sentinel import MASTER_NAME, SentinelSet
+
+OWNER = "sentinel@example.com"
+
+
+@pytest.fixture
+def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:
+    servers = SentinelSet(tmp_path / "sentinel")
+    try:
+        servers.start()
+        yield servers
+    finally:
+        servers.stop()
+
+
+def test_parse_sentinels() -> None:
+    assert parse_sentinels("a:1, b:2,") == [("a", 1), ("b", 2)]
+    assert parse_sentinels(None) == []
+    with pytest.raises(ValueError):
+        parse_sentinels("no-port")
+
+
+@pytest.mark.slow
+def test_everything_follows_a_sentinel_failover_and_nothing_acknowledged_is_lost(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    sentinel_set: SentinelSet,
+) -> None:
+    settings = make_settings(
+        # The URL's host is not used with sentinels: the master is looked up by name.
+        redis_url="redis://unused.invalid:1/0", redis_sentinels=sentinel_set.sentinels,
+        redis_sentinel_master=MASTER_NAME, redis_waitaof_replicas=1, redis_timeout_ms=1000)
+    h = harness_factory(settings)
+    h.start_worker()
+    before = [h.client.remember(OWNER, f"before the failover {i}") for i in range(10)]
+    h.drain(60)
+    lock = LeaseLock(h.runtime.redis, "learn", owner_key(OWNER), lease_ms=5000)
+    token_before = lock.try_acquire(floor=h.store.newest_token(owner_key(OWNER)))
+    assert token_before is not None and lock.release() == "released"
+
+    old = sentinel_set.master_port
+    killed = sentinel_set.kill_master()
+    new = sentinel_set.wait_failover(old)
+    assert new != old
+    # The new master has no replica yet: a producer call cannot be made durable,
+    # so it fails, in bounded time, rather than acknowledging a job it could lose.
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        h.client.remember(OWNER, "while no replica holds a copy")
+    assert time.monotonic() - started < 10
+    sentinel_set.restart(killed)  # the sentinels make the old master a replica
+    deadline = time.monotonic() + 60
+    while not sentinel_set.replicas_in_sync(new):
+        assert time.monotonic() < deadline, "the old master never rejoined as a replica"
+        time.sleep(0.1)
+    after: list[str] = []
+    deadline = time.monotonic() + 30
+    # The gateway retries the refused call (same words, same source: stored once).
+    for text in ["while no replica holds a copy", *(f"after the failover {i}" for i in range(10))]:
+        while True:  # the first calls may still meet the dead master: bounded, then retried
+            try:
+                after.append(h.client.remember(OWNER, text))
+                break
+            except BackendUnavailable:
+                assert time.monotonic() < deadline, "the producer never reached the new master"
+    assert sweep_once(h.runtime, settings)["owners_requeued"] >= 0  # the sweeper reaches it too
+    h.drain(90)
+    states = {r.source_id: r.state for r in h.store.list_sources(owner_key(OWNER))}
+    assert states == {sid: "learned" for sid in [*before, *after]}
+    token_after = lock.try_acquire(floor=h.store.newest_token(owner_key(OWNER)))
+    assert token_after is not None and token_after > token_before  # never backwards
+    lock.release()
