@@ -21,6 +21,9 @@ from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.knowledge import TOKENIZER_VERSION, KnowledgeStore, ensure_schema
 from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
 
+#: The newest migration of the core branch (a new core migration moves it).
+CORE_HEAD = "0004_session_run_leases"
+
 KNOWLEDGE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == KNOWLEDGE}
 CORE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == CORE}
 
@@ -63,7 +66,7 @@ def test_a_database_migrated_with_knowledge_matches_the_metadata(empty_engine: E
 def test_knowledge_off_creates_no_knowledge_table(empty_engine: Engine) -> None:
     migrate(empty_engine)
     assert tables(empty_engine) == CORE_TABLES
-    assert heads(empty_engine) == {"0002_sessions"}
+    assert heads(empty_engine) == {CORE_HEAD}
     with empty_engine.connect() as conn:
         assert schema_drift(conn, knowledge=False) == []
 
@@ -90,7 +93,7 @@ def test_knowledge_switched_on_later_adds_its_branch_only(empty_engine: Engine) 
     migrate(empty_engine)
     ensure_schema(empty_engine)
     assert tables(empty_engine) == CORE_TABLES | KNOWLEDGE_TABLES
-    assert heads(empty_engine) == {"0002_sessions", "0003_knowledge"}
+    assert heads(empty_engine) == {CORE_HEAD, "0003_knowledge"}
     assert not KnowledgeStore(empty_engine).index_is_stale()  # a new index: current tokenizer
     migrate(empty_engine)  # knowledge off again: nothing to do, nothing dropped
     assert tables(empty_engine) == CORE_TABLES | KNOWLEDGE_TABLES
@@ -109,7 +112,7 @@ def test_tables_created_before_the_knowledge_migration_are_adopted(empty_engine:
             owner_key="k" * 64, doc_id="d1", title="t", source_label="doc:d1", state="refused",
             reason="too_large", chars=0, chunks=0, updated_at=sa.func.now()))
     ensure_schema(empty_engine)
-    assert heads(empty_engine) == {"0002_sessions", "0003_knowledge"}
+    assert heads(empty_engine) == {CORE_HEAD, "0003_knowledge"}
     store = KnowledgeStore(empty_engine)
     assert [d.doc_id for d in store.documents("k" * 64)] == ["d1"]
     assert store.index_is_stale()  # the old tokenizer version is kept, so start-up rebuilds

@@ -98,7 +98,7 @@ class Shared:
 
 
 @pytest.fixture(scope="module")
-def shared() -> Iterator[Shared]:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     taken = held_port()
     with scratch_dir("stack") as base, FakeOpenAI(embedding_dims=64) as model:
         model.set_chat_handler(echo_facts_handler)
@@ -108,7 +108,9 @@ def shared() -> Iterator[Shared]:
                       QWEN_AUDIO_MEMORY_BASE_URL=model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k",
                       MEMJOBS_MODEL_MAX_ATTEMPTS="1", MEMJOBS_MIN_BACKOFF_MS="300",
                       MEMJOBS_MAX_BACKOFF_MS="1500", MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES="1000",
-                      MEMJOBS_MAX_RETRIES="1000")  # a scripted outage retries until it ends
+                      MEMJOBS_MAX_RETRIES="1000",  # a scripted outage retries until it ends
+                      # the tests' folders are the roots a reindex may read under
+                      MEMJOBS_KNOWLEDGE_ROOTS=str(tmp_path_factory.getbasetemp()))
         up = Up(data_dir, env, base / "up.out")
         try:
             up.wait_ready()

@@ -172,6 +172,10 @@ def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload 
     message instead of keeping it in the dead-letter queue.
     """
     problems = exc.errors(include_input=False, include_url=False, include_context=False)
+    # A list whose items failed is also "too short" once they are left out:
+    # say only what is wrong with the items.
+    failed_items = {p["loc"][:i] for p in problems for i in range(1, len(p["loc"]))}
+    problems = [p for p in problems if not (p["type"] == "too_short" and p["loc"] in failed_items)]
     sensitive = [p for p in problems if p["type"] == "sensitive_content"]
     chosen = sensitive or problems
     shown = "; ".join(f"{_shown_loc(p['loc'])}: {p['msg']}" for p in chosen[:MAX_PROBLEMS_SHOWN])
