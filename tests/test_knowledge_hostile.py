@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from dramatiq import Message
 
-from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
 from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent
+from memjobs_client.payloads import build_payload
 from memjobs_client.sensitive import find_sensitive_path
 from memjobs_worker.knowledge.files import Refused, read_document
 from memjobs_worker.knowledge.search import MAX_K, search_knowledge

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from memjobs_client.client import build_payload
 from memjobs_client.contracts import ACTOR_REINDEX, ReindexKnowledge, owner_key
 from memjobs_client.errors import ConfigurationError, InvalidPayload, SensitiveContent
+from memjobs_client.payloads import build_payload
 from memjobs_worker.knowledge.search import search_knowledge
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI

@@ -12,9 +12,7 @@ and validation stays linear in the size of the input.
 
 from __future__ import annotations
 
-import os
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,29 +39,16 @@ from memjobs_client.contracts import (
     ExtractFacts,
     ForgetSource,
     RecordTask,
-    ReindexKnowledge,
     RememberSource,
     SourceKind,
     SourceRules,
 )
 from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload, MemoryOff
-from memjobs_client.sensitive import redact_secrets
+from memjobs_client.payloads import build_payload, corpus_payloads, owner_key_of, redacted
 from memjobs_client.validation import as_list as _items
 from memjobs_client.validation import validate
 
-_MAX_ROOTS = 32
 _ACTOR_NAME = re.compile(r"[a-z_]{1,64}")
-
-
-def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None = None,
-                  **fields: Any) -> dict[str, Any]:
-    """Validate ``fields`` against a contract under ``rules`` and return the message payload.
-
-    Raises:
-        SensitiveContent: a field carries a credential.
-        InvalidPayload: the first few problems, field by field, and a count.
-    """
-    return validate(model, fields, rules).model_dump(mode="json")
 
 
 #: The refusal of every knowledge command when knowledge is switched off.
@@ -148,7 +133,7 @@ class MemjobsClient:
             BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
-        key = _owner_key(owner_id)
+        key = owner_key_of(owner_id)
         if not isinstance(text, str):
             raise InvalidPayload(f"invalid RememberSource: text: must be a string, not {type(text).__name__}")
         payload = build_payload(
@@ -172,7 +157,7 @@ class MemjobsClient:
             BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
-        payload = build_payload(ForgetSource, rules=self.rules, owner_key=_owner_key(owner_id),
+        payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id),
                                 source_id=source_id)
         self._send(ACTOR_FORGET, payload)
 
@@ -200,10 +185,10 @@ class MemjobsClient:
             SensitiveContent: the session id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
-        key = _owner_key(owner_id)
+        key = owner_key_of(owner_id)
         # A secret said in the session is redacted here, before Redis sees it.
-        turns = _redacted(_items("ConsolidateSession", "transcript", transcript, MAX_TURNS), ("text",))
-        task_list = _redacted(_items("DigestSession", "tasks", tasks, MAX_TASKS), ("goal", "title"))
+        turns = redacted(_items("ConsolidateSession", "transcript", transcript, MAX_TURNS), ("text",))
+        task_list = redacted(_items("DigestSession", "tasks", tasks, MAX_TASKS), ("goal", "title"))
         session = {"owner_key": key, "session_id": session_id, "transcript": turns}
         consolidate = build_payload(ConsolidateSession, rules=self.rules, **session)
         digest = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
@@ -243,7 +228,7 @@ class MemjobsClient:
             SensitiveContent: the task id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
-        payload = build_payload(RecordTask, rules=self.rules, owner_key=_owner_key(owner_id),
+        payload = build_payload(RecordTask, rules=self.rules, owner_key=owner_key_of(owner_id),
                                 task_id=task_id, goal=goal, status=status)
         self._send(ACTOR_RECORD_TASK, payload)
 
@@ -286,27 +271,12 @@ class MemjobsClient:
             raise InvalidPayload(
                 "re-indexing sends the documents' text to the embedding service: it needs the "
                 "user's consent (consent=True)", reason="consent_required")
-        size = max(1, min(part_size, contracts.MAX_CORPUS_DOCUMENTS))
-        docs = [_document(d) for d in _items("ReindexKnowledge", "documents", documents,
-                                             contracts.MAX_CORPUS_DOCUMENTS * contracts.MAX_CORPUS_PARTS)]
-        roots = _items("ReindexKnowledge", "allowed_roots", allowed_roots, _MAX_ROOTS)
-        groups = [docs[i:i + size] for i in range(0, len(docs), size)] or [[]]
-        if len(groups) > contracts.MAX_CORPUS_PARTS:
-            raise InvalidPayload(
-                f"invalid ReindexKnowledge: {len(docs)} documents, over the limit of "
-                f"{contracts.MAX_CORPUS_PARTS * size} ({contracts.MAX_CORPUS_PARTS} parts of {size})")
-        key = _owner_key(owner_id)
-        corpus_id = uuid.uuid4().hex
-        payloads = [build_payload(
-            ReindexKnowledge, rules=self.rules, owner_key=key, consent=True, documents=group,
-            allowed_roots=roots,
-            part=None if len(groups) == 1 else {"corpus_id": corpus_id, "index": i, "count": len(groups)},
-        ) for i, group in enumerate(groups, start=1)]  # every part validated before any is sent
+        payloads = corpus_payloads(owner_key_of(owner_id), documents, allowed_roots, part_size, self.rules)
         for i, payload in enumerate(payloads, start=1):
             self._send(ACTOR_REINDEX, payload)
             if on_part is not None:
                 on_part(i, len(payloads), len(payload["documents"]))
-        return len(docs)
+        return sum(len(p["documents"]) for p in payloads)
 
     def send(self, actor_name: str, payload: Mapping[str, Any], *, delay_ms: int | None = None) -> None:
         """Enqueue ``payload`` for ``actor_name``, validated against its contract
@@ -347,39 +317,3 @@ class MemjobsClient:
             self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
-
-
-def _document(doc: Any) -> Any:
-    """One document of a reindex as the contract takes it (anything but a path
-    or a mapping is passed on for the contract to refuse)."""
-    if not isinstance(doc, str):
-        return dict(doc) if isinstance(doc, Mapping) else doc
-    try:
-        doc.encode("utf-8")
-    except UnicodeEncodeError:
-        # A name of undecodable bytes (os.fsdecode's surrogates) cannot travel as text.
-        name = os.fsencode(os.path.basename(doc)).decode("utf-8", "backslashreplace")[:300]
-        return {"doc_id": contracts.knowledge_path_id(doc), "title": name or "file",
-                "reason": "undecodable_name"}
-    return {"path": doc}
-
-
-def _redacted(items: Any, fields: tuple[str, ...]) -> Any:
-    """``items`` with secrets redacted in the named text fields of each mapping;
-    anything else is passed on untouched for the contract to judge."""
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-        return items
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, Mapping):
-            item = {k: redact_secrets(v) if k in fields and isinstance(v, str) else v
-                    for k, v in item.items()}
-        out.append(item)
-    return out
-
-
-def _owner_key(owner_id: Any) -> str:
-    try:
-        return contracts.owner_key(owner_id)
-    except ValueError as exc:
-        raise InvalidPayload(f"invalid payload: {exc}") from None

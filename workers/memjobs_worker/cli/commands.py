@@ -10,9 +10,9 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memjobs_client.client import build_payload
 from memjobs_client.contracts import ForgetSource, owner_key
 from memjobs_client.errors import InvalidPayload, PermanentError
+from memjobs_client.payloads import build_payload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.output import emit, error, say, status_table
 from memjobs_worker.embedded.supervisor import Stack, sweep_once

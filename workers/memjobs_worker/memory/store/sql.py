@@ -20,23 +20,23 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
-from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.clock import Clock, age_ms, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.memory.store.base import (
     AddOutcome,
     Attempt,
     CommitResult,
-    ForgetResult,
     PendingWindow,
     Produced,
     SourceRecord,
     StateStore,
 )
-from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources, tombstones
+from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources
+from memjobs_worker.memory.store.sql_forget import SqlForgetting
+from memjobs_worker.memory.store.sql_rows import end_attempt, fence, next_seq, row_record, tombstone
 
 
-class SqlStateStore(StateStore):
+class SqlStateStore(SqlForgetting, StateStore):
     """The ledger in the state database.
 
     Parameters:
@@ -100,7 +100,7 @@ class SqlStateStore(StateStore):
                 .where(sources.c.owner_key == owner_key)
                 .order_by(sources.c.created_at, sources.c.source_id)
             ).all()
-        return [_record(r) for r in rows]
+        return [row_record(r) for r in rows]
 
     def counts_by_state(self) -> dict[str, int]:
         with self._tx() as conn:
@@ -159,18 +159,18 @@ class SqlStateStore(StateStore):
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
         with self._tx() as conn:
-            _fence(conn, owner_key, token)  # recorded even with nothing to close
+            fence(conn, owner_key, token)  # recorded even with nothing to close
             if not attempt_ids:
                 return
             conn.execute(
                 attempts.update()
                 .where(attempts.c.attempt_id.in_(list(attempt_ids)), attempts.c.state == "open")
-                .values(state="abandoned", ended_seq=_next_seq())
+                .values(state="abandoned", ended_seq=next_seq())
             )
 
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
         with self._tx() as conn:
-            _fence(conn, owner_key, token)
+            fence(conn, owner_key, token)
             rows = conn.execute(
                 sa.select(sources)
                 .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
@@ -179,7 +179,7 @@ class SqlStateStore(StateStore):
             ).all()
             if not rows:
                 return None
-            batch = tuple(_record(r) for r in rows)
+            batch = tuple(row_record(r) for r in rows)
             attempt_id = uuid.uuid4().hex
             conn.execute(
                 attempts.insert().values(
@@ -189,7 +189,7 @@ class SqlStateStore(StateStore):
                     source_ids=[s.source_id for s in batch],
                     state="open",
                     pid=os.getpid(),
-                    started_seq=_next_seq(),
+                    started_seq=next_seq(),
                     started_at=self.clock(),
                 )
             )
@@ -199,7 +199,7 @@ class SqlStateStore(StateStore):
         now = self.clock()
         batch_ids = [s.source_id for s in attempt.sources]
         with self._tx() as conn:
-            _fence(conn, attempt.owner_key, attempt.token)
+            fence(conn, attempt.owner_key, attempt.token)
             states = {
                 r.source_id: r.state
                 for r in conn.execute(
@@ -233,98 +233,13 @@ class SqlStateStore(StateStore):
                     .values(state="learned", learned_at=now, updated_at=now)
                 )
             if discarded:
-                _tombstone(conn, attempt.owner_key, discarded, now)
-            _end_attempt(conn, attempt.attempt_id, "committed")
+                tombstone(conn, attempt.owner_key, discarded, now)
+            end_attempt(conn, attempt.attempt_id, "committed")
         return CommitResult(learned=learned, discarded=discarded, still_pending=sorted(blocked))
 
     def abort_attempt(self, attempt: Attempt) -> None:
         with self._tx() as conn:
-            _end_attempt(conn, attempt.attempt_id, "aborted")
-
-    # -- forgetting ---------------------------------------------------------------
-
-    def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
-        now = self.clock()
-        with self._tx() as conn:
-            row = self._lock_source(conn, source_id)
-            if row is None:
-                # The forget overtook its remember: leave a forgotten marker so the
-                # remember, when it arrives, finds the source already forgotten.
-                marked = conn.execute(
-                    pg_insert(sources)
-                    .values(
-                        source_id=source_id, owner_key=owner_key, state="forgotten",
-                        kind="utterance", created_at=now, updated_at=now,
-                        forgotten_at=sent_at,
-                    )
-                    .on_conflict_do_nothing(index_elements=["source_id"])
-                    .returning(sources.c.source_id)
-                ).first()
-                if marked is not None:
-                    return ForgetResult(found=False)
-                # A remember committed its insert while we waited on it: forget that row.
-                row = self._lock_source(conn, source_id)
-                assert row is not None
-            if row.owner_key != owner_key:
-                return ForgetResult(found=False)
-            conn.execute(
-                sources.update()
-                .where(sources.c.source_id == source_id)
-                .values(state="forgotten", text=None, updated_at=now, learned_at=None,
-                        forgotten_at=sent_at)
-            )
-            memory_ids = [
-                r.memory_id
-                for r in conn.execute(
-                    sa.select(provenance.c.memory_id).where(provenance.c.source_id == source_id)
-                ).all()
-            ]
-            relearn: list[str] = []
-            if memory_ids:
-                sharers = [
-                    r.source_id
-                    for r in conn.execute(
-                        sa.select(provenance.c.source_id)
-                        .where(provenance.c.memory_id.in_(memory_ids),
-                               provenance.c.source_id != source_id)
-                        .distinct()
-                    ).all()
-                ]
-                conn.execute(provenance.delete().where(provenance.c.memory_id.in_(memory_ids)))
-                if sharers:
-                    relearn = [
-                        r.source_id
-                        for r in conn.execute(
-                            sources.update()
-                            .where(sources.c.source_id.in_(sharers),
-                                   sources.c.state == "learned")
-                            .values(state="pending", learned_at=None, updated_at=now)
-                            .returning(sources.c.source_id)
-                        ).all()
-                    ]
-                _tombstone(conn, owner_key, memory_ids, now)
-        return ForgetResult(found=True, memory_ids=memory_ids, relearn=sorted(relearn))
-
-    @staticmethod
-    def _lock_source(conn: Connection, source_id: str) -> Any:
-        return conn.execute(
-            sa.select(sources.c.owner_key, sources.c.state)
-            .where(sources.c.source_id == source_id)
-            .with_for_update()
-        ).first()
-
-    def tombstones(self, owner_key: str) -> list[str]:
-        with self._tx() as conn:
-            rows = conn.execute(
-                sa.select(tombstones.c.memory_id).where(tombstones.c.owner_key == owner_key)
-            ).all()
-        return [r.memory_id for r in rows]
-
-    def clear_tombstones(self, memory_ids: Sequence[str]) -> None:
-        if not memory_ids:
-            return
-        with self._tx() as conn:
-            conn.execute(tombstones.delete().where(tombstones.c.memory_id.in_(list(memory_ids))))
+            end_attempt(conn, attempt.attempt_id, "aborted")
 
     # -- reads ------------------------------------------------------------------
 
@@ -365,53 +280,3 @@ class SqlStateStore(StateStore):
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _fence(conn: Connection, owner_key: str, token: int) -> None:
-    """Record ``token`` as the newest seen for the owner, or refuse an older one."""
-    accepted = conn.execute(
-        pg_insert(fencing)
-        .values(owner_key=owner_key, token=token)
-        .on_conflict_do_update(
-            index_elements=["owner_key"],
-            set_={"token": token},
-            where=fencing.c.token <= token,
-        )
-        .returning(fencing.c.token)
-    ).first()
-    if accepted is None:
-        raise StaleFencingToken(f"fencing token {token} is older than the newest seen")
-
-
-def _next_seq() -> sa.ColumnElement[Any]:
-    return sa.func.nextval("attempt_events")
-
-
-def _end_attempt(conn: Connection, attempt_id: str, state: str) -> None:
-    conn.execute(
-        attempts.update()
-        .where(attempts.c.attempt_id == attempt_id, attempts.c.state == "open")
-        .values(state=state, ended_seq=_next_seq())
-    )
-
-
-def _tombstone(conn: Connection, owner_key: str, memory_ids: Sequence[str], now: datetime) -> None:
-    conn.execute(
-        pg_insert(tombstones)
-        .values([{"memory_id": m, "owner_key": owner_key, "created_at": now} for m in memory_ids])
-        .on_conflict_do_nothing()
-    )
-
-
-def _record(row: Any) -> SourceRecord:
-    return SourceRecord(
-        source_id=row.source_id,
-        owner_key=row.owner_key,
-        state=row.state,
-        kind=row.kind,
-        session_id=row.session_id,
-        text=row.text,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        learned_at=row.learned_at,
-    )
