@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+from memjobs_worker.embedded.process import pid_alive
 from memjobs_worker.embedded.redis import leftover_redis_pid
 from memjobs_worker.embedded.stack import read_state_file, remove_stack
 
@@ -26,19 +27,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def _terminate(pid: int, *, group: bool, timeout_s: float) -> None:
     """SIGTERM (the whole group when ``group``), SIGKILL after ``timeout_s``."""
     send = os.killpg if group else os.kill
@@ -47,9 +35,9 @@ def _terminate(pid: int, *, group: bool, timeout_s: float) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if pid_alive(pid):
         try:
             send(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -61,12 +49,12 @@ def stop_leftovers(data_dir: Path, *, timeout_s: float = 60.0) -> list[str]:
     its state file. Returns one line per thing stopped (empty: nothing was left)."""
     done: list[str] = []
     old = read_state_file(data_dir)
-    if old is not None and old.worker_pid and _alive(old.worker_pid) \
+    if old is not None and old.worker_pid and pid_alive(old.worker_pid) \
             and "memjobs_worker" in _cmdline(old.worker_pid):
         _terminate(old.worker_pid, group=True, timeout_s=timeout_s)
         done.append(f"stopped the workers (pid {old.worker_pid}) left by a previous memjobs up")
     redis_pid = leftover_redis_pid(data_dir / "redis")
-    if redis_pid is not None and _alive(redis_pid):
+    if redis_pid is not None and pid_alive(redis_pid):
         _terminate(redis_pid, group=False, timeout_s=timeout_s)
         done.append(f"stopped the Redis (pid {redis_pid}) left by a previous memjobs up")
     if old is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from memjobs_client.errors import ConfigurationError
-from memjobs_worker.embedded.process import free_port, wait_until
+from memjobs_worker.embedded.process import free_port, pid_alive, wait_until
 
 SYSTEM_USER = "memjobs-pg"
 
@@ -60,16 +60,6 @@ def _has_pgvector(bindir: Path) -> bool:
         if out.returncode == 0:
             sharedirs.insert(0, Path(out.stdout.strip()))
     return any((d / "extension" / "vector.control").exists() for d in sharedirs)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _system_user() -> pwd.struct_passwd:
@@ -171,7 +161,7 @@ class EmbeddedPostgres:
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGINT)  # PostgreSQL's "fast" shutdown
-                wait_until(lambda: not _alive(pid), timeout_s=timeout_s, what="PostgreSQL's shutdown")
+                wait_until(lambda: not pid_alive(pid), timeout_s=timeout_s, what="PostgreSQL's shutdown")
                 return
             except (ProcessLookupError, TimeoutError):
                 pass
@@ -189,7 +179,7 @@ class EmbeddedPostgres:
         if result.returncode in (0, 3):
             return result.returncode == 0
         pid = self._postmaster_pid()
-        return pid is not None and _alive(pid)
+        return pid is not None and pid_alive(pid)
 
     def _postmaster_pid(self) -> int | None:
         try:

@@ -1,10 +1,12 @@
-"""Small helpers shared by the embedded servers: free ports, readiness waits."""
+"""Small helpers shared by the embedded servers: free ports, readiness waits, live pids."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -30,3 +32,17 @@ def wait_until(ready: Callable[[], bool], *, timeout_s: float, what: str) -> Non
             raise TimeoutError(f"{what} was not ready after {timeout_s:.0f} s")
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
