@@ -2,7 +2,7 @@
 
 Prints, from one run on one machine (ratios are what count; absolute rates
 here are noisy):
-  1. remember jobs per second vs. a no-op actor on the same Redis with the same
+  1. remember jobs per second vs. a stock Dramatiq no-op actor on the same Redis with the same
      worker settings, and their ratio (target >= 0.5);
   2. Redis round trips per job (client-side count of commands sent; a pipeline
      or a Lua script is one round trip), for both;
@@ -34,9 +34,9 @@ import dramatiq  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 import redis.connection  # noqa: E402
+from dramatiq.brokers.redis import RedisBroker  # noqa: E402
 
 from memjobs_client.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
-from memjobs_worker.broker import build_broker  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
@@ -82,7 +82,9 @@ def wait_queue_empty(client: redis.Redis, queue: str, acks_prefix: str) -> None:
 
 
 def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
-    broker = build_broker(settings.redis_url or "", settings)
+    """Stock Dramatiq: its RedisBroker with its default middleware, in memjobs'
+    namespace on the same Redis (so the same waits below apply)."""
+    broker = RedisBroker(url=settings.redis_url or "", namespace="memjobs")
     noop_queue = "bench_noop"
 
     @dramatiq.actor(broker=broker, queue_name=noop_queue, actor_name="bench_noop", max_retries=0)
@@ -170,7 +172,7 @@ def main() -> int:
                      memory_api_key="bench", memory_model="bench-flash", **common),
             fake, args.burst)
 
-        print(f"no-op actor          {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job")
+        print(f"stock Dramatiq no-op {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job")
         print(f"remember_source      {remember_rate:8.0f} jobs/s   {remember_trips:5.2f} Redis round trips/job")
         print(f"ratio remember/no-op {remember_rate / noop_rate:8.2f}   (target >= 0.5)")
         print(f"burst of {args.burst} sources, one owner: {calls} model calls, "

@@ -51,9 +51,11 @@ def worker_pools(settings: Settings, processes: int, threads: int) -> list[Worke
     """Every pool a worker host runs: ``processes`` × ``threads`` for the jobs
     that call a model (it serves the host's metrics), and the cheap jobs' own
     pool when the settings give it processes (else one pool takes everything)."""
+    # Each pool's processes size their database pools by their own thread count.
+    sized = {"MEMJOBS_WORKER_PROCESSES": str(processes), "MEMJOBS_WORKER_THREADS": str(threads)}
     if settings.fast_worker_processes == 0:
-        return [WorkerPool(worker_command(processes, threads, (*MODEL_QUEUES, *CHEAP_QUEUES)))]
-    return [WorkerPool(worker_command(processes, threads, MODEL_QUEUES)),
+        return [WorkerPool(worker_command(processes, threads, (*MODEL_QUEUES, *CHEAP_QUEUES)), sized)]
+    return [WorkerPool(worker_command(processes, threads, MODEL_QUEUES), sized),
             WorkerPool(worker_command(settings.fast_worker_processes, settings.fast_worker_threads,
                                       CHEAP_QUEUES), {"MEMJOBS_METRICS_ENDPOINT": "false"})]
 

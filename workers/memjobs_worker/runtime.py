@@ -86,7 +86,12 @@ class Runtime:
     @cached_property
     def db(self) -> Engine:
         """The state database, migrated (pgvector checked) on first use."""
-        engine = create_db_engine(self.endpoints.database_url)
+        # A connection for every worker thread of the process (and a few for the
+        # sweeper and heartbeats): an overflow connection is closed on return,
+        # so a pool smaller than the threads reconnects on every job.
+        s = self.settings
+        engine = create_db_engine(self.endpoints.database_url,
+                                  pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2)
         migrate(engine)
         return engine
 

@@ -39,6 +39,21 @@ def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
 
 
 @contextmanager
+def autocommit(engine: Engine) -> Iterator[Connection]:
+    """A connection whose every statement commits by itself: one round trip for
+    a statement that is atomic alone (no BEGIN, no COMMIT).
+
+    Raises:
+        BackendUnavailable: the database did not answer.
+    """
+    try:
+        with engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+
+
+@contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """One transaction; a database that does not answer becomes BackendUnavailable."""
     try:

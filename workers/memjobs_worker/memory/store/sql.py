@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
 from memjobs_worker.clock import Clock, age_ms, utcnow
-from memjobs_worker.db.connect import transaction
+from memjobs_worker.db.connect import autocommit, transaction
 from memjobs_worker.memory.store.base import (
     AddOutcome,
     Attempt,
@@ -55,29 +55,34 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
         now = self.clock()
-        with self._tx() as conn:
-            inserted = conn.execute(
-                pg_insert(sources)
-                .values(
-                    source_id=payload.source_id,
-                    owner_key=payload.owner_key,
-                    state="pending",
-                    kind=payload.kind,
-                    session_id=payload.session_id,
-                    text=payload.text,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .on_conflict_do_nothing(index_elements=["source_id"])
-                .returning(sources.c.source_id)
-            ).first()
-            if inserted is not None:
+        insert = (
+            pg_insert(sources)
+            .values(
+                source_id=payload.source_id,
+                owner_key=payload.owner_key,
+                state="pending",
+                kind=payload.kind,
+                session_id=payload.session_id,
+                text=payload.text,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["source_id"])
+            .returning(sources.c.source_id)
+        )
+        # The common case, a new source, is one statement that is atomic alone:
+        # one round trip, no transaction around it.
+        with autocommit(self.engine) as conn:
+            if conn.execute(insert).first() is not None:
                 return "created"
+        with self._tx() as conn:
             row = conn.execute(
                 sa.select(sources.c.state, sources.c.forgotten_at)
                 .where(sources.c.source_id == payload.source_id)
                 .with_for_update()
-            ).one()
+            ).first()
+            if row is None:  # gone in between (retention): insert it after all
+                return "created" if conn.execute(insert).first() is not None else "duplicate"
             if row.state != "forgotten":
                 return "duplicate"
             if row.forgotten_at is not None and sent_at <= row.forgotten_at:
