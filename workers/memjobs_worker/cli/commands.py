@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import InvalidPayload, PermanentError
-from memjobs_worker.cli import exits
+from memjobs_worker.cli import api_command, exits
 from memjobs_worker.cli.output import emit, error
 from memjobs_worker.embedded.supervisor import Stack, sweep_once, worker_command
 from memjobs_worker.endpoints import resolve_endpoints
@@ -50,14 +50,18 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(level=settings.log_level)
     stack = Stack(settings, processes=args.processes or settings.worker_processes,
                   threads=args.threads or settings.worker_threads)
+    api = None
     try:
         endpoints = stack.start()
         stack.start_sweeper()
-        print(f"memjobs is up: redis {endpoints.redis_url}, data in {settings.data_dir} "
+        api = api_command.start_beside_stack(settings, endpoints)
+        print(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, data in {settings.data_dir} "
               f"(worker log: {settings.data_dir / 'logs' / 'worker.log'}); Ctrl-C stops it",
               flush=True)
         stack.supervise()
     finally:
+        if api is not None and not api.stop():
+            error("the HTTP API did not stop within 15 s")
         problems = stack.stop()
     if problems:
         for problem in problems:

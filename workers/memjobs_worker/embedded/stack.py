@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 
@@ -16,6 +16,8 @@ class StackInfo:
     redis_url: str
     database_url: str
     started_at: float
+    #: The HTTP API's URL (``memjobs up`` serves it beside the workers), once it listens.
+    api_url: str | None = None
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -44,6 +46,13 @@ def read_stack(data_dir: Path) -> StackInfo | None:
     except PermissionError:
         pass
     return info
+
+
+def record_api_url(data_dir: Path, url: str) -> None:
+    """Add the API's URL to the running stack's state file."""
+    info = read_stack(data_dir)
+    if info is not None:
+        write_stack(data_dir, replace(info, api_url=url))
 
 
 def remove_stack(data_dir: Path) -> None:

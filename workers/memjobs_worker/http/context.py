@@ -1,0 +1,101 @@
+"""What every route needs: settings, the producer client, the read runtime,
+tokens, metrics, and :meth:`ApiContext.call`, the one way a route reaches a backend.
+
+Enqueueing goes through :class:`~memjobs_client.MemjobsClient` only (built by
+:func:`~memjobs_worker.runtime.producer_client`, so the HTTP door applies the
+same limits and switches as any producer); reads go through the worker's own
+:class:`~memjobs_worker.runtime.Runtime` (ledger, mem0, memory service,
+session and knowledge stores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+import redis
+import sqlalchemy.exc
+from dramatiq.brokers.redis import RedisBroker
+from fastapi import Request
+
+from memjobs_client.client import MemjobsClient
+from memjobs_client.contracts import NAMESPACE
+from memjobs_client.errors import MemjobsError
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.http.auth import Tokens
+from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
+from memjobs_worker.http.problems import ProblemError
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ApiContext:
+    """The collaborators of one API instance.
+
+    Parameters:
+        settings: read once by the entry point.
+        endpoints: where Redis and the state store are.
+    """
+
+    def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
+        self.settings = settings
+        self.endpoints = endpoints
+        self.tokens = Tokens.from_settings(settings)
+        self.metrics = ApiMetrics()
+        self.broker = RedisBroker(  # type: ignore[no-untyped-call]
+            url=endpoints.redis_url, namespace=NAMESPACE,
+            middleware=[CountEnqueued(self.metrics.enqueued)],
+            socket_timeout=settings.api_backend_timeout_ms / 1000,
+            socket_connect_timeout=min(5.0, settings.api_backend_timeout_ms / 1000),
+        )
+        self.client: MemjobsClient = producer_client(settings, broker=self.broker)
+        self.runtime = Runtime(settings, endpoints, self.client)
+        self.timeout_s = settings.api_backend_timeout_ms / 1000
+        # At most one worker thread per request in flight: a slow backend cannot pile threads up.
+        self.limiter = anyio.CapacityLimiter(settings.api_max_in_flight)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking backend call in a worker thread, bounded by the backend timeout.
+
+        Raises:
+            ProblemError: ``backend_unavailable`` on timeout; ``internal`` for an
+                error that is not a memjobs error (logged by class name only).
+            MemjobsError: as the call raised it (mapped to its problem type).
+        """
+        work = partial(fn, *args, **kwargs)
+        try:
+            return await asyncio.wait_for(
+                anyio.to_thread.run_sync(work, limiter=self.limiter, abandon_on_cancel=True),
+                self.timeout_s)
+        except TimeoutError:
+            log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
+            raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
+        except (MemjobsError, ProblemError):
+            raise
+        except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
+            log.warning("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
+                                                      "error": type(exc).__name__})
+            raise ProblemError("backend_unavailable") from None
+        except Exception as exc:
+            log.error("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
+                                                    "error": type(exc).__name__})
+            raise ProblemError("internal") from None
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.client.close()
+
+
+def ctx(request: Request) -> ApiContext:
+    """Dependency: the API's context."""
+    context: ApiContext = request.app.state.ctx
+    return context
