@@ -11,12 +11,15 @@ producer enqueued (the counter workers keep counts only their own follow-ups).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("memjobs.api")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -51,7 +54,8 @@ class CountEnqueued(Middleware):
 
 
 class RecordRequests:
-    """ASGI middleware: one sample per request, labelled with the matched route's template."""
+    """ASGI middleware: one sample and one access-log line per request, labelled with
+    the matched route's template (never the path itself: it may carry a session id)."""
 
     def __init__(self, app: ASGIApp, *, metrics: ApiMetrics) -> None:
         self.app = app
@@ -78,4 +82,7 @@ class RecordRequests:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.requests.labels(template, scope["method"], str(status)).inc()
-            self.metrics.latency.labels(template).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.metrics.latency.labels(template).observe(seconds)
+            log.info("request", extra={"route": template, "method": scope["method"],
+                                       "status": status, "duration_ms": round(seconds * 1000, 2)})
