@@ -80,7 +80,7 @@ class RecordRequests:
         finally:
             self.metrics.in_flight.dec()
             route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(route, "path_format", None) or "unmatched"
             self.metrics.requests.labels(template, scope["method"], str(status)).inc()
             seconds = time.perf_counter() - started
             self.metrics.latency.labels(template).observe(seconds)

@@ -24,7 +24,7 @@ SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 
 
-@router.post("/sessions/{session_id}/end", status_code=202, response_model=SessionEndAccepted,
+@router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
              responses=errors(*COMMON))
 async def end_session(body: EndSessionRequest, session_id: str = SessionId,
                       c: ApiContext = Depends(ctx)) -> SessionEndAccepted:
@@ -54,7 +54,7 @@ async def sessions(key: str = Depends(owner_header),
                     truncated=len(found) > cap)
 
 
-@router.put("/tasks/{task_id}", status_code=202, response_model=TaskAccepted,
+@router.put("/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted,
             responses=errors(*COMMON))
 async def put_task(body: TaskUpdate, task_id: str = TaskId,
                    c: ApiContext = Depends(ctx)) -> TaskAccepted:
