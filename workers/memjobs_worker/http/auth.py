@@ -104,11 +104,11 @@ def _bearer(header: str | None) -> bytes | None:
         return None
 
 
-def gateway(request: Request) -> None:
-    """Dependency: the gateway (or host) token."""
+async def gateway(request: Request) -> None:
+    """Dependency: the gateway (or host) token (async: FastAPI would run a sync one on a thread)."""
     request.app.state.ctx.tokens.authorize(request.headers.get("authorization"), "gateway")
 
 
-def host(request: Request) -> None:
+async def host(request: Request) -> None:
     """Dependency: the host token."""
     request.app.state.ctx.tokens.authorize(request.headers.get("authorization"), "host")

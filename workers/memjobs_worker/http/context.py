@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Threads that run blocking backend calls (Redis enqueues, database and mem0 reads).
+BACKEND_THREADS = 8
+
 
 class ApiContext:
     """The collaborators of one API instance.
@@ -60,8 +63,10 @@ class ApiContext:
         self.client: MemjobsClient = producer_client(settings, broker=self.broker)
         self.runtime = Runtime(settings, endpoints, self.client)
         self.timeout_s = settings.api_backend_timeout_ms / 1000
-        # At most one worker thread per request in flight: a slow backend cannot pile threads up.
-        self.limiter = anyio.CapacityLimiter(settings.api_max_in_flight)
+        # Few backend threads: 32 threads fighting the event loop for the GIL made the
+        # latency tail several times longer (measured by bench/bench_http.py); requests
+        # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
+        self.limiter = anyio.CapacityLimiter(min(BACKEND_THREADS, settings.api_max_in_flight))
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking backend call in a worker thread, bounded by the backend timeout.
@@ -73,9 +78,8 @@ class ApiContext:
         """
         work = partial(fn, *args, **kwargs)
         try:
-            return await asyncio.wait_for(
-                anyio.to_thread.run_sync(work, limiter=self.limiter, abandon_on_cancel=True),
-                self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                return await anyio.to_thread.run_sync(work, limiter=self.limiter, abandon_on_cancel=True)
         except TimeoutError:
             log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
             raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
@@ -95,7 +99,7 @@ class ApiContext:
         self.client.close()
 
 
-def ctx(request: Request) -> ApiContext:
+async def ctx(request: Request) -> ApiContext:
     """Dependency: the API's context."""
     context: ApiContext = request.app.state.ctx
     return context

@@ -48,8 +48,13 @@ class Limits:
             self.in_flight -= 1
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        declared = headers.get("content-length")
+        declared: str | None = None
+        media = ""
+        for key, value in scope["headers"]:  # names arrive lower-cased (ASGI)
+            if key == b"content-length":
+                declared = value.decode("latin-1")
+            elif key == b"content-type":
+                media = value.decode("latin-1").split(";")[0].strip().lower()
         if declared is not None:
             try:
                 too_big = int(declared) > self.max_body_bytes
@@ -62,7 +67,6 @@ class Limits:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             await problem_response("unsupported_media_type")(scope, receive, send)
             return

@@ -68,7 +68,7 @@ class ApiServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve on a daemon thread; return the URL once the server accepts requests."""
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.server.serve([self.sock])),
+        self._thread = threading.Thread(target=lambda: self.server.run(sockets=[self.sock]),
                                         name="memjobs-api", daemon=True)
         self._thread.start()
         deadline = threading.Event()

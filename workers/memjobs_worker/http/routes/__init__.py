@@ -28,7 +28,7 @@ def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
 COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "too_large")
 
 
-def owner_header(
+async def owner_header(
     owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=800,
                         description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
                         "does); in a header so that it never appears in a URL or an access log"),
