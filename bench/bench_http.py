@@ -9,7 +9,8 @@ Prints, from one run on one machine:
 
 Everything runs here: its own redis-server and PostgreSQL (pgvector) in a
 temporary directory; the API is a separate `memjobs api` process (uvicorn, one
-event loop); no worker consumes while enqueue rates are measured. The load
+event loop); no worker consumes while enqueue rates are measured; the API logs at INFO
+(one JSON line per request), as it does by default. The load
 client is a minimal asyncio HTTP/1.1 keep-alive client, so that the client's own
 cost stays small next to the server's.
 
@@ -170,7 +171,7 @@ def main() -> int:
                             extract_delay_ms=20)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
         env.update({"MEMJOBS_REDIS_URL": redis_url, "MEMJOBS_DATABASE_URL": database_url,
-                    "MEMJOBS_DATA_DIR": str(base / "data"), "MEMJOBS_LOG_LEVEL": "WARNING",
+                    "MEMJOBS_DATA_DIR": str(base / "data"), "MEMJOBS_LOG_LEVEL": "INFO",
                     "MEMJOBS_API_MAX_IN_FLIGHT": "256", "PYTHONPATH": str(REPO)})
         port = free_port()
         api = start_api(env, port, base / "api.log")

@@ -7,6 +7,7 @@ the document every instance serves at ``/openapi.json``.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,6 +45,10 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Everything imported and built so far lives as long as the process: move it out
+        # of the collector's sight, or each full collection walks it all while every
+        # request in flight waits (measured: 0.6 s stalls under load).
+        gc.freeze()
         try:
             yield
         finally:

@@ -11,12 +11,13 @@ session and knowledge stores).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-import anyio
 import psycopg
 import redis
 import sqlalchemy.exc
@@ -63,10 +64,12 @@ class ApiContext:
         self.client: MemjobsClient = producer_client(settings, broker=self.broker)
         self.runtime = Runtime(settings, endpoints, self.client)
         self.timeout_s = settings.api_backend_timeout_ms / 1000
+        self._engine_frozen = False
         # Few backend threads: 32 threads fighting the event loop for the GIL made the
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
-        self.limiter = anyio.CapacityLimiter(min(BACKEND_THREADS, settings.api_max_in_flight))
+        self.executor = ThreadPoolExecutor(min(BACKEND_THREADS, settings.api_max_in_flight),
+                                           thread_name_prefix="memjobs-api-backend")
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking backend call in a worker thread, bounded by the backend timeout.
@@ -79,7 +82,13 @@ class ApiContext:
         work = partial(fn, *args, **kwargs)
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await anyio.to_thread.run_sync(work, limiter=self.limiter, abandon_on_cancel=True)
+                # On timeout the await is abandoned; the thread finishes (or times out) on its own.
+                result = await asyncio.get_running_loop().run_in_executor(self.executor, work)
+            if not self._engine_frozen and "engine" in self.runtime.__dict__:
+                # mem0 was just built: keep its long-lived objects out of full collections too.
+                self._engine_frozen = True
+                gc.freeze()
+            return result
         except TimeoutError:
             log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
             raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
@@ -95,6 +104,7 @@ class ApiContext:
             raise ProblemError("internal") from None
 
     def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.runtime.close()
         self.client.close()
 

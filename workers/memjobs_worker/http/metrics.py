@@ -84,5 +84,8 @@ class RecordRequests:
             self.metrics.requests.labels(template, scope["method"], str(status)).inc()
             seconds = time.perf_counter() - started
             self.metrics.latency.labels(template).observe(seconds)
-            log.info("request", extra={"route": template, "method": scope["method"],
-                                       "status": status, "duration_ms": round(seconds * 1000, 2)})
+            # Refusals and failures at INFO; the hot 2xx path at DEBUG (a JSON line costs
+            # about a fifth of a remember's CPU).
+            log.log(logging.INFO if status >= 400 else logging.DEBUG, "request", extra={
+                "route": template, "method": scope["method"], "status": status,
+                "duration_ms": round(seconds * 1000, 2)})
