@@ -33,6 +33,7 @@ typecheck: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_knowledge.py
+	$(BIN)/python bench/bench_http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -19,7 +19,7 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import check_bind
 from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.settings import Settings
-from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api, api_factory  # noqa: F401
+from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api
 from tests.test_http_api import problem
 
 REMEMBER = {"owner_id": "alice", "text": "I like green tea"}

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 
 from memjobs_worker.http.openapi import document, render
 from tests.harness import REPO
-from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api, api_factory  # noqa: F401
+from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api
 
 COMMITTED = REPO / "docs" / "openapi.json"
 #: The whole schemathesis run stays under this (the issue asks for a bounded run).

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.harness import REPO
-from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api, api_factory  # noqa: F401
+from tests.http_support import GATEWAY_TOKEN, HOST_TOKEN, Api
 
 CLIENT = REPO / "clients" / "typescript"
 NODE = shutil.which("node")

@@ -9,7 +9,6 @@ error log goes through memjobs' JSON logging.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import ssl
 import threading

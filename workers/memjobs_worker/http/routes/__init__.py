@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote
 
-from fastapi import Header
+from fastapi import Depends, Header
 
 from memjobs_client.contracts import owner_key
+from memjobs_worker.http.context import ApiContext, ctx
 from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, ProblemError
 
 _PROBLEM_SCHEMA = {"$ref": "#/components/schemas/Problem"}
@@ -42,3 +43,9 @@ async def owner_header(
     except (ValueError, UnicodeDecodeError):
         raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded "
                            "UTF-8 owner id") from None
+
+
+#: A route's context parameter: ``c: Ctx``.
+Ctx = Annotated[ApiContext, Depends(ctx)]
+#: A GET route's owner parameter: the storage key of the ``X-Memjobs-Owner`` owner.
+OwnerKey = Annotated[str, Depends(owner_header)]

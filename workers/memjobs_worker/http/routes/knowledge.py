@@ -7,8 +7,7 @@ from fastapi import APIRouter, Depends
 from memjobs_client.errors import ConfigurationError
 from memjobs_client.sensitive import ensure_not_sensitive
 from memjobs_worker.http import auth
-from memjobs_worker.http.context import ApiContext, ctx
-from memjobs_worker.http.routes import COMMON, errors
+from memjobs_worker.http.routes import COMMON, Ctx, errors
 from memjobs_worker.http.schemas import (
     KnowledgeHit,
     KnowledgeResults,
@@ -25,7 +24,7 @@ router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
              dependencies=[Depends(auth.host)],
              responses=errors(*COMMON, "forbidden", "consent_required", "sensitive_content",
                               "knowledge_off"))
-async def reindex(body: ReindexRequest, c: ApiContext = Depends(ctx)) -> ReindexAccepted:
+async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
     """Queue a re-index of the owner's whole corpus (documents as text; the
     owner's documents not named are removed). Host token only, and only with
     the user's consent. A document that looks like a credential refuses the
@@ -42,7 +41,7 @@ async def reindex(body: ReindexRequest, c: ApiContext = Depends(ctx)) -> Reindex
 
 @router.post("/search", response_model=KnowledgeResults, dependencies=[Depends(auth.gateway)],
              responses=errors(*COMMON, "knowledge_off"))
-async def search(body: KnowledgeSearchRequest, c: ApiContext = Depends(ctx)) -> KnowledgeResults:
+async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     """Hybrid search of the owner's documents; results are untrusted external text."""
     from memjobs_worker.http.routes.memory import _key
 

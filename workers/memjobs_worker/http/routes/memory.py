@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from memjobs_client.contracts import ForgetSource, owner_key
 from memjobs_client.errors import InvalidPayload, MemoryOff
 from memjobs_worker.http import auth
-from memjobs_worker.http.context import ApiContext, ctx
-from memjobs_worker.http.routes import COMMON, errors, owner_header
+from memjobs_worker.http.context import ApiContext
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import (
     ForgetAccepted,
     ForgetRequest,
@@ -41,7 +41,7 @@ def _require_memory(c: ApiContext) -> None:
 
 @router.post("/remember", status_code=202, response_model=RememberAccepted,
              responses=errors(*COMMON, "sensitive_content", "memory_off"))
-async def remember(body: RememberRequest, c: ApiContext = Depends(ctx)) -> JSONResponse:
+async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
 
     The source id is a function of (owner, text): the same words are stored once."""
@@ -53,7 +53,7 @@ async def remember(body: RememberRequest, c: ApiContext = Depends(ctx)) -> JSONR
 
 @router.post("/forget", status_code=202, response_model=ForgetAccepted,
              responses=errors(*COMMON, "memory_off"))
-async def forget(body: ForgetRequest, c: ApiContext = Depends(ctx)) -> ForgetAccepted:
+async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     """Forget a source at once (recall stops returning its memories before this
     answers); the purge of the memories derived from it is queued."""
     _require_memory(c)
@@ -68,7 +68,7 @@ async def forget(body: ForgetRequest, c: ApiContext = Depends(ctx)) -> ForgetAcc
 
 
 @router.post("/recall", response_model=Memories, responses=errors(*COMMON, "memory_off"))
-async def recall(body: RecallRequest, c: ApiContext = Depends(ctx)) -> Memories:
+async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned)."""
     key = _key(body.owner_id)
     _require_memory(c)
@@ -78,7 +78,7 @@ async def recall(body: RecallRequest, c: ApiContext = Depends(ctx)) -> Memories:
 
 
 @router.get("/preferences", response_model=Preferences, responses=errors(*COMMON))
-async def preferences(key: str = Depends(owner_header), c: ApiContext = Depends(ctx)) -> Preferences:
+async def preferences(key: OwnerKey, c: Ctx) -> Preferences:
     """The owner's USER.md, read through the memory service, and its version (0: never written)."""
     doc = await c.call(lambda: c.runtime.memory_docs.read(key, "USER.md"))
     return Preferences(doc="USER.md", version=doc.version, content=doc.content)

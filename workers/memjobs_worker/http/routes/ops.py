@@ -4,12 +4,11 @@ none of them carries an owner's data."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from memjobs_worker.http.context import ApiContext, ctx
-from memjobs_worker.http.routes import errors
+from memjobs_worker.http.routes import Ctx, errors
 from memjobs_worker.http.schemas import Health, Ready
 
 router = APIRouter(tags=["operations"])
@@ -22,7 +21,7 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Ready, responses=errors())
-async def readyz(c: ApiContext = Depends(ctx)) -> Ready:
+async def readyz(c: Ctx) -> Ready:
     """Redis and the state store answer (503 ``backend_unavailable`` otherwise)."""
     await c.call(c.runtime.redis.ping)
     await c.call(c.runtime.store.ping)
@@ -32,6 +31,6 @@ async def readyz(c: ApiContext = Depends(ctx)) -> Ready:
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition"}})
-async def metrics(c: ApiContext = Depends(ctx)) -> Response:
+async def metrics(c: Ctx) -> Response:
     """Requests by route template and status, latency, jobs enqueued."""
     return Response(generate_latest(c.metrics.registry), media_type=CONTENT_TYPE_LATEST)

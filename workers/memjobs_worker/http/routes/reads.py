@@ -5,8 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query
 
 from memjobs_worker.http import auth
-from memjobs_worker.http.context import ApiContext, ctx
-from memjobs_worker.http.routes import COMMON, errors, owner_header
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import Memories, Memory, SourceOut, Sources
 
 router = APIRouter(prefix="/v1", tags=["reads"], dependencies=[Depends(auth.gateway)])
@@ -16,9 +15,8 @@ Limit = Query(default=100, ge=1, le=1000, description="at most this many (and at
 
 
 @router.get("/sources", response_model=Sources, responses=errors(*COMMON))
-async def sources(key: str = Depends(owner_header), limit: int = Limit,
-                  include_text: bool = Query(default=False),
-                  c: ApiContext = Depends(ctx)) -> Sources:
+async def sources(key: OwnerKey, c: Ctx, limit: int = Limit,
+                  include_text: bool = Query(default=False)) -> Sources:
     """The owner's sources with their states (text only when asked for)."""
     cap = min(limit, c.settings.api_max_listing)
     rows = await c.call(c.runtime.store.list_sources, key)
@@ -29,8 +27,7 @@ async def sources(key: str = Depends(owner_header), limit: int = Limit,
 
 
 @router.get("/memories", response_model=Memories, responses=errors(*COMMON, "memory_off"))
-async def memories(key: str = Depends(owner_header), limit: int = Limit,
-                   c: ApiContext = Depends(ctx)) -> Memories:
+async def memories(key: OwnerKey, c: Ctx, limit: int = Limit) -> Memories:
     """The owner's learned memories, each with the sources it came from."""
     cap = min(limit, c.settings.api_max_listing)
     hits = await c.call(lambda: c.runtime.pipeline.memories(key))

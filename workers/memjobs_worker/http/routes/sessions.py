@@ -7,8 +7,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.http import auth
-from memjobs_worker.http.context import ApiContext, ctx
-from memjobs_worker.http.routes import COMMON, errors, owner_header
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import (
     EndSessionRequest,
     SessionDigest,
@@ -26,8 +25,8 @@ TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 
 @router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
              responses=errors(*COMMON))
-async def end_session(body: EndSessionRequest, session_id: str = SessionId,
-                      c: ApiContext = Depends(ctx)) -> SessionEndAccepted:
+async def end_session(body: EndSessionRequest, c: Ctx,
+                      session_id: str = SessionId) -> SessionEndAccepted:
     """Queue consolidation, the digest and an extraction nudge for the session.
 
     The same (owner, session) ended twice, even at once, enqueues one set of jobs;
@@ -42,10 +41,9 @@ async def end_session(body: EndSessionRequest, session_id: str = SessionId,
 
 
 @router.get("/sessions", response_model=Sessions, responses=errors(*COMMON))
-async def sessions(key: str = Depends(owner_header),
+async def sessions(key: OwnerKey, c: Ctx,
                    days: int = Query(default=7, ge=1, le=365),
-                   limit: int = Query(default=50, ge=1, le=1000),
-                   c: ApiContext = Depends(ctx)) -> Sessions:
+                   limit: int = Query(default=50, ge=1, le=1000)) -> Sessions:
     """The owner's session digests of the last ``days`` days, newest first, each
     task's status read live from the task ledger."""
     cap = min(limit, c.settings.api_max_listing)
@@ -56,8 +54,7 @@ async def sessions(key: str = Depends(owner_header),
 
 @router.put("/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted,
             responses=errors(*COMMON))
-async def put_task(body: TaskUpdate, task_id: str = TaskId,
-                   c: ApiContext = Depends(ctx)) -> TaskAccepted:
+async def put_task(body: TaskUpdate, c: Ctx, task_id: str = TaskId) -> TaskAccepted:
     """Report a task's status to the task ledger (read live by session recall)."""
     await c.call(c.client.record_task, body.owner_id, task_id, redact_secrets(body.goal), body.status)
     return TaskAccepted(task_id=task_id, status="queued")
