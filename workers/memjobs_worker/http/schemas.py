@@ -9,6 +9,7 @@ surrogates anywhere in its strings (neither survives PostgreSQL or UTF-8).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -21,9 +22,12 @@ OwnerId = Field(min_length=1, max_length=256, description="the owner, named by t
 SOURCE_ID_PATTERN = r"^src_[0-9a-f]{32}$"
 
 
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
 def _bad_char(value: Any) -> bool:
     if isinstance(value, str):
-        return "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value)
+        return _BAD_CHARS.search(value) is not None
     if isinstance(value, dict):
         return any(_bad_char(k) or _bad_char(v) for k, v in value.items())
     if isinstance(value, list | tuple):
