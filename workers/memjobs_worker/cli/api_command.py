@@ -32,8 +32,8 @@ def api(settings: Settings, args: argparse.Namespace) -> int:
         overrides["api_port"] = args.port
     if overrides:
         settings = settings.model_copy(update=overrides)
+    server = ApiServer(settings, resolve_endpoints(settings))  # refuses unsafe settings first
     configure_logging(level=settings.log_level)
-    server = ApiServer(settings, resolve_endpoints(settings))
     print(f"memjobs API on {server.url}; Ctrl-C stops it", flush=True)
     server.run()
     return exits.OK
