@@ -17,15 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import redis
 import sqlalchemy.exc
-from dramatiq.brokers.redis import RedisBroker
 from fastapi import Request
 
 from memjobs_client.client import MemjobsClient
-from memjobs_client.contracts import NAMESPACE
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import Tokens
@@ -55,13 +54,11 @@ class ApiContext:
         self.endpoints = endpoints
         self.tokens = Tokens.from_settings(settings)
         self.metrics = ApiMetrics()
-        self.broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=endpoints.redis_url, namespace=NAMESPACE,
-            middleware=[CountEnqueued(self.metrics.enqueued)],
-            socket_timeout=settings.api_backend_timeout_ms / 1000,
-            socket_connect_timeout=min(5.0, settings.api_backend_timeout_ms / 1000),
-        )
-        self.client: MemjobsClient = producer_client(settings, broker=self.broker)
+        # The producer client as every producer builds it, its Redis calls bounded by the
+        # backend timeout, and counting what it enqueues.
+        self.client: MemjobsClient = producer_client(
+            settings, redis_url=_with_timeouts(endpoints.redis_url, settings.api_backend_timeout_ms / 1000))
+        self.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
         self.runtime = Runtime(settings, endpoints, self.client)
         self.timeout_s = settings.api_backend_timeout_ms / 1000
         self._engine_frozen = False
@@ -107,6 +104,14 @@ class ApiContext:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.runtime.close()
         self.client.close()
+
+
+def _with_timeouts(redis_url: str, seconds: float) -> str:
+    """``redis_url`` with socket timeouts as query parameters (redis-py reads them there)."""
+    parts = urlsplit(redis_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("socket_timeout", "socket_connect_timeout")]
+    query += [("socket_timeout", f"{seconds:g}"), ("socket_connect_timeout", f"{min(5.0, seconds):g}")]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 async def ctx(request: Request) -> ApiContext:
