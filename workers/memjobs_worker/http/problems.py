@@ -168,6 +168,10 @@ def install(app: FastAPI, known_fields: frozenset[str]) -> None:
         errors = list(exc.errors())
         if any(e.get("type") == "json_invalid" for e in errors):
             return problem_response("malformed_json", "the body could not be parsed as JSON")
+        # A contract model whose field validator refuses a credential says so by error type.
+        sensitive = [e for e in errors if e.get("type") == "sensitive_content"]
+        if sensitive:
+            return problem_response("sensitive_content", validation_detail(sensitive, known_fields))
         return problem_response("validation", validation_detail(errors, known_fields))
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
