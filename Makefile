@@ -36,6 +36,8 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_knowledge.py
 	$(BIN)/python bench/bench_sensitive.py
 	$(BIN)/python bench/bench_hosts.py
+	$(BIN)/python bench/bench_http.py
+	$(BIN)/python bench/bench_load.py
 
 # Many hosts in network namespaces, bigger and repeated (root only).
 soak: $(BIN)/.installed

@@ -21,6 +21,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from memjobs_worker.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.harness import Harness
+from tests.http_support import api_factory  # noqa: F401  (fixture of the HTTP API tests)
 
 TEMPLATE_DB = "memjobs_template"
 

@@ -146,6 +146,17 @@ class Settings(BaseSettings):
     #: password still apply).
     redis_sentinels: str | None = None
     redis_sentinel_master: str = "memjobs"
+    # The HTTP API (`memjobs api`, started by `memjobs up`): see the README's HTTP section.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8780, ge=0, le=65535)
+    api_gateway_token: SecretStr | None = None
+    api_host_token: SecretStr | None = None
+    api_tls_cert: Path | None = None
+    api_tls_key: Path | None = None
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    api_max_in_flight: int = Field(default=64, ge=1)
+    api_backend_timeout_ms: int = Field(default=10_000, ge=100)
+    api_max_listing: int = Field(default=200, ge=1, le=10_000)
 
     log_level: str = "INFO"
     #: ``<data dir>/logs/worker.log`` (written by ``memjobs up``) rotates past this size.

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from memjobs_client.contracts import ForgetSource, owner_key
 from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_client.payloads import build_payload
-from memjobs_worker.cli import exits
+from memjobs_worker.cli import api_command, exits
 from memjobs_worker.cli.output import emit, error, say, status_table
 from memjobs_worker.embedded.supervisor import Stack, sweep_once
 from memjobs_worker.endpoints import resolve_endpoints
@@ -56,6 +56,7 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     stack = Stack(settings, processes=args.processes or settings.worker_processes,
                   threads=args.threads or settings.worker_threads)
     received = None
+    api = None
     # Until supervise() takes over: any stop signal interrupts the start, and
     # stop() below undoes what was started.
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -63,16 +64,20 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     try:
         endpoints = stack.start()
         stack.start_sweeper()
+        api = api_command.start_beside_stack(settings, endpoints)
+        stack.api_url = api.url
         for notice in stack.notices:
             say(f"memjobs: {notice}", err=True)
         metrics = stack.metrics_url or "off"
-        say(f"memjobs is up: redis {endpoints.redis_url}, metrics {metrics}, data in "
+        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, metrics {metrics}, data in "
             f"{settings.data_dir} (worker log: {settings.data_dir / 'logs' / 'worker.log'}, "
             f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C stops it")
         received = stack.supervise()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)  # the stop is bounded: let it finish in order
+        if api is not None and not api.stop():
+            error("the HTTP API did not stop within 15 s")
         problems = stack.stop()
     if problems:
         for problem in problems:

@@ -16,7 +16,7 @@ from memjobs_client.errors import (
     MemjobsError,
     PermanentError,
 )
-from memjobs_worker.cli import commands, drain, exits, knowledge_commands, session_commands
+from memjobs_worker.cli import api_command, commands, drain, exits, knowledge_commands, session_commands
 from memjobs_worker.cli.output import error
 from memjobs_worker.settings import load_settings
 
@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     session_commands.add_parsers(add)
     knowledge_commands.add_parsers(add)
+    api_command.add_parsers(add)
 
     add("demo", commands.demo, "a scripted scenario on the embedded stack")
     return parser

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,6 +38,8 @@ class StackInfo:
     metrics_url: str | None = None
     worker_pid: int | None = None
     redis_pid: int | None = None
+    #: The HTTP API's URL (``memjobs up`` serves it beside the workers), once it listens.
+    api_url: str | None = None
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -157,6 +159,13 @@ def read_stack(data_dir: Path) -> StackInfo | None:
     if info is None or not lock_is_held(data_dir):
         return None
     return info
+
+
+def record_api_url(data_dir: Path, url: str) -> None:
+    """Add the API's URL to the running stack's state file."""
+    info = read_stack(data_dir)
+    if info is not None:
+        write_stack(data_dir, replace(info, api_url=url))
 
 
 def remove_stack(data_dir: Path) -> None:

@@ -59,6 +59,8 @@ class Stack:
         self.worker: subprocess.Popen[bytes] | None = None
         self.endpoints: Endpoints | None = None
         self.metrics_url: str | None = None
+        #: The HTTP API's URL once `memjobs up` serves it (kept in the state file).
+        self.api_url: str | None = None
         self.notices: list[str] = []  # for the terminal: leftovers stopped, metrics off
         self.stopping = threading.Event()
         self._lock = StackLock(settings.data_dir)
@@ -114,7 +116,7 @@ class Stack:
         assert self.endpoints is not None
         write_stack(self.settings.data_dir, StackInfo(
             os.getpid(), self.endpoints.redis_url, self.endpoints.database_url, self._started_at,
-            metrics_url=self.metrics_url,
+            metrics_url=self.metrics_url, api_url=self.api_url,
             worker_pid=self.worker.pid if self.worker is not None else None,
             redis_pid=self.redis.pid if self.redis is not None else None))
 

@@ -1,0 +1,67 @@
+// Declarations of src/index.js; the bodies' types come from src/schema.d.ts, which
+// scripts/gen-types.mjs generates from docs/openapi.json.
+import type {
+  ForgetAccepted, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
+  ReindexAccepted, RememberAccepted, SessionEndAccepted, Sessions, Sources, TaskAccepted, TaskRef,
+  TaskUpdate, Turn,
+} from "./schema.js";
+
+export type * from "./schema.js";
+
+export interface ClientOptions {
+  /** https://…, or http:// on a loopback address only. */
+  baseUrl: string;
+  /** The gateway token (or the host token, for reindexKnowledge). */
+  token?: string;
+  /** Cap on each response body, in bytes (default 1 MiB). */
+  maxResponseBytes?: number;
+  /** Per call (default 10 000 ms). */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+export interface ErrorFields {
+  status?: number;
+  reason?: string;
+  type?: string;
+  detail?: string;
+  problem?: Problem;
+}
+
+export declare class MemjobsApiError extends Error {
+  constructor(message: string, fields?: ErrorFields);
+  /** HTTP status; 0 for a client-side refusal (insecure_url, response_too_large, timeout, network). */
+  status: number;
+  /** The problem's reason (validation, sensitive_content, memory_off, …) or a client-side one. */
+  reason: string;
+  type: string;
+  detail?: string;
+  problem?: Problem;
+}
+
+export declare function isLoopbackHost(hostname: string): boolean;
+export declare function checkBaseUrl(baseUrl: string): URL;
+
+export declare class MemjobsClient {
+  constructor(options: ClientOptions);
+  readonly baseUrl: string;
+  request(method: string, path: string, options?: { body?: unknown; owner?: string; query?: Record<string, unknown> }): Promise<unknown>;
+
+  remember(args: { ownerId: string; text: string; sessionId?: string; kind?: "utterance" | "explicit" }): Promise<RememberAccepted>;
+  forget(args: { ownerId: string; sourceId: string }): Promise<ForgetAccepted>;
+  recall(args: { ownerId: string; query: string; limit?: number }): Promise<Memories>;
+  preferences(args: { ownerId: string }): Promise<Preferences>;
+
+  endSession(args: { ownerId: string; sessionId: string; transcript: Turn[]; tasks?: TaskRef[] }): Promise<SessionEndAccepted>;
+  sessions(args: { ownerId: string; days?: number; limit?: number }): Promise<Sessions>;
+  putTask(args: { ownerId: string; taskId: string; goal: string; status: TaskUpdate["status"] }): Promise<TaskAccepted>;
+
+  reindexKnowledge(args: { ownerId: string; consent: boolean; documents: KnowledgeText[] }): Promise<ReindexAccepted>;
+  searchKnowledge(args: { ownerId: string; query: string; k?: number }): Promise<KnowledgeResults>;
+
+  sources(args: { ownerId: string; limit?: number; includeText?: boolean }): Promise<Sources>;
+  memories(args: { ownerId: string; limit?: number }): Promise<Memories>;
+
+  health(): Promise<Health>;
+  ready(): Promise<Ready>;
+}

@@ -1,0 +1,16 @@
+// Type-checked by `tsc -p .` (not run): the README's gateway snippet, against the declarations.
+import { MemjobsApiError, MemjobsClient, type SessionEndAccepted, type Turn } from "../src/index.js";
+
+export async function endSession(token: string, ownerId: string, sessionId: string, turns: Turn[]): Promise<SessionEndAccepted | undefined> {
+  const memjobs = new MemjobsClient({ baseUrl: "http://127.0.0.1:8780", token });
+  try {
+    const ended = await memjobs.endSession({ ownerId, sessionId, transcript: turns, tasks: [{ task_id: "t1", goal: "book a table" }] });
+    const recalled = await memjobs.recall({ ownerId, query: "tea", limit: 3 });
+    const first: string | undefined = recalled.memories[0]?.source_ids[0];
+    void first;
+    return ended;
+  } catch (error) {
+    if (error instanceof MemjobsApiError && error.reason === "backend_unavailable") return undefined;
+    throw error;
+  }
+}

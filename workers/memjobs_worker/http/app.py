@@ -1,0 +1,104 @@
+"""The app factory: :func:`create_app` wires context, limits, metrics, problems and routes.
+
+The OpenAPI document does not depend on settings (limits configured at run
+time are enforced, not advertised), so the committed ``docs/openapi.json`` is
+the document every instance serves at ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.http import problems
+from memjobs_worker.http.context import ApiContext
+from memjobs_worker.http.limits import Limits
+from memjobs_worker.http.metrics import RecordRequests
+from memjobs_worker.http.routes import knowledge, memory, ops, reads, sessions
+from memjobs_worker.http.schemas import Problem, known_fields
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TITLE = "memjobs"
+VERSION = "1"
+DESCRIPTION = (
+    "The HTTP door of memjobs for gateways in any language: the remote personal-memory "
+    "protocol (remember, forget, recall, preferences), session end, knowledge and reads. "
+    "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`.")
+
+#: Routes that need no token (no owner data).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
+    """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
+    context = ApiContext(settings, endpoints)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Everything imported and built so far lives as long as the process: move it out
+        # of the collector's sight, or each full collection walks it all while every
+        # request in flight waits (measured: 0.6 s stalls under load).
+        gc.freeze()
+        try:
+            yield
+        finally:
+            context.close()
+
+    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    app.state.ctx = context
+    for module in (memory, sessions, knowledge, reads, ops):
+        app.include_router(module.router)
+    problems.install(app, known_fields())
+    # Added last = outermost: metrics see every reply, the limits' included.
+    app.add_middleware(Limits, max_body_bytes=settings.api_max_body_bytes,
+                       max_in_flight=settings.api_max_in_flight)
+    app.add_middleware(RecordRequests, metrics=context.metrics)
+    app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
+    return app
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document: FastAPI's, plus the Problem schema and bearer security."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
+    components = doc.setdefault("components", {})
+    components.setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
+    components["securitySchemes"] = {"bearer": {
+        "type": "http", "scheme": "bearer",
+        "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex, which needs "
+                       "MEMJOBS_API_HOST_TOKEN (it also opens the gateway routes). A loopback "
+                       "server with neither token set needs none."}}
+    for path, methods in doc["paths"].items():
+        if path in OPEN_PATHS:
+            continue
+        for operation in methods.values():
+            operation["security"] = [{"bearer": []}]
+    app.openapi_schema = doc
+    return doc
+
+
+class QuietErrors:
+    """Outermost wrapper: an exception that escaped the app (after its 500 was
+    sent) is logged by class name only, never with a traceback that could quote
+    the request, and never reaches the server's own error log."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:
+            log.error("request failed", extra={"error": type(exc).__name__})

@@ -1,0 +1,120 @@
+"""What every route needs: settings, the producer client, the read runtime,
+tokens, metrics, and :meth:`ApiContext.call`, the one way a route reaches a backend.
+
+Enqueueing goes through :class:`~memjobs_client.MemjobsClient` only (built by
+:func:`~memjobs_worker.runtime.producer_client`, so the HTTP door applies the
+same limits and switches as any producer); reads go through the worker's own
+:class:`~memjobs_worker.runtime.Runtime` (ledger, mem0, memory service,
+session and knowledge stores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import redis
+import sqlalchemy.exc
+from fastapi import Request
+
+from memjobs_client.client import MemjobsClient
+from memjobs_client.errors import MemjobsError
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.http.auth import Tokens
+from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
+from memjobs_worker.http.problems import ProblemError
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Threads that run blocking backend calls (Redis enqueues, database and mem0 reads).
+BACKEND_THREADS = 8
+
+
+class ApiContext:
+    """The collaborators of one API instance.
+
+    Parameters:
+        settings: read once by the entry point.
+        endpoints: where Redis and the state store are.
+    """
+
+    def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
+        self.settings = settings
+        self.endpoints = endpoints
+        self.tokens = Tokens.from_settings(settings)
+        self.metrics = ApiMetrics()
+        # The producer client as every producer builds it, its Redis calls bounded by the
+        # backend timeout, and counting what it enqueues.
+        self.client: MemjobsClient = producer_client(
+            settings, redis_url=_with_timeouts(endpoints.redis_url, settings.api_backend_timeout_ms / 1000))
+        self.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
+        self.runtime = Runtime(settings, endpoints, self.client)
+        self.timeout_s = settings.api_backend_timeout_ms / 1000
+        self._engine_frozen = False
+        # Few backend threads: 32 threads fighting the event loop for the GIL made the
+        # latency tail several times longer (measured by bench/bench_http.py); requests
+        # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
+        self.executor = ThreadPoolExecutor(min(BACKEND_THREADS, settings.api_max_in_flight),
+                                           thread_name_prefix="memjobs-api-backend")
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking backend call in a worker thread, bounded by the backend timeout.
+
+        Raises:
+            ProblemError: ``backend_unavailable`` on timeout; ``internal`` for an
+                error that is not a memjobs error (logged by class name only).
+            MemjobsError: as the call raised it (mapped to its problem type).
+        """
+        work = partial(fn, *args, **kwargs)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                # On timeout the await is abandoned; the thread finishes (or times out) on its own.
+                result = await asyncio.get_running_loop().run_in_executor(self.executor, work)
+            if not self._engine_frozen and "engine" in self.runtime.__dict__:
+                # mem0 was just built: keep its long-lived objects out of full collections too.
+                self._engine_frozen = True
+                gc.freeze()
+            return result
+        except TimeoutError:
+            log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
+            raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
+        except (MemjobsError, ProblemError):
+            raise
+        except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
+            log.warning("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
+                                                      "error": type(exc).__name__})
+            raise ProblemError("backend_unavailable") from None
+        except Exception as exc:
+            log.error("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
+                                                    "error": type(exc).__name__})
+            raise ProblemError("internal") from None
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.runtime.close()
+        self.client.close()
+
+
+def _with_timeouts(redis_url: str, seconds: float) -> str:
+    """``redis_url`` with socket timeouts as query parameters (redis-py reads them there)."""
+    parts = urlsplit(redis_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("socket_timeout", "socket_connect_timeout")]
+    query += [("socket_timeout", f"{seconds:g}"), ("socket_connect_timeout", f"{min(5.0, seconds):g}")]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+async def ctx(request: Request) -> ApiContext:
+    """Dependency: the API's context."""
+    context: ApiContext = request.app.state.ctx
+    return context

@@ -1,0 +1,192 @@
+"""RFC 9457 problem documents: every error the API returns, one stable ``type`` per reason.
+
+What: :data:`PROBLEMS` names each reason (its ``type`` URI, HTTP status and
+title); :func:`problem_response` builds the ``application/problem+json`` reply;
+:func:`install` maps memjobs errors, validation errors, Starlette's HTTP errors
+and anything unexpected onto them.
+
+Why: a gateway in any language branches on ``type`` (never on prose), and no
+reply may carry a stack trace or the request's own text. The ``detail`` is
+built from the error's message (memjobs errors never quote input) or, for
+validation, from field names and pydantic's messages without their input.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memjobs_client.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidPayload,
+    MemjobsError,
+    MemoryOff,
+    ModelUnavailable,
+    SensitiveContent,
+)
+
+log = logging.getLogger(__name__)
+
+PROBLEM_BASE = "urn:memjobs:problem:"
+MEDIA_TYPE = "application/problem+json"
+
+
+@dataclass(frozen=True)
+class ProblemType:
+    reason: str
+    status: int
+    title: str
+
+    @property
+    def uri(self) -> str:
+        return PROBLEM_BASE + self.reason
+
+
+PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
+    ProblemType("validation", 422, "The request does not fit the contract"),
+    ProblemType("malformed_json", 400, "The body is not a JSON document"),
+    ProblemType("unsupported_media_type", 415, "The body must be application/json"),
+    ProblemType("sensitive_content", 422, "The content looks like a credential; nothing was stored"),
+    ProblemType("consent_required", 422, "Re-indexing needs the user's consent"),
+    ProblemType("memory_off", 409, "Personal memory is switched off"),
+    ProblemType("knowledge_off", 409, "Knowledge is switched off"),
+    ProblemType("not_found", 404, "No such resource"),
+    ProblemType("method_not_allowed", 405, "Method not allowed on this resource"),
+    ProblemType("unauthorized", 401, "A valid bearer token is required"),
+    ProblemType("forbidden", 403, "This token may not call this route"),
+    ProblemType("too_large", 413, "The request body is over the limit"),
+    ProblemType("overloaded", 503, "Too many requests in flight; retry later"),
+    ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
+    ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
+    ProblemType("internal", 500, "Internal error"),
+)}
+
+#: Seconds a client should wait after an ``overloaded`` or ``*_unavailable`` reply.
+RETRY_AFTER_S = 1
+
+
+class ProblemError(Exception):
+    """Raised by routes and dependencies to answer with a problem document."""
+
+    def __init__(self, reason: str, detail: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+        self.headers = headers or {}
+
+
+def problem_response(reason: str, detail: str | None = None, *,
+                     headers: dict[str, str] | None = None,
+                     extra: dict[str, Any] | None = None) -> JSONResponse:
+    """The ``application/problem+json`` reply for ``reason``."""
+    kind = PROBLEMS[reason]
+    body: dict[str, Any] = {"type": kind.uri, "title": kind.title, "status": kind.status,
+                            "reason": reason}
+    if detail:
+        body["detail"] = detail
+    if extra:
+        body.update(extra)
+    all_headers = dict(headers or {})
+    if kind.status == 503:
+        all_headers.setdefault("Retry-After", str(RETRY_AFTER_S))
+    return JSONResponse(body, status_code=kind.status, headers=all_headers, media_type=MEDIA_TYPE)
+
+
+def reason_of(exc: MemjobsError) -> str:
+    """The problem reason of a memjobs error."""
+    if exc.reason == "consent_required":
+        return "consent_required"
+    if isinstance(exc, SensitiveContent):
+        return "sensitive_content"
+    if isinstance(exc, MemoryOff):
+        return "memory_off"
+    if isinstance(exc, InvalidPayload):
+        return "validation"
+    if isinstance(exc, BackendUnavailable):
+        return "backend_unavailable"
+    if isinstance(exc, ModelUnavailable):
+        return "model_unavailable"
+    if isinstance(exc, ConfigurationError) and "knowledge is off" in str(exc):
+        return "knowledge_off"
+    if exc.reason == "lock_lost" or exc.reason == "transient":
+        return "backend_unavailable"
+    return "internal"
+
+
+_SAFE_NAME = re.compile(r"^[a-z_]{1,40}$")
+
+
+def validation_detail(errors: list[Any], known_fields: frozenset[str]) -> str:
+    """Field paths and pydantic's messages, never the input: a path element
+    that is not a known field name (an unknown key is the caller's text) or
+    an index is shown as ``*``."""
+    parts = []
+    for err in errors[:10]:
+        loc = [str(p) if isinstance(p, int) or (isinstance(p, str) and p in known_fields
+                                                and _SAFE_NAME.match(p)) else "*"
+               for p in err.get("loc", ())[1:]]
+        message = str(err.get("msg", "invalid"))
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field"
+        elif err.get("type") in {"json_invalid", "string_type"} or len(message) > 200:
+            message = message[:200]
+        parts.append(f"{'.'.join(loc) or 'body'}: {message}")
+    more = len(errors) - 10
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def install(app: FastAPI, known_fields: frozenset[str]) -> None:
+    """Register the handlers that turn every error into a problem document."""
+
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ProblemError)
+        return problem_response(exc.reason, exc.detail, headers=exc.headers)
+
+    async def on_memjobs(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, MemjobsError)
+        reason = reason_of(exc)
+        if reason == "internal":
+            log.error("request failed", extra={"reason": exc.reason})
+            return problem_response("internal")
+        if PROBLEMS[reason].status >= 500:
+            # The message may name hosts and ports: the title says enough.
+            log.warning("backend call failed", extra={"reason": exc.reason})
+            return problem_response(reason)
+        return problem_response(reason, str(exc)[:500])
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = list(exc.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return problem_response("malformed_json", "the body could not be parsed as JSON")
+        # A contract model whose field validator refuses a credential says so by error type.
+        sensitive = [e for e in errors if e.get("type") == "sensitive_content"]
+        if sensitive:
+            return problem_response("sensitive_content", validation_detail(sensitive, known_fields))
+        return problem_response("validation", validation_detail(errors, known_fields))
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        reason = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed", 413: "too_large",
+                  401: "unauthorized", 403: "forbidden"}.get(exc.status_code, "validation")
+        return problem_response(reason, headers=dict(exc.headers or {}))
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Only the exception's class name: its message may quote the request.
+        log.error("unexpected error", extra={"error": type(exc).__name__})
+        return problem_response("internal")
+
+    app.add_exception_handler(ProblemError, on_problem)
+    app.add_exception_handler(MemjobsError, on_memjobs)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,51 @@
+"""The API's routes, one module per area; :data:`ERRORS` documents their problem replies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from fastapi import Depends, Header
+
+from memjobs_client.contracts import owner_key
+from memjobs_worker.http.context import ApiContext, ctx
+from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, ProblemError
+
+_PROBLEM_SCHEMA = {"$ref": "#/components/schemas/Problem"}
+
+
+def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the problem replies a route can give."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for reason in reasons + ("internal", "overloaded", "backend_unavailable"):
+        kind = PROBLEMS[reason]
+        entry = out.setdefault(kind.status, {"description": "", "content": {
+            MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}})
+        entry["description"] = "; ".join(filter(None, [entry["description"], kind.title]))
+    return out
+
+
+#: The problem replies every JSON route can give.
+COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "too_large")
+
+
+async def owner_header(
+    owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=800,
+                        description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
+                        "does); in a header so that it never appears in a URL or an access log"),
+) -> str:
+    """Dependency of the GET routes: the owner's storage key (sha256 of the id)."""
+    try:
+        decoded = unquote(owner, errors="strict")
+        if "\x00" in decoded:
+            raise ValueError
+        return owner_key(decoded)
+    except (ValueError, UnicodeDecodeError):
+        raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded "
+                           "UTF-8 owner id") from None
+
+
+#: A route's context parameter: ``c: Ctx``.
+Ctx = Annotated[ApiContext, Depends(ctx)]
+#: A GET route's owner parameter: the storage key of the ``X-Memjobs-Owner`` owner.
+OwnerKey = Annotated[str, Depends(owner_header)]

@@ -1,0 +1,58 @@
+"""Knowledge: ``/v1/knowledge/reindex`` (host token, consent) and ``/v1/knowledge/search``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from memjobs_client.errors import ConfigurationError
+from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_worker.http import auth
+from memjobs_worker.http.routes import COMMON, Ctx, errors
+from memjobs_worker.http.schemas import (
+    KnowledgeHit,
+    KnowledgeResults,
+    KnowledgeSearchRequest,
+    ReindexAccepted,
+    ReindexRequest,
+)
+from memjobs_worker.knowledge.search import search_knowledge
+
+router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
+
+
+@router.post("/reindex", status_code=202, response_model=ReindexAccepted,
+             dependencies=[Depends(auth.host)],
+             responses=errors(*COMMON, "forbidden", "consent_required", "sensitive_content",
+                              "knowledge_off"))
+async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
+    """Queue a re-index of the owner's whole corpus (documents as text; the
+    owner's documents not named are removed). Host token only, and only with
+    the user's consent. A document that looks like a credential refuses the
+    whole call with ``sensitive_content``: nothing is queued."""
+    if not c.settings.knowledge_enabled:
+        raise ConfigurationError("knowledge is off (MEMJOBS_KNOWLEDGE=off)")
+    for doc in body.documents:
+        ensure_not_sensitive(text=doc.text)
+        ensure_not_sensitive(text=doc.title)
+    documents = [d.model_dump(mode="json") for d in body.documents]
+    sent = await c.call(c.client.reindex_knowledge, body.owner_id, documents, body.consent)
+    return ReindexAccepted(documents=sent, status="queued")
+
+
+@router.post("/search", response_model=KnowledgeResults, dependencies=[Depends(auth.gateway)],
+             responses=errors(*COMMON, "knowledge_off"))
+async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
+    """Hybrid search of the owner's documents; results are untrusted external text."""
+    from memjobs_worker.http.routes.memory import _key
+
+    key = _key(body.owner_id)
+
+    def run() -> KnowledgeResults:
+        embedder = c.runtime.knowledge_embedder
+        outcome = search_knowledge(c.runtime.knowledge, key, body.query, body.k,
+                                   embed=embedder.embed if embedder is not None else None)
+        return KnowledgeResults(mode=outcome.mode, notice=outcome.notice, results=[
+            KnowledgeHit(text=r.text, score=r.score, title=r.title, source=r.source, trust=r.trust)
+            for r in outcome.results])
+
+    return await c.call(run)

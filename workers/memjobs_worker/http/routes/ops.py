@@ -1,0 +1,36 @@
+"""Operations: ``/healthz`` (the process is up), ``/readyz`` (Redis and the state
+store answer), ``/metrics`` (the API's Prometheus metrics). No token needed:
+none of them carries an owner's data."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from memjobs_worker.http.routes import Ctx, errors
+from memjobs_worker.http.schemas import Health, Ready
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """The process is up."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Ready, responses=errors())
+async def readyz(c: Ctx) -> Ready:
+    """Redis and the state store answer (503 ``backend_unavailable`` otherwise)."""
+    await c.call(c.runtime.redis.ping)
+    await c.call(c.runtime.store.ping)
+    return Ready(status="ready", redis="ok", state_store="ok")
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
+                             "description": "Prometheus text exposition"}})
+async def metrics(c: Ctx) -> Response:
+    """Requests by route template and status, latency, jobs enqueued."""
+    return Response(generate_latest(c.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,60 @@
+"""Session end and what follows it: ``/v1/sessions/{session_id}/end``,
+``/v1/sessions`` (digests with live task status), ``/v1/tasks/{task_id}``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from memjobs_client.sensitive import redact_secrets
+from memjobs_worker.http import auth
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
+from memjobs_worker.http.schemas import (
+    EndSessionRequest,
+    SessionDigest,
+    SessionEndAccepted,
+    Sessions,
+    TaskAccepted,
+    TaskUpdate,
+)
+
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(auth.gateway)])
+
+SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+
+
+@router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
+             responses=errors(*COMMON))
+async def end_session(body: EndSessionRequest, c: Ctx,
+                      session_id: str = SessionId) -> SessionEndAccepted:
+    """Queue consolidation, the digest and an extraction nudge for the session.
+
+    The same (owner, session) ended twice, even at once, enqueues one set of jobs;
+    the second answer says ``already_ended``. A secret in a turn or a task goal is
+    replaced by ``[REDACTED]`` before anything is enqueued."""
+    transcript = [{**t.model_dump(mode="json"), "text": redact_secrets(t.text)}
+                  for t in body.transcript]
+    tasks = [{**t.model_dump(mode="json"), "goal": redact_secrets(t.goal)} for t in body.tasks]
+    sent = await c.call(c.client.end_session, body.owner_id, session_id, transcript, tasks)
+    return SessionEndAccepted(session_id=session_id, enqueued=sent,
+                              status="queued" if sent else "already_ended")
+
+
+@router.get("/sessions", response_model=Sessions, responses=errors(*COMMON))
+async def sessions(key: OwnerKey, c: Ctx,
+                   days: int = Query(default=7, ge=1, le=365),
+                   limit: int = Query(default=50, ge=1, le=1000)) -> Sessions:
+    """The owner's session digests of the last ``days`` days, newest first, each
+    task's status read live from the task ledger."""
+    cap = min(limit, c.settings.api_max_listing)
+    found = await c.call(c.runtime.sessions.recall_sessions, key, days)
+    return Sessions(sessions=[SessionDigest.model_validate(s.as_dict()) for s in found[:cap]],
+                    truncated=len(found) > cap)
+
+
+@router.put("/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted,
+            responses=errors(*COMMON))
+async def put_task(body: TaskUpdate, c: Ctx, task_id: str = TaskId) -> TaskAccepted:
+    """Report a task's status to the task ledger (read live by session recall)."""
+    await c.call(c.client.record_task, body.owner_id, task_id, redact_secrets(body.goal), body.status)
+    return TaskAccepted(task_id=task_id, status="queued")

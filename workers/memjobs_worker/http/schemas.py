@@ -1,0 +1,217 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI document).
+
+Nested job parts are the contract models themselves (:class:`~memjobs_client.contracts.Turn`,
+``TaskRef``, ``KnowledgeText``), so the HTTP door and the Python producer
+accept exactly the same jobs; the client re-validates the whole payload before
+anything is enqueued. Every request also refuses NUL bytes and unpaired UTF-16
+surrogates anywhere in its strings (neither survives PostgreSQL or UTF-8).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, MAX_TASKS, MAX_TURNS, KnowledgeText, TaskRef, Turn
+
+OwnerId = Field(min_length=1, max_length=256, description="the owner, named by the gateway; "
+                "stored and logged only as its sha256")
+SOURCE_ID_PATTERN = r"^src_[0-9a-f]{32}$"
+
+
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def _bad_char(value: Any) -> bool:
+    if isinstance(value, str):
+        return _BAD_CHARS.search(value) is not None
+    if isinstance(value, dict):
+        return any(_bad_char(k) or _bad_char(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_bad_char(v) for v in value)
+    return False
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_or_surrogate(cls, data: Any) -> Any:
+        if _bad_char(data):
+            raise ValueError("strings must not contain NUL bytes or unpaired surrogates")
+        return data
+
+
+class RememberRequest(_Request):
+    owner_id: str = OwnerId
+    text: str = Field(min_length=1, description="a user turn or an explicit 'remember this'")
+    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    kind: Literal["utterance", "explicit"] = "utterance"
+
+
+class ForgetRequest(_Request):
+    owner_id: str = OwnerId
+    source_id: str = Field(pattern=SOURCE_ID_PATTERN)
+
+
+class RecallRequest(_Request):
+    owner_id: str = OwnerId
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(default=5, ge=1, le=50)
+
+
+class EndSessionRequest(_Request):
+    owner_id: str = OwnerId
+    transcript: list[Turn] = Field(min_length=1, max_length=MAX_TURNS)
+    tasks: list[TaskRef] = Field(default_factory=list, max_length=MAX_TASKS)
+
+
+class TaskUpdate(_Request):
+    owner_id: str = OwnerId
+    goal: str = Field(min_length=1, max_length=500)
+    status: Literal["dispatched", "running", "succeeded", "failed", "cancelled"]
+
+
+class ReindexRequest(_Request):
+    owner_id: str = OwnerId
+    consent: bool = Field(description="the user consents to sending the documents' text to the "
+                          "embedding service; false is refused with consent_required")
+    documents: list[KnowledgeText] = Field(max_length=MAX_CORPUS_DOCUMENTS,
+                                           description="the owner's whole corpus")
+
+
+class KnowledgeSearchRequest(_Request):
+    owner_id: str = OwnerId
+    query: str = Field(min_length=1, max_length=2000)
+    k: int = Field(default=5, ge=1, le=20)
+
+
+# -- responses -------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; branch on ``type`` (or ``reason``), never on ``detail``."""
+
+    type: str
+    title: str
+    status: int
+    reason: str
+    detail: str | None = None
+
+
+class RememberAccepted(BaseModel):
+    source_id: str = Field(pattern=SOURCE_ID_PATTERN)
+    status: Literal["queued"]
+
+
+class ForgetAccepted(BaseModel):
+    source_id: str
+    status: Literal["forgotten"]
+    purge: Literal["queued"]
+
+
+class Memory(BaseModel):
+    memory_id: str
+    text: str
+    score: float | None
+    source_ids: list[str]
+
+
+class Memories(BaseModel):
+    memories: list[Memory]
+    truncated: bool = False
+
+
+class Preferences(BaseModel):
+    doc: Literal["USER.md"]
+    version: int = Field(ge=0, description="0: never written")
+    content: str
+
+
+class SessionEndAccepted(BaseModel):
+    session_id: str
+    status: Literal["queued", "already_ended"]
+    enqueued: list[str]
+
+
+class RecalledTaskOut(BaseModel):
+    task_id: str
+    goal: str
+    status: str
+    status_known: bool
+
+
+class SessionDigest(BaseModel):
+    session_id: str
+    created_at: datetime
+    topic: str
+    gist: str
+    tasks: list[RecalledTaskOut]
+
+
+class Sessions(BaseModel):
+    sessions: list[SessionDigest]
+    truncated: bool
+
+
+class TaskAccepted(BaseModel):
+    task_id: str
+    status: Literal["queued"]
+
+
+class ReindexAccepted(BaseModel):
+    documents: int
+    status: Literal["queued"]
+
+
+class KnowledgeHit(BaseModel):
+    text: str
+    score: float
+    title: str
+    source: str
+    trust: Literal["untrusted_external"]
+
+
+class KnowledgeResults(BaseModel):
+    mode: Literal["hybrid", "keyword"]
+    notice: str | None
+    results: list[KnowledgeHit]
+
+
+class SourceOut(BaseModel):
+    source_id: str
+    state: Literal["pending", "learned", "forgotten"]
+    kind: str
+    session_id: str | None
+    created_at: datetime
+    learned_at: datetime | None
+    text: str | None = Field(default=None, description="only with include_text=true")
+
+
+class Sources(BaseModel):
+    sources: list[SourceOut]
+    truncated: bool
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    redis: Literal["ok"]
+    state_store: Literal["ok"]
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    RememberRequest, ForgetRequest, RecallRequest, EndSessionRequest, TaskUpdate, ReindexRequest,
+    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText)
+
+
+def known_fields() -> frozenset[str]:
+    """Every field name a request may carry (validation details name only these)."""
+    return frozenset(name for model in REQUEST_MODELS for name in model.model_fields)
