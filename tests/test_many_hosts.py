@@ -167,7 +167,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     wait(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", 0.01)
     topo.partition("h1", "redis")
     [(victim, cut_attempt)] = wait(lambda: len(open_attempts_of("h1")) == 1 and open_attempts_of("h1"),
-                                   30, "h1's other extractions to end")
+                                   90, "h1's other extractions to end")
     [cut_started] = [r.started_seq for r in _attempt_rows(store) if r.attempt_id == cut_attempt]
     wait(lambda: any(r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
                      for r in _attempt_rows(store)), 120, "another host to take the owner over")
