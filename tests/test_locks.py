@@ -11,7 +11,7 @@ import redis
 from memjobs_client.contracts import RememberSource, owner_key, source_id_for
 from memjobs_client.errors import LockLost, StaleFencingToken
 from memjobs_worker.lease import LeaseLock
-from memjobs_worker.memory.pipeline import sweep
+from memjobs_worker.memory.intake import sweep
 from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.settings import Settings
 from tests.harness import Harness

@@ -17,7 +17,8 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
 from memjobs_worker.memory.engine import InMemoryEngine
-from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
+from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store import InMemoryStateStore
 
 KEY = owner_key("micro@example.com")

@@ -31,11 +31,8 @@ from memjobs_client.errors import BackendUnavailable, ModelUnavailable
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine import InMemoryEngine
 from memjobs_worker.memory.engine.memory import Extractor
-from memjobs_worker.memory.pipeline import (
-    ExtractionScheduler,
-    ExtractReport,
-    MemoryPipeline,
-)
+from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.pipeline import ExtractReport, MemoryPipeline
 from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
 from memjobs_worker.memory.store.base import AddOutcome
 

@@ -5,7 +5,8 @@ memjobs_worker.app``); the command line is :mod:`memjobs_worker.cli.main`.
 """
 
 from memjobs_worker.lease import LeaseLock
-from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline, RecallHit, sweep
+from memjobs_worker.memory.intake import ExtractionScheduler, sweep
+from memjobs_worker.memory.pipeline import MemoryPipeline, RecallHit
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.settings import Settings, load_settings
 

@@ -22,7 +22,8 @@ from memjobs_worker.knowledge.build import open_knowledge
 from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.engine.base import MemoryEngine
-from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
+from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_client import ChatModel, RemoteEmbedder, chat_model, remote_embedder
 from memjobs_worker.sessions.build import build_audit, build_memory_service, build_session_store

@@ -31,7 +31,7 @@ from memjobs_worker.embedded.leftovers import stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
 from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file, tighten
 from memjobs_worker.endpoints import Endpoints
-from memjobs_worker.memory.pipeline import sweep
+from memjobs_worker.memory.intake import sweep
 from memjobs_worker.observability.server import prepare_metrics_dir, probe_metrics_address
 from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client

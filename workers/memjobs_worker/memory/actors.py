@@ -17,7 +17,8 @@ from memjobs_client import contracts
 from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
 from memjobs_worker.memory.build import ensure_memory_on
-from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline, remember
+from memjobs_worker.memory.intake import ExtractionScheduler, remember
+from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.settings import Settings
 

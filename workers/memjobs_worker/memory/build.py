@@ -12,7 +12,8 @@ from sqlalchemy.engine import Engine
 from memjobs_client.errors import MemoryOff
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine.base import MemoryEngine
-from memjobs_worker.memory.pipeline import ExtractionScheduler, MemoryPipeline
+from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_client import chat_model, remote_embedder
 from memjobs_worker.settings import Settings

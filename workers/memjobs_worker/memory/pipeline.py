@@ -16,29 +16,25 @@ Invariants kept here with the ledger's help:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 import redis
 
-from memjobs_client import keys
 from memjobs_client.contracts import (
-    ACTOR_EXTRACT,
     ExtractFacts,
     ForgetSource,
     RememberSource,
 )
-from memjobs_client.errors import BackendUnavailable, LockLost, StaleFencingToken
+from memjobs_client.errors import LockLost, StaleFencingToken
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine.base import MemoryEngine
+from memjobs_worker.memory.intake import ExtractionScheduler, remember
 from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
 from memjobs_worker.observability.metrics import lock_hook
 
 log = logging.getLogger(__name__)
 
-Enqueue = Callable[[str, dict[str, Any], int | None], None]
 
 
 @dataclass
@@ -236,91 +232,3 @@ class MemoryPipeline:
         learned = self.store.learned_provenance(owner_key)
         return [RecallHit(h.memory_id, h.text, None, learned[h.memory_id])
                 for h in self.engine.list(owner_key) if h.memory_id in learned]
-
-
-def remember(store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *,
-             sent_at: datetime) -> AddOutcome:
-    """Write to the ledger as pending, and schedule extraction.
-
-    ``payload`` was validated (:func:`memjobs_client.validation.validate`): its
-    text is within the byte cap and carries no credential. Needs only the ledger
-    and Redis, never the engine: the processes that take the cheap jobs do not
-    load mem0.
-    """
-    outcome = store.add_source(payload, sent_at=sent_at)
-    if outcome in ("created", "revived"):
-        scheduler.schedule(payload.owner_key, "remember")
-    return outcome
-
-
-class ExtractionScheduler:
-    """Enqueues ``extract_facts`` for an owner, debounced: one scheduled at a time.
-
-    The debounce flag lives in Redis with a TTL, so a flag whose message was
-    lost expires by itself; the sweeper and forget pass ``force`` anyway.
-    """
-
-    def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int) -> None:
-        """``delay_ms``: how long a scheduled extraction waits, so that a burst of
-        sources shares one model call."""
-        self.redis = redis_client
-        self.enqueue = enqueue
-        self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
-        self.delay_ms = delay_ms
-
-    def flag(self, owner_key: str) -> str:
-        return keys.extraction_scheduled(owner_key)
-
-    def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
-        try:
-            fresh = self.redis.set(self.flag(owner_key), "1", nx=True, px=self.flag_ttl_ms)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-        if not fresh and not force:
-            return False
-        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
-        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), self.delay_ms or None)
-        return True
-
-    def defer(self, owner_key: str, delay_ms: int) -> bool:
-        """Re-enqueue the owner's scheduled extraction ``delay_ms`` from now,
-        keeping its debounce flag (so new sources do not enqueue another).
-
-        Returns False when Redis did not answer (the caller then runs now)."""
-        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": "remember"})
-        try:
-            self.redis.set(self.flag(owner_key), "1", px=max(self.flag_ttl_ms, delay_ms * 4))
-        except redis.RedisError:
-            return False
-        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), delay_ms)
-        return True
-
-    def clear(self, owner_key: str) -> None:
-        self.redis.delete(self.flag(owner_key))
-
-
-def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
-          pending_after_ms: int) -> int:
-    """Re-enqueue extraction for owners with sources pending longer than the threshold.
-
-    Skipped: owners whose learning lease is held (the holder loops until nothing
-    is pending; a dead holder's lease expires within ``lease_ms``) and owners
-    with an extraction already scheduled (the debounce flag; it expires by
-    itself if its message was lost). So a short threshold adds no message per
-    pass to a long backlog, and drain is not kept busy by redundant work.
-
-    Returns how many owners were re-enqueued.
-    """
-    owners = store.owners_pending_since(now - timedelta(milliseconds=pending_after_ms))
-    if not owners:
-        return 0
-    try:
-        pipe = scheduler.redis.pipeline(transaction=False)
-        for owner_key in owners:
-            pipe.exists(keys.lock("learn", owner_key))
-        held = pipe.execute()
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-    return sum(scheduler.schedule(owner_key, "sweep")
-               for owner_key, busy in zip(owners, held, strict=True) if not busy)
