@@ -7,6 +7,9 @@
   before mem0 is first imported: nothing is written to ``~/.mem0``.
 - The model and the embedder are memjobs' own clients (timeouts, retries,
   metrics) put in place of mem0's.
+- Each owner's memories are found by an index on the owner, and searched
+  exactly among them: no HNSW graph over everyone's vectors (see
+  :func:`_index_by_owner`).
 - mem0's history is not kept at all (no file, no table): memjobs' ledger is
   the record of sources, and mem0's SQLite history lives in one host's data
   directory, where a forget run on another host could not purge the text of a
@@ -24,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from memjobs_client.errors import BackendUnavailable, MemjobsError
+from memjobs_worker.db import advisory
 from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
 from memjobs_worker.memory.store.base import Produced, SourceRecord
 
@@ -101,7 +106,7 @@ class Mem0Engine(MemoryEngine):
                     "connection_string": database_url,
                     "collection_name": f"mem0_memories_{dims}",
                     "embedding_model_dims": dims,
-                    "hnsw": True,
+                    "hnsw": False,  # see _index_by_owner
                     "maxconn": 8,
                 },
             },
@@ -114,6 +119,11 @@ class Mem0Engine(MemoryEngine):
             self.memory = mem0.Memory.from_config(config)
         except psycopg.Error as exc:
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
+        try:
+            self.memory.vector_store.create_col()  # idempotent: the table, before its index
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
+        _index_by_owner(database_url, f"mem0_memories_{dims}")
         self.memory.db.close()
         self.memory.db = _NoHistory(":memory:")
         self.memory.embedding_model = embedder
@@ -184,6 +194,36 @@ class Mem0Engine(MemoryEngine):
         if pool is not None:
             pool.close()
         self.memory.close()
+
+
+def _index_by_owner(database_url: str, table: str) -> None:
+    """Index mem0's vectors by owner instead of by an HNSW graph.
+
+    Every search is one owner's (mem0 filters on ``payload->>'user_id'``). An
+    HNSW index over all owners' vectors applies that filter *after* its scan,
+    so with many owners it returns fewer hits than asked, often none; and each
+    insert into the graph cost about six times a B-tree insert (measured in the
+    README's load figures). A B-tree on the owner makes the search exact over
+    that owner's memories, which is also cheap at the sizes one person's memory
+    reaches. An HNSW index left by an older version is dropped.
+
+    Done once per database, under the schema lock, by the first worker that finds
+    it missing; later starts only read the catalogue.
+    """
+    owner_index, hnsw_index = f"{table}_owner_idx", f"{table}_hnsw_idx"
+    try:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            present = {r[0] for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,))}
+            if owner_index in present and hnsw_index not in present:
+                return
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory.MIGRATIONS,))
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(hnsw_index)))
+                conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((payload->>'user_id'))")
+                             .format(sql.Identifier(owner_index), sql.Identifier(table)))
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
 
 
 class _translated:
