@@ -35,6 +35,17 @@ from memjobs_worker.memory.store.schema import attempts, fencing, provenance, so
 from memjobs_worker.memory.store.sql_forget import SqlForgetting
 from memjobs_worker.memory.store.sql_rows import end_attempt, fence, next_seq, row_record, tombstone
 
+#: A new source, unless its id is known: built once, its compiled form cached
+#: (remember runs it for every source; building it per call cost more than running it).
+_INSERT_SOURCE = (
+    pg_insert(sources)
+    .values({name: sa.bindparam(name, type_=sources.c[name].type)
+             for name in ("source_id", "owner_key", "state", "kind", "session_id", "text",
+                          "created_at", "updated_at")})
+    .on_conflict_do_nothing(index_elements=["source_id"])
+    .returning(sources.c.source_id)
+)
+
 
 class SqlStateStore(SqlForgetting, StateStore):
     """The ledger in the state database.
@@ -55,25 +66,13 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
         now = self.clock()
-        insert = (
-            pg_insert(sources)
-            .values(
-                source_id=payload.source_id,
-                owner_key=payload.owner_key,
-                state="pending",
-                kind=payload.kind,
-                session_id=payload.session_id,
-                text=payload.text,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["source_id"])
-            .returning(sources.c.source_id)
-        )
+        values = {"source_id": payload.source_id, "owner_key": payload.owner_key, "state": "pending",
+                  "kind": payload.kind, "session_id": payload.session_id, "text": payload.text,
+                  "created_at": now, "updated_at": now}
         # The common case, a new source, is one statement that is atomic alone:
         # one round trip, no transaction around it.
         with autocommit(self.engine) as conn:
-            if conn.execute(insert).first() is not None:
+            if conn.execute(_INSERT_SOURCE, values).first() is not None:
                 return "created"
         with self._tx() as conn:
             row = conn.execute(
@@ -82,7 +81,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .with_for_update()
             ).first()
             if row is None:  # gone in between (retention): insert it after all
-                return "created" if conn.execute(insert).first() is not None else "duplicate"
+                return "created" if conn.execute(_INSERT_SOURCE, values).first() is not None else "duplicate"
             if row.state != "forgotten":
                 return "duplicate"
             if row.forgotten_at is not None and sent_at <= row.forgotten_at:
