@@ -126,3 +126,27 @@ def test_micro_batching_is_off_when_its_wait_is_zero(s: Setup) -> None:
     s.pipeline.max_wait_ms = 0
     s.remember(2)
     assert s.extract() == "done"
+
+
+def test_a_partial_batch_after_a_full_one_waits_too_while_the_owner_talks(s: Setup) -> None:
+    s.remember(BATCH + 3)
+    s.sent.clear()
+    assert s.extract() == "done"
+    # The full batch was learned; the three after it wait for their batch to fill,
+    # re-enqueued with the debounce flag kept, and the lock let go meanwhile.
+    assert s.pending() == 3
+    assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
+                       QUIET_MS)]
+    assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
+    assert s.redis.exists(keys.lock("learn", KEY)) == 0
+    s.clock.advance(QUIET_MS)
+    assert s.extract() == "done"
+    assert s.pending() == 0
+
+
+def test_a_partial_batch_after_a_full_one_is_taken_at_once_by_other_triggers(s: Setup) -> None:
+    s.remember(BATCH + 3)
+    s.sent.clear()
+    assert s.extract("sweep") == "done"
+    assert s.pending() == 0
+    assert s.sent == []

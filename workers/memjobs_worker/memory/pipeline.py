@@ -118,12 +118,17 @@ class MemoryPipeline:
             report.outcome = "busy"
             return report
         report.outcome = "done"
+        # A batch taken while the owner is still talking waits for the rest of
+        # it, as the first one did (once per run: the lock is let go meanwhile).
+        may_defer = payload.trigger == "remember"
         try:
             with lock:
                 while True:
                     self._recover(owner_key, token, report)
                     while self._one_batch(lock, owner_key, token, report):
-                        pass
+                        if may_defer and self._defer(owner_key):
+                            may_defer = False
+                            break
                     if lock.release() != "again":
                         break
         except BaseException:
