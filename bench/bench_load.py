@@ -5,8 +5,8 @@ pool of their own, as ``memjobs up`` runs them), an embedded Redis and
 PostgreSQL, and the local model stand-in answering every chat call after
 ``--model-ms`` milliseconds. Prints:
 
-  backlog   N sources from M owners enqueued with no worker running, then the
-            workers start: remember jobs/s while extraction runs beside them,
+  backlog   N sources from M owners enqueued while the (warm) workers are
+            paused, then released: remember jobs/s while extraction runs beside them,
             sources learned/s, chat calls per source (model on), and learned/s
             with the model off;
   steady    a gateway sending --rate sources/s from M owners for --seconds:
@@ -128,9 +128,10 @@ class Bench:
     # -- scenarios -------------------------------------------------------------
 
     def backlog(self, *, model: bool, processes: int, n: int) -> dict[str, float]:
-        """Workers up and warm (a probe source learned), then N sources sent as
-        fast as one producer can: remember/s counts until the last is in the
-        ledger, learned/s until the last is learned, both from the first send."""
+        """Workers up and warm (a probe source learned), then paused (SIGSTOP)
+        while N sources are enqueued, then released: remember/s counts until
+        the last is in the ledger, learned/s until the last is learned, both
+        from the release."""
         url = self.fresh_database()
         settings = self.settings(model=model, database_url=url)
         client = producer_client(settings, redis_url=self.redis_url)
@@ -139,10 +140,16 @@ class Bench:
         with self.workers(settings, processes) as procs:
             wait_until_warm(db, client)
             self.fake.requests.clear()
-            spies = self.profile(procs, "model-on" if model else "model-off")
-            started = time.perf_counter()
+            # Paused (SIGSTOP) while the backlog is enqueued, then released.
+            for p in procs:
+                os.killpg(p.pid, signal.SIGSTOP)
             for i in range(n):
                 client.remember(owners[i % len(owners)], f"backlog fact {i}: I keep item {i} on shelf {i % 7}")
+            spies = self.profile(procs, "model-on" if model else "model-off")
+            cpu_before = cpu_by_role(procs)
+            started = time.perf_counter()
+            for p in procs:
+                os.killpg(p.pid, signal.SIGCONT)
             in_ledger_s = learned_s = None
             while learned_s is None:
                 total, learned = ledger_counts(db)
@@ -152,13 +159,16 @@ class Bench:
                 if learned >= n + 1:
                     learned_s = now
                 time.sleep(0.02)
+            cpu = {role: ticks - cpu_before.get(role, 0) for role, ticks in cpu_by_role(procs).items()}
             for spy in spies:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
                 spy.wait(timeout=60)
         db.dispose()
         calls = len(self.fake.requests_for("chat"))
+        tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
         return {"remember_per_s": n / (in_ledger_s or learned_s), "learned_per_s": n / learned_s,
-                "chat_per_source": calls / n}
+                "chat_per_source": calls / n,
+                "cpu_ms": {role: t * tick_ms / n for role, t in cpu.items() if t > 0}}
 
     def profile(self, procs: list[subprocess.Popen[bytes]], name: str) -> list[subprocess.Popen[bytes]]:
         if not self.args.profile:
@@ -257,6 +267,40 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
+    """CPU ticks (user + system, exited children included) of every process on
+    the machine, by its role in the run: the worker pools, PostgreSQL, Redis,
+    this process (the producer and the model stand-in), the rest."""
+    pools = {p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"
+             for p in workers}
+    ticks: dict[str, int] = collections.Counter()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        pid, pgid = int(proc.name), int(fields[2])
+        used = sum(int(f) for f in fields[11:15])
+        if pid == os.getpid():
+            role = "producer + model stand-in"
+        elif pgid in pools:
+            role = pools[pgid]
+        elif comm.startswith("postgres") or comm.startswith("postmaster"):
+            role = "PostgreSQL"
+        elif comm.startswith("redis"):
+            role = "Redis"
+        elif comm == "py-spy":
+            role = "py-spy"
+        else:
+            role = "other"
+        ticks[role] += used
+    return dict(ticks)
+
+
 def ledger_counts(db: sa.Engine) -> tuple[int, int]:
     with db.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(sources)).scalar_one()
@@ -302,6 +346,11 @@ def categorise(stack: str) -> str:
     return "other"
 
 
+def cpu_line(cpu_ms: dict[str, float]) -> str:
+    parts = ", ".join(f"{role} {ms:.2f}" for role, ms in sorted(cpu_ms.items(), key=lambda kv: -kv[1]))
+    return f"{sum(cpu_ms.values()):.2f} in all = {parts}"
+
+
 def pct(values: list[float], p: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
@@ -330,9 +379,11 @@ def main() -> int:
         on = bench.backlog(model=True, processes=1, n=args.sources)
         print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting, "
               f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source", flush=True)
+        print("  CPU ms per source: " + cpu_line(on["cpu_ms"]), flush=True)
         off = bench.backlog(model=False, processes=1, n=args.sources)
         print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
               f"learned {off['learned_per_s']:6.1f}/s", flush=True)
+        print("  CPU ms per source: " + cpu_line(off["cpu_ms"]), flush=True)
         if args.profile:
             print(bench.profile_report("model-on", args.sources), flush=True)
             print(bench.profile_report("model-off", args.sources), flush=True)
