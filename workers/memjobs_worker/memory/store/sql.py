@@ -46,6 +46,9 @@ _INSERT_SOURCE = (
     .returning(sources.c.source_id)
 )
 
+#: Provenance links, many rows at once (one statement whatever their number).
+_INSERT_LINKS = pg_insert(provenance).on_conflict_do_nothing()
+
 
 class SqlStateStore(SqlForgetting, StateStore):
     """The ledger in the state database.
@@ -228,7 +231,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                     discarded.append(memory.memory_id)
                     blocked.update(sid for sid in memory.source_ids if states.get(sid) == "pending")
             if links:
-                conn.execute(pg_insert(provenance).values(links).on_conflict_do_nothing())
+                conn.execute(_INSERT_LINKS, links)
             learned = [sid for sid in batch_ids if states.get(sid) == "pending" and sid not in blocked]
             if learned:
                 conn.execute(
