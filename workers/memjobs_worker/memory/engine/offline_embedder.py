@@ -11,6 +11,7 @@ find "coffee" — there is no semantics. The README says what that costs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -40,6 +41,14 @@ def _features(text: str) -> list[str]:
     return features
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _bucket(feature: str, dims: int) -> tuple[int, float]:
+    """The feature's bucket and sign (cached: words and trigrams recur, hashing was
+    most of an embedding's time)."""
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "little") % dims, 1.0 if digest[4] & 1 else -1.0
+
+
 class HashingEmbedder:
     """A deterministic, model-free embedder with mem0's embedder shape."""
 
@@ -49,9 +58,8 @@ class HashingEmbedder:
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
         vector = [0.0] * self.dims
         for feature in _features(text):
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self.dims
-            vector[bucket] += 1.0 if digest[4] & 1 else -1.0
+            bucket, sign = _bucket(feature, self.dims)
+            vector[bucket] += sign
         norm = math.sqrt(sum(v * v for v in vector))
         if norm == 0.0:
             vector[0] = 1.0
