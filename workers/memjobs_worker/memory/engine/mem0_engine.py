@@ -126,7 +126,7 @@ class Mem0Engine(MemoryEngine):
         _index_by_owner(database_url, f"mem0_memories_{dims}")
         self.memory.db.close()
         self.memory.db = _NoHistory(":memory:")
-        self.memory.embedding_model = embedder
+        self.memory.embedding_model = _TextVectors(embedder)
         if chat is not None:
             self.memory.llm = chat
         self.infers = chat is not None
@@ -194,6 +194,36 @@ class Mem0Engine(MemoryEngine):
         if pool is not None:
             pool.close()
         self.memory.close()
+
+
+class _Vector(list[float]):
+    """An embedding on its way to pgvector, sent in pgvector's text form."""
+
+
+class _VectorDumper(psycopg.adapt.Dumper):
+    """``[0.1,0.2,...]`` in one join. mem0 hands psycopg plain lists, which it
+    sends as arrays float by float in Python: the largest single cost of a
+    vector insert (and it grows with the vector size). The type is left for
+    the server to infer (the column or the ``::vector`` cast says it)."""
+
+    def dump(self, obj: Any) -> bytes:
+        return ("[" + ",".join(map(str, obj)) + "]").encode()
+
+
+psycopg.adapters.register_dumper(_Vector, _VectorDumper)
+
+
+class _TextVectors:
+    """The embedder as mem0 sees it: the same vectors, as :class:`_Vector`."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    def embed(self, text: Any, memory_action: str | None = None) -> _Vector:
+        return _Vector(self.embedder.embed(text, memory_action))
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[_Vector]:
+        return [_Vector(v) for v in self.embedder.embed_batch(texts, memory_action)]
 
 
 def _index_by_owner(database_url: str, table: str) -> None:
