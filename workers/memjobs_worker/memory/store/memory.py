@@ -108,7 +108,7 @@ class InMemoryStateStore(StateStore):
                            if r.record.owner_key == owner_key), key=_age)
 
     def counts_by_state(self) -> dict[str, int]:
-        counts = dict.fromkeys(SOURCE_STATES, 0)
+        counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)
         with self._lock:
             for row in self._sources.values():
                 counts[row.record.state] += 1

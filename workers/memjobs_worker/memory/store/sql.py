@@ -114,7 +114,7 @@ class SqlStateStore(SqlForgetting, StateStore):
             rows = conn.execute(
                 sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)
             ).all()
-        counts = dict.fromkeys(SOURCE_STATES, 0)
+        counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)
         counts.update({str(state): int(n) for state, n in rows})
         return counts
 
