@@ -44,7 +44,7 @@ CLI_TIMEOUT_S = 120.0
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 
-SOURCE_KEYS = {"source_id", "state", "created_at", "learned_at"}
+SOURCE_KEYS = {"source_id", "state", "created_at", "learned_at", "reason"}
 MEMORY_KEYS = {"memory_id", "text", "source_ids"}
 HIT_KEYS = {"memory_id", "text", "score", "source_ids"}
 

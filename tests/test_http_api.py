@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from memjobs_client.contracts import TaskRef, owner_key
+from memjobs_client.contracts import RememberSource, TaskRef, owner_key, source_id_for
 from memjobs_worker.settings import Settings
 from tests.http_support import Api
 
@@ -95,6 +96,22 @@ def test_reads_carry_only_the_named_owners_data(api_factory: Callable[..., Api])
     assert [m["text"] for m in memories] == ["alice likes oolong tea"]
     recalled = api.post("/v1/recall", {"owner_id": "alice", "query": "oolong tea", "limit": 10}).json()
     assert [m["source_ids"] for m in recalled["memories"]] == [[mine]]
+
+
+def test_a_failed_source_is_listed_with_its_reason(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    key = owner_key("alice")
+    store = api.harness.store
+    source_id = source_id_for(key, "I moved to Hangzhou")
+    store.add_source(RememberSource(owner_key=key, source_id=source_id, text="I moved to Hangzhou"),
+                     sent_at=datetime.now(UTC))
+    attempt = store.begin_attempt(key, 1, 10)
+    assert attempt is not None
+    reason = "model_output_invalid: the reply is not JSON (after 2 attempts)"
+    store.fail_attempt(attempt, reason)  # as the pipeline does after two malformed replies
+    [listed] = api.get("/v1/sources", owner="alice").json()["sources"]
+    assert (listed["source_id"], listed["state"], listed["reason"], listed["learned_at"]) == (
+        source_id, "failed", reason, None)
 
 
 def test_an_owner_id_that_is_not_ascii_works_percent_encoded(api_factory: Callable[..., Api]) -> None:

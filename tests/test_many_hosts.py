@@ -220,7 +220,8 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     for o, (sid, _) in gone.items():
         _as_a_gateway(lambda o=o, sid=sid: client.forget(o, sid))
     sweep_until(lambda: store.counts_by_state() == {"pending": 0, "learned": total - FORGET,
-                                                    "forgotten": FORGET}, 300, "forgets settled")
+                                                    "forgotten": FORGET, "failed": 0}, 300,
+                "forgets settled")
     needles = [t for _, t in gone.values()]
     assert tables_holding(database_url, needles) == []
     assert redis_keys_holding(runtime.redis, needles) == []

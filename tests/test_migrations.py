@@ -22,7 +22,7 @@ from memjobs_worker.knowledge import TOKENIZER_VERSION, KnowledgeStore, ensure_s
 from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
 
 #: The newest migration of the core branch (a new core migration moves it).
-CORE_HEAD = "0004_session_run_leases"
+CORE_HEAD = "0005_failed_sources"
 
 KNOWLEDGE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == KNOWLEDGE}
 CORE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == CORE}

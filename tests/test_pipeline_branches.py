@@ -35,6 +35,7 @@ from memjobs_worker.memory.intake import ExtractionScheduler
 from memjobs_worker.memory.pipeline import ExtractReport, MemoryPipeline
 from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
 from memjobs_worker.memory.store.base import AddOutcome
+from memjobs_worker.model_output import ModelOutputInvalid
 
 OWNER = "alice@example.com"
 KEY = owner_key(OWNER)
@@ -389,6 +390,36 @@ def test_a_failed_extraction_is_undone_and_learned_on_the_retry(client: redis.Re
     assert rig.states() == {sid: "learned"}
     assert [e[3] for e in rig.store.attempt_events(KEY)] == ["aborted", "committed"]
     assert rig.texts() == ["I take the 7:40 train"]
+
+
+def test_a_batch_the_model_answers_badly_fails_with_its_reason_and_the_next_goes_on(
+    client: redis.Redis,
+) -> None:
+    rig = Rig(client, extractor=echo, batch_size=1)
+    bad, good = rig.remember("I moved to Hangzhou"), rig.remember("I take the 7:40 train")
+    rig.engine.fail_next("extract", ModelOutputInvalid("the reply is not JSON (after 2 attempts)"))
+    [report] = rig.drain()  # no exception: the job ends, it is not retried
+    assert (report.outcome, report.attempts, report.failed, report.learned) == ("done", 2, 1, 1)
+    assert report.failure == "model_output_invalid: the reply is not JSON (after 2 attempts)"
+    records = {r.source_id: (r.state, r.reason) for r in rig.store.list_sources(KEY)}
+    assert records == {bad: ("failed", report.failure), good: ("learned", None)}
+    assert [e[3] for e in rig.store.attempt_events(KEY)] == ["aborted", "committed"]
+    assert [(c.method, c.args) for c in rig.engine.calls[:2]] == [
+        ("extract", (rig.store.attempt_events(KEY)[0][0], ("I moved to Hangzhou",))),
+        ("delete_attempt", (rig.store.attempt_events(KEY)[0][0],))]
+    assert rig.texts() == ["I take the 7:40 train"]
+    assert rig.pipeline.extract(ExtractFacts(owner_key=KEY, trigger="sweep")).attempts == 0
+    # Remembered again: pending, scheduled, learned.
+    assert rig.remember("I moved to Hangzhou", expect="revived") == bad
+    rig.drain()
+    assert rig.states() == {bad: "learned", good: "learned"}
+    # And a failed source is forgotten as any other.
+    rig.engine.fail_next("extract", ModelOutputInvalid("the reply has no list 'memory'"))
+    doomed = rig.remember("my locker is 42")
+    rig.drain()
+    assert rig.forget(doomed)
+    [record] = [r for r in rig.store.list_sources(KEY) if r.source_id == doomed]
+    assert (record.state, record.text, record.reason) == ("forgotten", None, None)
 
 
 def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(

@@ -133,13 +133,17 @@ def test_a_forget_overtaking_its_remember_leaves_a_forgotten_marker(store: State
 
 
 def test_counts_cover_every_state_of_every_owner(store: StateStore) -> None:
-    assert store.counts_by_state() == {"pending": 0, "learned": 0, "forgotten": 0}
+    assert store.counts_by_state() == {"pending": 0, "learned": 0, "forgotten": 0, "failed": 0}
     learned = remember(store, "learned one")
     learn(store, 1, Produced("m1", (learned,)))
+    remember(store, "failed one")
+    attempt = store.begin_attempt(KEY, 2, 10)
+    assert attempt is not None
+    store.fail_attempt(attempt, "model_output_invalid: the reply is not JSON (after 2 attempts)")
     remember(store, "pending one")
     remember(store, "bob pending", OTHER)
     store.forget(OTHER, source_id_for(OTHER, "never sent"), sent_at=T0)
-    assert store.counts_by_state() == {"pending": 2, "learned": 1, "forgotten": 1}
+    assert store.counts_by_state() == {"pending": 2, "learned": 1, "forgotten": 1, "failed": 1}
 
 
 def test_oldest_pending_and_owners_pending_since(store: StateStore, clock: StepClock) -> None:
@@ -246,6 +250,70 @@ def test_abort_closes_the_attempt_and_leaves_the_sources_pending(store: StateSto
     assert store.open_attempts(KEY) == []
     assert states(store) == {sid: "pending"}
     assert [e[3] for e in store.attempt_events(KEY)] == ["aborted"]
+
+
+REASON = "model_output_invalid: the reply has no list 'memory' (after 2 attempts)"
+
+
+def test_a_failed_attempt_marks_its_pending_sources_failed_with_the_reason(
+    store: StateStore, clock: StepClock,
+) -> None:
+    first, second = remember(store, "I moved to Hangzhou"), remember(store, "我不吃香菜")
+    forgotten = remember(store, "my locker is 42")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    store.forget(KEY, forgotten, sent_at=T0)  # during the extraction: it stays forgotten
+    assert store.fail_attempt(attempt, REASON) == sorted([first, second])
+    records = {r.source_id: r for r in store.list_sources(KEY)}
+    assert {sid: (r.state, r.reason) for sid, r in records.items()} == {
+        first: ("failed", REASON), second: ("failed", REASON), forgotten: ("forgotten", None)}
+    assert records[first].text == "I moved to Hangzhou"  # kept: remembering it again retries it
+    assert records[first].updated_at == records[second].updated_at <= clock.now
+    assert store.open_attempts(KEY) == []
+    assert [e[3] for e in store.attempt_events(KEY)] == ["aborted"]
+    # Final: no longer pending, so neither the sweeper nor the next batch takes it.
+    assert store.pending_window(KEY).count == 0
+    assert store.oldest_pending_at() is None
+    assert store.owners_pending_since(clock.now + timedelta(days=1)) == []
+    assert store.begin_attempt(KEY, 1, 10) is None
+    assert store.learned_provenance(KEY) == {}
+
+
+def test_a_stale_holder_cannot_fail_an_attempt(store: StateStore) -> None:
+    sid = remember(store, "I swim on Fridays")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    store.close_abandoned(KEY, 2, [])  # a newer holder has been seen
+    with pytest.raises(StaleFencingToken):
+        store.fail_attempt(attempt, REASON)
+    assert states(store) == {sid: "pending"}
+    assert store.open_attempts(KEY) == [attempt.attempt_id]
+
+
+def test_remembering_a_failed_source_again_makes_it_pending_without_its_reason(
+    store: StateStore,
+) -> None:
+    sid = remember(store, "I take the 7:40 train")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    store.fail_attempt(attempt, REASON)
+    again = RememberSource(owner_key=KEY, source_id=sid, text="I take the 7:40 train")
+    # Any later request, whatever its producer's clock said: that is how a user asks again.
+    assert store.add_source(again, sent_at=T0 - timedelta(days=1)) == "revived"
+    [record] = store.list_sources(KEY)
+    assert (record.state, record.reason, record.text) == ("pending", None, "I take the 7:40 train")
+    assert store.add_source(again, sent_at=T0) == "duplicate"  # pending now: as for any source
+
+
+def test_forgetting_a_failed_source_purges_its_text_and_reason(store: StateStore) -> None:
+    sid = remember(store, "my sister lives in Suzhou")
+    attempt = store.begin_attempt(KEY, 1, 10)
+    assert attempt is not None
+    store.fail_attempt(attempt, REASON)
+    result = store.forget(KEY, sid, sent_at=T0 + timedelta(seconds=1))
+    assert (result.found, result.memory_ids, result.relearn) == (True, [], [])
+    [record] = store.list_sources(KEY)
+    assert (record.state, record.text, record.reason) == ("forgotten", None, None)
 
 
 def test_attempts_left_open_are_closed_as_abandoned_in_order(store: StateStore) -> None:

@@ -151,9 +151,11 @@ export interface SourceOut {
   created_at: string;
   kind: string;
   learned_at: string | null;
+  /** why the source is failed (e.g. model_output_invalid: …); null in every other state */
+  reason?: string | null;
   session_id: string | null;
   source_id: string;
-  state: "pending" | "learned" | "forgotten";
+  state: "pending" | "learned" | "forgotten" | "failed";
   /** only with include_text=true */
   text?: string | null;
 }

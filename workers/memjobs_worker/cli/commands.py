@@ -147,11 +147,13 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
     for r in rows:
         item = {"source_id": r.source_id, "state": r.state,
                 "created_at": r.created_at.isoformat(),
-                "learned_at": r.learned_at.isoformat() if r.learned_at else None}
+                "learned_at": r.learned_at.isoformat() if r.learned_at else None,
+                "reason": r.reason}  # why a source is failed (None otherwise)
         if args.show_text:
             item["text"] = r.text
         listing.append(item)
-    columns = ["source_id", "state", "created_at", "learned_at"] + (["text"] if args.show_text else [])
+    columns = (["source_id", "state", "created_at", "learned_at", "reason"]
+               + (["text"] if args.show_text else []))
     emit(listing, as_json=args.json, columns=columns)
     return exits.OK
 

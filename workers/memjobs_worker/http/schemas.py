@@ -184,11 +184,13 @@ class KnowledgeResults(BaseModel):
 
 class SourceOut(BaseModel):
     source_id: str
-    state: Literal["pending", "learned", "forgotten"]
+    state: Literal["pending", "learned", "forgotten", "failed"]
     kind: str
     session_id: str | None
     created_at: datetime
     learned_at: datetime | None
+    reason: str | None = Field(default=None, description="why the source is failed (e.g. "
+                               "model_output_invalid: …); null in every other state")
     text: str | None = Field(default=None, description="only with include_text=true")
 
 

@@ -20,6 +20,7 @@ from memjobs_worker.memory.build import ensure_memory_on
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,12 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
             return
         log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": done.outcome,
                                       "attempts": done.attempts, "learned": done.learned,
-                                      "discarded": done.discarded, "recovered": done.recovered})
+                                      "discarded": done.discarded, "recovered": done.recovered,
+                                      "failed": done.failed})
+        if done.failed:
+            # The job ends (no retry); its sources are failed with the reason in the ledger.
+            report(ModelOutputInvalid.reason)
+            return
         report({"busy": "skipped_busy", "deferred": "deferred"}.get(done.outcome, "succeeded"))
 
     def forget_source(*args: Any, **kwargs: Any) -> None:

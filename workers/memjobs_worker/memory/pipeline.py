@@ -10,7 +10,11 @@ Invariants kept here with the ledger's help:
 - recall returns only memories whose sources are all ``learned``;
 - a memory derived from a source forgotten during extraction is deleted, and
   the other sources of its batch are learned again without it;
-- a crashed attempt's memories are deleted by the next holder before it starts.
+- a crashed attempt's memories are deleted by the next holder before it starts;
+- a batch the model answers badly for (prose, wrong-shape JSON, even when asked
+  again: :mod:`~memjobs_worker.memory.engine.extraction_output`) keeps nothing
+  and its sources end ``failed`` with the reason; the owner's next batch goes
+  on. A model that is down fails the job instead (retried with backoff).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
 from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
+from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.observability.metrics import lock_hook
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -46,6 +50,9 @@ class ExtractReport:
     learned: int = 0
     discarded: int = 0
     recovered: int = 0
+    #: Sources marked failed, and why (the last reason when several batches failed).
+    failed: int = 0
+    failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,9 @@ class MemoryPipeline:
             produced = self.engine.extract(owner_key, attempt.attempt_id, attempt.sources)
             lock.ensure_held()
             result = self.store.commit_attempt(attempt, produced)
+        except ModelOutputInvalid as exc:
+            self._fail(lock, attempt, exc, report)
+            return True
         except (LockLost, StaleFencingToken) as exc:
             if isinstance(exc, StaleFencingToken):
                 lock_hook("learn")("stale_commit")
@@ -194,6 +204,26 @@ class MemoryPipeline:
         report.learned += len(result.learned)
         report.discarded += len(result.discarded)
         return True
+
+    def _fail(self, lock: LeaseLock, attempt: Attempt, problem: ModelOutputInvalid,
+              report: ExtractReport) -> None:
+        """The model answered, but unusably, even when asked again: asking later
+        would cost as much and answer the same. Keep nothing of the attempt, and
+        end its sources ``failed`` with the reason, so the owner's other batches
+        go on and the job ends (no retry). Remembering a source again retries it.
+
+        If a step here fails, the attempt stays open and the sources pending:
+        the next holder deletes what it made and tries them again, as after a crash.
+        """
+        reason = f"{problem.reason}: {problem}"
+        self.engine.delete_attempt(attempt.owner_key, attempt.attempt_id)
+        lock.ensure_held()
+        failed = self.store.fail_attempt(attempt, reason)
+        report.failed += len(failed)
+        report.failure = reason
+        log.warning("extraction batch failed", extra={
+            "owner_key": attempt.owner_key, "reason": problem.reason, "detail": str(problem),
+            "sources": len(failed)})
 
     def _undo(self, attempt: Attempt) -> None:
         """Best effort after a failed extraction; whatever fails here the next holder redoes."""

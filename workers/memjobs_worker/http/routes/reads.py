@@ -21,7 +21,7 @@ async def sources(key: OwnerKey, c: Ctx, limit: int = Limit,
     cap = min(limit, c.settings.api_max_listing)
     rows = await c.call(c.runtime.store.list_sources, key)
     listing = [SourceOut(source_id=r.source_id, state=r.state, kind=r.kind, session_id=r.session_id,
-                         created_at=r.created_at, learned_at=r.learned_at,
+                         created_at=r.created_at, learned_at=r.learned_at, reason=r.reason,
                          text=r.text if include_text else None) for r in rows[:cap]]
     return Sources(sources=listing, truncated=len(rows) > cap)
 

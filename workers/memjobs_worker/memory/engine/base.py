@@ -36,7 +36,10 @@ class MemoryEngine(ABC):
         """Create memories from ``batch``, tagged with ``attempt_id``.
 
         Raises:
-            ModelUnavailable: the model or embedding service failed.
+            ModelUnavailable: the model or embedding service failed (transient).
+            ModelOutputInvalid: the model answered, but not with facts in the
+                agreed shape, even when asked again (permanent for this batch:
+                the pipeline records its sources as ``failed``).
             BackendUnavailable: the vector store did not answer.
         """
 

@@ -6,7 +6,9 @@
 - Telemetry is switched off and ``MEM0_DIR`` points into the data directory
   before mem0 is first imported: nothing is written to ``~/.mem0``.
 - The model and the embedder are memjobs' own clients (timeouts, retries,
-  metrics) put in place of mem0's.
+  metrics) put in place of mem0's; the model behind a check of its replies
+  (:mod:`~memjobs_worker.memory.engine.extraction_output`), because mem0 takes a
+  reply it cannot parse for "no facts".
 - Each owner's memories are found by an index on the owner, and searched
   exactly among them: no HNSW graph over everyone's vectors (see
   :func:`_index_by_owner`).
@@ -32,6 +34,7 @@ from psycopg import sql
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.db import advisory
 from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
+from memjobs_worker.memory.engine.extraction_output import CheckedExtractionModel
 from memjobs_worker.memory.store.base import Produced, SourceRecord
 
 _LIST_LIMIT = 10_000
@@ -63,7 +66,9 @@ class Mem0Engine(MemoryEngine):
         dims: the embedder's vector size.
         embedder: an object with mem0's ``embed``/``embed_batch`` shape.
         chat: a model with mem0's ``generate_response`` shape, or None to store
-            sources verbatim (``infer=False``).
+            sources verbatim (``infer=False``). mem0 is given it behind
+            :class:`CheckedExtractionModel`: a malformed reply is asked again
+            once, then ``ModelOutputInvalid`` is raised from :meth:`extract`.
         min_score: search results scoring below this are dropped.
     """
 
@@ -128,7 +133,7 @@ class Mem0Engine(MemoryEngine):
         self.memory.db = _NoHistory(":memory:")
         self.memory.embedding_model = _TextVectors(embedder)
         if chat is not None:
-            self.memory.llm = chat
+            self.memory.llm = CheckedExtractionModel(chat)
         self.infers = chat is not None
         self.min_score = min_score
 

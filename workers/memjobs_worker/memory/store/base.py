@@ -16,7 +16,11 @@ from typing import Literal
 
 from memjobs_client.contracts import RememberSource
 
-SourceState = Literal["pending", "learned", "forgotten"]
+SourceState = Literal["pending", "learned", "failed", "forgotten"]
+#: Every state, in the order counts are shown. ``failed``: the model's replies
+#: for the source's batch were malformed (the reason is on the source); final,
+#: like ``learned``, until the source is remembered again.
+SOURCE_STATES: tuple[SourceState, ...] = ("pending", "learned", "forgotten", "failed")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,9 @@ class SourceRecord:
     created_at: datetime
     updated_at: datetime
     learned_at: datetime | None
+    #: Why the source is ``failed`` (e.g. ``model_output_invalid: the reply is
+    #: not JSON (after 2 attempts)``); None in every other state. Never user text.
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,9 @@ class StateStore(ABC):
     def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
         """Write a source as pending; the same (owner, content) is stored once.
 
-        A forgotten source comes back only for a request sent after it was forgotten.
+        A forgotten source comes back (``revived``) only for a request sent after
+        it was forgotten. A failed source comes back for any request: remembering
+        it again is how a user asks for another try (its reason is cleared).
         """
 
     @abstractmethod
@@ -149,6 +158,16 @@ class StateStore(ABC):
 
     @abstractmethod
     def abort_attempt(self, attempt: Attempt) -> None: ...
+
+    @abstractmethod
+    def fail_attempt(self, attempt: Attempt, reason: str) -> list[str]:
+        """Close the attempt (``aborted``) and mark its sources still pending
+        ``failed`` with ``reason``; returns their ids. Sources forgotten
+        meanwhile stay forgotten.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen; nothing is written.
+        """
 
     @abstractmethod
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:

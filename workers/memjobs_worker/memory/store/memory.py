@@ -27,6 +27,7 @@ from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.clock import Clock, age_ms, utcnow
 from memjobs_worker.memory.store.base import (
+    SOURCE_STATES,
     AddOutcome,
     Attempt,
     CommitResult,
@@ -90,13 +91,14 @@ class InMemoryStateStore(StateStore):
                     created_at=now, updated_at=now, learned_at=None,
                 ))
                 return "created"
-            if row.record.state != "forgotten":
+            if row.record.state not in ("forgotten", "failed"):
                 return "duplicate"
-            if row.forgotten_at is not None and sent_at <= row.forgotten_at:
+            if row.record.state == "forgotten" and row.forgotten_at is not None \
+                    and sent_at <= row.forgotten_at:
                 return "forgotten"  # a late or redelivered request: the forget wins
             row.record = replace(row.record, state="pending", text=payload.text,
                                  kind=payload.kind, session_id=payload.session_id,
-                                 updated_at=now, learned_at=None)
+                                 updated_at=now, learned_at=None, reason=None)
             row.forgotten_at = None
             return "revived"
 
@@ -106,7 +108,7 @@ class InMemoryStateStore(StateStore):
                            if r.record.owner_key == owner_key), key=_age)
 
     def counts_by_state(self) -> dict[str, int]:
-        counts = {"pending": 0, "learned": 0, "forgotten": 0}
+        counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)
         with self._lock:
             for row in self._sources.values():
                 counts[row.record.state] += 1
@@ -196,6 +198,19 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             self._end_attempt(attempt.attempt_id, "aborted")
 
+    def fail_attempt(self, attempt: Attempt, reason: str) -> list[str]:
+        now = self.clock()
+        with self._lock:
+            self._fence(attempt.owner_key, attempt.token)
+            failed = []
+            for source in attempt.sources:
+                row = self._sources.get(source.source_id)
+                if row is not None and row.record.state == "pending":
+                    row.record = replace(row.record, state="failed", reason=reason, updated_at=now)
+                    failed.append(source.source_id)
+            self._end_attempt(attempt.attempt_id, "aborted")
+        return sorted(failed)
+
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
         with self._lock:
             rows = sorted((a for a in self._attempts.values() if a.owner_key == owner_key),
@@ -220,7 +235,7 @@ class InMemoryStateStore(StateStore):
             if row.record.owner_key != owner_key:
                 return ForgetResult(found=False)
             row.record = replace(row.record, state="forgotten", text=None, updated_at=now,
-                                 learned_at=None)
+                                 learned_at=None, reason=None)
             row.forgotten_at = sent_at
             memory_ids = sorted({m for m, s in self._provenance if s == source_id})
             sharers = {s for m, s in self._provenance if m in memory_ids and s != source_id}

@@ -1,6 +1,7 @@
 """The personal-memory ledger's tables, on the one metadata of the state database.
 
-Migration ``0001_ledger`` (Alembic branch ``core``) creates them;
+Migration ``0001_ledger`` (Alembic branch ``core``) creates them (``0005_failed_sources``
+adds the ``failed`` state and its reason);
 ``tests/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`).
 """
@@ -26,7 +27,9 @@ sources = sa.Table(
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("learned_at", sa.DateTime(timezone=True)),
     sa.Column("forgotten_at", sa.DateTime(timezone=True)),
-    sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten')", name="sources_state"),
+    sa.Column("reason", sa.Text),  # why a source is failed; never user text
+    sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten', 'failed')",
+                       name="sources_state"),
 )
 sa.Index("sources_owner_state", sources.c.owner_key, sources.c.state, sources.c.updated_at)
 

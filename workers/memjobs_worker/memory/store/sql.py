@@ -23,6 +23,7 @@ from memjobs_client.contracts import RememberSource
 from memjobs_worker.clock import Clock, age_ms, utcnow
 from memjobs_worker.db.connect import autocommit, transaction
 from memjobs_worker.memory.store.base import (
+    SOURCE_STATES,
     AddOutcome,
     Attempt,
     CommitResult,
@@ -85,9 +86,10 @@ class SqlStateStore(SqlForgetting, StateStore):
             ).first()
             if row is None:  # gone in between (retention): insert it after all
                 return "created" if conn.execute(_INSERT_SOURCE, values).first() is not None else "duplicate"
-            if row.state != "forgotten":
+            if row.state not in ("forgotten", "failed"):
                 return "duplicate"
-            if row.forgotten_at is not None and sent_at <= row.forgotten_at:
+            if row.state == "forgotten" and row.forgotten_at is not None \
+                    and sent_at <= row.forgotten_at:
                 return "forgotten"  # a late or redelivered request: the forget wins
             conn.execute(
                 sources.update()
@@ -95,7 +97,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .values(
                     state="pending", text=payload.text, kind=payload.kind,
                     session_id=payload.session_id, updated_at=now,
-                    learned_at=None, forgotten_at=None,
+                    learned_at=None, forgotten_at=None, reason=None,
                 )
             )
             return "revived"
@@ -114,7 +116,7 @@ class SqlStateStore(SqlForgetting, StateStore):
             rows = conn.execute(
                 sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)
             ).all()
-        counts = {"pending": 0, "learned": 0, "forgotten": 0}
+        counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)
         counts.update({str(state): int(n) for state, n in rows})
         return counts
 
@@ -247,6 +249,20 @@ class SqlStateStore(SqlForgetting, StateStore):
     def abort_attempt(self, attempt: Attempt) -> None:
         with self._tx() as conn:
             end_attempt(conn, attempt.attempt_id, "aborted")
+
+    def fail_attempt(self, attempt: Attempt, reason: str) -> list[str]:
+        batch_ids = [s.source_id for s in attempt.sources]
+        with self._tx() as conn:
+            fence(conn, attempt.owner_key, attempt.token)
+            # The row locks serialise this against a forget, as in commit_attempt.
+            failed = conn.execute(
+                sources.update()
+                .where(sources.c.source_id.in_(batch_ids), sources.c.state == "pending")
+                .values(state="failed", reason=reason, updated_at=self.clock())
+                .returning(sources.c.source_id)
+            ).scalars().all()
+            end_attempt(conn, attempt.attempt_id, "aborted")
+        return sorted(failed)
 
     # -- reads ------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class SqlForgetting:
                 sources.update()
                 .where(sources.c.source_id == source_id)
                 .values(state="forgotten", text=None, updated_at=now, learned_at=None,
-                        forgotten_at=sent_at)
+                        forgotten_at=sent_at, reason=None)
             )
             memory_ids = [
                 r.memory_id

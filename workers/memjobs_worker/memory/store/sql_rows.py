@@ -63,4 +63,5 @@ def row_record(row: Any) -> SourceRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         learned_at=row.learned_at,
+        reason=row.reason,
     )
