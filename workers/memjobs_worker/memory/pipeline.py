@@ -169,7 +169,8 @@ class MemoryPipeline:
         abandoned = self.store.open_attempts(owner_key)
         for attempt_id in abandoned:
             report.recovered += self.engine.delete_attempt(owner_key, attempt_id)
-        self.store.close_abandoned(owner_key, token, abandoned)
+        if abandoned:  # (the token is recorded already)
+            self.store.close_abandoned(owner_key, token, abandoned)
         self._settle_tombstones(owner_key)
 
     def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
