@@ -130,13 +130,14 @@ def test_micro_batching_is_off_when_its_wait_is_zero(s: Setup) -> None:
 
 def test_a_partial_batch_after_a_full_one_waits_too_while_the_owner_talks(s: Setup) -> None:
     s.remember(BATCH + 3)
+    s.clock.advance(100)
     s.sent.clear()
     assert s.extract() == "done"
     # The full batch was learned; the three after it wait for their batch to fill,
     # re-enqueued with the debounce flag kept, and the lock let go meanwhile.
     assert s.pending() == 3
     assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
-                       QUIET_MS)]
+                       QUIET_MS - 100)]
     assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
     assert s.redis.exists(keys.lock("learn", KEY)) == 0
     s.clock.advance(QUIET_MS)
@@ -150,3 +151,26 @@ def test_a_partial_batch_after_a_full_one_is_taken_at_once_by_other_triggers(s: 
     assert s.extract("sweep") == "done"
     assert s.pending() == 0
     assert s.sent == []
+
+
+def test_a_batch_filling_fast_is_looked_at_again_when_it_should_be_full(s: Setup) -> None:
+    # Eight sources 40 ms apart: at this pace the last two come within 80 ms,
+    # so the next look is then, not a whole quiet period (500 ms) later.
+    for _ in range(8):
+        s.remember()
+        s.clock.advance(40)
+    s.sent.clear()
+    assert s.extract() == "deferred"
+    assert s.sent[-1][2] == 80
+    s.clock.advance(80)
+    s.remember(2)
+    assert s.extract() == "done"
+    assert s.pending() == 0
+
+
+def test_a_burst_followed_by_silence_is_not_looked_at_again_and_again(s: Setup) -> None:
+    s.remember(4)  # at one instant: no pace to go by but the silence since
+    s.clock.advance(100)
+    s.sent.clear()
+    assert s.extract() == "deferred"
+    assert s.sent[-1][2] == QUIET_MS - 100

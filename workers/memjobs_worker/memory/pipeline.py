@@ -20,6 +20,7 @@ Invariants kept here with the ledger's help:
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -34,11 +35,14 @@ from memjobs_client.errors import LockLost, StaleFencingToken
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
-from memjobs_worker.memory.store.base import AddOutcome, Attempt, StateStore
+from memjobs_worker.memory.store.base import AddOutcome, Attempt, PendingWindow, StateStore
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.observability.metrics import lock_hook
 
 log = logging.getLogger(__name__)
+
+#: Micro-batching looks again at an owner's batch no sooner than this.
+_RECHECK_MIN_MS = 50
 
 
 @dataclass
@@ -156,7 +160,18 @@ class MemoryPipeline:
         wait_ms = min(quiet_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
         if wait_ms <= 0:
             return False
-        return self.scheduler.defer(owner_key, wait_ms)
+        return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window)))
+
+    def _until_full(self, window: PendingWindow) -> int:
+        """When the batch should be full at the pace the owner's sources have come
+        (never before ``_RECHECK_MIN_MS``): the next look is then, not a whole
+        quiet period later, when a burst is about to fill it."""
+        if window.count < 2:
+            return self.max_wait_ms
+        # The pace so far, but no faster than the silence since the newest says.
+        gap_ms = max((window.oldest_age_ms - window.newest_age_ms) / (window.count - 1),
+                     window.newest_age_ms)
+        return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (self.batch_size - window.count)))
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
         """Delete what crashed attempts created and what forgets still owe.
