@@ -115,10 +115,9 @@ class Settings(BaseSettings):
     worker_processes: int = Field(default=1, ge=1)
     worker_threads: int = Field(default=4, ge=1)
     # The cheap jobs' own pool (remember, forget, task status); 0 processes:
-    # one pool takes every queue. Its jobs wait on round trips more than they
-    # compute, so it has threads to spare (8 filled the ledger a third faster than 4).
+    # one pool takes every queue.
     fast_worker_processes: int = Field(default=1, ge=0)
-    fast_worker_threads: int = Field(default=8, ge=1)
+    fast_worker_threads: int = Field(default=4, ge=1)
 
     # Operations: Prometheus endpoint, worker heartbeats.
     metrics: Literal["on", "off"] = "on"
