@@ -114,10 +114,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
         "redis_sentinels": redis_set.sentinels, "redis_sentinel_master": MASTER_NAME,
         "database_url": database_url, "lease_ms": 3000, "broker_heartbeat_timeout_ms": 3000,
         "heartbeat_interval_ms": 500, "heartbeat_ttl_ms": 2000, "sweep_pending_after_ms": 2000,
-        # Micro-batching off, as in every fault test (tests/conftest.py): the faults'
-        # timing, not the batches', is what this test is about.
-        "extract_delay_ms": 100, "extract_max_wait_ms": 0,
-        "redis_timeout_ms": 1000, "model_timeout_ms": 20_000,
+        "extract_delay_ms": 100, "redis_timeout_ms": 1000, "model_timeout_ms": 20_000,
         "metrics_port": 0, "min_backoff_ms": 100, "max_backoff_ms": 2000, "max_retries": 1000,
         "memory_api_key": "test-key", "memory_model": "fake-flash",
     }

@@ -130,16 +130,14 @@ class MemoryPipeline:
             return report
         report.outcome = "done"
         # A batch taken while the owner is still talking waits for the rest of
-        # it, as the first one did (once per run: the lock is let go meanwhile;
-        # never while Redis does not answer the lease: deferring needs Redis,
-        # and each try would cost its timeout while the ledger's work goes on).
+        # it, as the first one did (once per run: the lock is let go meanwhile).
         may_defer = payload.trigger == "remember"
         try:
             with lock:
                 while True:
                     self._recover(owner_key, token, report)
                     while self._one_batch(lock, owner_key, token, report):
-                        if may_defer and not lock.unreachable and self._defer(owner_key):
+                        if may_defer and self._defer(owner_key):
                             may_defer = False
                             break
                     if lock.release() != "again":
