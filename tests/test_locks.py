@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -10,6 +11,7 @@ import redis
 
 from memjobs_client.contracts import RememberSource, owner_key, source_id_for
 from memjobs_client.errors import LockLost, StaleFencingToken
+from memjobs_worker.embedded.process import free_port
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.intake import sweep
 from memjobs_worker.memory.store.sql import SqlStateStore
@@ -69,6 +71,25 @@ def test_a_lease_taken_over_is_lost_and_stops_the_commit(client: redis.Redis) ->
     assert "lost" in events
     assert holder.release() == "lost"
     assert client.get(usurper.lock_key) == usurper.value.encode()  # untouched
+
+
+def test_a_holder_cut_off_from_redis_commits_on_the_fence_but_starts_nothing_after_a_lease(
+    client: redis.Redis,
+) -> None:
+    events: list[str] = []
+    holder = LeaseLock(client, "learn", KEY, lease_ms=300, on_event=events.append)
+    assert holder.try_acquire() is not None
+    assert not holder.expired()
+    # Redis stops answering this holder (its connections go to a closed port).
+    client.connection_pool.reset()
+    client.connection_pool.connection_kwargs["port"] = free_port()
+    holder.ensure_held()  # cannot tell: the fence in the ledger decides the commit
+    assert holder.unreachable and events[-1] == "unverified"
+    deadline = time.monotonic() + 5
+    while not holder.expired():  # a whole lease without a confirmed renewal
+        assert time.monotonic() < deadline, "the lease never counted as run out"
+        time.sleep(0.02)
+    assert not holder.lost.is_set()  # not known lost: only no longer to be used
 
 
 def test_the_store_refuses_a_stale_holders_commit(

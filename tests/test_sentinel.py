@@ -9,14 +9,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
-from memjobs_client.connect import parse_sentinels
+from memjobs_client.connect import parse_sentinels, redis_client
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.embedded.supervisor import sweep_once
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.settings import Settings
 from tests.harness import Harness
+from tests.netns import Topology, netns_unavailable, run_in
 from tests.sentinel import MASTER_NAME, SentinelSet
 
 OWNER = "sentinel@example.com"
@@ -88,3 +90,43 @@ def test_everything_follows_a_sentinel_failover_and_nothing_acknowledged_is_lost
     token_after = lock.try_acquire(floor=h.store.newest_token(owner_key(OWNER)))
     assert token_after is not None and token_after > token_before  # never backwards
     lock.release()
+
+
+@pytest.mark.slow
+def test_a_call_from_a_host_cut_off_from_redis_and_its_sentinels_fails_in_seconds(
+    tmp_path: Path,
+) -> None:
+    """With redis-py's defaults each sentinel was asked four times, backing off
+    up to 10 s: a cut-off worker spent 25 s in every Redis call, lease renewals
+    included, instead of the few timeouts the lookup is worth."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    topo = Topology(["redis", "host"])
+    servers = SentinelSet(tmp_path / "sentinel", host=topo.address("redis"),
+                          prefix=topo.exec_prefix("redis"))
+    timeout_s = 0.5
+
+    def cut_off() -> list[float]:
+        client = redis_client(f"redis://{topo.address('redis')}:{servers.master_port}/0",
+                              timeout_s=timeout_s, sentinels=servers.sentinels,
+                              sentinel_master=MASTER_NAME)
+        client.set("probe", "1")  # connections open to a sentinel and the master
+        topo.partition("host", "redis")
+        took = []
+        for _ in range(3):  # the pooled connections first, then fresh lookups
+            started = time.monotonic()
+            with pytest.raises(redis.RedisError):
+                client.get("probe")
+            took.append(time.monotonic() - started)
+        return took
+
+    try:
+        topo.create()
+        run_in(topo.ns("redis"), servers.start)
+        took = run_in(topo.ns("host"), cut_off)
+    finally:
+        servers.stop()
+        topo.destroy()
+    # Three sentinels and the master, each a timeout at most, one quick retry.
+    assert max(took) < 4 * timeout_s * 2, took

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -74,7 +74,11 @@ def redis_client(
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         addresses,
         socket_timeout=timeout_s,
-        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s},
+        # Each sentinel asked once per lookup: redis-py's default (three retries,
+        # backing off up to 10 s) made one call from a host cut off from Redis
+        # take 25 s instead of the few timeouts the lookup is worth.
+        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                         "retry": Retry(NoBackoff(), 0)},
     )
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         sentinel_master, **common, **auth)

@@ -12,7 +12,10 @@ This replaces the single-host ``learning-lock.db`` (SQLite, ``busy_timeout=0``):
 2. renew the lease about every lease/3; a lease Redis says is someone else's
    is lost, and the holder stops before committing. When Redis cannot be
    reached at all (a partition, a failover) the holder cannot know: it keeps
-   trying to renew and, at commit time, lets the fence decide;
+   trying to renew and, at commit time, lets the fence decide. It starts no
+   new work, though, once a whole lease has passed since the last renewal
+   Redis confirmed (counted from when that renewal was sent): by then the
+   lease has expired in Redis whatever happened, and another host may hold it;
 3. every ledger commit carries the fencing token (the store refuses old ones,
    and a newer holder records its token before it touches anything), so a
    holder cut off from Redis commits only if nobody took the owner meanwhile;
@@ -24,8 +27,10 @@ Keys carry sha256(owner id), never the id itself.
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Literal
@@ -108,6 +113,8 @@ class LeaseLock:
         self.lost = threading.Event()
         #: Redis could not be asked at the last renewal (the lease may still be ours).
         self.unreachable = False
+        #: When the last acquire or renewal Redis confirmed was sent (monotonic s).
+        self._confirmed_at = -math.inf
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._acquire = client.register_script(_ACQUIRE)
@@ -120,6 +127,7 @@ class LeaseLock:
         ``floor``: the newest token the state store has accepted for this owner;
         the token returned is always greater than it, whatever Redis forgot.
         """
+        sent = time.monotonic()
         try:
             token = self._acquire(
                 keys=[self.lock_key, self.fence_key, self.dirty_key],
@@ -131,6 +139,7 @@ class LeaseLock:
             self.on_event("busy")
             return None
         self.token = int(token)
+        self._confirmed_at = sent
         self.lost.clear()
         self.on_event("acquired")
         return self.token
@@ -138,6 +147,7 @@ class LeaseLock:
     def renew(self) -> bool:
         """Extend the lease; False when it is not extended: ``lost`` set when Redis
         says it is no longer ours, ``unreachable`` when Redis did not answer."""
+        sent = time.monotonic()
         try:
             ok = bool(self._renew(keys=[self.lock_key], args=[self.value, self.lease_ms]))
         except redis.RedisError:
@@ -145,11 +155,18 @@ class LeaseLock:
             return False
         self.unreachable = False
         if ok:
+            self._confirmed_at = max(self._confirmed_at, sent)  # two threads renew
             self.on_event("renewed")
         elif not self.lost.is_set():
             self.lost.set()
             self.on_event("lost")
         return ok
+
+    def expired(self) -> bool:
+        """True when the lease is surely gone: Redis said so, or no renewal has
+        been confirmed for a whole lease (Redis expired it meanwhile, whether
+        or not it could be asked). New work must not start on it."""
+        return self.lost.is_set() or time.monotonic() - self._confirmed_at >= self.lease_ms / 1000
 
     def ensure_held(self) -> None:
         """Raise before a commit if the lease was lost; renew it otherwise.

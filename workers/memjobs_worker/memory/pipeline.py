@@ -189,6 +189,8 @@ class MemoryPipeline:
         self._settle_tombstones(owner_key)
 
     def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
+        if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
+            raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
         attempt = self.store.begin_attempt(owner_key, token, self.batch_size)
         if attempt is None:
             return False
