@@ -151,11 +151,15 @@ class Bench:
             for p in procs:
                 os.killpg(p.pid, signal.SIGCONT)
             in_ledger_s = learned_s = None
+            marks: dict[int, float] = {}  # when 10/50/90 % were learned
             while learned_s is None:
                 total, learned = ledger_counts(db)
                 now = time.perf_counter() - started
                 if in_ledger_s is None and total >= n + 1:
                     in_ledger_s = now
+                for share in (10, 50, 90):
+                    if share not in marks and learned - 1 >= n * share / 100:
+                        marks[share] = now
                 if learned >= n + 1:
                     learned_s = now
                 time.sleep(0.02)
@@ -167,7 +171,7 @@ class Bench:
         calls = len(self.fake.requests_for("chat"))
         tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
         return {"remember_per_s": n / (in_ledger_s or learned_s), "learned_per_s": n / learned_s,
-                "chat_per_source": calls / n,
+                "chat_per_source": calls / n, "marks": marks, "learned_s": learned_s,
                 "cpu_ms": {role: t * tick_ms / n for role, t in cpu.items() if t > 0}}
 
     def profile(self, procs: list[subprocess.Popen[bytes]], name: str) -> list[subprocess.Popen[bytes]]:
@@ -351,6 +355,14 @@ def cpu_line(cpu_ms: dict[str, float]) -> str:
     return f"{sum(cpu_ms.values()):.2f} in all = {parts}"
 
 
+def timeline(run: dict[str, Any]) -> str:
+    """When 10, 50 and 90 % of the backlog was learned, and the last: the ramp
+    (batches filling) against the pace once they are full."""
+    marks = run["marks"]
+    return (f"learned 10 % at {marks[10]:.2f} s, 50 % at {marks[50]:.2f} s, "
+            f"90 % at {marks[90]:.2f} s, all at {run['learned_s']:.2f} s")
+
+
 def pct(values: list[float], p: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
@@ -380,10 +392,12 @@ def main() -> int:
         print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting, "
               f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source", flush=True)
         print("  CPU ms per source: " + cpu_line(on["cpu_ms"]), flush=True)
+        print("  " + timeline(on), flush=True)
         off = bench.backlog(model=False, processes=1, n=args.sources)
         print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
               f"learned {off['learned_per_s']:6.1f}/s", flush=True)
         print("  CPU ms per source: " + cpu_line(off["cpu_ms"]), flush=True)
+        print("  " + timeline(off), flush=True)
         if args.profile:
             print(bench.profile_report("model-on", args.sources), flush=True)
             print(bench.profile_report("model-off", args.sources), flush=True)
