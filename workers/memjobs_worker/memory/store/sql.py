@@ -1,6 +1,10 @@
 """The ledger on PostgreSQL, through SQLAlchemy Core.
 
-Every method is one transaction. Row locks (``FOR UPDATE``) on the sources
+Every method is one transaction, and as few round trips as it can be: a
+statement that is atomic alone runs without BEGIN and COMMIT, an attempt
+begins in one statement and commits in two (an extraction batch paid fifteen
+round trips to the ledger, each a wait for the reply and then for the GIL
+among the worker's threads). Row locks (``FOR UPDATE``) on the sources
 serialise a forget against a concurrent commit of the same source: whichever
 comes second sees the other's result. Fencing is checked inside the commit's
 transaction, so a stale holder's writes never land.
@@ -13,13 +17,13 @@ import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
+from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.clock import Clock, age_ms, utcnow
 from memjobs_worker.db.connect import autocommit, transaction
 from memjobs_worker.memory.store.base import (
@@ -34,7 +38,7 @@ from memjobs_worker.memory.store.base import (
 )
 from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources
 from memjobs_worker.memory.store.sql_forget import SqlForgetting
-from memjobs_worker.memory.store.sql_rows import end_attempt, fence, next_seq, row_record, tombstone
+from memjobs_worker.memory.store.sql_rows import end_attempt, fence, next_seq, row_record
 
 #: A new source, unless its id is known: built once, its compiled form cached
 #: (remember runs it for every source; building it per call cost more than running it).
@@ -47,8 +51,70 @@ _INSERT_SOURCE = (
     .returning(sources.c.source_id)
 )
 
-#: Provenance links, many rows at once (one statement whatever their number).
-_INSERT_LINKS = pg_insert(provenance).on_conflict_do_nothing()
+#: An attempt begun in one statement (one round trip, where a transaction of
+#: three statements took five): the token recorded (the fencing row locked
+#: while it runs, as a newer holder's recording would be), the owner's oldest
+#: pending sources taken, and, if there are any, the attempt opened on them.
+#: One row comes back even when there are none, to say whether the fence let
+#: the token through.
+_BEGIN_ATTEMPT = sa.text("""
+WITH fenced AS (
+    INSERT INTO fencing (owner_key, token) VALUES (:owner_key, :token)
+    ON CONFLICT (owner_key) DO UPDATE SET token = EXCLUDED.token
+    WHERE fencing.token <= EXCLUDED.token
+    RETURNING token
+), batch AS (
+    SELECT * FROM sources
+    WHERE owner_key = :owner_key AND state = 'pending' AND EXISTS (SELECT 1 FROM fenced)
+    ORDER BY created_at, source_id
+    LIMIT :batch_size
+), opened AS (
+    INSERT INTO attempts (attempt_id, owner_key, token, source_ids, state, pid,
+                          started_seq, started_at)
+    SELECT :attempt_id, :owner_key, :token, json_agg(source_id ORDER BY created_at, source_id),
+           'open', :pid, nextval('attempt_events'), :now
+    FROM batch
+    HAVING count(*) > 0
+)
+SELECT (SELECT count(*) FROM fenced) > 0 AS fenced, batch.*
+FROM (SELECT 1) AS one LEFT JOIN batch ON true
+ORDER BY batch.created_at, batch.source_id
+""")
+
+#: A commit's fencing check and row locks in one statement: the token recorded
+#: first (a one-time filter), then the batch's sources locked (``FOR UPDATE``
+#: serialises a forget of one of them against this commit). No row: refused.
+_FENCE_AND_LOCK = sa.text("""
+WITH fenced AS (
+    INSERT INTO fencing (owner_key, token) VALUES (:owner_key, :token)
+    ON CONFLICT (owner_key) DO UPDATE SET token = EXCLUDED.token
+    WHERE fencing.token <= EXCLUDED.token
+    RETURNING token
+)
+SELECT source_id, state FROM sources
+WHERE source_id = ANY(CAST(:ids AS text[])) AND EXISTS (SELECT 1 FROM fenced)
+FOR UPDATE OF sources
+""")
+
+#: The rest of a commit in one statement: the provenance links, the learned
+#: sources, the tombstones of memories not kept, and the attempt's end.
+_COMMIT_ATTEMPT = sa.text("""
+WITH links AS (
+    INSERT INTO provenance (memory_id, source_id, owner_key)
+    SELECT m, s, :owner_key
+    FROM unnest(CAST(:link_memories AS text[]), CAST(:link_sources AS text[])) AS l(m, s)
+    ON CONFLICT DO NOTHING
+), learned AS (
+    UPDATE sources SET state = 'learned', learned_at = :now, updated_at = :now
+    WHERE source_id = ANY(CAST(:learned AS text[]))
+), graves AS (
+    INSERT INTO tombstones (memory_id, owner_key, created_at)
+    SELECT m, :owner_key, :now FROM unnest(CAST(:discarded AS text[])) AS m
+    ON CONFLICT DO NOTHING
+)
+UPDATE attempts SET state = 'committed', ended_seq = nextval('attempt_events')
+WHERE attempt_id = :attempt_id AND state = 'open'
+""")
 
 
 class SqlStateStore(SqlForgetting, StateStore):
@@ -65,6 +131,11 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def _tx(self) -> AbstractContextManager[Connection]:
         return transaction(self.engine)
+
+    def _one(self) -> AbstractContextManager[Connection]:
+        """For one statement, atomic alone: one round trip, where a transaction
+        around it costs three (BEGIN, the statement, COMMIT)."""
+        return autocommit(self.engine)
 
     # -- sources ---------------------------------------------------------------
 
@@ -103,7 +174,7 @@ class SqlStateStore(SqlForgetting, StateStore):
             return "revived"
 
     def list_sources(self, owner_key: str) -> list[SourceRecord]:
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(sources)
                 .where(sources.c.owner_key == owner_key)
@@ -112,7 +183,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         return [row_record(r) for r in rows]
 
     def counts_by_state(self) -> dict[str, int]:
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)
             ).all()
@@ -121,14 +192,14 @@ class SqlStateStore(SqlForgetting, StateStore):
         return counts
 
     def oldest_pending_at(self) -> datetime | None:
-        with self._tx() as conn:
+        with self._one() as conn:
             value = conn.execute(
                 sa.select(sa.func.min(sources.c.updated_at)).where(sources.c.state == "pending")
             ).scalar()
         return value if isinstance(value, datetime) else None
 
     def pending_window(self, owner_key: str) -> PendingWindow:
-        with self._tx() as conn:
+        with self._one() as conn:
             row = conn.execute(
                 sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at))
                 .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
@@ -140,7 +211,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         return PendingWindow(int(count), age_ms(now, oldest), age_ms(now, newest))
 
     def owners_pending_since(self, before: datetime) -> list[str]:
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(sources.c.owner_key)
                 .where(sources.c.state == "pending", sources.c.updated_at <= before)
@@ -151,14 +222,14 @@ class SqlStateStore(SqlForgetting, StateStore):
     # -- extraction attempts ------------------------------------------------------
 
     def newest_token(self, owner_key: str) -> int:
-        with self._tx() as conn:
+        with self._one() as conn:
             value = conn.execute(
                 sa.select(fencing.c.token).where(fencing.c.owner_key == owner_key)
             ).scalar()
         return int(value) if value is not None else 0
 
     def open_attempts(self, owner_key: str) -> list[str]:
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(attempts.c.attempt_id).where(
                     attempts.c.owner_key == owner_key, attempts.c.state == "open"
@@ -167,10 +238,12 @@ class SqlStateStore(SqlForgetting, StateStore):
         return [r.attempt_id for r in rows]
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
+        if not attempt_ids:  # the token recorded, nothing to close: one statement
+            with self._one() as conn:
+                fence(conn, owner_key, token)
+            return
         with self._tx() as conn:
-            fence(conn, owner_key, token)  # recorded even with nothing to close
-            if not attempt_ids:
-                return
+            fence(conn, owner_key, token)
             conn.execute(
                 attempts.update()
                 .where(attempts.c.attempt_id.in_(list(attempt_ids)), attempts.c.state == "open")
@@ -178,76 +251,61 @@ class SqlStateStore(SqlForgetting, StateStore):
             )
 
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
-        with self._tx() as conn:
-            fence(conn, owner_key, token)
-            rows = conn.execute(
-                sa.select(sources)
-                .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
-                .order_by(sources.c.created_at, sources.c.source_id)
-                .limit(batch_size)
-            ).all()
-            if not rows:
-                return None
-            batch = tuple(row_record(r) for r in rows)
-            attempt_id = uuid.uuid4().hex
-            conn.execute(
-                attempts.insert().values(
-                    attempt_id=attempt_id,
-                    owner_key=owner_key,
-                    token=token,
-                    source_ids=[s.source_id for s in batch],
-                    state="open",
-                    pid=os.getpid(),
-                    started_seq=next_seq(),
-                    started_at=self.clock(),
-                )
-            )
+        attempt_id = uuid.uuid4().hex
+        with self._one() as conn:
+            rows = conn.execute(_BEGIN_ATTEMPT, {
+                "owner_key": owner_key, "token": token, "batch_size": batch_size,
+                "attempt_id": attempt_id, "pid": os.getpid(), "now": self.clock(),
+            }).all()
+        if not rows[0].fenced:
+            raise StaleFencingToken(f"fencing token {token} is older than the newest seen")
+        if rows[0].source_id is None:
+            return None
+        batch = tuple(row_record(r) for r in rows)
         return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch)
 
     def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
         now = self.clock()
         batch_ids = [s.source_id for s in attempt.sources]
         with self._tx() as conn:
-            fence(conn, attempt.owner_key, attempt.token)
-            states = {
-                r.source_id: r.state
-                for r in conn.execute(
-                    sa.select(sources.c.source_id, sources.c.state)
-                    .where(sources.c.source_id.in_(batch_ids))
-                    .with_for_update()
-                ).all()
-            }
+            states = self._fence_and_lock(conn, attempt, batch_ids)
             discarded: list[str] = []
             blocked: set[str] = set()
-            links: list[dict[str, Any]] = []
+            link_memories: list[str] = []
+            link_sources: list[str] = []
             for memory in produced:
                 if all(states.get(sid) == "pending" for sid in memory.source_ids):
-                    links.extend(
-                        {"memory_id": memory.memory_id, "source_id": sid,
-                         "owner_key": attempt.owner_key}
-                        for sid in memory.source_ids
-                    )
+                    link_memories += [memory.memory_id] * len(memory.source_ids)
+                    link_sources += memory.source_ids
                 else:
                     # Derived (in part) from a source forgotten meanwhile: never
                     # kept; its other sources are learned again without it.
                     discarded.append(memory.memory_id)
                     blocked.update(sid for sid in memory.source_ids if states.get(sid) == "pending")
-            if links:
-                conn.execute(_INSERT_LINKS, links)
             learned = [sid for sid in batch_ids if states.get(sid) == "pending" and sid not in blocked]
-            if learned:
-                conn.execute(
-                    sources.update()
-                    .where(sources.c.source_id.in_(learned))
-                    .values(state="learned", learned_at=now, updated_at=now)
-                )
-            if discarded:
-                tombstone(conn, attempt.owner_key, discarded, now)
-            end_attempt(conn, attempt.attempt_id, "committed")
+            conn.execute(_COMMIT_ATTEMPT, {
+                "owner_key": attempt.owner_key, "attempt_id": attempt.attempt_id, "now": now,
+                "link_memories": link_memories, "link_sources": link_sources,
+                "learned": learned, "discarded": discarded,
+            })
         return CommitResult(learned=learned, discarded=discarded, still_pending=sorted(blocked))
 
+    @staticmethod
+    def _fence_and_lock(conn: Connection, attempt: Attempt, batch_ids: list[str]) -> dict[str, str]:
+        """The token checked (and recorded) first, then the batch's rows locked,
+        in one statement; their states by id.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen for this owner.
+        """
+        rows = conn.execute(_FENCE_AND_LOCK, {"owner_key": attempt.owner_key,
+                                              "token": attempt.token, "ids": batch_ids}).all()
+        if not rows:  # refused, or every source of the batch is gone: the fence says which
+            fence(conn, attempt.owner_key, attempt.token)
+        return {r.source_id: r.state for r in rows}
+
     def abort_attempt(self, attempt: Attempt) -> None:
-        with self._tx() as conn:
+        with self._one() as conn:
             end_attempt(conn, attempt.attempt_id, "aborted")
 
     def fail_attempt(self, attempt: Attempt, reason: str) -> list[str]:
@@ -276,7 +334,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         )
         if memory_ids is not None:
             query = query.where(provenance.c.memory_id.in_(list(memory_ids)))
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(query).all()
         by_memory: dict[str, list[str]] = {}
         not_learned: set[str] = set()
@@ -288,7 +346,7 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
         """(attempt id, started seq, ended seq, state) in start order: the event log."""
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(attempts.c.attempt_id, attempts.c.started_seq,
                           attempts.c.ended_seq, attempts.c.state)
@@ -298,7 +356,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         return [(r.attempt_id, r.started_seq, r.ended_seq, r.state) for r in rows]
 
     def ping(self) -> None:
-        with self._tx() as conn:
+        with self._one() as conn:
             conn.execute(sa.text("SELECT 1"))
 
     def close(self) -> None:

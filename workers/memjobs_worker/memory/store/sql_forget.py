@@ -28,6 +28,9 @@ class SqlForgetting:
     def _tx(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
+    def _one(self) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
     def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
         now = self.clock()
         with self._tx() as conn:
@@ -99,7 +102,7 @@ class SqlForgetting:
         ).first()
 
     def tombstones(self, owner_key: str) -> list[str]:
-        with self._tx() as conn:
+        with self._one() as conn:
             rows = conn.execute(
                 sa.select(tombstones.c.memory_id).where(tombstones.c.owner_key == owner_key)
             ).all()
@@ -108,6 +111,6 @@ class SqlForgetting:
     def clear_tombstones(self, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
             return
-        with self._tx() as conn:
+        with self._one() as conn:
             conn.execute(tombstones.delete().where(tombstones.c.memory_id.in_(list(memory_ids))))
 
