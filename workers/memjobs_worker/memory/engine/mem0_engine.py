@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.db import advisory
@@ -104,15 +105,22 @@ class Mem0Engine(MemoryEngine):
 
         (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
 
+        # mem0's vector store on connections that commit each statement (or
+        # each pipelined batch) by itself: one round trip for a search or an
+        # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
+        # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
+        # not commit is deleted whole by its attempt id.
+        pool = ConnectionPool(conninfo=database_url, min_size=1, max_size=8,
+                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
+        pool.open(wait=False)
         config = {
             "vector_store": {
                 "provider": "pgvector",
                 "config": {
-                    "connection_string": database_url,
+                    "connection_pool": pool,
                     "collection_name": f"mem0_memories_{dims}",
                     "embedding_model_dims": dims,
                     "hnsw": False,  # see _index_by_owner
-                    "maxconn": 8,
                 },
             },
             # Placeholders: both are replaced below by memjobs' own clients.
@@ -123,6 +131,7 @@ class Mem0Engine(MemoryEngine):
         try:
             self.memory = mem0.Memory.from_config(config)
         except psycopg.Error as exc:
+            pool.close()
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
         try:
             self.memory.vector_store.create_col()  # idempotent: the table, before its index
