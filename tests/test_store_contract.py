@@ -387,6 +387,26 @@ def test_tombstones_are_per_owner(store: StateStore) -> None:
     assert (store.tombstones(KEY), store.tombstones(OTHER)) == ([], ["m_theirs"])
 
 
+def test_what_a_new_holder_owes_is_the_open_attempts_and_tombstones_of_its_owner(
+    store: StateStore,
+) -> None:
+    gone = remember(store, "gone soon")
+    learn(store, 1, Produced("m_gone", (gone,)))
+    store.forget(KEY, gone, sent_at=T0)
+    kept = remember(store, "kept")
+    crashed = store.begin_attempt(KEY, 2, 10)
+    assert crashed is not None and [s.source_id for s in crashed.sources] == [kept]
+    theirs = remember(store, "theirs", OTHER)
+    learn(store, 1, Produced("m_theirs", (theirs,)), key=OTHER)
+    store.forget(OTHER, theirs, sent_at=T0)
+    assert store.owed(KEY) == ([crashed.attempt_id], ["m_gone"])
+    assert store.owed(KEY) == (store.open_attempts(KEY), store.tombstones(KEY))
+    store.close_abandoned(KEY, 3, [crashed.attempt_id])
+    store.clear_tombstones(["m_gone"])
+    assert store.owed(KEY) == ([], [])
+    assert store.owed(OTHER) == ([], ["m_theirs"])
+
+
 def test_a_memory_is_recallable_only_while_every_source_is_learned(store: StateStore) -> None:
     a = remember(store, "a")
     learn(store, 1, Produced("m1", (a,)))

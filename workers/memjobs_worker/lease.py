@@ -41,6 +41,9 @@ from memjobs_client import keys
 from memjobs_client.errors import BackendUnavailable, LockLost
 
 _ACQUIRE = """
+if KEYS[4] then
+  redis.call('DEL', KEYS[4])
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local token = redis.call('INCR', KEYS[2])
   local floor = tonumber(ARGV[4])
@@ -121,16 +124,18 @@ class LeaseLock:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
-    def try_acquire(self, floor: int = 0) -> int | None:
+    def try_acquire(self, floor: int = 0, *, clear: str | None = None) -> int | None:
         """The fencing token, or None (dirty flag set) when someone holds the lock.
 
         ``floor``: the newest token the state store has accepted for this owner;
         the token returned is always greater than it, whatever Redis forgot.
+        ``clear``: a key deleted first, whatever the outcome, in the same round
+        trip (the extraction's "scheduled" flag).
         """
         sent = time.monotonic()
         try:
             token = self._acquire(
-                keys=[self.lock_key, self.fence_key, self.dirty_key],
+                keys=[self.lock_key, self.fence_key, self.dirty_key, *([clear] if clear else [])],
                 args=[self.value, self.lease_ms, self.lease_ms * 4, max(0, int(floor))],
             )
         except redis.RedisError as exc:

@@ -118,13 +118,14 @@ class MemoryPipeline:
         if payload.trigger == "remember" and self._defer(owner_key):
             report.outcome = "deferred"
             return report
-        # From here on, a new source schedules a new run (or sets the dirty flag).
-        self.scheduler.clear(owner_key)
         lock = LeaseLock(
             self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
         )
         # Floored at the ledger's newest token: never behind it, whatever Redis lost.
-        token = lock.try_acquire(floor=self.store.newest_token(owner_key))
+        # The scheduled flag goes first, in the same script: from then on a new
+        # source schedules a new run (or sets the dirty flag).
+        token = lock.try_acquire(floor=self.store.newest_token(owner_key),
+                                 clear=self.scheduler.flag(owner_key))
         if token is None:
             report.outcome = "busy"
             return report
@@ -181,12 +182,12 @@ class MemoryPipeline:
         about to be deleted.
         """
         self.store.close_abandoned(owner_key, token, ())
-        abandoned = self.store.open_attempts(owner_key)
+        abandoned, owed = self.store.owed(owner_key)
         for attempt_id in abandoned:
             report.recovered += self.engine.delete_attempt(owner_key, attempt_id)
         if abandoned:  # (the token is recorded already)
             self.store.close_abandoned(owner_key, token, abandoned)
-        self._settle_tombstones(owner_key)
+        self._settle_tombstones(owner_key, owed)
 
     def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
@@ -264,8 +265,10 @@ class MemoryPipeline:
         self._settle_tombstones(payload.owner_key)
         return result.found
 
-    def _settle_tombstones(self, owner_key: str) -> None:
-        owed = self.store.tombstones(owner_key)
+    def _settle_tombstones(self, owner_key: str, owed: list[str] | None = None) -> None:
+        """Delete the memories whose deletion is owed (``owed``: already read)."""
+        if owed is None:
+            owed = self.store.tombstones(owner_key)
         if owed:
             self.engine.delete(owner_key, owed)
             self.store.clear_tombstones(owed)

@@ -131,6 +131,12 @@ class StateStore(ABC):
     def open_attempts(self, owner_key: str) -> list[str]:
         """Attempts left open by a crashed holder: their memories are orphans."""
 
+    def owed(self, owner_key: str) -> tuple[list[str], list[str]]:
+        """What a new holder owes before it starts: the attempts left open
+        (:meth:`open_attempts`) and the memories whose deletion is owed
+        (:meth:`tombstones`). A store may read both at once."""
+        return self.open_attempts(owner_key), self.tombstones(owner_key)
+
     @abstractmethod
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
         """Record ``token`` as the owner's newest (even with no attempt to close),

@@ -81,6 +81,14 @@ FROM (SELECT 1) AS one LEFT JOIN batch ON true
 ORDER BY batch.created_at, batch.source_id
 """)
 
+#: The open attempts and the owed deletions of an owner, in one round trip.
+_OWED = sa.text("""
+SELECT 'attempt' AS kind, attempt_id AS id FROM attempts
+WHERE owner_key = :owner_key AND state = 'open'
+UNION ALL
+SELECT 'tombstone', memory_id FROM tombstones WHERE owner_key = :owner_key
+""")
+
 #: A commit's fencing check and row locks in one statement: the token recorded
 #: first (a one-time filter), then the batch's sources locked (``FOR UPDATE``
 #: serialises a forget of one of them against this commit). No row: refused.
@@ -236,6 +244,12 @@ class SqlStateStore(SqlForgetting, StateStore):
                 )
             ).all()
         return [r.attempt_id for r in rows]
+
+    def owed(self, owner_key: str) -> tuple[list[str], list[str]]:
+        with self._one() as conn:
+            rows = conn.execute(_OWED, {"owner_key": owner_key}).all()
+        return ([r.id for r in rows if r.kind == "attempt"],
+                [r.id for r in rows if r.kind == "tombstone"])
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
         if not attempt_ids:  # the token recorded, nothing to close: one statement
