@@ -61,15 +61,33 @@ def regex_scanner(
     return scan
 
 
+#: The last text lower-cased and its lower case, one tuple (read and replaced
+#: whole, so threads never see one text's half with another's). The rules of a
+#: check are tried on the same text one after another: it is lowered once.
+_lowered: tuple[str, str] = ("", "")
+
+
+def _lower(text: str) -> str:
+    global _lowered
+    last = _lowered
+    if last[0] is text:
+        return last[1]
+    lowered = text.lower()
+    _lowered = (text, lowered)
+    return lowered
+
+
 def gated(scan: Scanner, *words: str) -> Scanner:
     """``scan``, run only when the lower-cased text holds one of ``words``: a
     substring test is far cheaper than a pattern tried at every position, and
     most text (log lines above all) holds none of a rule's words."""
 
     def run(text: str) -> Iterator[tuple[int, int]]:
-        lowered = text.lower()
-        if any(word in lowered for word in words):
-            yield from scan(text)
+        lowered = _lower(text)
+        for word in words:
+            if word in lowered:
+                yield from scan(text)
+                return
 
     return run
 
