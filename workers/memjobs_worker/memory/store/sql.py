@@ -51,19 +51,23 @@ _INSERT_SOURCE = (
     .returning(sources.c.source_id)
 )
 
+#: The fencing check as a CTE: the token recorded as the owner's newest, or no
+#: row when a newer one has been seen (:func:`~.sql_rows.fence` in SQL).
+_FENCED = """fenced AS (
+    INSERT INTO fencing (owner_key, token) VALUES (:owner_key, :token)
+    ON CONFLICT (owner_key) DO UPDATE SET token = EXCLUDED.token
+    WHERE fencing.token <= EXCLUDED.token
+    RETURNING token
+)"""
+
 #: An attempt begun in one statement (one round trip, where a transaction of
 #: three statements took five): the token recorded (the fencing row locked
 #: while it runs, as a newer holder's recording would be), the owner's oldest
 #: pending sources taken, and, if there are any, the attempt opened on them.
 #: One row comes back even when there are none, to say whether the fence let
 #: the token through.
-_BEGIN_ATTEMPT = sa.text("""
-WITH fenced AS (
-    INSERT INTO fencing (owner_key, token) VALUES (:owner_key, :token)
-    ON CONFLICT (owner_key) DO UPDATE SET token = EXCLUDED.token
-    WHERE fencing.token <= EXCLUDED.token
-    RETURNING token
-), batch AS (
+_BEGIN_ATTEMPT = sa.text(f"""
+WITH {_FENCED}, batch AS (
     SELECT * FROM sources
     WHERE owner_key = :owner_key AND state = 'pending' AND EXISTS (SELECT 1 FROM fenced)
     ORDER BY created_at, source_id
@@ -92,13 +96,8 @@ SELECT 'tombstone', memory_id FROM tombstones WHERE owner_key = :owner_key
 #: A commit's fencing check and row locks in one statement: the token recorded
 #: first (a one-time filter), then the batch's sources locked (``FOR UPDATE``
 #: serialises a forget of one of them against this commit). No row: refused.
-_FENCE_AND_LOCK = sa.text("""
-WITH fenced AS (
-    INSERT INTO fencing (owner_key, token) VALUES (:owner_key, :token)
-    ON CONFLICT (owner_key) DO UPDATE SET token = EXCLUDED.token
-    WHERE fencing.token <= EXCLUDED.token
-    RETURNING token
-)
+_FENCE_AND_LOCK = sa.text(f"""
+WITH {_FENCED}
 SELECT source_id, state FROM sources
 WHERE source_id = ANY(CAST(:ids AS text[])) AND EXISTS (SELECT 1 FROM fenced)
 FOR UPDATE OF sources
