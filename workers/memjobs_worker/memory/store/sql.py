@@ -153,7 +153,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                   "created_at": now, "updated_at": now}
         # The common case, a new source, is one statement that is atomic alone:
         # one round trip, no transaction around it.
-        with autocommit(self.engine) as conn:
+        with self._one() as conn:
             if conn.execute(_INSERT_SOURCE, values).first() is not None:
                 return "created"
         with self._tx() as conn:
