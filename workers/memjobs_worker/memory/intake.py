@@ -5,6 +5,8 @@ engine: the processes that take the cheap jobs do not load mem0."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +19,9 @@ from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
+
+#: Owners remembered per scheduler before the expired ones are dropped.
+_UNDELIVERED_MAX = 10_000
 
 
 def remember(store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *,
@@ -39,29 +44,41 @@ class ExtractionScheduler:
 
     The debounce flag lives in Redis with a TTL, so a flag whose message was
     lost expires by itself; the sweeper and forget pass ``force`` anyway.
+
+    A burst costs one Redis round trip, not one per source: for the first half
+    of the delay of a message this scheduler sent itself, a new source of the
+    same owner skips the flag. That message is still waiting for its delay
+    (Dramatiq delivers none early; hosts' clocks agree within half of it), so
+    the extraction it starts, or the holder it marks dirty, reads the ledger
+    after the source is in it.
     """
 
     def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int) -> None:
+                 delay_ms: int, monotonic: Callable[[], float] = time.monotonic) -> None:
         """``delay_ms``: how long a scheduled extraction waits, so that a burst of
-        sources shares one model call."""
+        sources shares one model call. ``monotonic``: seconds (tests inject one)."""
         self.redis = redis_client
         self.enqueue = enqueue
         self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
         self.delay_ms = delay_ms
+        self.monotonic = monotonic
+        #: owner key → until when (``monotonic``) a message sent from here is surely undelivered
+        self._undelivered: dict[str, float] = {}
+        self._undelivered_lock = threading.Lock()
 
     def flag(self, owner_key: str) -> str:
         return keys.extraction_scheduled(owner_key)
 
     def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+        if not force and self._surely_undelivered(owner_key):
+            return False
         try:
             fresh = self.redis.set(self.flag(owner_key), "1", nx=True, px=self.flag_ttl_ms)
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         if not fresh and not force:
             return False
-        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
-        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), self.delay_ms or None)
+        self._send(owner_key, trigger, self.delay_ms)
         return True
 
     def defer(self, owner_key: str, delay_ms: int) -> bool:
@@ -69,16 +86,33 @@ class ExtractionScheduler:
         keeping its debounce flag (so new sources do not enqueue another).
 
         Returns False when Redis did not answer (the caller then runs now)."""
-        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": "remember"})
         try:
             self.redis.set(self.flag(owner_key), "1", px=max(self.flag_ttl_ms, delay_ms * 4))
         except redis.RedisError:
             return False
-        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), delay_ms)
+        self._send(owner_key, "remember", delay_ms)
         return True
 
     def clear(self, owner_key: str) -> None:
         self.redis.delete(self.flag(owner_key))
+
+    def _send(self, owner_key: str, trigger: str, delay_ms: int) -> None:
+        payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
+        self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), delay_ms or None)
+        if delay_ms > 0:
+            until = self.monotonic() + delay_ms / 2000
+            with self._undelivered_lock:
+                if len(self._undelivered) >= _UNDELIVERED_MAX:
+                    now = self.monotonic()
+                    live = {k: t for k, t in self._undelivered.items() if t > now}
+                    # (all live: forgetting them costs round trips, never a source)
+                    self._undelivered = live if len(live) < _UNDELIVERED_MAX else {}
+                self._undelivered[owner_key] = until
+
+    def _surely_undelivered(self, owner_key: str) -> bool:
+        """Whether a message sent from here for the owner is still in its delay's first half."""
+        until = self._undelivered.get(owner_key)
+        return until is not None and self.monotonic() < until
 
 
 def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
