@@ -141,6 +141,21 @@ def test_a_deferred_message_also_spares_the_flag_for_half_its_delay(client: redi
     assert rig.states() == {"learned"}
 
 
+def test_the_half_delay_counts_from_the_send_not_from_its_return(client: redis.Redis) -> None:
+    rig = Rig(client)
+    slow = rig.scheduler.enqueue
+
+    def enqueue_slowly(actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+        rig.clocks.advance(DELAY_MS // 2)  # a Redis that took its time to answer
+        slow(actor, payload, delay_ms)
+
+    rig.scheduler.enqueue = enqueue_slowly
+    rig.remember()
+    client.delete(keys.extraction_scheduled(KEY))
+    rig.remember()
+    assert rig.flag_set() and len(rig.sent) == 2
+
+
 def test_force_always_goes_to_redis_and_sends(client: redis.Redis) -> None:
     rig = Rig(client)
     rig.remember()

@@ -98,9 +98,9 @@ class ExtractionScheduler:
 
     def _send(self, owner_key: str, trigger: str, delay_ms: int) -> None:
         payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
+        until = self.monotonic() + delay_ms / 2000  # before: the message's delay runs from its send
         self.enqueue(ACTOR_EXTRACT, payload.model_dump(mode="json"), delay_ms or None)
         if delay_ms > 0:
-            until = self.monotonic() + delay_ms / 2000
             with self._undelivered_lock:
                 if len(self._undelivered) >= _UNDELIVERED_MAX:
                     now = self.monotonic()
