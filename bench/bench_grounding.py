@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memjobs_worker.sessions.grounding_eval import load, score  # noqa: E402
+from tests.support.grounding_eval import load, score  # noqa: E402
 
 
 def main() -> None:

@@ -37,12 +37,11 @@ from memjobs_client import MemjobsClient  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
-from memjobs_worker.embedded.supervisor import sweep_once  # noqa: E402
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
-from memjobs_worker.observability import status as ops  # noqa: E402
+from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
-from tests.harness import Harness, kill_group, spawn_workers  # noqa: E402
+from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
 
 def fresh_database(server: EmbeddedPostgres) -> str:
@@ -146,7 +145,7 @@ def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpe
         def sweeper() -> None:
             while not stop.wait(settings.sweep_interval_ms / 1000):
                 try:
-                    sweep_once(h.runtime, settings)
+                    h.runtime.sweeper.once()
                 except Exception:  # noqa: BLE001 - keep sweeping, as the service does
                     pass
 

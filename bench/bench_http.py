@@ -44,7 +44,7 @@ from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.harness import Harness  # noqa: E402
+from tests.support.harness import Harness  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -2,7 +2,7 @@
 
 Prints, from one run (its own PostgreSQL with pgvector; the local
 OpenAI-compatible stand-in for the embedding service):
-  1. recall@5 over the labelled Chinese/English queries of tests/knowledge_corpus.py,
+  1. recall@5 over the labelled Chinese/English queries of tests/support/knowledge_corpus.py,
      by keywords alone and hybrid (keywords + vectors fused by RRF);
   2. top-1 and top-3 over the labelled and the natural-language queries
      (RANKING_QUERIES) with the long distractor diaries (DISTRACTORS, both
@@ -43,14 +43,14 @@ from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
-from tests.knowledge_corpus import (  # noqa: E402
+from tests.support.knowledge_corpus import (  # noqa: E402
     DISTRACTORS,
     DOCS,
     RANKING_QUERIES,
     recall_at,
     top_k_share,
 )
+from tests.support.openai_server import FakeOpenAI  # noqa: E402
 
 SENTENCES = ["我们周末去湖边散步。", "记得给猫换水。", "The meeting moved to Thursday.", "乌龙茶要用热水冲泡。",
              "Check the tyre pressure before the ride.", "下周二交季度报告。", "Buy flour and yeast.",

@@ -59,7 +59,7 @@ from memjobs_worker.memory.store.schema import sources  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
 
 class Bench:

@@ -41,8 +41,8 @@ from memjobs_client.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
-from tests.harness import Harness  # noqa: E402
+from tests.support.harness import Harness  # noqa: E402
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
 
 class RoundTrips:

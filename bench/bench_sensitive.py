@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from memjobs_client.sensitive import find_sensitive_text  # noqa: E402
 from memjobs_worker.logs import JsonFormatter  # noqa: E402
-from tests.test_sensitive_corpus import negatives, positives  # noqa: E402
+from tests.support.sensitive_corpus import negatives, positives  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], object], repeat: int) -> float:

@@ -1,4 +1,4 @@
-"""Soak: the many-host scenario of tests/test_many_hosts.py, bigger and repeated.
+"""Soak: the many-host scenario of tests/faults/test_many_hosts.py, bigger and repeated.
 
 Network namespaces (root only), Redis with Sentinel and PostgreSQL in their own
 namespaces, three worker hosts; each round kills a host, partitions another
@@ -19,8 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import tests.test_many_hosts as scenario  # noqa: E402
-from tests.netns import netns_unavailable  # noqa: E402
+import tests.faults.test_many_hosts as scenario  # noqa: E402
+from tests.support.netns import netns_unavailable  # noqa: E402
 
 
 def main() -> int:

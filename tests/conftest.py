@@ -19,9 +19,9 @@ import redis
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from memjobs_worker.settings import Settings
-from tests.fakes.openai_server import FakeOpenAI
-from tests.harness import Harness
-from tests.http_support import api_factory  # noqa: F401  (fixture of the HTTP API tests)
+from tests.support.harness import Harness
+from tests.support.http import api_factory  # noqa: F401  (fixture of the HTTP API tests)
+from tests.support.openai_server import FakeOpenAI
 
 TEMPLATE_DB = "memjobs_template"
 
@@ -101,7 +101,7 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
             "data_dir": tmp_path / "data",
             "extract_delay_ms": 20,
             # Micro-batching off: tests that call extract right after remember mean
-            # "now"; tests/test_microbatching.py drives it with a clock of its own.
+            # "now"; tests/memory/test_microbatching.py drives it with a clock of its own.
             "extract_max_wait_ms": 0,
             "lease_ms": 3000,
             "min_backoff_ms": 50,

@@ -21,7 +21,7 @@ from memjobs_client.contracts import QUEUES
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.observe import ObserveJobs
-from memjobs_worker.observability.server import MetricsEndpoint
+from memjobs_worker.ops.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
 from memjobs_worker.runtime import connect_redis
 from memjobs_worker.settings import Settings

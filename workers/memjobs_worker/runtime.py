@@ -30,6 +30,7 @@ from memjobs_worker.sessions.build import build_audit, build_memory_service, bui
 from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
+from memjobs_worker.sweeper import Sweeper
 
 
 def producer_client(settings: Settings, *, redis_url: str | None = None,
@@ -121,6 +122,10 @@ class Runtime:
     def pipeline(self) -> MemoryPipeline:
         return build_pipeline(self.settings, store=self.store, engine=self.engine,
                               redis_client=self.redis, scheduler=self.scheduler)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms)
 
     # sessions -----------------------------------------------------------------
 

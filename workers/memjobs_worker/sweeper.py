@@ -1,6 +1,7 @@
-"""``memjobs sweep --every N``: the sweeper as a long-running service.
+"""The sweeper: one maintenance pass (:class:`Sweeper`), and ``memjobs sweep
+--every N``, the same pass as a long-running service (:func:`sweep_forever`).
 
-One pass every N seconds (:func:`sweep_once`: pending owners re-enqueued,
+One pass every N seconds (:meth:`Sweeper.once`: pending owners re-enqueued,
 retention applied); a failed pass (Redis or the database away) is logged and
 the next one tries again. Each pass touches ``<data dir>/run/sweeper.alive``,
 which the container and systemd health checks read. SIGTERM or SIGINT ends
@@ -14,12 +15,15 @@ import logging
 import os
 import signal
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
 from memjobs_client.errors import MemjobsError
-from memjobs_worker.embedded.supervisor import sweep_once
-from memjobs_worker.runtime import Runtime
+from memjobs_worker.memory.intake import ExtractionScheduler, sweep
+from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -29,7 +33,34 @@ def alive_file(settings: Settings) -> Path:
     return settings.data_dir / "run" / "sweeper.alive"
 
 
-def sweep_forever(runtime: Runtime, settings: Settings, every_s: float) -> None:
+@dataclass(frozen=True)
+class Sweeper:
+    """One maintenance pass over the parts it is given.
+
+    Parameters:
+        store: the ledger, read for owners whose sources wait too long.
+        scheduler: re-enqueues those owners' extraction.
+        sessions: session state, whose retention the pass applies.
+        pending_after_ms: how long a source may stay pending before its owner
+            is re-enqueued (``MEMJOBS_SWEEP_PENDING_AFTER_MS``).
+    """
+
+    store: StateStore
+    scheduler: ExtractionScheduler
+    sessions: SessionStore
+    pending_after_ms: int
+
+    def once(self) -> dict[str, int]:
+        """Re-enqueue owners whose sources are pending too long, then apply
+        retention (digests, terminal task records, session runs)."""
+        now = datetime.now(UTC)
+        owners = sweep(self.store, self.scheduler, now, self.pending_after_ms)
+        expired = self.sessions.apply_retention(now)
+        return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
+                "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted}
+
+
+def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:
     """Sweep every ``every_s`` seconds until a SIGTERM/SIGINT."""
     received: list[int] = []
 
@@ -44,7 +75,7 @@ def sweep_forever(runtime: Runtime, settings: Settings, every_s: float) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
     while not received:
         try:
-            done = sweep_once(runtime, settings)
+            done = sweeper.once()
             marker.touch()
             if done["owners_requeued"]:
                 log.info("sweep", extra={"owners_requeued": done["owners_requeued"]})

@@ -1,4 +1,4 @@
-// Against a real memjobs API: run by tests/test_http_typescript.py, which starts the stack and sets
+// Against a real memjobs API: run by tests/http/test_http_typescript.py, which starts the stack and sets
 // MEMJOBS_API_URL, MEMJOBS_API_GATEWAY_TOKEN and MEMJOBS_API_HOST_TOKEN. Skipped without them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { MemjobsApiError, MemjobsClient } from "../src/index.js";
 
 const baseUrl = process.env.MEMJOBS_API_URL;
-const skip = baseUrl ? false : "MEMJOBS_API_URL is unset (tests/test_http_typescript.py starts a server)";
+const skip = baseUrl ? false : "MEMJOBS_API_URL is unset (tests/http/test_http_typescript.py starts a server)";
 const gateway = baseUrl && new MemjobsClient({ baseUrl, token: process.env.MEMJOBS_API_GATEWAY_TOKEN });
 const host = baseUrl && new MemjobsClient({ baseUrl, token: process.env.MEMJOBS_API_HOST_TOKEN });
 const ts = "2026-11-30T10:00:00Z";

@@ -31,7 +31,7 @@ How, and what it will not do (one module each):
   yesterday" and "max_tokens: 2048" are not: the disclosure rules want a
   keyword, a connector and a value that looks like one (judged by
   :mod:`~memjobs_client.sensitive.values`).  A heuristic: it trades a few
-  misses for few false refusals; ``tests/test_sensitive_corpus.py`` measures both.
+  misses for few false refusals; ``tests/security/test_sensitive_corpus.py`` measures both.
 * :mod:`~memjobs_client.sensitive.paths` — credential file and directory names.
 * :mod:`~memjobs_client.sensitive.redact` and :mod:`~memjobs_client.sensitive.check` —
   blanking secrets out, and the refusal itself.

@@ -15,15 +15,15 @@ from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_client.payloads import build_payload
 from memjobs_worker.cli import api_command, exits
 from memjobs_worker.cli.output import emit, error, say, status_table
-from memjobs_worker.embedded.supervisor import Stack, sweep_once
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
-from memjobs_worker.observability import status as ops
-from memjobs_worker.observability.backlog import source_has_messages
-from memjobs_worker.observability.server import prepare_metrics_dir, probe_metrics_address
+from memjobs_worker.ops import status as ops
+from memjobs_worker.ops.backlog import source_has_messages
+from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
 from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
+from memjobs_worker.supervisor import Stack
 
 
 @contextmanager
@@ -98,7 +98,7 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     if problem:
         # stderr is this host's JSON Lines log: the warning is one record of it
         configure_logging(level=settings.log_level)
-        logging.getLogger("memjobs_worker.observability.server").warning(problem)
+        logging.getLogger("memjobs_worker.ops.server").warning(problem)
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     elif url:
         prepare_metrics_dir(settings, env)
@@ -204,10 +204,10 @@ def sweep(settings: Settings, args: argparse.Namespace) -> int:
         from memjobs_worker.sweeper import sweep_forever
 
         with runtime_for(settings) as rt:
-            sweep_forever(rt, settings, args.every)
+            sweep_forever(rt.sweeper, settings, args.every)
         return exits.OK
     with runtime_for(settings) as rt:
-        done = sweep_once(rt, settings)
+        done = rt.sweeper.once()
     emit(done, as_json=args.json)
     return exits.OK
 

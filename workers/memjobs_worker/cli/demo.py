@@ -11,11 +11,11 @@ from memjobs_client.contracts import owner_key
 from memjobs_client.errors import PermanentError
 from memjobs_worker.cli import exits
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.embedded.supervisor import Stack
 from memjobs_worker.endpoints import Endpoints, resolve_endpoints
-from memjobs_worker.observability.backlog import owner_has_messages
+from memjobs_worker.ops.backlog import owner_has_messages
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
+from memjobs_worker.supervisor import Stack
 
 CONVERSATION = [
     "我叫小林，住在杭州。",

@@ -18,8 +18,8 @@ from typing import Any
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.commands import runtime_for
 from memjobs_worker.cli.output import emit, error
-from memjobs_worker.observability import status as ops
-from memjobs_worker.observability.backlog import retrying
+from memjobs_worker.ops import status as ops
+from memjobs_worker.ops.backlog import retrying
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.settings import Settings
 

@@ -4,7 +4,8 @@
 - :mod:`~memjobs_worker.db.pgvector`: the pgvector check and ``vector`` column type.
 - :mod:`~memjobs_worker.db.metadata`: the one ``MetaData`` every table is defined on,
   and the Alembic branches (``core``, ``knowledge``) that create them.
-- :mod:`~memjobs_worker.db.migrate`: applying the migrations, comparing them with the metadata.
+- :mod:`~memjobs_worker.db.migrate`: applying the migrations (comparing them with
+  every feature's tables is :mod:`memjobs_worker.schema`'s, above the features).
 - :mod:`~memjobs_worker.db.advisory`: every PostgreSQL advisory lock memjobs takes.
 """
 

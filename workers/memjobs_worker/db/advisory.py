@@ -3,7 +3,7 @@
 Advisory locks share one key space per database with any other software using
 the same database, so memjobs' keys are spelled from ASCII tags ("memjobs",
 "mdoc") and listed here, where a new one can be checked against the others
-(``tests/test_migrations.py`` asserts they are distinct).
+(``tests/ops/test_migrations.py`` asserts they are distinct).
 
 PostgreSQL keeps the one-``bigint`` form and the two-``int4`` form apart (they
 never block each other); both forms are used:

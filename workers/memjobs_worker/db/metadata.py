@@ -3,11 +3,13 @@
 What: every memjobs table is a ``Table`` on :data:`metadata`, defined beside the
 code that reads it — the ledger in :mod:`memjobs_worker.memory.store.schema`,
 session state and memory documents in :mod:`memjobs_worker.sessions.schema`, the
-knowledge corpus in :mod:`memjobs_worker.knowledge.schema`. :func:`schema_metadata`
-imports those modules, so the metadata it returns is complete; Alembic's
-``env.py`` uses it as its target, and ``tests/test_migrations.py`` runs
-autogenerate's comparison between it and a freshly migrated database, so a table
-definition and its migration cannot drift apart unnoticed.
+knowledge corpus in :mod:`memjobs_worker.knowledge.schema`. This module knows
+none of them (the database layer lies below the features): the registry that
+imports them all, so the metadata is complete, is
+:mod:`memjobs_worker.schema`, at the wiring level. Alembic's ``env.py`` takes
+its target from there, and the migration tests run autogenerate's comparison
+between it and a freshly migrated database, so a table definition and its
+migration cannot drift apart unnoticed.
 
 Why two branches: knowledge is optional, and a feature switched off leaves no
 table behind. Its tables carry ``info={"branch": KNOWLEDGE}`` and are created by
@@ -44,19 +46,6 @@ def branch_of(table: sa.Table) -> str:
     branch = table.info.get("branch", CORE)
     assert branch in BRANCHES, f"table {table.name} names an unknown branch {branch!r}"
     return str(branch)
-
-
-def schema_metadata() -> sa.MetaData:
-    """:data:`metadata` with every memjobs table on it.
-
-    The feature modules are imported here, not at the top of this module,
-    because they import :data:`metadata` from it.
-    """
-    import memjobs_worker.knowledge.schema
-    import memjobs_worker.memory.store.schema
-    import memjobs_worker.sessions.schema  # noqa: F401  (each defines its tables on metadata)
-
-    return metadata
 
 
 def include_object(branches: Collection[str]) -> Any:

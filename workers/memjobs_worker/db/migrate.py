@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import advisory
-from memjobs_worker.db.metadata import CORE, KNOWLEDGE, include_object, schema_metadata
-from memjobs_worker.db.pgvector import check_pgvector, reflect_vector
+from memjobs_worker.db.metadata import CORE, KNOWLEDGE
+from memjobs_worker.db.pgvector import check_pgvector
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -61,24 +61,6 @@ def migrate(engine: Engine, *, knowledge: bool = False) -> None:
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": advisory.MIGRATIONS})
             conn.commit()
-
-
-def schema_drift(conn: Connection, *, knowledge: bool = True) -> list[Any]:
-    """What autogenerate finds between the metadata and the database on ``conn``.
-
-    An empty list means the migrated database and the table definitions agree
-    (for the branches a database with ``knowledge`` on or off has). Tables only
-    the database has count as drift, mem0's vector tables excepted.
-    """
-    from alembic.autogenerate import compare_metadata
-    from alembic.migration import MigrationContext
-
-    reflect_vector(conn.dialect)
-    context = MigrationContext.configure(conn, opts={
-        "include_object": include_object(branches(knowledge=knowledge)),
-        "compare_type": True,
-    })
-    return list(compare_metadata(context, schema_metadata()))
 
 
 def _config(conn: Connection) -> Any:

@@ -62,7 +62,7 @@ class LogPump:
 
     def log(self, level: int, msg: str, **extra: Any) -> None:
         """A record of ``memjobs up`` itself, written to the same file."""
-        record = logging.LogRecord("memjobs_worker.embedded.supervisor", level, __file__, 0, msg,
+        record = logging.LogRecord("memjobs_worker.supervisor", level, __file__, 0, msg,
                                    None, None)
         record.__dict__.update(extra)
         self._write(self._json.format(record))

@@ -3,7 +3,7 @@ an owner id, a session id or any text.
 
 Worker processes write their samples to ``PROMETHEUS_MULTIPROC_DIR`` (set by
 ``memjobs worker``/``memjobs up`` before any process starts, the directory
-emptied first); the exposition process (:mod:`memjobs_worker.observability.server`) merges
+emptied first); the exposition process (:mod:`memjobs_worker.ops.server`) merges
 them and adds what is read at scrape time (queues, heartbeats, ledger states).
 """
 

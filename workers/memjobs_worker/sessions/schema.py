@@ -2,7 +2,7 @@
 
 Migrations ``0002_sessions`` and ``0004_session_run_leases`` (Alembic branch
 ``core``) create them;
-``tests/test_migrations.py`` checks that these definitions and the migrated
+``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
 session code that reads them, so the ledger's
 ``memjobs_worker.memory.store.schema`` stays about the ledger.

@@ -9,7 +9,8 @@ named in ``config.attributes["branches"]`` (default: all) are compared.
 
 from alembic import context
 
-from memjobs_worker.db.metadata import BRANCHES, include_object, schema_metadata
+from memjobs_worker.db.metadata import BRANCHES, include_object
+from memjobs_worker.schema import schema_metadata
 
 config = context.config
 context.configure(

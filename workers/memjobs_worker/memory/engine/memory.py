@@ -15,7 +15,7 @@ been sent.
   contract holds what is found and in which order for clear cases, not the
   exact scores.
 
-``tests/test_engine_contract.py`` holds this twin and :class:`Mem0Engine` to the
+``tests/memory/test_engine_contract.py`` holds this twin and :class:`Mem0Engine` to the
 same contract. Faults are injected with :meth:`InMemoryEngine.fail_next` and
 races with :attr:`InMemoryEngine.before_extract`.
 """

@@ -3,7 +3,7 @@
 The production implementation is :class:`memjobs_worker.memory.store.sql.SqlStateStore` on
 PostgreSQL; the same class serves the embedded default and multi-host. Its twin,
 :class:`memjobs_worker.memory.store.memory.InMemoryStateStore`, keeps the ledger in
-process memory for tests; ``tests/test_store_contract.py`` holds both to this seam.
+process memory for tests; ``tests/memory/test_store_contract.py`` holds both to this seam.
 """
 
 from __future__ import annotations

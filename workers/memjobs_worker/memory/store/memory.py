@@ -7,7 +7,7 @@ dicts behind one lock. It honours every contract of
 outcomes, the same fencing (a token older than the newest seen for the owner is
 refused with :class:`~memjobs_client.errors.StaleFencingToken` and nothing is
 written), the same attempt log, tombstones and counts — and
-``tests/test_store_contract.py`` runs one suite against both. Each method holds
+``tests/memory/test_store_contract.py`` runs one suite against both. Each method holds
 the lock for its whole body, so a method is as atomic as the SQL store's one
 transaction. Nothing survives the process, and nothing is shared between hosts:
 fencing, concurrency and fault tests stay on PostgreSQL.

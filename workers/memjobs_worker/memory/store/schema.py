@@ -2,7 +2,7 @@
 
 Migration ``0001_ledger`` (Alembic branch ``core``) creates them (``0005_failed_sources``
 adds the ``failed`` state and its reason);
-``tests/test_migrations.py`` checks that these definitions and the migrated
+``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`).
 """
 

@@ -1,0 +1,255 @@
+"""Many hosts, for real: network namespaces on one bridge, Redis (master, replica,
+three sentinels) and PostgreSQL each in their own namespace, three worker hosts
+each a separate process tree with its own data directory and its own model
+stand-in (with latency). 1,000 sources from 50 owners; during the run a host is
+killed with SIGKILL, another is cut off from Redis (not from PostgreSQL) while it
+holds a lease mid-extraction and healed later, and the Redis master is killed
+(Sentinel failover). Then 50 sources are forgotten. At the end every source is
+learned exactly once or forgotten, no memory is duplicated, no committed
+extraction overlaps another of its owner, the forgotten texts are nowhere.
+
+Skipped (with the reason) where namespaces cannot be made; CI runs it as root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from memjobs_client import MemjobsClient
+from memjobs_client.connect import Durability
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.embedded import EmbeddedPostgres
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.memory.store.schema import attempts
+from memjobs_worker.ops.server import prepare_metrics_dir
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
+from memjobs_worker.supervisor import worker_command
+from tests.support.harness import worker_env
+from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
+from tests.support.netns import Topology, netns_unavailable, run_in
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.sentinel import MASTER_NAME, SentinelSet
+
+HOSTS = ["h0", "h1", "h2"]
+OWNERS, PER_OWNER, FORGET = 50, 20, 50
+MODEL_LATENCY_S = 0.05
+
+pytestmark = pytest.mark.slow
+
+
+def wait(probe: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (value := probe()):
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
+        time.sleep(poll_s)
+    return value
+
+
+def slow_echo(request: dict[str, Any]) -> str:
+    time.sleep(MODEL_LATENCY_S)
+    return echo_facts_handler(request)
+
+
+def test_many_hosts_survive_kill_partition_and_failover() -> None:
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    topo = Topology(["redis", "pg", "ctl", *HOSTS])
+    root = Path(tempfile.mkdtemp(prefix="memjobs-netns-"))
+    os.chmod(root, 0o755)  # the embedded PostgreSQL's own user must traverse it
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    models: list[FakeOpenAI] = []
+    redis_set = SentinelSet(root / "redis", host=topo.address("redis"),
+                            prefix=topo.exec_prefix("redis"))
+    pg = EmbeddedPostgres(root / "pg", host=topo.address("pg"), allow_from="10.213.77.0/24")
+    try:
+        topo.create()
+        run_in(topo.ns("redis"), redis_set.start)
+        run_in(topo.ns("pg"), pg.start)
+        run_in(topo.ns("ctl"), lambda: _scenario(topo, root, redis_set, pg, procs, models))
+    finally:
+        for proc in procs.values():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for model in models:
+            model.stop()
+        redis_set.stop()
+        try:
+            run_in(topo.ns("pg"), pg.stop)
+        except Exception:  # noqa: BLE001 - the namespace goes anyway
+            pass
+        topo.destroy()
+        if not os.environ.get("NETNS_KEEP_DIR"):  # a debugging aid for the soak
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPostgres,
+              procs: dict[str, subprocess.Popen[bytes]], models: list[FakeOpenAI]) -> None:
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE memjobs")
+    database_url = pg.url.rsplit("/", 1)[0] + "/memjobs"
+    engine = create_db_engine(database_url)
+    migrate(engine)
+    engine.dispose()
+    common: dict[str, Any] = {
+        "redis_url": f"redis://{topo.address('redis')}:{redis_set.master_port}/0",
+        "redis_sentinels": redis_set.sentinels, "redis_sentinel_master": MASTER_NAME,
+        "database_url": database_url, "lease_ms": 3000, "broker_heartbeat_timeout_ms": 3000,
+        "heartbeat_interval_ms": 500, "heartbeat_ttl_ms": 2000, "sweep_pending_after_ms": 2000,
+        "extract_delay_ms": 100, "redis_timeout_ms": 1000, "model_timeout_ms": 20_000,
+        "metrics_port": 0, "min_backoff_ms": 100, "max_backoff_ms": 2000, "max_retries": 1000,
+        "memory_api_key": "test-key", "memory_model": "fake-flash",
+    }
+    data_dirs = {h: root / "hosts" / h for h in HOSTS}
+    for host in HOSTS:  # each host: its own model stand-in on its own loopback
+        model = run_in(topo.ns(host), lambda: FakeOpenAI(embedding_dims=64).start())
+        model.set_chat_handler(slow_echo)
+        models.append(model)
+        settings = Settings(**common, data_dir=data_dirs[host], memory_base_url=model.base_url)
+        env = worker_env(settings)
+        prepare_metrics_dir(settings, env)
+        log = open(root / f"{host}.log", "ab")  # noqa: SIM115 - closed with the process
+        procs[host] = subprocess.Popen([*topo.exec_prefix(host), *worker_command(2, 2)], env=env,
+                                       stdout=log, stderr=log, start_new_session=True)
+    ctl = Settings(**common, data_dir=root / "ctl", redis_waitaof_replicas=1)
+    client = MemjobsClient(common["redis_url"], timeout_s=1, sentinels=redis_set.sentinels,
+                           sentinel_master=MASTER_NAME,
+                           durability=Durability(replicas=1, timeout_ms=500))
+    runtime = Runtime(ctl, Endpoints(common["redis_url"], database_url),
+                      producer_client(ctl, redis_url=common["redis_url"]))
+    store = runtime.store
+    owners = [f"netns-owner-{i}@example.com" for i in range(OWNERS)]
+    texts = {o: [f"{o.split('@')[0]} fact {j}: likes item {j * 7 % 13}" for j in range(PER_OWNER)]
+             for o in owners}
+    ids = {o: [client.remember(o, t) for t in texts[o]] for o in owners}
+    total = OWNERS * PER_OWNER
+
+    def learned() -> int:
+        return store.counts_by_state()["learned"]
+
+    def open_attempts_of(host: str) -> list[tuple[str, str]]:
+        pids = set(topo.pids(host))
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.select(attempts.c.owner_key, attempts.c.attempt_id,
+                                          attempts.c.pid).where(attempts.c.state == "open")).all()
+        return [(r.owner_key, r.attempt_id) for r in rows if r.pid in pids]
+
+    # 1. kill -9 of a whole host (every process of its tree).
+    wait(lambda: learned() >= 100, 300, "100 sources learned")
+    os.killpg(procs["h0"].pid, signal.SIGKILL)
+    procs["h0"].wait()
+    last_fault = time.monotonic()
+    # 2. h1 loses Redis (keeps PostgreSQL) while it holds a lease mid-extraction:
+    #    its model call is held, it is cut off, another host takes the owner over,
+    #    the model answers (still cut off: h1 cannot tell whether its lease is
+    #    gone, so it tries to commit) and the fence in the ledger refuses it.
+    h1_model = models[1]
+    calls = len(h1_model.requests_for("chat"))
+    h1_model.hang_next("chat")
+    wait(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", 0.01)
+    topo.partition("h1", "redis")
+    [(victim, cut_attempt)] = wait(lambda: len(open_attempts_of("h1")) == 1 and open_attempts_of("h1"),
+                                   90, "h1's other extractions to end")
+    [cut_started] = [r.started_seq for r in _attempt_rows(store) if r.attempt_id == cut_attempt]
+    wait(lambda: any(r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
+                     for r in _attempt_rows(store)), 120, "another host to take the owner over")
+    h1_model.release()
+    wait(lambda: "stale_commit_refused" in (root / "h1.log").read_text(errors="replace"), 60,
+         "h1's commit to be refused by the fence")
+    topo.heal("h1", "redis")
+    last_fault = time.monotonic()
+    # 3. Sentinel failover: the master is killed, the replica promoted, the old master rejoins.
+    old_master = redis_set.master_port
+    killed = redis_set.kill_master()
+    last_fault = time.monotonic()
+    new_master = redis_set.wait_failover(old_master)
+    redis_set.restart(killed)  # the sentinels make it a replica of the new master
+    redis_set.rejoin(killed, new_master)
+
+    def sweep_until(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert time.monotonic() < deadline, f"{what}: {store.counts_by_state()}"
+            try:
+                runtime.sweeper.once()
+            except Exception:  # noqa: BLE001 - Redis may still be failing over
+                pass
+            time.sleep(1)
+
+    sweep_until(lambda: learned() == total, 420, "every source learned")
+    recovered_s = time.monotonic() - last_fault
+    print(f"many hosts: {total} sources from {OWNERS} owners on {len(HOSTS)} hosts; last source "
+          f"learned {recovered_s:.1f} s after the last fault (kill -9, partition, failover)")
+
+    # Exactly once, no duplicate, no overlap.
+    rows = _attempt_rows(store)
+    committed = Counter(sid for r in rows if r.state == "committed" for sid in r.source_ids)
+    every = [sid for o in owners for sid in ids[o]]
+    assert committed == Counter(every), "a source was committed more than once or never"
+    for o in owners:
+        key = owner_key(o)
+        spans = sorted((r.started_seq, r.ended_seq) for r in rows
+                       if r.owner_key == key and r.state == "committed")
+        assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False)), o
+        stored = [m.text for m in runtime.pipeline.memories(key)]
+        assert sorted(stored) == sorted(texts[o]), f"{o}: {Counter(stored).most_common(2)}"
+    # The attempt h1 was in when it lost Redis was closed by the next holder.
+    [cut] = [r for r in rows if r.attempt_id == cut_attempt]
+    assert cut.state == "abandoned", cut
+
+    # Forget one source per owner; its text must be nowhere afterwards.
+    gone = {o: (ids[o][3], texts[o][3]) for o in owners[:FORGET]}
+    for o, (sid, _) in gone.items():
+        _as_a_gateway(lambda o=o, sid=sid: client.forget(o, sid))
+    sweep_until(lambda: store.counts_by_state() == {"pending": 0, "learned": total - FORGET,
+                                                    "forgotten": FORGET, "failed": 0}, 300,
+                "forgets settled")
+    needles = [t for _, t in gone.values()]
+    assert tables_holding(database_url, needles) == []
+    assert redis_keys_holding(runtime.redis, needles) == []
+    assert files_holding(data_dirs.values(), needles) == []
+    # Redis's own append-only files keep a remember's bytes until they are
+    # rewritten; a rewrite (BGREWRITEAOF, also automatic as the file grows)
+    # drops them. PostgreSQL's files are compacted by VACUUM the same way.
+    for port in redis_set.ports[:2]:
+        server = redis_set.client(port)
+        server.bgrewriteaof()
+        wait(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])
+             and not int(s.info("persistence")["aof_rewrite_scheduled"]), 60, "AOF rewrite")
+    assert files_holding([root / "redis"], needles) == []
+    client.close()
+    runtime.close()
+
+
+def _as_a_gateway(call: Callable[[], Any], timeout_s: float = 60) -> Any:
+    """Retry a refused producer call (BackendUnavailable: bounded, nothing half-done)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except BackendUnavailable:
+            assert time.monotonic() < deadline, "the producer never got through"
+            time.sleep(0.2)
+
+
+def _attempt_rows(store: Any) -> list[Any]:
+    with store.engine.connect() as conn:
+        return list(conn.execute(sa.select(attempts)).all())

@@ -1,0 +1,178 @@
+"""Recovery with the default timings, durability of acknowledged jobs, bounded
+producer calls, and a drain that ends when the work is done (issue 13,
+weaknesses 2 and 3, and outages)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from memjobs_client import MemjobsClient
+from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
+from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.embedded import EmbeddedRedis
+from memjobs_worker.ops import status as ops
+from memjobs_worker.settings import Settings
+from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+
+DEFAULTS = {name: Settings.model_fields[name].default for name in (
+    "lease_ms", "broker_heartbeat_timeout_ms", "sweep_pending_after_ms", "sweep_interval_ms",
+    "heartbeat_interval_ms", "heartbeat_ttl_ms")}
+
+
+def _remember_now(h: Harness, owner: str, text: str) -> str:
+    key = owner_key(owner)
+    sid = source_id_for(key, text)
+    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
+                        sent_at=datetime.now(UTC))
+    return sid
+
+
+def _wait(probe: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Poll another process's effect (the ledger, Redis) until true or the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := probe()):
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Any]]:
+    made: list[Any] = []
+    yield made
+    for proc in made:
+        kill_group(proc)
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    fake_model.set_chat_handler(echo_facts_handler)
+    fake_model.hang_next("chat")  # the doomed host dies inside its model call
+    settings = model_settings(**DEFAULTS, model_timeout_ms=120_000)
+    h = harness_factory(settings)
+    owners = [f"owner-{i}@example.com" for i in range(4)]
+    ids = [_remember_now(h, owners[i % 4], f"fact {i} of the recovery test") for i in range(16)]
+    procs.append(spawn_workers(settings, tmp_path / "doomed.log", threads=2))
+    fake_model.wait_for_request("chat", 1, timeout_s=90)
+    procs.append(spawn_workers(settings, tmp_path / "survivor.log", threads=2))
+    _wait(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the surviving host's heartbeat")
+
+    stop = threading.Event()
+
+    def sweeper() -> None:  # as `memjobs up` and the compose sweeper do
+        while not stop.wait(settings.sweep_interval_ms / 1000):
+            h.runtime.sweeper.once()
+
+    thread = threading.Thread(target=sweeper, daemon=True)
+    pending = [r for o in owners for r in h.store.list_sources(owner_key(o)) if r.state == "pending"]
+    assert pending, "the doomed host must still be inside its extraction"
+    killed_at = time.monotonic()
+    kill_group(procs[0])
+    thread.start()
+    try:
+        def all_learned() -> bool:
+            found = [r.state for o in owners for r in h.store.list_sources(owner_key(o))]
+            return len(found) == len(ids) and set(found) == {"learned"}
+
+        _wait(all_learned, 60, "every source learned after the kill")
+        recovered_s = time.monotonic() - killed_at
+    finally:
+        stop.set()
+        thread.join()
+    print(f"kill -9 of a host: every source learned {recovered_s:.1f} s after the kill "
+          f"(defaults: {DEFAULTS})")
+    record_property("host_kill_recovery_s", round(recovered_s, 1))
+    assert recovered_s < 30
+    assert ops.drain(h.runtime.redis, h.store, timeout_s=10), ops.status(h.runtime.redis, h.store)
+
+
+@pytest.mark.slow
+def test_a_live_but_slow_worker_keeps_its_messages(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+) -> None:
+    """An extraction far longer than the broker's heartbeat timeout is never
+    handed to another worker: the slow process keeps beating."""
+    fake_model.set_chat_handler(echo_facts_handler)
+    fake_model.hang_next("chat")
+    settings = model_settings(broker_heartbeat_timeout_ms=1500, heartbeat_interval_ms=300,
+                              lease_ms=1500, model_timeout_ms=60_000)
+    h = harness_factory(settings)
+    sid = _remember_now(h, "slow@example.com", "I repair old clocks")
+    procs.append(spawn_workers(settings, tmp_path / "slow.log", threads=1))
+    fake_model.wait_for_request("chat", 1, timeout_s=90)
+    procs.append(spawn_workers(settings, tmp_path / "other.log", threads=1))
+    _wait(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the second worker's heartbeat")
+    time.sleep(4 * 1.5)  # an absence over four heartbeat timeouts: nothing to await
+    queues = h.queues()["memjobs_extract"]
+    assert (queues["ready"], queues["in_flight"]) == (0, 1), queues
+    assert len(fake_model.requests_for("chat")) == 1  # nobody else started the extraction
+    fake_model.release()
+    _wait(lambda: [r.state for r in h.store.list_sources(owner_key("slow@example.com"))]
+          == ["learned"], 60, "the slow extraction to commit")
+    assert [r.source_id for r in h.store.list_sources(owner_key("slow@example.com"))] == [sid]
+
+
+def test_acknowledged_jobs_survive_kill_9_of_redis(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")  # the embedded default: appendfsync always
+    server.start()
+    try:
+        client = MemjobsClient(server.url, timeout_s=2)
+        ids = [client.remember("dur@example.com", f"durable fact {i}") for i in range(300)]
+        client.close()
+        config = redis.Redis.from_url(server.url, decode_responses=True).config_get("appendfsync")
+        assert config == {"appendfsync": "always"}
+        server.kill()  # SIGKILL right after the last acknowledgement
+        server.start()
+        raw = redis.Redis.from_url(server.url)
+        assert raw.llen("memjobs:memjobs_remember") == len(set(ids))
+    finally:
+        server.stop()
+
+
+def test_a_producer_call_against_a_silent_redis_fails_within_the_bound() -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # accepts the TCP handshake, never answers
+    port = silent.getsockname()[1]
+    try:
+        client = MemjobsClient(f"redis://127.0.0.1:{port}/0", timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailable):
+            client.remember("hang@example.com", "this call must not hang")
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    assert took < 3, f"the producer waited {took:.1f} s"
+
+
+def test_drain_ends_when_only_needless_extractions_are_left(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+) -> None:
+    h = harness_factory(make_settings())
+    h.start_worker()
+    h.client.remember("drain@example.com", "I bake sourdough on Fridays")
+    h.drain()
+    h.stop_worker()
+    # A retry waiting out a long backoff, with nothing pending: nothing left to do.
+    nudge = ExtractFacts(owner_key=owner_key("drain@example.com"), trigger="manual")
+    h.client.send(ACTOR_EXTRACT, nudge.model_dump(mode="json"), delay_ms=300_000)
+    assert h.queues()["memjobs_extract"]["delayed"] == 1
+    assert ops.drain(h.runtime.redis, h.store, timeout_s=2)
+    # A remember still queued is work: no drain.
+    h.client.remember("drain@example.com", "I walk the dog at six")
+    assert not ops.drain(h.runtime.redis, h.store, timeout_s=0.5)

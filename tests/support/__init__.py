@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules: services, clocks, polling, the CLI runner."""

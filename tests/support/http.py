@@ -1,0 +1,89 @@
+"""The HTTP API against the test session's real Redis and PostgreSQL: a real
+uvicorn on a free loopback port, an in-process Dramatiq worker behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from memjobs_worker.http.serve import ApiServer
+from memjobs_worker.settings import Settings
+from tests.support.harness import Harness
+
+GATEWAY_TOKEN = "gateway-token-0123456789abcdef"
+HOST_TOKEN = "host-token-0123456789abcdef-xyz"
+
+
+@dataclass
+class Api:
+    """A running API, its harness (worker, store) and an HTTP client."""
+
+    url: str
+    server: ApiServer
+    harness: Harness
+    http: httpx.Client
+
+    def auth(self, token: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def post(self, path: str, body: Any, token: str | None = None, **kw: Any) -> httpx.Response:
+        return self.http.post(path, json=body, headers=self.auth(token), **kw)
+
+    def get(self, path: str, owner: str | None = None, token: str | None = None,
+            **kw: Any) -> httpx.Response:
+        headers = self.auth(token)
+        if owner is not None:
+            from urllib.parse import quote
+
+            headers["X-Memjobs-Owner"] = quote(owner, safe="")
+        return self.http.get(path, headers=headers, **kw)
+
+
+@pytest.fixture
+def api_factory(make_settings: Callable[..., Settings],
+                harness_factory: Callable[[Settings], Harness]) -> Iterator[Callable[..., Api]]:
+    """Start an API (and a worker) with these settings overrides; all stopped at the end."""
+    running: list[Api] = []
+
+    def start(*, worker: bool = True, settings: Settings | None = None, **overrides: Any) -> Api:
+        s = settings or make_settings(api_port=0, **overrides)
+        harness = harness_factory(s)
+        if worker:
+            harness.start_worker()
+        server = ApiServer(s, harness.endpoints)
+        url = server.start()
+        api = Api(url, server, harness, httpx.Client(base_url=url, timeout=30))
+        running.append(api)
+        return api
+
+    yield start
+    for api in running:
+        api.http.close()
+        assert api.server.stop(), "the API did not stop"
+
+
+TS = "2026-11-30T10:00:00Z"
+
+
+def turn(text: str, role: str = "user") -> dict[str, str]:
+    return {"role": role, "text": text, "ts": TS}
+
+
+def problem(response: Any, reason: str, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["type"] == f"urn:memjobs:problem:{reason}" and body["reason"] == reason
+    assert body["status"] == status and body["title"]
+    return body
+
+
+def remember(api: Api, owner: str, text: str) -> str:
+    r = api.post("/v1/remember", {"owner_id": owner, "text": text})
+    assert r.status_code == 202, r.text
+    assert r.json()["status"] == "queued"
+    return str(r.json()["source_id"])

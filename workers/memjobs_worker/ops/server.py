@@ -1,0 +1,127 @@
+"""The Prometheus endpoint of a host's workers.
+
+``memjobs worker`` and ``memjobs up`` point ``PROMETHEUS_MULTIPROC_DIR`` at an
+emptied directory before any worker process starts; Dramatiq forks
+:func:`serve` (the ``forks`` of :class:`MetricsEndpoint`) once per host, which
+merges every process's samples and adds the scrape-time collectors. It binds
+to ``MEMJOBS_METRICS_HOST`` (loopback by default) and ``MEMJOBS_METRICS_PORT``.
+
+Before the workers start, :func:`probe_metrics_address` tries the address: a
+port another process holds is one clear warning (metrics off for this run) or,
+with ``MEMJOBS_METRICS_BIND_FAILURE=fail``, a start-up error; never a traceback
+in the log and a banner naming an address that serves someone else's metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+from dramatiq.middleware import Middleware
+from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+from memjobs_client.errors import ConfigurationError
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.endpoints import resolve_endpoints
+from memjobs_worker.logs import configure_logging
+from memjobs_worker.memory.store.sql import SqlStateStore
+from memjobs_worker.ops.collectors import LedgerCollector, QueueCollector
+from memjobs_worker.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+def metrics_url(settings: Settings) -> str:
+    host = settings.metrics_host
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{settings.metrics_port}/metrics"
+
+
+def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
+    """Whether the metrics address can be bound right now: ``(url, None)``, or
+    ``(None, warning)`` when it cannot and the setting says warn.
+
+    Raises:
+        ConfigurationError: it cannot be bound and ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
+    """
+    if settings.metrics == "off":
+        return None, None
+    try:
+        infos = socket.getaddrinfo(settings.metrics_host, settings.metrics_port, type=socket.SOCK_STREAM)
+        family, kind, proto, _name, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+            sock.bind(address)
+    except OSError as exc:
+        problem = (f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
+                   f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
+                   "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)")
+        if settings.metrics_bind_failure == "fail":
+            raise ConfigurationError(problem.replace("Metrics are off for this run; set",
+                                                     "Set")) from None
+        return None, problem
+    return metrics_url(settings), None
+
+
+def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:
+    """Empty the multiprocess directory and name it in ``env`` (done before the
+    worker processes start: stale files of dead processes would be summed)."""
+    directory = settings.metrics_dir
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+def build_registry(settings: Settings) -> CollectorRegistry:
+    endpoints = resolve_endpoints(settings)
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(QueueCollector(redis.Redis.from_url(endpoints.redis_url, socket_timeout=5)))
+    registry.register(LedgerCollector(SqlStateStore(create_db_engine(endpoints.database_url, pool_size=1))))
+    return registry
+
+
+def serve() -> int:
+    """Fork target: serve /metrics until Dramatiq's SIGTERM handler exits the process.
+
+    The HTTP server runs in a daemon thread; the main thread only waits for
+    signals (a handler of our own that set an Event could deadlock against
+    the main thread waiting on that Event).
+    """
+    settings = load_settings()
+    configure_logging(level=settings.log_level, adopt=True)
+    try:
+        start_http_server(settings.metrics_port, addr=settings.metrics_host,
+                          registry=build_registry(settings))
+    except OSError as exc:
+        # Taken between the probe and now: one warning, and the workers run on.
+        log.warning("metrics endpoint not served: address in use",
+                    extra={"address": f"{settings.metrics_host}:{settings.metrics_port}",
+                           "error": exc.strerror or str(exc)})
+        return 0
+    while True:
+        signal.pause()
+
+
+class MetricsEndpoint(Middleware):
+    """Asks the Dramatiq CLI to fork :func:`serve` (unless ``serve_endpoint`` is
+    off: another pool of the host serves), and marks dead processes' gauges."""
+
+    def __init__(self, serve_endpoint: bool = True) -> None:
+        self.serve_endpoint = serve_endpoint
+
+    @property
+    def forks(self) -> list[Callable[[], int]]:
+        return [serve] if self.serve_endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR") else []
+
+    def after_worker_shutdown(self, broker: object, worker: object) -> None:
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if directory and Path(directory).exists():
+            multiprocess.mark_process_dead(os.getpid(), directory)  # type: ignore[no-untyped-call]

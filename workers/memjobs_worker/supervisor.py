@@ -1,0 +1,217 @@
+"""``memjobs up``: the embedded stack in the foreground.
+
+Start order: the data directory's lock (one stack per data directory; a
+second ``up`` is refused and touches nothing), whatever a dead ``up`` left
+running (stopped), Redis (if no URL is configured), PostgreSQL (likewise), the
+migrations, the state file, the worker processes, the sweeper.
+Stop order (SIGINT, SIGTERM or SIGHUP): the sweeper; the workers (Dramatiq
+stops consuming, finishes what is in flight and returns the rest to Redis);
+the state file; PostgreSQL; Redis (which flushes its append-only file); the
+lock. Nothing acknowledged is lost, and nothing unacknowledged is dropped.
+
+Everything it creates under the data directory is owner-only (umask 077,
+inherited by Redis, PostgreSQL and the workers: mem0's history, the logs).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from memjobs_client.errors import MemjobsError
+from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
+from memjobs_worker.embedded.leftovers import stop_leftovers
+from memjobs_worker.embedded.logpump import LogPump
+from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file, tighten
+from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.ops.aof import ForgetRewriter
+from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
+from memjobs_worker.pools import worker_command
+from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: The signals that stop ``memjobs up`` in order (SIGHUP: its terminal closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StackBusy(MemjobsError):
+    """Another ``memjobs up`` holds the data directory."""
+
+
+class Stack:
+    """The servers, workers and sweeper of one ``memjobs up`` (or ``demo``)."""
+
+    def __init__(self, settings: Settings, *, processes: int, threads: int) -> None:
+        self.settings = settings
+        self.processes = processes
+        self.threads = threads
+        self.redis: EmbeddedRedis | None = None
+        self.postgres: EmbeddedPostgres | None = None
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.endpoints: Endpoints | None = None
+        self.metrics_url: str | None = None
+        #: The HTTP API's URL once `memjobs up` serves it (kept in the state file).
+        self.api_url: str | None = None
+        self.notices: list[str] = []  # for the terminal: leftovers stopped, metrics off
+        self.stopping = threading.Event()
+        self._lock = StackLock(settings.data_dir)
+        self._logs: LogPump | None = None
+        self._sweeper: threading.Thread | None = None
+        self._runtime: Runtime | None = None
+        self._started_at = time.time()
+
+    def start(self) -> Endpoints:
+        """Start what is not configured elsewhere; return where everything is.
+
+        Raises:
+            StackBusy: another ``up`` holds the data directory (nothing is touched).
+        """
+        s = self.settings
+        os.umask(0o077)
+        private_dir(s.data_dir)
+        if not self._lock.acquire():
+            running = read_state_file(s.data_dir)
+            holder = f" (pid {running.pid})" if running else ""
+            raise StackBusy(f"a memjobs stack is already running in {s.data_dir}{holder}: "
+                            "use it, or stop it first (Ctrl-C in its terminal)")
+        self.notices += stop_leftovers(s.data_dir)
+        tighten(s.data_dir)
+        logs_dir = private_dir(s.data_dir / "logs")
+        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes,
+                             backups=s.log_backups)
+        self.metrics_url, problem = probe_metrics_address(s)
+        if problem:
+            self.notices.append(problem)
+            self._logs.log(logging.WARNING, "metrics endpoint not served: address in use",
+                           address=f"{s.metrics_host}:{s.metrics_port}")
+        redis_url = s.redis_url
+        if redis_url is None:
+            self.redis = EmbeddedRedis(s.data_dir / "redis", appendfsync=s.redis_appendfsync)
+            redis_url = self.redis.start()
+        database_url = s.database_url
+        if database_url is None:
+            self.postgres = EmbeddedPostgres(s.data_dir / "postgres")
+            database_url = self.postgres.start()
+        engine = create_db_engine(database_url, pool_size=1)
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+        self.endpoints = Endpoints(redis_url, database_url)
+        self._write_state()
+        self._start_worker()
+        self._write_state()
+        return self.endpoints
+
+    def _write_state(self) -> None:
+        assert self.endpoints is not None
+        write_stack(self.settings.data_dir, StackInfo(
+            os.getpid(), self.endpoints.redis_url, self.endpoints.database_url, self._started_at,
+            metrics_url=self.metrics_url, api_url=self.api_url,
+            worker_pid=self.worker.pid if self.worker is not None else None,
+            redis_pid=self.redis.pid if self.redis is not None else None))
+
+    def _start_worker(self) -> None:
+        assert self.endpoints is not None and self._logs is not None
+        env = dict(os.environ)
+        env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
+        env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
+        env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
+        if self.metrics_url is not None:
+            prepare_metrics_dir(self.settings, env)
+        else:
+            env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        # Its own process group: the terminal's signals (Ctrl-C, hang-up) reach
+        # only `up`, which stops the workers in order.
+        self.worker = subprocess.Popen(
+            worker_command(self.processes, self.threads), env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            process_group=0,
+        )
+        assert self.worker.stdout is not None
+        self._logs.pump(self.worker.stdout)
+
+    def start_sweeper(self) -> None:
+        """Every ``sweep_interval_ms`` until stopped: the pending sweeper, and an
+        append-only rewrite of the embedded Redis after forgets."""
+        assert self.endpoints is not None
+        client = producer_client(self.settings, redis_url=self.endpoints.redis_url)
+        runtime = self._runtime = Runtime(self.settings, self.endpoints, client)
+        rewrite = self.redis is not None
+        rewriter: ForgetRewriter | None = None
+
+        def loop() -> None:
+            nonlocal rewriter
+            interval_s = self.settings.sweep_interval_ms / 1000
+            while not self.stopping.wait(interval_s):
+                try:
+                    runtime.sweeper.once()
+                    if rewrite:
+                        rewriter = rewriter or ForgetRewriter(runtime.store, runtime.redis)
+                        rewriter.maybe_rewrite()
+                except MemjobsError as exc:
+                    log.warning("sweep failed", extra={"reason": exc.reason})
+
+        self._sweeper = threading.Thread(target=loop, name="sweeper", daemon=True)
+        self._sweeper.start()
+
+    def supervise(self) -> int:
+        """Block until SIGINT, SIGTERM or SIGHUP; restart the worker if it dies.
+        Returns the signal received."""
+        received: list[int] = []
+        for sig in STOP_SIGNALS:
+            # Only record it: a handler that set an Event could deadlock on the
+            # lock the interrupted main thread holds inside Event.wait().
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
+        while not received:
+            time.sleep(0.2)
+            if self.worker is not None and self.worker.poll() is not None and not received:
+                log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
+                self._start_worker()
+                self._write_state()
+        return received[0]
+
+    def stop(self) -> list[str]:
+        """Stop everything in order; returns what could not be stopped (empty: clean).
+
+        A stack that did not get the lock owns nothing and stops nothing.
+        """
+        problems: list[str] = []
+        if not self._lock.held:
+            return problems
+        self.stopping.set()
+        if self._sweeper is not None:
+            self._sweeper.join(timeout=30)
+            if self._sweeper.is_alive():
+                problems.append("the sweeper did not finish its pass within 30 s")
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.send_signal(signal.SIGTERM)
+            try:
+                self.worker.wait(60)
+            except subprocess.TimeoutExpired:
+                problems.append("the workers did not stop within 60 s and were killed")
+                os.killpg(self.worker.pid, signal.SIGKILL)
+                self.worker.wait()
+        if self._logs is not None:
+            self._logs.close()
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime.client.close()
+        remove_stack(self.settings.data_dir)
+        for name, server in (("PostgreSQL", self.postgres), ("Redis", self.redis)):
+            if server is None:
+                continue
+            try:
+                server.stop()
+            except (MemjobsError, OSError) as exc:
+                problems.append(f"{name} did not stop: {exc}")
+        self._lock.release()
+        return problems
+
