@@ -1,7 +1,8 @@
 """Refuse content and paths that look like credentials, before they go anywhere.
 
 What: one check shared by every ingest path (every text field of every job,
-through the contracts' validation; consolidation input and output; the logs).  :func:`find_sensitive_text` and
+through the contracts' validation; consolidation input and output; the
+worker's logs).  :func:`find_sensitive_text` and
 :func:`find_sensitive_path` say which rule matched, :func:`ensure_not_sensitive`
 raises :class:`~memjobs_client.errors.SensitiveContent` (reason
 ``sensitive_content``), and :func:`redact_secrets` blanks the secret values out
@@ -35,6 +36,11 @@ How, and what it will not do (one module each):
 * :mod:`~memjobs_client.sensitive.paths` — credential file and directory names.
 * :mod:`~memjobs_client.sensitive.redact` and :mod:`~memjobs_client.sensitive.check` —
   blanking secrets out, and the refusal itself.
+* :mod:`~memjobs_client.sensitive.structured` — the stricter masking of
+  machine text the worker's logs add (values under secret-like names,
+  ``Authorization:`` headers, URL user info, ``Bearer …``), built on the
+  names and shapes of :mod:`~memjobs_client.sensitive.tokens`: the refusal
+  and the log redaction share one source of secret patterns.
 * A :class:`Finding` (:mod:`~memjobs_client.sensitive.rules`) and every error
   message name the rule only, never the matched text, because the matched
   text is the secret.
@@ -46,6 +52,7 @@ from memjobs_client.sensitive.paths import PATH_RULE as PATH_RULE  # importable,
 from memjobs_client.sensitive.paths import find_sensitive_path
 from memjobs_client.sensitive.redact import REDACTED, redact_secrets
 from memjobs_client.sensitive.rules import Finding
+from memjobs_client.sensitive.structured import is_secret_key, redact_structured
 
 __all__ = [
     # the check
@@ -56,4 +63,6 @@ __all__ = [
     # redaction
     "REDACTED",
     "redact_secrets",
+    "redact_structured",
+    "is_secret_key",
 ]

@@ -23,7 +23,7 @@ from memjobs_client.sensitive.encoded import encoded_scanner, letter_spaced_scan
 from memjobs_client.sensitive.normalize import nfkc
 from memjobs_client.sensitive.numbers import NUMBER_RULES
 from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
-from memjobs_client.sensitive.tokens import TOKEN_RULES
+from memjobs_client.sensitive.tokens import BEARER, SECRET_WORDS, TOKEN_RULES
 from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
 # --- High-entropy assignments ------------------------------------------------
@@ -36,10 +36,8 @@ _ENTROPY_ASSIGNMENT = re.compile(
     """,
     re.VERBOSE,
 )
-_SECRET_NAME = re.compile(
-    r"key|secret|token|pass|pwd|auth|credential|salt|signature|private|cookie|session",
-    re.IGNORECASE,
-)
+# Wider than the names alone: a long random value is evidence enough.
+_SECRET_NAME = re.compile(rf"{SECRET_WORDS}|key|pass|salt|private", re.IGNORECASE)
 
 
 def _shannon(value: str) -> float:
@@ -69,7 +67,7 @@ def _entropy_ok(match: re.Match[str]) -> bool:
 
 _BEARER = TextRule(
     "bearer_token", "Bearer token",
-    gated(regex_scanner(r"(?<![A-Za-z0-9])(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"), True,
+    gated(regex_scanner(BEARER + r"\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"), True,
 )
 _BASIC = TextRule(
     "basic_auth", "HTTP Basic credentials",

@@ -6,6 +6,10 @@ strings with a password in any position, and the Wi-Fi QR format.  Each is a
 :class:`~memjobs_client.sensitive.rules.TextRule` with ``shape=True``: these
 rules are also looked for inside paths, and inside decoded base64 or hex.
 
+The shapes and names the log redaction needs as well (:data:`SK_KEY`,
+:data:`JWT`, :data:`BEARER`, :data:`SECRET_WORDS`) are defined here once;
+:mod:`~memjobs_client.sensitive.structured` builds its stricter patterns on them.
+
 Why by shape: a vendor prefix followed by a long random tail (``ghp_``,
 ``xoxb-``, ``AKIA``, ``sk-``, ``glpat-``) is a credential whatever words
 surround it, so no keyword is needed.  Prefixes that are also ordinary
@@ -22,6 +26,23 @@ from memjobs_client.sensitive.values import PLACEHOLDER
 # Not preceded by a character that would make the prefix part of a longer word.
 _B = r"(?<![A-Za-z0-9_\-])"
 _E = r"(?![A-Za-z0-9_\-])"
+
+# Shapes the log redaction (memjobs_client.sensitive.structured) shares.
+SK_KEY = r"sk-(?:(?=[A-Za-z0-9_\-]{0,80}\d)[A-Za-z0-9_\-]{16,}|[A-Za-z0-9_\-]{20,})"
+"""An ``sk-`` model-service key (OpenAI, Anthropic, DashScope): a long tail, or a
+shorter one with a digit ("sk-learn-…" words are not keys)."""
+JWT = r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"
+"""A JSON Web Token: base64url of ``{"`` and two more parts (the signature may be
+empty: an unsigned token is a credential too)."""
+BEARER = r"(?<![A-Za-z0-9])(?i:bearer)"
+"""The ``Bearer`` auth scheme; the token follows after white space."""
+SECRET_WORDS = (
+    r"api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|password"
+    r"|passwd|pwd|secret|credential|auth|authorization|cookie|session|dsn|signature"
+)
+"""Words that make a name secret-like (searched, case-insensitive): ``DB_PASSWORD``,
+``refresh_token``, ``X-Auth``. The values under such names are masked in logs,
+and a long random value assigned to one is refused."""
 
 # PEM blocks (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ...) with at least some key
 # material after the header, up to the END line or, if cut off, the end of text.
@@ -47,7 +68,7 @@ _VENDOR_KEYS: tuple[tuple[str, str, str], ...] = (
      _B + r"(?:npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{40,}|rubygems_[a-f0-9]{40,}"
      r"|oy2[a-z0-9]{43}|dckr_pat_[A-Za-z0-9_\-]{20,})"),
     ("sk_api_key", "OpenAI, Anthropic, DashScope, Hugging Face or other model-service key",
-     _B + r"(?:sk-(?=[A-Za-z0-9_\-]{0,80}\d)[A-Za-z0-9_\-]{16,}|sk-[A-Za-z0-9_\-]{20,}"
+     _B + rf"(?:{SK_KEY}"
      r"|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{30,}|r8_[A-Za-z0-9]{30,}|pplx-[A-Za-z0-9]{30,}"
      r"|xai-[A-Za-z0-9]{30,}|sk-ant-[A-Za-z0-9_\-]{20,})"),
     ("stripe_key", "Stripe, Square, PayPal or Shopify secret",
@@ -84,8 +105,7 @@ _VENDOR_KEYS: tuple[tuple[str, str, str], ...] = (
      r"|open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/(?P<secret3>[A-Za-z0-9\-]{20,})"
      r"|qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=(?P<secret4>[A-Za-z0-9\-]{20,})"
      r"|oapi\.dingtalk\.com/robot/send\?access_token=(?P<secret5>[A-Za-z0-9]{20,})"),
-    ("jwt", "JSON Web Token",
-     _B + r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    ("jwt", "JSON Web Token", JWT),
 )
 
 _URL_PLACEHOLDERS = frozenset({"password", "pass", "passwd", "pwd", "secret", "pw", "xxx", "***"})

@@ -20,11 +20,12 @@ what is masked and omitted), :mod:`~memjobs_worker.logs.formatter`
 :mod:`~memjobs_worker.logs.configure` (:func:`configure_logging`).
 """
 
+from memjobs_client.sensitive import REDACTED
 from memjobs_worker.logs.configure import NOISY_LOGGERS, configure_logging
 from memjobs_worker.logs.configure import _JsonLinesHandler as _JsonLinesHandler  # tests find our handler by type
 from memjobs_worker.logs.formatter import MEM0_SUPPRESSED_MSG as MEM0_SUPPRESSED_MSG  # importable, as before
 from memjobs_worker.logs.formatter import JsonFormatter
-from memjobs_worker.logs.redaction import OMITTED, REDACTED, TEXT_FIELDS, redact, redact_text
+from memjobs_worker.logs.redaction import OMITTED, TEXT_FIELDS, redact, redact_text
 
 __all__ = [
     # setup

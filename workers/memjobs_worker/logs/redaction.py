@@ -5,18 +5,23 @@ memory texts and the people they belong to), and logs end up in places with
 weaker access control than the database, so:
 
 * Secrets are redacted before anything is written, by value as well as by
-  key: every string (message, extra value, traceback) goes through the same
-  detector that refuses credentials at the producers, so a vendor key, a
-  private key block or "my password is …" is masked whatever key it sits
-  under and whatever library or exception put it there.  :func:`redact` walks
-  dicts/lists and replaces the value of any key that looks like an API key,
-  token, ``Authorization`` header, cookie, password, secret, credential,
-  private key or DSN by ``"[REDACTED]"``.  Inside *strings* (messages,
-  tracebacks, extra values) :func:`redact_text` masks URL credentials
-  (``scheme://user:pass@``), ``Bearer`` tokens, ``Authorization:``/``Cookie:``
-  headers, ``key=value`` secrets (``?password=…``, ``&token=…``,
-  ``api_key=…``), quoted mapping entries (``'api_key': '…'``), OpenAI-style
-  ``sk-…`` keys and JWTs as well.
+  key, with the patterns of the producers' credential check
+  (:mod:`memjobs_client.sensitive`, their one source): every string (message,
+  extra value, traceback) goes through the same rules that refuse credentials
+  at the producers (:func:`~memjobs_client.sensitive.redact_secrets`), so a
+  vendor key, a JWT, a private key block or "my password is …" is masked
+  whatever key it sits under and whatever library or exception put it there.
+  :func:`redact` walks dicts/lists and replaces the value of any key that
+  looks like an API key, token, ``Authorization`` header, cookie, password,
+  secret, credential, private key or DSN by ``"[REDACTED]"``
+  (:func:`~memjobs_client.sensitive.is_secret_key`).  Inside
+  *strings* (messages, tracebacks, extra values) :func:`redact_text` first
+  masks what machine text carries
+  (:func:`~memjobs_client.sensitive.redact_structured`): URL
+  credentials (``scheme://user:pass@``), ``Bearer`` tokens,
+  ``Authorization:``/``Cookie:`` headers, ``key=value`` secrets
+  (``?password=…``, ``&token=…``, ``api_key=…``), quoted mapping entries
+  (``'api_key': '…'``) and ``sk-…`` keys.
 * User content is never logged.  ``extra=`` fields named in
   :data:`TEXT_FIELDS` (transcript, reply, memory text, task result, owner id,
   …) are always replaced by ``"[omitted]"``, at any nesting depth (see
@@ -38,9 +43,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from memjobs_client.sensitive import redact_secrets
+from memjobs_client.sensitive import REDACTED, is_secret_key, redact_secrets, redact_structured
 
-REDACTED: Final = "[REDACTED]"
 OMITTED: Final = "[omitted]"
 
 #: ``extra=`` fields with these names never reach the log (privacy by default).
@@ -66,98 +70,15 @@ _MAX_DEPTH: Final = 12
 # The value detector runs on pieces of at most this many characters.
 _MAX_VALUE_SCAN_CHARS: Final = 64 * 1024
 
-# Key names whose values are secrets (searched, case-insensitive).
-_SECRET_KEY_RE: Final = re.compile(
-    r"api[_-]?key|key$|token|authorization|auth|cookie|set-cookie|password|passwd"
-    r"|pwd|secret|credential|private[_-]?key|dsn",
-    re.IGNORECASE,
-)
-# Names that match the pattern above but are known not to be secrets.
-# ``owner_key`` is the sha256 the project logs *instead of* the owner id;
-# token counts are usage metrics.
-_NOT_SECRET_KEY_RE: Final = re.compile(
-    r"(owner|lock|idempotency|dedupe?|cache|queue|sort|partition)_key"
-    r"|(prompt|completion|total|input|output|max|reasoning|cached)_tokens",
-    re.IGNORECASE,
-)
-
-# --- string redaction ------------------------------------------------------
-
-_SECRET_WORDS: Final = (
-    r"api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|password"
-    r"|passwd|pwd|secret|credential|auth|authorization|cookie|session|dsn|signature"
-)
-
-# Key/value patterns match *any* key name and _mask_values() decides whether
-# it is a secret.  Two reasons: a pattern like [\w]*secret[\w]* backtracks
-# quadratically on long words (log lines can hold long blobs), and the value
-# of a non-secret key is left unconsumed so that secrets nested in it
-# ("url=https://h/?token=x") are still found.
-_SECRET_WORD_RE: Final = re.compile(_SECRET_WORDS, re.IGNORECASE)
-
-# 'api_key': 'x'   "password": "x"   (repr of dicts, JSON embedded in text)
-_QUOTED_KEY_RE: Final = re.compile(r"(?P<q>[\"'])(?P<k>[\w.\-]++)(?P=q)\s*+:\s*+")
-_QUOTED_VALUE_RE: Final = re.compile(r"\"(?:[^\"\\]|\\.)*+\"|'(?:[^'\\]|\\.)*+'|[^\s,}\]]++")
-# ?password=x  &token=x  api_key=x  DB_PASSWORD = "x"
-_KV_KEY_RE: Final = re.compile(r"(?<![\w.\-])(?P<k>[\w.\-]++)[ \t]*+=[ \t]*+")
-_KV_VALUE_RE: Final = re.compile(r"\"[^\"]*+\"|'[^']*+'|[^\s&;,'\"]++")
-# Authorization: Basic xxx     Cookie: a=b; c=d     (redacted to end of line)
-_HEADER_RE: Final = re.compile(
-    r"(?P<k>\b(?:proxy-)?authorization|\b(?:set-)?cookie|\bx-api-key|\bapi-key"
-    r"|\bx-auth-token)(?P<sep>[ \t]*:[ \t]*)(?P<v>[^\r\n]+)",
-    re.IGNORECASE,
-)
-# scheme://user:pass@host -> scheme://[REDACTED]@host
-_URL_CRED_RE: Final = re.compile(
-    r"(?<![a-z0-9+.\-])(?P<scheme>[a-z][a-z0-9+.\-]*+://)[^\s/?#]+@", re.IGNORECASE
-)
-_BEARER_RE: Final = re.compile(r"\b(?P<b>bearer)\s+[^\s,;'\"]+", re.IGNORECASE)
-_OPENAI_KEY_RE: Final = re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")
-_JWT_RE: Final = re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*")
-
-
-def _is_secret_key(name: str) -> bool:
-    """Key name of a mapping (``_SECRET_KEY_RE``, includes ``...key``)."""
-    return bool(_SECRET_KEY_RE.search(name)) and not _NOT_SECRET_KEY_RE.fullmatch(name)
-
-
-def _is_secret_word(name: str) -> bool:
-    """Key name inside free text (narrower: no bare ``...key``)."""
-    return bool(_SECRET_WORD_RE.search(name)) and not _NOT_SECRET_KEY_RE.fullmatch(name)
-
-
-def _mask_values(text: str, key_re: re.Pattern[str], value_re: re.Pattern[str]) -> str:
-    """Replace the value after each secret-looking key found by ``key_re``."""
-    parts: list[str] = []
-    pos = 0
-    for m in key_re.finditer(text):
-        if m.start() < pos or not _is_secret_word(m["k"]):
-            continue
-        value = value_re.match(text, m.end())
-        if value is None:
-            continue
-        quote = value[0][0] if value[0][0] in "'\"" and len(value[0]) > 1 else ""
-        parts += [text[pos : m.end()], quote, REDACTED, quote]
-        pos = value.end()
-    if not parts:
-        return text
-    parts.append(text[pos:])
-    return "".join(parts)
-
 
 def redact_text(text: str) -> str:
-    """Mask secrets inside free text (messages, tracebacks, string values): by
-    key (``password=…``, headers, URL credentials) and then by value, with the
-    same detector the producers refuse content with
-    (:func:`memjobs_client.sensitive.redact_secrets`: vendor keys, private key
-    blocks, card numbers, passwords in prose, ...)."""
-    text = _mask_values(text, _QUOTED_KEY_RE, _QUOTED_VALUE_RE)
-    text = _HEADER_RE.sub(lambda m: f"{m['k']}{m['sep']}{REDACTED}", text)
-    text = _URL_CRED_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
-    text = _BEARER_RE.sub(lambda m: f"{m['b']} {REDACTED}", text)
-    text = _mask_values(text, _KV_KEY_RE, _KV_VALUE_RE)
-    text = _OPENAI_KEY_RE.sub(f"sk-{REDACTED}", text)
-    text = _JWT_RE.sub(REDACTED, text)
+    """Mask secrets inside free text (messages, tracebacks, string values): where
+    machine text puts them (:func:`~memjobs_client.sensitive.redact_structured`:
+    ``password=…``, headers, URL user info, ``Bearer …``) and then by value, with
+    the same rules the producers refuse content with
+    (:func:`memjobs_client.sensitive.redact_secrets`: vendor keys, JWTs, private
+    key blocks, card numbers, passwords in prose, ...)."""
+    text = redact_structured(text)
     if len(text) > _MAX_VALUE_SCAN_CHARS:
         # A huge blob (a dumped payload): scanned in pieces, each redacted on its own.
         return "".join(redact_secrets(text[i:i + _MAX_VALUE_SCAN_CHARS])
@@ -212,7 +133,7 @@ def scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:
         out: dict[str, Any] = {}
         for k, v in value.items():
             key = str(k)
-            if _is_secret_key(key):
+            if is_secret_key(key):
                 out[key] = REDACTED
             elif omit_text and key in _OMITTED_FIELDS:
                 out[key] = OMITTED
