@@ -8,42 +8,40 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from dramatiq.brokers.redis import MAINTENANCE_SCALE
 
-from memjobs_client import MemjobsClient
-from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
+from memjobs_client import MemjobsClient, keys
+from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, owner_key
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.ops import status as ops
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
 
 DEFAULTS = {name: Settings.model_fields[name].default for name in (
     "lease_ms", "broker_heartbeat_timeout_ms", "sweep_pending_after_ms", "sweep_interval_ms",
     "heartbeat_interval_ms", "heartbeat_ttl_ms")}
+EXTRACT_QUEUE = "memjobs_extract"
 
 
-def _remember_now(h: Harness, owner: str, text: str) -> str:
-    key = owner_key(owner)
-    sid = source_id_for(key, text)
-    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
-                        sent_at=datetime.now(UTC))
-    return sid
-
-
-def _wait(probe: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll another process's effect (the ledger, Redis) until true or the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
-        time.sleep(0.05)
-    return value
+def extract_holders(h: Harness) -> dict[str, set[bytes | str]]:
+    """Which worker process (by Dramatiq broker id) holds which extraction
+    messages fetched and not yet acknowledged."""
+    head, tail = keys.acks("\0", EXTRACT_QUEUE).split("\0")
+    held: dict[str, set[bytes | str]] = {}
+    for raw in h.runtime.redis.scan_iter(match=keys.acks("*", EXTRACT_QUEUE)):
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if members := h.runtime.redis.smembers(name):
+            held[name.removeprefix(head).removesuffix(tail)] = set(members)
+    return held
 
 
 @pytest.fixture
@@ -65,11 +63,11 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
     settings = model_settings(**DEFAULTS, model_timeout_ms=120_000)
     h = harness_factory(settings)
     owners = [f"owner-{i}@example.com" for i in range(4)]
-    ids = [_remember_now(h, owners[i % 4], f"fact {i} of the recovery test") for i in range(16)]
+    ids = [remember_now(h, owner_key(owners[i % 4]), f"fact {i} of the recovery test") for i in range(16)]
     procs.append(spawn_workers(settings, tmp_path / "doomed.log", threads=2))
     fake_model.wait_for_request("chat", 1, timeout_s=90)
     procs.append(spawn_workers(settings, tmp_path / "survivor.log", threads=2))
-    _wait(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the surviving host's heartbeat")
+    wait_for(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the surviving host's heartbeat")
 
     stop = threading.Event()
 
@@ -88,7 +86,7 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
             found = [r.state for o in owners for r in h.store.list_sources(owner_key(o))]
             return len(found) == len(ids) and set(found) == {"learned"}
 
-        _wait(all_learned, 60, "every source learned after the kill")
+        wait_for(all_learned, 60, "every source learned after the kill")
         recovered_s = time.monotonic() - killed_at
     finally:
         stop.set()
@@ -112,17 +110,43 @@ def test_a_live_but_slow_worker_keeps_its_messages(
     settings = model_settings(broker_heartbeat_timeout_ms=1500, heartbeat_interval_ms=300,
                               lease_ms=1500, model_timeout_ms=60_000)
     h = harness_factory(settings)
-    sid = _remember_now(h, "slow@example.com", "I repair old clocks")
+    sid = remember_now(h, owner_key("slow@example.com"), "I repair old clocks")
     procs.append(spawn_workers(settings, tmp_path / "slow.log", threads=1))
     fake_model.wait_for_request("chat", 1, timeout_s=90)
+    held_from_ms = time.time() * 1000  # the slow extraction began at or before this
+    [(slow, held)] = wait_for(lambda: list(extract_holders(h).items()), 30,
+                              "the slow worker's extraction among its unacknowledged messages")
     procs.append(spawn_workers(settings, tmp_path / "other.log", threads=1))
-    _wait(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the second worker's heartbeat")
-    time.sleep(4 * 1.5)  # an absence over four heartbeat timeouts: nothing to await
-    queues = h.queues()["memjobs_extract"]
+    wait_for(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the second worker's heartbeat")
+    # Why this event suffices (instead of sleeping through "long enough"):
+    # Dramatiq takes a message from a worker in one way only. A dispatch by any
+    # process (one in ten: memjobs' maintenance_chance) requeues the unacknowledged
+    # messages of every broker whose score in __heartbeats__ is older than
+    # heartbeat_timeout by the dispatching process's wall clock in ms (the clock
+    # read here), and deletes that broker's set of them. So wait for the slow
+    # worker's own heartbeat stamped four heartbeat timeouts after its job began:
+    # it beat while its only thread was busy (had it stopped, this never comes and
+    # the test fails), and the window the fixed sleep covered has passed by the
+    # clock the requeue uses. Had a gap let another worker's dispatch find it dead
+    # meanwhile, its set would be gone or changed below.
+    timeout_ms = settings.broker_heartbeat_timeout_ms
+    wait_for(lambda: (h.runtime.redis.zscore(keys.BROKER_HEARTBEATS, slow) or 0)
+             >= held_from_ms + 4 * timeout_ms, 60,
+             "the slow worker's heartbeat four heartbeat timeouts into its job")
+    # And one dead-worker check on the extraction queue now, with the workers'
+    # heartbeat timeout, not left to the one-in-ten chance: it finds it alive.
+    chance = h.broker.maintenance_chance
+    h.broker.maintenance_chance = MAINTENANCE_SCALE
+    try:
+        h.broker.do_qsize(EXTRACT_QUEUE)
+    finally:
+        h.broker.maintenance_chance = chance
+    assert extract_holders(h) == {slow: held}  # never requeued: still the slow worker's
+    queues = h.queues()[EXTRACT_QUEUE]
     assert (queues["ready"], queues["in_flight"]) == (0, 1), queues
     assert len(fake_model.requests_for("chat")) == 1  # nobody else started the extraction
     fake_model.release()
-    _wait(lambda: [r.state for r in h.store.list_sources(owner_key("slow@example.com"))]
+    wait_for(lambda: [r.state for r in h.store.list_sources(owner_key("slow@example.com"))]
           == ["learned"], 60, "the slow extraction to commit")
     assert [r.source_id for r in h.store.list_sources(owner_key("slow@example.com"))] == [sid]
 

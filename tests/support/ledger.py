@@ -1,0 +1,21 @@
+"""Writing the ledger directly, as the remember job would."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memjobs_client.contracts import RememberSource, source_id_for
+from tests.support.harness import Harness
+
+
+def remember_now(h: Harness, key: str, text: str) -> str:
+    """Do the remember job's work here, in the test (the source added to the
+    ledger and the owner's extraction scheduled, as the job does), so the ledger
+    holds a whole batch before any worker runs. Returns the source id.
+
+    ``key`` is the owner key (:func:`memjobs_client.contracts.owner_key`).
+    """
+    sid = source_id_for(key, text)
+    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
+                        sent_at=datetime.now(UTC))
+    return sid
