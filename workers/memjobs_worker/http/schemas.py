@@ -4,30 +4,28 @@ Nested job parts are the contract models themselves (:class:`~memjobs_client.con
 ``TaskRef``, ``KnowledgeText``), so the HTTP door and the Python producer
 accept exactly the same jobs; the client re-validates the whole payload before
 anything is enqueued. Every request also refuses NUL bytes and unpaired UTF-16
-surrogates anywhere in its strings (neither survives PostgreSQL or UTF-8).
+surrogates anywhere in its strings (neither survives PostgreSQL or UTF-8), by
+the client's own check (:func:`~memjobs_client.validation.text_problem`).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, MAX_TASKS, MAX_TURNS, KnowledgeText, TaskRef, Turn
+from memjobs_client.validation import text_problem
 
 OwnerId = Field(min_length=1, max_length=256, description="the owner, named by the gateway; "
                 "stored and logged only as its sha256")
 SOURCE_ID_PATTERN = r"^src_[0-9a-f]{32}$"
 
 
-_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
-
-
 def _bad_char(value: Any) -> bool:
     if isinstance(value, str):
-        return _BAD_CHARS.search(value) is not None
+        return text_problem(value) is not None
     if isinstance(value, dict):
         return any(_bad_char(k) or _bad_char(v) for k, v in value.items())
     if isinstance(value, list | tuple):
