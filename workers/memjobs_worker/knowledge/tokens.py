@@ -23,40 +23,23 @@ words through PostgreSQL's ``english`` configuration (Snowball stemming, so
 and "on" neither match nor weigh), the characters and bigrams through
 ``simple``, as they are. Queries do the same, token by token.
 
-Bump :data:`TOKENIZER_VERSION` whenever the output changes for any input: the
-store then reports its index stale and rebuilds it from the raw chunk text.
+The folding, the unspaced scripts and the pairs are :mod:`memjobs_worker.text`'s,
+shared with the offline embedder and the grounding rule; the splitting into runs
+is this module's. Bump :data:`TOKENIZER_VERSION` whenever the output changes for
+any input (here or there): the store then reports its index stale and rebuilds
+it from the raw chunk text.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
+from memjobs_worker.text import bigrams, fold, grams, is_invisible, is_unspaced
+
 #: The version of the tokens this module produces (stored in ``knowledge_meta``).
 TOKENIZER_VERSION = 2
 #: Longer words are not indexed (PostgreSQL itself ignores lexemes over 2 KB).
 MAX_TOKEN_CHARS = 100
-
-# Letters of scripts written without spaces between words, by code point range.
-_UNSPACED = (
-    (0x0E00, 0x0EFF),    # Thai, Lao
-    (0x0F00, 0x0FFF),    # Tibetan
-    (0x1000, 0x109F),    # Myanmar
-    (0x1100, 0x11FF),    # Hangul Jamo
-    (0x1780, 0x17FF),    # Khmer
-    (0x2E80, 0x2FDF),    # CJK radicals
-    (0x3005, 0x3007),    # 々 〆 〇
-    (0x3021, 0x3029),    # Hangzhou numerals
-    (0x3038, 0x303C),
-    (0x3040, 0x30FF),    # Hiragana, Katakana
-    (0x3130, 0x318F),    # Hangul compatibility Jamo
-    (0x31F0, 0x31FF),    # Katakana extensions
-    (0x3400, 0x4DBF),    # CJK extension A
-    (0x4E00, 0x9FFF),    # CJK unified ideographs
-    (0xA000, 0xA4CF),    # Yi
-    (0xAC00, 0xD7AF),    # Hangul syllables
-    (0xF900, 0xFAFF),    # CJK compatibility ideographs
-    (0x20000, 0x323AF),  # CJK extensions B-H
-)
 
 
 def index_tokens(text: str) -> str:
@@ -71,7 +54,7 @@ def index_tokens(text: str) -> str:
             tokens.append("".join(units))
         else:
             tokens.extend(units)
-            tokens.extend(a + b for a, b in zip(units, units[1:], strict=False))
+            tokens.extend(bigrams(units))
     return " ".join(tokens)
 
 
@@ -86,10 +69,8 @@ def query_tokens(query: str) -> list[str]:
     for kind, units in _runs(query):
         if kind == "word":
             tokens.append("".join(units))
-        elif len(units) == 1:
-            tokens.append(units[0])
         else:
-            tokens.extend(a + b for a, b in zip(units, units[1:], strict=False))
+            tokens.extend(grams(units))
     return list(dict.fromkeys(tokens))
 
 
@@ -106,7 +87,7 @@ def split_tokens(tokens: str) -> tuple[str, str]:
 
 def is_unspaced_token(token: str) -> bool:
     """True for a character or bigram of a script written without spaces."""
-    return bool(token) and _is_unspaced(token[0])
+    return bool(token) and is_unspaced(token[0])
 
 
 def is_searchable(token: str) -> bool:
@@ -116,7 +97,7 @@ def is_searchable(token: str) -> bool:
     a lone Latin letter or digit would match nearly everything, so queries
     made only of those fall back to a substring search instead.
     """
-    return len(token) >= 2 or (len(token) == 1 and _is_unspaced(token))
+    return len(token) >= 2 or (len(token) == 1 and is_unspaced(token))
 
 
 def _runs(text: str) -> list[tuple[str, list[str]]]:
@@ -131,15 +112,15 @@ def _runs(text: str) -> list[tuple[str, list[str]]]:
             runs.append((kind, units))
         kind, units = "", []
 
-    for ch in unicodedata.normalize("NFKC", text).casefold():
+    for ch in fold(text):
+        if is_invisible(ch):
+            continue  # joiners, selectors, soft hyphens
         category = unicodedata.category(ch)
-        if category == "Cf" or _is_variation_selector(ch):
-            continue  # invisible: joiners, selectors, soft hyphens
         if category[0] == "M":
             if units:
                 units[-1] += ch  # a combining mark belongs to its base
             continue
-        if category[0] == "L" and _is_unspaced(ch):
+        if category[0] == "L" and is_unspaced(ch):
             new_kind = "unspaced"
         elif category[0] in "LN":
             new_kind = "word"
@@ -153,11 +134,3 @@ def _runs(text: str) -> list[tuple[str, list[str]]]:
     flush()
     return runs
 
-
-def _is_unspaced(ch: str) -> bool:
-    code = ord(ch)
-    return any(low <= code <= high for low, high in _UNSPACED)
-
-
-def _is_variation_selector(ch: str) -> bool:
-    return "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"

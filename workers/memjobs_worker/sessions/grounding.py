@@ -35,10 +35,10 @@ code for the audit log (never text).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 
 from memjobs_worker.sessions import grounding_lexicon as lex
+from memjobs_worker.text import fold, grams, nfkc
 
 #: Share of a patch's content units that its evidence must contain.
 COVERAGE = 0.75
@@ -46,7 +46,7 @@ COVERAGE = 0.75
 
 def normalise(text: str) -> str:
     """NFKC, case-folded, punctuation and symbols turned to spaces, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    text = fold(text).replace("\u2019", "'")
     kept = [c if (c.isalnum() or c == "'") else " " for c in text]
     return " ".join("".join(kept).split())
 
@@ -87,7 +87,7 @@ def _quoted(parts: Sequence[str], user_turns: Sequence[str]) -> bool:
 def _strip(text: str) -> str:
     """The patch's words without Markdown, a leading label or line markers."""
     lines = []
-    for line in unicodedata.normalize("NFKC", text).splitlines():
+    for line in nfkc(text).splitlines():
         line = lex.MARKDOWN.sub(" ", line)
         line = lex.LABEL.sub(" ", line)
         lines.append(line)
@@ -101,7 +101,7 @@ def units(content: str) -> list[str]:
         token = match.group()
         if token[0] >= "\u3400":
             for run in lex.FRAME_ZH_RE.split(token):
-                out.extend(_bigrams(run))
+                out.extend(grams(run))
         elif token not in lex.STOP_EN and token not in lex.FRAME_EN and token not in lex.NEGATIONS_EN:
             out.append(_stem(token))
     return out
@@ -208,12 +208,6 @@ def _has(text: str, needles: Iterable[str]) -> bool:
         elif f" {needle} " in padded:
             return True
     return False
-
-
-def _bigrams(run: str) -> list[str]:
-    if len(run) <= 1:
-        return [run] if run else []
-    return [run[i:i + 2] for i in range(len(run) - 1)]
 
 
 def _stem(word: str) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-UNIT = re.compile(rf"[{CJK}]+|[a-z0-9]+(?:'[a-z]+)?")
+from memjobs_worker.text import HAN
+
+UNIT = re.compile(rf"[{HAN}]+|[a-z0-9]+(?:'[a-z]+)?")
 LABEL = re.compile(r"^\s*[^:：\n\d]{1,12}[:：]\s*(?=\S)")
 ELLIPSIS = re.compile(r"…+|\.{3,}")
 MARKDOWN = re.compile(r"^\s*(?:[-*+>#]+|\d+[.)])\s*|[*_`~#>\[\]()]")

@@ -3,10 +3,16 @@
 No model is downloaded or called. Each text becomes a ``dims``-long vector:
 character unigrams and bigrams for Chinese (which has no spaces: matched by
 its characters and two-character words), lower-cased words and their
-character trigrams for Latin script, each hashed with blake2b into a signed bucket, then L2-normalised. Cosine
-similarity is then lexical overlap: "咖啡" finds "我喜欢喝咖啡" and "coffee"
-finds "I drink coffee", but "饮料" does not find "咖啡" and "beverage" does not
-find "coffee" — there is no semantics. The README says what that costs.
+character trigrams for Latin script, each hashed with blake2b into a signed
+bucket, then L2-normalised. Cosine similarity is then lexical overlap: "咖啡"
+finds "我喜欢喝咖啡" and "coffee" finds "I drink coffee", but "饮料" does not
+find "咖啡" and "beverage" does not find "coffee" — there is no semantics
+(``docs/configuration.md``, "The offline embedder", says what that costs).
+
+NFKC and the pairs are :mod:`memjobs_worker.text`'s, shared with knowledge
+search and the grounding rule. Which characters form a run (any non-ASCII
+letter or digit) and ``lower()`` rather than case folding are this module's
+own, and stay as they are: the vectors of stored memories were made with them.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from memjobs_worker.text import bigrams, nfkc
+
 _LATIN_WORD = re.compile(r"[a-z0-9]+")
 
 
 def _features(text: str) -> list[str]:
     """CJK (and other unspaced scripts): characters and character bigrams.
     Latin words: the word itself and its character trigrams (typos, plurals)."""
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = nfkc(text).lower()  # lower, not fold(): the stored vectors were made so
     features: list[str] = []
     for word in _LATIN_WORD.findall(text):
         features.append(f"w:{word}")
@@ -36,7 +44,7 @@ def _features(text: str) -> list[str]:
             run.append(char)
             continue
         features += [f"c:{c}" for c in run]
-        features += [f"b:{a}{b}" for a, b in zip(run, run[1:], strict=False)]
+        features += [f"b:{pair}" for pair in bigrams(run)]
         run = []
     return features
 
