@@ -3,7 +3,7 @@
 Each line: ``{"lang", "doc", "text", "evidence", "user_turns", "label"}`` with
 ``label`` ``grounded`` or ``inferred`` and, for a deletion, ``"delete": true``.
 Used by ``tests/sessions/test_grounding.py`` (the thresholds) and
-``bench/bench_grounding.py`` (the figures in the README).
+``bench/bench_grounding.py`` (the figures in docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
 
 class Settings(BaseSettings):
-    """Every knob memjobs has; see the README's configuration table."""
+    """Every knob memjobs has; see docs/configuration.md."""
 
     model_config = SettingsConfigDict(env_prefix="MEMJOBS_", extra="ignore", populate_by_name=True)
 
@@ -146,7 +146,7 @@ class Settings(BaseSettings):
     #: password still apply).
     redis_sentinels: str | None = None
     redis_sentinel_master: str = "memjobs"
-    # The HTTP API (`memjobs api`, started by `memjobs up`): see the README's HTTP section.
+    # The HTTP API (`memjobs api`, started by `memjobs up`): see docs/http-api.md.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8780, ge=0, le=65535)
     api_gateway_token: SecretStr | None = None

@@ -247,7 +247,7 @@ def _index_by_owner(database_url: str, table: str) -> None:
     HNSW index over all owners' vectors applies that filter *after* its scan,
     so with many owners it returns fewer hits than asked, often none; and each
     insert into the graph cost about six times a B-tree insert (measured in the
-    README's load figures). A B-tree on the owner makes the search exact over
+    load figures in docs/benchmarks.md). A B-tree on the owner makes the search exact over
     that owner's memories, which is also cheap at the sizes one person's memory
     reaches. An HNSW index left by an older version is dropped.
 
