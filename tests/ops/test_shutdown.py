@@ -4,31 +4,31 @@ and loses nothing the ledger, the broker's requeue and the sweeper cannot recove
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memjobs_client import keys
-from memjobs_client.contracts import RememberSource, owner_key, source_id_for
+from memjobs_client.contracts import owner_key
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
 
 OWNER = "shutdown@example.com"
 KEY = owner_key(OWNER)
 
 
-def remember_now(h: Harness, text: str, owner: str = OWNER) -> str:
-    key = owner_key(owner)
-    sid = source_id_for(key, text)
-    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
-                        sent_at=datetime.now(UTC))
-    return sid
+def log_messages(path: Path) -> list[str]:
+    """The messages of a worker's JSON Lines log, whole lines only (it is being written)."""
+    text = path.read_text(errors="replace")
+    return [json.loads(line)["msg"] for line in text[:text.rfind("\n") + 1].splitlines()]
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
     fake_model.slow_next("chat", 3.0)  # SIGTERM arrives while the model answers
     settings = model_settings(model_timeout_ms=30_000)
     h = harness_factory(settings)
-    ids = [remember_now(h, t) for t in ("I grow basil", "我养了一只猫", "I cycle to work")]
+    ids = [remember_now(h, KEY, t) for t in ("I grow basil", "我养了一只猫", "I cycle to work")]
     worker = spawn_workers(settings, tmp_path / "worker.log", threads=1)
     procs.append(worker)
     fake_model.wait_for_request("chat", 1, timeout_s=90)
@@ -79,13 +79,18 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     settings = model_settings(model_timeout_ms=120_000, lease_ms=1500,
                               broker_heartbeat_timeout_ms=2000)
     h = harness_factory(settings)
-    ids = [remember_now(h, t) for t in ("I read before sleeping", "我周五游泳")]
-    worker = spawn_workers(settings, tmp_path / "worker.log", threads=1)
+    ids = [remember_now(h, KEY, t) for t in ("I read before sleeping", "我周五游泳")]
+    log_path = tmp_path / "worker.log"
+    worker = spawn_workers(settings, log_path, threads=1)
     procs.append(worker)
     fake_model.wait_for_request("chat", 1, timeout_s=90)
     worker.send_signal(signal.SIGTERM)
-    time.sleep(0.5)  # the first signal has been handled: the worker waits on its job
-    assert worker.poll() is None
+    # The first signal handled all the way down: Dramatiq's worker process logs
+    # "Shutting down..." when its handler has ended the run loop and it starts
+    # stopping (consumers first, then waiting for the job in hand, which hangs).
+    wait_for(lambda: "Shutting down..." in log_messages(log_path), 60,
+             "the worker process to start its graceful shutdown")
+    assert worker.poll() is None  # ... so it is still alive, waiting on its job
     started = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     worker.wait(30)
@@ -94,11 +99,12 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     fake_model.release()
 
     procs.append(spawn_workers(settings, tmp_path / "fresh.log", threads=2))
-    deadline = time.monotonic() + 60
-    while {r.state for r in h.store.list_sources(KEY)} != {"learned"}:
-        assert time.monotonic() < deadline, h.store.list_sources(KEY)
+
+    def swept_and_learned() -> bool:  # the sweeper re-enqueues what the kill left pending
         h.runtime.sweeper.once()
-        time.sleep(0.5)
+        return {r.state for r in h.store.list_sources(KEY)} == {"learned"}
+
+    wait_for(swept_and_learned, 60, "every source learned by a fresh worker", poll_s=0.5)
     assert sorted(r.source_id for r in h.store.list_sources(KEY)) == sorted(ids)
     committed = [e for e in h.store.attempt_events(KEY) if e[3] == "committed"]
     assert len(committed) == 1  # learned once: the interrupted attempt never committed
@@ -118,18 +124,18 @@ def test_the_sweeper_service_sweeps_until_sigterm(
 
     settings = make_settings(sweep_pending_after_ms=0)
     h = harness_factory(settings)
-    remember_now(h, "the sweeper finds me")
+    remember_now(h, KEY, "the sweeper finds me")
     h.runtime.scheduler.clear(KEY)  # as if the extraction message had been lost
     before = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))
     proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "sweep", "--every",
                              "0.2"], env=worker_env(settings), cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while not alive_file(settings).exists():
+        def swept() -> bool:  # a pass touches the health file
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-            assert time.monotonic() < deadline, "no sweep pass"
-            time.sleep(0.05)
+            return alive_file(settings).exists()
+
+        wait_for(swept, 60, "a sweep pass")
         after = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))
         assert after > before  # the pending owner was re-enqueued
         proc.send_signal(signal.SIGTERM)
