@@ -4,7 +4,8 @@ OpenAI-compatible endpoint (DashScope, OpenAI, a local Ollama, …).
 Transient failures (connection errors, timeouts, 429, 5xx) are retried with
 exponential backoff by tenacity; what is left becomes ``ModelUnavailable``,
 so the job is retried later by Dramatiq and no source leaves ``pending``.
-Every call reports (purpose, outcome, seconds) to a hook for metrics.
+Every call reports (purpose, outcome, seconds) to a hook: built from settings,
+:func:`~memjobs_worker.observability.metrics.record_model_call`.
 """
 
 from __future__ import annotations
@@ -99,8 +100,13 @@ def _outcome(exc: openai.APIError) -> str:
 
 
 class ChatModel(_OpenAICompatible):
-    """The light text model. ``generate_response`` has the shape mem0's LLMs have,
-    so a :class:`ChatModel` stands in for mem0's own client."""
+    """The light text model: the one chat-model type of the worker.
+
+    Extraction (through mem0), consolidation and the digest all ask it
+    (:func:`memjobs_worker.model_output.ask_json`); tests point it at a local
+    server speaking the OpenAI API. ``generate_response`` has the shape mem0's
+    LLMs have, so a :class:`ChatModel` stands in for mem0's own client.
+    """
 
     def __init__(self, *, model: str, purpose: str = "extract", **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -1,8 +1,8 @@
 """Bad output from the model is bad input too: one bounded way to ask for JSON.
 
-What: the model protocol every job that asks the light model for JSON uses
-(:class:`ChatModel`), one parser of JSON answers (:func:`parse_json_object`,
-code fences stripped) and one bounded way of asking (:func:`ask_json`).
+What: one parser of JSON answers (:func:`parse_json_object`, code fences
+stripped) and one bounded way of asking the light model
+(:class:`~memjobs_worker.model_client.ChatModel`) for JSON (:func:`ask_json`).
 
 Why one module: consolidation and the digest used to treat a malformed answer
 in two ways (give up at once / retry for seventeen minutes), and extraction
@@ -32,9 +32,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from memjobs_client.errors import PermanentError
+from memjobs_worker.model_client import ChatModel
 
 T = TypeVar("T")
 
@@ -42,14 +43,6 @@ T = TypeVar("T")
 OUTPUT_ATTEMPTS = 2
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?|\n?\s*```\s*$")
-
-
-class ChatModel(Protocol):
-    """What a job that asks for JSON needs of a model
-    (:class:`memjobs_worker.model_client.ChatModel`)."""
-
-    def generate_response(self, messages: list[dict[str, str]],
-                          response_format: Any = None) -> str: ...
 
 
 class ModelOutputInvalid(PermanentError):

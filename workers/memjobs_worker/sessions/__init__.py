@@ -9,15 +9,15 @@ Digests are never injected into instructions. Each job runs once per
 (owner, session) (:mod:`~memjobs_worker.sessions.runs`, :mod:`~memjobs_worker.sessions.jobs`).
 """
 
+from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.digest import (
     MAX_GIST_CHARS,
     MAX_TOPIC_CHARS,
     Digest,
-    TextModel,
     digest_session,
 )
 from memjobs_worker.sessions.jobs import redact_payload, run_consolidation, run_digest
-from memjobs_worker.sessions.prompting import ChatModel, ModelOutputInvalid
+from memjobs_worker.sessions.prompting import ModelOutputInvalid
 from memjobs_worker.sessions.runs import RunClaim, RunKind, RunLedger, RunRecord
 from memjobs_worker.sessions.store import (
     DIGEST_RETENTION_DAYS,
@@ -32,7 +32,6 @@ __all__ = [
     # the jobs
     "Digest",
     "ChatModel",
-    "TextModel",
     "digest_session",
     "run_consolidation",
     "run_digest",

@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memjobs_client.contracts import ConsolidateSession
 from memjobs_client.errors import StaleFencingToken
 from memjobs_client.sensitive import find_sensitive_text, redact_secrets
+from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.grounding import grounded
 from memjobs_worker.sessions.memory_docs.protocol import WRITABLE_DOCS
 from memjobs_worker.sessions.prompting import (
-    ChatModel,
     ModelOutputInvalid,
     ask_json,
     parse_json_object,

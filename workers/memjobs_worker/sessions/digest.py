@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from memjobs_client.contracts import DigestSession, TaskRef
 from memjobs_client.sensitive import redact_secrets
+from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.gist import cut, normalise_spaces
 from memjobs_worker.sessions.prompting import (
-    ChatModel,
     ModelOutputInvalid,
     ask_json,
     parse_json_object,
@@ -43,10 +43,6 @@ SYSTEM_PROMPT = (
     "or other secrets; the text marks removed secrets as [REDACTED]."
 )
 _SHAPE = '{"topic": "...", "gist": "..."}'
-
-#: Kept for callers that imported the protocol under its old name.
-TextModel = ChatModel
-
 
 @dataclass(frozen=True)
 class Digest:

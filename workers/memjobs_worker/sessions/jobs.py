@@ -35,9 +35,10 @@ from dramatiq.middleware import CurrentMessage
 from memjobs_client.contracts import QUEUE_OF, ConsolidateSession, DigestSession, TaskRef, Turn
 from memjobs_client.errors import MemjobsError, PermanentError, StaleFencingToken
 from memjobs_client.sensitive import redact_secrets
+from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.consolidation import consolidate
 from memjobs_worker.sessions.digest import digest_session
-from memjobs_worker.sessions.prompting import ChatModel, ModelOutputInvalid
+from memjobs_worker.sessions.prompting import ModelOutputInvalid
 from memjobs_worker.sessions.runs import RunClaim, RunKind, RunLedger
 from memjobs_worker.sessions.store import SessionStore
 

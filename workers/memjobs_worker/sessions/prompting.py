@@ -2,13 +2,13 @@
 
 What: one transcript renderer (:func:`render_transcript`, secrets redacted),
 and — from :mod:`memjobs_worker.model_output`, which extraction shares — the
-model protocol (:class:`ChatModel`), the JSON parser (:func:`parse_json_object`)
-and the bounded way of asking (:func:`ask_json`, raising
-:class:`ModelOutputInvalid` after one quick retry).
+JSON parser (:func:`parse_json_object`) and the bounded way of asking
+(:func:`ask_json`, raising :class:`ModelOutputInvalid` after one quick retry).
+The model itself is :class:`memjobs_worker.model_client.ChatModel`.
 
 Why one module: consolidation and the digest used to carry two protocols, two
 renderers and two ways of stripping fences. The generic half moved to
-:mod:`memjobs_worker.model_output` when extraction needed it too; the names
+:mod:`memjobs_worker.model_output` when extraction needed it too; its names
 stay importable from here.
 """
 
@@ -20,14 +20,12 @@ from memjobs_client.contracts import Turn
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.model_output import (
     OUTPUT_ATTEMPTS,
-    ChatModel,
     ModelOutputInvalid,
     ask_json,
     parse_json_object,
 )
 
-__all__ = ["OUTPUT_ATTEMPTS", "ChatModel", "ModelOutputInvalid", "ask_json", "parse_json_object",
-           "render_transcript"]
+__all__ = ["OUTPUT_ATTEMPTS", "ModelOutputInvalid", "ask_json", "parse_json_object", "render_transcript"]
 
 
 def render_transcript(turns: Sequence[Turn]) -> str:

@@ -26,9 +26,9 @@ import json
 import re
 from typing import Any
 
+from memjobs_worker.model_client import ChatModel
 from memjobs_worker.model_output import (
     OUTPUT_ATTEMPTS,
-    ChatModel,
     ModelOutputInvalid,
     ask_json,
     parse_json_object,
