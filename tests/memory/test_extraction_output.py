@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from memjobs_client.contracts import RememberSource, owner_key, source_id_for
+from memjobs_client.contracts import owner_key, source_id_for
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder, MemoryEngine
 from memjobs_worker.memory.engine.extraction_output import parse_facts_reply
@@ -28,7 +28,9 @@ from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, worker_env
+from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
+from tests.support.polling import wait_for
 
 OWNER = "lin@example.com"
 KEY = owner_key(OWNER)
@@ -132,21 +134,6 @@ def jobs(actor: str, outcome: str) -> float:
     return REGISTRY.get_sample_value("memjobs_jobs_total", {"actor": actor, "outcome": outcome}) or 0.0
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
-def remember_now(h: Harness, text: str) -> str:
-    """The remember job's work done here, so the ledger holds every batch before a worker runs."""
-    sid = source_id_for(KEY, text)
-    h.pipeline.remember(RememberSource(owner_key=KEY, source_id=sid, text=text),
-                        sent_at=datetime.now(UTC))
-    return sid
-
-
 def cli(h: Harness, *args: str) -> object:
     done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args, "--json"],
                           env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO,
@@ -165,7 +152,7 @@ def test_malformed_output_fails_each_batch_within_seconds_with_its_reason(
     before = jobs("extract_facts", "model_output_invalid")
     retried = jobs("extract_facts", "retried")
     texts = ["I moved to Hangzhou last month", "我不吃香菜", "I take the 7:40 train"]
-    ids = [remember_now(h, t) for t in texts]
+    ids = [remember_now(h, KEY, t) for t in texts]
     started = time.monotonic()
     h.start_worker()
     h.drain(timeout_s=30)
@@ -184,7 +171,8 @@ def test_malformed_output_fails_each_batch_within_seconds_with_its_reason(
     assert h.runtime.pipeline.engine.list(KEY) == []  # nothing kept of the attempts
 
     # The job ended, counted with its reason; nothing retried, nothing dead-lettered.
-    wait_until(lambda: jobs("extract_facts", "model_output_invalid") > before)
+    wait_for(lambda: jobs("extract_facts", "model_output_invalid") > before, 10,
+             "the invalid model output to be counted", poll_s=0.02)
     assert jobs("extract_facts", "retried") == retried
     assert h.queues()["memjobs_extract"]["dead"] == 0
     status = ops.status(h.runtime.redis, h.store)

@@ -21,33 +21,21 @@ from memjobs_worker.memory.store import (
     SqlStateStore,
     StateStore,
 )
+from tests.support.clocks import ManualClock
 
 KEY = owner_key("alice")
 OTHER = owner_key("bob")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class StepClock:
-    """A clock that moves only when told (and one millisecond per reading)."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
 @pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
+def clock() -> ManualClock:
+    """Moves only when told, and one millisecond per reading."""
+    return ManualClock(T0, step=timedelta(milliseconds=1))
 
 
 @pytest.fixture(params=["memory", "sql"])
-def store(request: pytest.FixtureRequest, clock: StepClock) -> Iterator[StateStore]:
+def store(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[StateStore]:
     if request.param == "memory":
         yield InMemoryStateStore(clock=clock)
         return
@@ -80,7 +68,7 @@ def learn(store: StateStore, token: int, *memories: Produced, key: str = KEY) ->
 # -- sources ------------------------------------------------------------------------
 
 
-def test_a_new_source_is_pending_with_what_was_sent(store: StateStore, clock: StepClock) -> None:
+def test_a_new_source_is_pending_with_what_was_sent(store: StateStore, clock: ManualClock) -> None:
     sid = remember(store, "I like tea", session_id="s-1")
     [record] = store.list_sources(KEY)
     assert (record.source_id, record.owner_key, record.state, record.kind, record.session_id,
@@ -146,7 +134,7 @@ def test_counts_cover_every_state_of_every_owner(store: StateStore) -> None:
     assert store.counts_by_state() == {"pending": 2, "learned": 1, "forgotten": 1, "failed": 1}
 
 
-def test_oldest_pending_and_owners_pending_since(store: StateStore, clock: StepClock) -> None:
+def test_oldest_pending_and_owners_pending_since(store: StateStore, clock: ManualClock) -> None:
     assert store.oldest_pending_at() is None
     assert store.owners_pending_since(T0 + timedelta(days=1)) == []
     remember(store, "early")
@@ -256,7 +244,7 @@ REASON = "model_output_invalid: the reply has no list 'memory' (after 2 attempts
 
 
 def test_a_failed_attempt_marks_its_pending_sources_failed_with_the_reason(
-    store: StateStore, clock: StepClock,
+    store: StateStore, clock: ManualClock,
 ) -> None:
     first, second = remember(store, "I moved to Hangzhou"), remember(store, "我不吃香菜")
     forgotten = remember(store, "my locker is 42")
@@ -451,7 +439,7 @@ def test_concurrent_remembers_are_each_stored_once(store: StateStore) -> None:
 # -- micro-batching's view ------------------------------------------------------------
 
 def test_pending_window_counts_an_owners_pending_sources_and_their_ages(
-    store: StateStore, clock: StepClock
+    store: StateStore, clock: ManualClock
 ) -> None:
     assert store.pending_window(KEY) == PendingWindow(0, 0, 0)
     remember(store, "first")

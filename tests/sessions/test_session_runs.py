@@ -25,6 +25,7 @@ from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
 from tests.support.openai_server import FakeOpenAI
+from tests.support.polling import wait_for
 
 OWNER = "runs@example.com"
 KEY = owner_key(OWNER)
@@ -42,14 +43,6 @@ def is_consolidation(request: dict[str, Any]) -> bool:
 
 def jobs(actor: str, outcome: str) -> float:
     return REGISTRY.get_sample_value("memjobs_jobs_total", {"actor": actor, "outcome": outcome}) or 0.0
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
-    """Poll a condition another thread makes true (no event to wait on across Redis)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def message(payload: dict[str, Any], actor: str = "consolidate_session") -> dramatiq.Message[Any]:
@@ -103,7 +96,8 @@ def test_a_redelivery_during_the_model_call_is_a_duplicate(h: Harness, fake_mode
     h.broker.enqueue(message(payload("r-2")))
     fake_model.wait_for_request("chat", 1)  # the first delivery is inside its model call
     h.broker.enqueue(message(payload("r-2")))  # the same message again (a redelivery)
-    wait_until(lambda: jobs("consolidate_session", "duplicate") > duplicates)
+    wait_for(lambda: jobs("consolidate_session", "duplicate") > duplicates, 30,
+             "the duplicate consolidation to be counted", poll_s=0.02)
     fake_model.release()
     h.drain()
     assert len(fake_model.requests_for("chat")) == 1
@@ -214,7 +208,8 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
     assert dead == 2
     stored = _redis_values(h)
     assert marker in stored and "[REDACTED]" in stored  # the dead letters kept the rest of the turn
-    wait_until(lambda: marker.encode() in _redis_files(redis_server))  # the append-only file has them too
+    wait_for(lambda: marker.encode() in _redis_files(redis_server), 30,  # the append-only file has them too
+             "the marker in Redis's files", poll_s=0.02)
     files = _redis_files(redis_server)
     for secret in (password, key):
         assert secret not in stored and secret.encode() not in files

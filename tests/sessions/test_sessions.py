@@ -15,6 +15,7 @@ from memjobs_client.errors import ModelUnavailable, PermanentError, StaleFencing
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import ModelOutputInvalid, SessionStore, digest_session, run_digest
+from tests.support.clocks import ManualClock
 from tests.support.openai_server import FakeOpenAI
 
 KEY = owner_key("alice@example.com")
@@ -22,26 +23,13 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SECRET = "sk-live9Qw3Er7Ty1Ui5Op2As8Df4Gh6Jk"
 
 
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
-
-
-@pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[SessionStore]:
+def store(database_url: str, clock: ManualClock) -> Iterator[SessionStore]:
     engine = create_db_engine(database_url)
     yield SessionStore(engine, clock=clock)
     engine.dispose()
@@ -184,7 +172,7 @@ def test_second_digest_of_a_session_is_a_duplicate_without_a_model_call(
 
 
 def test_a_run_held_under_a_live_lease_is_not_run_again(
-    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: Clock
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: ManualClock
 ) -> None:
     held = store.runs.claim(KEY, "s1", "digest", LEASE)  # another worker is on it
     assert held is not None
@@ -193,7 +181,7 @@ def test_a_run_held_under_a_live_lease_is_not_run_again(
 
 
 def test_run_whose_holder_died_is_taken_over_after_its_lease(
-    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: Clock
+    store: SessionStore, model: ChatModel, fake_model: FakeOpenAI, clock: ManualClock
 ) -> None:
     dead = store.runs.claim(KEY, "s1", "digest", LEASE)  # the worker died after claiming
     assert dead is not None
@@ -248,7 +236,7 @@ def test_worker_redacts_a_hand_written_payload_again(
 
 
 def test_recall_lists_sessions_newest_first_within_the_window(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     for day, sid in enumerate(["old", "mid", "new"]):
         store.save_digest(KEY, sid, f"topic {sid}", "gist", [], now=T0 + timedelta(days=day * 5))
@@ -257,7 +245,7 @@ def test_recall_lists_sessions_newest_first_within_the_window(
     assert [r.session_id for r in store.recall_sessions(KEY, days=7)] == ["new", "mid"]
 
 
-def test_recall_reads_task_status_live_from_the_ledger(store: SessionStore, clock: Clock) -> None:
+def test_recall_reads_task_status_live_from_the_ledger(store: SessionStore, clock: ManualClock) -> None:
     store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t1", goal="设置七点闹钟")])
     store.record_task(KEY, "t1", "设置七点闹钟", "running")
     assert statuses(store) == {"t1": ("running", True)}
@@ -267,7 +255,7 @@ def test_recall_reads_task_status_live_from_the_ledger(store: SessionStore, cloc
 
 
 def test_recall_says_dispatched_once_the_task_record_expired(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t1", goal="设置七点闹钟")])
     store.record_task(KEY, "t1", "设置七点闹钟", "succeeded")
@@ -290,7 +278,7 @@ def test_status_report_for_an_unknown_task_creates_it(store: SessionStore) -> No
 
 
 def test_retention_deletes_exactly_the_digests_older_than_90_days(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     store.save_digest(KEY, "kept", "t", "g", [], now=T0 - timedelta(days=89, hours=23))
     store.save_digest(KEY, "gone", "t", "g", [], now=T0 - timedelta(days=90, seconds=1))
@@ -299,7 +287,7 @@ def test_retention_deletes_exactly_the_digests_older_than_90_days(
 
 
 def test_retention_deletes_terminal_tasks_3_days_after_they_ended(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     store.save_digest(KEY, "s1", "t", "g", [TaskRef(task_id=t, goal=t) for t in ("done", "ended", "busy")])
     store.record_task(KEY, "busy", "busy", "running")
@@ -313,7 +301,7 @@ def test_retention_deletes_terminal_tasks_3_days_after_they_ended(
 
 
 def test_retention_never_deletes_a_task_that_is_not_terminal(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     store.record_task(KEY, "t1", "goal", "succeeded")
     clock.advance(timedelta(minutes=1))
@@ -324,7 +312,7 @@ def test_retention_never_deletes_a_task_that_is_not_terminal(
 
 
 def test_repeated_terminal_report_does_not_extend_retention(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     store.record_task(KEY, "t1", "goal", "succeeded")
     clock.advance(timedelta(days=2))
@@ -334,7 +322,7 @@ def test_repeated_terminal_report_does_not_extend_retention(
 
 
 def test_retention_deletes_run_records_older_than_90_days(
-    store: SessionStore, clock: Clock
+    store: SessionStore, clock: ManualClock
 ) -> None:
     for sid, kind in (("gone", "digest"), ("kept", "consolidate")):
         claim = store.runs.claim(KEY, sid, kind, LEASE)  # type: ignore[arg-type]
