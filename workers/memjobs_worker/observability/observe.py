@@ -1,14 +1,19 @@
 """Job outcomes as metrics, recent-throughput counts and one log line per job.
 
 Actors say how a job ended by recording an outcome on the message
-(``memjobs_worker.actors.report``: ``created``, ``duplicate``, ``skipped_busy``, …) or
-by raising; this middleware turns that into ``memjobs_jobs_total{actor,
-outcome}``, duration and queue-wait histograms, and a log line carrying the
-actor, the outcome and the reason — never payload text.
+(:func:`memjobs_worker.jobs.report`: ``created``, ``duplicate``,
+``skipped_busy``, …, left in the message option :data:`OUTCOME_OPTION`) or by
+raising; this middleware turns that into ``memjobs_jobs_total{actor,
+outcome}``, duration and queue-wait histograms, the per-minute counts of
+``memjobs status`` (:class:`~memjobs_worker.observability.jobstats.JobStats`)
+and a log line carrying the actor, the outcome and the reason — never payload
+text. It also counts enqueued and dead-lettered messages.
 
 A failed job is ``retried`` when the Retries middleware (which runs before this
 one) re-enqueued it, and otherwise ``dead_lettered`` — or, for refusals that
-are the input's fault, ``invalid_payload`` / ``memory_off``.
+are the input's fault, ``invalid_payload`` / ``memory_off``. A job refused for
+sensitive content is acknowledged instead, with the outcome
+``refused_sensitive`` (:mod:`memjobs_worker.refusals`).
 """
 
 from __future__ import annotations
