@@ -8,8 +8,9 @@ milliseconds and a ``Z``), ``level``, ``logger``, ``msg``, ``pid``,
 given, ``exc_type`` and ``exc`` (the formatted traceback).
 
 Why: the workers handle a voice assistant's memory, and logs end up in places
-with weaker access control than the database.  So secrets are redacted and
-user content (:data:`TEXT_FIELDS`, owner ids) is omitted before anything is
+with weaker access control than the database.  So secrets are redacted (with
+the patterns of the producers' credential check, :mod:`memjobs_client.sensitive`)
+and user content (:data:`TEXT_FIELDS`, owner ids) is omitted before anything is
 written, and mem0's records, which carry memory text, are reduced to a fixed
 message.  The redaction is a safety net, not a licence: do not log user
 content or secrets on purpose and rely on it to catch them.

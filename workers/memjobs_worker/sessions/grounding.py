@@ -2,7 +2,7 @@
 
 The seeds: automatic consolidation writes only what the user stated or asked
 for, and never guesses a form of address or a reply preference. A patch is
-*grounded* when all of these hold (README, "Grounding rule"):
+*grounded* when all of these hold (``docs/sessions.md``, "The grounding rule"):
 
 1. **Evidence from the user.** Its ``evidence`` (at least 2 characters after
    normalisation) is a substring of one *user* turn of this session. Text is
