@@ -46,6 +46,8 @@ KEY = owner_key(OWNER)
 LOCK_KEY = keys.lock("learn", KEY)
 FENCE_KEY = keys.lock_fence("learn", KEY)
 
+pytestmark = pytest.mark.fault
+
 T = TypeVar("T")
 
 

@@ -50,7 +50,7 @@ HOSTS = ["h0", "h1", "h2"]
 OWNERS, PER_OWNER, FORGET = 50, 20, 50
 MODEL_LATENCY_S = 0.05
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 
 def wait(probe: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.2) -> Any:

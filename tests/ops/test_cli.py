@@ -131,6 +131,8 @@ def test_invalid_arguments_are_refused_before_any_backend_is_needed(
 
 # --- config ------------------------------------------------------------------------
 
+pytestmark = pytest.mark.slow  # the memjobs command line, run as processes
+
 PG_PASSWORD = "pg-Pa55word-xyz"
 REDIS_PASSWORD = "redis-Pa55word-xyz"
 API_KEY = "sk-test-secret-value"
