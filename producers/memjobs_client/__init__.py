@@ -4,7 +4,7 @@ Light on purpose: importing this package pulls in Dramatiq's Redis broker and
 pydantic, never mem0, an LLM client or SQLAlchemy.
 """
 
-from memjobs_client.client import MemjobsClient
+from memjobs_client.client import ForgetOutcome, MemjobsClient
 from memjobs_client.contracts import (
     SCHEMA_VERSION,
     ExtractFacts,
@@ -16,7 +16,9 @@ from memjobs_client.contracts import (
 from memjobs_client.errors import (
     BackendUnavailable,
     ConfigurationError,
+    FeatureOff,
     InvalidPayload,
+    KnowledgeOff,
     LockLost,
     MemjobsError,
     MemoryOff,
@@ -30,6 +32,7 @@ from memjobs_client.sensitive import ensure_not_sensitive, find_sensitive_path, 
 
 __all__ = [
     # client
+    "ForgetOutcome",
     "MemjobsClient",
     # contracts
     "SCHEMA_VERSION",
@@ -45,7 +48,9 @@ __all__ = [
     # errors
     "BackendUnavailable",
     "ConfigurationError",
+    "FeatureOff",
     "InvalidPayload",
+    "KnowledgeOff",
     "LockLost",
     "MemjobsError",
     "MemoryOff",

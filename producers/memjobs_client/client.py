@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import redis
 from dramatiq import Message
@@ -43,7 +44,7 @@ from memjobs_client.contracts import (
     SourceKind,
     SourceRules,
 )
-from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload, MemoryOff
+from memjobs_client.errors import BackendUnavailable, InvalidPayload, KnowledgeOff, MemoryOff
 from memjobs_client.payloads import build_payload, corpus_payloads, owner_key_of, redacted
 from memjobs_client.validation import as_list as _items
 from memjobs_client.validation import validate
@@ -51,11 +52,49 @@ from memjobs_client.validation import validate
 _ACTOR_NAME = re.compile(r"[a-z_]{1,64}")
 
 
-#: The refusal of every knowledge command when knowledge is switched off.
-KNOWLEDGE_OFF = "knowledge is off (MEMJOBS_KNOWLEDGE=off)"
-
 #: How long "this session has ended" is remembered (a repeated end is a no-op).
 _SESSION_MARKER_TTL_S = 7 * 24 * 3600
+
+#: What a ledger says of a forget, decided at once (see :class:`SourceLedger`).
+LedgerVerdict = Literal["forgotten", "already_forgotten", "not_found"]
+#: A forget's answer: the ledger's verdict, or ``queued`` from a producer with no ledger.
+ForgetStatus = Literal["forgotten", "already_forgotten", "not_found", "queued"]
+
+
+@dataclass(frozen=True)
+class ForgetOutcome:
+    """The answer to a forget, the same at every door (producer client, CLI, HTTP API).
+
+    ``status``:
+        ``forgotten``: the owner's source is forgotten now (recall no longer returns
+        its memories); or its remember is still queued, and will find it forgotten.
+        ``already_forgotten``: it was forgotten before.
+        ``not_found``: the owner has no such source and no queued remember names it;
+        nothing changed and nothing was queued.
+        ``queued``: a producer with no ledger queued the forget; the worker decides.
+    ``purge``: ``queued`` when the deletion of the memories derived from it is queued.
+    """
+
+    source_id: str
+    status: ForgetStatus
+    purge: Literal["queued"] | None
+
+    @property
+    def found(self) -> bool:
+        return self.status != "not_found"
+
+
+class SourceLedger(Protocol):
+    """The ledger as a producer may consult it to decide a forget at once.
+
+    The worker's doors (the CLI, the HTTP API) give their producer client one
+    (:class:`~memjobs_worker.memory.service.PersonalMemory`); a gateway with
+    Redis alone has none, and its forgets are decided by the worker.
+    """
+
+    def forget_now(self, owner_key: str, source_id: str) -> LedgerVerdict:
+        """Mark the owner's source forgotten now, or say why not (see :class:`ForgetOutcome`)."""
+        ...
 
 
 class MemjobsClient:
@@ -78,6 +117,8 @@ class MemjobsClient:
         sentinels: Redis Sentinel addresses (``"h1:26379,h2:26379"``); the
             master is then found by ``sentinel_master``.
         durability: wait for the write's fsync / replicas before returning.
+        ledger: decides a forget at once (the worker's doors pass theirs); without
+            one a forget is queued and decided by the worker.
     """
 
     def __init__(
@@ -95,6 +136,7 @@ class MemjobsClient:
         sentinels: str | SentinelAddresses | None = None,
         sentinel_master: str = "memjobs",
         durability: Durability | None = None,
+        ledger: SourceLedger | None = None,
     ) -> None:
         if broker is None:
             if redis_url is None:
@@ -112,6 +154,7 @@ class MemjobsClient:
         self.digest_enabled = digest_enabled
         self.max_transcript_bytes = max_transcript_bytes
         self.knowledge_enabled = knowledge_enabled
+        self.ledger = ledger
         self.rules = SourceRules(max_text_bytes=max_text_bytes, max_transcript_bytes=max_transcript_bytes)
 
     def remember(
@@ -148,18 +191,33 @@ class MemjobsClient:
         self._send(ACTOR_REMEMBER, payload)
         return str(payload["source_id"])
 
-    def forget(self, owner_id: str, source_id: str) -> None:
-        """Queue the deletion of a source and of every memory derived from it.
+    def forget(self, owner_id: str, source_id: str) -> ForgetOutcome:
+        """Forget a source: with a ledger, at once (recall stops returning its
+        memories before this returns), then queue the deletion of every memory
+        derived from it. The one forget path of every door: the CLI and the
+        HTTP API call this too, so the same case gets the same answer.
+
+        A source id the owner does not have (not in the ledger, no queued
+        remember naming it) is ``not_found`` and nothing is queued. A forget
+        that overtakes its own remember (still queued) is ``forgotten``: the
+        remember, when it runs, finds the source forgotten.
 
         Raises:
             InvalidPayload: missing owner or malformed source id.
             MemoryOff: personal memory is switched off.
-            BackendUnavailable: Redis did not answer.
+            BackendUnavailable: Redis (or the ledger) did not answer.
         """
         self._require_memory()
         payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id),
                                 source_id=source_id)
+        checked = str(payload["source_id"])
+        status: ForgetStatus = "queued"
+        if self.ledger is not None:
+            status = self.ledger.forget_now(str(payload["owner_key"]), checked)
+            if status == "not_found":
+                return ForgetOutcome(checked, status, None)
         self._send(ACTOR_FORGET, payload)
+        return ForgetOutcome(checked, status, "queued")
 
     def end_session(
         self,
@@ -257,7 +315,7 @@ class MemjobsClient:
         is called after each is queued (a terminal shows progress with it).
 
         Raises:
-            ConfigurationError: knowledge is off (``MEMJOBS_KNOWLEDGE=off``); nothing is queued.
+            KnowledgeOff: knowledge is off (``MEMJOBS_KNOWLEDGE=off``); nothing is queued.
             InvalidPayload: no consent (reason ``consent_required``), malformed
                 documents, more than ``MAX_CORPUS_PARTS`` parts. Nothing is queued.
             SensitiveContent: a document's text, title or id, or a path, carries a
@@ -266,7 +324,7 @@ class MemjobsClient:
                 stay queued; they remove nothing until every part is in).
         """
         if not self.knowledge_enabled:
-            raise ConfigurationError(KNOWLEDGE_OFF)
+            raise KnowledgeOff()
         if consent is not True:
             raise InvalidPayload(
                 "re-indexing sends the documents' text to the embedding service: it needs the "
@@ -302,7 +360,7 @@ class MemjobsClient:
 
     def _require_memory(self) -> None:
         if not self.memory_enabled:
-            raise MemoryOff("personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)")
+            raise MemoryOff()
 
     def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
         message: Message[Any] = Message(

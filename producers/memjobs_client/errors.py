@@ -8,12 +8,18 @@
     └── PermanentError            retrying cannot help: dead-letter or refuse at once
         ├── InvalidPayload        a payload failed validation (also raised at the producer)
         ├── SensitiveContent      content or a path looks like a credential
-        ├── MemoryOff             personal memory is switched off
+        ├── FeatureOff            a feature is switched off by its setting: refused, nothing allocated
+        │   ├── MemoryOff         personal memory (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)
+        │   └── KnowledgeOff      knowledge (MEMJOBS_KNOWLEDGE=off); also a ConfigurationError
         ├── StaleFencingToken     a commit carried a token older than the newest seen
         └── ConfigurationError    settings that cannot work (also at start-up)
 
 Every error carries a short machine-readable ``reason`` so that logs, metrics
-and CLI output can say why without repeating user text.
+and CLI output can say why without repeating user text. A feature-off error
+says its own message (``MemoryOff()``): the words are written once, here, and
+every door (the producer client, the CLI, the HTTP API, the workers) says the
+same thing. ``KnowledgeOff`` is also a ``ConfigurationError``: a command that
+needs knowledge cannot work on these settings (the CLI's exit 3).
 """
 
 from __future__ import annotations
@@ -72,10 +78,23 @@ class SensitiveContent(PermanentError):
     reason = "sensitive_content"
 
 
-class MemoryOff(PermanentError):
+class FeatureOff(PermanentError):
+    """A feature switched off by its setting: its calls are refused and nothing
+    of it is allocated. Subclasses carry their own message and reason."""
+
+    reason = "feature_off"
+    #: What the refusal says (a subclass names its feature and setting).
+    message = "this feature is switched off"
+
+    def __init__(self, message: str | None = None, *, reason: str | None = None) -> None:
+        super().__init__(message or self.message, reason=reason)
+
+
+class MemoryOff(FeatureOff):
     """Personal memory is switched off (``NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off``)."""
 
     reason = "memory_off"
+    message = "personal memory is off (NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off)"
 
 
 class StaleFencingToken(PermanentError):
@@ -88,3 +107,10 @@ class ConfigurationError(PermanentError):
     """Settings that cannot work; raised at start-up with what to change."""
 
     reason = "configuration"
+
+
+class KnowledgeOff(FeatureOff, ConfigurationError):
+    """Knowledge is switched off (``MEMJOBS_KNOWLEDGE=off``): reindex and search are refused."""
+
+    reason = "knowledge_off"
+    message = "knowledge is off (MEMJOBS_KNOWLEDGE=off)"

@@ -18,6 +18,7 @@ from memjobs_client.errors import MemjobsError, PermanentError, TransientError
 from tests.support.harness import REPO
 
 PRODUCERS_API = {
+    "ForgetOutcome",
     "MemjobsClient",
     "SCHEMA_VERSION",
     "ExtractFacts",
@@ -30,7 +31,9 @@ PRODUCERS_API = {
     "find_sensitive_text",
     "BackendUnavailable",
     "ConfigurationError",
+    "FeatureOff",
     "InvalidPayload",
+    "KnowledgeOff",
     "LockLost",
     "MemjobsError",
     "MemoryOff",
@@ -53,8 +56,11 @@ WORKERS_API = {
 
 # As producers/errors.py's docstring draws the tree.
 TRANSIENT = {"BackendUnavailable", "ModelUnavailable", "LockLost"}
-PERMANENT = {"InvalidPayload", "SensitiveContent", "MemoryOff", "StaleFencingToken",
+PERMANENT = {"InvalidPayload", "SensitiveContent", "FeatureOff", "StaleFencingToken",
              "ConfigurationError"}
+#: Each feature-off error is a FeatureOff; knowledge off is also a ConfigurationError.
+FEATURE_OFF = {"MemoryOff": (errors.FeatureOff,),
+               "KnowledgeOff": (errors.FeatureOff, errors.ConfigurationError)}
 HEAVY = ("mem0", "openai", "sqlalchemy", "psycopg", "psycopg_pool", "alembic", "memjobs_worker")
 
 
@@ -105,7 +111,7 @@ def test_producers_exports_every_error_class() -> None:
 
 def test_error_module_defines_exactly_the_documented_tree() -> None:
     assert set(_error_classes()) == {"MemjobsError", "TransientError", "PermanentError",
-                                     *TRANSIENT, *PERMANENT}
+                                     *TRANSIENT, *PERMANENT, *FEATURE_OFF}
 
 
 @pytest.mark.parametrize("name", sorted(set(_error_classes()) - {"MemjobsError"}))
@@ -127,6 +133,14 @@ def test_permanent_errors_derive_from_permanent_error_only(name: str) -> None:
     assert not issubclass(cls, TransientError)
 
 
+@pytest.mark.parametrize("name", sorted(FEATURE_OFF))
+def test_feature_off_errors_derive_from_feature_off_and_say_their_own_message(name: str) -> None:
+    cls = getattr(errors, name)
+    assert cls.__bases__ == FEATURE_OFF[name]
+    assert not issubclass(cls, TransientError)
+    assert str(cls()) == cls.message and "=off" in cls.message and cls().reason == cls.reason
+
+
 def test_transient_and_permanent_are_the_two_branches_of_the_root() -> None:
     assert TransientError.__bases__ == (MemjobsError,)
     assert PermanentError.__bases__ == (MemjobsError,)
@@ -134,7 +148,7 @@ def test_transient_and_permanent_are_the_two_branches_of_the_root() -> None:
 
 
 def test_every_error_has_its_own_machine_readable_reason() -> None:
-    leaves = sorted(TRANSIENT | PERMANENT)
+    leaves = sorted(TRANSIENT | PERMANENT | set(FEATURE_OFF))
     reasons = {name: getattr(errors, name).reason for name in leaves}
     assert all(r and r.replace("_", "").isalpha() and r.islower() for r in reasons.values()), reasons
     assert len(set(reasons.values())) == len(leaves), reasons

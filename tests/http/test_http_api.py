@@ -47,13 +47,17 @@ def test_forget_hides_the_source_at_once_and_purges_its_memories(
     states = {s["source_id"]: s["state"] for s in api.get("/v1/sources", owner="alice").json()["sources"]}
     assert states == {source_id: "forgotten"}
     assert api.harness.pipeline.engine.list(owner_key("alice")) == []
+    again = api.post("/v1/forget", {"owner_id": "alice", "source_id": source_id})
+    assert again.status_code == 202 and again.json()["status"] == "already_forgotten"
 
 
-def test_forget_of_another_owners_source_changes_nothing(api_factory: Callable[..., Api]) -> None:
+def test_forget_of_another_owners_source_is_not_found_and_changes_nothing(
+        api_factory: Callable[..., Api]) -> None:
     api = api_factory()
     source_id = remember(api, "alice", "I drink green tea every morning")
     api.harness.drain()
-    assert api.post("/v1/forget", {"owner_id": "mallory", "source_id": source_id}).status_code == 202
+    # Mallory does not have it: not_found, as the CLI and the producer client say.
+    problem(api.post("/v1/forget", {"owner_id": "mallory", "source_id": source_id}), "not_found", 404)
     api.harness.drain()
     assert [h["source_ids"] for h in api.post(
         "/v1/recall", {"owner_id": "alice", "query": "green tea"}).json()["memories"]] == [[source_id]]

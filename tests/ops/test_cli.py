@@ -310,7 +310,10 @@ def test_remember_learn_recall_forget_through_the_cli(stack: EmbeddedStack) -> N
     assert stack.json("recall", "--owner", stranger, "--query", "花生") == []
 
     assert stack.json("forget", "--owner", owner, "--source", peanut) == {
-        "source_id": peanut, "status": "queued"}
+        "source_id": peanut, "status": "forgotten", "purge": "queued"}
+    # Forgotten at once, as the HTTP API's forget: recall no longer returns it, before the purge.
+    assert all(peanut not in h["source_ids"] for h in stack.json("recall", "--owner", owner,
+                                                                 "--query", "花生")), "still recalled"
     stack.drain()
     hits = stack.json("recall", "--owner", owner, "--query", "花生")
     assert all(h["text"] != PEANUT and peanut not in h["source_ids"] for h in hits), hits

@@ -173,7 +173,7 @@ def test_a_forgotten_text_leaves_the_redis_files_mem0_and_the_logs(shared: Share
     ok(shared.cli("drain", "--timeout", "60"))
     redis_dir, mem0_dir, logs = (shared.data_dir / d for d in ("redis", "mem0", "logs"))
     assert holding(text, redis_dir), "the grep would not see the text in Redis's files"
-    assert shared.json("forget", "--owner", owner, "--source", sid)["status"] == "queued"
+    assert shared.json("forget", "--owner", owner, "--source", sid)["status"] == "forgotten"
     ok(shared.cli("drain", "--timeout", "60"))
     assert [s["state"] for s in shared.json("sources", "--owner", owner)] == ["forgotten"]
     deadline = time.monotonic() + 60
@@ -272,7 +272,7 @@ def test_forget_of_an_unknown_source_is_not_found(shared: Shared) -> None:
     assert result.code == exits.NOT_FOUND == 6, str(result)
     assert result.json()["status"] == "not_found"
     sid = shared.json("remember", "--owner", owner, "--text", "I run on Tuesdays")["source_id"]
-    assert shared.json("forget", "--owner", owner, "--source", sid)["status"] == "queued"
+    assert shared.json("forget", "--owner", owner, "--source", sid)["status"] == "forgotten"
     ok(shared.cli("drain", "--timeout", "60"))
     assert shared.json("forget", "--owner", owner, "--source", sid)["status"] == "already_forgotten"
 

@@ -1,12 +1,16 @@
 """A process's wiring: the shared connections, and each feature's parts built
 on first use by the feature's own ``build`` module.
 
-Built once per process at its entry point (a worker process, a CLI command)
-from settings read there, and passed down.
+Built once per process at its entry point (a worker process, a CLI command,
+the HTTP API) from settings read there; the entry point hands each part the
+parts it uses, never the runtime itself. :func:`open_door` wires the runtime
+of a door (CLI, HTTP): its producer client decides forgets on the runtime's
+ledger, so every door answers alike.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -19,13 +23,16 @@ from memjobs_client.connect import Durability, redis_client
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.knowledge.build import open_knowledge
+from memjobs_worker.knowledge.search import SearchOutcome, search_knowledge
 from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
+from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_client import ChatModel, RemoteEmbedder, chat_model, remote_embedder
+from memjobs_worker.ops.backlog import source_has_messages
 from memjobs_worker.sessions.build import build_audit, build_memory_service, build_session_store
 from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
 from memjobs_worker.sessions.store import SessionStore
@@ -64,6 +71,17 @@ def connect_redis(url: str, settings: Settings) -> redis.Redis:
     return redis_client(url, **redis_options(settings))
 
 
+def open_door(settings: Settings, endpoints: Endpoints, *, redis_url: str | None = None,
+              on_engine_built: Callable[[], None] | None = None) -> Runtime:
+    """The runtime of a door (the CLI, the HTTP API), its producer client built
+    on ``redis_url`` (default: the endpoints') and deciding forgets on this
+    runtime's ledger. Close both: ``runtime.close()``, then ``runtime.client.close()``."""
+    client = producer_client(settings, redis_url=redis_url or endpoints.redis_url)
+    runtime = Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
+    client.ledger = runtime.personal_memory
+    return runtime
+
+
 class Runtime:
     """Lazily built collaborators of one process.
 
@@ -71,12 +89,16 @@ class Runtime:
         settings: read once by the entry point.
         endpoints: where Redis and the database are.
         client: the producer client to enqueue follow-up jobs with.
+        on_engine_built: called once mem0 is built (the HTTP API moves its
+            long-lived objects out of the collector's sight then).
     """
 
-    def __init__(self, settings: Settings, endpoints: Endpoints, client: MemjobsClient) -> None:
+    def __init__(self, settings: Settings, endpoints: Endpoints, client: MemjobsClient, *,
+                 on_engine_built: Callable[[], None] | None = None) -> None:
         self.settings = settings
         self.endpoints = endpoints
         self.client = client
+        self._on_engine_built = on_engine_built
         self._chats: dict[str, ChatModel | None] = {}
 
     # shared -----------------------------------------------------------------
@@ -112,7 +134,10 @@ class Runtime:
     @cached_property
     def engine(self) -> MemoryEngine:
         self.db  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
-        return build_engine(self.settings, self.endpoints.database_url)
+        engine = build_engine(self.settings, self.endpoints.database_url)
+        if self._on_engine_built is not None:
+            self._on_engine_built()
+        return engine
 
     @cached_property
     def scheduler(self) -> ExtractionScheduler:
@@ -122,6 +147,14 @@ class Runtime:
     def pipeline(self) -> MemoryPipeline:
         return build_pipeline(self.settings, store=self.store, engine=self.engine,
                               redis_client=self.redis, scheduler=self.scheduler)
+
+    @cached_property
+    def personal_memory(self) -> PersonalMemory:
+        """Forget, recall and the owner's reads as every door asks for them
+        (its parts still built on first use)."""
+        return PersonalMemory(enabled=self.settings.memory_enabled, store=lambda: self.store,
+                              scheduler=lambda: self.scheduler, pipeline=lambda: self.pipeline,
+                              remember_queued=lambda source_id: source_has_messages(self.redis, source_id))
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -153,6 +186,19 @@ class Runtime:
         """Embeddings for knowledge: the configured service, or None (keywords only:
         the offline embedder's lexical vectors would add nothing to full text)."""
         return remote_embedder(self.settings)
+
+    def search_knowledge(self, owner_key: str, query: str, k: int, *,
+                         all_chunks: bool = False) -> SearchOutcome:
+        """:func:`~memjobs_worker.knowledge.search.search_knowledge` on this
+        process's store and embedder (the store, hence the switch, first).
+
+        Raises:
+            KnowledgeOff: knowledge is switched off.
+        """
+        store = self.knowledge
+        embedder = self.knowledge_embedder
+        return search_knowledge(store, owner_key, query, k, all_chunks=all_chunks,
+                                embed=embedder.embed if embedder is not None else None)
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.client.send(actor, payload, delay_ms=delay_ms)

@@ -11,7 +11,8 @@ export interface EndSessionRequest {
 export interface ForgetAccepted {
   purge: "queued";
   source_id: string;
-  status: "forgotten";
+  /** forgotten now (or before: already_forgotten); a source the owner does not have is a not_found problem */
+  status: "forgotten" | "already_forgotten";
 }
 
 export interface ForgetRequest {

@@ -18,25 +18,23 @@ from memjobs_worker.cli.output import emit, error, say, status_table
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.ops import status as ops
-from memjobs_worker.ops.backlog import source_has_messages
 from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
 from memjobs_worker.pools import worker_command
-from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.runtime import Runtime, open_door
 from memjobs_worker.settings import Settings
 from memjobs_worker.supervisor import Stack
 
 
 @contextmanager
 def runtime_for(settings: Settings) -> Iterator[Runtime]:
-    """A runtime on the configured (or running embedded) Redis and database."""
-    endpoints = resolve_endpoints(settings)
-    client = producer_client(settings, redis_url=endpoints.redis_url)
-    runtime = Runtime(settings, endpoints, client)
+    """A door's runtime on the configured (or running embedded) Redis and database:
+    its producer client decides forgets on the ledger, as the HTTP API's does."""
+    runtime = open_door(settings, resolve_endpoints(settings))
     try:
         yield runtime
     finally:
         runtime.close()
-        client.close()
+        runtime.client.close()
 
 
 def owner_arg(value: str) -> str:
@@ -120,29 +118,27 @@ def remember(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def forget(settings: Settings, args: argparse.Namespace) -> int:
-    """Queue a forget; an id the ledger does not know (and no queued message
-    names) is ``not_found``, exit 6; a source already forgotten is said so."""
+    """Forget a source at once and queue the purge of its memories, through the
+    producer client's one forget path (the HTTP API's too): ``forgotten`` (or
+    ``already_forgotten``); a source id the owner does not have is ``not_found``,
+    exit 6."""
     key = owner_arg(args.owner)
     build_payload(ForgetSource, owner_key=key, source_id=args.source)  # refused before any backend
     with runtime_for(settings) as rt:
-        if settings.memory_enabled:
-            states = {r.source_id: r.state for r in rt.store.list_sources(key)}
-            state = states.get(args.source)
-            if state is None and not source_has_messages(rt.redis, args.source):
-                emit({"source_id": args.source, "status": "not_found",
-                      "error": "this owner has no such source"}, as_json=args.json)
-                return exits.NOT_FOUND
-            if state == "forgotten":
-                emit({"source_id": args.source, "status": "already_forgotten"}, as_json=args.json)
-                return exits.OK
-        rt.client.forget(args.owner, args.source)
-    emit({"source_id": args.source, "status": "queued"}, as_json=args.json)
+        outcome = rt.client.forget(args.owner, args.source)
+    if outcome.status == "not_found":
+        emit({"source_id": outcome.source_id, "status": "not_found",
+              "error": "this owner has no such source"}, as_json=args.json)
+        return exits.NOT_FOUND
+    emit({"source_id": outcome.source_id, "status": outcome.status, "purge": outcome.purge},
+         as_json=args.json)
     return exits.OK
 
 
 def sources(settings: Settings, args: argparse.Namespace) -> int:
+    key = owner_arg(args.owner)
     with runtime_for(settings) as rt:
-        rows = rt.store.list_sources(owner_arg(args.owner))
+        rows = rt.personal_memory.sources(key)
     listing = []
     for r in rows:
         item = {"source_id": r.source_id, "state": r.state,
@@ -159,8 +155,9 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def memories(settings: Settings, args: argparse.Namespace) -> int:
+    key = owner_arg(args.owner)
     with runtime_for(settings) as rt:
-        hits = rt.pipeline.memories(owner_arg(args.owner))
+        hits = rt.personal_memory.memories(key)
     emit([{"memory_id": h.memory_id, "text": h.text, "source_ids": h.source_ids} for h in hits],
          as_json=args.json, columns=["memory_id", "text", "source_ids"])
     return exits.OK
@@ -171,8 +168,9 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
         raise InvalidPayload("--limit must be at least 1")
     if not args.query.strip():
         raise InvalidPayload("--query must not be empty")
+    key = owner_arg(args.owner)
     with runtime_for(settings) as rt:
-        hits = rt.pipeline.recall(owner_arg(args.owner), args.query, args.limit)
+        hits = rt.personal_memory.recall(key, args.query, args.limit)
     emit([{"memory_id": h.memory_id, "text": h.text, "score": h.score,
            "source_ids": h.source_ids} for h in hits],
          as_json=args.json, columns=["memory_id", "score", "text", "source_ids"])

@@ -10,13 +10,12 @@ import argparse
 import sys
 from typing import Any
 
-from memjobs_client.client import KNOWLEDGE_OFF
 from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, knowledge_path_id
-from memjobs_client.errors import ConfigurationError, InvalidPayload, PermanentError
+from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.commands import owner_arg, runtime_for
 from memjobs_worker.cli.output import emit
-from memjobs_worker.knowledge.search import MAX_K, search_knowledge
+from memjobs_worker.knowledge.search import MAX_K
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
 from memjobs_worker.settings import Settings
@@ -27,7 +26,7 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
     (re-embedded only where their text changed) and deletes. No documents at all
     would empty the collection: refused unless ``--allow-empty``."""
     if not settings.knowledge_enabled:
-        raise ConfigurationError(KNOWLEDGE_OFF)  # before the folder is even walked
+        raise KnowledgeOff()  # before the folder is even walked
     if not args.consent:
         raise InvalidPayload("re-indexing sends the documents' text to the embedding service: it "
                              "needs the user's consent (--consent)", reason="consent_required")
@@ -64,7 +63,7 @@ def _progress(index: int, count: int, documents: int) -> None:
 
 def knowledge(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.knowledge_enabled:
-        raise ConfigurationError(KNOWLEDGE_OFF)
+        raise KnowledgeOff()
     with runtime_for(settings) as rt:
         if args.op == "rebuild":
             emit({"chunks_rebuilt": rt.knowledge.rebuild_index()}, as_json=args.json)
@@ -80,10 +79,7 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
             raise InvalidPayload("knowledge search needs --query")
         if not 1 <= args.k <= MAX_K:
             raise InvalidPayload(f"--k must be between 1 and {MAX_K}")
-        embedder = rt.knowledge_embedder
-        outcome = search_knowledge(rt.knowledge, key, args.query, args.k,
-                                   embed=embedder.embed if embedder is not None else None,
-                                   all_chunks=args.all_chunks)
+        outcome = rt.search_knowledge(key, args.query, args.k, all_chunks=args.all_chunks)
     results = [{"text": r.text, "score": r.score, "title": r.title, "source": r.source,
                 "trust": r.trust} for r in outcome.results]
     emit({"mode": outcome.mode, "notice": outcome.notice, "results": results}, as_json=args.json)

@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", default=None)
     p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance")
 
-    p = add("forget", commands.forget, "queue the deletion of a source and its memories",
-            listing=True)
+    p = add("forget", commands.forget, "forget a source at once and queue the deletion of its "
+            "memories (not_found, exit 6, for a source the owner does not have)", listing=True)
     p.add_argument("--owner", required=True)
     p.add_argument("--source", required=True)
 

@@ -1,11 +1,16 @@
-"""What every route needs: settings, the producer client, the read runtime,
-tokens, metrics, and :meth:`ApiContext.call`, the one way a route reaches a backend.
+"""What every route needs: settings, the producer client, the services it
+calls, tokens, metrics, and :meth:`ApiContext.call`, the one way a route
+reaches a backend.
 
-Enqueueing goes through :class:`~memjobs_client.MemjobsClient` only (built by
-:func:`~memjobs_worker.runtime.producer_client`, so the HTTP door applies the
-same limits and switches as any producer); reads go through the worker's own
-:class:`~memjobs_worker.runtime.Runtime` (ledger, mem0, memory service,
-session and knowledge stores).
+The context is built once, from the parts of the API's
+:class:`~memjobs_worker.runtime.Runtime` (the composition root, which only
+this module sees): enqueueing and forgetting go through the producer client
+(:class:`~memjobs_client.MemjobsClient`, as every producer builds it, deciding
+forgets on the ledger: :func:`~memjobs_worker.runtime.open_door`), the
+owner's memory through :class:`~memjobs_worker.memory.service.PersonalMemory`,
+the same objects the CLI calls. The parts that cost something to build (mem0,
+the knowledge tables, the Markdown memory provider) are still built on first
+use: the context holds functions that return them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import Tokens
 from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.runtime import Runtime, producer_client
+from memjobs_worker.knowledge.search import SearchOutcome
+from memjobs_worker.memory.service import PersonalMemory
+from memjobs_worker.runtime import open_door
+from memjobs_worker.sessions.memory_docs import MemoryService
+from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,17 +60,23 @@ class ApiContext:
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
         self.settings = settings
-        self.endpoints = endpoints
         self.tokens = Tokens.from_settings(settings)
         self.metrics = ApiMetrics()
-        # The producer client as every producer builds it, its Redis calls bounded by the
-        # backend timeout, and counting what it enqueues.
-        self.client: MemjobsClient = producer_client(
-            settings, redis_url=_with_timeouts(endpoints.redis_url, settings.api_backend_timeout_ms / 1000))
-        self.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
-        self.runtime = Runtime(settings, endpoints, self.client)
         self.timeout_s = settings.api_backend_timeout_ms / 1000
-        self._engine_frozen = False
+        # The producer client as every door builds it, its Redis calls bounded by the
+        # backend timeout, and counting what it enqueues. mem0, once built, is moved
+        # out of the collector's sight as the rest of the process is (see app.lifespan).
+        runtime = open_door(settings, endpoints, on_engine_built=gc.freeze,
+                            redis_url=_with_timeouts(endpoints.redis_url, self.timeout_s))
+        runtime.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
+        self._runtime = runtime  # to close it; the routes see only the parts below
+        self.client: MemjobsClient = runtime.client
+        self.memory: PersonalMemory = runtime.personal_memory
+        self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
+        self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
+        self.search_knowledge: Callable[[str, str, int], SearchOutcome] = runtime.search_knowledge
+        self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
+                                                     lambda: runtime.store.ping())
         # Few backend threads: 32 threads fighting the event loop for the GIL made the
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
@@ -81,10 +96,6 @@ class ApiContext:
             async with asyncio.timeout(self.timeout_s):
                 # On timeout the await is abandoned; the thread finishes (or times out) on its own.
                 result = await asyncio.get_running_loop().run_in_executor(self.executor, work)
-            if not self._engine_frozen and "engine" in self.runtime.__dict__:
-                # mem0 was just built: keep its long-lived objects out of full collections too.
-                self._engine_frozen = True
-                gc.freeze()
             return result
         except TimeoutError:
             log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
@@ -102,7 +113,7 @@ class ApiContext:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
-        self.runtime.close()
+        self._runtime.close()
         self.client.close()
 
 

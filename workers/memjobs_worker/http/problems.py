@@ -25,12 +25,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memjobs_client.errors import (
     BackendUnavailable,
-    ConfigurationError,
     InvalidPayload,
+    KnowledgeOff,
+    LockLost,
     MemjobsError,
     MemoryOff,
     ModelUnavailable,
     SensitiveContent,
+    TransientError,
 )
 
 log = logging.getLogger(__name__)
@@ -101,25 +103,26 @@ def problem_response(reason: str, detail: str | None = None, *,
     return JSONResponse(body, status_code=kind.status, headers=all_headers, media_type=MEDIA_TYPE)
 
 
+#: Problem reasons by error class, the first class the error is an instance of
+#: wins (a subclass before its base: knowledge off before configuration).
+BY_CLASS: tuple[tuple[type[MemjobsError], str], ...] = (
+    (SensitiveContent, "sensitive_content"),
+    (MemoryOff, "memory_off"),
+    (KnowledgeOff, "knowledge_off"),
+    (InvalidPayload, "validation"),
+    (BackendUnavailable, "backend_unavailable"),
+    (ModelUnavailable, "model_unavailable"),
+    (LockLost, "backend_unavailable"),
+    (TransientError, "backend_unavailable"),
+)
+
+
 def reason_of(exc: MemjobsError) -> str:
-    """The problem reason of a memjobs error."""
+    """The problem reason of a memjobs error, by its class (``consent_required``
+    is an :class:`InvalidPayload` with its own reason)."""
     if exc.reason == "consent_required":
         return "consent_required"
-    if isinstance(exc, SensitiveContent):
-        return "sensitive_content"
-    if isinstance(exc, MemoryOff):
-        return "memory_off"
-    if isinstance(exc, InvalidPayload):
-        return "validation"
-    if isinstance(exc, BackendUnavailable):
-        return "backend_unavailable"
-    if isinstance(exc, ModelUnavailable):
-        return "model_unavailable"
-    if isinstance(exc, ConfigurationError) and "knowledge is off" in str(exc):
-        return "knowledge_off"
-    if exc.reason == "lock_lost" or exc.reason == "transient":
-        return "backend_unavailable"
-    return "internal"
+    return next((reason for cls, reason in BY_CLASS if isinstance(exc, cls)), "internal")
 
 
 _SAFE_NAME = re.compile(r"^[a-z_]{1,40}$")

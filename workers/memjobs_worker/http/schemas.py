@@ -108,7 +108,9 @@ class RememberAccepted(BaseModel):
 
 class ForgetAccepted(BaseModel):
     source_id: str
-    status: Literal["forgotten"]
+    status: Literal["forgotten", "already_forgotten"] = Field(
+        description="forgotten now (or before: already_forgotten); a source the owner does "
+                    "not have is a not_found problem")
     purge: Literal["queued"]
 
 

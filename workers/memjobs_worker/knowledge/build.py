@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from memjobs_client.errors import ConfigurationError
+from memjobs_client.errors import KnowledgeOff
 from memjobs_worker.knowledge.schema import ensure_schema
 from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.settings import Settings
@@ -15,10 +15,10 @@ def open_knowledge(settings: Settings, db: Engine) -> KnowledgeStore:
     """The knowledge store, ready to use.
 
     Raises:
-        ConfigurationError: knowledge is off (``MEMJOBS_KNOWLEDGE=off``).
+        KnowledgeOff: knowledge is off (``MEMJOBS_KNOWLEDGE=off``).
     """
     if not settings.knowledge_enabled:
-        raise ConfigurationError("knowledge is off (MEMJOBS_KNOWLEDGE=off)")
+        raise KnowledgeOff()
     ensure_schema(db)
     store = KnowledgeStore(db)
     if store.index_is_stale():

@@ -24,16 +24,18 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import redis
+
 from memjobs_client.contracts import (
     ExtractFacts,
     ForgetSource,
     RememberSource,
 )
 from memjobs_client.errors import LockLost, StaleFencingToken
-from memjobs_worker.lease import Lease, LeaseFactory
+from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
-from memjobs_worker.memory.store.base import AddOutcome, Attempt, PendingWindow, StateStore
+from memjobs_worker.memory.store.base import AddOutcome, Attempt, ForgetResult, PendingWindow, StateStore
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.observability.metrics import lock_hook
 
@@ -65,13 +67,34 @@ class RecallHit:
     source_ids: list[str] = field(default_factory=list)
 
 
+def mark_forgotten(store: StateStore, scheduler: ExtractionScheduler, owner_key: str, source_id: str,
+                   *, sent_at: datetime) -> ForgetResult:
+    """The ledger half of a forget, at once: the source is ``forgotten`` (recall
+    stops returning its memories), the memories derived from it are owed a
+    deletion (tombstones), and the sources that shared one are scheduled to be
+    learned again. A source not in the ledger gets a forgotten marker, so its
+    remember, if it comes later, finds it forgotten.
+
+    The one way a source is forgotten: the ``forget_source`` job
+    (:meth:`MemoryPipeline.forget`) and every door's forget
+    (:class:`~memjobs_worker.memory.service.PersonalMemory`) call it.
+    """
+    result = store.forget(owner_key, source_id, sent_at=sent_at)
+    if result.relearn:
+        # Before the deletes: a retry after a failed delete finds no source left
+        # to send back, so this is the one chance to schedule their relearning
+        # (the extraction settles the tombstones before it starts anyway).
+        scheduler.schedule(owner_key, "forget", force=True)
+    return result
+
+
 class MemoryPipeline:
     """Personal memory for every owner, shared by all hosts through the store and Redis.
 
     Parameters:
         store: the ledger.
         engine: the memory engine (mem0).
-        leases: makes the owners' learning leases (on Redis, or the twin's).
+        redis_client: for the learning locks.
         scheduler: enqueues (debounced) extractions.
         batch_size: sources per extraction call.
         lease_ms: the learning lease.
@@ -84,7 +107,7 @@ class MemoryPipeline:
         *,
         store: StateStore,
         engine: MemoryEngine,
-        leases: LeaseFactory,
+        redis_client: redis.Redis,
         scheduler: ExtractionScheduler,
         batch_size: int,
         lease_ms: int,
@@ -93,7 +116,7 @@ class MemoryPipeline:
         self.store = store
         self.max_wait_ms = max_wait_ms
         self.engine = engine
-        self.leases = leases
+        self.redis = redis_client
         self.batch_size = batch_size
         self.lease_ms = lease_ms
         self.scheduler = scheduler
@@ -116,7 +139,9 @@ class MemoryPipeline:
         if payload.trigger == "remember" and self._defer(owner_key):
             report.outcome = "deferred"
             return report
-        lock = self.leases("learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn"))
+        lock = LeaseLock(
+            self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
+        )
         # Floored at the ledger's newest token: never behind it, whatever Redis lost.
         # The scheduled flag goes first, in the same script: from then on a new
         # source schedules a new run (or sets the dirty flag).
@@ -185,7 +210,7 @@ class MemoryPipeline:
             self.store.close_abandoned(owner_key, token, abandoned)
         self._settle_tombstones(owner_key, owed)
 
-    def _one_batch(self, lock: Lease, owner_key: str, token: int, report: ExtractReport) -> bool:
+    def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
         attempt = self.store.begin_attempt(owner_key, token, self.batch_size)
@@ -220,7 +245,7 @@ class MemoryPipeline:
         report.discarded += len(result.discarded)
         return True
 
-    def _fail(self, lock: Lease, attempt: Attempt, problem: ModelOutputInvalid,
+    def _fail(self, lock: LeaseLock, attempt: Attempt, problem: ModelOutputInvalid,
               report: ExtractReport) -> None:
         """The model answered, but unusably, even when asked again: asking later
         would cost as much and answer the same. Keep nothing of the attempt, and
@@ -252,12 +277,8 @@ class MemoryPipeline:
 
     def forget(self, payload: ForgetSource, *, sent_at: datetime) -> bool:
         """Mark the source forgotten at once, then delete every memory derived from it."""
-        result = self.store.forget(payload.owner_key, payload.source_id, sent_at=sent_at)
-        if result.relearn:
-            # Before the deletes: a retry after a failed delete finds no source left
-            # to send back, so this is the one chance to schedule their relearning
-            # (the extraction settles the tombstones before it starts anyway).
-            self.schedule_extraction(payload.owner_key, "forget", force=True)
+        result = mark_forgotten(self.store, self.scheduler, payload.owner_key, payload.source_id,
+                                sent_at=sent_at)
         self._settle_tombstones(payload.owner_key)
         return result.found
 

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 from fastapi import Depends, Header
 
 from memjobs_client.contracts import owner_key
+from memjobs_client.errors import InvalidPayload
 from memjobs_worker.http.context import ApiContext, ctx
 from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, ProblemError
 
@@ -27,6 +28,18 @@ def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
 
 #: The problem replies every JSON route can give.
 COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "too_large")
+
+
+def owner_key_of(owner_id: str) -> str:
+    """The storage key of a body's ``owner_id``.
+
+    Raises:
+        InvalidPayload: an empty owner id.
+    """
+    try:
+        return owner_key(owner_id)
+    except ValueError:
+        raise InvalidPayload("owner_id: must be a non-empty string") from None
 
 
 async def owner_header(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from memjobs_client.errors import ConfigurationError
+from memjobs_client.errors import KnowledgeOff
 from memjobs_client.sensitive import ensure_not_sensitive
 from memjobs_worker.http import auth
-from memjobs_worker.http.routes import COMMON, Ctx, errors
+from memjobs_worker.http.routes import COMMON, Ctx, errors, owner_key_of
 from memjobs_worker.http.schemas import (
     KnowledgeHit,
     KnowledgeResults,
@@ -15,7 +15,6 @@ from memjobs_worker.http.schemas import (
     ReindexAccepted,
     ReindexRequest,
 )
-from memjobs_worker.knowledge.search import search_knowledge
 
 router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
 
@@ -30,7 +29,7 @@ async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
     the user's consent. A document that looks like a credential refuses the
     whole call with ``sensitive_content``: nothing is queued."""
     if not c.settings.knowledge_enabled:
-        raise ConfigurationError("knowledge is off (MEMJOBS_KNOWLEDGE=off)")
+        raise KnowledgeOff()  # before the documents are even looked at, as the CLI
     for doc in body.documents:
         ensure_not_sensitive(text=doc.text)
         ensure_not_sensitive(text=doc.title)
@@ -43,16 +42,7 @@ async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
              responses=errors(*COMMON, "knowledge_off"))
 async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     """Hybrid search of the owner's documents; results are untrusted external text."""
-    from memjobs_worker.http.routes.memory import _key
-
-    key = _key(body.owner_id)
-
-    def run() -> KnowledgeResults:
-        embedder = c.runtime.knowledge_embedder
-        outcome = search_knowledge(c.runtime.knowledge, key, body.query, body.k,
-                                   embed=embedder.embed if embedder is not None else None)
-        return KnowledgeResults(mode=outcome.mode, notice=outcome.notice, results=[
-            KnowledgeHit(text=r.text, score=r.score, title=r.title, source=r.source, trust=r.trust)
-            for r in outcome.results])
-
-    return await c.call(run)
+    outcome = await c.call(c.search_knowledge, owner_key_of(body.owner_id), body.query, body.k)
+    return KnowledgeResults(mode=outcome.mode, notice=outcome.notice, results=[
+        KnowledgeHit(text=r.text, score=r.score, title=r.title, source=r.source, trust=r.trust)
+        for r in outcome.results])

@@ -23,8 +23,8 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Ready, responses=errors())
 async def readyz(c: Ctx) -> Ready:
     """Redis and the state store answer (503 ``backend_unavailable`` otherwise)."""
-    await c.call(c.runtime.redis.ping)
-    await c.call(c.runtime.store.ping)
+    for ping in c.pings:  # Redis, then the state store
+        await c.call(ping)
     return Ready(status="ready", redis="ok", state_store="ok")
 
 

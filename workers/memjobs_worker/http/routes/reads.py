@@ -19,7 +19,7 @@ async def sources(key: OwnerKey, c: Ctx, limit: int = Limit,
                   include_text: bool = Query(default=False)) -> Sources:
     """The owner's sources with their states (text only when asked for)."""
     cap = min(limit, c.settings.api_max_listing)
-    rows = await c.call(c.runtime.store.list_sources, key)
+    rows = await c.call(c.memory.sources, key)
     listing = [SourceOut(source_id=r.source_id, state=r.state, kind=r.kind, session_id=r.session_id,
                          created_at=r.created_at, learned_at=r.learned_at, reason=r.reason,
                          text=r.text if include_text else None) for r in rows[:cap]]
@@ -30,7 +30,7 @@ async def sources(key: OwnerKey, c: Ctx, limit: int = Limit,
 async def memories(key: OwnerKey, c: Ctx, limit: int = Limit) -> Memories:
     """The owner's learned memories, each with the sources it came from."""
     cap = min(limit, c.settings.api_max_listing)
-    hits = await c.call(lambda: c.runtime.pipeline.memories(key))
+    hits = await c.call(c.memory.memories, key)
     return Memories(memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score,
                                      source_ids=h.source_ids) for h in hits[:cap]],
                     truncated=len(hits) > cap)

@@ -1,0 +1,125 @@
+"""Personal memory as every door asks for it: the one path per operation.
+
+The CLI, the HTTP API and the producer client of a door (its
+:class:`~memjobs_client.client.SourceLedger`) call these methods, so the same
+case gets the same answer everywhere: the switch checked first
+(:class:`~memjobs_client.errors.MemoryOff`), a forget decided on the ledger
+at once, recall validated once.
+
+The parts are given as callables that build them on first use (a process that
+never recalls never loads mem0; listing sources needs no Redis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from memjobs_client.client import LedgerVerdict
+from memjobs_client.errors import InvalidPayload, MemoryOff
+from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.pipeline import MemoryPipeline, RecallHit, mark_forgotten
+from memjobs_worker.memory.store.base import SourceRecord, StateStore
+
+#: Memories one recall returns at most.
+MAX_RECALL = 50
+#: Characters of a recall query at most.
+MAX_QUERY_CHARS = 2000
+
+
+class PersonalMemory:
+    """Forget, recall and the owner's reads, behind the personal-memory switch.
+
+    Parameters:
+        enabled: ``False`` when ``NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off``: every
+            operation but the ledger listing raises :class:`MemoryOff`.
+        store: the ledger.
+        scheduler: schedules the relearning of sources that shared a forgotten memory.
+        pipeline: recall and the memories (mem0).
+        remember_queued: whether a queued message names this source id (its
+            remember not yet consumed: a forget may legitimately overtake it).
+        clock: now, for the forget's time (UTC).
+    """
+
+    def __init__(self, *, enabled: bool, store: Callable[[], StateStore],
+                 scheduler: Callable[[], ExtractionScheduler], pipeline: Callable[[], MemoryPipeline],
+                 remember_queued: Callable[[str], bool],
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.enabled = enabled
+        self._store = store
+        self._scheduler = scheduler
+        self._pipeline = pipeline
+        self._remember_queued = remember_queued
+        self._clock = clock
+
+    def ensure_on(self) -> None:
+        """Raises:
+            MemoryOff: personal memory is switched off.
+        """
+        if not self.enabled:
+            raise MemoryOff()
+
+    def forget_now(self, owner_key: str, source_id: str) -> LedgerVerdict:
+        """Decide a forget at once (the producer client then queues the purge).
+
+        Returns:
+            ``forgotten``: the owner's source is forgotten now; or it is not in the
+            ledger yet but a queued remember names it (the forget overtook its
+            remember), and a forgotten marker makes that remember find it forgotten.
+            ``already_forgotten``: it was forgotten before (nothing changes).
+            ``not_found``: the owner has no such source and no queued remember names
+            it (another owner's source included): nothing changes.
+
+        Raises:
+            MemoryOff: personal memory is switched off.
+        """
+        self.ensure_on()
+        store = self._store()
+        state = self._state(store, owner_key, source_id)
+        if state == "forgotten":
+            return "already_forgotten"
+        if state is None and not self._remember_queued(source_id):
+            # Its remember may have been consumed between the two looks: look again.
+            state = self._state(store, owner_key, source_id)
+            if state is None:
+                return "not_found"
+            if state == "forgotten":
+                return "already_forgotten"
+        mark_forgotten(store, self._scheduler(), owner_key, source_id, sent_at=self._clock())
+        return "forgotten"
+
+    def recall(self, owner_key: str, query: str, limit: int) -> list[RecallHit]:
+        """The owner's learned memories closest to ``query`` (only those whose
+        sources are all learned), at most ``limit`` (1 to :data:`MAX_RECALL`).
+
+        Raises:
+            MemoryOff: personal memory is switched off.
+            InvalidPayload: a blank or over-long query, a limit out of range.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL:
+            raise InvalidPayload(f"limit: must be between 1 and {MAX_RECALL}")
+        if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
+            raise InvalidPayload(f"query: must be non-blank text of at most {MAX_QUERY_CHARS} characters")
+        self.ensure_on()
+        return self._pipeline().recall(owner_key, query, limit)
+
+    def memories(self, owner_key: str) -> list[RecallHit]:
+        """Every learned memory of the owner with its sources.
+
+        Raises:
+            MemoryOff: personal memory is switched off.
+        """
+        self.ensure_on()
+        return self._pipeline().memories(owner_key)
+
+    def sources(self, owner_key: str) -> list[SourceRecord]:
+        """The owner's ledger: every source with its state.
+
+        The ledger outlives the switch: sources stored before memory was switched
+        off are still listed (and can still be read back by their owner).
+        """
+        return self._store().list_sources(owner_key)
+
+    @staticmethod
+    def _state(store: StateStore, owner_key: str, source_id: str) -> str | None:
+        return next((r.state for r in store.list_sources(owner_key) if r.source_id == source_id), None)
