@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import pytest
@@ -29,7 +29,6 @@ from memjobs_client.contracts import (
     ACTOR_EXTRACT,
     ExtractFacts,
     ForgetSource,
-    RememberSource,
     owner_key,
     source_id_for,
 )
@@ -39,14 +38,16 @@ from memjobs_worker.memory.store.base import Attempt, Produced
 from memjobs_worker.memory.store.schema import attempts, sources
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
 
 OWNER = "carol@example.com"
 KEY = owner_key(OWNER)
 LOCK_KEY = keys.lock("learn", KEY)
 FENCE_KEY = keys.lock_fence("learn", KEY)
 
-T = TypeVar("T")
+pytestmark = pytest.mark.fault
 
 
 # --------------------------------------------------------------------------- helpers
@@ -56,29 +57,8 @@ def states(h: Harness, key: str = KEY) -> dict[str, str]:
     return {r.source_id: r.state for r in h.store.list_sources(key)}
 
 
-def remember_now(h: Harness, text: str, key: str = KEY) -> str:
-    """The remember job's work done here, so the ledger holds the whole batch before
-    any worker runs (it also schedules the owner's extraction, as the job does)."""
-    sid = source_id_for(key, text)
-    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
-                        sent_at=datetime.now(UTC))
-    return sid
-
-
 def send_extract(h: Harness, key: str = KEY) -> None:
     h.client.send(ACTOR_EXTRACT, ExtractFacts(owner_key=key, trigger="manual").model_dump(mode="json"))
-
-
-def wait_for(probe: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.05) -> T:
-    """Poll the state of *another process* until ``probe`` is truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def attempt_rows(h: Harness, key: str = KEY) -> list[Any]:
@@ -280,7 +260,7 @@ def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicate
                               sweep_pending_after_ms=0)
     h = harness_factory(settings)
     texts = ["I am allergic to cats", "我喜欢爬山", "My car is a blue Skoda"]
-    ids = [remember_now(h, t) for t in texts]
+    ids = [remember_now(h, KEY, t) for t in texts]
     doomed = worker_procs(settings, tmp_path / "doomed.log", processes=1, threads=2)
     fake_model.wait_for_request("chat", 1, timeout_s=60)
     [dead] = [r for r in attempt_rows(h) if r.state == "open"]
@@ -321,7 +301,7 @@ def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
                               sweep_pending_after_ms=0)
     h = harness_factory(settings)
     texts = ["I collect vinyl records", "我女儿叫朵朵", "I work night shifts on Fridays"]
-    ids = [remember_now(h, t) for t in texts]
+    ids = [remember_now(h, KEY, t) for t in texts]
     doomed_log, fresh_log = tmp_path / "doomed.log", tmp_path / "fresh.log"
     doomed = worker_procs(settings, doomed_log, processes=1, threads=2)
     fake_model.wait_for_request("chat", 1, timeout_s=60)
@@ -363,7 +343,7 @@ class StaleRace:
         self.h, self.texts = h, texts
         fake_model.set_chat_handler(echo_facts_handler)
         fake_model.hang_next("chat")  # holder A's model call; B's is answered at once
-        self.ids = [remember_now(h, t) for t in texts]
+        self.ids = [remember_now(h, KEY, t) for t in texts]
         self.outcome: dict[str, Any] = {}
         a = threading.Thread(target=self._holder_a, name="holder-a", daemon=True)
         a.start()
@@ -456,7 +436,7 @@ def test_model_failures_are_retried_with_backoff_and_sources_stay_pending(
     fake_model.hang_next("chat")  # the endpoint is back, but its first answer waits for us
     h = harness_factory(model_settings(model_timeout_ms=300, model_max_attempts=2))
     texts = ["I take the 7:40 train", "我不吃香菜"]
-    ids = [remember_now(h, t) for t in texts]
+    ids = [remember_now(h, KEY, t) for t in texts]
     h.start_worker()
 
     fake_model.wait_for_request("chat", failing + 1)
@@ -561,7 +541,7 @@ def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
     fake_model.hang_next("chat")
     h = harness_factory(model_settings(max_retries=200))
     texts = ["I keep a journal every night", "我怕打雷"]
-    ids = [remember_now(h, t) for t in texts]
+    ids = [remember_now(h, KEY, t) for t in texts]
     h.start_worker()
     fake_model.wait_for_request("chat", 1)
     try:

@@ -44,21 +44,14 @@ from tests.support.harness import worker_env
 from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
 from tests.support.netns import Topology, netns_unavailable, run_in
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
 from tests.support.sentinel import MASTER_NAME, SentinelSet
 
 HOSTS = ["h0", "h1", "h2"]
 OWNERS, PER_OWNER, FORGET = 50, 20, 50
 MODEL_LATENCY_S = 0.05
 
-pytestmark = pytest.mark.slow
-
-
-def wait(probe: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s:.0f} s waiting for {what}"
-        time.sleep(poll_s)
-    return value
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 
 def slow_echo(request: dict[str, Any]) -> str:
@@ -153,7 +146,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
         return [(r.owner_key, r.attempt_id) for r in rows if r.pid in pids]
 
     # 1. kill -9 of a whole host (every process of its tree).
-    wait(lambda: learned() >= 100, 300, "100 sources learned")
+    wait_for(lambda: learned() >= 100, 300, "100 sources learned", poll_s=0.2)
     os.killpg(procs["h0"].pid, signal.SIGKILL)
     procs["h0"].wait()
     last_fault = time.monotonic()
@@ -164,16 +157,19 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     h1_model = models[1]
     calls = len(h1_model.requests_for("chat"))
     h1_model.hang_next("chat")
-    wait(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", 0.01)
+    wait_for(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call",
+             poll_s=0.01)
     topo.partition("h1", "redis")
-    [(victim, cut_attempt)] = wait(lambda: len(open_attempts_of("h1")) == 1 and open_attempts_of("h1"),
-                                   90, "h1's other extractions to end")
+    [(victim, cut_attempt)] = wait_for(
+        lambda: open_attempts_of("h1") if len(open_attempts_of("h1")) == 1 else [],
+        90, "h1's other extractions to end", poll_s=0.2)
     [cut_started] = [r.started_seq for r in _attempt_rows(store) if r.attempt_id == cut_attempt]
-    wait(lambda: any(r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
-                     for r in _attempt_rows(store)), 120, "another host to take the owner over")
+    wait_for(lambda: any(r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
+                         for r in _attempt_rows(store)), 120, "another host to take the owner over",
+             poll_s=0.2)
     h1_model.release()
-    wait(lambda: "stale_commit_refused" in (root / "h1.log").read_text(errors="replace"), 60,
-         "h1's commit to be refused by the fence")
+    wait_for(lambda: "stale_commit_refused" in (root / "h1.log").read_text(errors="replace"), 60,
+             "h1's commit to be refused by the fence", poll_s=0.2)
     topo.heal("h1", "redis")
     last_fault = time.monotonic()
     # 3. Sentinel failover: the master is killed, the replica promoted, the old master rejoins.
@@ -232,8 +228,9 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     for port in redis_set.ports[:2]:
         server = redis_set.client(port)
         server.bgrewriteaof()
-        wait(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])
-             and not int(s.info("persistence")["aof_rewrite_scheduled"]), 60, "AOF rewrite")
+        wait_for(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])
+                 and not int(s.info("persistence")["aof_rewrite_scheduled"]), 60, "AOF rewrite",
+                 poll_s=0.2)
     assert files_holding([root / "redis"], needles) == []
     client.close()
     runtime.close()
