@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck bench soak clean promtool typescript
+.PHONY: demo test test-fast lint typecheck bench soak clean promtool typescript
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -17,6 +17,11 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed promtool typescript
 	$(BIN)/python -m pytest
+
+# The tests that need no server (twins, pure functions, static checks): no Redis,
+# no PostgreSQL, no worker process; one that tries to start a server fails.
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest --server-free -q
 
 # The TypeScript client's type check needs `tsc` (its one dev dependency); best
 # effort: without npm or the registry, that one test is skipped, saying why.

@@ -1,9 +1,22 @@
 """Session services for the tests: a Redis and a PostgreSQL 16 with pgvector of
 their own (started here on free ports, so fault tests can stop them), a fresh
-database per test cloned from a migrated template, and the fake model server."""
+database per test cloned from a migrated template, and the fake model server.
+
+Markers: ``slow`` (starts processes: workers, the CLI; or an embedded stack), ``fault``
+(kills or stops servers, partitions hosts) and ``server_free``, which is not
+written by hand: every test that is neither slow nor a fault and needs neither
+session server (``redis_server``, ``pg_server``, directly or through another
+fixture) gets it. ``pytest --server-free`` (``make test-fast``) runs only those,
+and refuses any server: the session fixtures, ``EmbeddedRedis.start`` and
+``EmbeddedPostgres.start`` fail the test that reaches them, so nothing in the
+fast set can start Redis or PostgreSQL without failing loudly. A test whose
+fixtures fetch others by name at run time (``request.getfixturevalue``) cannot
+be judged before it runs and is left to ``make test``.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -25,10 +38,87 @@ from tests.support.openai_server import FakeOpenAI
 
 TEMPLATE_DB = "memjobs_template"
 
+#: The session fixtures that start a server; a test needing one is not server-free.
+SERVER_FIXTURES = frozenset({"redis_server", "pg_server"})
+MARKERS = (
+    "slow: starts processes (workers, the CLI) or an embedded stack",
+    "fault: kills or stops servers, partitions hosts",
+    "server_free: needs no Redis, PostgreSQL or worker process (set by conftest; "
+    "`pytest --server-free` runs only these)",
+)
+
 for _name in list(os.environ):
     # The tests define their own settings; a developer's shell must not leak in.
     if _name.startswith(("MEMJOBS_", "QWEN_AUDIO_", "DASHSCOPE_", "NOVA_AUDIO_")):
         del os.environ[_name]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--server-free", action="store_true", default=False,
+                     help="run only the tests that need no server (no Redis, no PostgreSQL, "
+                          "no worker process); starting one fails the test")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+
+
+def _fetches_by_name(fixturedef: Any, seen: dict[object, bool]) -> bool:
+    func = fixturedef.func
+    if func not in seen:
+        try:
+            seen[func] = "getfixturevalue" in inspect.getsource(func)
+        except (OSError, TypeError):
+            seen[func] = False
+    return seen[func]
+
+
+def _needs_server(item: pytest.Item, seen: dict[object, bool]) -> bool:
+    if item.get_closest_marker("slow") or item.get_closest_marker("fault"):
+        return True
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(_fetches_by_name(d, seen) for chain in defs for d in chain)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seen: dict[object, bool] = {}
+    needing = [item for item in items if _needs_server(item, seen)]
+    needing_ids = {id(item) for item in needing}
+    for item in items:
+        if id(item) not in needing_ids:
+            item.add_marker(pytest.mark.server_free)
+    if config.getoption("--server-free") and needing:
+        config.hook.pytest_deselected(items=needing)
+        items[:] = [item for item in items if id(item) not in needing_ids]
+
+
+def _refuse_in_server_free_run(config: pytest.Config, what: str) -> None:
+    if config.getoption("--server-free"):
+        pytest.fail(f"{what} in a --server-free run (make test-fast): this test needs a "
+                    f"server; mark it or run it with `make test`", pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_servers_in_a_server_free_run(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under ``--server-free``, starting an embedded Redis or PostgreSQL fails the test."""
+    if not request.config.getoption("--server-free"):
+        yield
+        return
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def start(*_: Any, **__: Any) -> Any:
+            _refuse_in_server_free_run(request.config, f"{what} was started")
+        return start
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EmbeddedRedis, "start", refuse("Redis"))
+        patch.setattr(EmbeddedPostgres, "start", refuse("PostgreSQL"))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,7 +128,9 @@ def _mem0_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+def redis_server(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    _refuse_in_server_free_run(request.config, "the session's Redis was asked for")
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     server.start()
     yield server
@@ -46,7 +138,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[EmbeddedPostgres]:
+def pg_server(request: pytest.FixtureRequest) -> Iterator[EmbeddedPostgres]:
+    _refuse_in_server_free_run(request.config, "the session's PostgreSQL was asked for")
     # Not under pytest's basetemp: pytest resets pytest-of-<user> to 0700, and
     # running as root the server's own user must be able to traverse the path.
     directory = Path(tempfile.mkdtemp(prefix="memjobs-test-pg-"))

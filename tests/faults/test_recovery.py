@@ -31,6 +31,8 @@ DEFAULTS = {name: Settings.model_fields[name].default for name in (
     "heartbeat_interval_ms", "heartbeat_ttl_ms")}
 EXTRACT_QUEUE = "memjobs_extract"
 
+pytestmark = pytest.mark.fault
+
 
 def extract_holders(h: Harness) -> dict[str, set[bytes | str]]:
     """Which worker process (by Dramatiq broker id) holds which extraction

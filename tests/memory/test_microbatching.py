@@ -1,25 +1,24 @@
 """Micro-batching: an owner's extraction waits for a fuller batch while sources
 keep arriving, bounded by the quiet period and the oldest source's maximum wait.
 
-Time is the store's injected clock, moved by the test: nothing sleeps. The
-ledger and the engine are the in-memory twins; the lock is on the session's Redis.
+Time is one manual clock, moved by the test, for the ledger, the scheduler and
+the leases: nothing sleeps. The ledger and the engine are the in-memory twins;
+the scheduler and the lease run on their twins (:class:`TestTwin`, no server)
+and on Redis (:class:`TestRedis`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import redis
 
-from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource, owner_key, source_id_for
 from memjobs_worker.memory.engine import InMemoryEngine
-from memjobs_worker.memory.intake import ExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store import InMemoryStateStore
+from tests.support.coordination import Coordination, OnRedis, Twin
 
 KEY = owner_key("micro@example.com")
 QUIET_MS = 500
@@ -27,38 +26,30 @@ MAX_WAIT_MS = 5_000
 BATCH = 10
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += timedelta(milliseconds=ms)
-
-
 class Setup:
-    def __init__(self, client: redis.Redis) -> None:
-        self.clock = Clock()
+    def __init__(self, co: Coordination) -> None:
+        self.co = co
+        self.clock = co.clock
         self.store = InMemoryStateStore(clock=self.clock)
         self.sent: list[tuple[str, dict[str, Any], int | None]] = []
-        self.scheduler = ExtractionScheduler(client, self._enqueue, lease_ms=30_000, delay_ms=QUIET_MS)
-        self.pipeline = MemoryPipeline(store=self.store, engine=InMemoryEngine(), redis_client=client,
+        self.scheduler = co.scheduler(self._enqueue, lease_ms=30_000, delay_ms=QUIET_MS)
+        self.pipeline = MemoryPipeline(store=self.store, engine=InMemoryEngine(), leases=co.leases,
                                        scheduler=self.scheduler, batch_size=BATCH, lease_ms=30_000,
                                        max_wait_ms=MAX_WAIT_MS)
-        self.redis = client
         self.count = 0
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.sent.append((actor, payload, delay_ms))
+
+    def advance(self, ms: int) -> None:
+        self.co.advance(ms)
 
     def remember(self, n: int = 1) -> None:
         for _ in range(n):
             text = f"note number {self.count} about the garden"
             self.count += 1
             self.pipeline.remember(RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text),
-                                   sent_at=self.clock())
+                                   sent_at=self.clock.now)
 
     def extract(self, trigger: str = "remember") -> str:
         return self.pipeline.extract(ExtractFacts(owner_key=KEY, trigger=trigger)).outcome  # type: ignore[arg-type]
@@ -66,111 +57,113 @@ class Setup:
     def pending(self) -> int:
         return sum(1 for r in self.store.list_sources(KEY) if r.state == "pending")
 
-
-@pytest.fixture
-def s(redis_url: str) -> Iterator[Setup]:
-    client = redis.Redis.from_url(redis_url)
-    client.delete(keys.extraction_scheduled(KEY), keys.lock("learn", KEY), keys.lock_dirty("learn", KEY))
-    yield Setup(client)
-    client.close()
+    def lease_held(self) -> bool:
+        return self.scheduler.leases_held([KEY]) == [True]
 
 
-def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(s: Setup) -> None:
-    s.remember(3)
-    s.clock.advance(100)
-    s.sent.clear()
-    assert s.extract() == "deferred"
-    assert s.pending() == 3
-    # Re-enqueued for the rest of the quiet period, the debounce flag kept.
-    assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, 400)]
-    assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
+class MicroBatching:
+    """Micro-batching on whichever backend ``co`` is."""
 
+    def test_an_extraction_waits_out_the_quiet_period_while_sources_keep_coming(self, s: Setup) -> None:
+        s.remember(3)
+        s.advance(100)
+        s.sent.clear()
+        assert s.extract() == "deferred"
+        assert s.pending() == 3
+        # Re-enqueued for the rest of the quiet period, the debounce flag kept.
+        assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, 400)]
+        assert s.scheduler.is_scheduled(KEY)
 
-def test_a_quiet_owner_is_learned_at_once(s: Setup) -> None:
-    s.remember(3)
-    s.clock.advance(QUIET_MS)
-    assert s.extract() == "done"
-    assert s.pending() == 0
-
-
-def test_a_full_batch_does_not_wait(s: Setup) -> None:
-    s.remember(BATCH)
-    assert s.extract() == "done"
-    assert s.pending() == 0
-
-
-def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(s: Setup) -> None:
-    outcomes = []
-    # A source every 600 ms, each extraction checked 100 ms after the newest:
-    # never quiet, never a full batch, so only the oldest source's wait ends it.
-    for _ in range(8):
-        s.remember()
-        s.clock.advance(100)
-        outcomes.append(s.extract())
-        s.clock.advance(500)
-    assert outcomes == ["deferred"] * 8  # the oldest has waited 4,300 ms at the last check
-    s.clock.advance(MAX_WAIT_MS)
-    s.remember()
-    assert s.extract() == "done"
-    assert s.pending() == 0
-
-
-def test_sweeps_forgets_and_session_ends_never_wait(s: Setup) -> None:
-    for trigger in ("sweep", "forget", "session_end", "manual"):
-        s.remember(2)
-        assert s.extract(trigger) == "done"
+    def test_a_quiet_owner_is_learned_at_once(self, s: Setup) -> None:
+        s.remember(3)
+        s.advance(QUIET_MS)
+        assert s.extract() == "done"
         assert s.pending() == 0
 
+    def test_a_full_batch_does_not_wait(self, s: Setup) -> None:
+        s.remember(BATCH)
+        assert s.extract() == "done"
+        assert s.pending() == 0
 
-def test_micro_batching_is_off_when_its_wait_is_zero(s: Setup) -> None:
-    s.pipeline.max_wait_ms = 0
-    s.remember(2)
-    assert s.extract() == "done"
-
-
-def test_a_partial_batch_after_a_full_one_waits_too_while_the_owner_talks(s: Setup) -> None:
-    s.remember(BATCH + 3)
-    s.clock.advance(100)
-    s.sent.clear()
-    assert s.extract() == "done"
-    # The full batch was learned; the three after it wait for their batch to fill,
-    # re-enqueued with the debounce flag kept, and the lock let go meanwhile.
-    assert s.pending() == 3
-    assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
-                       QUIET_MS - 100)]
-    assert s.redis.exists(keys.extraction_scheduled(KEY)) == 1
-    assert s.redis.exists(keys.lock("learn", KEY)) == 0
-    s.clock.advance(QUIET_MS)
-    assert s.extract() == "done"
-    assert s.pending() == 0
-
-
-def test_a_partial_batch_after_a_full_one_is_taken_at_once_by_other_triggers(s: Setup) -> None:
-    s.remember(BATCH + 3)
-    s.sent.clear()
-    assert s.extract("sweep") == "done"
-    assert s.pending() == 0
-    assert s.sent == []
-
-
-def test_a_batch_filling_fast_is_looked_at_again_when_it_should_be_full(s: Setup) -> None:
-    # Eight sources 40 ms apart: at this pace the last two come within 80 ms,
-    # so the next look is then, not a whole quiet period (500 ms) later.
-    for _ in range(8):
+    def test_the_oldest_source_bounds_the_wait_under_a_steady_trickle(self, s: Setup) -> None:
+        outcomes = []
+        # A source every 600 ms, each extraction checked 100 ms after the newest:
+        # never quiet, never a full batch, so only the oldest source's wait ends it.
+        for _ in range(8):
+            s.remember()
+            s.advance(100)
+            outcomes.append(s.extract())
+            s.advance(500)
+        assert outcomes == ["deferred"] * 8  # the oldest has waited 4,300 ms at the last check
+        s.advance(MAX_WAIT_MS)
         s.remember()
-        s.clock.advance(40)
-    s.sent.clear()
-    assert s.extract() == "deferred"
-    assert s.sent[-1][2] == 80
-    s.clock.advance(80)
-    s.remember(2)
-    assert s.extract() == "done"
-    assert s.pending() == 0
+        assert s.extract() == "done"
+        assert s.pending() == 0
+
+    def test_sweeps_forgets_and_session_ends_never_wait(self, s: Setup) -> None:
+        for trigger in ("sweep", "forget", "session_end", "manual"):
+            s.remember(2)
+            assert s.extract(trigger) == "done"
+            assert s.pending() == 0
+
+    def test_micro_batching_is_off_when_its_wait_is_zero(self, s: Setup) -> None:
+        s.pipeline.max_wait_ms = 0
+        s.remember(2)
+        assert s.extract() == "done"
+
+    def test_a_partial_batch_after_a_full_one_waits_too_while_the_owner_talks(self, s: Setup) -> None:
+        s.remember(BATCH + 3)
+        s.advance(100)
+        s.sent.clear()
+        assert s.extract() == "done"
+        # The full batch was learned; the three after it wait for their batch to fill,
+        # re-enqueued with the debounce flag kept, and the lock let go meanwhile.
+        assert s.pending() == 3
+        assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
+                           QUIET_MS - 100)]
+        assert s.scheduler.is_scheduled(KEY)
+        assert not s.lease_held()
+        s.advance(QUIET_MS)
+        assert s.extract() == "done"
+        assert s.pending() == 0
+
+    def test_a_partial_batch_after_a_full_one_is_taken_at_once_by_other_triggers(self, s: Setup) -> None:
+        s.remember(BATCH + 3)
+        s.sent.clear()
+        assert s.extract("sweep") == "done"
+        assert s.pending() == 0
+        assert s.sent == []
+
+    def test_a_batch_filling_fast_is_looked_at_again_when_it_should_be_full(self, s: Setup) -> None:
+        # Eight sources 40 ms apart: at this pace the last two come within 80 ms,
+        # so the next look is then, not a whole quiet period (500 ms) later.
+        for _ in range(8):
+            s.remember()
+            s.advance(40)
+        s.sent.clear()
+        assert s.extract() == "deferred"
+        assert s.sent[-1][2] == 80
+        s.advance(80)
+        s.remember(2)
+        assert s.extract() == "done"
+        assert s.pending() == 0
+
+    def test_a_burst_followed_by_silence_is_not_looked_at_again_and_again(self, s: Setup) -> None:
+        s.remember(4)  # at one instant: no pace to go by but the silence since
+        s.advance(100)
+        s.sent.clear()
+        assert s.extract() == "deferred"
+        assert s.sent[-1][2] == QUIET_MS - 100
 
 
-def test_a_burst_followed_by_silence_is_not_looked_at_again_and_again(s: Setup) -> None:
-    s.remember(4)  # at one instant: no pace to go by but the silence since
-    s.clock.advance(100)
-    s.sent.clear()
-    assert s.extract() == "deferred"
-    assert s.sent[-1][2] == QUIET_MS - 100
+class TestTwin(MicroBatching):
+    @pytest.fixture
+    def s(self) -> Setup:
+        return Setup(Twin())
+
+
+class TestRedis(MicroBatching):
+    @pytest.fixture
+    def s(self, redis_url: str) -> Iterator[Setup]:
+        with OnRedis(redis_url) as co:
+            yield Setup(co)

@@ -1,23 +1,23 @@
-"""Every branch of the memory pipeline, on the in-memory ledger and engine.
+"""Every branch of the memory pipeline, with no server at all.
 
-The pipeline runs as in a worker — the real ``MemoryPipeline``, its scheduler
-and its fenced lease lock on the test session's Redis — but the ledger and the
-memories are the twins (held to PostgreSQL's and mem0's contract by
-``test_store_contract.py`` and ``test_engine_contract.py``), and scheduled
-extractions run in the test's own thread when it drains. Races are staged at
-the engine's ``before_extract`` seam, so nothing waits on the clock.
+The pipeline runs as in a worker — the real ``MemoryPipeline`` — on the twins:
+the ledger, the memories, the scheduler and the fenced lease (held to
+PostgreSQL's, mem0's and Redis's contract by ``test_store_contract.py``,
+``test_engine_contract.py``, ``test_scheduler_contract.py`` and
+``test_lease_contract.py``), and scheduled extractions run in the test's own
+thread when it drains. Races are staged at the engine's ``before_extract``
+seam, so nothing waits on the clock.
 End to end through Dramatiq, PostgreSQL and mem0: ``test_pipeline.py``;
 fencing, concurrency and faults: ``test_locks.py`` and ``test_faults.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import redis
 
 from memjobs_client.contracts import (
     ACTOR_EXTRACT,
@@ -28,14 +28,13 @@ from memjobs_client.contracts import (
     source_id_for,
 )
 from memjobs_client.errors import BackendUnavailable, ModelUnavailable
-from memjobs_worker.lease import LeaseLock
 from memjobs_worker.memory.engine import InMemoryEngine
 from memjobs_worker.memory.engine.memory import Extractor
-from memjobs_worker.memory.intake import ExtractionScheduler
 from memjobs_worker.memory.pipeline import ExtractReport, MemoryPipeline
 from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
 from memjobs_worker.memory.store.base import AddOutcome
 from memjobs_worker.model_output import ModelOutputInvalid
+from tests.support.coordination import Twin
 
 OWNER = "alice@example.com"
 KEY = owner_key(OWNER)
@@ -56,15 +55,15 @@ class StepClock:
 class Rig:
     """A pipeline on the twins; scheduled extractions queue here until drained."""
 
-    def __init__(self, client: redis.Redis, *, extractor: Extractor | None = None,
-                 batch_size: int = 10) -> None:
+    def __init__(self, *, extractor: Extractor | None = None, batch_size: int = 10) -> None:
         self.clock = StepClock()
-        self.redis = client
+        #: The leases and the scheduler's flags, on a monotonic clock of their own.
+        self.co = Twin()
         self.store = InMemoryStateStore(clock=self.clock)
         self.engine = InMemoryEngine(extractor=extractor)
         self.scheduled: list[ExtractFacts] = []
-        scheduler = ExtractionScheduler(client, self._enqueue, lease_ms=LEASE_MS, delay_ms=0)
-        self.pipeline = MemoryPipeline(store=self.store, engine=self.engine, redis_client=client,
+        scheduler = self.co.scheduler(self._enqueue, lease_ms=LEASE_MS, delay_ms=0)
+        self.pipeline = MemoryPipeline(store=self.store, engine=self.engine, leases=self.co.leases,
                                        scheduler=scheduler, batch_size=batch_size,
                                        lease_ms=LEASE_MS)
 
@@ -101,13 +100,6 @@ class Rig:
         return sorted(m.text for m in self.engine.list(KEY))
 
 
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
-
-
 def echo(texts: Sequence[str]) -> list[str]:
     """A model that extracts every sentence as it was said."""
     return list(texts)
@@ -122,8 +114,8 @@ def scripted(*replies: list[str]) -> Extractor:
 # -- remember and learn ---------------------------------------------------------------
 
 
-def test_same_content_twice_is_stored_once(client: redis.Redis) -> None:
-    rig = Rig(client)
+def test_same_content_twice_is_stored_once() -> None:
+    rig = Rig()
     first = rig.remember("I live in Hangzhou.", expect="created")
     second = rig.remember("  I live in Hangzhou.  ", expect="duplicate")
     rig.drain()
@@ -132,8 +124,8 @@ def test_same_content_twice_is_stored_once(client: redis.Redis) -> None:
     assert len(rig.engine.list(KEY)) == 1
 
 
-def test_a_burst_of_sources_schedules_one_extraction(client: redis.Redis) -> None:
-    rig = Rig(client, extractor=echo)
+def test_a_burst_of_sources_schedules_one_extraction() -> None:
+    rig = Rig(extractor=echo)
     ids = [rig.remember(t) for t in ("我叫小林", "I like green tea", "我住在杭州")]
     assert [s.trigger for s in rig.scheduled] == ["remember"]
     [report] = rig.drain()
@@ -142,10 +134,8 @@ def test_a_burst_of_sources_schedules_one_extraction(client: redis.Redis) -> Non
     assert all(sorted(m.source_ids) == sorted(ids) for m in rig.pipeline.memories(KEY))
 
 
-def test_batches_are_at_most_the_batch_size_and_provenance_is_per_batch(
-    client: redis.Redis,
-) -> None:
-    rig = Rig(client, extractor=echo, batch_size=2)
+def test_batches_are_at_most_the_batch_size_and_provenance_is_per_batch() -> None:
+    rig = Rig(extractor=echo, batch_size=2)
     texts = [f"fact number {n}" for n in range(5)]
     ids = [rig.remember(t) for t in texts]
     [report] = rig.drain()
@@ -158,8 +148,8 @@ def test_batches_are_at_most_the_batch_size_and_provenance_is_per_batch(
     assert set(rig.states().values()) == {"learned"}
 
 
-def test_pending_sources_are_never_recalled(client: redis.Redis) -> None:
-    rig = Rig(client)
+def test_pending_sources_are_never_recalled() -> None:
+    rig = Rig()
     rig.remember("I walk the dog at seven")
     assert rig.pipeline.recall(KEY, "dog", 5) == []
     assert rig.pipeline.memories(KEY) == []
@@ -167,12 +157,10 @@ def test_pending_sources_are_never_recalled(client: redis.Redis) -> None:
     assert [h.text for h in rig.pipeline.recall(KEY, "dog", 5)] == ["I walk the dog at seven"]
 
 
-def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(monkeypatch: pytest.MonkeyPatch) -> None:
     """No lost wake-up: a source arriving after the holder found nothing pending,
     but before it released, is learned by that holder (the busy run set the dirty flag)."""
-    rig = Rig(client)
+    rig = Rig()
     busy: list[ExtractReport] = []
     begin = rig.store.begin_attempt
 
@@ -197,8 +185,8 @@ def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(
 # -- forget -------------------------------------------------------------------------
 
 
-def test_forget_while_pending_learns_nothing(client: redis.Redis) -> None:
-    rig = Rig(client)
+def test_forget_while_pending_learns_nothing() -> None:
+    rig = Rig()
     sid = rig.remember("my locker number is 42")
     rig.forget(sid)
     rig.drain()
@@ -207,9 +195,9 @@ def test_forget_while_pending_learns_nothing(client: redis.Redis) -> None:
     assert rig.pipeline.recall(KEY, "locker", 5) == []
 
 
-def test_forget_overtaking_its_remember_wins(client: redis.Redis) -> None:
+def test_forget_overtaking_its_remember_wins() -> None:
     """forget runs before remember (separate queues): the late remember must not revive it."""
-    rig = Rig(client)
+    rig = Rig()
     text = "the gate code hint is the cat's birthday"
     sent = rig.clock()  # the remember is sent first ...
     sid = source_id_for(KEY, text)
@@ -220,8 +208,8 @@ def test_forget_overtaking_its_remember_wins(client: redis.Redis) -> None:
     assert rig.engine.list(KEY) == []
 
 
-def test_forget_after_learning_deletes_its_memory(client: redis.Redis) -> None:
-    rig = Rig(client)
+def test_forget_after_learning_deletes_its_memory() -> None:
+    rig = Rig()
     keep = rig.remember("我喜欢喝咖啡")
     drop = rig.remember("我对花生过敏")
     rig.drain()
@@ -233,8 +221,8 @@ def test_forget_after_learning_deletes_its_memory(client: redis.Redis) -> None:
     assert [r.text for r in rig.store.list_sources(KEY) if r.source_id == drop] == [None]
 
 
-def test_remembering_again_after_forgetting_learns_again(client: redis.Redis) -> None:
-    rig = Rig(client)
+def test_remembering_again_after_forgetting_learns_again() -> None:
+    rig = Rig()
     sid = rig.remember("call me Lin")
     rig.drain()
     rig.forget(sid)
@@ -245,8 +233,8 @@ def test_remembering_again_after_forgetting_learns_again(client: redis.Redis) ->
     assert len(rig.pipeline.memories(KEY)) == 1
 
 
-def test_forgetting_one_source_of_a_shared_memory_relearns_the_others(client: redis.Redis) -> None:
-    rig = Rig(client, extractor=scripted(["Lin lives in Hangzhou and likes tea"],
+def test_forgetting_one_source_of_a_shared_memory_relearns_the_others() -> None:
+    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"],
                                          ["Lin likes tea"]))
     a = rig.remember("I'm Lin, I live in Hangzhou")
     b = rig.remember("I like tea")
@@ -263,10 +251,8 @@ def test_forgetting_one_source_of_a_shared_memory_relearns_the_others(client: re
     assert "I like tea" in second_prompt and "Hangzhou" not in second_prompt
 
 
-def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories(
-    client: redis.Redis,
-) -> None:
-    rig = Rig(client, extractor=echo)
+def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories() -> None:
+    rig = Rig(extractor=echo)
     doomed = rig.remember("my old address is 12 Elm Street")
     kept = rig.remember("I walk the dog at seven")
 
@@ -285,12 +271,10 @@ def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories(
     assert [m.text for m in rig.engine.list(KEY)] == ["I walk the dog at seven"]
 
 
-def test_without_a_model_forget_during_extraction_discards_only_that_sources_memory(
-    client: redis.Redis,
-) -> None:
+def test_without_a_model_forget_during_extraction_discards_only_that_sources_memory() -> None:
     """Verbatim memories derive from one source each: the others of the batch are
     learned at once, not sent back."""
-    rig = Rig(client)
+    rig = Rig()
     doomed = rig.remember("my old address is 12 Elm Street")
     kept = rig.remember("I walk the dog at seven")
 
@@ -312,10 +296,8 @@ def test_without_a_model_forget_during_extraction_discards_only_that_sources_mem
 # -- tombstones and recovery ----------------------------------------------------------------
 
 
-def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles(
-    client: redis.Redis,
-) -> None:
-    rig = Rig(client)
+def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles() -> None:
+    rig = Rig()
     keep = rig.remember("I drink coffee")
     drop = rig.remember("I am allergic to peanuts")
     rig.drain()
@@ -333,10 +315,10 @@ def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles(
     assert rig.texts() == ["I drink coffee"]
 
 
-def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails(client: redis.Redis) -> None:
+def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails() -> None:
     """The ledger sends the co-sources back to pending in the forget's transaction;
     a retried forget finds nothing left to send back, so the first attempt schedules."""
-    rig = Rig(client, extractor=scripted(["Lin lives in Hangzhou and likes tea"],
+    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"],
                                          ["Lin likes tea"]))
     a = rig.remember("I'm Lin, I live in Hangzhou")
     b = rig.remember("I like tea")
@@ -352,10 +334,8 @@ def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails(client: red
     assert rig.texts() == ["Lin likes tea"]
 
 
-def test_a_discarded_memory_whose_delete_fails_is_deleted_by_the_next_holder(
-    client: redis.Redis,
-) -> None:
-    rig = Rig(client, extractor=echo)
+def test_a_discarded_memory_whose_delete_fails_is_deleted_by_the_next_holder() -> None:
+    rig = Rig(extractor=echo)
     doomed = rig.remember("my old address is 12 Elm Street")
     kept = rig.remember("I walk the dog at seven")
 
@@ -377,8 +357,8 @@ def test_a_discarded_memory_whose_delete_fails_is_deleted_by_the_next_holder(
     assert rig.texts() == ["I walk the dog at seven"]
 
 
-def test_a_failed_extraction_is_undone_and_learned_on_the_retry(client: redis.Redis) -> None:
-    rig = Rig(client, extractor=echo)
+def test_a_failed_extraction_is_undone_and_learned_on_the_retry() -> None:
+    rig = Rig(extractor=echo)
     sid = rig.remember("I take the 7:40 train")
     rig.engine.fail_next("extract", ModelUnavailable("the model answered 500"))
     with pytest.raises(ModelUnavailable):
@@ -392,10 +372,8 @@ def test_a_failed_extraction_is_undone_and_learned_on_the_retry(client: redis.Re
     assert rig.texts() == ["I take the 7:40 train"]
 
 
-def test_a_batch_the_model_answers_badly_fails_with_its_reason_and_the_next_goes_on(
-    client: redis.Redis,
-) -> None:
-    rig = Rig(client, extractor=echo, batch_size=1)
+def test_a_batch_the_model_answers_badly_fails_with_its_reason_and_the_next_goes_on() -> None:
+    rig = Rig(extractor=echo, batch_size=1)
     bad, good = rig.remember("I moved to Hangzhou"), rig.remember("I take the 7:40 train")
     rig.engine.fail_next("extract", ModelOutputInvalid("the reply is not JSON (after 2 attempts)"))
     [report] = rig.drain()  # no exception: the job ends, it is not retried
@@ -422,11 +400,9 @@ def test_a_batch_the_model_answers_badly_fails_with_its_reason_and_the_next_goes
     assert (record.state, record.text, record.reason) == ("forgotten", None, None)
 
 
-def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(
-    client: redis.Redis,
-) -> None:
+def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one() -> None:
     """What kill -9 between mem0's insert and the ledger commit leaves behind."""
-    rig = Rig(client, extractor=echo)
+    rig = Rig(extractor=echo)
     sid = rig.remember("I am learning the cello")
     rig.drain()
     # Simulate a holder that inserted memories and died before committing.
@@ -434,11 +410,15 @@ def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one(
     new = source_id_for(KEY, text)
     rig.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text),
                          sent_at=rig.clock())
-    lost = client.incr(LeaseLock(client, "learn", KEY, lease_ms=LEASE_MS).fence_key)
-    crashed = rig.store.begin_attempt(KEY, int(lost), 10)
+    dead = rig.co.lease(lease_ms=LEASE_MS, owner=KEY)
+    lost = dead.try_acquire(floor=rig.store.newest_token(KEY))
+    assert lost is not None
+    crashed = rig.store.begin_attempt(KEY, lost, 10)
     assert crashed is not None
     orphans = rig.engine.extract(KEY, crashed.attempt_id, crashed.sources)
     assert len(orphans) == 1
+    assert rig.pipeline.extract(ExtractFacts(owner_key=KEY)).outcome == "busy"  # not yet expired
+    rig.co.advance(LEASE_MS)  # the dead holder's lease runs out
     report = rig.pipeline.extract(ExtractFacts(owner_key=KEY))
     assert report.recovered == 1
     assert rig.states() == {sid: "learned", new: "learned"}

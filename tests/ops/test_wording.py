@@ -15,6 +15,8 @@ from tests.support.cli import (
     run_cli,
 )
 
+pytestmark = pytest.mark.slow  # the memjobs command line, run as processes
+
 
 def test_a_turn_without_ts_is_one_complaint_about_ts() -> None:
     client = MemjobsClient("redis://127.0.0.1:1/0")  # refused before Redis is needed

@@ -11,8 +11,9 @@ from sqlalchemy.engine import Engine
 
 from memjobs_client.errors import MemoryOff
 from memjobs_worker.db.connect import libpq_url
+from memjobs_worker.lease import redis_leases
 from memjobs_worker.memory.engine.base import MemoryEngine
-from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_client import chat_model, remote_embedder
@@ -56,13 +57,13 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
 
 def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
     """The per-owner debounced scheduling of ``extract_facts``."""
-    return ExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
-                               delay_ms=settings.extract_delay_ms)
+    return RedisExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
+                                    delay_ms=settings.extract_delay_ms)
 
 
 def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
                    redis_client: redis.Redis, scheduler: ExtractionScheduler) -> MemoryPipeline:
-    return MemoryPipeline(store=store, engine=engine, redis_client=redis_client, scheduler=scheduler,
+    return MemoryPipeline(store=store, engine=engine, leases=redis_leases(redis_client), scheduler=scheduler,
                           batch_size=settings.extract_batch_size, lease_ms=settings.lease_ms,
                           max_wait_ms=settings.extract_max_wait_ms)
 

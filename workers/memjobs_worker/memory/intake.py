@@ -1,13 +1,20 @@
 """The intake side of personal memory: a remembered source into the ledger, an
 owner's extraction scheduled (debounced), and the sweeper that re-schedules
 owners whose sources wait too long. Needs the ledger and Redis only, never the
-engine: the processes that take the cheap jobs do not load mem0."""
+engine: the processes that take the cheap jobs do not load mem0.
+
+The scheduling seam is :class:`ExtractionScheduler` (the debounce bookkeeping,
+with the flag left to a backend): :class:`RedisExtractionScheduler` keeps the
+flag in Redis, :class:`InMemoryExtractionScheduler` in the twin leases'
+:class:`~memjobs_worker.lease.memory.InMemoryKeys`. ``tests/memory/test_scheduler_contract.py`` holds both
+to the same contract."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +23,8 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.lease.base import Monotonic
+from memjobs_worker.lease.memory import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
@@ -39,25 +48,29 @@ def remember(store: StateStore, scheduler: ExtractionScheduler, payload: Remembe
     return outcome
 
 
-class ExtractionScheduler:
+class ExtractionScheduler(ABC):
     """Enqueues ``extract_facts`` for an owner, debounced: one scheduled at a time.
 
-    The debounce flag lives in Redis with a TTL, so a flag whose message was
-    lost expires by itself; the sweeper and forget pass ``force`` anyway.
+    The debounce flag lives in the backend with a TTL, so a flag whose message
+    was lost expires by itself; the sweeper and forget pass ``force`` anyway.
 
-    A burst costs one Redis round trip, not one per source: for the first half
-    of the delay of a message this scheduler sent itself, a new source of the
+    A burst costs one round trip, not one per source: for the first half of
+    the delay of a message this scheduler sent itself, a new source of the
     same owner skips the flag. That message is still waiting for its delay
     (Dramatiq delivers none early; hosts' clocks agree within half of it), so
     the extraction it starts, or the holder it marks dirty, reads the ledger
     after the source is in it.
+
+    Parameters:
+        enqueue: sends (actor, payload, delay in ms or None).
+        lease_ms: the learning lease (the flag lasts at least as long).
+        delay_ms: how long a scheduled extraction waits, so that a burst of
+            sources shares one model call.
+        monotonic: seconds, for the half-delay window (tests inject one).
     """
 
-    def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int, monotonic: Callable[[], float] = time.monotonic) -> None:
-        """``delay_ms``: how long a scheduled extraction waits, so that a burst of
-        sources shares one model call. ``monotonic``: seconds (tests inject one)."""
-        self.redis = redis_client
+    def __init__(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int,
+                 monotonic: Monotonic = time.monotonic) -> None:
         self.enqueue = enqueue
         self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
         self.delay_ms = delay_ms
@@ -66,16 +79,57 @@ class ExtractionScheduler:
         self._undelivered: dict[str, float] = {}
         self._undelivered_lock = threading.Lock()
 
+    # -- what a backend does ---------------------------------------------------------------
+
+    @abstractmethod
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+        """Set the owner's debounce flag for ``ttl_ms``; whether it was set
+        (``only_if_new``: not when it is set already).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def clear(self, owner_key: str) -> None:
+        """Delete the owner's debounce flag.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def is_scheduled(self, owner_key: str) -> bool:
+        """Whether the owner's debounce flag is set.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def leases_held(self, owner_keys: Sequence[str]) -> list[bool]:
+        """Whether each owner's learning lease is held (in one round trip).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    # -- scheduling --------------------------------------------------------------------------
+
     def flag(self, owner_key: str) -> str:
+        """The key of the owner's debounce flag (a lease's acquire clears it)."""
         return keys.extraction_scheduled(owner_key)
 
     def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+        """Send the owner's extraction unless one is scheduled already (``force``:
+        send anyway); whether a message was sent.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
         if not force and self._surely_undelivered(owner_key):
             return False
-        try:
-            fresh = self.redis.set(self.flag(owner_key), "1", nx=True, px=self.flag_ttl_ms)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True)
         if not fresh and not force:
             return False
         self._send(owner_key, trigger, self.delay_ms)
@@ -85,16 +139,13 @@ class ExtractionScheduler:
         """Re-enqueue the owner's scheduled extraction ``delay_ms`` from now,
         keeping its debounce flag (so new sources do not enqueue another).
 
-        Returns False when Redis did not answer (the caller then runs now)."""
+        Returns False when the backend did not answer (the caller then runs now)."""
         try:
-            self.redis.set(self.flag(owner_key), "1", px=max(self.flag_ttl_ms, delay_ms * 4))
-        except redis.RedisError:
+            self._set_flag(owner_key, max(self.flag_ttl_ms, delay_ms * 4), only_if_new=False)
+        except BackendUnavailable:
             return False
         self._send(owner_key, "remember", delay_ms)
         return True
-
-    def clear(self, owner_key: str) -> None:
-        self.redis.delete(self.flag(owner_key))
 
     def _send(self, owner_key: str, trigger: str, delay_ms: int) -> None:
         payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
@@ -115,8 +166,74 @@ class ExtractionScheduler:
         return until is not None and self.monotonic() < until
 
 
-def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
-          pending_after_ms: int) -> int:
+class RedisExtractionScheduler(ExtractionScheduler):
+    """The scheduler with its debounce flags in Redis (production).
+
+    Parameters:
+        redis_client: a redis-py client; the rest: see :class:`ExtractionScheduler`.
+    """
+
+    def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
+                 delay_ms: int, monotonic: Monotonic = time.monotonic) -> None:
+        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic)
+        self.redis = redis_client
+
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+        try:
+            return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+    def clear(self, owner_key: str) -> None:
+        try:
+            self.redis.delete(self.flag(owner_key))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+    def is_scheduled(self, owner_key: str) -> bool:
+        try:
+            return bool(self.redis.exists(self.flag(owner_key)))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+    def leases_held(self, owner_keys: Sequence[str]) -> list[bool]:
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for owner_key in owner_keys:
+                pipe.exists(keys.lock("learn", owner_key))
+            return [bool(held) for held in pipe.execute()]
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
+class InMemoryExtractionScheduler(ExtractionScheduler):
+    """The scheduler's twin: its flags in :class:`InMemoryKeys`, on their clock.
+
+    Give it the keyspace the twin leases are on (``keyspace.lease``), so that a lease's
+    acquire clears the flag and :meth:`leases_held` sees the leases.
+    """
+
+    def __init__(self, keyspace: InMemoryKeys, enqueue: Enqueue, *, lease_ms: int,
+                 delay_ms: int) -> None:
+        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms,
+                         monotonic=keyspace.monotonic)
+        self.keyspace = keyspace
+
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+        return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
+
+    def clear(self, owner_key: str) -> None:
+        self.keyspace.delete(self.flag(owner_key))
+
+    def is_scheduled(self, owner_key: str) -> bool:
+        return self.keyspace.exists(self.flag(owner_key))
+
+    def leases_held(self, owner_keys: Sequence[str]) -> list[bool]:
+        with self.keyspace.lock:
+            return [self.keyspace.exists(keys.lock("learn", owner_key)) for owner_key in owner_keys]
+
+
+def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pending_after_ms: int) -> int:
     """Re-enqueue extraction for owners with sources pending longer than the threshold.
 
     Skipped: owners whose learning lease is held (the holder loops until nothing
@@ -126,16 +243,13 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime,
     pass to a long backlog, and drain is not kept busy by redundant work.
 
     Returns how many owners were re-enqueued.
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
     """
     owners = store.owners_pending_since(now - timedelta(milliseconds=pending_after_ms))
     if not owners:
         return 0
-    try:
-        pipe = scheduler.redis.pipeline(transaction=False)
-        for owner_key in owners:
-            pipe.exists(keys.lock("learn", owner_key))
-        held = pipe.execute()
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    held = scheduler.leases_held(owners)
     return sum(scheduler.schedule(owner_key, "sweep")
                for owner_key, busy in zip(owners, held, strict=True) if not busy)

@@ -24,15 +24,13 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import redis
-
 from memjobs_client.contracts import (
     ExtractFacts,
     ForgetSource,
     RememberSource,
 )
 from memjobs_client.errors import LockLost, StaleFencingToken
-from memjobs_worker.lease import LeaseLock
+from memjobs_worker.lease import Lease, LeaseFactory
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
 from memjobs_worker.memory.store.base import AddOutcome, Attempt, ForgetResult, PendingWindow, StateStore
@@ -94,7 +92,7 @@ class MemoryPipeline:
     Parameters:
         store: the ledger.
         engine: the memory engine (mem0).
-        redis_client: for the learning locks.
+        leases: makes the owners' learning leases (on Redis, or the twin's).
         scheduler: enqueues (debounced) extractions.
         batch_size: sources per extraction call.
         lease_ms: the learning lease.
@@ -107,7 +105,7 @@ class MemoryPipeline:
         *,
         store: StateStore,
         engine: MemoryEngine,
-        redis_client: redis.Redis,
+        leases: LeaseFactory,
         scheduler: ExtractionScheduler,
         batch_size: int,
         lease_ms: int,
@@ -116,7 +114,7 @@ class MemoryPipeline:
         self.store = store
         self.max_wait_ms = max_wait_ms
         self.engine = engine
-        self.redis = redis_client
+        self.leases = leases
         self.batch_size = batch_size
         self.lease_ms = lease_ms
         self.scheduler = scheduler
@@ -139,9 +137,7 @@ class MemoryPipeline:
         if payload.trigger == "remember" and self._defer(owner_key):
             report.outcome = "deferred"
             return report
-        lock = LeaseLock(
-            self.redis, "learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn")
-        )
+        lock = self.leases("learn", owner_key, lease_ms=self.lease_ms, on_event=lock_hook("learn"))
         # Floored at the ledger's newest token: never behind it, whatever Redis lost.
         # The scheduled flag goes first, in the same script: from then on a new
         # source schedules a new run (or sets the dirty flag).
@@ -210,7 +206,7 @@ class MemoryPipeline:
             self.store.close_abandoned(owner_key, token, abandoned)
         self._settle_tombstones(owner_key, owed)
 
-    def _one_batch(self, lock: LeaseLock, owner_key: str, token: int, report: ExtractReport) -> bool:
+    def _one_batch(self, lock: Lease, owner_key: str, token: int, report: ExtractReport) -> bool:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
         attempt = self.store.begin_attempt(owner_key, token, self.batch_size)
@@ -245,7 +241,7 @@ class MemoryPipeline:
         report.discarded += len(result.discarded)
         return True
 
-    def _fail(self, lock: LeaseLock, attempt: Attempt, problem: ModelOutputInvalid,
+    def _fail(self, lock: Lease, attempt: Attempt, problem: ModelOutputInvalid,
               report: ExtractReport) -> None:
         """The model answered, but unusably, even when asked again: asking later
         would cost as much and answer the same. Keep nothing of the attempt, and
