@@ -20,6 +20,7 @@ from tests.support.cli import (
     cli_env,
     scratch_dir,
 )
+from tests.support.polling import wait_for
 
 
 @contextmanager
@@ -70,13 +71,12 @@ def test_memjobs_up_serves_the_api_and_names_it_in_the_stack_file() -> None:
                     r = http.post("/v1/remember", json={"owner_id": "up-owner", "text": "I like oolong tea"})
                     assert r.status_code == 202, r.text
                     source_id = r.json()["source_id"]
-                    deadline = time.monotonic() + 60
-                    while True:  # the real worker processes learn it
+                    def states() -> list[str]:
                         listed = http.get("/v1/sources", headers={"X-Memjobs-Owner": "up-owner"}).json()
-                        if [s["state"] for s in listed["sources"]] == ["learned"]:
-                            break
-                        assert time.monotonic() < deadline, listed
-                        time.sleep(0.1)
+                        return [s["state"] for s in listed["sources"]]
+
+                    # the real worker processes learn it
+                    wait_for(lambda: states() == ["learned"], 60, "the source learned", poll_s=0.1)
                     hits = http.post("/v1/recall", json={"owner_id": "up-owner", "query": "oolong"}).json()
                     assert [h["source_ids"] for h in hits["memories"]] == [[source_id]]
                 assert f"API {url}" in up.text()

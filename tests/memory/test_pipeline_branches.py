@@ -14,7 +14,7 @@ fencing, concurrency and faults: ``test_locks.py`` and ``test_faults.py``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -34,6 +34,7 @@ from memjobs_worker.memory.pipeline import ExtractReport, MemoryPipeline
 from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
 from memjobs_worker.memory.store.base import AddOutcome
 from memjobs_worker.model_output import ModelOutputInvalid
+from tests.support.clocks import ManualClock
 from tests.support.coordination import Twin
 
 OWNER = "alice@example.com"
@@ -41,22 +42,11 @@ KEY = owner_key(OWNER)
 LEASE_MS = 3000
 
 
-class StepClock:
-    """Moves one millisecond per reading: every event has its own instant."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
-
-
 class Rig:
     """A pipeline on the twins; scheduled extractions queue here until drained."""
 
     def __init__(self, *, extractor: Extractor | None = None, batch_size: int = 10) -> None:
-        self.clock = StepClock()
+        self.clock = ManualClock(step=timedelta(milliseconds=1))  # every event its own instant
         #: The leases and the scheduler's flags, on a monotonic clock of their own.
         self.co = Twin()
         self.store = InMemoryStateStore(clock=self.clock)

@@ -46,6 +46,7 @@ from tests.support.cli import (
 )
 from tests.support.harness import REPO
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -369,9 +370,9 @@ def test_a_crashed_up_leaves_nothing_the_next_up_does_not_stop_and_sighup_stops_
 
             second = Up(data_dir, env, base / "up-2.out")
             second.wait_ready()
-            deadline = time.monotonic() + STOP_TIMEOUT_S
-            while "memjobs is up" not in second.text() and time.monotonic() < deadline:
-                time.sleep(0.1)  # the old workers' heartbeats may make status count them a moment
+            # the old workers' heartbeats may make status count them a moment
+            wait_for(lambda: "memjobs is up" in second.text(), STOP_TIMEOUT_S, "the second up's banner",
+                     poll_s=0.1)
             assert "left by a previous memjobs up" in second.text(), second.text()
             assert not alive(old["worker_pid"]) and not alive(old["redis_pid"])
             new = state(data_dir)
