@@ -95,6 +95,10 @@ def knowledge_corpus(owner_key: str, corpus_id: str) -> str:
     return f"{NAMESPACE}:knowledge:corpus:{owner_key}:{corpus_id}"
 
 
+#: Dead letters retried and purged by operators, by queue (a hash of
+#: ``retried:<queue>`` and ``purged:<queue>`` counts, exported as counters).
+DEAD_LETTER_ACTIONS = f"{NAMESPACE}:dead-letters:actions"
+
 #: Written and waited on (WAITAOF / WAIT) when a producer checks durability.
 DURABILITY_PROBE = f"{NAMESPACE}:durability"
 

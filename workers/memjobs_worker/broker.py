@@ -18,6 +18,7 @@ from dramatiq.middleware import CurrentMessage, Retries
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
+from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.observe import ObserveJobs
@@ -75,6 +76,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     # already decided retry or dead-letter when ObserveJobs records the outcome.
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
     broker.add_middleware(RefuseSensitive(), before=Retries)  # between the two: see refusals.py
+    broker.add_middleware(RecordFailures(broker.client))  # after Retries: see failures.py
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))

@@ -1,5 +1,6 @@
 """The instruments every layer above may use: Prometheus counters and
 histograms (:mod:`~.metrics`), the job middleware that counts outcomes
-(:mod:`~.observe`, :mod:`~.jobstats`) and the worker heartbeats
+(:mod:`~.observe`, :mod:`~.jobstats`), the failure record a dead letter
+keeps (:mod:`~.failures`) and the worker heartbeats
 (:mod:`~.heartbeat`). The read-side views built on them (status, collectors,
 the metrics server) are in :mod:`memjobs_worker.ops`, above the features."""
