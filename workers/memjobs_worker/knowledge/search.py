@@ -32,6 +32,7 @@ from typing import Literal
 
 from memjobs_client.errors import InvalidPayload, ModelUnavailable
 from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_worker.knowledge.citations import chunk_id
 from memjobs_worker.knowledge.queries import MAX_QUERY_CHARS
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.store import KnowledgeStore
@@ -50,13 +51,15 @@ EMBEDDING_FAILED_NOTICE = "the embedding service did not answer: ranked by keywo
 
 @dataclass
 class KnowledgeResult:
-    """One result as the model sees it: text, fused score, title and public label."""
+    """One result as the model sees it: text, fused score, title and public label;
+    ``chunk_id`` cites this version of the chunk (:mod:`~memjobs_worker.knowledge.citations`)."""
 
     text: str
     score: float
     title: str
     source: str
     trust: Literal["untrusted_external"] = "untrusted_external"
+    chunk_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,5 +153,6 @@ def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, 
 
 
 def _results(fused: list[tuple[ChunkHit, float]], k: int) -> list[KnowledgeResult]:
-    return [KnowledgeResult(text=hit.text, score=score, title=hit.title, source=hit.source_label)
+    return [KnowledgeResult(text=hit.text, score=score, title=hit.title, source=hit.source_label,
+                            chunk_id=chunk_id(hit.doc_id, hit.chunk_index, hit.text))
             for hit, score in fused[:k]]
