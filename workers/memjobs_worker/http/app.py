@@ -21,6 +21,7 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http import problems
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.limits import Limits
+from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
 from memjobs_worker.http.routes import knowledge, memory, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
@@ -42,6 +43,7 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
     context = ApiContext(settings, endpoints)
+    mcp = McpEndpoint(settings, context)  # /mcp: served or not, docs/mcp.md
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -50,7 +52,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         # request in flight waits (measured: 0.6 s stalls under load).
         gc.freeze()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             context.close()
 
@@ -59,6 +62,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app.state.ctx = context
     for module in (memory, sessions, knowledge, reads, ops):
         app.include_router(module.router)
+    mcp.mount(app)
     problems.install(app, known_fields())
     # Added last = outermost: metrics see every reply, the limits' included.
     app.add_middleware(Limits, max_body_bytes=settings.api_max_body_bytes,

@@ -35,6 +35,7 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import Tokens
 from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
 from memjobs_worker.http.problems import ProblemError
+from memjobs_worker.knowledge.citations import CitedChunk, read_cited
 from memjobs_worker.knowledge.search import SearchOutcome
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.runtime import open_door
@@ -75,6 +76,8 @@ class ApiContext:
         self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
         self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = runtime.search_knowledge
+        self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
+            lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
         self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
                                                      lambda: runtime.store.ping())
         # Few backend threads: 32 threads fighting the event loop for the GIL made the

@@ -1,0 +1,155 @@
+"""``/mcp``: the ``nova_knowledge`` server's agent profile (``recall`` and
+``get_chunk``) over the SDK's streamable HTTP transport, on the HTTP API.
+
+Who may call (docs/mcp.md):
+
+- a loopback peer only (127.0.0.0/8, ::1), whatever address the API listens
+  on: anyone else gets 403 ``forbidden``, token or not;
+- with the host token (``Authorization: Bearer $MEMJOBS_API_HOST_TOKEN``): no
+  token or a wrong one is 401 ``unauthorized``, the gateway token 403
+  ``forbidden`` (coding agents are the host's, not the gateway's);
+- for the owner ``X-Memjobs-Owner`` names (percent-encoded, as on the GET
+  routes): until scoped tokens exist, the host token vouches for the owner it
+  names, and every tool answers from that owner's documents only.
+
+Not served at all (404, as any unknown path) when knowledge is off, nor when
+no host token is set: the rest of the API may then run open on loopback, but
+``/mcp`` is never served without a credential to check.
+
+Stateless with JSON answers: each POST is one self-contained exchange, so no
+MCP session outlives its request, and the API's limits (body size, requests
+in flight, the backend timeout) apply to every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+from fastapi import FastAPI
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from memjobs_client.contracts import owner_key
+from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.http.auth import is_loopback
+from memjobs_worker.http.context import ApiContext
+from memjobs_worker.http.problems import ProblemError, problem_response
+from memjobs_worker.mcp_server import Backend, build_server
+from memjobs_worker.mcp_server.server import Ctx
+from memjobs_worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PATH = "/mcp"
+OWNER_HEADER = "x-memjobs-owner"
+#: Host headers accepted (the SDK's DNS-rebinding check): loopback names only.
+LOOPBACK_HOSTS = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
+
+
+def owner_key_of_header(value: str | None) -> str | None:
+    """The storage key of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
+    if not value or len(value) > 800:
+        return None
+    try:
+        decoded = unquote(value, errors="strict")
+        if "\x00" in decoded:
+            return None
+        return owner_key(decoded)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+class McpEndpoint:
+    """The ``/mcp`` endpoint of one API instance (an ASGI app; see the module docstring).
+
+    Parameters:
+        settings: the API's settings (knowledge on or off).
+        context: the API's context: its tokens, its knowledge search, its backend calls.
+    """
+
+    def __init__(self, settings: Settings, context: ApiContext) -> None:
+        self.context = context
+        self.served = settings.knowledge_enabled and context.tokens.host is not None
+        self.max_body_bytes = settings.api_max_body_bytes
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._server = build_server("agent", Backend(
+            search=context.search_knowledge, read_chunk=context.read_cited_chunk,
+            owner_of=_owner_of, run=self._run)) if self.served else None
+        if settings.knowledge_enabled and not self.served:
+            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN (docs/mcp.md)")
+
+    def mount(self, app: FastAPI) -> None:
+        """Add ``/mcp`` to ``app`` when it is served (never in the OpenAPI document)."""
+        if self.served:
+            app.router.routes.append(Route(PATH, endpoint=self, methods=["GET", "POST", "DELETE"],
+                                           include_in_schema=False))
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's request handling, for the app's lifespan (a no-op when not served)."""
+        if self._server is None:
+            yield
+            return
+        self._server.streamable_http_app(stateless_http=True, json_response=True,
+                                         transport_security=LOOPBACK_HOSTS,
+                                         max_request_body_size=self.max_body_bytes)
+        manager = self._server.session_manager  # a new one for each run of the lifespan
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self._refusal(scope)
+        if refusal is None and self._manager is None:
+            refusal = problem_response("backend_unavailable", "the MCP endpoint is not running")
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        assert self._manager is not None
+        await self._manager.handle_request(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        client = scope.get("client")
+        if client is None or not is_loopback(str(client[0])):
+            return problem_response("forbidden", "the MCP endpoint answers loopback clients only")
+        headers = Headers(scope=scope)
+        try:
+            self.context.tokens.authorize(headers.get("authorization"), "host")
+        except ProblemError as exc:
+            return problem_response(exc.reason, exc.detail, headers=exc.headers)
+        if owner_key_of_header(headers.get(OWNER_HEADER)) is None:
+            return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
+                                    "percent-encoded UTF-8 owner id")
+        return None
+
+    async def _run(self, fn: Callable[[], T]) -> Any:
+        try:
+            return await self.context.call(fn)
+        except ProblemError as exc:
+            raise BackendUnavailable(f"the backend did not answer ({exc.reason})") from None
+
+
+def _owner_of(ctx: Ctx) -> str:
+    """The owner the request's header names (the endpoint refused requests without one)."""
+    key = owner_key_of_header((ctx.headers or {}).get(OWNER_HEADER))
+    if key is None:
+        raise ToolError("unauthorized: the request names no owner")
+    return key
