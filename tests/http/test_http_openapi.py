@@ -46,7 +46,9 @@ def test_document_names_every_route_its_problems_and_its_security() -> None:
     assert set(doc["paths"]) == {
         "/v1/remember", "/v1/forget", "/v1/recall", "/v1/preferences", "/v1/sessions/{session_id}/end",
         "/v1/sessions", "/v1/tasks/{task_id}", "/v1/knowledge/reindex", "/v1/knowledge/search",
-        "/v1/sources", "/v1/memories", "/healthz", "/readyz", "/metrics"}
+        "/v1/sources", "/v1/memories", "/healthz", "/readyz", "/metrics",
+        "/v1/ops/dead-letters", "/v1/ops/dead-letters/retry", "/v1/ops/dead-letters/purge",
+        "/v1/ops/dead-letters/{letter_id}", "/v1/ops/dead-letters/{letter_id}/retry"}
     for path, methods in doc["paths"].items():
         for operation in methods.values():
             if path.startswith("/v1/"):

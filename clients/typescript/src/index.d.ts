@@ -1,7 +1,7 @@
 // Declarations of src/index.js; the bodies' types come from src/schema.d.ts, which
 // scripts/gen-types.mjs generates from docs/openapi.json.
 import type {
-  ForgetAccepted, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
+  DeadLetterDetail, DeadLetterList, ForgetAccepted, Purged, Retried, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
   ReindexAccepted, RememberAccepted, SessionEndAccepted, Sessions, Sources, TaskAccepted, TaskRef,
   TaskUpdate, Turn,
 } from "./schema.js";
@@ -64,4 +64,12 @@ export declare class MemjobsClient {
 
   health(): Promise<Health>;
   ready(): Promise<Ready>;
+
+  /** Dead letters: the host token. */
+  deadLetters(args?: { queue?: string }): Promise<DeadLetterList>;
+  deadLetter(args: { letterId: string; reveal?: boolean }): Promise<DeadLetterDetail>;
+  retryDeadLetter(args: { letterId: string }): Promise<Retried>;
+  retryDeadLetters(args: { queue?: string; all?: boolean }): Promise<Retried>;
+  purgeDeadLetter(args: { letterId: string }): Promise<Purged>;
+  purgeDeadLetters(args: { queue?: string; olderThanS?: number; all?: boolean }): Promise<Purged>;
 }

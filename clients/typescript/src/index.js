@@ -179,4 +179,24 @@ export class MemjobsClient {
   ready() {
     return this.request("GET", "/readyz");
   }
+
+  // -- dead letters (the host token) ---------------------------------------------------------
+  deadLetters({ queue } = {}) {
+    return this.request("GET", "/v1/ops/dead-letters", { query: { queue } });
+  }
+  deadLetter({ letterId, reveal }) {
+    return this.request("GET", `/v1/ops/dead-letters/${encodeURIComponent(letterId)}`, { query: { reveal } });
+  }
+  retryDeadLetter({ letterId }) {
+    return this.request("POST", `/v1/ops/dead-letters/${encodeURIComponent(letterId)}/retry`, { body: {} });
+  }
+  retryDeadLetters({ queue, all } = {}) {
+    return this.request("POST", "/v1/ops/dead-letters/retry", { body: { queue, all } });
+  }
+  purgeDeadLetter({ letterId }) {
+    return this.request("DELETE", `/v1/ops/dead-letters/${encodeURIComponent(letterId)}`);
+  }
+  purgeDeadLetters({ queue, olderThanS, all } = {}) {
+    return this.request("POST", "/v1/ops/dead-letters/purge", { body: { queue, older_than_s: olderThanS, all } });
+  }
 }

@@ -18,12 +18,12 @@ from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memjobs_worker.endpoints import Endpoints
-from memjobs_worker.http import problems
+from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.limits import Limits
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
-from memjobs_worker.http.routes import knowledge, memory, ops, reads, sessions
+from memjobs_worker.http.routes import dead_letters, knowledge, memory, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
 from memjobs_worker.settings import Settings
 
@@ -60,7 +60,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.ctx = context
-    for module in (memory, sessions, knowledge, reads, ops):
+    for module in (memory, sessions, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
     problems.install(app, known_fields())
@@ -81,8 +81,9 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     components.setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
     components["securitySchemes"] = {"bearer": {
         "type": "http", "scheme": "bearer",
-        "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex, which needs "
-                       "MEMJOBS_API_HOST_TOKEN (it also opens the gateway routes). A loopback "
+        "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex and "
+                       "/v1/ops/dead-letters, which need MEMJOBS_API_HOST_TOKEN (it also opens the "
+                       "gateway routes). A loopback "
                        "server with neither token set needs none."}}
     for path, methods in doc["paths"].items():
         if path in OPEN_PATHS:

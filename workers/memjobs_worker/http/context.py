@@ -38,6 +38,7 @@ from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.knowledge.citations import CitedChunk, read_cited
 from memjobs_worker.knowledge.search import SearchOutcome
 from memjobs_worker.memory.service import PersonalMemory
+from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.runtime import open_door
 from memjobs_worker.sessions.memory_docs import MemoryService
 from memjobs_worker.sessions.store import SessionStore
@@ -78,6 +79,7 @@ class ApiContext:
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = runtime.search_knowledge
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
             lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
+        self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
         self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
                                                      lambda: runtime.store.ping())
         # Few backend threads: 32 threads fighting the event loop for the GIL made the

@@ -20,6 +20,8 @@ from memjobs_worker.http.problems import problem_response
 
 #: Paths that answer even when the API is full (a liveness probe must not fail under load).
 UNBOUNDED_PATHS = frozenset({"/healthz", "/metrics"})
+#: The console's forms post URL-encoded bodies (a browser form sends no JSON).
+FORM_PREFIX = "/console/"
 
 
 class Limits:
@@ -67,7 +69,8 @@ class Limits:
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        if media != "application/json" and not media.endswith("+json"):
+        form = media == "application/x-www-form-urlencoded" and scope["path"].startswith(FORM_PREFIX)
+        if media != "application/json" and not media.endswith("+json") and not form:
             await problem_response("unsupported_media_type")(scope, receive, send)
             return
         body = bytearray()

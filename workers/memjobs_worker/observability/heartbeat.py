@@ -48,9 +48,12 @@ class Heartbeat(Middleware):
         self._thread: threading.Thread | None = None
         self.key = ""
         self.broker_beat: tuple[str, str] | None = None
+        self.queues: list[str] = []  # what this process consumes: names its pool on the console
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.key = heartbeat_key(socket.gethostname(), os.getpid())
+        consumed = getattr(worker, "consumer_whitelist", None) or broker.get_declared_queues()
+        self.queues = sorted(q for q in consumed if not q.endswith(".DQ"))
         broker_id = getattr(broker, "broker_id", None)
         namespace = getattr(broker, "namespace", None)
         if broker_id and namespace:
@@ -75,7 +78,8 @@ class Heartbeat(Middleware):
     def _beat(self) -> None:
         try:
             pipe = self.client.pipeline(transaction=False)
-            pipe.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time()}), px=self.ttl_ms)
+            pipe.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time(), "queues": self.queues}),
+                     px=self.ttl_ms)
             if self.broker_beat is not None:
                 zset, broker_id = self.broker_beat
                 pipe.zadd(zset, {broker_id: int(time.time() * 1000)})

@@ -1,0 +1,120 @@
+"""One read of everything the console shows: queues, worker hosts and pools
+with their heartbeat age, sources by state, recent outcomes, failure reasons
+and the dead letters. No owner id and no text: queue, actor and pool names,
+counts, reasons (identifiers) and owner-key prefixes only.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import redis
+
+from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
+from memjobs_client.errors import BackendUnavailable
+from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.observability import jobstats
+from memjobs_worker.observability.heartbeat import PREFIX, live_heartbeats
+from memjobs_worker.ops import backlog
+from memjobs_worker.ops.deadletters import DeadLetter, DeadLetters
+from memjobs_worker.ops.status import queue_stats
+
+#: The window of "recent outcomes", in minutes.
+RECENT_MIN = 15
+#: Dead letters shown on the page (the rest are counted).
+SHOWN_LETTERS = 50
+
+
+@dataclass(frozen=True)
+class Process:
+    host: str
+    pid: str
+    pool: str
+    age_s: float | None
+
+
+@dataclass
+class Overview:
+    queues: dict[str, dict[str, int]]
+    processes: list[Process]
+    sources: dict[str, int] | None  # None: the state store did not answer
+    recent: dict[str, dict[str, int]]
+    failures: list[tuple[str, str, str, int]]  # (where, actor, reason, count)
+    dead_letters: list[DeadLetter]
+    dead_total: int
+    read_at: float = field(default_factory=time.time)
+
+    @property
+    def hosts(self) -> dict[str, list[Process]]:
+        out: dict[str, list[Process]] = {}
+        for p in self.processes:
+            out.setdefault(p.host, []).append(p)
+        return out
+
+
+def pool_of(queues: list[str]) -> str:
+    """The pool a process belongs to, by the queues it consumes."""
+    if not queues:
+        return "?"
+    if set(queues) <= set(CHEAP_QUEUES):
+        return "fast"
+    if set(queues) <= set(MODEL_QUEUES):
+        return "model"
+    return "all queues"
+
+
+def processes(client: redis.Redis, now: float | None = None) -> list[Process]:
+    """Every worker process with a live heartbeat key: host, pid, pool, heartbeat age."""
+    names = live_heartbeats(client)
+    values = client.mget(names) if names else []
+    out = []
+    for name, raw in zip(names, values, strict=True):
+        host, _, pid = name.removeprefix(PREFIX).rpartition(":")
+        try:
+            beat = json.loads(raw) if raw else {}
+        except ValueError:
+            beat = {}
+        at = beat.get("at") if isinstance(beat, dict) else None
+        queues = beat.get("queues") if isinstance(beat, dict) else None
+        age = max(0.0, (now or time.time()) - float(at)) if isinstance(at, int | float) else None
+        out.append(Process(host or socket.gethostname(), pid, pool_of(list(queues or [])), age))
+    return out
+
+
+def read(client: redis.Redis, store: StateStore) -> Overview:
+    """Everything at once (Redis must answer; the state store may not).
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    letters = DeadLetters(client)
+    try:
+        queues = queue_stats(client)
+        found = letters.letters()
+        recent = jobstats.recent(client, RECENT_MIN)
+        procs = processes(client)
+        retrying = backlog.retrying(client)
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    try:
+        sources: dict[str, int] | None = store.counts_by_state()
+    except Exception:  # noqa: BLE001 - the page still shows the queues
+        sources = None
+    failures: Counter[tuple[str, str, str]] = Counter()
+    for r in retrying:
+        failures[("retrying", r.actor, _class_name(r.reason))] += 1
+    for letter in found:
+        failures[("dead", letter.actor, letter.reason)] += 1
+    return Overview(queues=queues, processes=procs, sources=sources, recent=recent,
+                    failures=[(w, a, r, n) for (w, a, r), n in failures.most_common()],
+                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found))
+
+
+def _class_name(last_line: str) -> str:
+    """A traceback's last line as the exception's class name (never its message)."""
+    name = last_line.split(":", 1)[0].rsplit(".", 1)[-1].strip()
+    return name if name.isidentifier() else "unknown"
