@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_EXTRACT, QUEUE_TASKS, owner_key
 from memjobs_worker.memory.store.schema import attempts
+from memjobs_worker.ops.collectors import QueueCollector
 from memjobs_worker.ops.deadletters import DeadLetters, redact
 from memjobs_worker.ops.status import queue_stats
 from memjobs_worker.settings import Settings
@@ -159,6 +160,10 @@ def test_purge_one_older_than_and_all_count_what_they_removed(
     assert letters.count()[QUEUE_TASKS] == 1
     assert letters.purge_all(QUEUE_TASKS) == 1
     assert letters.letters() == [] and letters.totals()["purged"] == {QUEUE_TASKS: 3}
+    families = {f.name: f for f in QueueCollector(client).collect()}
+    purged = {s.labels["queue"]: s.value for s in families["memjobs_dead_letters_purged"].samples
+              if s.name.endswith("_total")}
+    assert purged[QUEUE_TASKS] == 3 and purged[QUEUE_EXTRACT] == 0
     with pytest.raises(ValueError):
         letters.purge_all("no-such-queue")
 
@@ -180,3 +185,41 @@ def test_an_undecodable_letter_is_listed_skipped_by_retry_and_purged(
 def test_redact_keeps_ids_and_enumerations_and_hides_text() -> None:
     assert redact({"owner_key": "a" * 64, "text": "hello", "source_id": "src_1", "n": 3}) == {
         "owner_key": "a" * 12 + "…", "text": "[redacted: 5 characters]", "source_id": "src_1", "n": 3}
+
+
+def test_the_cli_lists_shows_retries_and_purges(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from memjobs_worker.cli.main import main
+
+    settings = make_settings()
+    h = harness_factory(settings)
+    goal = "call the plumber about the kitchen tap"
+    h.client.record_task(OWNER, "task-1", goal, "running")
+    letter = _poison_first(h, QUEUE_TASKS)
+    for name, value in (("MEMJOBS_REDIS_URL", settings.redis_url),
+                        ("MEMJOBS_DATABASE_URL", settings.database_url),
+                        ("MEMJOBS_DATA_DIR", str(settings.data_dir))):
+        monkeypatch.setenv(name, str(value))
+
+    def run(*argv: str) -> tuple[int, str]:
+        code = main(["dead", *argv])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, listed = run("list")
+    assert code == 0 and letter in listed and "record_task" in listed and KEY[:12] in listed
+    code, shown = run("show", letter)
+    assert code == 0 and "running" in shown
+    code, revealed = run("show", letter, "--reveal", "--json")
+    assert json.loads(revealed)["payload"]["goal"] == goal
+    for private in (OWNER, KEY, goal, "task-1"):
+        assert private not in listed + shown
+    assert run("retry", letter) == (0, f"retried {letter}\n")
+    assert run("retry", letter)[0] == 6  # gone: replayed once
+    assert queue_stats(h.runtime.redis)[QUEUE_TASKS]["ready"] == 1
+    _poison_first(h, QUEUE_TASKS)
+    assert run("purge")[0] == 4  # purge what? refused
+    assert run("purge", "--older-than", "1h", "--json") == (0, '{"purged": 1}\n')
+    assert run("list") == (0, "no dead letters\n")

@@ -33,6 +33,13 @@ QUEUE_WAIT_SECONDS = Histogram(
 DEAD_LETTERED = Counter(
     "memjobs_dead_lettered_total", "Messages moved to a dead-letter queue, by queue.", ["queue"]
 )
+#: Dead letters replayed and purged by operators, by queue. The CLI and the API do
+#: that, short-lived or in another registry, so the counts live in Redis
+#: (:data:`memjobs_client.keys.DEAD_LETTER_ACTIONS`, bumped in the same script
+#: that takes a letter out) and the workers' endpoint exports them at scrape time
+#: (:class:`memjobs_worker.ops.collectors.QueueCollector`).
+DEAD_LETTERS_RETRIED = ("memjobs_dead_letters_retried", "Dead letters replayed by an operator, by queue.")
+DEAD_LETTERS_PURGED = ("memjobs_dead_letters_purged", "Dead letters purged by an operator, by queue.")
 REFUSED = Counter(
     "memjobs_refused_total", "Inputs refused, by reason (e.g. sensitive_content).", ["reason"]
 )

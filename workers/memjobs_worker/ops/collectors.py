@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import redis
 from dramatiq import Message
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from memjobs_client import keys
@@ -17,7 +17,9 @@ from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability.heartbeat import live_heartbeats
+from memjobs_worker.observability.metrics import DEAD_LETTERS_PURGED, DEAD_LETTERS_RETRIED
 from memjobs_worker.ops import status as ops
+from memjobs_worker.ops.deadletters import DeadLetters
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +41,13 @@ def oldest_ready_age_s(client: redis.Redis, queue: str, now: float | None = None
 
 
 class QueueCollector(Collector):
-    """Queue depth (ready, delayed, in flight, dead), oldest age, live workers."""
+    """Queue depth (ready, delayed, in flight, dead), oldest age, live workers, and the
+    dead letters operators retried and purged (counters kept in Redis)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         depth = GaugeMetricFamily("memjobs_queue_messages", "Messages in a queue, by state.",
                                   labels=["queue", "state"])
         age = GaugeMetricFamily("memjobs_queue_oldest_age_seconds",
@@ -58,12 +61,21 @@ class QueueCollector(Collector):
                     depth.add_metric([queue, state], stats[queue][state])
                 age.add_metric([queue], oldest_ready_age_s(self.client, queue))
             workers.add_metric([], len(live_heartbeats(self.client)))
+            actions: list[CounterMetricFamily] = []
+            totals = DeadLetters(self.client).totals()
+            for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"),
+                                              (DEAD_LETTERS_PURGED, "purged")):
+                counter = CounterMetricFamily(name, help_text, labels=["queue"])
+                for queue in QUEUES:
+                    counter.add_metric([queue], totals[action].get(queue, 0))
+                actions.append(counter)
             up.add_metric([], 1)
         except (redis.RedisError, MemjobsError):
             up.add_metric([], 0)
             yield up
             return
         yield from (depth, age, workers, up)
+        yield from actions
 
 
 class LedgerCollector(Collector):
