@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck bench soak clean promtool typescript
+.PHONY: demo test test-fast lint typecheck bench soak clean promtool typescript chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/memjobs demo
 
-test: $(BIN)/.installed promtool typescript
+test: $(BIN)/.installed promtool typescript chromium
 	$(BIN)/python -m pytest
 
 # The tests that need no server (twins, pure functions, static checks): no Redis,
@@ -36,6 +36,14 @@ promtool:
 	  echo "promtool not found: installing Debian's prometheus package (apt-get, as root)" && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null); } || \
 	  echo "promtool not found (apt-get install prometheus): the deploy/ checks will be skipped"
+
+# The console's browser tests drive Debian's chromium headless (Playwright, never
+# `playwright install`); without it they are skipped, saying why.
+chromium:
+	@[ -x /usr/bin/chromium ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  echo "chromium not found: installing Debian's chromium package (apt-get, as root)" && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null); } || \
+	  echo "chromium not found (apt-get install chromium): the console's browser tests will be skipped"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check producers workers tests bench
