@@ -1,12 +1,23 @@
-"""Where Redis and the state database are: configured URLs, or the embedded stack."""
+"""Where Redis and the state database are (configured URLs, or the embedded
+stack), and the clients that connect to them without the rest of the worker:
+the producer client (``memjobs remember`` needs nothing more) and Redis clients
+bounded in time."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import redis
+
+from memjobs_client.client import MemjobsClient
+from memjobs_client.connect import Durability, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.settings import Settings
+
+if TYPE_CHECKING:
+    from dramatiq.brokers.redis import RedisBroker
 
 
 @dataclass(frozen=True)
@@ -36,3 +47,34 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
         )
     return Endpoints(settings.redis_url or stack.redis_url,
                      settings.database_url or stack.database_url)
+
+
+def producer_client(settings: Settings, *, redis_url: str | None = None,
+                    broker: RedisBroker | None = None) -> MemjobsClient:
+    """The producer client with the limits and switches the settings give."""
+    return MemjobsClient(
+        redis_url,
+        broker=broker,
+        max_text_bytes=settings.max_text_bytes,
+        memory_enabled=settings.memory_enabled,
+        consolidation_enabled=settings.consolidation_enabled,
+        digest_enabled=settings.digest_enabled,
+        max_transcript_bytes=settings.max_transcript_bytes,
+        knowledge_enabled=settings.knowledge_enabled,
+        **redis_options(settings),
+        durability=Durability(local=settings.redis_waitaof_local,
+                              replicas=settings.redis_waitaof_replicas,
+                              # under the socket timeout, so the wait's answer arrives
+                              timeout_ms=max(1, settings.redis_timeout_ms // 2)),
+    )
+
+
+def redis_options(settings: Settings) -> dict[str, Any]:
+    """Timeout and Sentinel options of every Redis client memjobs makes."""
+    return {"timeout_s": settings.redis_timeout_ms / 1000, "sentinels": settings.redis_sentinels,
+            "sentinel_master": settings.redis_sentinel_master}
+
+
+def connect_redis(url: str, settings: Settings) -> redis.Redis:
+    """A Redis client on ``url`` (or the sentinels' master), bounded in time."""
+    return redis_client(url, **redis_options(settings))

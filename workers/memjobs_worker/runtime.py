@@ -15,13 +15,14 @@ from functools import cached_property
 from typing import Any
 
 import redis
-from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy.engine import Engine
 
 from memjobs_client.client import MemjobsClient
-from memjobs_client.connect import Durability, redis_client
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.endpoints import connect_redis as connect_redis  # moved there: light for producers
+from memjobs_worker.endpoints import producer_client as producer_client
+from memjobs_worker.endpoints import redis_options as redis_options
 from memjobs_worker.knowledge.build import open_knowledge
 from memjobs_worker.knowledge.search import SearchOutcome, search_knowledge
 from memjobs_worker.knowledge.store import KnowledgeStore
@@ -38,37 +39,6 @@ from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 from memjobs_worker.sweeper import Sweeper
-
-
-def producer_client(settings: Settings, *, redis_url: str | None = None,
-                    broker: RedisBroker | None = None) -> MemjobsClient:
-    """The producer client with the limits and switches the settings give."""
-    return MemjobsClient(
-        redis_url,
-        broker=broker,
-        max_text_bytes=settings.max_text_bytes,
-        memory_enabled=settings.memory_enabled,
-        consolidation_enabled=settings.consolidation_enabled,
-        digest_enabled=settings.digest_enabled,
-        max_transcript_bytes=settings.max_transcript_bytes,
-        knowledge_enabled=settings.knowledge_enabled,
-        **redis_options(settings),
-        durability=Durability(local=settings.redis_waitaof_local,
-                              replicas=settings.redis_waitaof_replicas,
-                              # under the socket timeout, so the wait's answer arrives
-                              timeout_ms=max(1, settings.redis_timeout_ms // 2)),
-    )
-
-
-def redis_options(settings: Settings) -> dict[str, Any]:
-    """Timeout and Sentinel options of every Redis client memjobs makes."""
-    return {"timeout_s": settings.redis_timeout_ms / 1000, "sentinels": settings.redis_sentinels,
-            "sentinel_master": settings.redis_sentinel_master}
-
-
-def connect_redis(url: str, settings: Settings) -> redis.Redis:
-    """A Redis client on ``url`` (or the sentinels' master), bounded in time."""
-    return redis_client(url, **redis_options(settings))
 
 
 def open_door(settings: Settings, endpoints: Endpoints, *, redis_url: str | None = None,

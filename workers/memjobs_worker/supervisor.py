@@ -11,6 +11,13 @@ lock. Nothing acknowledged is lost, and nothing unacknowledged is dropped.
 
 Everything it creates under the data directory is owner-only (umask 077,
 inherited by Redis, PostgreSQL and the workers: mem0's history, the logs).
+The terminal gets the banner, the notices and the stop; every log record of
+``up`` itself (the HTTP API's server, the append-only rewrites, refused
+requests) goes to ``logs/worker.log`` with the workers' own.
+
+:func:`stop_stack` is ``memjobs down``: it signals the ``up`` holding the data
+directory and waits until every process it started is gone, or, with no
+``up`` running, stops what a dead one left.
 """
 
 from __future__ import annotations
@@ -21,16 +28,20 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
-from memjobs_worker.embedded.leftovers import stop_leftovers
+from memjobs_worker.embedded.leftovers import Leftover, find_leftovers, stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
-from memjobs_worker.embedded.stack import StackLock, private_dir, read_state_file, tighten
+from memjobs_worker.embedded.process import pid_alive
+from memjobs_worker.embedded.stack import StackLock, lock_file, lock_is_held, private_dir, read_state_file, tighten
 from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.logs import configure_logging
 from memjobs_worker.ops.aof import ForgetRewriter
-from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
+from memjobs_worker.ops.server import claim_metrics_address, prepare_metrics_dir
 from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
@@ -86,11 +97,16 @@ class Stack:
         logs_dir = private_dir(s.data_dir / "logs")
         self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes,
                              backups=s.log_backups)
-        self.metrics_url, problem = probe_metrics_address(s)
+        # From here on the terminal is for the banner, the notices and the stop.
+        configure_logging(level=s.log_level, stream=self._logs.stream())
+        asked = s
+        self.settings, self.metrics_url, problem = claim_metrics_address(s)
+        s = self.settings
         if problem:
             self.notices.append(problem)
+        if problem and self.metrics_url is None:
             self._logs.log(logging.WARNING, "metrics endpoint not served: address in use",
-                           address=f"{s.metrics_host}:{s.metrics_port}")
+                           address=f"{asked.metrics_host}:{asked.metrics_port}")
         redis_url = s.redis_url
         if redis_url is None:
             self.redis = EmbeddedRedis(s.data_dir / "redis", appendfsync=s.redis_appendfsync)
@@ -125,6 +141,7 @@ class Stack:
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
         if self.metrics_url is not None:
+            env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics_port)  # moved when taken
             prepare_metrics_dir(self.settings, env)
         else:
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -199,8 +216,6 @@ class Stack:
                 problems.append("the workers did not stop within 60 s and were killed")
                 os.killpg(self.worker.pid, signal.SIGKILL)
                 self.worker.wait()
-        if self._logs is not None:
-            self._logs.close()
         if self._runtime is not None:
             self._runtime.close()
             self._runtime.client.close()
@@ -212,6 +227,79 @@ class Stack:
                 server.stop()
             except (MemjobsError, OSError) as exc:
                 problems.append(f"{name} did not stop: {exc}")
+        if self._logs is not None:
+            self._logs.close()
         self._lock.release()
         return problems
+
+
+@dataclass
+class Down:
+    """What ``memjobs down`` found and did.
+
+    ``found``: ``"stack"`` (an ``up`` ran and was signalled), ``"leftovers"``
+    (a dead ``up``'s processes) or ``"nothing"``; ``pid``: the ``up`` signalled;
+    ``stopped``: what is gone now; ``remaining``: what still runs at the deadline.
+    """
+
+    found: str
+    pid: int | None = None
+    stopped: list[str] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)
+
+
+def _up_pid(data_dir: Path) -> int | None:
+    """The ``up`` holding the lock: the state file names it, or (still
+    starting, no state file yet) the lock file does."""
+    info = read_state_file(data_dir)
+    if info is not None and pid_alive(info.pid):
+        return info.pid
+    try:
+        return int(lock_file(data_dir).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def stop_stack(data_dir: Path, *, timeout_s: float) -> Down:
+    """Stop the stack of ``data_dir`` and wait until every process it started is gone.
+
+    A running ``up`` gets SIGTERM (it stops in order: sweeper, workers, API,
+    PostgreSQL, Redis) and is waited for, with what it started, up to
+    ``timeout_s``. With no ``up`` running, what a dead one left is stopped
+    (under the data directory's lock, so that no ``up`` starts meanwhile).
+    """
+    lock = StackLock(data_dir)
+    if lock.acquire():
+        try:
+            if not find_leftovers(data_dir):
+                if read_state_file(data_dir) is not None:
+                    remove_stack(data_dir)  # a dead up's state file, nothing behind it
+                return Down("nothing")
+            stopped = stop_leftovers(data_dir, timeout_s=timeout_s / 3, postgres=True)
+            return Down("leftovers", stopped=stopped,
+                        remaining=[str(x) for x in find_leftovers(data_dir)])
+        finally:
+            lock.release()
+    pid = _up_pid(data_dir)
+    if pid is None:
+        return Down("nothing")
+    started: list[Leftover] = find_leftovers(data_dir)  # what this up runs, read before it stops
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    processes = [Leftover("memjobs up", pid), *started]
+
+    def left() -> list[Leftover]:
+        alive = [p for p in processes if p.running()]
+        if lock_is_held(data_dir) and not any(p.pid == pid for p in alive):
+            alive.insert(0, Leftover("memjobs up", pid))  # the lock's holder, whoever it is now
+        return alive
+
+    deadline = time.monotonic() + timeout_s
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    remaining = left()
+    return Down("stack", pid=pid, stopped=[str(p) for p in processes if p not in remaining],
+                remaining=[str(p) for p in remaining])
 

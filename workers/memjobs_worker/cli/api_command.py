@@ -56,10 +56,7 @@ def start_beside_stack(settings: Settings, endpoints: Endpoints) -> Any:
     return server
 
 
-def add_parsers(add: Any) -> None:
-    """Register ``memjobs api`` with ``add(name, handler, help, listing)``."""
-    p = add("api", api, "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) against the "
-            "configured or running stack")
+def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="bind address (default MEMJOBS_API_HOST)")
     p.add_argument("--port", type=int, default=None, help="port, 0 for any free one "
                    "(default MEMJOBS_API_PORT)")

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from memjobs_worker.cli import exits
-from memjobs_worker.cli.commands import runtime_for
+from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, error
 from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.backlog import retrying
@@ -108,3 +108,7 @@ def _report(args: argparse.Namespace, headline: str, remaining: dict[str, Any], 
     for line in describe(remaining):
         print(f"  {line}", file=sys.stderr)
     return code
+
+
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")

@@ -13,8 +13,8 @@ from typing import Any
 from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, knowledge_path_id
 from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.cli import exits
-from memjobs_worker.cli.commands import owner_arg, runtime_for
-from memjobs_worker.cli.output import emit
+from memjobs_worker.cli.door import owner_arg, runtime_for
+from memjobs_worker.cli.output import emit, say, table
 from memjobs_worker.knowledge.search import MAX_K
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
@@ -50,10 +50,19 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
                                      reason=exc.reason) from None
             raise
     parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
-    emit({"documents": sent, "add": len(named - stored), "replace": len(named & stored),
-          "delete": len(stored - named), "parts": parts, "status": "queued",
-          "skipped": found.listing.skipped, "skipped_counts": dict(found.listing.skipped_counts)},
-         as_json=args.json)
+    document = {"documents": sent, "add": len(named - stored), "replace": len(named & stored),
+                "delete": len(stored - named), "parts": parts, "status": "queued",
+                "skipped": found.listing.skipped, "skipped_counts": dict(found.listing.skipped_counts)}
+    if args.json:
+        emit(document, as_json=True)
+        return exits.OK
+    say(f"queued {sent} documents in {parts} part{'s' if parts > 1 else ''}: "
+        f"{document['add']} to add, {document['replace']} to replace, {document['delete']} to delete")
+    counts = found.listing.skipped_counts
+    if counts:
+        say("skipped: " + ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(counts.items())))
+    for item in found.listing.skipped[:20]:
+        say(f"  {item.get('name', '?')}: {str(item.get('reason', '')).replace('_', ' ')}")
     return exits.OK
 
 
@@ -73,7 +82,8 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
             emit([_document(d, settings) for d in rt.knowledge.documents(key)], as_json=args.json,
-                 columns=["doc_id", "title", "state", "reason", "limit", "chunks"])
+                 columns=["doc_id", "title", "state", "reason", "limit", "chunks"],
+                 empty="no documents")
             return exits.OK
         if not args.query or not args.query.strip():
             raise InvalidPayload("knowledge search needs --query")
@@ -82,7 +92,15 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         outcome = rt.search_knowledge(key, args.query, args.k, all_chunks=args.all_chunks)
     results = [{"text": r.text, "score": r.score, "title": r.title, "source": r.source,
                 "trust": r.trust} for r in outcome.results]
-    emit({"mode": outcome.mode, "notice": outcome.notice, "results": results}, as_json=args.json)
+    if args.json:
+        emit({"mode": outcome.mode, "notice": outcome.notice, "results": results}, as_json=True)
+        return exits.OK
+    if outcome.notice:
+        say(f"memjobs: {outcome.notice}", err=True)
+    if not results:
+        say(f"no results ({outcome.mode} search)")
+        return exits.OK
+    say(table(results, ["score", "title", "source", "trust", "text"]))
     return exits.OK
 
 
@@ -102,9 +120,7 @@ def _document(d: Any, settings: Settings) -> dict[str, Any]:
             "chunks": d.chunks, "updated_at": d.updated_at.isoformat()}
 
 
-def add_parsers(add: Any) -> None:
-    p = add("reindex", reindex, "queue a re-index of an owner's documents (needs --consent)",
-            listing=True)
+def reindex_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True)
     p.add_argument("--path", action="append", required=True,
                    help="a file or directory (repeatable); the owner's whole corpus")
@@ -117,8 +133,8 @@ def add_parsers(add: Any) -> None:
     p.add_argument("--allow-empty", action="store_true",
                    help="allow a corpus of no documents (empties the owner's collection)")
 
-    p = add("knowledge", knowledge, "search or list an owner's knowledge; rebuild the full-text index",
-            listing=True)
+
+def knowledge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", choices=["search", "list", "rebuild"])
     p.add_argument("--owner")
     p.add_argument("--query")

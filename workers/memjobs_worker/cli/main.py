@@ -1,5 +1,11 @@
 """``memjobs``: the command line of producers, readers and operators.
 
+A command starts in a blink because it imports only what it runs: the table
+:data:`COMMANDS` names each subcommand's handler and option builder as
+``"module:function"`` under :mod:`memjobs_worker.cli`, and only the named
+command's module is imported (``memjobs --help`` imports none of them).
+Registering a subcommand is one entry in that table.
+
 Every command reads the settings once, here, and passes them down. Errors are
 one line on stderr and a named exit code (:mod:`memjobs_worker.cli.exits`).
 """
@@ -9,93 +15,134 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
 
-from memjobs_client.errors import (
-    BackendUnavailable,
-    ConfigurationError,
-    MemjobsError,
-    PermanentError,
+from memjobs_worker.cli import exits
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand.
+
+    Parameters:
+        name: the word after ``memjobs``.
+        handler: ``"module:function"`` taking ``(settings, args)`` and returning an exit code.
+        help: one line, for ``memjobs --help`` and the command's own ``--help``.
+        options: ``"module:function"`` adding the command's options to its parser, or None.
+        listing: the command prints a document: it gets ``--json``.
+    """
+
+    name: str
+    handler: str
+    help: str
+    options: str | None = None
+    listing: bool = False
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("config", "commands:config", "print the effective settings, secrets redacted",
+            listing=True),
+    Command("up", "stack_commands:up", "run the embedded stack in the foreground (Redis, "
+            "PostgreSQL, workers, sweeper, HTTP API)", "stack_commands:pool_options"),
+    Command("down", "stack_commands:down", "stop the data directory's stack (or what a dead "
+            "`memjobs up` left running) and wait until every process is gone",
+            "stack_commands:down_options"),
+    Command("worker", "stack_commands:worker", "run worker processes against the configured Redis",
+            "stack_commands:pool_options"),
+    Command("remember", "producer_commands:remember", "queue a source for an owner",
+            "producer_commands:remember_options", listing=True),
+    Command("forget", "producer_commands:forget", "forget a source at once and queue the deletion "
+            "of its memories (not_found, exit 6, for a source the owner does not have)",
+            "producer_commands:forget_options", listing=True),
+    Command("end-session", "producer_commands:end_session", "queue consolidation, digest and "
+            "extraction for a session", "producer_commands:end_session_options", listing=True),
+    Command("task", "producer_commands:task", "report a task's status to the task ledger",
+            "producer_commands:task_options", listing=True),
+    Command("sources", "commands:sources", "list an owner's sources", "commands:sources_options",
+            listing=True),
+    Command("memories", "commands:memories", "list an owner's learned memories",
+            "commands:owner_options", listing=True),
+    Command("recall", "commands:recall", "search an owner's learned memories",
+            "commands:recall_options", listing=True),
+    Command("status", "commands:status", "queues, pending sources, live workers, recent "
+            "throughput; processes a dead `memjobs up` left", listing=True),
+    Command("url", "stack_commands:url", "print the running stack's HTTP API URL (or "
+            "--metrics: its metrics URL), for scripts: API=$(memjobs url)",
+            "stack_commands:url_options"),
+    Command("check", "commands:check", "health check: exit 0 when workers are alive and Redis "
+            "and the state store answer, 1 otherwise with one line saying why"),
+    Command("dead", "dead_commands:dead", "dead letters: list (no text), show one (redacted unless "
+            "--reveal), retry one / a queue / all, purge one / older than / all",
+            "dead_commands:options"),
+    Command("drain", "drain:drain", "wait until every queue is empty and nothing is pending; "
+            "on timeout, say what is left", "drain:options", listing=True),
+    Command("sweep", "commands:sweep", "re-enqueue extraction for sources pending too long",
+            "commands:sweep_options", listing=True),
+    Command("memory", "session_commands:memory", "read or change USER.md / MEMORY.md through the "
+            "memory service", "session_commands:memory_options", listing=True),
+    Command("sessions", "session_commands:sessions", "recall an owner's session digests, task "
+            "status read live", "session_commands:sessions_options", listing=True),
+    Command("reindex", "knowledge_commands:reindex", "queue a re-index of an owner's documents "
+            "(needs --consent)", "knowledge_commands:reindex_options", listing=True),
+    Command("knowledge", "knowledge_commands:knowledge", "search or list an owner's knowledge; "
+            "rebuild the full-text index", "knowledge_commands:knowledge_options", listing=True),
+    Command("mcp", "mcp_command:mcp", "serve knowledge recall to a model client over MCP on "
+            "stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
+    Command("api", "api_command:api", "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) "
+            "against the configured or running stack", "api_command:options"),
+    Command("demo", "commands:demo", "a scripted scenario on the embedded stack"),
 )
-from memjobs_worker.cli import api_command, commands, drain, exits, knowledge_commands, session_commands
-from memjobs_worker.cli.output import error
-from memjobs_worker.settings import load_settings
 
 
-def build_parser() -> argparse.ArgumentParser:
+def resolve(target: str) -> Callable[..., Any]:
+    """``"module:function"`` under :mod:`memjobs_worker.cli`, imported now."""
+    module, _, function = target.partition(":")
+    found: Callable[..., Any] = getattr(import_module(f"memjobs_worker.cli.{module}"), function)
+    return found
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (the top level has no option but ``--help``)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``argv``, only the command it names gets its options
+    (and its module imported); given none, every command does."""
+    chosen = _chosen(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="memjobs", description="Background jobs for a voice assistant's memory."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def add(name: str, handler: Callable[..., int], help_text: str,
-            listing: bool = False) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(handler=handler)
-        if listing:
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p.set_defaults(handler=command.handler)
+        if argv is not None and command.name != chosen:
+            continue
+        if command.listing:
             p.add_argument("--json", action="store_true", help="print one JSON document")
-        return p
-
-    add("config", commands.config, "print the effective settings, secrets redacted", listing=True)
-
-    p = add("up", commands.up, "run the embedded stack in the foreground (Redis, PostgreSQL, "
-            "workers, sweeper)")
-    p.add_argument("--processes", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None)
-
-    p = add("worker", commands.worker, "run worker processes against the configured Redis")
-    p.add_argument("--processes", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None)
-
-    p = add("remember", commands.remember, "queue a source for an owner", listing=True)
-    p.add_argument("--owner", required=True)
-    p.add_argument("--text", required=True)
-    p.add_argument("--session", default=None)
-    p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance")
-
-    p = add("forget", commands.forget, "forget a source at once and queue the deletion of its "
-            "memories (not_found, exit 6, for a source the owner does not have)", listing=True)
-    p.add_argument("--owner", required=True)
-    p.add_argument("--source", required=True)
-
-    p = add("sources", commands.sources, "list an owner's sources", listing=True)
-    p.add_argument("--owner", required=True)
-    p.add_argument("--show-text", action="store_true")
-
-    p = add("memories", commands.memories, "list an owner's learned memories", listing=True)
-    p.add_argument("--owner", required=True)
-
-    p = add("recall", commands.recall, "search an owner's learned memories", listing=True)
-    p.add_argument("--owner", required=True)
-    p.add_argument("--query", required=True)
-    p.add_argument("--limit", type=int, default=5)
-
-    add("status", commands.status, "queues, pending sources, live workers, recent throughput",
-        listing=True)
-    add("check", commands.check, "health check: exit 0 when workers are alive and Redis and the "
-        "state store answer, 1 otherwise with one line saying why")
-
-    p = add("drain", drain.drain, "wait until every queue is empty and nothing is pending; "
-            "on timeout, say what is left", listing=True)
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
-
-    p = add("sweep", commands.sweep, "re-enqueue extraction for sources pending too long",
-            listing=True)
-    p.add_argument("--every", type=float, default=None, metavar="SECONDS",
-                   help="sweep again every SECONDS until SIGTERM/SIGINT (a sweeper service)")
-
-    session_commands.add_parsers(add)
-    knowledge_commands.add_parsers(add)
-    api_command.add_parsers(add)
-
-    add("demo", commands.demo, "a scripted scenario on the embedded stack")
+        if command.options is not None:
+            resolve(command.options)(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
+    return run(resolve(args.handler), args)
+
+
+def run(handler: Callable[..., int], args: argparse.Namespace) -> int:
+    """Run ``handler`` with the settings; a memjobs error is one line and an exit code."""
+    from memjobs_client.errors import BackendUnavailable, ConfigurationError, MemjobsError, PermanentError
+    from memjobs_worker.cli.output import error
+    from memjobs_worker.settings import load_settings
+
     try:
         settings = load_settings()
-        code: int = args.handler(settings, args)
+        code: int = handler(settings, args)
         return code
     except ConfigurationError as exc:
         error(str(exc))

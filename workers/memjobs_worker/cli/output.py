@@ -1,36 +1,83 @@
-"""Printing: one JSON document with ``--json``, short lines for people otherwise."""
+"""Printing: one JSON document with ``--json``; for people, aligned tables and
+``name: value`` lines with no Python in them (no ``None``, ``[]``, ``{}``, no
+class names)."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+#: Model names in the producer client's refusals, and the fields it names, as
+#: a person at the command line knows them.
+_MODEL_PREFIX = re.compile(r"^invalid (?:[A-Z][A-Za-z]+|payload): ")
+_OPTIONS = {"owner_id": "--owner", "owner_key": "--owner", "text": "--text", "session_id": "--session",
+            "source_id": "--source", "task_id": "--task", "goal": "--goal", "status": "--status",
+            "transcript": "--transcript", "tasks": "--tasks", "kind": "--kind"}
+_FIELD = re.compile(r"^([a-z_]+)(?:\.[\w.]+)?: ")
+MAX_CELL = 60
 
-def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None) -> None:
+
+def for_people(message: str) -> str:
+    """A refusal's message without the payload model's class name, its field
+    named as the option that set it (``invalid RememberSource: text: …`` →
+    ``--text: …``)."""
+    shown = _MODEL_PREFIX.sub("", message, count=1)
+    field = _FIELD.match(shown)
+    if field is not None and field.group(1) in _OPTIONS:
+        shown = _OPTIONS[field.group(1)] + shown[len(field.group(1)):]
+    return shown
+
+
+def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None,
+         empty: str = "(none)") -> None:
     if as_json:
         print(json.dumps(document, ensure_ascii=False, default=str))
         return
     if isinstance(document, list) and columns:
-        for row in document:
-            print("  ".join(_cell(row.get(c)) for c in columns))
-        if not document:
-            print("(none)")
+        print(table(document, columns) if document else empty)
         return
     if isinstance(document, dict):
         for key, value in document.items():
-            shown = json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, dict | list) else value
-            print(f"{key}: {shown}")
+            if value is None or value == [] or value == {}:
+                continue  # nothing to say: no "source_id: None", no "skipped: []"
+            print(f"{key}: {_value(value)}")
         return
     print(document)
 
 
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Rows under a header, columns aligned; long cells cut to :data:`MAX_CELL`
+    characters (``--json`` has them whole)."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, list):
-        return ",".join(str(v) for v in value)
+        shown = ",".join(str(v) for v in value) or "-"
+    elif isinstance(value, float):
+        shown = f"{value:.3f}"
+    elif value is None or value == "":
+        shown = "-"
+    else:
+        shown = str(value)
+    shown = " ".join(shown.split())  # one line per row
+    return shown if len(shown) <= MAX_CELL else shown[:MAX_CELL - 1] + "…"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_value(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(_value(v) for v in value)
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:g}"
     return "-" if value is None else str(value)
 
 

@@ -7,18 +7,20 @@ reaches the pipe without going through the JSON formatter — a library's
 ``print``, Python's own report of an uncaught exception, a plain-text
 Dramatiq record — is wrapped into a JSON record (redacted like any other)
 instead of being copied as is. A traceback becomes one record with the
-traceback in its ``exc`` field.
+traceback in its ``exc`` field. ``up``'s own records (the HTTP API's server,
+the append-only rewrites) reach the same file through :meth:`LogPump.stream`.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
 import threading
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from memjobs_worker.logs.formatter import JsonFormatter
 
@@ -53,12 +55,18 @@ class LogPump:
         self._json = JsonFormatter()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._closed = False
 
     def pump(self, stream: IO[bytes]) -> None:
         """Start copying ``stream`` until its end (the workers exited)."""
         thread = threading.Thread(target=self._run, args=(stream,), name="log-pump", daemon=True)
         thread.start()
         self._threads.append(thread)
+
+    def stream(self) -> IO[str]:
+        """A text stream whose lines (JSON records) are written to the file:
+        where ``memjobs up`` points its own logging."""
+        return cast(IO[str], _Lines(self))
 
     def log(self, level: int, msg: str, **extra: Any) -> None:
         """A record of ``memjobs up`` itself, written to the same file."""
@@ -74,6 +82,7 @@ class LogPump:
     def close(self) -> None:
         self.join()
         with self._lock:
+            self._closed = True
             self._handler.close()
 
     def _run(self, stream: IO[bytes]) -> None:
@@ -126,4 +135,23 @@ class LogPump:
     def _write(self, line: str) -> None:
         record = logging.LogRecord("", logging.INFO, "", 0, line, None, None)
         with self._lock:
-            self._handler.emit(record)
+            if not self._closed:  # a record after the stop is dropped, not a reopened file
+                self._handler.emit(record)
+
+
+class _Lines(io.TextIOBase):
+    """Text written to it becomes lines of a :class:`LogPump`'s file."""
+
+    def __init__(self, pump: LogPump) -> None:
+        self._pump = pump
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                self._pump._write(line)
+        return len(text)

@@ -4,7 +4,8 @@ Every record of the process goes through it — memjobs', Dramatiq's and every
 library's — and so do the reports that would otherwise bypass logging:
 uncaught exceptions (main thread and other threads, the traceback in the
 record's ``exc`` field) and Python warnings. Chatty libraries (httpx logs one
-line per HTTP request) are capped at WARNING.
+line per HTTP request) are capped at WARNING. Uvicorn's ``color_message``
+(its message again, with terminal colour codes) is dropped from every record.
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ class _JsonLinesHandler(logging.StreamHandler[IO[str]]):
     @stream.setter
     def stream(self, value: IO[str] | None) -> None:
         self._fixed = None if value is sys.stderr else value
+
+
+class _NoColour(logging.Filter):
+    """Drop uvicorn's ``color_message`` extra: ANSI escapes have no place in JSON."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.__dict__.pop("color_message", None)
+        return True
 
 
 def _parse_level(level: str) -> int:
@@ -100,6 +109,8 @@ def configure_logging(
     if adopt and root.handlers:
         for existing in root.handlers:
             existing.setFormatter(JsonFormatter())
+            if not any(isinstance(f, _NoColour) for f in existing.filters):
+                existing.addFilter(_NoColour())
         return
 
     ours = [h for h in root.handlers if isinstance(h, _JsonLinesHandler)]
@@ -110,5 +121,6 @@ def configure_logging(
         handler._fixed = stream
     else:
         handler = _JsonLinesHandler(stream)
+        handler.addFilter(_NoColour())
         root.addHandler(handler)
     handler.setFormatter(JsonFormatter())

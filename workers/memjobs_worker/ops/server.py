@@ -10,6 +10,9 @@ Before the workers start, :func:`probe_metrics_address` tries the address: a
 port another process holds is one clear warning (metrics off for this run) or,
 with ``MEMJOBS_METRICS_BIND_FAILURE=fail``, a start-up error; never a traceback
 in the log and a banner naming an address that serves someone else's metrics.
+``memjobs up`` asks :func:`claim_metrics_address` instead: with
+``MEMJOBS_METRICS_PORT`` left at its default and that port taken (another stack
+on this machine), it serves metrics on a free port, as it does the API.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import create_db_engine
+from memjobs_worker.embedded.process import free_port
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.memory.store.sql import SqlStateStore
@@ -52,13 +56,8 @@ def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
     """
     if settings.metrics == "off":
         return None, None
-    try:
-        infos = socket.getaddrinfo(settings.metrics_host, settings.metrics_port, type=socket.SOCK_STREAM)
-        family, kind, proto, _name, address = infos[0]
-        with socket.socket(family, kind, proto) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
-            sock.bind(address)
-    except OSError as exc:
+    exc = _bindable(settings.metrics_host, settings.metrics_port)
+    if exc is not None:
         problem = (f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
                    f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
                    "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)")
@@ -67,6 +66,41 @@ def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
                                                      "Set")) from None
         return None, problem
     return metrics_url(settings), None
+
+
+def _bindable(host: str, port: int) -> OSError | None:
+    """None when ``host:port`` can be bound right now, else why not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _name, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+            sock.bind(address)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def claim_metrics_address(settings: Settings) -> tuple[Settings, str | None, str | None]:
+    """:func:`probe_metrics_address` for ``memjobs up``: a default port that is
+    taken moves to a free one. Returns the settings to run with (their
+    ``metrics_port`` the one served), the URL (None: metrics off) and a notice
+    for the terminal (None: nothing to say).
+
+    Raises:
+        ConfigurationError: a port set explicitly cannot be bound and
+            ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
+    """
+    if settings.metrics == "off" or "metrics_port" in settings.model_fields_set \
+            or _bindable(settings.metrics_host, settings.metrics_port) is None:
+        url, problem = probe_metrics_address(settings)
+        return settings, url, problem
+    moved = settings.model_copy(update={"metrics_port": free_port(settings.metrics_host)})
+    url, problem = probe_metrics_address(moved)
+    if problem is not None:  # lost the free port already: say so, metrics off
+        return settings, None, problem
+    return moved, url, (f"port {settings.metrics_port} is taken; metrics are served on a free "
+                        f"port: {url}")
 
 
 def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:

@@ -1,0 +1,152 @@
+"""The producer commands: remember, forget, end-session, task.
+
+They cost about what importing the producer client costs: each opens the
+producer client alone (:func:`~memjobs_worker.cli.door.producer_for`), except
+``forget``, which decides at once on the ledger and so opens the door's
+runtime (SQLAlchemy and psycopg, no model client, no mem0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from memjobs_client.contracts import ForgetSource
+from memjobs_client.errors import InvalidPayload, PermanentError
+from memjobs_client.payloads import build_payload
+from memjobs_worker.cli import exits
+from memjobs_worker.cli.door import owner_arg, producer_for, runtime_for
+from memjobs_worker.cli.output import emit, error, for_people, say
+from memjobs_worker.settings import Settings
+
+_NO_MODEL = ("no model endpoint is configured (set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL "
+             "for any OpenAI-compatible server)")
+
+
+def remember(settings: Settings, args: argparse.Namespace) -> int:
+    with producer_for(settings) as client:
+        try:
+            source_id = client.remember(args.owner, args.text, session_id=args.session,
+                                        kind=args.kind)
+        except PermanentError as exc:
+            if not args.json:
+                raise  # one line on stderr: "refused (reason): why"
+            emit({"source_id": None, "status": "refused", "reason": exc.reason,
+                  "error": for_people(str(exc))}, as_json=True)
+            return exits.REFUSED
+    if args.json:
+        emit({"source_id": source_id, "status": "queued"}, as_json=True)
+    else:
+        say(f"queued {source_id}")
+    return exits.OK
+
+
+def forget(settings: Settings, args: argparse.Namespace) -> int:
+    """Forget a source at once and queue the purge of its memories, through the
+    producer client's one forget path (the HTTP API's too): ``forgotten`` (or
+    ``already_forgotten``); a source id the owner does not have is ``not_found``,
+    exit 6."""
+    key = owner_arg(args.owner)
+    build_payload(ForgetSource, owner_key=key, source_id=args.source)  # refused before any backend
+    with runtime_for(settings) as rt:
+        outcome = rt.client.forget(args.owner, args.source)
+    if outcome.status == "not_found":
+        if args.json:
+            emit({"source_id": outcome.source_id, "status": "not_found",
+                  "error": "this owner has no such source"}, as_json=True)
+        else:
+            error(f"not found: this owner has no source {outcome.source_id}")
+        return exits.NOT_FOUND
+    if args.json:
+        emit({"source_id": outcome.source_id, "status": outcome.status, "purge": outcome.purge},
+             as_json=True)
+    else:
+        said = outcome.status.replace("_", " ")
+        say(f"{said} {outcome.source_id}" + ("; the deletion of its memories is queued"
+                                              if outcome.purge == "queued" else ""))
+    return exits.OK
+
+
+def switched_off(settings: Settings) -> list[dict[str, str]]:
+    """The session-end jobs these settings switch off, each with why."""
+    off = []
+    if not settings.consolidation_enabled:
+        why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.memory_auto == "off" else _NO_MODEL
+        off.append({"job": "consolidate_session", "why": why})
+    if not settings.digest_enabled:
+        why = ("QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if settings.session_digest == "off"
+               else _NO_MODEL)
+        off.append({"job": "digest_session", "why": why})
+    return off
+
+
+def _load_json(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidPayload(f"cannot read the {what} file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidPayload(f"the {what} file {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def end_session(settings: Settings, args: argparse.Namespace) -> int:
+    transcript = _load_json(args.transcript, "transcript")
+    tasks = _load_json(args.tasks, "tasks") if args.tasks else []
+    if not isinstance(transcript, list) or not isinstance(tasks, list):
+        raise InvalidPayload("the transcript and the tasks must be JSON lists")
+    with producer_for(settings) as client:
+        sent = client.end_session(args.owner, args.session, transcript, tasks)
+    document: dict[str, Any] = {"session_id": args.session, "enqueued": sent,
+                                "status": "queued" if sent else "already_ended"}
+    off = switched_off(settings)
+    if off:
+        document["switched_off"] = off
+    if args.json:
+        emit(document, as_json=True)
+        return exits.OK
+    say(f"session {args.session}: " + (f"queued {', '.join(sent)}" if sent else "already ended"))
+    for item in off:
+        say(f"  {item['job']} is switched off: {item['why']}")
+    return exits.OK
+
+
+def task(settings: Settings, args: argparse.Namespace) -> int:
+    with producer_for(settings) as client:
+        client.record_task(args.owner, args.task, args.goal, args.status)
+    if args.json:
+        emit({"task_id": args.task, "status": "queued"}, as_json=True)
+    else:
+        say(f"queued: task {args.task} is {args.status}")
+    return exits.OK
+
+
+# --- options ----------------------------------------------------------------------
+
+
+def remember_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--owner", required=True)
+    p.add_argument("--text", required=True)
+    p.add_argument("--session", default=None)
+    p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance")
+
+
+def forget_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--owner", required=True)
+    p.add_argument("--source", required=True)
+
+
+def end_session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--owner", required=True)
+    p.add_argument("--session", required=True)
+    p.add_argument("--transcript", required=True, help="JSON list of {role, text, ts}")
+    p.add_argument("--tasks", help="JSON list of {task_id, goal}")
+
+
+def task_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--owner", required=True)
+    p.add_argument("--task", required=True)
+    p.add_argument("--goal", required=True)
+    p.add_argument("--status", required=True,
+                   choices=["dispatched", "running", "succeeded", "failed", "cancelled"])
