@@ -129,22 +129,39 @@ _SAFE_NAME = re.compile(r"^[a-z_]{1,40}$")
 
 
 def validation_detail(errors: list[Any], known_fields: frozenset[str]) -> str:
-    """Field paths and pydantic's messages, never the input: a path element
-    that is not a known field name (an unknown key is the caller's text) or
-    an index is shown as ``*``."""
+    """What is wrong, in the caller's terms, never the input: a header by its
+    name (``X-Memjobs-Owner header is required``), a query parameter by its
+    name, a body field by its path (a path element that is not a known field
+    name, an unknown key being the caller's text, or an index is ``*``)."""
     parts = []
     for err in errors[:10]:
-        loc = [str(p) if isinstance(p, int) or (isinstance(p, str) and p in known_fields
-                                                and _SAFE_NAME.match(p)) else "*"
-               for p in err.get("loc", ())[1:]]
+        where = _where(tuple(err.get("loc", ())), known_fields)
         message = str(err.get("msg", "invalid"))
+        if err.get("type") == "missing":
+            parts.append(f"{where} is required")
+            continue
         if err.get("type") == "extra_forbidden":
             message = "unknown field"
         elif err.get("type") in {"json_invalid", "string_type"} or len(message) > 200:
             message = message[:200]
-        parts.append(f"{'.'.join(loc) or 'body'}: {message}")
+        parts.append(f"{where}: {message}")
     more = len(errors) - 10
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _where(loc: tuple[Any, ...], known_fields: frozenset[str]) -> str:
+    """``loc`` (FastAPI's: the request part, then the path in it) said as the
+    caller wrote it. Headers and query parameters are the API's own names (only
+    declared ones are validated), so they are shown; so are known body fields."""
+    part, path = (loc[0], loc[1:]) if loc else ("body", ())
+    if part == "header" and path:
+        return "-".join(word.capitalize() for word in str(path[0]).split("-")) + " header"
+    if part in ("query", "path") and path and _SAFE_NAME.match(str(path[0])):
+        return f"{part} parameter {path[0]}"
+    shown = [str(p) if isinstance(p, int) or (isinstance(p, str) and p in known_fields
+                                               and _SAFE_NAME.match(p)) else "*"
+             for p in path]
+    return ".".join(shown) or "body"
 
 
 def install(app: FastAPI, known_fields: frozenset[str]) -> None:
