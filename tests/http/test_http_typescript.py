@@ -1,5 +1,6 @@
 """The TypeScript client's own tests (``node --test``), run against a real API
-(uvicorn, the test session's Redis and PostgreSQL, an in-process worker).
+(uvicorn, the test session's Redis and PostgreSQL, an in-process worker):
+a tokened one, and an open one (loopback, no token: what ``memjobs up`` serves).
 
 Skipped, saying why, where Node.js is absent; the type check runs only where
 ``npm install`` has put TypeScript in ``clients/typescript/node_modules``.
@@ -46,6 +47,17 @@ def test_typescript_client_against_the_real_api(api_factory: Callable[..., Api])
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert "# pass 11" in done.stdout, done.stdout[-2000:]
+
+
+@needs_node
+def test_typescript_client_against_an_open_api(api_factory: Callable[..., Api]) -> None:
+    """What `memjobs up` serves on loopback: no token at all."""
+    api = api_factory()
+    done = node_test("test/live.test.mjs", env={
+        "MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": "", "MEMJOBS_API_HOST_TOKEN": ""})
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
+    assert "# pass 4" in done.stdout, done.stdout[-2000:]
 
 
 def test_declarations_type_check_with_tsc() -> None:
