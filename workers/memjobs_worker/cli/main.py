@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(handler: Callable[..., int], args: argparse.Namespace) -> int:
     """Run ``handler`` with the settings; a memjobs error is one line and an exit code."""
     from memjobs_client.errors import BackendUnavailable, ConfigurationError, MemjobsError, PermanentError
-    from memjobs_worker.cli.output import error
+    from memjobs_worker.cli.output import error, for_people
     from memjobs_worker.settings import load_settings
 
     try:
@@ -151,7 +151,7 @@ def run(handler: Callable[..., int], args: argparse.Namespace) -> int:
         error(str(exc))
         return exits.UNAVAILABLE
     except PermanentError as exc:
-        error(f"refused ({exc.reason}): {exc}")
+        error(f"refused ({exc.reason}): {for_people(str(exc))}")
         return exits.REFUSED
     except MemjobsError as exc:
         error(str(exc))
