@@ -5,7 +5,10 @@ process), `--repeat` times alternating, against its own embedded Redis and
 PostgreSQL (started here, not timed), and prints the median wall time of each
 beside the median of `python -c "import memjobs_client"` and their ratio:
 
-    .venv/bin/python bench/bench_cli_startup.py [--repeat 5]
+    .venv/bin/python bench/bench_cli_startup.py [--repeat 5] [--tree DIR]
+
+``--tree`` measures another revision's CLI instead (its ``workers/`` and
+``producers/`` first on the path), e.g. ``git archive REV | tar -x -C DIR``.
 
 The ratio is the figure (absolute times on these 2-core machines drift with
 their load). `forget` decides at once on the ledger, so it also opens the
@@ -60,6 +63,8 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each (the median is shown)")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="another revision's tree to measure (default: this one)")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-cli-"))
@@ -70,6 +75,10 @@ def main() -> int:
         env.update(MEMJOBS_REDIS_URL=redis_server.start(), MEMJOBS_DATABASE_URL=pg_server.start(),
                    MEMJOBS_DATA_DIR=str(workdir / "data"), MEM0_TELEMETRY="False",
                    PYTHONPATH=str(REPO))
+        if args.tree is not None:
+            tree = args.tree.resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(tree / "workers"), str(tree / "producers"),
+                                                 str(REPO)])
         transcript = workdir / "transcript.json"
         transcript.write_text(json.dumps([{"role": "user", "text": "hello", "ts": 1.0}]))
         cli = [sys.executable, "-m", "memjobs_worker.cli.main"]

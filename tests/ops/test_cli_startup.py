@@ -89,7 +89,13 @@ def test_a_producer_command_imports_the_producer_client_and_nothing_heavy(
     assert heavy(modules) == []
 
 
-def test_forget_opens_the_ledger_without_mem0_or_the_http_stack(tmp_path: Path) -> None:
+def test_forget_opens_the_ledger_and_nothing_more(tmp_path: Path) -> None:
+    """``forget`` decides at once on the ledger: the database stack (SQLAlchemy,
+    psycopg, the migrations' check), the pipeline's metrics, and no model client,
+    mem0, session jobs, knowledge or HTTP stack."""
     code, modules = imported(tmp_path, "forget", "--owner", "a", "--source", "src_" + "0" * 32)
     assert code == exits.UNAVAILABLE, "it went as far as asking the state database"
-    assert not [m for m in modules if m.split(".")[0] in ("mem0", "fastapi", "uvicorn", "jinja2")]
+    allowed = ("sqlalchemy", "psycopg", "alembic", "prometheus_client", "memjobs_worker.runtime",
+               "memjobs_worker.memory", "memjobs_worker.ops")
+    assert [m for m in heavy(modules) if not any(m == a or m.startswith(a + ".") for a in allowed)] == []
+    assert "memjobs_worker.model_client" not in modules and "memjobs_worker.sessions" not in modules

@@ -32,10 +32,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memjobs_client.errors import PermanentError
-from memjobs_worker.model_client import ChatModel
+
+if TYPE_CHECKING:
+    from memjobs_worker.model_client import ChatModel  # a type only: the pipeline loads no model client
 
 T = TypeVar("T")
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from sqlalchemy.engine import Engine
 
 from memjobs_client.client import MemjobsClient
 from memjobs_worker.db import create_db_engine, migrate
@@ -23,22 +22,28 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.endpoints import connect_redis as connect_redis  # moved there: light for producers
 from memjobs_worker.endpoints import producer_client as producer_client
 from memjobs_worker.endpoints import redis_options as redis_options
-from memjobs_worker.knowledge.build import open_knowledge
-from memjobs_worker.knowledge.search import SearchOutcome, search_knowledge
-from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
-from memjobs_worker.memory.engine.base import MemoryEngine
-from memjobs_worker.memory.intake import ExtractionScheduler
-from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.service import PersonalMemory
-from memjobs_worker.memory.store.base import StateStore
-from memjobs_worker.model_client import ChatModel, RemoteEmbedder, chat_model, remote_embedder
 from memjobs_worker.ops.backlog import source_has_messages
-from memjobs_worker.sessions.build import build_audit, build_memory_service, build_session_store
-from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
-from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
-from memjobs_worker.sweeper import Sweeper
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memjobs_worker.knowledge.search import SearchOutcome
+    from memjobs_worker.knowledge.store import KnowledgeStore
+    from memjobs_worker.memory.engine.base import MemoryEngine
+    from memjobs_worker.memory.intake import ExtractionScheduler
+    from memjobs_worker.memory.pipeline import MemoryPipeline
+    from memjobs_worker.memory.store.base import StateStore
+    from memjobs_worker.model_client import ChatModel, RemoteEmbedder
+    from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
+    from memjobs_worker.sessions.store import SessionStore
+    from memjobs_worker.sweeper import Sweeper
+
+# The model clients, sessions, knowledge and the sweeper are imported by the
+# part that builds them, when it is first used: a door that only forgets (the
+# CLI's `forget`) does not load the model client (openai) or the session jobs.
 
 
 def open_door(settings: Settings, endpoints: Endpoints, *, redis_url: str | None = None,
@@ -92,6 +97,8 @@ class Runtime:
     def chat(self, purpose: str) -> ChatModel | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""
         if purpose not in self._chats:
+            from memjobs_worker.model_client import chat_model
+
             self._chats[purpose] = chat_model(self.settings, purpose)
         return self._chats[purpose]
 
@@ -128,33 +135,45 @@ class Runtime:
 
     @cached_property
     def sweeper(self) -> Sweeper:
+        from memjobs_worker.sweeper import Sweeper
+
         return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms)
 
     # sessions -----------------------------------------------------------------
 
     @cached_property
     def sessions(self) -> SessionStore:
+        from memjobs_worker.sessions.build import build_session_store
+
         return build_session_store(self.settings, self.db)
 
     @cached_property
     def audit(self) -> AuditLog:
+        from memjobs_worker.sessions.build import build_audit
+
         return build_audit(self.settings)
 
     @cached_property
     def memory_docs(self) -> MemoryService:
         """The one writer of USER.md and MEMORY.md (the configured provider)."""
+        from memjobs_worker.sessions.build import build_memory_service
+
         return build_memory_service(self.settings, lambda: self.db, self.audit)
 
     # knowledge ----------------------------------------------------------------
 
     @cached_property
     def knowledge(self) -> KnowledgeStore:
+        from memjobs_worker.knowledge.build import open_knowledge
+
         return open_knowledge(self.settings, self.db)
 
     @cached_property
     def knowledge_embedder(self) -> RemoteEmbedder | None:
         """Embeddings for knowledge: the configured service, or None (keywords only:
         the offline embedder's lexical vectors would add nothing to full text)."""
+        from memjobs_worker.model_client import remote_embedder
+
         return remote_embedder(self.settings)
 
     def search_knowledge(self, owner_key: str, query: str, k: int, *,
@@ -167,6 +186,8 @@ class Runtime:
         """
         store = self.knowledge
         embedder = self.knowledge_embedder
+        from memjobs_worker.knowledge.search import search_knowledge
+
         return search_knowledge(store, owner_key, query, k, all_chunks=all_chunks,
                                 embed=embedder.embed if embedder is not None else None)
 

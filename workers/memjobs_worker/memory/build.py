@@ -16,7 +16,6 @@ from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
-from memjobs_worker.model_client import chat_model, remote_embedder
 from memjobs_worker.settings import Settings
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
@@ -39,6 +38,7 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
     """
     ensure_memory_on(settings)
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
+    from memjobs_worker.model_client import chat_model, remote_embedder  # openai too
 
     embedder: Any = remote_embedder(settings)
     if embedder is None:
