@@ -99,3 +99,13 @@ def test_forget_opens_the_ledger_and_nothing_more(tmp_path: Path) -> None:
                "memjobs_worker.memory", "memjobs_worker.ops")
     assert [m for m in heavy(modules) if not any(m == a or m.startswith(a + ".") for a in allowed)] == []
     assert "memjobs_worker.model_client" not in modules and "memjobs_worker.sessions" not in modules
+
+
+def test_the_migrations_schema_loads_no_model_client() -> None:
+    """Every door migrates on first use of the database (Alembic's env imports
+    the schema): the tables of every feature, and not the model client."""
+    done = subprocess.run([sys.executable, "-c", "import json, sys, memjobs_worker.schema; "
+                           "print(json.dumps(sorted(sys.modules)))"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=True)
+    modules = set(json.loads(done.stdout))
+    assert not {"openai", "mem0", "memjobs_worker.model_client", "fastapi"} & modules

@@ -7,26 +7,35 @@ dispatched, for 90 days; recall reads them on demand ("what did we talk about
 the other day") with each task's status read live from the task ledger.
 Digests are never injected into instructions. Each job runs once per
 (owner, session) (:mod:`~memjobs_worker.sessions.runs`, :mod:`~memjobs_worker.sessions.jobs`).
+
+The names below are imported on first use (PEP 562): the tables and the
+store (the migrations' schema, ``memjobs forget``) do not load the model client.
 """
 
-from memjobs_worker.model_client import ChatModel
-from memjobs_worker.sessions.digest import (
-    MAX_GIST_CHARS,
-    MAX_TOPIC_CHARS,
-    Digest,
-    digest_session,
-)
-from memjobs_worker.sessions.jobs import redact_payload, run_consolidation, run_digest
-from memjobs_worker.sessions.prompting import ModelOutputInvalid
-from memjobs_worker.sessions.runs import RunClaim, RunKind, RunLedger, RunRecord
-from memjobs_worker.sessions.store import (
-    DIGEST_RETENTION_DAYS,
-    TASK_RETENTION_DAYS,
-    RecalledTask,
-    RetentionReport,
-    SessionRecall,
-    SessionStore,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memjobs_worker.model_client import ChatModel
+    from memjobs_worker.sessions.digest import (
+        MAX_GIST_CHARS,
+        MAX_TOPIC_CHARS,
+        Digest,
+        digest_session,
+    )
+    from memjobs_worker.sessions.jobs import redact_payload, run_consolidation, run_digest
+    from memjobs_worker.sessions.prompting import ModelOutputInvalid
+    from memjobs_worker.sessions.runs import RunClaim, RunKind, RunLedger, RunRecord
+    from memjobs_worker.sessions.store import (
+        DIGEST_RETENTION_DAYS,
+        TASK_RETENTION_DAYS,
+        RecalledTask,
+        RetentionReport,
+        SessionRecall,
+        SessionStore,
+    )
 
 __all__ = [
     # the jobs
@@ -53,3 +62,33 @@ __all__ = [
     "DIGEST_RETENTION_DAYS",
     "TASK_RETENTION_DAYS",
 ]
+
+_HOME = {
+    "ChatModel": "memjobs_worker.model_client",
+    "MAX_GIST_CHARS": "memjobs_worker.sessions.digest",
+    "MAX_TOPIC_CHARS": "memjobs_worker.sessions.digest",
+    "Digest": "memjobs_worker.sessions.digest",
+    "digest_session": "memjobs_worker.sessions.digest",
+    "redact_payload": "memjobs_worker.sessions.jobs",
+    "run_consolidation": "memjobs_worker.sessions.jobs",
+    "run_digest": "memjobs_worker.sessions.jobs",
+    "ModelOutputInvalid": "memjobs_worker.sessions.prompting",
+    "RunClaim": "memjobs_worker.sessions.runs",
+    "RunKind": "memjobs_worker.sessions.runs",
+    "RunLedger": "memjobs_worker.sessions.runs",
+    "RunRecord": "memjobs_worker.sessions.runs",
+    "DIGEST_RETENTION_DAYS": "memjobs_worker.sessions.store",
+    "TASK_RETENTION_DAYS": "memjobs_worker.sessions.store",
+    "RecalledTask": "memjobs_worker.sessions.store",
+    "RetentionReport": "memjobs_worker.sessions.store",
+    "SessionRecall": "memjobs_worker.sessions.store",
+    "SessionStore": "memjobs_worker.sessions.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'memjobs_worker.sessions' has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
