@@ -91,7 +91,11 @@ def drain(settings: Settings, args: argparse.Namespace) -> int:
             _clear(tty)
             return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
     _clear(tty)
-    emit({"drained": True, "seconds": round(time.monotonic() - started, 2)}, as_json=args.json)
+    seconds = round(time.monotonic() - started, 2)
+    if args.json:
+        emit({"drained": True, "seconds": seconds}, as_json=True)
+    else:
+        print(f"drained in {seconds:g} s")
     return exits.OK
 
 
