@@ -32,7 +32,7 @@ import redis
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from memjobs_worker.settings import Settings
-from tests.support.harness import Harness
+from tests.support.harness import Harness, kill_group
 from tests.support.http import api_factory  # noqa: F401  (fixture of the HTTP API tests)
 from tests.support.openai_server import FakeOpenAI
 
@@ -240,3 +240,13 @@ def harness_factory() -> Iterator[Callable[[Settings], Harness]]:
     yield make
     for h in made:
         h.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Any]]:
+    """Worker processes a test starts (``spawn_workers``): their process groups
+    are killed when the test ends, whatever happened."""
+    made: list[Any] = []
+    yield made
+    for proc in made:
+        kill_group(proc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,6 @@ def extract_holders(h: Harness) -> dict[str, set[bytes | str]]:
         if members := h.runtime.redis.smembers(name):
             held[name.removeprefix(head).removesuffix(tail)] = set(members)
     return held
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Any]]:
-    made: list[Any] = []
-    yield made
-    for proc in made:
-        kill_group(proc)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,6 @@ def log_messages(path: Path) -> list[str]:
     """The messages of a worker's JSON Lines log, whole lines only (it is being written)."""
     text = path.read_text(errors="replace")
     return [json.loads(line)["msg"] for line in text[:text.rfind("\n") + 1].splitlines()]
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Any]]:
-    made: list[Any] = []
-    yield made
-    for proc in made:
-        kill_group(proc)
 
 
 @pytest.mark.slow

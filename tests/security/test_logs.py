@@ -7,7 +7,6 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,27 +24,6 @@ from memjobs_worker.logs import (
     redact,
     redact_text,
 )
-
-
-@pytest.fixture()
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    noisy = {n: logging.getLogger(n).level for n in NOISY_LOGGERS}
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-    for n, lvl in noisy.items():
-        logging.getLogger(n).setLevel(lvl)
-
-
-@pytest.fixture()
-def stream(restore_logging: None) -> io.StringIO:
-    s = io.StringIO()
-    configure_logging(level="DEBUG", stream=s)
-    return s
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -9,28 +9,9 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from memjobs_worker.logs import NOISY_LOGGERS, configure_logging
 from tests.support.sensitive_corpus import negatives, positives
 
 log = logging.getLogger("memjobs.test.corpus")
-
-
-@pytest.fixture()
-def stream() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    noisy = {n: logging.getLogger(n).level for n in NOISY_LOGGERS}
-    out = io.StringIO()
-    configure_logging(level="DEBUG", stream=out)
-    yield out
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-    for n, lvl in noisy.items():
-        logging.getLogger(n).setLevel(lvl)
 
 
 def _strings(value: Any) -> Iterator[str]:
