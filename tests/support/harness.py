@@ -88,6 +88,7 @@ def _env_name(field: str) -> str:
         "memory_base_url": "QWEN_AUDIO_MEMORY_BASE_URL",
         "memory_model": "QWEN_AUDIO_MEMORY_MODEL",
         "memory_api_key": "QWEN_AUDIO_MEMORY_API_KEY",
+        "dashscope_api_key": "DASHSCOPE_API_KEY",
         "memory_auto": "QWEN_AUDIO_MEMORY_AUTO",
         "session_digest": "QWEN_AUDIO_SESSION_DIGEST",
     }.get(field, f"MEMJOBS_{field.upper()}")

@@ -51,13 +51,15 @@ class _OpenAICompatible:
         max_attempts: int,
         on_call: CallHook = _no_hook,
     ) -> None:
-        # The client's own retries are off: tenacity owns the policy.
+        # The client's own retries are off: tenacity owns the policy. Without a
+        # key no Authorization header is sent at all (and OPENAI_API_KEY is not read).
         self.client = openai.OpenAI(
             base_url=base_url,
-            api_key=api_key or "not-needed",
+            api_key=api_key or "unused",
             timeout=timeout_ms / 1000,
             max_retries=0,
         )
+        self.headers: dict[str, Any] = {} if api_key else {"Authorization": openai.Omit()}
         self.max_attempts = max_attempts
         self.on_call = on_call
 
@@ -121,7 +123,8 @@ class ChatModel(_OpenAICompatible):
         tool_choice: str = "auto",
         **kwargs: Any,
     ) -> str:
-        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        params: dict[str, Any] = {"model": self.model, "messages": messages,
+                                  "extra_headers": self.headers}
         if response_format is not None:
             params["response_format"] = response_format
         response = self._call(self.purpose, lambda: self.client.chat.completions.create(**params))
@@ -144,7 +147,8 @@ class RemoteEmbedder(_OpenAICompatible):
         response = self._call(
             "embed",
             lambda: self.client.embeddings.create(
-                model=self.model, input=list(texts), dimensions=self.dims
+                model=self.model, input=list(texts), dimensions=self.dims,
+                extra_headers=self.headers,
             ),
         )
         ordered = sorted(response.data, key=lambda d: d.index)
@@ -164,16 +168,20 @@ def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None) -> d
 
 
 def chat_model(settings: Settings, purpose: str) -> ChatModel | None:
-    """The light model for ``purpose`` (a metrics label), or None when none is configured."""
+    """The light model for ``purpose`` (a metrics label), or None when none is configured.
+
+    Its endpoint gets its own key only (:meth:`Settings.key_for`): ``DASHSCOPE_API_KEY``
+    goes to DashScope alone, never to a custom ``QWEN_AUDIO_MEMORY_BASE_URL``."""
     if not settings.model_configured:
         return None
     return ChatModel(model=settings.memory_model, purpose=purpose,
-                     **_endpoint(settings, settings.memory_base_url, settings.memory_api_key))
+                     **_endpoint(settings, settings.memory_base_url, settings.memory_key))
 
 
 def remote_embedder(settings: Settings) -> RemoteEmbedder | None:
-    """The configured embedding service, or None when none is configured."""
+    """The configured embedding service, or None when none is configured; its
+    endpoint gets its own key only, as the light model's does."""
     if settings.embedding_base_url is None:
         return None
     return RemoteEmbedder(model=settings.embedding_model, dims=settings.embedding_dims,
-                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_api_key))
+                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_key))

@@ -26,6 +26,12 @@ from memjobs_client.errors import ConfigurationError
 DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
 
+#: Keys, tokens, URLs and paths: a blank value is none (see ``Settings._blank_is_unset``).
+_KEYS_AND_ADDRESSES = ("redis_url", "database_url", "memory_api_key", "dashscope_api_key",
+                       "embedding_base_url", "embedding_api_key", "redis_sentinels",
+                       "api_gateway_token", "api_host_token", "api_tls_cert", "api_tls_key")
+
+
 class Settings(BaseSettings):
     """Every knob memjobs has; see docs/configuration.md."""
 
@@ -48,9 +54,14 @@ class Settings(BaseSettings):
     memory_model: str = Field(
         default="qwen-flash", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_MODEL")
     )
+    #: The key of the endpoint above, whatever it is; sent to it alone.
     memory_api_key: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_API_KEY", "DASHSCOPE_API_KEY"),
+        default=None, validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_API_KEY")
+    )
+    #: DashScope's key: sent only to DashScope's endpoint (the default base URL),
+    #: never to another one (see :meth:`Settings.key_for`).
+    dashscope_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("DASHSCOPE_API_KEY")
     )
     model_timeout_ms: int = Field(default=30_000, gt=0)
     model_max_attempts: int = Field(default=3, ge=1)
@@ -108,6 +119,12 @@ class Settings(BaseSettings):
     max_retries: int = Field(default=10, ge=0)
     min_backoff_ms: int = Field(default=1_000, ge=1)
     max_backoff_ms: int = Field(default=300_000, ge=1)
+    #: A job failing because Redis or the database is unreachable (or the
+    #: database is read-only: a failover) is retried for this long since its
+    #: first such failure without counting against max_retries, at most
+    #: outage_max_backoff_ms apart; then the ordinary retries take over.
+    outage_retry_budget_ms: int = Field(default=1_800_000, ge=0)
+    outage_max_backoff_ms: int = Field(default=5_000, ge=10)
     #: A worker process silent this long is dead and its messages are requeued.
     #: Each process beats every ``heartbeat_interval_ms`` from a thread of its
     #: own, so a long job never silences it (keep it ≥ 3 intervals).
@@ -157,6 +174,17 @@ class Settings(BaseSettings):
     api_max_in_flight: int = Field(default=64, ge=1)
     api_backend_timeout_ms: int = Field(default=10_000, ge=100)
     api_max_listing: int = Field(default=200, ge=1, le=10_000)
+    #: Off loopback the API serves TLS (api_tls_cert/key) or says that a proxy in front
+    #: terminates it (the Kubernetes ingress case): docs/security.md.
+    api_tls_terminated_by_proxy: bool = False
+    #: Requests one client address may have open at once (reading a body or in flight).
+    api_max_per_client: int = Field(default=64, ge=1)
+    #: A connection must send a request's headers within this, and its body within the next.
+    api_header_timeout_ms: int = Field(default=10_000, ge=100)
+    api_body_timeout_ms: int = Field(default=30_000, ge=100)
+    #: Scoped tokens (``memjobs token issue``): HS256 keys; the previous one still verifies.
+    api_token_key: SecretStr | None = None
+    api_token_previous_key: SecretStr | None = None
 
     log_level: str = "INFO"
     #: ``<data dir>/logs/worker.log`` (written by ``memjobs up``) rotates past this size.
@@ -168,10 +196,13 @@ class Settings(BaseSettings):
         """Prometheus multiprocess files of the worker processes on this host."""
         return self.data_dir / "run" / "prometheus"
 
-    @field_validator("embedding_base_url", mode="before")
+    @field_validator(*_KEYS_AND_ADDRESSES, mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
-        """An empty or blank endpoint is no endpoint: not configured, said the same way."""
+        """An empty or blank key, token, URL or path is none: ``DASHSCOPE_API_KEY=``
+        (as ``.env.example`` ships it) is no key, so no model is configured by it."""
+        if isinstance(value, SecretStr):
+            return None if not value.get_secret_value().strip() else value
         return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="before")
@@ -206,9 +237,34 @@ class Settings(BaseSettings):
 
     @property
     def model_configured(self) -> bool:
-        """A model is configured when a key is set or the endpoint was named (a
-        local Ollama needs no key)."""
-        return self.memory_api_key is not None or "memory_base_url" in self.model_fields_set
+        """A model is configured when its endpoint has a key, or a custom endpoint
+        was named (a local Ollama needs no key). DashScope without a key is none."""
+        return self.memory_key is not None or not is_dashscope(self.memory_base_url)
+
+    @property
+    def memory_key(self) -> SecretStr | None:
+        """The key sent to the light model's endpoint (see :meth:`key_for`)."""
+        return self.key_for(self.memory_base_url, own=self.memory_api_key,
+                            other_url=self.embedding_base_url, other=self.embedding_api_key)
+
+    @property
+    def embedding_key(self) -> SecretStr | None:
+        """The key sent to the embedding endpoint (see :meth:`key_for`), None without one."""
+        if self.embedding_base_url is None:
+            return None
+        return self.key_for(self.embedding_base_url, own=self.embedding_api_key,
+                            other_url=self.memory_base_url, other=self.memory_api_key)
+
+    def key_for(self, url: str, *, own: SecretStr | None, other_url: str | None,
+                other: SecretStr | None) -> SecretStr | None:
+        """Which key an endpoint gets: its own; else the other endpoint's own key
+        when both are the same endpoint; else ``DASHSCOPE_API_KEY`` when it is
+        DashScope's; else none. A key never goes to an endpoint it was not given for."""
+        if own is not None:
+            return own
+        if other is not None and other_url is not None and same_endpoint(url, other_url):
+            return other
+        return self.dashscope_api_key if is_dashscope(url) else None
 
     @property
     def consolidation_enabled(self) -> bool:
@@ -255,6 +311,35 @@ class Settings(BaseSettings):
         return out
 
 
+#: DashScope's OpenAI-compatible endpoints (mainland and international): the
+#: only ones ``DASHSCOPE_API_KEY`` is sent to.
+DASHSCOPE_HOSTS = frozenset({"dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com"})
+
+
+def is_dashscope(url: str) -> bool:
+    """``url`` is DashScope's own endpoint (HTTPS, DashScope's host, default port)."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return (parts.scheme.lower() == "https" and (parts.hostname or "") in DASHSCOPE_HOSTS
+            and port in (None, 443) and not parts.username and not parts.password)
+
+
+def same_endpoint(a: str, b: str) -> bool:
+    """Two base URLs name the same service (scheme, host, port and path; a
+    trailing slash aside)."""
+    def norm(url: str) -> tuple[str, str, int | None, str]:
+        parts = urlsplit(url.strip())
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        return (parts.scheme.lower(), (parts.hostname or "").lower(), port, parts.path.rstrip("/"))
+    return norm(a) == norm(b)
+
+
 _SECRET_PARAMS = {"password", "pass", "passwd", "pwd", "sslpassword", "secret", "token", "api_key"}
 
 
@@ -298,6 +383,8 @@ _ENV_NAMES = {
     "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
     "memory_base_url": "QWEN_AUDIO_MEMORY_BASE_URL",
     "memory_model": "QWEN_AUDIO_MEMORY_MODEL",
+    "memory_api_key": "QWEN_AUDIO_MEMORY_API_KEY",
+    "dashscope_api_key": "DASHSCOPE_API_KEY",
     "memory_auto": "QWEN_AUDIO_MEMORY_AUTO",
     "QWEN_AUDIO_MEMORY_AUTO": "QWEN_AUDIO_MEMORY_AUTO",
     "session_digest": "QWEN_AUDIO_SESSION_DIGEST",
