@@ -52,8 +52,23 @@ from memjobs_client.validation import validate
 _ACTOR_NAME = re.compile(r"[a-z_]{1,64}")
 
 
-#: How long "this session has ended" is remembered (a repeated end is a no-op).
+#: How long a session's queued end jobs are remembered (a repeated end queues
+#: only what was not queued before).
 _SESSION_MARKER_TTL_S = 7 * 24 * 3600
+
+#: Adds each of ARGV[2:] to the set KEYS[1] that is not in it yet, returns those,
+#: and (re)sets its TTL to ARGV[1] seconds. A string there was written by an older
+#: memjobs ("ended", no job named): replaced (the workers run each session's jobs
+#: once whatever is queued again).
+_CLAIM_SESSION_JOBS = """
+if redis.call('TYPE', KEYS[1]).ok ~= 'set' then redis.call('DEL', KEYS[1]) end
+local added = {}
+for i = 2, #ARGV do
+  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then added[#added + 1] = ARGV[i] end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return added
+"""
 
 #: What a ledger says of a forget, decided at once (see :class:`SourceLedger`).
 LedgerVerdict = Literal["forgotten", "already_forgotten", "not_found"]
@@ -106,8 +121,11 @@ class MemjobsClient:
         memory_enabled: ``False`` when ``NOVA_AUDIO_AGENT_MEMORY_PROVIDER=off``;
             every personal-memory call is then refused with ``memory_off``.
         consolidation_enabled: enqueue ``consolidate_session`` at session end
-            (automatic consolidation on and a model configured).
-        digest_enabled: enqueue ``digest_session`` (``QWEN_AUDIO_SESSION_DIGEST=on``).
+            (default): the workers decide with their own settings (automatic
+            consolidation on and a model configured) and skip it otherwise;
+            ``False`` opts this producer out.
+        digest_enabled: enqueue ``digest_session`` at session end (default); the
+            workers run it when ``QWEN_AUDIO_SESSION_DIGEST=on``; ``False`` opts out.
         max_transcript_bytes: refuse a transcript whose turns are longer in all.
         knowledge_enabled: ``False`` when ``MEMJOBS_KNOWLEDGE=off``; a reindex is
             then refused here and nothing is queued.
@@ -127,8 +145,8 @@ class MemjobsClient:
         *,
         max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
         memory_enabled: bool = True,
-        consolidation_enabled: bool = False,
-        digest_enabled: bool = False,
+        consolidation_enabled: bool = True,
+        digest_enabled: bool = True,
         max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES,
         broker: RedisBroker | None = None,
         knowledge_enabled: bool = True,
@@ -178,7 +196,7 @@ class MemjobsClient:
         self._require_memory()
         key = owner_key_of(owner_id)
         if not isinstance(text, str):
-            raise InvalidPayload(f"invalid RememberSource: text: must be a string, not {type(text).__name__}")
+            raise InvalidPayload(f"text: must be a string, not {type(text).__name__}")
         payload = build_payload(
             RememberSource,
             rules=self.rules,
@@ -225,12 +243,24 @@ class MemjobsClient:
         session_id: str,
         transcript: Sequence[Mapping[str, Any]],
         tasks: Sequence[Mapping[str, Any]] = (),
+        *,
+        consolidate: bool | None = None,
+        digest: bool | None = None,
     ) -> list[str]:
-        """Queue the session-end work in one call; returns the actors enqueued.
+        """Queue the session-end work in one call; returns the actors this call
+        enqueued (``consolidate_session``, ``digest_session``, ``extract_facts``).
 
-        Consolidation (when enabled), the digest (when enabled) and an
-        extraction nudge for the owner. The same (owner, session) ended twice
-        enqueues nothing the second time (a Redis marker kept 7 days).
+        By default consolidation, the digest and an extraction nudge for the
+        owner: the workers decide with their own settings whether to run them
+        (no model configured, or switched off: skipped, counted as ``no_model``
+        or ``switched_off``). ``consolidate=False`` / ``digest=False`` opt this
+        call out (``None``: the client's ``consolidation_enabled`` /
+        ``digest_enabled``).
+
+        Each job is queued at most once per (owner, session): a Redis set kept 7
+        days records which were. Ending the session again queues only what was
+        not queued before (a job opted out of, or one Redis refused), so a
+        corrected retry completes it; an empty list means all were queued already.
 
         Secrets said in the session are redacted here, before anything is
         enqueued: in each turn's text and each task's goal (and title) the
@@ -248,33 +278,49 @@ class MemjobsClient:
         turns = redacted(_items("ConsolidateSession", "transcript", transcript, MAX_TURNS), ("text",))
         task_list = redacted(_items("DigestSession", "tasks", tasks, MAX_TASKS), ("goal", "title"))
         session = {"owner_key": key, "session_id": session_id, "transcript": turns}
-        consolidate = build_payload(ConsolidateSession, rules=self.rules, **session)
-        digest = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
+        # The owner id too: a host's memory provider maps tenants by the id, not its key.
+        consolidation = build_payload(ConsolidateSession, rules=self.rules, **session, owner_id=owner_id)
+        digest_job = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
         marker = keys.session_ended(key, contracts.content_hash(session_id))
+        jobs = [(ACTOR_CONSOLIDATE, consolidation,
+                 self.consolidation_enabled if consolidate is None else consolidate),
+                (ACTOR_DIGEST, digest_job, self.digest_enabled if digest is None else digest),
+                (ACTOR_EXTRACT, nudge, self.memory_enabled)]
+        claimed = self._claim_session_jobs(marker, [actor for actor, _, wanted in jobs if wanted])
+        sent: list[str] = []
+        for actor, payload, _ in jobs:
+            if actor not in claimed:
+                continue
+            try:
+                self._send(actor, payload)
+            except BackendUnavailable:
+                # Not queued: a retry of the same end queues what is missing (the
+                # jobs are idempotent per session on the worker side as well).
+                self._release_session_jobs(marker, [a for a in claimed if a not in sent])
+                raise
+            sent.append(actor)
+        return sent
+
+    def _claim_session_jobs(self, marker: str, actors: list[str]) -> list[str]:
+        """Record ``actors`` as queued for the session, at once; returns those
+        that were not already (concurrent ends: one of them gets each)."""
+        if not actors:
+            return []
         try:
-            first = self.broker.client.set(marker, "1", nx=True, ex=_SESSION_MARKER_TTL_S)
+            added = self.broker.client.eval(_CLAIM_SESSION_JOBS, 1, marker, _SESSION_MARKER_TTL_S, *actors)
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not take the end of session: {exc}") from exc
-        if not first:
-            return []
-        jobs = [(ACTOR_CONSOLIDATE, consolidate, self.consolidation_enabled),
-                (ACTOR_DIGEST, digest, self.digest_enabled),
-                (ACTOR_EXTRACT, nudge, self.memory_enabled)]
-        sent = []
+        names = {a.decode() if isinstance(a, bytes) else str(a) for a in added}
+        return [a for a in actors if a in names]
+
+    def _release_session_jobs(self, marker: str, actors: list[str]) -> None:
+        if not actors:
+            return
         try:
-            for actor, payload, wanted in jobs:
-                if wanted:
-                    self._send(actor, payload)
-                    sent.append(actor)
-        except BackendUnavailable:
-            # Let the gateway end the session again: the jobs are idempotent per session.
-            try:
-                self.broker.client.delete(marker)
-            except redis.RedisError:
-                pass
-            raise
-        return sent
+            self.broker.client.srem(marker, *actors)
+        except redis.RedisError:
+            pass  # Redis is down: the marker names a job never queued; see end_session
 
     def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
         """Report a task's status to the task ledger (read live by session recall).
@@ -348,9 +394,9 @@ class MemjobsClient:
         model = contracts.PAYLOADS.get(actor_name) if isinstance(actor_name, str) else None
         if model is None:
             shown = actor_name if isinstance(actor_name, str) and _ACTOR_NAME.fullmatch(actor_name) else "?"
-            raise InvalidPayload(f"invalid payload: actor_name: unknown actor {shown!r}")
+            raise InvalidPayload(f"actor_name: unknown actor {shown!r}")
         if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
-            raise InvalidPayload("invalid payload: delay_ms: must be a whole number of milliseconds, at least 0")
+            raise InvalidPayload("delay_ms: must be a whole number of milliseconds, at least 0")
         checked = validate(model, payload, self.rules).model_dump(mode="json")
         self._send(actor_name, checked, delay_ms=delay_ms)
 

@@ -86,7 +86,8 @@ def extraction_scheduled(owner_key: str) -> str:
 
 
 def session_ended(owner_key: str, session_hash: str) -> str:
-    """Set once per (owner, session) by the producer's ``end_session``."""
+    """The set of session-end actors queued for (owner, session) by the
+    producer's ``end_session`` (each is queued once; kept 7 days)."""
     return f"{NAMESPACE}:session-ended:{owner_key}:{session_hash}"
 
 

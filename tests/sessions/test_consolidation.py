@@ -13,7 +13,6 @@ import pytest
 from memjobs_client.contracts import ConsolidateSession, owner_key
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.sessions.consolidation import consolidate
-from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
 from tests.support.openai_server import FakeOpenAI
@@ -34,12 +33,12 @@ def patches(*items: dict[str, str]) -> str:
 
 
 def docs(h: Harness) -> dict[str, str]:
-    return {d.doc: d.content for d in h.runtime.memory_docs.snapshot(KEY)}
+    return {d.doc: d.content for d in h.runtime.memory_docs.snapshot(OWNER)}
 
 
 def audit_lines(h: Harness) -> list[dict[str, Any]]:
-    path = default_audit_path(h.settings.data_dir)
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The memory audit trail (the state database's table), oldest first."""
+    return [e.as_dict() for e in reversed(h.runtime.audit.entries(limit=1000))]
 
 
 class Script:
@@ -255,15 +254,18 @@ def test_digest_keeps_a_50_character_gist_and_live_task_status(h: Harness, scrip
     assert h.runtime.sessions.recall_sessions(KEY, 7)[0].tasks[0].status == "succeeded"
 
 
-def test_consolidation_is_off_without_a_model_or_with_memory_auto_off(
+def test_session_end_is_queued_without_a_model_or_with_memory_auto_off(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
+    """The producer queues it all the same: the workers decide with their own settings
+    (tests/sessions/test_session_end_default.py: they skip it, saying why)."""
+    everything = ["consolidate_session", "digest_session", "extract_facts"]
     no_key = harness_factory(make_settings())
-    assert no_key.client.end_session(OWNER, "s-11", TRANSCRIPT) == ["extract_facts"]
+    assert no_key.client.end_session(OWNER, "s-11", TRANSCRIPT) == everything
     off = harness_factory(make_settings(memory_base_url=fake_model.base_url, memory_api_key="k",
                                         memory_auto="off"))
-    assert off.client.end_session(OWNER, "s-12", TRANSCRIPT) == ["extract_facts"]
+    assert off.client.end_session(OWNER, "s-12", TRANSCRIPT) == everything
 
 
 @pytest.mark.parametrize("transcript", [

@@ -51,14 +51,15 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
 
 def producer_client(settings: Settings, *, redis_url: str | None = None,
                     broker: RedisBroker | None = None) -> MemjobsClient:
-    """The producer client with the limits and switches the settings give."""
+    """The producer client with the limits and switches the settings give.
+
+    Session end queues consolidation and the digest whatever these settings say:
+    the workers decide with their own (a door's process may have no model key)."""
     return MemjobsClient(
         redis_url,
         broker=broker,
         max_text_bytes=settings.max_text_bytes,
         memory_enabled=settings.memory_enabled,
-        consolidation_enabled=settings.consolidation_enabled,
-        digest_enabled=settings.digest_enabled,
         max_transcript_bytes=settings.max_transcript_bytes,
         knowledge_enabled=settings.knowledge_enabled,
         **redis_options(settings),

@@ -52,7 +52,8 @@ export declare class MemjobsClient {
   recall(args: { ownerId: string; query: string; limit?: number }): Promise<Memories>;
   preferences(args: { ownerId: string }): Promise<Preferences>;
 
-  endSession(args: { ownerId: string; sessionId: string; transcript: Turn[]; tasks?: TaskRef[] }): Promise<SessionEndAccepted>;
+  /** Queues consolidation and the digest by default (the workers decide); `false` opts out. */
+  endSession(args: { ownerId: string; sessionId: string; transcript: Turn[]; tasks?: TaskRef[]; consolidate?: boolean; digest?: boolean }): Promise<SessionEndAccepted>;
   sessions(args: { ownerId: string; days?: number; limit?: number }): Promise<Sessions>;
   putTask(args: { ownerId: string; taskId: string; goal: string; status: TaskUpdate["status"] }): Promise<TaskAccepted>;
 

@@ -146,8 +146,13 @@ export class MemjobsClient {
   }
 
   // -- sessions ----------------------------------------------------------------------------
-  endSession({ ownerId, sessionId, transcript, tasks = [] }) {
-    return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/end`, { body: { owner_id: ownerId, transcript, tasks } });
+  // Consolidation and the digest are queued by default (the workers decide with their own
+  // settings); `consolidate: false` / `digest: false` opt out. The reply says what was queued.
+  endSession({ ownerId, sessionId, transcript, tasks = [], consolidate, digest }) {
+    const body = { owner_id: ownerId, transcript, tasks };
+    if (consolidate !== undefined) body.consolidate = consolidate;
+    if (digest !== undefined) body.digest = digest;
+    return this.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/end`, { body });
   }
   sessions({ ownerId, days, limit }) {
     return this.request("GET", "/v1/sessions", { owner: ownerId, query: { days, limit } });

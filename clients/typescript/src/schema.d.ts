@@ -49,6 +49,10 @@ export interface DeadLetterOut {
 }
 
 export interface EndSessionRequest {
+  /** queue consolidation (default: the workers decide with their own settings); false opts this session out */
+  consolidate?: boolean;
+  /** queue the digest (default: the workers run it when QWEN_AUDIO_SESSION_DIGEST=on); false opts this session out */
+  digest?: boolean;
   /** the owner, named by the gateway; stored and logged only as its sha256 */
   owner_id: string;
   tasks?: TaskRef[];
@@ -210,8 +214,12 @@ export interface SessionDigest {
 }
 
 export interface SessionEndAccepted {
+  /** the jobs this request queued: consolidate_session, digest_session, extract_facts */
   enqueued: string[];
+  /** the jobs this request opted out of (a later end may still queue them) */
+  opted_out?: string[];
   session_id: string;
+  /** queued: this request queued jobs; already_ended: every job it asked for was queued by an earlier end of the same session */
   status: "queued" | "already_ended";
 }
 

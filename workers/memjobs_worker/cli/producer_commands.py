@@ -97,18 +97,27 @@ def end_session(settings: Settings, args: argparse.Namespace) -> int:
     if not isinstance(transcript, list) or not isinstance(tasks, list):
         raise InvalidPayload("the transcript and the tasks must be JSON lists")
     with producer_for(settings) as client:
-        sent = client.end_session(args.owner, args.session, transcript, tasks)
+        sent = client.end_session(args.owner, args.session, transcript, tasks,
+                                  consolidate=args.consolidate, digest=args.digest)
+    opted_out = [job for job, wanted in (("consolidate_session", args.consolidate),
+                                         ("digest_session", args.digest)) if not wanted]
     document: dict[str, Any] = {"session_id": args.session, "enqueued": sent,
                                 "status": "queued" if sent else "already_ended"}
-    off = switched_off(settings)
+    if opted_out:
+        document["opted_out"] = opted_out
+    # Queued all the same: the workers decide with their settings; with these
+    # (those of `memjobs up` on this machine) they skip what is switched off.
+    off = [item for item in switched_off(settings) if item["job"] not in opted_out]
     if off:
         document["switched_off"] = off
     if args.json:
         emit(document, as_json=True)
         return exits.OK
     say(f"session {args.session}: " + (f"queued {', '.join(sent)}" if sent else "already ended"))
+    for job in opted_out:
+        say(f"  {job} not queued (opted out)")
     for item in off:
-        say(f"  {item['job']} is switched off: {item['why']}")
+        say(f"  {item['job']} is switched off: {item['why']}; a worker with these settings skips it")
     return exits.OK
 
 
@@ -142,6 +151,10 @@ def end_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", required=True)
     p.add_argument("--transcript", required=True, help="JSON list of {role, text, ts}")
     p.add_argument("--tasks", help="JSON list of {task_id, goal}")
+    p.add_argument("--no-consolidate", dest="consolidate", action="store_false",
+                   help="do not queue consolidation (queued by default; the workers decide)")
+    p.add_argument("--no-digest", dest="digest", action="store_false",
+                   help="do not queue the digest (queued by default; the workers decide)")
 
 
 def task_options(p: argparse.ArgumentParser) -> None:

@@ -66,6 +66,12 @@ class EndSessionRequest(_Request):
     owner_id: str = OwnerId
     transcript: list[Turn] = Field(min_length=1, max_length=MAX_TURNS)
     tasks: list[TaskRef] = Field(default_factory=list, max_length=MAX_TASKS)
+    consolidate: bool = Field(default=True, description=(
+        "queue consolidation (default: the workers decide with their own settings); "
+        "false opts this session out"))
+    digest: bool = Field(default=True, description=(
+        "queue the digest (default: the workers run it when QWEN_AUDIO_SESSION_DIGEST=on); "
+        "false opts this session out"))
 
 
 class TaskUpdate(_Request):
@@ -134,8 +140,13 @@ class Preferences(BaseModel):
 
 class SessionEndAccepted(BaseModel):
     session_id: str
-    status: Literal["queued", "already_ended"]
-    enqueued: list[str]
+    status: Literal["queued", "already_ended"] = Field(description=(
+        "queued: this request queued jobs; already_ended: every job it asked for was "
+        "queued by an earlier end of the same session"))
+    enqueued: list[str] = Field(description=(
+        "the jobs this request queued: consolidate_session, digest_session, extract_facts"))
+    opted_out: list[str] = Field(default_factory=list, description=(
+        "the jobs this request opted out of (a later end may still queue them)"))
 
 
 class RecalledTaskOut(BaseModel):

@@ -1,7 +1,9 @@
 """Session end's actors: consolidate_session, digest_session, record_task.
 
-Each validates its message, re-checks its switch (it may have been turned off
-since the message was enqueued) and calls the sessions package; the job logic
+Each validates its message, checks its switch on this worker (producers queue
+session-end work by default and the workers decide: switched off, or no model
+configured, the job is skipped and counted as ``switched_off`` / ``no_model``,
+not failed) and calls the sessions package; the job logic
 is in :mod:`~memjobs_worker.sessions.consolidation` and
 :mod:`~memjobs_worker.sessions.digest`.
 """
@@ -19,7 +21,7 @@ from memjobs_worker.jobs import Actors, declare, parse, report
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import run_consolidation, run_digest
 from memjobs_worker.sessions.jobs import settle
-from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
+from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
@@ -31,7 +33,7 @@ def declare_session_actors(
     store: Callable[[], SessionStore],
     chat: Callable[[str], ChatModel | None],
     memory_docs: Callable[[], MemoryService],
-    audit: Callable[[], AuditLog],
+    audit: Callable[[], AuditTrail],
 ) -> Actors:
     """Register the session-end actors; the callables return their parts, built on first use."""
     rules = settings.source_rules()
@@ -39,9 +41,12 @@ def declare_session_actors(
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
+        if settings.memory_auto == "off":
+            report("switched_off")  # QWEN_AUDIO_MEMORY_AUTO=off on this worker: skipped, not failed
+            return
         model = chat("consolidate")
         if not settings.consolidation_enabled or model is None:
-            report("disabled")  # switched off since it was enqueued
+            report("no_model")  # no model configured on this worker: skipped, not failed
             return
         report(settle(broker, lease, run_consolidation(
             store(), payload, lease=lease, model=model, service=memory_docs(), audit=audit(),
@@ -49,9 +54,12 @@ def declare_session_actors(
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
+        if settings.session_digest == "off":
+            report("switched_off")  # QWEN_AUDIO_SESSION_DIGEST is off on this worker
+            return
         model = chat("digest")
         if not settings.digest_enabled or model is None:
-            report("disabled")  # switched off since it was enqueued
+            report("no_model")
             return
         report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from memjobs_client.contracts import ACTOR_CONSOLIDATE, ACTOR_DIGEST
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.http import auth
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
@@ -29,14 +30,20 @@ async def end_session(body: EndSessionRequest, c: Ctx,
                       session_id: str = SessionId) -> SessionEndAccepted:
     """Queue consolidation, the digest and an extraction nudge for the session.
 
-    The same (owner, session) ended twice, even at once, enqueues one set of jobs;
-    the second answer says ``already_ended``. A secret in a turn or a task goal is
-    replaced by ``[REDACTED]`` before anything is enqueued."""
+    By default both are queued and the workers decide with their own settings
+    (no model configured or switched off there: skipped, not failed);
+    ``"consolidate": false`` / ``"digest": false`` opt out. Each job is queued once
+    per (owner, session), even when ended twice at once: a second end queues only
+    what the first did not (``already_ended`` when that is nothing). A secret in
+    a turn or a task goal is replaced by ``[REDACTED]`` before anything is enqueued."""
     transcript = [{**t.model_dump(mode="json"), "text": redact_secrets(t.text)}
                   for t in body.transcript]
     tasks = [{**t.model_dump(mode="json"), "goal": redact_secrets(t.goal)} for t in body.tasks]
-    sent = await c.call(c.client.end_session, body.owner_id, session_id, transcript, tasks)
-    return SessionEndAccepted(session_id=session_id, enqueued=sent,
+    sent = await c.call(c.client.end_session, body.owner_id, session_id, transcript, tasks,
+                        consolidate=body.consolidate, digest=body.digest)
+    opted_out = [actor for actor, wanted in ((ACTOR_CONSOLIDATE, body.consolidate),
+                                             (ACTOR_DIGEST, body.digest)) if not wanted]
+    return SessionEndAccepted(session_id=session_id, enqueued=sent, opted_out=opted_out,
                               status="queued" if sent else "already_ended")
 
 
