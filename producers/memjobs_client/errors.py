@@ -73,9 +73,18 @@ class InvalidPayload(PermanentError):
 
 
 class SensitiveContent(PermanentError):
-    """Content or a path looks like a credential: refused, never stored."""
+    """Content or a path looks like a credential: refused, never stored.
+
+    The message says what was refused in the caller's terms (the field and the
+    kind of credential, never the value); ``rule`` names the detector rule that
+    matched, for logs and tests (None when not known).
+    """
 
     reason = "sensitive_content"
+
+    def __init__(self, message: str, *, reason: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message, reason=reason)
+        self.rule = rule
 
 
 class FeatureOff(PermanentError):

@@ -47,7 +47,7 @@ def corpus_payloads(key: str, documents: Any, allowed_roots: Any, part_size: int
     groups = [docs[i:i + size] for i in range(0, len(docs), size)] or [[]]
     if len(groups) > contracts.MAX_CORPUS_PARTS:
         raise InvalidPayload(
-            f"invalid ReindexKnowledge: {len(docs)} documents, over the limit of "
+            f"documents: {len(docs)}, over the limit of "
             f"{contracts.MAX_CORPUS_PARTS * size} ({contracts.MAX_CORPUS_PARTS} parts of {size})")
     corpus_id = uuid.uuid4().hex
     return [build_payload(
@@ -90,4 +90,4 @@ def owner_key_of(owner_id: Any) -> str:
     try:
         return contracts.owner_key(owner_id)
     except ValueError as exc:
-        raise InvalidPayload(f"invalid payload: {exc}") from None
+        raise InvalidPayload(str(exc)) from None

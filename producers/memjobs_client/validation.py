@@ -64,16 +64,18 @@ def _valid_if_text(value: Any) -> Any:
 
 
 def _sensitive(finding: Finding) -> PydanticCustomError:
+    """The refusal in the caller's terms: what kind of credential, never the
+    value; the detector rule travels in the error's context (``rule``)."""
     return PydanticCustomError(
         "sensitive_content",
-        "refused: it looks like a credential (rule {rule}: {description}); "
+        "refused: it looks like a credential ({description}); "
         "it was not stored or sent to a model",
         {"rule": finding.rule, "description": finding.description},
     )
 
 
 def refuse_sensitive(value: str) -> str:
-    """Refuse text that looks like a credential (rule named, value never shown)."""
+    """Refuse text that looks like a credential (its kind named, value never shown)."""
     finding = find_sensitive_text(value)
     if finding is not None:
         raise _sensitive(finding)
@@ -165,7 +167,9 @@ def carried_secret(data: Any) -> Finding | None:
 
 
 def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload | SensitiveContent:
-    """The memjobs error for a refused payload: the first few problems, then a count.
+    """The memjobs error for a refused payload: the first few problems, then a
+    count, each said by its field path (the caller's terms: never the payload
+    model's class, ``name``, nor a detector rule's id, which is on the error).
 
     A credential anywhere in the payload makes it :class:`SensitiveContent`
     (reason ``sensitive_content``), so that the worker acknowledges the
@@ -182,14 +186,14 @@ def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload 
     if len(chosen) > MAX_PROBLEMS_SHOWN:
         shown += f"; and {len(chosen) - MAX_PROBLEMS_SHOWN} more problem(s)"
     if sensitive:
-        return SensitiveContent(f"invalid {name}: {shown}")
+        rule = (sensitive[0].get("ctx") or {}).get("rule")
+        return SensitiveContent(shown, rule=rule if isinstance(rule, str) else None)
     finding = carried_secret(data)
     if finding is not None:
         return SensitiveContent(
-            f"invalid {name}: refused: a field carries what looks like a credential "
-            f"(rule {finding.rule}: {finding.description}); it was not stored or sent to a model"
-        )
-    return InvalidPayload(f"invalid {name}: {shown}")
+            f"refused: a field carries what looks like a credential ({finding.description}); "
+            "it was not stored or sent to a model", rule=finding.rule)
+    return InvalidPayload(shown)
 
 
 def as_list(model: str, field: str, value: Any, limit: int) -> list[Any]:
@@ -200,9 +204,9 @@ def as_list(model: str, field: str, value: Any, limit: int) -> list[Any]:
         InvalidPayload: saying which field, and what it got.
     """
     if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
-        raise InvalidPayload(f"invalid {model}: {field}: must be a list, not {type(value).__name__}")
+        raise InvalidPayload(f"{field}: must be a list, not {type(value).__name__}")
     if len(value) > limit:
-        raise InvalidPayload(f"invalid {model}: {field}: {len(value)} items, over the limit of {limit}")
+        raise InvalidPayload(f"{field}: {len(value)} items, over the limit of {limit}")
     return list(value)
 
 
@@ -216,7 +220,7 @@ def _check_list_sizes(model: type[BaseModel], data: Mapping[Any, Any]) -> None:
         limit = next((m.max_length for m in field.metadata if isinstance(getattr(m, "max_length", None), int)),
                      None)
         if limit is not None and len(value) > limit:
-            raise InvalidPayload(f"invalid {model.__name__}: {name}: {len(value)} items, over the limit of {limit}")
+            raise InvalidPayload(f"{name}: {len(value)} items, over the limit of {limit}")
 
 
 def validate(model: type[M], data: Any, context: Any = None) -> M:
@@ -227,7 +231,7 @@ def validate(model: type[M], data: Any, context: Any = None) -> M:
         InvalidPayload: anything else that does not fit, with the first few problems.
     """
     if not isinstance(data, Mapping):
-        raise InvalidPayload(f"invalid {model.__name__}: payload: expected an object, not {type(data).__name__}")
+        raise InvalidPayload(f"payload: expected an object, not {type(data).__name__}")
     _check_list_sizes(model, data)
     try:
         return model.model_validate(dict(data), context=context)

@@ -8,10 +8,13 @@ from memjobs_client.sensitive.paths import find_sensitive_path
 from memjobs_client.sensitive.rules import Finding
 
 
-def ensure_not_sensitive(*, text: str | None = None, path: str | None = None) -> None:
+def ensure_not_sensitive(*, text: str | None = None, path: str | None = None,
+                         field: str | None = None) -> None:
     """Raise :class:`SensitiveContent` if ``path`` or ``text`` looks like a credential.
 
-    The message names the rule, never the matched text.
+    The message says, in the caller's terms, which field (``field``, else
+    "content" or "path") and what kind of credential it looks like; the
+    detector rule is on the error (``rule``), never the matched text.
     """
     checks: list[tuple[str, Finding | None]] = []
     if path is not None:
@@ -21,6 +24,5 @@ def ensure_not_sensitive(*, text: str | None = None, path: str | None = None) ->
     for what, finding in checks:
         if finding is not None:
             raise SensitiveContent(
-                f"{what} refused: it looks like a credential (rule {finding.rule}: "
-                f"{finding.description}); it was not stored or sent to a model"
-            )
+                f"{field or what}: refused: it looks like a credential ({finding.description}); "
+                "it was not stored or sent to a model", rule=finding.rule)

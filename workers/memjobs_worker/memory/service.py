@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 
 from memjobs_client.client import LedgerVerdict
 from memjobs_client.errors import InvalidPayload, MemoryOff
+from memjobs_client.sensitive import ensure_not_sensitive
+from memjobs_client.validation import text_problem
 from memjobs_worker.memory.intake import ExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline, RecallHit, mark_forgotten
 from memjobs_worker.memory.store.base import SourceRecord, StateStore
@@ -36,14 +38,15 @@ class PersonalMemory:
         store: the ledger.
         scheduler: schedules the relearning of sources that shared a forgotten memory.
         pipeline: recall and the memories (mem0).
-        remember_queued: whether a queued message names this source id (its
-            remember not yet consumed: a forget may legitimately overtake it).
+        remember_queued: whether a queued remember of this owner (its key) names
+            this source id (not yet consumed: a forget may legitimately overtake
+            its own owner's remember, never another owner's).
         clock: now, for the forget's time (UTC).
     """
 
     def __init__(self, *, enabled: bool, store: Callable[[], StateStore],
                  scheduler: Callable[[], ExtractionScheduler], pipeline: Callable[[], MemoryPipeline],
-                 remember_queued: Callable[[str], bool],
+                 remember_queued: Callable[[str, str], bool],
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.enabled = enabled
         self._store = store
@@ -67,8 +70,9 @@ class PersonalMemory:
             ledger yet but a queued remember names it (the forget overtook its
             remember), and a forgotten marker makes that remember find it forgotten.
             ``already_forgotten``: it was forgotten before (nothing changes).
-            ``not_found``: the owner has no such source and no queued remember names
-            it (another owner's source included): nothing changes.
+            ``not_found``: the owner has no such source and no queued remember of
+            theirs names it (another owner's source with this id included, queued
+            or not): nothing changes and nothing is written.
 
         Raises:
             MemoryOff: personal memory is switched off.
@@ -78,7 +82,7 @@ class PersonalMemory:
         state = self._state(store, owner_key, source_id)
         if state == "forgotten":
             return "already_forgotten"
-        if state is None and not self._remember_queued(source_id):
+        if state is None and not self._remember_queued(owner_key, source_id):
             # Its remember may have been consumed between the two looks: look again.
             state = self._state(store, owner_key, source_id)
             if state is None:
@@ -92,14 +96,23 @@ class PersonalMemory:
         """The owner's learned memories closest to ``query`` (only those whose
         sources are all learned), at most ``limit`` (1 to :data:`MAX_RECALL`).
 
+        The query passes the credential check of every ingest path (as a
+        knowledge search's does) before anything is embedded: a key said in a
+        recall is refused and never reaches the embedding service.
+
         Raises:
             MemoryOff: personal memory is switched off.
             InvalidPayload: a blank or over-long query, a limit out of range.
+            SensitiveContent: the query looks like a credential.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL:
             raise InvalidPayload(f"limit: must be between 1 and {MAX_RECALL}")
         if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS:
             raise InvalidPayload(f"query: must be non-blank text of at most {MAX_QUERY_CHARS} characters")
+        problem = text_problem(query)
+        if problem is not None:
+            raise InvalidPayload(f"query: {problem}")
+        ensure_not_sensitive(text=query, field="query")
         self.ensure_on()
         return self._pipeline().recall(owner_key, query, limit)
 

@@ -70,9 +70,10 @@ class InMemoryStateStore(StateStore):
     def __init__(self, *, clock: Clock = utcnow) -> None:
         self.clock = clock
         self._lock = threading.RLock()
-        self._sources: dict[str, _Row] = {}
-        #: (memory id, source id) → owner key, as the provenance table.
-        self._provenance: dict[tuple[str, str], str] = {}
+        #: (owner key, source id) → row: keyed by owner, as the SQL table.
+        self._sources: dict[tuple[str, str], _Row] = {}
+        #: (owner key, memory id, source id), as the provenance table.
+        self._provenance: set[tuple[str, str, str]] = set()
         self._fencing: dict[str, int] = {}
         self._attempts: dict[str, _AttemptRow] = {}
         self._tombstones: dict[str, str] = {}  # memory id → owner key
@@ -83,9 +84,9 @@ class InMemoryStateStore(StateStore):
     def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
         now = self.clock()
         with self._lock:
-            row = self._sources.get(payload.source_id)
+            row = self._sources.get((payload.owner_key, payload.source_id))
             if row is None:
-                self._sources[payload.source_id] = _Row(SourceRecord(
+                self._sources[(payload.owner_key, payload.source_id)] = _Row(SourceRecord(
                     source_id=payload.source_id, owner_key=payload.owner_key, state="pending",
                     kind=payload.kind, session_id=payload.session_id, text=payload.text,
                     created_at=now, updated_at=now, learned_at=None,
@@ -172,14 +173,14 @@ class InMemoryStateStore(StateStore):
         batch_ids = [s.source_id for s in attempt.sources]
         with self._lock:
             self._fence(attempt.owner_key, attempt.token)
-            states = {sid: self._sources[sid].record.state
-                      for sid in batch_ids if sid in self._sources}
+            owner = attempt.owner_key
+            states = {sid: self._sources[(owner, sid)].record.state
+                      for sid in batch_ids if (owner, sid) in self._sources}
             discarded: list[str] = []
             blocked: set[str] = set()
             for memory in produced:
                 if all(states.get(sid) == "pending" for sid in memory.source_ids):
-                    for sid in memory.source_ids:
-                        self._provenance.setdefault((memory.memory_id, sid), attempt.owner_key)
+                    self._provenance.update((owner, memory.memory_id, sid) for sid in memory.source_ids)
                 else:
                     # Derived (in part) from a source forgotten meanwhile: never
                     # kept; its other sources are learned again without it.
@@ -187,7 +188,7 @@ class InMemoryStateStore(StateStore):
                     blocked.update(sid for sid in memory.source_ids if states.get(sid) == "pending")
             learned = [sid for sid in batch_ids if states.get(sid) == "pending" and sid not in blocked]
             for sid in learned:
-                row = self._sources[sid]
+                row = self._sources[(owner, sid)]
                 row.record = replace(row.record, state="learned", learned_at=now, updated_at=now)
             for memory_id in discarded:
                 self._tombstones.setdefault(memory_id, attempt.owner_key)
@@ -204,7 +205,7 @@ class InMemoryStateStore(StateStore):
             self._fence(attempt.owner_key, attempt.token)
             failed = []
             for source in attempt.sources:
-                row = self._sources.get(source.source_id)
+                row = self._sources.get((attempt.owner_key, source.source_id))
                 if row is not None and row.record.state == "pending":
                     row.record = replace(row.record, state="failed", reason=reason, updated_at=now)
                     failed.append(source.source_id)
@@ -222,28 +223,27 @@ class InMemoryStateStore(StateStore):
     def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
         now = self.clock()
         with self._lock:
-            row = self._sources.get(source_id)
+            row = self._sources.get((owner_key, source_id))
             if row is None:
                 # The forget overtook its remember: leave a forgotten marker so the
                 # remember, when it arrives, finds the source already forgotten.
-                self._sources[source_id] = _Row(SourceRecord(
+                # The owner's own row: another owner's source with this id is another row.
+                self._sources[(owner_key, source_id)] = _Row(SourceRecord(
                     source_id=source_id, owner_key=owner_key, state="forgotten",
                     kind="utterance", session_id=None, text=None,
                     created_at=now, updated_at=now, learned_at=None,
                 ), forgotten_at=sent_at)
                 return ForgetResult(found=False)
-            if row.record.owner_key != owner_key:
-                return ForgetResult(found=False)
             row.record = replace(row.record, state="forgotten", text=None, updated_at=now,
                                  learned_at=None, reason=None)
             row.forgotten_at = sent_at
-            memory_ids = sorted({m for m, s in self._provenance if s == source_id})
-            sharers = {s for m, s in self._provenance if m in memory_ids and s != source_id}
-            for key in [k for k in self._provenance if k[0] in memory_ids]:
-                del self._provenance[key]
+            mine = [(m, s) for o, m, s in self._provenance if o == owner_key]
+            memory_ids = sorted({m for m, s in mine if s == source_id})
+            sharers = {s for m, s in mine if m in memory_ids and s != source_id}
+            self._provenance -= {(owner_key, m, s) for m, s in mine if m in memory_ids}
             relearn: list[str] = []
             for sid in sharers:
-                shared = self._sources.get(sid)
+                shared = self._sources.get((owner_key, sid))
                 if shared is not None and shared.record.state == "learned":
                     shared.record = replace(shared.record, state="pending", learned_at=None,
                                             updated_at=now)
@@ -269,8 +269,8 @@ class InMemoryStateStore(StateStore):
         by_memory: dict[str, list[str]] = {}
         not_learned: set[str] = set()
         with self._lock:
-            for (memory_id, source_id), owner in sorted(self._provenance.items()):
-                row = self._sources.get(source_id)
+            for owner, memory_id, source_id in sorted(self._provenance):
+                row = self._sources.get((owner, source_id))
                 if owner != owner_key or row is None or (wanted is not None
                                                          and memory_id not in wanted):
                     continue

@@ -1,7 +1,8 @@
 """The personal-memory ledger's tables, on the one metadata of the state database.
 
 Migration ``0001_ledger`` (Alembic branch ``core``) creates them (``0005_failed_sources``
-adds the ``failed`` state and its reason);
+adds the ``failed`` state and its reason; ``0006_owner_keyed_ledger`` keys sources and
+provenance by owner);
 ``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`).
 """
@@ -12,12 +13,15 @@ import sqlalchemy as sa
 
 from memjobs_worker.db.metadata import metadata
 
-#: Each remembered text: its state, and its text until it is forgotten.
+#: Each remembered text: its state, and its text until it is forgotten. Keyed by
+#: (owner, source id): a row is only ever read or written under its owner's key, so
+#: no request of one owner can touch, create or revive a row of another, even one
+#: that knows (or computes) the other's source id.
 sources = sa.Table(
     "sources",
     metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
     sa.Column("source_id", sa.Text, primary_key=True),
-    sa.Column("owner_key", sa.Text, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("session_id", sa.Text),
@@ -33,16 +37,18 @@ sources = sa.Table(
 )
 sa.Index("sources_owner_state", sources.c.owner_key, sources.c.state, sources.c.updated_at)
 
-#: Which memories each source produced (a memory of a batch has several sources).
+#: Which memories each source produced (a memory of a batch has several sources),
+#: keyed by owner as the sources are.
 provenance = sa.Table(
     "provenance",
     metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
     sa.Column("memory_id", sa.Text, primary_key=True),
-    sa.Column("source_id", sa.Text, sa.ForeignKey("sources.source_id"), primary_key=True),
-    sa.Column("owner_key", sa.Text, nullable=False),
+    sa.Column("source_id", sa.Text, primary_key=True),
+    sa.ForeignKeyConstraint(["owner_key", "source_id"], ["sources.owner_key", "sources.source_id"],
+                            name="provenance_source_fkey"),
 )
-sa.Index("provenance_source", provenance.c.source_id)
-sa.Index("provenance_owner", provenance.c.owner_key)
+sa.Index("provenance_source", provenance.c.owner_key, provenance.c.source_id)
 
 #: The highest fencing token each owner's ledger commits have carried.
 fencing = sa.Table(

@@ -47,7 +47,7 @@ _INSERT_SOURCE = (
     .values({name: sa.bindparam(name, type_=sources.c[name].type)
              for name in ("source_id", "owner_key", "state", "kind", "session_id", "text",
                           "created_at", "updated_at")})
-    .on_conflict_do_nothing(index_elements=["source_id"])
+    .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
     .returning(sources.c.source_id)
 )
 
@@ -99,7 +99,8 @@ SELECT 'tombstone', memory_id FROM tombstones WHERE owner_key = :owner_key
 _FENCE_AND_LOCK = sa.text(f"""
 WITH {_FENCED}
 SELECT source_id, state FROM sources
-WHERE source_id = ANY(CAST(:ids AS text[])) AND EXISTS (SELECT 1 FROM fenced)
+WHERE owner_key = :owner_key AND source_id = ANY(CAST(:ids AS text[]))
+  AND EXISTS (SELECT 1 FROM fenced)
 FOR UPDATE OF sources
 """)
 
@@ -113,7 +114,7 @@ WITH links AS (
     ON CONFLICT DO NOTHING
 ), learned AS (
     UPDATE sources SET state = 'learned', learned_at = :now, updated_at = :now
-    WHERE source_id = ANY(CAST(:learned AS text[]))
+    WHERE owner_key = :owner_key AND source_id = ANY(CAST(:learned AS text[]))
 ), graves AS (
     INSERT INTO tombstones (memory_id, owner_key, created_at)
     SELECT m, :owner_key, :now FROM unnest(CAST(:discarded AS text[])) AS m
@@ -152,14 +153,16 @@ class SqlStateStore(SqlForgetting, StateStore):
                   "kind": payload.kind, "session_id": payload.session_id, "text": payload.text,
                   "created_at": now, "updated_at": now}
         # The common case, a new source, is one statement that is atomic alone:
-        # one round trip, no transaction around it.
+        # one round trip, no transaction around it. Rows are keyed by (owner,
+        # source id): a row of another owner with the same id is never touched.
         with self._one() as conn:
             if conn.execute(_INSERT_SOURCE, values).first() is not None:
                 return "created"
         with self._tx() as conn:
             row = conn.execute(
                 sa.select(sources.c.state, sources.c.forgotten_at)
-                .where(sources.c.source_id == payload.source_id)
+                .where(sources.c.owner_key == payload.owner_key,
+                       sources.c.source_id == payload.source_id)
                 .with_for_update()
             ).first()
             if row is None:  # gone in between (retention): insert it after all
@@ -171,7 +174,8 @@ class SqlStateStore(SqlForgetting, StateStore):
                 return "forgotten"  # a late or redelivered request: the forget wins
             conn.execute(
                 sources.update()
-                .where(sources.c.source_id == payload.source_id)
+                .where(sources.c.owner_key == payload.owner_key,
+                       sources.c.source_id == payload.source_id)
                 .values(
                     state="pending", text=payload.text, kind=payload.kind,
                     session_id=payload.session_id, updated_at=now,
@@ -328,7 +332,8 @@ class SqlStateStore(SqlForgetting, StateStore):
             # The row locks serialise this against a forget, as in commit_attempt.
             failed = conn.execute(
                 sources.update()
-                .where(sources.c.source_id.in_(batch_ids), sources.c.state == "pending")
+                .where(sources.c.owner_key == attempt.owner_key, sources.c.source_id.in_(batch_ids),
+                       sources.c.state == "pending")
                 .values(state="failed", reason=reason, updated_at=self.clock())
                 .returning(sources.c.source_id)
             ).scalars().all()
@@ -341,7 +346,8 @@ class SqlStateStore(SqlForgetting, StateStore):
                            memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
         query = (
             sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
-            .join(sources, sources.c.source_id == provenance.c.source_id)
+            .join(sources, sa.and_(sources.c.owner_key == provenance.c.owner_key,
+                                   sources.c.source_id == provenance.c.source_id))
             .where(provenance.c.owner_key == owner_key)
             .order_by(provenance.c.memory_id, provenance.c.source_id)
         )

@@ -34,10 +34,12 @@ class SqlForgetting:
     def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
         now = self.clock()
         with self._tx() as conn:
-            row = self._lock_source(conn, source_id)
+            row = self._lock_source(conn, owner_key, source_id)
             if row is None:
                 # The forget overtook its remember: leave a forgotten marker so the
                 # remember, when it arrives, finds the source already forgotten.
+                # The marker is the owner's own row: only a remember of the same
+                # owner finds it (another owner's source with this id is another row).
                 marked = conn.execute(
                     pg_insert(sources)
                     .values(
@@ -45,26 +47,25 @@ class SqlForgetting:
                         kind="utterance", created_at=now, updated_at=now,
                         forgotten_at=sent_at,
                     )
-                    .on_conflict_do_nothing(index_elements=["source_id"])
+                    .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
                     .returning(sources.c.source_id)
                 ).first()
                 if marked is not None:
                     return ForgetResult(found=False)
                 # A remember committed its insert while we waited on it: forget that row.
-                row = self._lock_source(conn, source_id)
+                row = self._lock_source(conn, owner_key, source_id)
                 assert row is not None
-            if row.owner_key != owner_key:
-                return ForgetResult(found=False)
             conn.execute(
                 sources.update()
-                .where(sources.c.source_id == source_id)
+                .where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
                 .values(state="forgotten", text=None, updated_at=now, learned_at=None,
                         forgotten_at=sent_at, reason=None)
             )
             memory_ids = [
                 r.memory_id
                 for r in conn.execute(
-                    sa.select(provenance.c.memory_id).where(provenance.c.source_id == source_id)
+                    sa.select(provenance.c.memory_id).where(provenance.c.owner_key == owner_key,
+                                                            provenance.c.source_id == source_id)
                 ).all()
             ]
             relearn: list[str] = []
@@ -73,18 +74,20 @@ class SqlForgetting:
                     r.source_id
                     for r in conn.execute(
                         sa.select(provenance.c.source_id)
-                        .where(provenance.c.memory_id.in_(memory_ids),
+                        .where(provenance.c.owner_key == owner_key,
+                               provenance.c.memory_id.in_(memory_ids),
                                provenance.c.source_id != source_id)
                         .distinct()
                     ).all()
                 ]
-                conn.execute(provenance.delete().where(provenance.c.memory_id.in_(memory_ids)))
+                conn.execute(provenance.delete().where(provenance.c.owner_key == owner_key,
+                                                       provenance.c.memory_id.in_(memory_ids)))
                 if sharers:
                     relearn = [
                         r.source_id
                         for r in conn.execute(
                             sources.update()
-                            .where(sources.c.source_id.in_(sharers),
+                            .where(sources.c.owner_key == owner_key, sources.c.source_id.in_(sharers),
                                    sources.c.state == "learned")
                             .values(state="pending", learned_at=None, updated_at=now)
                             .returning(sources.c.source_id)
@@ -94,10 +97,10 @@ class SqlForgetting:
         return ForgetResult(found=True, memory_ids=memory_ids, relearn=sorted(relearn))
 
     @staticmethod
-    def _lock_source(conn: Connection, source_id: str) -> Any:
+    def _lock_source(conn: Connection, owner_key: str, source_id: str) -> Any:
         return conn.execute(
-            sa.select(sources.c.owner_key, sources.c.state)
-            .where(sources.c.source_id == source_id)
+            sa.select(sources.c.state)
+            .where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
             .with_for_update()
         ).first()
 
