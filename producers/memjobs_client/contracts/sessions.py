@@ -14,6 +14,7 @@ from memjobs_client.contracts.base import (
     TaskStatus,
     _Payload,
     _rules,
+    owner_key,
 )
 from memjobs_client.validation import RedactedText, SafeText, Text, refuse_large_transcript
 
@@ -52,7 +53,21 @@ class _SessionPayload(_Payload):
 
 
 class ConsolidateSession(_SessionPayload):
-    """Session end: propose bounded patches to USER.md / MEMORY.md from the transcript."""
+    """Session end: propose bounded patches to USER.md / MEMORY.md from the transcript.
+
+    ``owner_id``: the owner id as the producer has it, for a host's memory
+    provider, which maps tenants itself and so needs the id, not its sha256
+    (it must hash to ``owner_key``). ``None`` in a message queued by an older
+    producer: the built-in providers need only the key. Never logged.
+    """
+
+    owner_id: str | None = Field(default=None, min_length=1, max_length=800)
+
+    @model_validator(mode="after")
+    def _owner_id_matches_key(self) -> ConsolidateSession:
+        if self.owner_id is not None and owner_key(self.owner_id) != self.owner_key:
+            raise ValueError("owner_id does not hash to owner_key")
+        return self
 
 
 class DigestSession(_SessionPayload):
