@@ -13,6 +13,7 @@ import yaml
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
+from memjobs_worker.http.auth import check_bind, is_loopback
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO
 
@@ -109,6 +110,32 @@ def test_compose_secrets_come_from_an_env_file_that_is_not_committed() -> None:
     assert ignored.returncode == 0, ".env is not git-ignored"
 
 
+def api_settings(env: dict[str, Any]) -> Settings:
+    """The API settings a deployment's environment gives (the tokens and keys come from
+    secrets, so stand-ins are used for them)."""
+    values: dict[str, Any] = {"api_gateway_token": "g" * 20, "api_host_token": "h" * 20}
+    for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy"):
+        if f"MEMJOBS_API_{name.upper()}" in env:
+            values[f"api_{name}"] = env[f"MEMJOBS_API_{name.upper()}"]
+    return Settings(**values)
+
+
+def test_compose_serves_the_api_through_tls_only() -> None:
+    services = compose()["services"]
+    api = services["api"]
+    assert "ports" not in api, "the API's plain-HTTP port is published"
+    settings = api_settings(api["environment"])
+    check_bind(settings)  # the API would start: off loopback, TLS is said to be in front
+    assert settings.api_tls_terminated_by_proxy and not is_loopback(settings.api_host)
+    proxy = services["caddy"]
+    assert proxy["ports"] == ["8443:8443"]
+    caddyfile = REPO / proxy["volumes"][0].split(":")[0]
+    text = caddyfile.read_text()
+    assert "reverse_proxy api:8080" in text and "tls " in text
+    published = {n for n, svc in services.items() if "ports" in svc}
+    assert published == {"caddy", "prometheus", "grafana"}
+
+
 def test_compose_environment_names_are_settings() -> None:
     services = compose()["services"]
     known = known_env_names()
@@ -189,6 +216,23 @@ def test_the_api_service_selects_the_api_pods() -> None:
     service = by_kind("Service")["memjobs-api"]
     api = by_kind("Deployment")["memjobs-api"]
     assert service["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_kubernetes_serves_the_api_through_a_tls_ingress_only() -> None:
+    api = by_kind("Deployment")["memjobs-api"]
+    [container] = api["spec"]["template"]["spec"]["containers"]
+    settings = api_settings({e["name"]: e["value"] for e in container["env"]})
+    check_bind(settings)
+    assert settings.api_tls_terminated_by_proxy and not is_loopback(settings.api_host)
+    ingress = by_kind("Ingress")["memjobs-api"]
+    assert ingress["spec"]["tls"] and all(t["secretName"] for t in ingress["spec"]["tls"])
+    backends = {p["backend"]["service"]["name"] for rule in ingress["spec"]["rules"]
+                for p in rule["http"]["paths"]}
+    assert backends == {"memjobs-api"}
+    policy = by_kind("NetworkPolicy")["memjobs-api"]
+    labels = api["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"]
 
 
 # -- systemd ---------------------------------------------------------------------

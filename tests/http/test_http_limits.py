@@ -21,6 +21,8 @@ from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.settings import Settings
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
 
+SIGNING_KEY = "signing-key-0123456789abcdef-0123456789"
+
 REMEMBER = {"owner_id": "alice", "text": "I like green tea"}
 REINDEX = {"owner_id": "alice", "consent": True,
            "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}]}
@@ -83,11 +85,24 @@ def test_only_a_gateway_token_set_leaves_reindex_closed(api_factory: Callable[..
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.internal"])
 def test_non_loopback_bind_without_tokens_refuses_to_start(host: str) -> None:
+    proxied = {"api_tls_terminated_by_proxy": True}
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_GATEWAY_TOKEN"):
-        check_bind(Settings(api_host=host))
+        check_bind(Settings(api_host=host, **proxied))
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_HOST_TOKEN"):
-        check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN))
-    check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN))
+        check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, **proxied))
+    check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                        **proxied))
+    check_bind(Settings(api_host=host, api_token_key=SIGNING_KEY, **proxied))  # scoped tokens only
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.internal"])
+def test_non_loopback_plain_http_refuses_to_start_even_with_tokens(host: str) -> None:
+    tokens = {"api_gateway_token": GATEWAY_TOKEN, "api_host_token": HOST_TOKEN}
+    with pytest.raises(ConfigurationError, match="MEMJOBS_API_TLS_CERT.*"
+                       "MEMJOBS_API_TLS_TERMINATED_BY_PROXY"):
+        check_bind(Settings(api_host=host, **tokens))
+    check_bind(Settings(api_host=host, api_tls_cert="/c.pem", api_tls_key="/k.pem", **tokens))
+    check_bind(Settings(api_host=host, api_tls_terminated_by_proxy=True, **tokens))
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "localhost"])
@@ -103,10 +118,21 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
         monkeypatch.setenv(name, value)
     assert cli_main(["api", "--host", "0.0.0.0", "--port", "0"]) == 3
     assert "MEMJOBS_API_GATEWAY_TOKEN" in capsys.readouterr().err
+    # With both tokens, plain HTTP off loopback is still refused.
+    monkeypatch.setenv("MEMJOBS_API_GATEWAY_TOKEN", GATEWAY_TOKEN)
+    monkeypatch.setenv("MEMJOBS_API_HOST_TOKEN", HOST_TOKEN)
+    assert cli_main(["api", "--host", "0.0.0.0", "--port", "0"]) == 3
+    assert "MEMJOBS_API_TLS_TERMINATED_BY_PROXY" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("overrides, words", [
     ({"api_gateway_token": "short"}, "at least 16"),
+    ({"api_gateway_token": " " * 16}, "blank"),
+    ({"api_host_token": f" {HOST_TOKEN} "}, "blank"),
+    ({"api_token_key": " " * 40}, "blank"),
+    ({"api_token_key": "k" * 31}, "at least 32"),
+    ({"api_token_previous_key": SIGNING_KEY}, "without MEMJOBS_API_TOKEN_KEY"),
+    ({"api_token_key": SIGNING_KEY, "api_token_previous_key": SIGNING_KEY}, "must differ"),
     ({"api_gateway_token": GATEWAY_TOKEN, "api_host_token": GATEWAY_TOKEN}, "must differ"),
     ({"api_tls_cert": "/tmp/cert.pem"}, "MEMJOBS_API_TLS_KEY"),
 ])
@@ -137,6 +163,21 @@ def test_tls_is_served_with_a_certificate_and_key(
         assert r.status_code == 202, r.text
     with pytest.raises(httpx.HTTPError):
         httpx.get(api.url.replace("https", "http") + "/healthz", timeout=5)
+
+
+def test_tls_is_served_on_a_non_loopback_bind(
+        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    api = api_factory(worker=False, api_host="0.0.0.0", api_tls_cert=cert, api_tls_key=key,
+                      api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    assert api.url.startswith("https://0.0.0.0:")
+    port = api.url.rsplit(":", 1)[1]
+    context = ssl.create_default_context(cafile=str(cert))
+    with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=context) as client:
+        r = client.get("/v1/sources", headers={"Authorization": f"Bearer {GATEWAY_TOKEN}",
+                                               "X-Memjobs-Owner": "alice"})
+        assert r.status_code == 200, r.text
+        assert r.headers["cache-control"] == "no-store"
 
 
 def test_a_certificate_that_cannot_be_loaded_is_a_configuration_error(
@@ -242,6 +283,8 @@ def test_requests_over_the_in_flight_bound_get_503_with_retry_after(
             problem(r, "overloaded", 503)
             assert r.headers["retry-after"] == "1"
             assert client.get("/healthz").status_code == 200  # liveness is never refused
+            # Readiness is outside the bound too: it reaches the (hung) backend, not "overloaded".
+            problem(client.get("/readyz"), "backend_unavailable", 503)
             first.join()
             problem(slow[0], "backend_unavailable", 503)
             metrics = client.get("/metrics").text

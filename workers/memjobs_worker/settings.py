@@ -29,7 +29,11 @@ DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 #: Keys, tokens, URLs and paths: a blank value is none (see ``Settings._blank_is_unset``).
 _KEYS_AND_ADDRESSES = ("redis_url", "database_url", "memory_api_key", "dashscope_api_key",
                        "embedding_base_url", "embedding_api_key", "redis_sentinels",
-                       "api_gateway_token", "api_host_token", "api_tls_cert", "api_tls_key")
+                       "api_tls_cert", "api_tls_key")
+#: The API's credentials: empty is none, but a value of spaces is kept, for the API to
+#: refuse at start-up (a token meant to be set must not leave the door open).
+_API_CREDENTIALS = ("api_gateway_token", "api_host_token", "api_token_key",
+                    "api_token_previous_key")
 
 
 class Settings(BaseSettings):
@@ -82,9 +86,12 @@ class Settings(BaseSettings):
     max_document_chars: int = Field(default=8000, ge=100)
     digest_retention_days: int = Field(default=90, ge=1)
     task_retention_days: int = Field(default=3, ge=1)
+    #: Memory audit rows (the memory_audit table) older than this are deleted by the sweeper.
+    memory_audit_retention_days: int = Field(default=90, ge=1)
 
-    # Knowledge (the user's own documents): off creates no table and no worker use.
-    knowledge: Literal["on", "off"] = "on"
+    # Knowledge (the user's own documents), opt-in: off creates no table, no
+    # worker consumes its queue, no MCP server; personal memory is unaffected.
+    knowledge: Literal["on", "off"] = "off"
     knowledge_chunk_chars: int = Field(default=500, ge=50, le=8000)
     knowledge_chunk_overlap_chars: int = Field(default=80, ge=0)
     knowledge_max_doc_chars: int = Field(default=DEFAULT_MAX_KNOWLEDGE_DOC_CHARS, ge=100)
@@ -101,6 +108,12 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_dims: int = Field(default=1024, gt=0, le=16_000)
     offline_embedding_dims: int = Field(default=512, gt=0, le=4096)
+    #: With no embedding service: "e5", the local multilingual model (the default;
+    #: docs/embeddings.md), or "hashing", the hashed embedder (a test double and an
+    #: explicit fallback: lexical only, and knowledge then ranks by keywords).
+    local_embedder: Literal["e5", "hashing"] = "e5"
+    #: OpenMP threads of one local-model call (each process holds its own model).
+    local_embedder_threads: int = Field(default=1, ge=1, le=64)
 
     # Ledger and extraction.
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
@@ -163,6 +176,15 @@ class Settings(BaseSettings):
     #: password still apply).
     redis_sentinels: str | None = None
     redis_sentinel_master: str = "memjobs"
+    #: Producers refuse new jobs (RedisFull; HTTP 503 redis_full) while Redis uses
+    #: this share of its maxmemory, leaving the rest to the workers draining it;
+    #: 1: only Redis's own refusal at maxmemory. Without maxmemory: no effect.
+    redis_high_water: float = Field(default=0.9, gt=0, le=1)
+    #: Rolling upgrades: a message of a newer schema version than this worker reads
+    #: is requeued after this delay, for a newer worker; once it is older than the
+    #: max age (no newer worker came), it is dead-lettered (retry it after the upgrade).
+    newer_schema_delay_ms: int = Field(default=30_000, ge=10)
+    newer_schema_max_age_ms: int = Field(default=24 * 3600 * 1000, ge=1000)
     # The HTTP API (`memjobs api`, started by `memjobs up`): see docs/http-api.md.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8780, ge=0, le=65535)
@@ -179,6 +201,10 @@ class Settings(BaseSettings):
     api_tls_terminated_by_proxy: bool = False
     #: Requests one client address may have open at once (reading a body or in flight).
     api_max_per_client: int = Field(default=64, ge=1)
+    #: Proxies (addresses or networks, comma-separated; "*" any) whose X-Forwarded-For
+    #: names the client: the per-client cap then counts the real clients behind them.
+    #: Empty: the header is ignored (no client can claim another address).
+    api_forwarded_allow_ips: str = ""
     #: A connection must send a request's headers within this, and its body within the next.
     api_header_timeout_ms: int = Field(default=10_000, ge=100)
     api_body_timeout_ms: int = Field(default=30_000, ge=100)
@@ -204,6 +230,13 @@ class Settings(BaseSettings):
         if isinstance(value, SecretStr):
             return None if not value.get_secret_value().strip() else value
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator(*_API_CREDENTIALS, mode="before")
+    @classmethod
+    def _empty_credential_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return None if not value.get_secret_value() else value
+        return None if value == "" else value
 
     @model_validator(mode="before")
     @classmethod
@@ -286,7 +319,9 @@ class Settings(BaseSettings):
 
     @property
     def vector_dims(self) -> int:
-        return self.embedding_dims if self.embedding_configured else self.offline_embedding_dims
+        if self.embedding_configured:
+            return self.embedding_dims
+        return 384 if self.local_embedder == "e5" else self.offline_embedding_dims
 
     def source_rules(self) -> SourceRules:
         """The source rules (byte caps) both ends validate payloads against."""

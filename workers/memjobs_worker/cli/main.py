@@ -82,16 +82,24 @@ COMMANDS: tuple[Command, ...] = (
             "commands:sweep_options", listing=True),
     Command("memory", "session_commands:memory", "read or change USER.md / MEMORY.md through the "
             "memory service", "session_commands:memory_options", listing=True),
+    Command("audit", "audit_command:audit", "the memory audit trail of every host: each patch to "
+            "USER.md / MEMORY.md, applied or why not, never its text", "audit_command:options",
+            listing=True),
     Command("sessions", "session_commands:sessions", "recall an owner's session digests, task "
             "status read live", "session_commands:sessions_options", listing=True),
     Command("reindex", "knowledge_commands:reindex", "queue a re-index of an owner's documents "
             "(needs --consent)", "knowledge_commands:reindex_options", listing=True),
     Command("knowledge", "knowledge_commands:knowledge", "search or list an owner's knowledge; "
             "rebuild the full-text index", "knowledge_commands:knowledge_options", listing=True),
+    Command("reembed", "reembed_command:reembed", "re-embed stored memories and knowledge chunks "
+            "after a change of embedder (resumable; --check says what is left)",
+            "reembed_command:options", listing=True),
     Command("mcp", "mcp_command:mcp", "serve knowledge recall to a model client over MCP on "
             "stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
     Command("api", "api_command:api", "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) "
             "against the configured or running stack", "api_command:options"),
+    Command("token", "token_command:token", "issue a scoped, expiring token for the HTTP API "
+            "(owners, scopes; docs/security.md)", "token_command:options"),
     Command("demo", "commands:demo", "a scripted scenario on the embedded stack"),
 )
 

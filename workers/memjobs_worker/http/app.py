@@ -20,10 +20,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
-from memjobs_worker.http.limits import Limits
+from memjobs_worker.http.limits import Limits, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
-from memjobs_worker.http.routes import dead_letters, knowledge, memory, ops, reads, sessions
+from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
 from memjobs_worker.settings import Settings
 
@@ -60,14 +60,19 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None)
     app.state.ctx = context
-    for module in (memory, sessions, knowledge, reads, ops, dead_letters, console):
+    for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
     problems.install(app, known_fields())
-    # Added last = outermost: metrics see every reply, the limits' included.
-    app.add_middleware(Limits, max_body_bytes=settings.api_max_body_bytes,
-                       max_in_flight=settings.api_max_in_flight)
+    # Added last = outermost: metrics see every reply, the guard's refusals included;
+    # the security headers go on every reply, whoever wrote it.
+    app.add_middleware(Limits, tokens=context.tokens, routes=app.router.routes,
+                       max_body_bytes=settings.api_max_body_bytes,
+                       max_in_flight=settings.api_max_in_flight,
+                       max_per_client=settings.api_max_per_client,
+                       body_timeout_s=settings.api_body_timeout_ms / 1000)
     app.add_middleware(RecordRequests, metrics=context.metrics)
+    app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
     return app
 
@@ -83,8 +88,9 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
         "type": "http", "scheme": "bearer",
         "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex and "
                        "/v1/ops/dead-letters, which need MEMJOBS_API_HOST_TOKEN (it also opens the "
-                       "gateway routes). A loopback "
-                       "server with neither token set needs none."}}
+                       "gateway routes), or a scoped token (`memjobs token issue`) whose scopes "
+                       "and owners cover the request. A loopback "
+                       "server with no credential set needs none."}}
     for path, methods in doc["paths"].items():
         if path in OPEN_PATHS:
             continue

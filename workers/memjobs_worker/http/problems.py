@@ -31,6 +31,7 @@ from memjobs_client.errors import (
     MemjobsError,
     MemoryOff,
     ModelUnavailable,
+    RedisFull,
     SensitiveContent,
     TransientError,
 )
@@ -61,11 +62,17 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("memory_off", 409, "Personal memory is switched off"),
     ProblemType("knowledge_off", 409, "Knowledge is switched off"),
     ProblemType("not_found", 404, "No such resource"),
+    ProblemType("ambiguous", 409, "The old text occurs more than once; nothing was changed"),
+    ProblemType("forbidden_document", 422, "Only USER.md and MEMORY.md can be read or changed"),
     ProblemType("method_not_allowed", 405, "Method not allowed on this resource"),
     ProblemType("unauthorized", 401, "A valid bearer token is required"),
     ProblemType("forbidden", 403, "This token may not call this route"),
     ProblemType("too_large", 413, "The request body is over the limit"),
+    ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
+    ProblemType("request_timeout", 408, "The request was not sent in time"),
+    ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),
     ProblemType("overloaded", 503, "Too many requests in flight; retry later"),
+    ProblemType("redis_full", 503, "Redis is full: nothing was queued; retry once the workers have drained it"),
     ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
     ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
     ProblemType("internal", 500, "Internal error"),
@@ -98,7 +105,7 @@ def problem_response(reason: str, detail: str | None = None, *,
     if extra:
         body.update(extra)
     all_headers = dict(headers or {})
-    if kind.status == 503:
+    if kind.status in (408, 429, 503):
         all_headers.setdefault("Retry-After", str(RETRY_AFTER_S))
     return JSONResponse(body, status_code=kind.status, headers=all_headers, media_type=MEDIA_TYPE)
 
@@ -110,6 +117,7 @@ BY_CLASS: tuple[tuple[type[MemjobsError], str], ...] = (
     (MemoryOff, "memory_off"),
     (KnowledgeOff, "knowledge_off"),
     (InvalidPayload, "validation"),
+    (RedisFull, "redis_full"),
     (BackendUnavailable, "backend_unavailable"),
     (ModelUnavailable, "model_unavailable"),
     (LockLost, "backend_unavailable"),
@@ -126,23 +134,36 @@ def reason_of(exc: MemjobsError) -> str:
 
 
 _SAFE_NAME = re.compile(r"^[a-z_]{1,40}$")
+#: Messages of pydantic's that name a class of the API's (or say nothing a
+#: caller can use), in the caller's terms, by error type.
+_PLAIN = {
+    "extra_forbidden": "unknown field",
+    "model_type": "must be a JSON object",
+    "model_attributes_type": "must be a JSON object",
+    "dataclass_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "is_instance_of": "has the wrong type",
+    "union_tag_invalid": "is not one of the accepted kinds",
+    "union_tag_not_found": "is not one of the accepted kinds",
+}
+_PYDANTIC_PREFIX = re.compile(r"^(?:Value error|Assertion failed), ")
 
 
 def validation_detail(errors: list[Any], known_fields: frozenset[str]) -> str:
     """What is wrong, in the caller's terms, never the input: a header by its
     name (``X-Memjobs-Owner header is required``), a query parameter by its
     name, a body field by its path (a path element that is not a known field
-    name, an unknown key being the caller's text, or an index is ``*``)."""
+    name, an unknown key being the caller's text, or an index is ``*``); and
+    what is wrong without the API's class names (pydantic's "instance of Turn")."""
     parts = []
     for err in errors[:10]:
         where = _where(tuple(err.get("loc", ())), known_fields)
-        message = str(err.get("msg", "invalid"))
+        message = _PLAIN.get(str(err.get("type")), str(err.get("msg", "invalid")))
         if err.get("type") == "missing":
             parts.append(f"{where} is required")
             continue
-        if err.get("type") == "extra_forbidden":
-            message = "unknown field"
-        elif err.get("type") in {"json_invalid", "string_type"} or len(message) > 200:
+        message = _PYDANTIC_PREFIX.sub("", message)
+        if len(message) > 200:
             message = message[:200]
         parts.append(f"{where}: {message}")
     more = len(errors) - 10

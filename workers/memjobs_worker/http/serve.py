@@ -5,20 +5,36 @@ The socket is bound here, before uvicorn starts, so the address (port 0: any
 free port) is known at once and a bind failure is a clear start-up error.
 Uvicorn's access log is off (a URL may carry a session or task id) and its
 error log goes through memjobs' JSON logging.
+
+Connections (docs/security.md): uvicorn's own ``limit_concurrency`` is off
+(it answered every path, ``/healthz`` too, with ``503 text/plain`` once
+enough connections sat idle); the guard (:mod:`~memjobs_worker.http.limits`)
+bounds requests instead. A connection must send each request's headers
+within ``api_header_timeout_ms`` (uvicorn has no such timeout: an idle or
+header-trickling connection stayed forever) or it gets a 408 problem and is
+closed; idle keep-alive connections close after 5 s; the process's
+open-file limit is raised to its hard limit, so idle connections run out of
+it late.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import resource
 import socket
 import ssl
 import threading
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
 from memjobs_worker.http.auth import check_bind
+from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, RETRY_AFTER_S
 from memjobs_worker.settings import Settings
 
 
@@ -41,7 +57,10 @@ class ApiServer:
         config = uvicorn.Config(
             QuietErrors(create_app(settings, endpoints)), access_log=False, log_config=None,
             lifespan="on", timeout_graceful_shutdown=10, server_header=False,
-            limit_concurrency=settings.api_max_in_flight * 4,
+            limit_concurrency=None, timeout_keep_alive=KEEP_ALIVE_S,
+            proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
+            forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
+            http=header_deadline(settings.api_header_timeout_ms / 1000),
             ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
             ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,
@@ -53,6 +72,7 @@ class ApiServer:
                 self.sock.close()
                 raise ConfigurationError(f"cannot load the TLS certificate or key: {exc}") from None
         self.server = uvicorn.Server(config)
+        raise_open_files_limit()
         self._thread: threading.Thread | None = None
 
     @property
@@ -102,3 +122,81 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+#: Seconds an idle keep-alive connection stays open between requests.
+KEEP_ALIVE_S = 5
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft limit on open files to the hard one (each connection is one);
+    returns the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def _timeout_reply() -> bytes:
+    kind = PROBLEMS["request_timeout"]
+    body = json.dumps({"type": kind.uri, "title": kind.title, "status": kind.status,
+                       "reason": kind.reason,
+                       "detail": "the request's headers were not sent in time"}).encode()
+    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: {MEDIA_TYPE}\r\n"
+            f"content-length: {len(body)}\r\nretry-after: {RETRY_AFTER_S}\r\n"
+            "x-content-type-options: nosniff\r\ncache-control: no-store\r\n"
+            "connection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+class HeaderDeadline(HttpToolsProtocol):
+    """Uvicorn's httptools protocol with a deadline on each request's headers: from
+    the connection's start, and from the first byte of each later request, the
+    headers must be complete within :attr:`header_timeout_s`, or the connection
+    gets a 408 problem and is closed."""
+
+    header_timeout_s = 10.0
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.header_timeout_s, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a request is being answered: its body has the guard's own timeout
+        self.transport.write(_timeout_reply())
+        self.transport.close()
+
+
+def header_deadline(seconds: float) -> type[Any]:
+    """:class:`HeaderDeadline` with this deadline."""
+    return type("HeaderDeadline", (HeaderDeadline,), {"header_timeout_s": seconds})

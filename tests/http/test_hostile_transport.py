@@ -1,0 +1,310 @@
+"""Hostile clients at the transport: slow bodies, idle and header-trickling
+connections, forged Host headers, unauthenticated garbage, duplicate headers.
+Each finding of issue 21 (items 2, 4 and 6) is a test here, over real HTTP:
+the load test against a real ``memjobs api`` process, the rest against the API
+served in process by the same uvicorn configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memjobs_worker.settings import Settings
+from tests.support.harness import REPO, worker_env
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
+
+SLOW_BODIES = 80
+IDLE_CONNECTIONS = 280
+RECALL = {"owner_id": "alice", "query": "green tea"}
+
+
+def slow_body_head(path: str = "/v1/remember", token: str | None = GATEWAY_TOKEN,
+                   length: int = 1000) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{").encode()
+
+
+def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    return sock
+
+
+def reply_of(sock: socket.socket, timeout_s: float = 10) -> tuple[int, dict[str, str], bytes, bool]:
+    """Status, headers, body of the one reply on ``sock``, and whether the server then closed."""
+    sock.settimeout(timeout_s)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    while len(body) < int(headers.get("content-length", "0")):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    try:
+        closed = sock.recv(1) == b""
+    except (TimeoutError, ConnectionResetError):
+        closed = False
+    return int(lines[0].split()[1]), headers, body, closed
+
+
+def still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+@dataclass
+class ApiProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@pytest.fixture
+def api_process(make_settings: Callable[..., Settings], tmp_path: Path) -> Iterator[ApiProcess]:
+    """``memjobs api`` as operators run it, with both tokens, its timeouts long enough
+    that the test's connections stay open while it measures."""
+    settings = make_settings(api_port=0, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                             api_header_timeout_ms=120_000, api_body_timeout_ms=120_000)
+    log = open(tmp_path / "api.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
+                            env=worker_env(settings), stdout=subprocess.PIPE, stderr=log,
+                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
+        assert "memjobs API on http://" in line, (line, (tmp_path / "api.log").read_text())
+        yield ApiProcess(proc, line.split(" on ", 1)[1].split(";", 1)[0])
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(20)
+        log.close()
+
+
+def timed(fn: Callable[[], httpx.Response], times: int) -> list[float]:
+    """Milliseconds of ``times`` requests, each on a new connection; each must be 200."""
+    out = []
+    for _ in range(times):
+        started = time.perf_counter()
+        r = fn()
+        out.append((time.perf_counter() - started) * 1000)
+        assert r.status_code == 200, r.text
+    return out
+
+
+def figures(ms: list[float]) -> str:
+    ordered = sorted(ms)
+    return (f"median {statistics.median(ordered):.1f} ms, p90 {ordered[int(len(ordered) * 0.9)]:.1f} ms, "
+            f"max {ordered[-1]:.1f} ms")
+
+
+def test_slow_bodies_and_idle_connections_leave_recall_and_probes_answering(
+        api_process: ApiProcess) -> None:
+    port, url = api_process.port, api_process.url
+    auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
+
+    def recall() -> httpx.Response:
+        return httpx.post(f"{url}/v1/recall", json=RECALL, headers=auth, timeout=30)
+
+    def readyz() -> httpx.Response:
+        return httpx.get(f"{url}/readyz", timeout=30)
+
+    def healthz() -> httpx.Response:
+        return httpx.get(f"{url}/healthz", timeout=30)
+
+    recall()  # mem0 built once, before any measuring
+    quiet = {name: timed(fn, 20) for name, fn in (("recall", recall), ("readyz", readyz),
+                                                   ("healthz", healthz))}
+    held: list[socket.socket] = []
+    try:
+        # Authenticated slow bodies, each from its own loopback address (the per-client cap
+        # is not what lets the others through): they wait in the body read, holding no
+        # in-flight slot.
+        for i in range(SLOW_BODIES):
+            sock = connect(port, f"127.0.1.{i + 1}")
+            sock.sendall(slow_body_head())
+            held.append(sock)
+        # Unauthenticated slow bodies (the issue's attack) are refused before their body
+        # is read, and their connections closed: nothing of theirs is held.
+        for _ in range(SLOW_BODIES):
+            sock = connect(port)
+            sock.sendall(slow_body_head(token=None))
+            status, headers, body, closed = reply_of(sock)
+            assert (status, closed) == (401, True)
+            assert headers["content-type"].startswith("application/problem+json")
+            assert json.loads(body)["reason"] == "unauthorized"
+            sock.close()
+        # Idle connections: half never send a byte, half trickle a request's headers.
+        for i in range(IDLE_CONNECTIONS):
+            sock = connect(port)
+            if i % 2:
+                sock.sendall(b"GET /v1/sources HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            held.append(sock)
+
+        loaded = {name: timed(fn, 20) for name, fn in (("recall", recall), ("readyz", readyz),
+                                                        ("healthz", healthz))}
+        assert all(still_open(s) for s in held), "the server dropped a held connection"
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+        assert 'status="503"' not in metrics and 'status="429"' not in metrics
+    finally:
+        for sock in held:
+            sock.close()
+    report = {name: {"quiet": figures(quiet[name]), "loaded": figures(loaded[name])}
+              for name in quiet}
+    print(f"\n{SLOW_BODIES} slow bodies + {IDLE_CONNECTIONS} idle connections held: "
+          f"{json.dumps(report, indent=1)}")
+    # Generous bounds on a shared 2-core machine: the point is that they answer, not how fast.
+    assert max(loaded["healthz"]) < 2000 and max(loaded["readyz"]) < 5000
+
+
+# -- timeouts, the per-client cap, the in-process server -----------------------------------
+
+
+def test_a_connection_that_sends_no_headers_in_time_gets_408_and_is_closed(
+        api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                      api_header_timeout_ms=500)
+    port = int(api.url.rsplit(":", 1)[1])
+    silent, trickling = connect(port), connect(port)
+    trickling.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    try:
+        for sock in (silent, trickling):
+            status, headers, body, closed = reply_of(sock)
+            assert (status, closed) == (408, True)
+            assert headers["content-type"] == "application/problem+json"
+            assert headers["retry-after"] == "1" and headers["x-content-type-options"] == "nosniff"
+            assert json.loads(body)["reason"] == "request_timeout"
+    finally:
+        silent.close()
+        trickling.close()
+    assert api.get("/healthz").status_code == 200
+
+
+def test_a_body_not_sent_in_time_gets_408_with_retry_after(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                      api_body_timeout_ms=500)
+    sock = connect(int(api.url.rsplit(":", 1)[1]))
+    try:
+        sock.sendall(slow_body_head())
+        status, headers, body, closed = reply_of(sock)
+    finally:
+        sock.close()
+    assert (status, closed) == (408, True)
+    assert headers["retry-after"] == "1"
+    assert json.loads(body)["reason"] == "request_timeout"
+    assert api.harness.queues()["memjobs_remember"]["ready"] == 0
+
+
+def test_one_client_address_is_capped_and_others_still_served(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                      api_max_per_client=2)
+    port = int(api.url.rsplit(":", 1)[1])
+    held = [connect(port, "127.0.0.7"), connect(port, "127.0.0.7")]
+    try:
+        for sock in held:
+            sock.sendall(slow_body_head())
+        third = connect(port, "127.0.0.7")
+        deadline = time.monotonic() + 10
+        while True:  # the two held requests reach the guard asynchronously
+            third.sendall(b"GET /v1/sources HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Memjobs-Owner: a\r\n"
+                          + f"Authorization: Bearer {GATEWAY_TOKEN}\r\n\r\n".encode())
+            status, headers, body, _ = reply_of(third)
+            third.close()
+            if status == 429 or time.monotonic() > deadline:
+                break
+            third = connect(port, "127.0.0.7")
+        assert status == 429 and headers["retry-after"] == "1"
+        assert json.loads(body)["reason"] == "too_many_requests"
+        other = httpx.get(f"http://127.0.0.1:{port}/v1/sources", timeout=10,
+                          headers={"Authorization": f"Bearer {GATEWAY_TOKEN}",
+                                   "X-Memjobs-Owner": "a"})
+        assert other.status_code == 200  # from 127.0.0.1: another address
+    finally:
+        for sock in held:
+            sock.close()
+
+
+# -- the open door on loopback: host check; headers on every reply ------------------------
+
+
+def test_an_open_api_refuses_a_rebound_host_name(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    port = api.url.rsplit(":", 1)[1]
+    for host in ("rebind.evil.example", f"rebind.evil.example:{port}", "127.0.0.1.evil.example",
+                 "localhost.evil.example:80", "[::2]"):
+        body = problem(api.http.get("/v1/sources", headers={"Host": host, "X-Memjobs-Owner": "a"}),
+                       "untrusted_host", 400)
+        assert "localhost" in body["detail"]
+    for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", f"[::1]:{port}"):
+        r = api.http.get("/v1/sources", headers={"Host": host, "X-Memjobs-Owner": "a"})
+        assert r.status_code == 200, (host, r.text)
+    # The probes answer whatever the Host (a kubelet names the pod's address).
+    assert api.http.get("/healthz", headers={"Host": "10.1.2.3:8080"}).status_code == 200
+
+
+def test_an_api_with_tokens_answers_any_host_name(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    r = api.http.get("/v1/sources", headers={"Host": "memjobs.internal",
+                                              "Authorization": f"Bearer {GATEWAY_TOKEN}",
+                                              "X-Memjobs-Owner": "a"})
+    assert r.status_code == 200
+
+
+def test_an_unauthenticated_bad_body_is_401_before_it_is_parsed(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    r = api.http.post("/v1/remember", content=b"{bad", headers={"content-type": "application/json"})
+    problem(r, "unauthorized", 401)
+    assert r.headers["connection"] == "close"
+    r = api.http.post("/v1/remember", content=b"{bad", headers={
+        "content-type": "application/json", "Authorization": f"Bearer {GATEWAY_TOKEN}"})
+    problem(r, "malformed_json", 400)
+
+
+def test_two_owner_headers_are_refused(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    r = api.http.get("/v1/sources", headers=[("X-Memjobs-Owner", "alice"), ("X-Memjobs-Owner", "bob")])
+    body = problem(r, "validation", 422)
+    assert "X-Memjobs-Owner" in body["detail"]
+
+
+def test_every_reply_is_nosniff_and_no_store(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    replies = [api.get("/healthz"), api.get("/readyz"), api.get("/metrics"), api.get("/openapi.json"),
+               api.get("/v1/sources", owner="a", token=GATEWAY_TOKEN), api.get("/v1/sources"),
+               api.get("/no/such/path"), api.get("/console/login"),
+               api.post("/v1/remember", {"owner_id": "a", "text": "tea"}, token=GATEWAY_TOKEN)]
+    for r in replies:
+        assert r.headers["x-content-type-options"] == "nosniff", r.url
+        assert r.headers["cache-control"] == "no-store", r.url

@@ -1,0 +1,173 @@
+"""Scoped tokens over real HTTP: a token acts only for its owners and its scopes
+(403 otherwise), an expired or badly signed one is 401, two keys verify during
+a rotation, and ``memjobs token issue`` prints one that works."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jwt
+import pytest
+
+from memjobs_client.errors import ConfigurationError
+from memjobs_worker.cli.main import main as cli_main
+from memjobs_worker.http.tokens import AUDIENCE, ISSUER, InvalidToken, ScopedKeys, issue
+from memjobs_worker.settings import Settings
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
+
+KEY = "scoped-key-0123456789abcdef-0123456789"
+OLD_KEY = "scoped-key-before-rotation-0123456789ab"
+OTHER_KEY = "a-key-this-server-never-had-0123456789"
+
+
+def token(key: str = KEY, **kw: Any) -> str:
+    values: dict[str, Any] = {"scopes": ["read", "write"], "owners": ["alice"]}
+    values.update(kw)
+    return issue(Settings(api_token_key=key), **values)
+
+
+@pytest.fixture
+def scoped(api_factory: Callable[..., Api]) -> Api:
+    return api_factory(worker=False, api_token_key=KEY, api_token_previous_key=OLD_KEY,
+                       api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+
+
+def test_a_token_acts_for_its_owner_and_not_for_another(scoped: Api) -> None:
+    alice = token()
+    assert scoped.post("/v1/remember", {"owner_id": "alice", "text": "green tea"}, token=alice).status_code == 202
+    assert scoped.get("/v1/sources", owner="alice", token=alice).status_code == 200
+    assert scoped.post("/v1/recall", {"owner_id": "alice", "query": "tea"}, token=alice).status_code == 200
+    for r in (scoped.post("/v1/remember", {"owner_id": "bob", "text": "green tea"}, token=alice),
+              scoped.get("/v1/sources", owner="bob", token=alice),
+              scoped.get("/v1/memories", owner="alice2", token=alice),
+              scoped.post("/v1/recall", {"owner_id": "bob", "query": "tea"}, token=alice)):
+        body = problem(r, "forbidden", 403)
+        assert "owner" in body["detail"] and "bob" not in body["detail"]
+    assert scoped.harness.queues()["memjobs_remember"]["ready"] == 1
+
+
+def test_a_token_acts_only_within_its_scopes(scoped: Api) -> None:
+    reader = token(scopes=["read"])
+    assert scoped.get("/v1/sources", owner="alice", token=reader).status_code == 200
+    for r, scope in ((scoped.post("/v1/remember", {"owner_id": "alice", "text": "tea"}, token=reader), "write"),
+                     (scoped.post("/v1/forget", {"owner_id": "alice", "source_id": "s" * 64},
+                                  token=reader), "forget"),
+                     (scoped.get("/v1/sessions", owner="alice", token=reader), "session"),
+                     (scoped.post("/v1/knowledge/search", {"owner_id": "alice", "query": "tea"},
+                                  token=reader), "knowledge"),
+                     (scoped.get("/v1/ops/dead-letters", token=reader), "admin")):
+        assert scope in problem(r, "forbidden", 403)["detail"]
+    assert scoped.harness.queues()["memjobs_remember"]["ready"] == 0
+
+
+def test_a_scope_refusal_comes_before_the_body_is_parsed(scoped: Api) -> None:
+    reader = token(scopes=["read"])
+    r = scoped.http.post("/v1/remember", content=b"{bad", headers={
+        "content-type": "application/json", "Authorization": f"Bearer {reader}"})
+    problem(r, "forbidden", 403)
+
+
+def test_an_owner_prefix_is_a_tenant(scoped: Api) -> None:
+    tenant = token(owners=(), owner_prefix="acme:", scopes=["read"])
+    assert scoped.get("/v1/sources", owner="acme:alice", token=tenant).status_code == 200
+    assert scoped.get("/v1/sources", owner="acme:bob", token=tenant).status_code == 200
+    problem(scoped.get("/v1/sources", owner="acmex:alice", token=tenant), "forbidden", 403)
+    problem(scoped.get("/v1/sources", owner="alice", token=tenant), "forbidden", 403)
+
+
+def test_admin_routes_across_owners_need_every_owner(scoped: Api) -> None:
+    limited_admin = token(scopes=["admin"])
+    problem(scoped.get("/v1/ops/dead-letters", token=limited_admin), "forbidden", 403)
+    operator = token(scopes=["admin"], owners=(), all_owners=True)
+    assert scoped.get("/v1/ops/dead-letters", token=operator).status_code == 200
+    reindex = {"owner_id": "bob", "consent": True,
+               "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}]}
+    problem(scoped.post("/v1/knowledge/reindex", reindex, token=limited_admin), "forbidden", 403)
+    assert scoped.post("/v1/knowledge/reindex", reindex, token=operator).status_code == 202
+
+
+def test_expired_or_foreign_tokens_are_401(scoped: Api) -> None:
+    now = time.time()
+    expired = token(ttl_s=60, now=now - 3600)
+    foreign = token(key=OTHER_KEY)
+    tampered = token()[:-4] + "AAAA"
+    unsigned = jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "iat": int(now), "exp": int(now) + 60,
+                           "scope": "read", "all_owners": True}, key="", algorithm="none")
+    for bad, words in ((expired, "expired"), (foreign, "signature"), (tampered, "signature"),
+                       (unsigned, "malformed")):
+        r = scoped.get("/v1/sources", owner="alice", token=bad)
+        assert words in problem(r, "unauthorized", 401)["detail"]
+        assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+
+
+def test_both_keys_verify_during_a_rotation(scoped: Api) -> None:
+    for key in (KEY, OLD_KEY):
+        assert scoped.get("/v1/sources", owner="alice", token=token(key=key)).status_code == 200
+
+
+def test_the_static_tokens_still_work_beside_scoped_ones(scoped: Api) -> None:
+    assert scoped.get("/v1/sources", owner="bob", token=GATEWAY_TOKEN).status_code == 200
+    assert scoped.get("/v1/ops/dead-letters", token=HOST_TOKEN).status_code == 200
+    problem(scoped.get("/v1/ops/dead-letters", token=GATEWAY_TOKEN), "forbidden", 403)
+
+
+def test_scoped_tokens_alone_close_the_door(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_token_key=KEY)
+    problem(api.get("/v1/sources", owner="alice"), "unauthorized", 401)
+    assert api.get("/v1/sources", owner="alice", token=token()).status_code == 200
+
+
+def test_issue_refuses_what_cannot_be_meant() -> None:
+    settings = Settings(api_token_key=KEY)
+    for kw, words in (({"scopes": ["read"], "owners": ["a"], "all_owners": True}, "not both"),
+                      ({"scopes": ["read"]}, "name the owners"),
+                      ({"scopes": ["root"], "owners": ["a"]}, "scopes must be"),
+                      ({"scopes": ["read"], "owners": ["a"], "ttl_s": 0}, "lifetime")):
+        with pytest.raises(ConfigurationError, match=words):
+            issue(settings, **kw)
+    with pytest.raises(ConfigurationError, match="MEMJOBS_API_TOKEN_KEY"):
+        issue(Settings(), scopes=["read"], owners=["a"])
+    with pytest.raises(InvalidToken):
+        ScopedKeys(Settings()).verify(token())
+
+
+def test_memjobs_token_issue_prints_a_token_that_works(
+        scoped: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MEMJOBS_API_TOKEN_KEY", KEY)
+    assert cli_main(["token", "issue", "--scope", "read,session", "--owner", "alice",
+                     "--ttl", "15m", "--subject", "gateway-eu"]) == 0
+    out, err = capsys.readouterr()
+    printed = out.strip()
+    assert "\n" not in printed and "scopes read session" in err and KEY not in out + err
+    claims = jwt.decode(printed, KEY, algorithms=["HS256"], audience=AUDIENCE)
+    assert claims["exp"] - claims["iat"] == 900 and claims["sub"] == "gateway-eu"
+    assert scoped.get("/v1/sessions", owner="alice", token=printed).status_code == 200
+    problem(scoped.get("/v1/sessions", owner="bob", token=printed), "forbidden", 403)
+    monkeypatch.delenv("MEMJOBS_API_TOKEN_KEY")
+    assert cli_main(["token", "issue", "--scope", "read", "--owner", "alice"]) == 3
+    assert "MEMJOBS_API_TOKEN_KEY" in capsys.readouterr().err
+
+
+def test_every_v1_route_has_a_deliberate_scope() -> None:
+    from fastapi.routing import APIRoute
+
+    from memjobs_worker.endpoints import Endpoints
+    from memjobs_worker.http.app import create_app
+    from memjobs_worker.http.auth import CROSS_OWNER, ROUTE_NEEDS, need_of
+    from memjobs_worker.http.limits import _leaf_routes
+
+    app = create_app(Settings(), Endpoints("redis://127.0.0.1:1/0", "postgresql://u@127.0.0.1:1/d"))
+    routes = [r for r in _leaf_routes(app.router.routes)
+              if isinstance(r, APIRoute) and r.path_format.startswith("/v1/")]
+    assert routes
+    named = set()
+    for route in routes:
+        for method in route.methods:
+            need = need_of(method, route.path_format)
+            assert need is not None, f"{method} {route.path_format} has no scope in ROUTE_NEEDS"
+            if route.path_format.startswith("/v1/ops/"):
+                assert need == CROSS_OWNER
+            named.add((method, route.path_format))
+    assert set(ROUTE_NEEDS) <= named, set(ROUTE_NEEDS) - named
