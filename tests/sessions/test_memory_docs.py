@@ -1,15 +1,14 @@
 """The memory service and its providers: one writer of USER.md and MEMORY.md,
 bounded and secret-free patches, no lost update between concurrent writers
 (files across processes, SQL across connections), normalised provider output,
-the provider loader and an audit log that never holds memory text."""
+the provider loader and an audit that never holds memory text."""
 
 from __future__ import annotations
 
 import builtins
-import json
 import multiprocessing
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,12 @@ from memjobs_worker.db import create_db_engine
 from memjobs_worker.sessions.memory_docs import (
     PROTOCOL_VERSION,
     ApplyResult,
-    AuditLog,
+    AuditEntry,
     Change,
+    ChangeContext,
     Document,
     Health,
+    ListOptions,
     MarkdownFileProvider,
     MemoryProvider,
     MemoryService,
@@ -40,8 +41,9 @@ from memjobs_worker.sessions.memory_docs import (
 from memjobs_worker.sessions.memory_docs.patches import Plan, plan_replace
 from memjobs_worker.sessions.memory_docs.protocol import SCOPES
 
-OWNER = owner_key("alice")
-OTHER = owner_key("bob")
+OWNER = "alice"  # the owner id: providers get it (a host's adapter maps tenants by it)
+OWNER_KEY = owner_key(OWNER)  # what the built-in providers store under
+OTHER = "bob"
 MEM = "MEMORY.md"
 SECRET = "my password is hunter2!"
 LINES_PER_WRITER = 25
@@ -59,18 +61,23 @@ class InMemoryProvider(MemoryProvider):
     def describe(self) -> ProviderInfo:
         return ProviderInfo(self.protocol_version, "test-memory", "Test memory")
 
-    def list(self, owner_key: str, *, max_docs: int, max_chars: int) -> builtins.list[Document]:
-        return [d for (o, _), d in self.docs.items() if o == owner_key][:max_docs]
+    def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
+        return [d for (o, _), d in self.docs.items() if o == owner_id][:options.max_docs]
 
-    def apply(self, owner_key: str, change: Change, *, expected_version: int | None) -> ApplyResult:
+    def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
         self.before_apply()
-        current = self.docs.get((owner_key, change.doc))
-        found = current.version if current else 0
-        if expected_version is not None and expected_version != found:
-            raise VersionConflict("moved on")
-        self.docs[(owner_key, change.doc)] = Document(change.doc, SCOPES[change.doc], change.content,
-                                                      found + 1)
-        return ApplyResult(change.doc, found + 1)
+        for change in changes:
+            current = self.docs.get((owner_id, change.doc))
+            if change.expected_version not in (None, current.version if current else 0):
+                raise VersionConflict("moved on")
+        written = []
+        for change in changes:
+            current = self.docs.get((owner_id, change.doc))
+            doc = Document(change.doc, SCOPES[change.doc], change.content,
+                           (current.version if current else 0) + 1)
+            self.docs[(owner_id, change.doc)] = doc
+            written.append(doc)
+        return ApplyResult(len(written), tuple(written))
 
     def health(self) -> Health:
         return Health(True)
@@ -111,13 +118,26 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryProvider:
     return SqlMemoryProvider(request.getfixturevalue("sql_engine"))
 
 
-@pytest.fixture
-def audit(tmp_path: Path) -> AuditLog:
-    return AuditLog(tmp_path / "memory-audit.jsonl")
+class ListAudit:
+    """The audit trail's interface, kept in a list (the table: tests/sessions/test_memory_audit.py)."""
+
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def record(self, entries: Sequence[AuditEntry]) -> None:
+        self.entries.extend(entries)
+
+    def text(self) -> str:
+        return "\n".join(repr(e) for e in self.entries)
 
 
 @pytest.fixture
-def service(provider: MemoryProvider, audit: AuditLog) -> MemoryService:
+def audit() -> ListAudit:
+    return ListAudit()
+
+
+@pytest.fixture
+def service(provider: MemoryProvider, audit: ListAudit) -> MemoryService:
     return MemoryService(provider, max_doc_chars=200, max_change_chars=80, audit=audit)
 
 
@@ -182,7 +202,7 @@ def test_assistant_md_and_other_names_are_never_writable(service: MemoryService,
     with pytest.raises(InvalidPayload):
         service.read(OWNER, "ASSISTANT.md")
     with pytest.raises(InvalidPayload):
-        provider.apply(OWNER, Change("ASSISTANT.md", "- be rude"), expected_version=None)
+        provider.apply(OWNER, [Change("ASSISTANT.md", "- be rude")], ChangeContext("test"))
     assert "be rude" not in stored_text(provider, tmp_path)
 
 
@@ -196,7 +216,7 @@ def test_an_oversized_change_or_document_is_refused_and_nothing_written(service:
 
 
 def test_secrets_are_refused_and_never_written(service: MemoryService, provider: MemoryProvider,
-                                               tmp_path: Path, audit: AuditLog) -> None:
+                                               tmp_path: Path, audit: ListAudit) -> None:
     service.append(OWNER, MEM, "- router password: ask me")
     refused = [service.append(OWNER, MEM, SECRET),
                service.append(OWNER, "USER.md", "- key sk-abcdefghijklmnopqrstuvwxyz123456"),
@@ -204,7 +224,7 @@ def test_secrets_are_refused_and_never_written(service: MemoryService, provider:
     assert [r.reason for r in refused] == ["sensitive_content"] * 3
     with pytest.raises(SensitiveContent):
         refused[0].raise_for_refusal()
-    raw = stored_text(provider, tmp_path) + audit.path.read_text("utf-8")
+    raw = stored_text(provider, tmp_path) + audit.text()
     assert "hunter2" not in raw and "sk-abc" not in raw and "Tr0ub4dor" not in raw
     assert service.read(OWNER, MEM).version == 1
 
@@ -225,27 +245,27 @@ def test_empty_text_is_refused(service: MemoryService) -> None:
     with pytest.raises(InvalidPayload):
         service.append(OWNER, MEM, None)  # type: ignore[arg-type]
     with pytest.raises(InvalidPayload):
-        service.read("not-a-hash", MEM)
+        service.read("", MEM)
 
 
-def test_the_audit_log_records_each_patch_but_never_its_text(service: MemoryService,
-                                                              audit: AuditLog) -> None:
-    service.append(OWNER, MEM, "- 住在杭州", session_id="s-1")
+def test_the_audit_records_each_patch_but_never_its_text(service: MemoryService,
+                                                          audit: ListAudit) -> None:
+    service.append(OWNER, MEM, "- 住在杭州", context=ChangeContext("consolidation", session="s-1"))
     service.replace(OWNER, MEM, "杭州", "上海")
     service.replace(OWNER, MEM, "北京", "广州")
     service.append(OWNER, "ASSISTANT.md", "- secret persona")
-    text = audit.path.read_text("utf-8")
-    assert not any(word in text for word in ("杭州", "上海", "北京", "广州", "persona"))
-    lines = [json.loads(line) for line in text.splitlines()]
-    assert [(r["op"], r["doc"], r["applied"], r["reason"], r["version"]) for r in lines] == [
+    text = audit.text()
+    assert not any(word in text for word in ("杭州", "上海", "北京", "广州", "persona", "alice"))
+    assert [(r.op, r.doc, r.applied, r.reason, r.version) for r in audit.entries] == [
         ("append", MEM, True, None, 1), ("replace", MEM, True, None, 2),
         ("replace", MEM, False, "not_found", 2), ("append", "ASSISTANT.md", False, "forbidden_document", None)]
-    assert lines[0]["session_id"] == "s-1" and lines[0]["owner_key"] == OWNER and lines[0]["ts"]
+    first = audit.entries[0]
+    assert (first.session, first.source, first.owner_key) == ("s-1", "consolidation", OWNER_KEY)
 
 
 def test_providers_report_health(provider: MemoryProvider) -> None:
     assert provider.health().ok
-    assert provider.describe().protocol_version == PROTOCOL_VERSION
+    assert ProviderInfo.coerce(provider.describe()).protocol_version == PROTOCOL_VERSION  # type: ignore[union-attr]
     provider.close()
 
 
@@ -329,7 +349,7 @@ def test_a_write_that_lands_between_read_and_apply_is_kept_and_retried_over() ->
     assert service.read(OWNER, MEM).content == "- first\n- from elsewhere\n- mine"
 
 
-def test_endless_conflicts_give_up_with_a_transient_error_and_write_nothing(audit: AuditLog) -> None:
+def test_endless_conflicts_give_up_with_a_transient_error_and_write_nothing(audit: ListAudit) -> None:
     provider = InMemoryProvider()
 
     def bump() -> None:
@@ -340,18 +360,18 @@ def test_endless_conflicts_give_up_with_a_transient_error_and_write_nothing(audi
     with pytest.raises(VersionConflict):
         MemoryService(provider, max_attempts=3, audit=audit).append(OWNER, MEM, "- mine")
     assert provider.docs[(OWNER, MEM)] == Document(MEM, "memory", "", 3)
-    assert json.loads(audit.path.read_text("utf-8"))["reason"] == "version_conflict"
+    assert [e.reason for e in audit.entries] == ["version_conflict"]
 
 
 def test_a_hand_edited_file_counts_as_a_new_version(tmp_path: Path) -> None:
     provider = MarkdownFileProvider(tmp_path)
     service = MemoryService(provider)
     service.append(OWNER, MEM, "- likes tea")
-    path = tmp_path / OWNER / MEM
+    path = tmp_path / OWNER_KEY / MEM
     path.write_text("- likes green tea\n", "utf-8")  # the user opened the file
     assert service.read(OWNER, MEM).version == 2
     with pytest.raises(VersionConflict):
-        provider.apply(OWNER, Change(MEM, "stale"), expected_version=1)
+        provider.apply(OWNER, [Change(MEM, "stale", expected_version=1)], ChangeContext("test"))
     assert service.append(OWNER, MEM, "- walks daily").version == 3
     assert path.read_text("utf-8") == "- likes green tea\n- walks daily"
     assert sorted(p.name for p in path.parent.iterdir()) == [".lock", ".versions.json", MEM]

@@ -21,7 +21,6 @@ from memjobs_client import keys
 from memjobs_client.contracts import ConsolidateSession, owner_key
 from memjobs_client.errors import SensitiveContent
 from memjobs_worker.embedded.redis import EmbeddedRedis
-from memjobs_worker.sessions.memory_docs import default_audit_path
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
 from tests.support.openai_server import FakeOpenAI
@@ -51,13 +50,11 @@ def message(payload: dict[str, Any], actor: str = "consolidate_session") -> dram
 
 
 def memory_md(h: Harness) -> str:
-    return {d.doc: d.content for d in h.runtime.memory_docs.snapshot(KEY)}["MEMORY.md"]
+    return {d.doc: d.content for d in h.runtime.memory_docs.snapshot(OWNER)}["MEMORY.md"]
 
 
 def applied_audits(h: Harness) -> int:
-    path = default_audit_path(h.settings.data_dir)
-    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-    return sum(1 for x in lines if x["applied"])
+    return sum(1 for e in h.runtime.audit.entries(limit=1000) if e.applied)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from memjobs_worker.endpoints import producer_client as producer_client
 from memjobs_worker.endpoints import redis_options as redis_options
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.service import PersonalMemory
-from memjobs_worker.ops.backlog import source_has_messages
+from memjobs_worker.ops.backlog import remember_queued
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from memjobs_worker.memory.pipeline import MemoryPipeline
     from memjobs_worker.memory.store.base import StateStore
     from memjobs_worker.model_client import ChatModel, RemoteEmbedder
-    from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService
+    from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
     from memjobs_worker.sessions.store import SessionStore
     from memjobs_worker.sweeper import Sweeper
 
@@ -131,13 +131,14 @@ class Runtime:
         (its parts still built on first use)."""
         return PersonalMemory(enabled=self.settings.memory_enabled, store=lambda: self.store,
                               scheduler=lambda: self.scheduler, pipeline=lambda: self.pipeline,
-                              remember_queued=lambda source_id: source_has_messages(self.redis, source_id))
+                              remember_queued=lambda key, sid: remember_queued(self.redis, key, sid))
 
     @cached_property
     def sweeper(self) -> Sweeper:
         from memjobs_worker.sweeper import Sweeper
 
-        return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms)
+        return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms,
+                       audit=self.audit)
 
     # sessions -----------------------------------------------------------------
 
@@ -148,10 +149,11 @@ class Runtime:
         return build_session_store(self.settings, self.db)
 
     @cached_property
-    def audit(self) -> AuditLog:
+    def audit(self) -> AuditTrail:
+        """The memory audit trail (the state database's ``memory_audit``)."""
         from memjobs_worker.sessions.build import build_audit
 
-        return build_audit(self.settings)
+        return build_audit(self.settings, self.db)
 
     @cached_property
     def memory_docs(self) -> MemoryService:
@@ -170,11 +172,20 @@ class Runtime:
 
     @cached_property
     def knowledge_embedder(self) -> RemoteEmbedder | None:
-        """Embeddings for knowledge: the configured service, or None (keywords only:
-        the offline embedder's lexical vectors would add nothing to full text)."""
-        from memjobs_worker.model_client import remote_embedder
+        """Embeddings for knowledge: the configured service or the local model, or
+        None (keywords only: the hashed embedder's lexical vectors would add
+        nothing to full text). Refused while chunks embedded by another model
+        remain (``memjobs reembed``)."""
+        from memjobs_worker.embedding import build_embedder, model_id, semantic
 
-        return remote_embedder(self.settings)
+        if not semantic(self.settings):
+            return None
+        from memjobs_worker.knowledge.vectors import check_knowledge_vectors
+
+        self.knowledge  # noqa: B018  (the switch, and the knowledge tables, first)
+        check_knowledge_vectors(self.db, model_id(self.settings), self.settings.vector_dims)
+        embedder: RemoteEmbedder = build_embedder(self.settings)
+        return embedder
 
     def search_knowledge(self, owner_key: str, query: str, k: int, *,
                          all_chunks: bool = False) -> SearchOutcome:
@@ -189,14 +200,14 @@ class Runtime:
         from memjobs_worker.knowledge.search import search_knowledge
 
         return search_knowledge(store, owner_key, query, k, all_chunks=all_chunks,
-                                embed=embedder.embed if embedder is not None else None)
+                                embed=(lambda q: embedder.embed(q, "search")) if embedder is not None else None)
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.client.send(actor, payload, delay_ms=delay_ms)
 
     def close(self) -> None:
         if "memory_docs" in self.__dict__:
-            self.memory_docs.provider.close()
+            self.memory_docs.close()
         if "engine" in self.__dict__:
             self.engine.close()
         if "db" in self.__dict__:

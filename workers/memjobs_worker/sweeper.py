@@ -23,6 +23,7 @@ from types import FrameType
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.memory.intake import ExtractionScheduler, sweep
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.sessions.memory_docs.audit import AuditTrail
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
@@ -43,21 +44,26 @@ class Sweeper:
         sessions: session state, whose retention the pass applies.
         pending_after_ms: how long a source may stay pending before its owner
             is re-enqueued (``MEMJOBS_SWEEP_PENDING_AFTER_MS``).
+        audit: the memory audit trail, pruned to its retention
+            (``MEMJOBS_MEMORY_AUDIT_RETENTION_DAYS``); ``None``: not pruned.
     """
 
     store: StateStore
     scheduler: ExtractionScheduler
     sessions: SessionStore
     pending_after_ms: int
+    audit: AuditTrail | None = None
 
     def once(self) -> dict[str, int]:
         """Re-enqueue owners whose sources are pending too long, then apply
-        retention (digests, terminal task records, session runs)."""
+        retention (digests, terminal task records, session runs, memory audit rows)."""
         now = datetime.now(UTC)
         owners = sweep(self.store, self.scheduler, now, self.pending_after_ms)
         expired = self.sessions.apply_retention(now)
+        audited = self.audit.prune(now) if self.audit is not None else 0
         return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
-                "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted}
+                "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted,
+                "audit_rows_deleted": audited}
 
 
 def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:

@@ -14,11 +14,15 @@ from memjobs_worker.settings import Settings
 
 
 def memory(settings: Settings, args: argparse.Namespace) -> int:
-    key = owner_arg(args.owner)
+    owner_arg(args.owner)  # refuses an empty owner
+    # The memory service takes the owner id (a host's provider maps tenants by it).
+    from memjobs_worker.sessions.memory_docs import ChangeContext
+
+    owner, context = args.owner, ChangeContext("cli")
     with runtime_for(settings) as rt:
         service = rt.memory_docs
         if args.op == "read":
-            docs = [service.read(key, args.doc)] if args.doc else service.snapshot(key)
+            docs = [service.read(owner, args.doc)] if args.doc else service.snapshot(owner)
             if args.json:
                 emit([{"doc": d.doc, "scope": d.scope, "version": d.version, "content": d.content}
                       for d in docs], as_json=True)
@@ -34,19 +38,19 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
         if not args.doc or (args.op == "append" and not args.text) or (args.op == "replace" and not args.old):
             raise InvalidPayload("memory append needs --doc and --text; memory replace needs --doc and --old")
         if args.op == "append":
-            result = service.append(key, args.doc, args.text)
-        elif args.old not in service.read(key, args.doc).content:
+            result = service.append(owner, args.doc, args.text, context=context)
+        elif args.old not in service.read(owner, args.doc).content:
             # The service says "duplicate" when the new text is already there (a
             # consolidation patch applied twice); asked by a person, the old text is missing.
             if args.json:
-                emit({"applied": False, "doc": args.doc, "version": service.read(key, args.doc).version,
+                emit({"applied": False, "doc": args.doc, "version": service.read(owner, args.doc).version,
                       "reason": "not_found", "error": f"--old does not occur in {args.doc}"},
                      as_json=True)
             else:
                 error(f"not applied: --old does not occur in {args.doc}")
             return exits.NOT_FOUND
         else:
-            result = service.replace(key, args.doc, args.old, args.new)
+            result = service.replace(owner, args.doc, args.old, args.new, context=context, strict=True)
     if args.json:
         emit({"applied": result.applied, "doc": result.doc, "version": result.version,
               "reason": result.reason}, as_json=True)

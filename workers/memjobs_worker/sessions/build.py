@@ -1,5 +1,5 @@
 """Session end's parts, built from settings: the session store, the memory
-service (the one writer of USER.md and MEMORY.md) and its audit log."""
+service (the one writer of USER.md and MEMORY.md) and its audit trail."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
-from memjobs_worker.sessions.memory_docs import AuditLog, MemoryService, default_audit_path, load_provider
+from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
@@ -17,11 +17,12 @@ def build_session_store(settings: Settings, db: Engine) -> SessionStore:
                         task_retention_days=settings.task_retention_days)
 
 
-def build_audit(settings: Settings) -> AuditLog:
-    return AuditLog(default_audit_path(settings.data_dir))
+def build_audit(settings: Settings, db: Engine) -> AuditTrail:
+    """The memory audit trail in the state database (one for every host)."""
+    return AuditTrail(db, retention_days=settings.memory_audit_retention_days)
 
 
-def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditLog) -> MemoryService:
+def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditTrail) -> MemoryService:
     """The configured provider behind the memory service; ``db`` is called only
     by providers that store in the state database."""
     provider = load_provider(settings.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)

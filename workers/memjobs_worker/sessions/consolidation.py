@@ -23,7 +23,7 @@ Guarantees, whatever the model says:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -34,7 +34,8 @@ from memjobs_client.errors import StaleFencingToken
 from memjobs_client.sensitive import find_sensitive_text, redact_secrets
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.grounding import grounded
-from memjobs_worker.sessions.memory_docs.protocol import WRITABLE_DOCS
+from memjobs_worker.sessions.memory_docs.audit import AuditEntry
+from memjobs_worker.sessions.memory_docs.protocol import WRITABLE_DOCS, ChangeContext, OwnerKey
 from memjobs_worker.sessions.prompting import (
     ModelOutputInvalid,
     ask_json,
@@ -74,17 +75,18 @@ class OpResult(Protocol):
 
 
 class Service(Protocol):
-    """The memory service's operations this job uses (it audits what it applies or refuses)."""
+    """The memory service's operations this job uses (it audits what it applies or refuses).
+    ``owner`` is the owner id, or an :class:`OwnerKey` from an older producer's message."""
 
-    def read(self, owner_key: str, doc: str) -> Any: ...
-    def append(self, owner_key: str, doc: str, text: str, *, session_id: str | None = None) -> Any: ...
-    def replace(self, owner_key: str, doc: str, old_text: str, new_text: str, *,
-                session_id: str | None = None) -> Any: ...
+    def read(self, owner: str, doc: str) -> Any: ...
+    def append(self, owner: str, doc: str, text: str, *,
+               context: ChangeContext | None = None) -> Any: ...
+    def replace(self, owner: str, doc: str, old_text: str, new_text: str, *,
+                context: ChangeContext | None = None) -> Any: ...
 
 
 class Audit(Protocol):
-    def record(self, *, owner_key: str, session_id: str | None, doc: str, op: str, applied: bool,
-               reason: str | None, version: int | None) -> None: ...
+    def record(self, entries: Sequence[AuditEntry]) -> None: ...
 
 
 class Patch(BaseModel):
@@ -150,7 +152,11 @@ def consolidate(
             (audited as ``model_output_invalid``; nothing is applied).
         StaleFencingToken: the claim was lost before every patch was applied.
     """
-    owner, session = payload.owner_key, payload.session_id
+    session = payload.session_id
+    # The provider gets the owner id (a host's adapter maps tenants by it); a message
+    # of an older producer carries only the key, which the built-in providers take.
+    owner = payload.owner_id if payload.owner_id is not None else OwnerKey(payload.owner_key)
+    context = ChangeContext("consolidation", session=session)
     documents = {doc: _content(service.read(owner, doc)) for doc in WRITABLE_DOCS}
     report = ConsolidationReport()
 
@@ -158,8 +164,9 @@ def consolidate(
                audited: bool = False) -> None:
         # The service audits what reaches it; refusals before it are audited here.
         if not audited:
-            audit.record(owner_key=owner, session_id=session, doc=doc, op=op, applied=applied,
-                         reason=reason, version=version)
+            audit.record([AuditEntry.of(owner_key=payload.owner_key, doc=doc, op=op,
+                                        applied=applied, reason=reason, version=version,
+                                        context=context)])
         if applied:
             report.applied += 1
         else:
@@ -187,10 +194,10 @@ def consolidate(
             raise StaleFencingToken("the session run was taken over; no more patches applied",
                                     reason="stale_fencing_token")
         if patch.op == "append":
-            result = service.append(owner, patch.doc, patch.text or "", session_id=session)
+            result = service.append(owner, patch.doc, patch.text or "", context=context)
         else:
             result = service.replace(owner, patch.doc, patch.old_text or "", patch.new_text or "",
-                                     session_id=session)
+                                     context=context)
         record(patch.doc, patch.op, bool(result.applied), result.reason, result.version, audited=True)
     return report
 

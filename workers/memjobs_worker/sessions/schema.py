@@ -1,6 +1,6 @@
 """Session-end state's tables, on the one metadata of the state database.
 
-Migrations ``0002_sessions`` and ``0004_session_run_leases`` (Alembic branch
+Migrations ``0002_sessions``, ``0004_session_run_leases`` and ``0007_memory_audit`` (Alembic branch
 ``core``) create them;
 ``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
@@ -71,3 +71,26 @@ tasks = sa.Table(
     sa.Column("terminal_at", sa.DateTime(timezone=True)),  # when the status became terminal
 )
 sa.Index("tasks_terminal", tasks.c.terminal_at)
+
+#: The memory audit: one row per patch the memory service handled (migration
+#: ``0007_memory_audit``), never its text; rows expire after the audit retention.
+memory_audit = sa.Table(
+    "memory_audit",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("owner_key", sa.Text, nullable=False),
+    sa.Column("doc", sa.Text, nullable=False),
+    sa.Column("op", sa.Text, nullable=False),
+    sa.Column("applied", sa.Boolean, nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("version", sa.Integer),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("session", sa.Text),
+    sa.Column("turn", sa.Text),
+    sa.Column("trace", sa.Text),
+    sa.Column("host", sa.Text),
+    sa.Column("pid", sa.Integer),
+)
+sa.Index("memory_audit_at", memory_audit.c.at)
+sa.Index("memory_audit_owner", memory_audit.c.owner_key, memory_audit.c.id)

@@ -5,9 +5,9 @@ behind it is chosen once, at the entry point, with :func:`load_provider`.
 See DESIGN.md, "Markdown memory".
 """
 
-from memjobs_worker.sessions.memory_docs.audit import AUDIT_FILE, AuditLog, default_audit_path
+from memjobs_worker.sessions.memory_docs.audit import AuditEntry, AuditTrail
 from memjobs_worker.sessions.memory_docs.files import MarkdownFileProvider
-from memjobs_worker.sessions.memory_docs.loader import load_provider
+from memjobs_worker.sessions.memory_docs.loader import check_provider, load_provider
 from memjobs_worker.sessions.memory_docs.patches import REASONS, Reason
 from memjobs_worker.sessions.memory_docs.protocol import (
     DOC_MEMORY,
@@ -16,21 +16,27 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     WRITABLE_DOCS,
     ApplyResult,
     Change,
+    ChangeContext,
     Document,
     Health,
+    ListOptions,
     MemoryProvider,
+    OwnerKey,
     ProviderInfo,
     Scope,
     VersionConflict,
     normalise_documents,
+    storage_key,
 )
-from memjobs_worker.sessions.memory_docs.service import MemoryService, OpResult
+from memjobs_worker.sessions.memory_docs.service import Edit, EditOutcome, MemoryService, OpResult
 from memjobs_worker.sessions.memory_docs.sql import SqlMemoryProvider
 
 __all__ = [
     # the service
     "MemoryService",
     "OpResult",
+    "Edit",
+    "EditOutcome",
     "REASONS",
     "Reason",
     # the provider protocol
@@ -39,6 +45,10 @@ __all__ = [
     "ProviderInfo",
     "Document",
     "Change",
+    "ChangeContext",
+    "ListOptions",
+    "OwnerKey",
+    "storage_key",
     "ApplyResult",
     "Health",
     "Scope",
@@ -51,8 +61,8 @@ __all__ = [
     "MarkdownFileProvider",
     "SqlMemoryProvider",
     "load_provider",
+    "check_provider",
     # the audit
-    "AuditLog",
-    "AUDIT_FILE",
-    "default_audit_path",
+    "AuditTrail",
+    "AuditEntry",
 ]

@@ -7,8 +7,8 @@ Layout under ``root`` (``data_dir/memory`` by default)::
     <owner_key>/.versions.json   {"MEMORY.md": {"version": 7, "sha256": "..."}}
     <owner_key>/.lock            flock target serialising the owner's writers
 
-The owner directory is named by the owner key (already the sha256 of the owner
-id), so the raw owner id never appears in a path.
+The owner directory is named by the owner key (the sha256 of the owner id the
+provider is given, :func:`storage_key`), so the raw owner id never appears in a path.
 
 Why a sidecar with a hash: versions must be integers the service can compare,
 and the user may edit a file by hand. The effective version of a document is
@@ -32,7 +32,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
@@ -42,12 +42,14 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     WRITABLE_DOCS,
     ApplyResult,
     Change,
+    ChangeContext,
     Document,
     Health,
+    ListOptions,
     MemoryProvider,
     ProviderInfo,
     VersionConflict,
-    check_owner_key,
+    storage_key,
 )
 
 VERSIONS_FILE = ".versions.json"
@@ -66,6 +68,8 @@ class MarkdownFileProvider(MemoryProvider):
             the first write (mode 0700).
     """
 
+    accepts_owner_keys = True
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._local = threading.local()
@@ -73,14 +77,15 @@ class MarkdownFileProvider(MemoryProvider):
     def describe(self) -> ProviderInfo:
         return ProviderInfo(PROTOCOL_VERSION, "markdown", "Markdown files")
 
-    def owner_dir(self, owner_key: str) -> Path:
+    def owner_dir(self, owner_id: str) -> Path:
         """Where the owner's documents are (it may not exist yet)."""
-        return self.root / check_owner_key(owner_key)
+        return self.root / storage_key(owner_id)
 
     # -- reading ------------------------------------------------------------------
 
-    def list(self, owner_key: str, *, max_docs: int, max_chars: int) -> builtins.list[Document]:
-        directory = self.owner_dir(owner_key)
+    def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
+        directory = self.owner_dir(owner_id)
+        max_docs, max_chars = options.max_docs, options.max_chars
         try:
             # The sidecar first, then the files: a write renames the file before
             # the sidecar, so a reader between the two sees a hash mismatch and
@@ -99,9 +104,9 @@ class MarkdownFileProvider(MemoryProvider):
 
     # -- writing ------------------------------------------------------------------
 
-    def serialise(self, owner_key: str) -> contextlib.AbstractContextManager[None]:
+    def serialise(self, owner_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the owner's ``.lock`` (reentrant within a thread)."""
-        return self._locked(owner_key)
+        return self._locked(storage_key(owner_id))
 
     @contextlib.contextmanager
     def _locked(self, owner_key: str) -> Iterator[None]:
@@ -109,7 +114,7 @@ class MarkdownFileProvider(MemoryProvider):
         if owner_key in held:
             yield
             return
-        directory = self.owner_dir(owner_key)
+        directory = self.root / owner_key
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -125,26 +130,37 @@ class MarkdownFileProvider(MemoryProvider):
         finally:
             os.close(fd)  # releases the flock
 
-    def apply(self, owner_key: str, change: Change, *, expected_version: int | None) -> ApplyResult:
-        if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-            raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
-                                 reason="forbidden_document")
-        directory = self.owner_dir(owner_key)
-        with self._locked(owner_key):
+    def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
+        """Write every change or none: the versions are all checked before the first write."""
+        for change in changes:
+            if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
+                raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
+                                     reason="forbidden_document")
+        key = storage_key(owner_id)
+        directory = self.root / key
+        written: builtins.list[Document] = []
+        with self._locked(key):
             try:
                 versions = _read_versions(directory)
-                current = _effective(versions, change.doc, _read_bytes(directory / change.doc))
-                if expected_version is not None and expected_version != current:
-                    raise VersionConflict(
-                        f"{change.doc} is at version {current}, not {expected_version}")
-                data = change.content.encode("utf-8")
-                new_version = current + 1
-                _atomic_write(directory / change.doc, data)
-                versions[change.doc] = (new_version, hashlib.sha256(data).hexdigest())
-                _atomic_write(directory / VERSIONS_FILE, _dump_versions(versions))
+                current = {c.doc: _effective(versions, c.doc, _read_bytes(directory / c.doc))
+                           for c in changes}
+                for change in changes:
+                    expected = change.expected_version
+                    if expected is not None and expected != current[change.doc]:
+                        raise VersionConflict(
+                            f"{change.doc} is at version {current[change.doc]}, not {expected}")
+                for change in changes:
+                    data = change.content.encode("utf-8")
+                    current[change.doc] += 1
+                    _atomic_write(directory / change.doc, data)
+                    versions[change.doc] = (current[change.doc], hashlib.sha256(data).hexdigest())
+                    written.append(Document(change.doc, SCOPES[change.doc], change.content,
+                                            current[change.doc]))
+                if changes:
+                    _atomic_write(directory / VERSIONS_FILE, _dump_versions(versions))
             except OSError as exc:
                 raise BackendUnavailable(f"memory file not written: {exc.strerror}") from exc
-        return ApplyResult(change.doc, new_version)
+        return ApplyResult(len(written), tuple(written))
 
     def health(self) -> Health:
         probe = self.root if self.root.exists() else self.root.parent

@@ -4,8 +4,10 @@
 ``"sql"``: the ``memory_documents`` table (several hosts share it).
 Anything else: ``"package.module:factory"``, a host's own provider. The factory
 is called with ``data_dir=`` if it accepts that keyword, else with no
-arguments; it must return a :class:`MemoryProvider` whose ``describe()``
-reports :data:`PROTOCOL_VERSION`. Every mistake is a ``ConfigurationError``
+arguments; it must return an object with the provider's methods
+(``describe``, ``list``, ``apply``, ``health``, ``close``: a subclass of
+:class:`MemoryProvider` or not) whose ``describe()`` reports
+``{protocolVersion: PROTOCOL_VERSION, key, label}``. Every mistake is a ``ConfigurationError``
 raised at start-up, naming what to change.
 """
 
@@ -16,12 +18,18 @@ import inspect
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from sqlalchemy.engine import Engine
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.sessions.memory_docs.files import MarkdownFileProvider
-from memjobs_worker.sessions.memory_docs.protocol import PROTOCOL_VERSION, MemoryProvider, ProviderInfo
+from memjobs_worker.sessions.memory_docs.protocol import (
+    PROTOCOL_VERSION,
+    MemoryProvider,
+    ProviderInfo,
+    missing_methods,
+)
 from memjobs_worker.sessions.memory_docs.sql import SqlMemoryProvider
 
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -48,22 +56,48 @@ def load_provider(spec: str | None, *, data_dir: Path,
         if engine_factory is None:
             raise ConfigurationError("the sql memory provider needs the state database's engine")
         return SqlMemoryProvider(engine_factory())
-    provider = _from_import_path(name, Path(data_dir))
-    try:
-        info = provider.describe()
-    except Exception as exc:
-        provider.close()
-        raise ConfigurationError(f"memory provider {name!r}: describe() failed: {exc!r}") from exc
-    if not isinstance(info, ProviderInfo) or info.protocol_version != PROTOCOL_VERSION:
-        provider.close()
-        found = info.protocol_version if isinstance(info, ProviderInfo) else type(info).__name__
+    return check_provider(_from_import_path(name, Path(data_dir)), name)
+
+
+def check_provider(provider: object, name: str = "injected") -> MemoryProvider:
+    """``provider`` if it has the provider's methods and speaks :data:`PROTOCOL_VERSION`.
+
+    Raises:
+        ConfigurationError: a method is missing, ``describe()`` fails or answers
+            another protocol version (the provider is closed then).
+    """
+    missing = missing_methods(provider)
+    if missing:
         raise ConfigurationError(
-            f"memory provider {name!r} implements protocol version {found}; "
-            f"memjobs needs version {PROTOCOL_VERSION}")
-    return provider
+            f"memory provider {name!r} ({type(provider).__name__}) lacks {', '.join(missing)}(): "
+            "a memory provider has describe, list, apply, health and close")
+    checked = cast(MemoryProvider, provider)
+    try:
+        info = ProviderInfo.coerce(checked.describe())
+    except Exception as exc:
+        _close(checked)
+        raise ConfigurationError(f"memory provider {name!r}: describe() failed: {exc!r}") from exc
+    if info is None or info.protocol_version != PROTOCOL_VERSION:
+        _close(checked)
+        found = info.protocol_version if info is not None else "unknown"
+        raise ConfigurationError(
+            f"memory provider {name!r} implements protocol version {found}; memjobs needs "
+            f"version {PROTOCOL_VERSION} (describe() -> {{protocolVersion, key, label}})")
+    return checked
 
 
-def _from_import_path(spec: str, data_dir: Path) -> MemoryProvider:
+def _close(provider: MemoryProvider) -> None:
+    try:
+        result = provider.close()
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if callable(close):
+                close()
+    except Exception:
+        pass
+
+
+def _from_import_path(spec: str, data_dir: Path) -> object:
     if _IMPORT_PATH.fullmatch(spec) is None:
         raise ConfigurationError(
             f"unknown memory provider {spec!r}: use 'markdown', 'sql' or 'package.module:factory'")
@@ -80,10 +114,6 @@ def _from_import_path(spec: str, data_dir: Path) -> MemoryProvider:
         provider = target(data_dir=data_dir) if _accepts_data_dir(target) else target()
     except Exception as exc:
         raise ConfigurationError(f"memory provider {spec!r} failed to start: {exc!r}") from exc
-    if not isinstance(provider, MemoryProvider):
-        raise ConfigurationError(
-            f"memory provider {spec!r} returned {type(provider).__name__}, "
-            "not a subclass of memjobs_worker.sessions.memory_docs.MemoryProvider")
     return provider
 
 

@@ -1,12 +1,14 @@
 """The memory service: the only writer of an owner's USER.md and MEMORY.md.
 
-What: ``read``, ``append`` and ``replace``, one atomic operation per call, on
-top of any :class:`~memjobs_worker.sessions.memory_docs.protocol.MemoryProvider`. The realtime
-``memory`` tool and the consolidation job both go through it.
+What: ``read``, ``append`` and ``replace`` (one atomic operation per call) and
+``edit`` (several edits of one turn, applied in order, all or none, with one
+result), on top of any :class:`~memjobs_worker.sessions.memory_docs.protocol.MemoryProvider`.
+The memory tool (HTTP, the ``memory`` command) and the consolidation job all go
+through it, each with a :class:`ChangeContext` saying who asked.
 
-Why it is safe to call from several workers, hosts and the realtime tool at
-once: every write re-reads the latest document, computes the new content and
-asks the provider to apply it at the version it read. Writers of one owner are
+Why it is safe to call from several workers, hosts and the memory tool at
+once: every write re-reads the latest documents, computes the new content and
+asks the provider to apply it at the versions it read. Writers of one owner are
 serialised (a lock per owner in the process, and the provider's own
 ``serialise``: ``flock`` for files, an advisory lock for SQL), and if another
 writer got in anyway the provider raises ``VersionConflict``: the service
@@ -17,20 +19,22 @@ ever lost or half-written.
 Results and errors: a patch refused for its content comes back as
 ``OpResult(applied=False, reason=...)`` so that the consolidation job can audit
 each patch and carry on (the reasons: ``patches.REASONS``). Wrong argument types
-and a malformed owner key raise ``InvalidPayload``; storage failures raise
+and a malformed owner raise ``InvalidPayload``; storage failures raise
 ``BackendUnavailable``. ``OpResult.raise_for_refusal()`` turns a refusal into
 the matching error (``SensitiveContent`` for secrets) for callers that want one.
-Every patch, refused or not, is recorded in the audit log without its text.
+Every patch, refused or not, is recorded in the audit trail without its text.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
-from collections.abc import Callable
-from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from memjobs_client.errors import (
     BackendUnavailable,
@@ -40,28 +44,54 @@ from memjobs_client.errors import (
     SensitiveContent,
 )
 from memjobs_client.sensitive import find_sensitive_text
-from memjobs_worker.sessions.memory_docs.audit import AuditLog
+from memjobs_worker.sessions.memory_docs.audit import AuditEntry
 from memjobs_worker.sessions.memory_docs.patches import Plan, Reason, plan_append, plan_replace
 from memjobs_worker.sessions.memory_docs.protocol import (
     WRITABLE_DOCS,
-    ApplyResult,
     Change,
+    ChangeContext,
     Document,
+    ListOptions,
     MemoryProvider,
+    OwnerKey,
+    ProviderInfo,
     VersionConflict,
-    check_owner_key,
     empty_document,
     normalise_documents,
+    storage_key,
 )
 
 log = logging.getLogger(__name__)
 
 Op = Literal["append", "replace"]
+T = TypeVar("T")
 
 #: The write path reads this many times max_doc_chars, to tell a document
 #: edited past its bound (which may still be shortened) from a cut snapshot.
 READ_SLACK = 4
 _STRIPES = 64
+#: Edits of one turn, at most.
+MAX_EDITS = 20
+#: The audit reason of the other edits of a turn that one refused edit stopped.
+BATCH_REFUSED = "batch_refused"
+
+
+class Audit(Protocol):
+    """Where patches are recorded (:class:`~memjobs_worker.sessions.memory_docs.audit.AuditTrail`)."""
+
+    def record(self, entries: Sequence[AuditEntry]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One edit of the memory tool: ``append`` ``text``, or ``replace`` the unique
+    ``old_text`` by ``new_text`` (empty: delete it)."""
+
+    op: Op
+    doc: str
+    text: str | None = None
+    old_text: str | None = None
+    new_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,11 +122,39 @@ class OpResult:
         raise InvalidPayload(f"memory patch refused: {self.reason}", reason=self.reason)
 
 
+@dataclass(frozen=True)
+class EditOutcome:
+    """The one result of a turn's edits.
+
+    ``applied``: every edit applied (or already there: ``duplicate``), and
+    ``changed`` documents written; ``documents``: the touched documents as they
+    are now. Otherwise ``failed`` is the index of the edit that stopped the turn
+    and ``reason`` why; nothing of the turn was written.
+    """
+
+    applied: bool
+    results: tuple[OpResult, ...]
+    changed: int = 0
+    documents: tuple[Document, ...] = ()
+    failed: int | None = None
+    reason: Reason | None = None
+
+
+@dataclass
+class _Turn:
+    """Edits planned against the documents read under the owner's serialisation."""
+
+    read: dict[str, Document]
+    contents: dict[str, str] = field(default_factory=dict)
+    results: list[OpResult] = field(default_factory=list)
+    failed: int | None = None
+
+
 class MemoryService:
     """Bounded, serialised, audited patches to USER.md and MEMORY.md.
 
     Parameters:
-        provider: where the documents live.
+        provider: where the documents live (any object with the provider's methods).
         max_doc_chars: a document's bound, in characters (not bytes).
         max_change_chars: the bound of the text of one patch, in characters.
         max_attempts: reads-then-applies per patch before giving up on conflicts.
@@ -105,7 +163,7 @@ class MemoryService:
 
     def __init__(self, provider: MemoryProvider, *, max_doc_chars: int = 8000,
                  max_change_chars: int = 1000, max_attempts: int = 5,
-                 audit: AuditLog | None = None) -> None:
+                 audit: Audit | None = None) -> None:
         if min(max_doc_chars, max_change_chars, max_attempts) < 1:
             raise ConfigurationError("memory bounds and max_attempts must be positive")
         self.provider = provider
@@ -115,142 +173,287 @@ class MemoryService:
         self.audit = audit
         self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
 
+    def close(self) -> None:
+        """Close the provider (an async ``close`` is run to completion); never raises."""
+        try:
+            _settle(self.provider.close())
+        except Exception as exc:
+            log.warning("memory provider did not close cleanly", extra={"error": type(exc).__name__})
+
+    def describe(self) -> ProviderInfo | None:
+        """The provider's ``{protocolVersion, key, label}``, or ``None`` if it answers nonsense."""
+        try:
+            return ProviderInfo.coerce(self.provider.describe())
+        except Exception:
+            return None
+
     # -- reads --------------------------------------------------------------------
 
-    def snapshot(self, owner_key: str) -> list[Document]:
-        """Both documents (empty ones at version 0), each capped at ``max_doc_chars``."""
-        found = {d.doc: d for d in self._list(check_owner_key(owner_key), self.max_doc_chars)}
+    def snapshot(self, owner: str) -> list[Document]:
+        """Both documents (empty ones at version 0), each capped at ``max_doc_chars``.
+
+        ``owner`` is the owner id (an :class:`OwnerKey` for the built-in providers)."""
+        found = {d.doc: d for d in self._list(self._owner(owner), self.max_doc_chars)}
         return [found.get(doc) or empty_document(doc) for doc in WRITABLE_DOCS]
 
-    def read(self, owner_key: str, doc: str) -> Document:
+    def read(self, owner: str, doc: str) -> Document:
         """The latest ``doc``, capped at ``max_doc_chars``; empty at version 0 if never written.
 
         Raises:
             InvalidPayload: ``doc`` is not USER.md or MEMORY.md (reason
-                ``forbidden_document``), or the owner key is malformed.
+                ``forbidden_document``), or the owner is malformed.
         """
         if doc not in WRITABLE_DOCS:
             raise InvalidPayload(f"not a memory document: {doc!r}", reason="forbidden_document")
-        return self._find(self._list(check_owner_key(owner_key), self.max_doc_chars), doc)
+        return self._find(self._list(self._owner(owner), self.max_doc_chars), doc)
 
     # -- writes -------------------------------------------------------------------
 
-    def append(self, owner_key: str, doc: str, text: str, *,
-               session_id: str | None = None) -> OpResult:
+    def append(self, owner: str, doc: str, text: str, *,
+               context: ChangeContext | None = None) -> OpResult:
         """Append Markdown ``text`` (on its own line) to ``doc``.
 
         A text already present as whole lines is a no-op (reason
         ``duplicate``), so a redelivered job adds nothing more.
         """
         _check_text(text=text)
-        body = text.strip("\r\n")
+        return self._one(owner, Edit("append", doc, text=text), context, strict=False)
 
-        def plan(current: Document) -> Plan:
-            return plan_append(current.content, body, max_doc_chars=self.max_doc_chars)
-
-        refusal = self._precheck(doc, body, body)
-        return self._write("append", owner_key, doc, plan, refusal, session_id)
-
-    def replace(self, owner_key: str, doc: str, old_text: str, new_text: str, *,
-                session_id: str | None = None) -> OpResult:
+    def replace(self, owner: str, doc: str, old_text: str, new_text: str, *,
+                context: ChangeContext | None = None, strict: bool = False) -> OpResult:
         """Replace the unique match of ``old_text`` in ``doc`` by ``new_text``.
 
         An empty ``new_text`` deletes the match (and its line, if it was a
         whole line). No match: ``not_found``, or ``duplicate`` if ``new_text``
-        is already there; several matches: ``ambiguous``. Nothing is written then.
+        is already there (a consolidation patch applied twice; ``strict``: always
+        ``not_found``, as a person or the memory tool means it); several
+        matches: ``ambiguous``. Nothing is written then.
         """
         _check_text(old_text=old_text, new_text=new_text)
+        return self._one(owner, Edit("replace", doc, old_text=old_text, new_text=new_text),
+                         context, strict=strict)
 
-        def plan(current: Document) -> Plan:
-            return plan_replace(current.content, old_text, new_text, max_doc_chars=self.max_doc_chars)
+    def edit(self, owner: str, edits: Sequence[Edit], *, context: ChangeContext) -> EditOutcome:
+        """A turn's edits, in order, as one: all applied, or none.
 
-        refusal = self._precheck(doc, old_text, new_text, longest=max(len(old_text), len(new_text)))
-        return self._write("replace", owner_key, doc, plan, refusal, session_id)
+        Each edit sees the documents as the edits before it left them; one
+        refused edit (``not_found``, ``ambiguous``, ``sensitive_content``, …)
+        stops the turn and nothing is written. A ``replace`` whose ``old_text``
+        is missing is ``not_found`` (strict). Every edit is audited.
+
+        Raises:
+            InvalidPayload: no edits, more than :data:`MAX_EDITS`, or a wrong type.
+        """
+        if not edits or len(edits) > MAX_EDITS:
+            raise InvalidPayload(f"edits: 1 to {MAX_EDITS} edits", reason="invalid_payload")
+        for e in edits:
+            if e.op == "append":
+                _check_text(text=e.text)
+            elif e.op == "replace":
+                _check_text(old_text=e.old_text, new_text=e.new_text)
+            else:
+                raise InvalidPayload("op: append or replace", reason="invalid_payload")
+        return self._run(owner, list(edits), context, strict=True)
 
     # -- the machinery --------------------------------------------------------------
 
-    def _precheck(self, doc: str, needle: str, added: str, *, longest: int | None = None) -> Reason | None:
+    def _owner(self, owner: str) -> str:
+        """Check ``owner``; an :class:`OwnerKey` only for a provider that stores by key."""
+        storage_key(owner)
+        if isinstance(owner, OwnerKey) and not getattr(self.provider, "accepts_owner_keys", False):
+            raise InvalidPayload("this memory provider needs the owner id, and the message "
+                                 "carries only its key (queued by an older producer)",
+                                 reason="owner_id_missing")
+        return owner
+
+    def _one(self, owner: str, edit: Edit, context: ChangeContext | None, *, strict: bool) -> OpResult:
+        outcome = self._run(owner, [edit], context, strict=strict)
+        return outcome.results[0]
+
+    def _precheck(self, edit: Edit) -> Reason | None:
         """Refusals decided without reading: document, emptiness, size, secrets."""
-        if doc not in WRITABLE_DOCS:
+        if edit.op == "append":
+            needle = added = (edit.text or "").strip("\r\n")
+            longest = len(added)
+        else:
+            needle, added = edit.old_text or "", edit.new_text or ""
+            longest = max(len(needle), len(added))
+        if edit.doc not in WRITABLE_DOCS:
             return "forbidden_document"
         if not needle.strip():
             return "empty"
-        if (len(added) if longest is None else longest) > self.max_change_chars:
+        if longest > self.max_change_chars:
             return "too_long"
         if added and find_sensitive_text(added) is not None:
             return "sensitive_content"
         return None
 
-    def _write(self, op: Op, owner_key: str, doc: str, plan: Callable[[Document], Plan],
-               refusal: Reason | None, session_id: str | None) -> OpResult:
-        check_owner_key(owner_key)
+    def _run(self, owner: str, edits: list[Edit], context: ChangeContext | None, *,
+             strict: bool) -> EditOutcome:
+        key = storage_key(self._owner(owner))
+        context = context or ChangeContext("unknown")
         try:
-            result = self._attempts(owner_key, doc, plan) if refusal is None else \
-                OpResult(False, doc, None, refusal)
+            outcome = self._decide(owner, edits, strict, context)
         except MemjobsError as exc:
-            self._record(owner_key, doc, op, False, exc.reason, None, session_id)
+            self._record(key, edits, context, [OpResult(False, e.doc, None, None) for e in edits],
+                         error=exc.reason)
             raise
-        self._record(owner_key, doc, op, result.applied, result.reason, result.version, session_id)
-        return result
+        self._record(key, edits, context, list(outcome.results))
+        return outcome
 
-    def _attempts(self, owner_key: str, doc: str, plan: Callable[[Document], Plan]) -> OpResult:
+    def _decide(self, owner: str, edits: list[Edit], strict: bool,
+                context: ChangeContext) -> EditOutcome:
+        for index, e in enumerate(edits):
+            refusal = self._precheck(e)
+            if refusal is not None:
+                return _refused(edits, index, refusal, None)
         read_cap = self.max_doc_chars * READ_SLACK
         for _ in range(self.max_attempts):
-            with ExitStack() as held:
-                held.enter_context(self._stripes[hash(owner_key) % _STRIPES])
-                held.enter_context(self.provider.serialise(owner_key))
-                current = self._find(self._list(owner_key, read_cap), doc)
-                decided = Plan(reason="too_long") if len(current.content) >= read_cap \
-                    else plan(current)  # a cut snapshot must never be written back
-                if decided.content is None:
-                    return OpResult(False, doc, current.version, decided.reason)
-                try:
-                    applied = self._apply(owner_key, Change(doc, decided.content), current.version)
-                except VersionConflict:
-                    continue
-            # Out of the serialised block: the write is committed before it is reported.
-            version = applied.version if _is_version(applied.version) else current.version + 1
-            return OpResult(True, doc, version, None)
-        raise VersionConflict(f"{doc} kept changing: gave up after {self.max_attempts} attempts")
+            try:
+                with ExitStack() as held:
+                    held.enter_context(self._stripes[hash(storage_key(owner)) % _STRIPES])
+                    held.enter_context(_serialise(self.provider, owner))
+                    turn = _Turn({d.doc: d for d in self._list(owner, read_cap)})
+                    self._plan(turn, edits, read_cap, strict)
+                    if turn.failed is not None:
+                        failed = turn.results[turn.failed]
+                        return _refused(edits, turn.failed, failed.reason or "not_found",
+                                        failed.version)
+                    changes = [Change(doc, text, self._find_in(turn.read, doc).version)
+                               for doc, text in turn.contents.items()
+                               if text != self._find_in(turn.read, doc).content]
+                    written = self._apply(owner, changes, context) if changes else {}
+                # Out of the serialised block: the write is committed before it is reported.
+            except VersionConflict:
+                continue  # raised through the block: the provider's transaction rolled back
+            versions = {c.doc: written.get(c.doc, self._find_in(turn.read, c.doc).version + 1)
+                        for c in changes}
+            results = tuple(
+                OpResult(True, r.doc, versions.get(r.doc, r.version), None) if r.applied else r
+                for r in turn.results)
+            documents = tuple(Document(c.doc, self._find_in(turn.read, c.doc).scope, c.content,
+                                       versions[c.doc]) for c in changes)
+            return EditOutcome(True, results, len(changes), documents)
+        raise VersionConflict(f"{', '.join(sorted({e.doc for e in edits}))} kept changing: "
+                              f"gave up after {self.max_attempts} attempts")
 
-    def _list(self, owner_key: str, cap: int) -> list[Document]:
+    def _plan(self, turn: _Turn, edits: list[Edit], read_cap: int, strict: bool) -> None:
+        for index, e in enumerate(edits):
+            current = self._find_in(turn.read, e.doc)
+            content = turn.contents.get(e.doc, current.content)
+            decided: Plan
+            if len(current.content) >= read_cap:
+                decided = Plan(reason="too_long")  # a cut snapshot must never be written back
+            elif e.op == "append":
+                decided = plan_append(content, (e.text or "").strip("\r\n"),
+                                      max_doc_chars=self.max_doc_chars)
+            else:
+                decided = plan_replace(content, e.old_text or "", e.new_text or "",
+                                       max_doc_chars=self.max_doc_chars)
+                if strict and decided.reason == "duplicate" and (e.old_text or "") not in content:
+                    decided = Plan(reason="not_found")
+            if decided.content is not None:
+                turn.contents[e.doc] = decided.content
+                turn.results.append(OpResult(True, e.doc, None, None))
+            elif decided.reason == "duplicate":
+                turn.results.append(OpResult(False, e.doc, current.version, "duplicate"))
+            else:
+                turn.results.append(OpResult(False, e.doc, current.version, decided.reason))
+                turn.failed = index
+                return
+
+    def _list(self, owner: str, cap: int) -> list[Document]:
+        options = ListOptions(max_docs=len(WRITABLE_DOCS), max_chars=cap)
         try:
-            raw = self.provider.list(owner_key, max_docs=len(WRITABLE_DOCS), max_chars=cap)
+            raw = self.provider.list(owner, options)
         except MemjobsError:
             raise
         except Exception as exc:  # a host's provider must not break the service
             raise BackendUnavailable(f"memory provider failed to list: {type(exc).__name__}") from exc
+        if inspect.isawaitable(raw):
+            _discard(raw)
+            raise BackendUnavailable("memory provider: list() must answer synchronously "
+                                     "(keep a local cache in the adapter)")
         return normalise_documents(raw, cap)
 
-    def _apply(self, owner_key: str, change: Change, expected: int) -> ApplyResult:
+    def _apply(self, owner: str, changes: list[Change], context: ChangeContext) -> dict[str, int]:
+        """The provider's apply; the new version of each document it reports."""
         try:
-            result = self.provider.apply(owner_key, change, expected_version=expected)
+            answer = _settle(self.provider.apply(owner, changes, context))
         except MemjobsError:
             raise
         except Exception as exc:
             raise BackendUnavailable(f"memory provider failed to apply: {type(exc).__name__}") from exc
-        return result if isinstance(result, ApplyResult) else ApplyResult(change.doc, -1)
+        def field_of(name: str) -> Any:
+            return answer.get(name) if isinstance(answer, Mapping) else getattr(answer, name, None)
+
+        changed = field_of("changed")
+        if isinstance(changed, int) and not isinstance(changed, bool) and changed < len(changes):
+            # {changed: 0}: the seeds' way to say "moved on, nothing written"; fewer than
+            # asked: re-read too, the next plan sees what was written (a duplicate then).
+            raise VersionConflict(f"the provider wrote {changed} of {len(changes)} changes")
+        reported = normalise_documents(field_of("documents") or (), 0)
+        return {d.doc: d.version for d in reported if d.version > 0}
 
     @staticmethod
     def _find(docs: list[Document], doc: str) -> Document:
         return next((d for d in docs if d.doc == doc), None) or empty_document(doc)
 
-    def _record(self, owner_key: str, doc: str, op: Op, applied: bool, reason: str | None,
-                version: int | None, session_id: str | None) -> None:
+    @staticmethod
+    def _find_in(read: dict[str, Document], doc: str) -> Document:
+        return read.get(doc) or empty_document(doc)
+
+    def _record(self, key: str, edits: list[Edit], context: ChangeContext,
+                results: list[OpResult], error: str | None = None) -> None:
         if self.audit is None:
             return
+        entries = []
+        for index, e in enumerate(edits):
+            r = results[index] if index < len(results) else OpResult(False, e.doc, None, None)
+            reason = error or r.reason or (None if r.applied else BATCH_REFUSED)
+            entries.append(AuditEntry.of(owner_key=key, doc=e.doc, op=e.op, applied=r.applied,
+                                         reason=reason, version=r.version, context=context))
         try:
-            self.audit.record(owner_key=owner_key, doc=doc, op=op, applied=applied, reason=reason,
-                              version=version, session_id=session_id)
-        except OSError as exc:  # the patch stands; losing its audit line must not undo it
-            log.warning("memory audit not written: %s", exc.strerror)
+            self.audit.record(entries)
+        except (MemjobsError, OSError) as exc:  # the patch stands; losing its audit row must not undo it
+            log.warning("memory audit not written", extra={"error": type(exc).__name__})
+        except Exception as exc:
+            log.warning("memory audit not written", extra={"error": type(exc).__name__})
+
+
+def _refused(edits: list[Edit], index: int, reason: Reason, version: int | None) -> EditOutcome:
+    results = tuple(OpResult(False, e.doc, version if i == index else None,
+                             reason if i == index else None) for i, e in enumerate(edits))
+    return EditOutcome(False, results, failed=index, reason=reason)
+
+
+def _serialise(provider: object, owner: str) -> AbstractContextManager[Any]:
+    method = getattr(provider, "serialise", None)
+    return cast(AbstractContextManager[Any], method(owner)) if callable(method) else nullcontext()
+
+
+def _settle(value: T | Awaitable[T]) -> T:
+    """``value``, or what it resolves to when a provider answered with an awaitable
+    (run to completion on a fresh event loop in this thread)."""
+    if not inspect.isawaitable(value):
+        return value
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        async def wait() -> T:
+            return await cast(Awaitable[T], value)
+        return asyncio.run(wait())
+    _discard(value)
+    raise ConfigurationError("the memory service blocks: call it from a thread, not an event loop")
+
+
+def _discard(awaitable: object) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
 
 
 def _check_text(**values: object) -> None:
     for name, value in values.items():
         if not isinstance(value, str):
             raise InvalidPayload(f"{name} must be text", reason="invalid_payload")
-
-
-def _is_version(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

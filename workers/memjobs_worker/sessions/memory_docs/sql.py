@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -34,12 +34,14 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     WRITABLE_DOCS,
     ApplyResult,
     Change,
+    ChangeContext,
     Document,
     Health,
+    ListOptions,
     MemoryProvider,
     ProviderInfo,
     VersionConflict,
-    check_owner_key,
+    storage_key,
 )
 from memjobs_worker.sessions.schema import memory_documents
 
@@ -53,6 +55,8 @@ class SqlMemoryProvider(MemoryProvider):
         lock_timeout_ms: how long ``serialise`` waits for another writer.
         clock: the time source of ``updated_at``.
     """
+
+    accepts_owner_keys = True
 
     def __init__(self, engine: Engine, *, lock_timeout_ms: int = 10_000,
                  dispose_on_close: bool = False, clock: Clock = utcnow) -> None:
@@ -80,8 +84,8 @@ class SqlMemoryProvider(MemoryProvider):
             yield conn
 
     @contextlib.contextmanager
-    def serialise(self, owner_key: str) -> Iterator[None]:
-        key = advisory.owner_lock_key(check_owner_key(owner_key))
+    def serialise(self, owner_id: str) -> Iterator[None]:
+        key = advisory.owner_lock_key(storage_key(owner_id))
         if self._held() is not None:
             yield  # reentrant: this thread already holds a serialised transaction
             return
@@ -94,44 +98,60 @@ class SqlMemoryProvider(MemoryProvider):
             finally:
                 self._local.conn = None
 
-    def list(self, owner_key: str, *, max_docs: int, max_chars: int) -> builtins.list[Document]:
+    def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
         t = memory_documents
+        key = storage_key(owner_id)
         with self._tx() as conn:
             rows = conn.execute(
-                sa.select(t.c.doc, sa.func.substr(t.c.content, 1, max(max_chars, 0)).label("content"),
+                sa.select(t.c.doc,
+                          sa.func.substr(t.c.content, 1, max(options.max_chars, 0)).label("content"),
                           t.c.version)
-                .where(t.c.owner_key == check_owner_key(owner_key), t.c.doc.in_(WRITABLE_DOCS))
+                .where(t.c.owner_key == key, t.c.doc.in_(WRITABLE_DOCS))
                 .order_by(t.c.doc)
-                .limit(max(max_docs, 0))
+                .limit(max(options.max_docs, 0))
             ).all()
         return [Document(r.doc, SCOPES[r.doc], r.content, r.version) for r in rows]
 
-    def apply(self, owner_key: str, change: Change, *, expected_version: int | None) -> ApplyResult:
-        if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-            raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
-                                 reason="forbidden_document")
+    def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
+        """Every change in one transaction, all of them or none: every version is
+        checked (rows locked) before the first write, so a conflict writes nothing
+        even inside the service's serialised transaction."""
+        for change in changes:
+            if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
+                raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
+                                     reason="forbidden_document")
         t = memory_documents
-        where = (t.c.owner_key == check_owner_key(owner_key), t.c.doc == change.doc)
+        key = storage_key(owner_id)
         now = self.clock()
+        written: builtins.list[Document] = []
         with self._tx() as conn:
-            current = conn.execute(sa.select(t.c.version).where(*where).with_for_update()).scalar()
-            found = current if isinstance(current, int) else 0
-            if expected_version is not None and expected_version != found:
-                raise VersionConflict(f"{change.doc} is at version {found}, not {expected_version}")
-            if current is None:
-                inserted = conn.execute(
-                    pg_insert(t)
-                    .values(owner_key=owner_key, doc=change.doc, content=change.content,
-                            version=1, updated_at=now)
-                    .on_conflict_do_nothing(index_elements=["owner_key", "doc"])
-                    .returning(t.c.version)
-                ).first()
-                if inserted is None:
-                    raise VersionConflict(f"{change.doc} was created concurrently")
-            else:
-                conn.execute(t.update().where(*where)
-                             .values(content=change.content, version=found + 1, updated_at=now))
-        return ApplyResult(change.doc, found + 1)
+            found: dict[str, int | None] = {}
+            for change in changes:
+                current = conn.execute(sa.select(t.c.version).where(
+                    t.c.owner_key == key, t.c.doc == change.doc).with_for_update()).scalar()
+                found[change.doc] = current if isinstance(current, int) else None
+                expected, at = change.expected_version, found[change.doc] or 0
+                if expected is not None and expected != at:
+                    raise VersionConflict(f"{change.doc} is at version {at}, not {expected}")
+            for change in changes:
+                current = found[change.doc]
+                if current is None:
+                    inserted = conn.execute(
+                        pg_insert(t)
+                        .values(owner_key=key, doc=change.doc, content=change.content,
+                                version=1, updated_at=now)
+                        .on_conflict_do_nothing(index_elements=["owner_key", "doc"])
+                        .returning(t.c.version)
+                    ).first()
+                    if inserted is None:  # only possible outside serialise: nothing else written yet
+                        raise VersionConflict(f"{change.doc} was created concurrently")
+                else:
+                    conn.execute(t.update().where(t.c.owner_key == key, t.c.doc == change.doc)
+                                 .values(content=change.content, version=current + 1, updated_at=now))
+                found[change.doc] = (current or 0) + 1
+                written.append(Document(change.doc, SCOPES[change.doc], change.content,
+                                        found[change.doc] or 0))
+        return ApplyResult(len(written), tuple(written))
 
     def health(self) -> Health:
         try:
