@@ -4,6 +4,9 @@ a rotation, and ``memjobs token issue`` prints one that works."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +18,7 @@ from memjobs_client.errors import ConfigurationError
 from memjobs_worker.cli.main import main as cli_main
 from memjobs_worker.http.tokens import AUDIENCE, ISSUER, InvalidToken, ScopedKeys, issue
 from memjobs_worker.settings import Settings
+from tests.support.harness import REPO
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
 
 KEY = "scoped-key-0123456789abcdef-0123456789"
@@ -171,3 +175,17 @@ def test_every_v1_route_has_a_deliberate_scope() -> None:
                 assert need == CROSS_OWNER
             named.add((method, route.path_format))
     assert set(ROUTE_NEEDS) <= named, set(ROUTE_NEEDS) - named
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the TypeScript "
+                    "client's scoped-token test needs Node.js 20+")
+def test_the_typescript_client_sends_a_scoped_token(scoped: Api) -> None:
+    env = {**os.environ, "MEMJOBS_API_URL": scoped.url, "MEMJOBS_SCOPED_OWNER": "ts-scoped",
+           "MEMJOBS_SCOPED_TOKEN": token(owners=["ts-scoped"]),
+           "MEMJOBS_READ_TOKEN": token(owners=["ts-scoped"], scopes=["read"])}
+    done = subprocess.run([str(shutil.which("node")), "--test", "test/scoped.test.mjs"],
+                          cwd=REPO / "clients" / "typescript", env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "# pass 1" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
+    assert scoped.harness.queues()["memjobs_remember"]["ready"] == 1

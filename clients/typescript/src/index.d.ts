@@ -2,6 +2,7 @@
 // scripts/gen-types.mjs generates from docs/openapi.json.
 import type {
   DeadLetterDetail, DeadLetterList, ForgetAccepted, Purged, Retried, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
+  MemoryAudit, MemoryContext, MemoryDocument, MemoryDocuments, MemoryEdit, MemoryEditsApplied,
   ReindexAccepted, RememberAccepted, SessionEndAccepted, Sessions, Sources, TaskAccepted, TaskRef,
   TaskUpdate, Turn,
 } from "./schema.js";
@@ -11,7 +12,8 @@ export type * from "./schema.js";
 export interface ClientOptions {
   /** https://…, or http:// on a loopback address only. */
   baseUrl: string;
-  /** The gateway token (or the host token, for reindexKnowledge). */
+  /** The gateway token (or the host token, for reindexKnowledge), or a scoped token from
+   *  `memjobs token issue` (its owners and scopes only: 403 `forbidden` outside them). */
   token?: string;
   /** Cap on each response body, in bytes (default 1 MiB). */
   maxResponseBytes?: number;
@@ -57,6 +59,12 @@ export declare class MemjobsClient {
   sessions(args: { ownerId: string; days?: number; limit?: number }): Promise<Sessions>;
   putTask(args: { ownerId: string; taskId: string; goal: string; status: TaskUpdate["status"] }): Promise<TaskAccepted>;
 
+  /** The memory tool: USER.md and MEMORY.md (and the provider's describe()); one document. */
+  memoryDocuments(args: { ownerId: string }): Promise<MemoryDocuments>;
+  memoryDocument(args: { ownerId: string; doc: "USER.md" | "MEMORY.md" }): Promise<MemoryDocument>;
+  /** One turn's edits, in order, all or none; not_found / ambiguous reject (MemjobsApiError). */
+  editMemory(args: { ownerId: string; edits: MemoryEdit[]; context?: MemoryContext }): Promise<MemoryEditsApplied>;
+
   reindexKnowledge(args: { ownerId: string; consent: boolean; documents: KnowledgeText[] }): Promise<ReindexAccepted>;
   searchKnowledge(args: { ownerId: string; query: string; k?: number }): Promise<KnowledgeResults>;
 
@@ -65,6 +73,9 @@ export declare class MemjobsClient {
 
   health(): Promise<Health>;
   ready(): Promise<Ready>;
+
+  /** The memory audit trail of every host (the host token): never memory text. */
+  memoryAudit(args?: { ownerKey?: string; session?: string; source?: string; since?: string; beforeId?: number; limit?: number }): Promise<MemoryAudit>;
 
   /** Dead letters: the host token. */
   deadLetters(args?: { queue?: string }): Promise<DeadLetterList>;

@@ -79,7 +79,8 @@ export class MemjobsClient {
   /**
    * @param {object} options
    * @param {string} options.baseUrl  e.g. "http://127.0.0.1:8780" or "https://memjobs.internal"
-   * @param {string} [options.token]  the gateway token (or the host token, for reindexKnowledge)
+   * @param {string} [options.token]  the gateway token (or the host token, for reindexKnowledge), or a
+   *   scoped token from `memjobs token issue` (its owners and scopes only: 403 `forbidden` outside them)
    * @param {number} [options.maxResponseBytes]  cap on each response body (default 1 MiB)
    * @param {number} [options.timeoutMs]  per call (default 10 s)
    * @param {typeof fetch} [options.fetch]  a fetch implementation (default globalThis.fetch)
@@ -161,6 +162,24 @@ export class MemjobsClient {
     return this.request("PUT", `/v1/tasks/${encodeURIComponent(taskId)}`, { body: { owner_id: ownerId, goal, status } });
   }
 
+  // -- the memory tool: USER.md and MEMORY.md ---------------------------------------------
+  // read both documents (and which provider keeps them), or one; ASSISTANT.md is refused.
+  memoryDocuments({ ownerId }) {
+    return this.request("GET", "/v1/memory/documents", { owner: ownerId });
+  }
+  memoryDocument({ ownerId, doc }) {
+    return this.request("GET", `/v1/memory/documents/${encodeURIComponent(doc)}`, { owner: ownerId });
+  }
+  // One turn's edits, applied in order, all or none, with one result: {op: "append", doc, text}
+  // or {op: "replace", doc, old_text, new_text} (new_text "" deletes). not_found and ambiguous
+  // (and sensitive_content, forbidden_document) reject with a MemjobsApiError whose detail names
+  // the edit. `context` ({source, session, turn, trace}) is the gateway's, never the model's.
+  editMemory({ ownerId, edits, context }) {
+    const body = { owner_id: ownerId, edits };
+    if (context !== undefined) body.context = context;
+    return this.request("POST", "/v1/memory/edits", { body });
+  }
+
   // -- knowledge ---------------------------------------------------------------------------
   reindexKnowledge({ ownerId, consent, documents }) {
     return this.request("POST", "/v1/knowledge/reindex", { body: { owner_id: ownerId, consent, documents } });
@@ -183,6 +202,13 @@ export class MemjobsClient {
   }
   ready() {
     return this.request("GET", "/readyz");
+  }
+
+  // -- the memory audit (the host token): every host's trail, never memory text --------------
+  memoryAudit({ ownerKey, session, source, since, beforeId, limit } = {}) {
+    return this.request("GET", "/v1/ops/memory-audit", {
+      query: { owner_key: ownerKey, session, source, since, before_id: beforeId, limit },
+    });
   }
 
   // -- dead letters (the host token) ---------------------------------------------------------
