@@ -122,7 +122,7 @@ def test_preferences_read_user_md_and_its_version(api_factory: Callable[..., Api
     api = api_factory(worker=False)
     assert api.get("/v1/preferences", owner="alice").json() == {"doc": "USER.md", "version": 0,
                                                                 "content": ""}
-    api.harness.runtime.memory_docs.append(owner_key("alice"), "USER.md", "- prefers short answers")
+    api.harness.runtime.memory_docs.append("alice", "USER.md", "- prefers short answers")
     doc = api.get("/v1/preferences", owner="alice").json()
     assert doc["version"] == 1 and "prefers short answers" in doc["content"]
     assert api.get("/v1/preferences", owner="bob").json()["content"] == ""

@@ -116,6 +116,95 @@ export interface Memory {
   text: string;
 }
 
+export interface MemoryAudit {
+  entries: MemoryAuditEntry[];
+  /** pass as before_id for older entries */
+  next_before_id: number | null;
+}
+
+export interface MemoryAuditEntry {
+  applied: boolean;
+  at: string;
+  doc: string;
+  host: string | null;
+  id: number;
+  op: string;
+  /** sha256 of the owner id; never the id */
+  owner_key: string;
+  pid: number | null;
+  reason: string | null;
+  session: string | null;
+  source: string;
+  trace: string | null;
+  turn: string | null;
+  version: number | null;
+}
+
+/** Who asks, as the gateway knows it (never the model): kept in the audit trail. */
+export interface MemoryContext {
+  session?: string | null;
+  source?: string;
+  trace?: string | null;
+  turn?: string | null;
+}
+
+export interface MemoryDocument {
+  content: string;
+  doc: "USER.md" | "MEMORY.md";
+  scope: "user" | "memory";
+  /** 0: never written; each write adds one */
+  version: number;
+}
+
+export interface MemoryDocuments {
+  documents: MemoryDocument[];
+  provider?: MemoryProviderInfo | null;
+}
+
+export interface MemoryEdit {
+  /** USER.md or MEMORY.md; anything else (ASSISTANT.md included) is refused as forbidden_document */
+  doc: string;
+  /** replace: its replacement; empty or absent deletes it (with its line) */
+  new_text?: string | null;
+  /** replace: text that occurs exactly once in the document */
+  old_text?: string | null;
+  op: "append" | "replace";
+  /** append: the Markdown to add on its own line */
+  text?: string | null;
+}
+
+export interface MemoryEditResult {
+  applied: boolean;
+  doc: string;
+  op: "append" | "replace";
+  /** duplicate: already there, nothing to do */
+  reason: "duplicate" | null;
+  version: number | null;
+}
+
+export interface MemoryEditsApplied {
+  /** documents written */
+  changed: number;
+  /** the written documents as they are now */
+  documents: MemoryDocument[];
+  edits: MemoryEditResult[];
+}
+
+export interface MemoryEditsRequest {
+  context?: MemoryContext;
+  /** one turn's edits, applied in order, all or none */
+  edits: MemoryEdit[];
+  /** the owner, named by the gateway; stored and logged only as its sha256 */
+  owner_id: string;
+}
+
+/** The memory provider's ``describe()``, in the seeds' names. */
+export interface MemoryProviderInfo {
+  key: string;
+  label: string;
+  protocolVersion: number;
+}
+
 export interface Preferences {
   content: string;
   doc: "USER.md";
@@ -188,6 +277,7 @@ export interface RememberRequest {
   kind?: "utterance" | "explicit";
   /** the owner, named by the gateway; stored and logged only as its sha256 */
   owner_id: string;
+  /** refused when it looks like a credential, as every id is */
   session_id?: string | null;
   /** a user turn or an explicit 'remember this' */
   text: string;

@@ -18,7 +18,7 @@ test("every route of the document is called by the client", () => {
   const source = readFileSync(join(root, "src", "index.js"), "utf8");
   for (const [path, methods] of Object.entries(document.paths)) {
     if (path === "/metrics") continue;  // Prometheus scrapes it, not a gateway
-    const literal = path.replace(/\{(\w+)\}/g, (_, name) => `\${encodeURIComponent(${{ session_id: "sessionId", letter_id: "letterId" }[name] ?? "taskId"})}`);
+    const literal = path.replace(/\{(\w+)\}/g, (_, name) => `\${encodeURIComponent(${{ session_id: "sessionId", letter_id: "letterId", doc: "doc" }[name] ?? "taskId"})}`);
     for (const method of Object.keys(methods)) {
       const call = new RegExp(`"${method.toUpperCase()}", [\`"]${literal.replace(/[$.{}()]/g, "\\$&")}[\`"]`);
       assert.match(source, call, `${method.toUpperCase()} ${path}`);

@@ -40,7 +40,7 @@ from memjobs_worker.knowledge.search import SearchOutcome
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.runtime import open_door
-from memjobs_worker.sessions.memory_docs import MemoryService
+from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
@@ -75,6 +75,7 @@ class ApiContext:
         self.client: MemjobsClient = runtime.client
         self.memory: PersonalMemory = runtime.personal_memory
         self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
+        self.memory_audit: Callable[[], AuditTrail] = lambda: runtime.audit
         self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = runtime.search_knowledge
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = (

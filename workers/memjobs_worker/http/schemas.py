@@ -11,12 +11,12 @@ the client's own check (:func:`~memjobs_client.validation.text_problem`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, MAX_TASKS, MAX_TURNS, KnowledgeText, TaskRef, Turn
-from memjobs_client.validation import text_problem
+from memjobs_client.validation import SafeText, refuse_sensitive, text_problem
 
 OwnerId = Field(min_length=1, max_length=256, description="the owner, named by the gateway; "
                 "stored and logged only as its sha256")
@@ -47,7 +47,9 @@ class _Request(BaseModel):
 class RememberRequest(_Request):
     owner_id: str = OwnerId
     text: str = Field(min_length=1, description="a user turn or an explicit 'remember this'")
-    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    session_id: SafeText | None = Field(default=None, min_length=1, max_length=128,
+                                        description="refused when it looks like a credential, "
+                                        "as every id is")
     kind: Literal["utterance", "explicit"] = "utterance"
 
 
@@ -220,9 +222,111 @@ class Ready(BaseModel):
     state_store: Literal["ok"]
 
 
+# -- the memory tool (USER.md / MEMORY.md): routes/memory_docs.py -------------------------
+
+CONTEXT_ID = r"^[\x21-\x7e]{1,128}$"
+#: An id of the gateway's, kept in the audit trail: refused when it looks like a
+#: credential, as every id is.
+ContextId = Annotated[str, Field(pattern=CONTEXT_ID), AfterValidator(refuse_sensitive)]
+
+
+class MemoryDocument(BaseModel):
+    doc: Literal["USER.md", "MEMORY.md"]
+    scope: Literal["user", "memory"]
+    content: str
+    version: int = Field(ge=0, description="0: never written; each write adds one")
+
+
+class MemoryProviderInfo(BaseModel):
+    """The memory provider's ``describe()``, in the seeds' names."""
+
+    protocolVersion: int  # noqa: N815 - the seeds' name on the wire
+    key: str
+    label: str
+
+
+class MemoryDocuments(BaseModel):
+    documents: list[MemoryDocument]
+    provider: MemoryProviderInfo | None = None
+
+
+class MemoryEdit(_Request):
+    op: Literal["append", "replace"]
+    doc: str = Field(min_length=1, max_length=64, description="USER.md or MEMORY.md; anything "
+                     "else (ASSISTANT.md included) is refused as forbidden_document")
+    text: str | None = Field(default=None, max_length=20_000, description="append: the Markdown "
+                             "to add on its own line")
+    old_text: str | None = Field(default=None, max_length=20_000, description="replace: text "
+                                 "that occurs exactly once in the document")
+    new_text: str | None = Field(default=None, max_length=20_000, description="replace: its "
+                                 "replacement; empty or absent deletes it (with its line)")
+
+    @model_validator(mode="after")
+    def _fields_of_op(self) -> MemoryEdit:
+        if self.op == "append" and (self.text is None or self.old_text is not None
+                                    or self.new_text is not None):
+            raise ValueError("append takes text (and no old_text or new_text)")
+        if self.op == "replace" and (self.old_text is None or self.text is not None):
+            raise ValueError("replace takes old_text and new_text (and no text)")
+        return self
+
+
+class MemoryContext(_Request):
+    """Who asks, as the gateway knows it (never the model): kept in the audit trail."""
+
+    source: str = Field(default="memory_tool", pattern=r"^[a-z][a-z0-9_.-]{0,39}$")
+    session: ContextId | None = None
+    turn: ContextId | None = None
+    trace: ContextId | None = None
+
+
+class MemoryEditsRequest(_Request):
+    owner_id: str = OwnerId
+    edits: list[MemoryEdit] = Field(min_length=1, max_length=20, description="one turn's "
+                                    "edits, applied in order, all or none")
+    context: MemoryContext = Field(default_factory=MemoryContext)
+
+
+class MemoryEditResult(BaseModel):
+    op: Literal["append", "replace"]
+    doc: str
+    applied: bool
+    reason: Literal["duplicate"] | None = Field(description="duplicate: already there, "
+                                                "nothing to do")
+    version: int | None
+
+
+class MemoryEditsApplied(BaseModel):
+    changed: int = Field(description="documents written")
+    edits: list[MemoryEditResult]
+    documents: list[MemoryDocument] = Field(description="the written documents as they are now")
+
+
+class MemoryAuditEntry(BaseModel):
+    id: int
+    at: datetime
+    owner_key: str = Field(description="sha256 of the owner id; never the id")
+    doc: str
+    op: str
+    applied: bool
+    reason: str | None
+    version: int | None
+    source: str
+    session: str | None
+    turn: str | None
+    trace: str | None
+    host: str | None
+    pid: int | None
+
+
+class MemoryAudit(BaseModel):
+    entries: list[MemoryAuditEntry]
+    next_before_id: int | None = Field(description="pass as before_id for older entries")
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     RememberRequest, ForgetRequest, RecallRequest, EndSessionRequest, TaskUpdate, ReindexRequest,
-    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText)
+    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText, MemoryEditsRequest, MemoryEdit, MemoryContext)
 
 
 def known_fields() -> frozenset[str]:

@@ -42,23 +42,32 @@ def owner_key_of(owner_id: str) -> str:
         raise InvalidPayload("owner_id: must be a non-empty string") from None
 
 
-async def owner_header(
+async def owner_id_header(
     owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=800,
                         description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
                         "does); in a header so that it never appears in a URL or an access log"),
 ) -> str:
-    """Dependency of the GET routes: the owner's storage key (sha256 of the id)."""
+    """Dependency of the GET routes that hand the owner id on (a memory provider maps
+    tenants by it): the decoded, checked owner id."""
     try:
         decoded = unquote(owner, errors="strict")
         if "\x00" in decoded:
             raise ValueError
-        return owner_key(decoded)
+        owner_key(decoded)
+        return decoded
     except (ValueError, UnicodeDecodeError):
         raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded "
                            "UTF-8 owner id") from None
+
+
+async def owner_header(owner: str = Depends(owner_id_header)) -> str:
+    """Dependency of the GET routes: the owner's storage key (sha256 of the id)."""
+    return owner_key(owner)
 
 
 #: A route's context parameter: ``c: Ctx``.
 Ctx = Annotated[ApiContext, Depends(ctx)]
 #: A GET route's owner parameter: the storage key of the ``X-Memjobs-Owner`` owner.
 OwnerKey = Annotated[str, Depends(owner_header)]
+#: A GET route's owner parameter: the ``X-Memjobs-Owner`` owner id itself.
+OwnerId = Annotated[str, Depends(owner_id_header)]
