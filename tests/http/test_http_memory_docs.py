@@ -132,3 +132,21 @@ def test_the_typescript_client_uses_the_memory_tool(api_factory: Callable[..., A
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# pass 3" in done.stdout and "# fail 0" in done.stdout, done.stdout[-2000:]
+
+
+def test_scoped_tokens_read_and_write_only_what_they_name(api_factory: Callable[..., Api]) -> None:
+    from memjobs_worker.http.tokens import issue
+
+    api = api_factory(worker=False, api_token_key="k" * 40)
+    settings = api.harness.settings
+    reader = issue(settings, scopes=["read"], owners=["acme/alice"])
+    writer = issue(settings, scopes=["read", "write"], owner_prefix="acme/")
+    assert doc(api, MEM, owner="acme/alice", token=reader)["version"] == 0
+    problem(edits(api, {"op": "append", "doc": MEM, "text": "- x"}, owner="acme/alice", token=reader),
+            "forbidden", 403)  # read only: no edit
+    problem(api.get("/v1/memory/documents", owner="acme/bob", token=reader), "forbidden", 403)
+    assert edits(api, {"op": "append", "doc": MEM, "text": "- x"}, owner="acme/bob",
+                 token=writer).status_code == 200
+    problem(edits(api, {"op": "append", "doc": MEM, "text": "- x"}, owner="other/carol", token=writer),
+            "forbidden", 403)
+    problem(api.get("/v1/ops/memory-audit", token=writer), "forbidden", 403)  # across owners: admin

@@ -255,3 +255,17 @@ def test_the_example_adapter_works_unchanged_in_consolidation(
     assert records.writes[-1]["meta"]["session"] == "s-42"
     [entry] = [e for e in h.runtime.audit.entries() if e.applied]
     assert (entry.owner_key, entry.source, entry.session) == (owner_key("acme/alice"), "consolidation", "s-42")
+
+
+def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(records: RecordsService,
+                                                                          tmp_path: Path) -> None:
+    from memjobs_client.errors import InvalidPayload
+    from memjobs_worker.sessions.memory_docs import OwnerKey
+
+    legacy = OwnerKey(owner_key(OWNER))  # a consolidation message of an older producer
+    with pytest.raises(InvalidPayload) as refused:
+        MemoryService(RecordsMemoryAdapter(records.url)).read(legacy, MEM)
+    assert refused.value.reason == "owner_id_missing"
+    built_in = MemoryService(MarkdownFileProvider(tmp_path))  # stores by key: the key will do
+    built_in.append(OWNER, MEM, "- by id")
+    assert built_in.read(legacy, MEM).content == "- by id"
