@@ -51,6 +51,10 @@ for _name in list(os.environ):
     # The tests define their own settings; a developer's shell must not leak in.
     if _name.startswith(("MEMJOBS_", "QWEN_AUDIO_", "DASHSCOPE_", "NOVA_AUDIO_")):
         del os.environ[_name]
+# The hashed embedder unless a test asks for the local model (local_embedder="e5"):
+# deterministic and free, where the model costs a load per process and ~10 ms a
+# text (docs/embeddings.md, "In the tests"). Workers and the CLI inherit it.
+os.environ["MEMJOBS_LOCAL_EMBEDDER"] = "hashing"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -207,6 +211,9 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
             "metrics_port": 0,  # any free port; tests that scrape pick one they know
             "heartbeat_interval_ms": 200,
             "heartbeat_ttl_ms": 1000,
+            # Knowledge is opt-in (off by default): most tests use it, so it is on here;
+            # tests of the default pass knowledge="off" (tests/knowledge/test_knowledge_off.py).
+            "knowledge": "on",
         }
         values.update(overrides)
         return Settings(**values)

@@ -474,6 +474,7 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
     with scratch_dir("demo") as base:
         data_dir = base / "data"
         env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"))
+        del env["MEMJOBS_KNOWLEDGE"]  # off by default: the demo turns it on for its own stack
         proc = subprocess.Popen(
             [sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -490,8 +491,9 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
 
         assert_owner_only(data_dir)
     assert proc.returncode == exits.OK, f"stdout:\n{stdout}\nstderr:\n{stderr[-3000:]}"
-    for n in range(1, 11):
+    for n in range(1, 12):
         assert f"[{n}] " in stdout, f"step {n} missing:\n{stdout}"
+    assert "Tea notes: Longjing" in _section(stdout, 10)  # knowledge, turned on by the demo
     assert "skipped" in _section(stdout, 9)  # no model endpoint: no consolidation
     assert "same id: True" in _section(stdout, 2)
     assert "refused: sensitive_content" in _section(stdout, 3)

@@ -51,6 +51,7 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO)
     env["MEMJOBS_DATA_DIR"] = str(data_dir)
     env["MEM0_TELEMETRY"] = "False"
+    env["MEMJOBS_KNOWLEDGE"] = "on"  # opt-in (off by default); tests of the default set it off
     env.update(extra)
     return env
 

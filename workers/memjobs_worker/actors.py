@@ -15,12 +15,14 @@ from memjobs_worker.sessions.actors import declare_session_actors
 def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     """Register memjobs' actors on ``broker``; their parts are built on first use."""
     settings = runtime.settings
-    return {
+    actors = {
         **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
                                 store=lambda: runtime.store, scheduler=lambda: runtime.scheduler),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
                                  memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
-        **declare_knowledge_actors(broker, settings, redis_client=lambda: runtime.redis,
-                                   store=lambda: runtime.knowledge,
-                                   embedder=lambda: runtime.knowledge_embedder),
     }
+    if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
+        actors.update(declare_knowledge_actors(broker, settings, redis_client=lambda: runtime.redis,
+                                               store=lambda: runtime.knowledge,
+                                               embedder=lambda: runtime.knowledge_embedder))
+    return actors

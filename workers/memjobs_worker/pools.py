@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
+from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES, QUEUE_KNOWLEDGE
 from memjobs_worker.settings import Settings
 
 #: Signals a runner passes on to its pools.
@@ -53,9 +53,11 @@ def worker_pools(settings: Settings, processes: int, threads: int) -> list[Worke
     pool when the settings give it processes (else one pool takes everything)."""
     # Each pool's processes size their database pools by their own thread count.
     sized = {"MEMJOBS_WORKER_PROCESSES": str(processes), "MEMJOBS_WORKER_THREADS": str(threads)}
+    # Knowledge is opt-in: off, no pool consumes its queue.
+    model_queues = tuple(q for q in MODEL_QUEUES if settings.knowledge_enabled or q != QUEUE_KNOWLEDGE)
     if settings.fast_worker_processes == 0:
-        return [WorkerPool(worker_command(processes, threads, (*MODEL_QUEUES, *CHEAP_QUEUES)), sized)]
-    return [WorkerPool(worker_command(processes, threads, MODEL_QUEUES), sized),
+        return [WorkerPool(worker_command(processes, threads, (*model_queues, *CHEAP_QUEUES)), sized)]
+    return [WorkerPool(worker_command(processes, threads, model_queues), sized),
             WorkerPool(worker_command(settings.fast_worker_processes, settings.fast_worker_threads,
                                       CHEAP_QUEUES), {"MEMJOBS_METRICS_ENDPOINT": "false"})]
 

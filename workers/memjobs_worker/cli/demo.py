@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from datetime import UTC, datetime
@@ -24,6 +25,8 @@ CONVERSATION = [
     "My daughter's birthday is on March 3rd.",
 ]
 SECRET = "my wifi password is Tr0ub4dor&3"
+NOTE = {"doc_id": "tea-notes", "title": "Tea notes",
+        "text": "Longjing green tea comes from Hangzhou. Brew it with water at 80 degrees for two minutes."}
 
 
 def run_demo(settings: Settings) -> int:
@@ -33,7 +36,11 @@ def run_demo(settings: Settings) -> int:
         step(0, "using the running memjobs stack")
     else:
         step(0, f"starting the embedded stack in {settings.data_dir} "
-                "(its own Redis and PostgreSQL with pgvector, one worker)")
+                "(its own Redis and PostgreSQL with pgvector, one worker; knowledge turned on)")
+        # Knowledge is opt-in: the demo's own stack turns it on for its scenario
+        # (its workers read the environment, as `MEMJOBS_KNOWLEDGE=on memjobs up` would).
+        os.environ["MEMJOBS_KNOWLEDGE"] = "on"
+        settings = settings.model_copy(update={"knowledge": "on"})
         stack = Stack(settings, processes=1, threads=2)
     code = exits.FAILED
     try:
@@ -48,7 +55,7 @@ def run_demo(settings: Settings) -> int:
             if problems:
                 code = exits.FAILED
             else:
-                step(10, "embedded stack stopped; its data stays in " + str(settings.data_dir))
+                step(11, "embedded stack stopped; its data stays in " + str(settings.data_dir))
     return code
 
 
@@ -94,7 +101,8 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         _show(runtime, key, "花生")
         step(8, "recall 'short answers'")
         _show(runtime, key, "short answers")
-        return _end_of_session(settings, runtime, client, owner, key)
+        code = _end_of_session(settings, runtime, client, owner, key)
+        return code if code != exits.OK else _knowledge(settings, runtime, client, owner, key)
     finally:
         runtime.close()
         client.close()
@@ -115,12 +123,30 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
     if not wait_for_owner(runtime, key, timeout_s=180):
         print("    the session's work was not done in 180 s")
         return exits.FAILED
-    for document in runtime.memory_docs.snapshot(key):
+    for document in runtime.memory_docs.snapshot(owner):
         print(f"    {document.doc} (version {document.version}):")
         for line in document.content.splitlines() or ["(empty)"]:
             print(f"      {line}")
     for recalled in runtime.sessions.recall_sessions(key, 1):
         print(f"    digest: {recalled.topic}: {recalled.gist}")
+    return exits.OK
+
+
+def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str,
+               key: str) -> int:
+    if not settings.knowledge_enabled:
+        step(10, "knowledge: skipped, it is off on this stack (opt-in: MEMJOBS_KNOWLEDGE=on)")
+        return exits.OK
+    step(10, "knowledge (opt-in, on for the demo): the user's note indexed with consent, then searched")
+    client.reindex_knowledge(owner, [NOTE], consent=True)
+    if not wait_for_owner(runtime, key, timeout_s=120):
+        print("    the reindex was not done in 120 s")
+        return exits.FAILED
+    found = runtime.search_knowledge(key, "Longjing water temperature", 3)
+    for result in found.results or []:
+        print(f"    {result.score:.3f}  {result.title}: {result.text[:70]}")
+    if not found.results:
+        print("    (nothing)")
     return exits.OK
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from memjobs_client.contracts import QUEUE_KNOWLEDGE
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, error
@@ -30,7 +31,9 @@ def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
     """What is not done: busy queues, pending sources, retrying jobs (a scan of
     the queued messages, so only when it is shown)."""
     queues = {name: {k: v for k, v in q.items() if k != "dead" and v}
-              for name, q in ops.queue_stats(rt.redis).items()}
+              for name, q in ops.queue_stats(rt.redis).items()
+              # knowledge off: no worker consumes its queue, so waiting on it is futile
+              if rt.settings.knowledge_enabled or name != QUEUE_KNOWLEDGE}
     return {"queues": {name: q for name, q in queues.items() if q},
             "pending_sources": rt.store.counts_by_state()["pending"],
             "retrying": [r.as_dict() for r in retrying(rt.redis)] if with_retrying else []}
