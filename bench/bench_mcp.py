@@ -89,7 +89,8 @@ def main() -> int:
                "MEMJOBS_DATA_DIR": str(workdir / "data"), "MEMJOBS_EMBEDDING_BASE_URL": fake.base_url,
                "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(DIMS),
                "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off", "MEMJOBS_LOG_LEVEL": "WARNING",
-               "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN, "MEMJOBS_API_PORT": "0"}
+               "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN, "MEMJOBS_API_PORT": "0",
+               "MEMJOBS_KNOWLEDGE": "on"}  # opt-in
         settings = Settings.model_validate({**{k.removeprefix("MEMJOBS_").lower(): v for k, v in env.items()
                                                if k.startswith("MEMJOBS_")}, "memory_provider": "off"})
         endpoints = Endpoints(redis_url=redis_server.url, database_url=database_url)
