@@ -14,3 +14,20 @@ export async function endSession(token: string, ownerId: string, sessionId: stri
     throw error;
   }
 }
+
+// The memory tool: a turn's edits, and what a refusal looks like.
+export async function correctMemory(memjobs: MemjobsClient, ownerId: string, turnId: string): Promise<number> {
+  const { documents, provider } = await memjobs.memoryDocuments({ ownerId });
+  const version: number = documents[0]?.version ?? 0;
+  void provider?.protocolVersion;
+  try {
+    const applied = await memjobs.editMemory({ ownerId, context: { turn: turnId }, edits: [
+      { op: "replace", doc: "MEMORY.md", old_text: "杭州", new_text: "上海" },
+      { op: "append", doc: "USER.md", text: "- 叫我小林" },
+    ] });
+    return applied.changed + version;
+  } catch (error) {
+    if (error instanceof MemjobsApiError && (error.reason === "not_found" || error.reason === "ambiguous")) return 0;
+    throw error;
+  }
+}
