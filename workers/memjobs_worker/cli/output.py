@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from typing import Any
 _MODEL_PREFIX = re.compile(r"^invalid (?:[A-Z][A-Za-z]+|payload): ")
 _OPTIONS = {"owner_id": "--owner", "owner_key": "--owner", "text": "--text", "session_id": "--session",
             "source_id": "--source", "task_id": "--task", "goal": "--goal", "status": "--status",
-            "transcript": "--transcript", "tasks": "--tasks", "kind": "--kind"}
+            "transcript": "--transcript", "tasks": "--tasks", "kind": "--kind", "query": "--query"}
 _FIELD = re.compile(r"^([a-z_]+)(?:\.[\w.]+)?: ")
 MAX_CELL = 60
 
@@ -105,6 +106,10 @@ def status_table(document: dict[str, Any]) -> str:
         lines.append(name.ljust(width) + "".join(str(counts.get(c, 0)).rjust(11) for c in columns))
     sources = ", ".join(f"{state} {count}" for state, count in document["sources"].items())
     lines += ["", f"sources: {sources}", f"live workers: {document['workers']}"]
+    if restarted := document.get("embedded_postgres"):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted["last_restarted_at"] or 0))
+        lines.append(f"embedded PostgreSQL: died and restarted {restarted['restarts']} "
+                     f"time(s), last at {at}")
     for window, outcomes in document.get("recent", {}).items():
         shown = _outcomes(outcomes)
         lines.append(f"{window.replace('_', ' ')}: {shown or 'no jobs'}")

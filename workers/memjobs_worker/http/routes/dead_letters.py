@@ -16,13 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memjobs_client.contracts import QUEUES
 from memjobs_worker.http import auth
+from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, errors
 from memjobs_worker.ops.deadletters import DeadLetters
 
 router = APIRouter(prefix="/v1/ops/dead-letters", tags=["operations"],
-                   dependencies=[Depends(auth.host)])
+                   dependencies=[Depends(auth.host)], route_class=JsonRoute)
 
 LetterId = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$",
                 description="the message id (as job log lines carry it) or the dead-letter id")

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends
 from memjobs_client.errors import KnowledgeOff
 from memjobs_client.sensitive import ensure_not_sensitive
 from memjobs_worker.http import auth
+from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, errors, owner_key_of
 from memjobs_worker.http.schemas import (
     KnowledgeHit,
@@ -16,7 +17,7 @@ from memjobs_worker.http.schemas import (
     ReindexRequest,
 )
 
-router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
+router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"], route_class=JsonRoute)
 
 
 @router.post("/reindex", status_code=202, response_model=ReindexAccepted,

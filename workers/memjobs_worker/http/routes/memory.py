@@ -7,8 +7,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
 from memjobs_worker.http import auth
+from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors, owner_key_of
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
 from memjobs_worker.http.schemas import (
     ForgetAccepted,
     ForgetRequest,
@@ -20,7 +21,8 @@ from memjobs_worker.http.schemas import (
     RememberRequest,
 )
 
-router = APIRouter(prefix="/v1", tags=["personal memory"], dependencies=[Depends(auth.gateway)])
+router = APIRouter(prefix="/v1", tags=["personal memory"], dependencies=[Depends(auth.gateway)],
+                   route_class=JsonRoute)
 
 
 @router.post("/remember", status_code=202, response_model=RememberAccepted,
@@ -42,8 +44,9 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     answers); the purge of the memories derived from it is queued.
 
     ``already_forgotten`` for a source forgotten before; a source id this owner
-    does not have (and no queued remember of it names) is ``not_found`` (404),
-    as the CLI and the producer client say. A forget sent while the source's
+    does not have (and no queued remember of this owner names) is ``not_found``
+    (404), as the CLI and the producer client say, another owner's source with
+    this id included (it is never touched). A forget sent while the source's
     own remember is still queued is ``forgotten``: the remember will find it so."""
     outcome = await c.call(c.client.forget, body.owner_id, body.source_id)
     if outcome.status == "not_found":
@@ -52,16 +55,19 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     return ForgetAccepted(source_id=outcome.source_id, status=outcome.status, purge=outcome.purge)
 
 
-@router.post("/recall", response_model=Memories, responses=errors(*COMMON, "memory_off"))
+@router.post("/recall", response_model=Memories, responses=errors(*COMMON, "sensitive_content", "memory_off"))
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
-    """Search the owner's learned memories (only those whose sources are all learned)."""
+    """Search the owner's learned memories (only those whose sources are all learned).
+
+    A query that looks like a credential is refused (``sensitive_content``) before
+    anything is embedded, as a knowledge search's is: it never reaches the model service."""
     hits = await c.call(c.memory.recall, owner_key_of(body.owner_id), body.query, body.limit)
     return Memories(memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score,
                                      source_ids=h.source_ids) for h in hits])
 
 
 @router.get("/preferences", response_model=Preferences, responses=errors(*COMMON))
-async def preferences(key: OwnerKey, c: Ctx) -> Preferences:
+async def preferences(owner: OwnerId, c: Ctx) -> Preferences:
     """The owner's USER.md, read through the memory service, and its version (0: never written)."""
-    doc = await c.call(lambda: c.memory_docs().read(key, "USER.md"))
+    doc = await c.call(lambda: c.memory_docs().read(owner, "USER.md"))
     return Preferences(doc="USER.md", version=doc.version, content=doc.content)

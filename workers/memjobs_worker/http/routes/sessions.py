@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from memjobs_client.contracts import ACTOR_CONSOLIDATE, ACTOR_DIGEST
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.http import auth
+from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import (
     EndSessionRequest,
@@ -18,14 +19,15 @@ from memjobs_worker.http.schemas import (
     TaskUpdate,
 )
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(auth.gateway)])
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(auth.gateway)],
+                   route_class=JsonRoute)
 
 SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 
 
 @router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
-             responses=errors(*COMMON))
+             responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
 async def end_session(body: EndSessionRequest, c: Ctx,
                       session_id: str = SessionId) -> SessionEndAccepted:
     """Queue consolidation, the digest and an extraction nudge for the session.
@@ -60,7 +62,7 @@ async def sessions(key: OwnerKey, c: Ctx,
 
 
 @router.put("/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted,
-            responses=errors(*COMMON))
+            responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
 async def put_task(body: TaskUpdate, c: Ctx, task_id: str = TaskId) -> TaskAccepted:
     """Report a task's status to the task ledger (read live by session recall)."""
     await c.call(c.client.record_task, body.owner_id, task_id, redact_secrets(body.goal), body.status)
