@@ -268,6 +268,43 @@ def test_one_client_address_is_capped_and_others_still_served(api_factory: Calla
             sock.close()
 
 
+def sources_request(forwarded_for: str | None = None) -> bytes:
+    extra = f"X-Forwarded-For: {forwarded_for}\r\n" if forwarded_for else ""
+    return (f"GET /v1/sources HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Memjobs-Owner: a\r\n{extra}"
+            f"Authorization: Bearer {GATEWAY_TOKEN}\r\nConnection: close\r\n\r\n").encode()
+
+
+def until_refused(port: int, forwarded_for: str | None) -> int:
+    """Send a request like the held one's client until the guard has counted that one (429)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with connect(port) as sock:
+            sock.sendall(sources_request(forwarded_for))
+            status = reply_of(sock)[0]
+        if status == 429 or time.monotonic() > deadline:
+            return status
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_client_address_comes_from_x_forwarded_for_only_behind_a_listed_proxy(
+        api_factory: Callable[..., Api], trusted: bool) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                      api_max_per_client=1,
+                      api_forwarded_allow_ips="127.0.0.1" if trusted else "")
+    port = int(api.url.rsplit(":", 1)[1])
+    held = connect(port)
+    try:
+        held.sendall(slow_body_head().replace(b"Host: 127.0.0.1\r\n",
+                                              b"Host: 127.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\n"))
+        assert until_refused(port, "10.0.0.1") == 429
+        with connect(port) as sock:  # another client behind the proxy, or a forged header
+            sock.sendall(sources_request("10.0.0.2"))
+            status = reply_of(sock)[0]
+        assert status == (200 if trusted else 429)
+    finally:
+        held.close()
+
+
 # -- the open door on loopback: host check; headers on every reply ------------------------
 
 

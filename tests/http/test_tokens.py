@@ -149,7 +149,12 @@ def test_memjobs_token_issue_prints_a_token_that_works(
     assert claims["exp"] - claims["iat"] == 900 and claims["sub"] == "gateway-eu"
     assert scoped.get("/v1/sessions", owner="alice", token=printed).status_code == 200
     problem(scoped.get("/v1/sessions", owner="bob", token=printed), "forbidden", 403)
+    monkeypatch.setenv("MEMJOBS_API_TOKEN_PREVIOUS_KEY", OLD_KEY)
+    assert cli_main(["config", "--json"]) == 0
+    shown = capsys.readouterr().out
+    assert KEY not in shown and OLD_KEY not in shown and '"api_token_key": "[REDACTED]"' in shown
     monkeypatch.delenv("MEMJOBS_API_TOKEN_KEY")
+    monkeypatch.delenv("MEMJOBS_API_TOKEN_PREVIOUS_KEY")
     assert cli_main(["token", "issue", "--scope", "read", "--owner", "alice"]) == 3
     assert "MEMJOBS_API_TOKEN_KEY" in capsys.readouterr().err
 

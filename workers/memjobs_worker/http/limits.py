@@ -186,21 +186,20 @@ class Limits:
         body = bytearray()
         try:
             async with asyncio.timeout(self.body_timeout_s):
-                while True:
+                while len(body) <= self.max_body_bytes:
                     message = await receive()
                     if message["type"] == "http.disconnect":
                         return None
                     body += message.get("body", b"")
-                    if len(body) > self.max_body_bytes:
-                        await _refuse(scope, receive, send, "too_large",
-                                      f"the limit is {self.max_body_bytes} bytes")
-                        return None
-                    if not message.get("more_body", False):
+                    if not message.get("more_body", False) and len(body) <= self.max_body_bytes:
                         return bytes(body)
         except TimeoutError:
+            # The refusals are sent outside the timeout: a slow reader must not cut them short.
             await _refuse(scope, receive, send, "request_timeout",
                           f"the body was not sent within {self.body_timeout_s:g} s")
             return None
+        await _refuse(scope, receive, send, "too_large", f"the limit is {self.max_body_bytes} bytes")
+        return None
 
 
 def _leaf_routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
