@@ -439,3 +439,13 @@ def test_the_package_exports_its_public_api() -> None:
     assert all(hasattr(memory_docs, name) for name in memory_docs.__all__)
     assert VersionConflict.__bases__ == (TransientError,)
     assert VersionConflict.reason == "version_conflict"
+
+
+def test_a_lost_audit_row_never_undoes_the_patch(provider: MemoryProvider) -> None:
+    class DownAudit:
+        def record(self, entries: Sequence[AuditEntry]) -> None:
+            raise OSError("the audit's database is away")
+
+    service = MemoryService(provider, audit=DownAudit())
+    assert service.append(OWNER, MEM, "- kept").applied
+    assert service.read(OWNER, MEM).content == "- kept"

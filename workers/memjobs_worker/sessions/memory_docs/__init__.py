@@ -8,6 +8,8 @@ See DESIGN.md, "Markdown memory".
 from memjobs_worker.sessions.memory_docs.audit import AuditEntry, AuditTrail
 from memjobs_worker.sessions.memory_docs.files import MarkdownFileProvider
 from memjobs_worker.sessions.memory_docs.loader import check_provider, load_provider
+from memjobs_worker.sessions.memory_docs.normalise import normalise_documents
+from memjobs_worker.sessions.memory_docs.outcomes import Edit, EditOutcome, OpResult
 from memjobs_worker.sessions.memory_docs.patches import REASONS, Reason
 from memjobs_worker.sessions.memory_docs.protocol import (
     DOC_MEMORY,
@@ -25,10 +27,9 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     ProviderInfo,
     Scope,
     VersionConflict,
-    normalise_documents,
     storage_key,
 )
-from memjobs_worker.sessions.memory_docs.service import Edit, EditOutcome, MemoryService, OpResult
+from memjobs_worker.sessions.memory_docs.service import MemoryService
 from memjobs_worker.sessions.memory_docs.sql import SqlMemoryProvider
 
 __all__ = [

@@ -19,7 +19,7 @@ adapter can do its own tenant mapping; the built-in providers store under
 sha256(owner id) (:func:`storage_key`), as before, so existing data needs no
 migration. A provider may be any object with these five methods (subclassing
 :class:`MemoryProvider` is a convenience, not a requirement). Everything a
-provider returns goes through :func:`normalise_documents`, so a host-injected
+provider returns goes through ``normalise.normalise_documents``, so a host-injected
 provider cannot hand the service an oversized, duplicated or unknown document.
 
 Why a version: several workers, several hosts and the memory tool write the
@@ -36,7 +36,6 @@ and retries. No update is ever lost, whatever the provider's storage.
 from __future__ import annotations
 
 import builtins
-import itertools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,10 +57,8 @@ WRITABLE_DOCS: tuple[str, ...] = (DOC_USER, DOC_MEMORY)
 
 Scope = Literal["user", "memory"]
 SCOPES: dict[str, Scope] = {DOC_USER: "user", DOC_MEMORY: "memory"}
-_DOC_OF_SCOPE: dict[str, str] = {scope: doc for doc, scope in SCOPES.items()}
+DOC_OF_SCOPE: dict[str, str] = {scope: doc for doc, scope in SCOPES.items()}
 
-#: How many items of a provider's answer normalise_documents looks at, at most.
-MAX_SCANNED_DOCS = 32
 #: The methods every provider has (``serialise`` is optional).
 PROVIDER_METHODS = ("describe", "list", "apply", "health", "close")
 
@@ -301,55 +298,3 @@ class MemoryProvider(ABC):
 def missing_methods(provider: object) -> builtins.list[str]:
     """The methods of :data:`PROVIDER_METHODS` that ``provider`` lacks."""
     return [m for m in PROVIDER_METHODS if not callable(getattr(provider, m, None))]
-
-
-def _field(item: object, name: str) -> object:
-    if isinstance(item, Mapping):
-        return item.get(name)
-    return getattr(item, name, None)
-
-
-def _doc_name(item: object) -> str | None:
-    """The canonical doc name of an item, from its doc name or, failing that, its scope."""
-    doc, scope = _field(item, "doc"), _field(item, "scope")
-    name: str | None = None
-    if isinstance(doc, str):
-        name = next((d for d in WRITABLE_DOCS if d.lower() == doc.strip().lower()), None)
-        if name is None:
-            return None  # ASSISTANT.md or anything else: never a memory document
-    if isinstance(scope, str):
-        from_scope = _DOC_OF_SCOPE.get(scope.strip().lower())
-        if from_scope is None or (name is not None and from_scope != name):
-            return None  # unknown scope, or a scope that contradicts the doc name
-        name = from_scope
-    elif scope is not None:
-        return None
-    return name
-
-
-def normalise_documents(docs: object, max_chars: int) -> builtins.list[Document]:
-    """Make a provider's answer safe to use: valid, unique, bounded documents.
-
-    Accepts :class:`Document` objects or mappings with ``doc`` and/or
-    ``scope``, ``content`` and ``version``. Drops items whose doc name is not
-    USER.md or MEMORY.md (case and surrounding space ignored), whose scope
-    contradicts it, whose content is not text or whose version is not a
-    non-negative integer. Of the same document twice, keeps the higher
-    version. Caps content at ``max_chars`` characters, sets the scope from the
-    doc name, looks at :data:`MAX_SCANNED_DOCS` items at most, and returns the
-    documents in :data:`WRITABLE_DOCS` order.
-    """
-    if isinstance(docs, str | bytes | Mapping) or not isinstance(docs, Iterable):
-        return []
-    best: dict[str, Document] = {}
-    for item in itertools.islice(docs, MAX_SCANNED_DOCS):
-        name = _doc_name(item)
-        content, version = _field(item, "content"), _field(item, "version")
-        if name is None or not isinstance(content, str):
-            continue
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            continue
-        kept = best.get(name)
-        if kept is None or version > kept.version:
-            best[name] = Document(name, SCOPES[name], content[: max(max_chars, 0)], version)
-    return [best[d] for d in WRITABLE_DOCS if d in best]

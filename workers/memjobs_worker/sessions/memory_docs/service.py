@@ -27,44 +27,33 @@ Every patch, refused or not, is recorded in the audit trail without its text.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Protocol
 
-from memjobs_client.errors import (
-    BackendUnavailable,
-    ConfigurationError,
-    InvalidPayload,
-    MemjobsError,
-    SensitiveContent,
-)
+from memjobs_client.errors import ConfigurationError, InvalidPayload, MemjobsError
 from memjobs_client.sensitive import find_sensitive_text
 from memjobs_worker.sessions.memory_docs.audit import AuditEntry
+from memjobs_worker.sessions.memory_docs.calls import apply_changes, list_documents, serialise, settle
+from memjobs_worker.sessions.memory_docs.outcomes import Edit, EditOutcome, OpResult, refused
 from memjobs_worker.sessions.memory_docs.patches import Plan, Reason, plan_append, plan_replace
 from memjobs_worker.sessions.memory_docs.protocol import (
     WRITABLE_DOCS,
     Change,
     ChangeContext,
     Document,
-    ListOptions,
     MemoryProvider,
     OwnerKey,
     ProviderInfo,
     VersionConflict,
     empty_document,
-    normalise_documents,
     storage_key,
 )
 
 log = logging.getLogger(__name__)
-
-Op = Literal["append", "replace"]
-T = TypeVar("T")
 
 #: The write path reads this many times max_doc_chars, to tell a document
 #: edited past its bound (which may still be shortened) from a cut snapshot.
@@ -80,64 +69,6 @@ class Audit(Protocol):
     """Where patches are recorded (:class:`~memjobs_worker.sessions.memory_docs.audit.AuditTrail`)."""
 
     def record(self, entries: Sequence[AuditEntry]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One edit of the memory tool: ``append`` ``text``, or ``replace`` the unique
-    ``old_text`` by ``new_text`` (empty: delete it)."""
-
-    op: Op
-    doc: str
-    text: str | None = None
-    old_text: str | None = None
-    new_text: str | None = None
-
-
-@dataclass(frozen=True)
-class OpResult:
-    """The outcome of one patch.
-
-    ``version`` is the document's version after the patch, or the version the
-    refusal was decided on; ``None`` when it was refused before reading.
-    ``reason`` is ``None`` exactly when ``applied``.
-    """
-
-    applied: bool
-    doc: str
-    version: int | None
-    reason: Reason | None = None
-
-    def raise_for_refusal(self) -> None:
-        """Raise the error matching a refusal; no-op when applied or a duplicate.
-
-        Raises:
-            SensitiveContent: reason ``sensitive_content``.
-            InvalidPayload: any other refusal (its ``reason`` is the code).
-        """
-        if self.applied or self.reason in (None, "duplicate"):
-            return
-        if self.reason == "sensitive_content":
-            raise SensitiveContent(f"memory patch to {self.doc} refused: it looks like a credential")
-        raise InvalidPayload(f"memory patch refused: {self.reason}", reason=self.reason)
-
-
-@dataclass(frozen=True)
-class EditOutcome:
-    """The one result of a turn's edits.
-
-    ``applied``: every edit applied (or already there: ``duplicate``), and
-    ``changed`` documents written; ``documents``: the touched documents as they
-    are now. Otherwise ``failed`` is the index of the edit that stopped the turn
-    and ``reason`` why; nothing of the turn was written.
-    """
-
-    applied: bool
-    results: tuple[OpResult, ...]
-    changed: int = 0
-    documents: tuple[Document, ...] = ()
-    failed: int | None = None
-    reason: Reason | None = None
 
 
 @dataclass
@@ -172,20 +103,24 @@ class MemoryService:
         self.max_attempts = max_attempts
         self.audit = audit
         self._stripes = tuple(threading.Lock() for _ in range(_STRIPES))
+        self._info: ProviderInfo | None = None
 
     def close(self) -> None:
         """Close the provider (an async ``close`` is run to completion); never raises."""
         try:
-            _settle(self.provider.close())
+            settle(self.provider.close())
         except Exception as exc:
             log.warning("memory provider did not close cleanly", extra={"error": type(exc).__name__})
 
     def describe(self) -> ProviderInfo | None:
-        """The provider's ``{protocolVersion, key, label}``, or ``None`` if it answers nonsense."""
-        try:
-            return ProviderInfo.coerce(self.provider.describe())
-        except Exception:
-            return None
+        """The provider's ``{protocolVersion, key, label}`` (asked once: it is static),
+        or ``None`` if it answers nonsense."""
+        if self._info is None:
+            try:
+                self._info = ProviderInfo.coerce(self.provider.describe())
+            except Exception:
+                return None
+        return self._info
 
     # -- reads --------------------------------------------------------------------
 
@@ -193,7 +128,7 @@ class MemoryService:
         """Both documents (empty ones at version 0), each capped at ``max_doc_chars``.
 
         ``owner`` is the owner id (an :class:`OwnerKey` for the built-in providers)."""
-        found = {d.doc: d for d in self._list(self._owner(owner), self.max_doc_chars)}
+        found = {d.doc: d for d in list_documents(self.provider, self._owner(owner), self.max_doc_chars)}
         return [found.get(doc) or empty_document(doc) for doc in WRITABLE_DOCS]
 
     def read(self, owner: str, doc: str) -> Document:
@@ -205,7 +140,7 @@ class MemoryService:
         """
         if doc not in WRITABLE_DOCS:
             raise InvalidPayload(f"not a memory document: {doc!r}", reason="forbidden_document")
-        return self._find(self._list(self._owner(owner), self.max_doc_chars), doc)
+        return self._find(list_documents(self.provider, self._owner(owner), self.max_doc_chars), doc)
 
     # -- writes -------------------------------------------------------------------
 
@@ -306,23 +241,23 @@ class MemoryService:
         for index, e in enumerate(edits):
             refusal = self._precheck(e)
             if refusal is not None:
-                return _refused(edits, index, refusal, None)
+                return refused(edits, index, refusal, None)
         read_cap = self.max_doc_chars * READ_SLACK
         for _ in range(self.max_attempts):
             try:
                 with ExitStack() as held:
                     held.enter_context(self._stripes[hash(storage_key(owner)) % _STRIPES])
-                    held.enter_context(_serialise(self.provider, owner))
-                    turn = _Turn({d.doc: d for d in self._list(owner, read_cap)})
+                    held.enter_context(serialise(self.provider, owner))
+                    turn = _Turn({d.doc: d for d in list_documents(self.provider, owner, read_cap)})
                     self._plan(turn, edits, read_cap, strict)
                     if turn.failed is not None:
                         failed = turn.results[turn.failed]
-                        return _refused(edits, turn.failed, failed.reason or "not_found",
+                        return refused(edits, turn.failed, failed.reason or "not_found",
                                         failed.version)
                     changes = [Change(doc, text, self._find_in(turn.read, doc).version)
                                for doc, text in turn.contents.items()
                                if text != self._find_in(turn.read, doc).content]
-                    written = self._apply(owner, changes, context) if changes else {}
+                    written = apply_changes(self.provider, owner, changes, context) if changes else {}
                 # Out of the serialised block: the write is committed before it is reported.
             except VersionConflict:
                 continue  # raised through the block: the provider's transaction rolled back
@@ -362,39 +297,6 @@ class MemoryService:
                 turn.failed = index
                 return
 
-    def _list(self, owner: str, cap: int) -> list[Document]:
-        options = ListOptions(max_docs=len(WRITABLE_DOCS), max_chars=cap)
-        try:
-            raw = self.provider.list(owner, options)
-        except MemjobsError:
-            raise
-        except Exception as exc:  # a host's provider must not break the service
-            raise BackendUnavailable(f"memory provider failed to list: {type(exc).__name__}") from exc
-        if inspect.isawaitable(raw):
-            _discard(raw)
-            raise BackendUnavailable("memory provider: list() must answer synchronously "
-                                     "(keep a local cache in the adapter)")
-        return normalise_documents(raw, cap)
-
-    def _apply(self, owner: str, changes: list[Change], context: ChangeContext) -> dict[str, int]:
-        """The provider's apply; the new version of each document it reports."""
-        try:
-            answer = _settle(self.provider.apply(owner, changes, context))
-        except MemjobsError:
-            raise
-        except Exception as exc:
-            raise BackendUnavailable(f"memory provider failed to apply: {type(exc).__name__}") from exc
-        def field_of(name: str) -> Any:
-            return answer.get(name) if isinstance(answer, Mapping) else getattr(answer, name, None)
-
-        changed = field_of("changed")
-        if isinstance(changed, int) and not isinstance(changed, bool) and changed < len(changes):
-            # {changed: 0}: the seeds' way to say "moved on, nothing written"; fewer than
-            # asked: re-read too, the next plan sees what was written (a duplicate then).
-            raise VersionConflict(f"the provider wrote {changed} of {len(changes)} changes")
-        reported = normalise_documents(field_of("documents") or (), 0)
-        return {d.doc: d.version for d in reported if d.version > 0}
-
     @staticmethod
     def _find(docs: list[Document], doc: str) -> Document:
         return next((d for d in docs if d.doc == doc), None) or empty_document(doc)
@@ -415,42 +317,8 @@ class MemoryService:
                                          reason=reason, version=r.version, context=context))
         try:
             self.audit.record(entries)
-        except (MemjobsError, OSError) as exc:  # the patch stands; losing its audit row must not undo it
+        except Exception as exc:  # the patch stands; losing its audit row must not undo it
             log.warning("memory audit not written", extra={"error": type(exc).__name__})
-        except Exception as exc:
-            log.warning("memory audit not written", extra={"error": type(exc).__name__})
-
-
-def _refused(edits: list[Edit], index: int, reason: Reason, version: int | None) -> EditOutcome:
-    results = tuple(OpResult(False, e.doc, version if i == index else None,
-                             reason if i == index else None) for i, e in enumerate(edits))
-    return EditOutcome(False, results, failed=index, reason=reason)
-
-
-def _serialise(provider: object, owner: str) -> AbstractContextManager[Any]:
-    method = getattr(provider, "serialise", None)
-    return cast(AbstractContextManager[Any], method(owner)) if callable(method) else nullcontext()
-
-
-def _settle(value: T | Awaitable[T]) -> T:
-    """``value``, or what it resolves to when a provider answered with an awaitable
-    (run to completion on a fresh event loop in this thread)."""
-    if not inspect.isawaitable(value):
-        return value
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        async def wait() -> T:
-            return await cast(Awaitable[T], value)
-        return asyncio.run(wait())
-    _discard(value)
-    raise ConfigurationError("the memory service blocks: call it from a thread, not an event loop")
-
-
-def _discard(awaitable: object) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()
 
 
 def _check_text(**values: object) -> None:
