@@ -89,6 +89,10 @@ def test_another_owners_forget_that_comes_first_neither_takes_nor_swallows_the_s
     assert add(store, C, text, carol_sent) == "created"
     assert ledger(store, C) == {sid: ("pending", text)}
     assert text not in texts_of(store, A)
+    # Alice's forget left a marker in her own ledger only: no text, nothing of carol's.
+    assert (store.source_state(C, sid), store.source_state(A, sid)) == ("pending", "forgotten")
+    assert ledger(store, A) == {sid: ("forgotten", None)}
+    assert store.source_state(A, source_id_for(A, text)) is None
     # Carol's source is learned as hers; alice has no memory of it.
     attempt = store.begin_attempt(C, 1, 10)
     assert attempt is not None and [s.source_id for s in attempt.sources] == [sid]
@@ -127,6 +131,7 @@ def test_two_owners_with_one_source_id_are_two_rows(store: StateStore) -> None:
     assert (forgotten.found, forgotten.memory_ids) == (True, ["m-a"])
     assert ledger(store, A) == {sid: ("forgotten", None)}
     assert ledger(store, C) == {sid: ("learned", theirs)}
+    assert (store.source_state(A, sid), store.source_state(C, sid)) == ("forgotten", "learned")
     assert store.learned_provenance(C) == {"m-c": [sid]} and store.learned_provenance(A) == {}
     assert (store.tombstones(A), store.tombstones(C)) == (["m-a"], [])
     # A failed batch of one owner fails only that owner's row.

@@ -135,4 +135,4 @@ class PersonalMemory:
 
     @staticmethod
     def _state(store: StateStore, owner_key: str, source_id: str) -> str | None:
-        return next((r.state for r in store.list_sources(owner_key) if r.source_id == source_id), None)
+        return store.source_state(owner_key, source_id)

@@ -104,6 +104,12 @@ class StateStore(ABC):
     @abstractmethod
     def list_sources(self, owner_key: str) -> list[SourceRecord]: ...
 
+    def source_state(self, owner_key: str, source_id: str) -> SourceState | None:
+        """The state of the owner's source with this id; None when the owner has
+        none (another owner's source with the same id included). A store may
+        read the one row instead of the owner's whole ledger."""
+        return next((r.state for r in self.list_sources(owner_key) if r.source_id == source_id), None)
+
     @abstractmethod
     def counts_by_state(self) -> dict[str, int]: ...
 

@@ -35,6 +35,7 @@ from memjobs_worker.memory.store.base import (
     PendingWindow,
     Produced,
     SourceRecord,
+    SourceState,
     StateStore,
 )
 
@@ -107,6 +108,11 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             return sorted((r.record for r in self._sources.values()
                            if r.record.owner_key == owner_key), key=_age)
+
+    def source_state(self, owner_key: str, source_id: str) -> SourceState | None:
+        with self._lock:
+            row = self._sources.get((owner_key, source_id))
+            return None if row is None else row.record.state
 
     def counts_by_state(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)

@@ -34,6 +34,7 @@ from memjobs_worker.memory.store.base import (
     PendingWindow,
     Produced,
     SourceRecord,
+    SourceState,
     StateStore,
 )
 from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources
@@ -192,6 +193,14 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .order_by(sources.c.created_at, sources.c.source_id)
             ).all()
         return [row_record(r) for r in rows]
+
+    def source_state(self, owner_key: str, source_id: str) -> SourceState | None:
+        with self._one() as conn:
+            state = conn.execute(
+                sa.select(sources.c.state)
+                .where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
+            ).scalar()
+        return state
 
     def counts_by_state(self) -> dict[str, int]:
         with self._one() as conn:
