@@ -42,8 +42,10 @@ def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
-def reply_of(sock: socket.socket, timeout_s: float = 10) -> tuple[int, dict[str, str], bytes, bool]:
-    """Status, headers, body of the one reply on ``sock``, and whether the server then closed."""
+def reply_of(sock: socket.socket, timeout_s: float = 10,
+             then_closed: bool = True) -> tuple[int, dict[str, str], bytes, bool]:
+    """Status, headers, body of the one reply on ``sock``, and whether the server then
+    closed (not looked at with ``then_closed=False``: another reply follows)."""
     sock.settimeout(timeout_s)
     data = b""
     while b"\r\n\r\n" not in data:
@@ -59,6 +61,8 @@ def reply_of(sock: socket.socket, timeout_s: float = 10) -> tuple[int, dict[str,
         if not chunk:
             break
         body += chunk
+    if not then_closed:
+        return int(lines[0].split()[1]), headers, body, False
     try:
         closed = sock.recv(1) == b""
     except (TimeoutError, ConnectionResetError):
@@ -357,3 +361,23 @@ def test_every_reply_is_nosniff_and_no_store(api_factory: Callable[..., Api]) ->
     for r in replies:
         assert r.headers["x-content-type-options"] == "nosniff", r.url
         assert r.headers["cache-control"] == "no-store", r.url
+
+
+def test_a_pipelined_request_whose_headers_trickle_is_closed_too(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                      api_header_timeout_ms=500)
+    with connect(int(api.url.rsplit(":", 1)[1])) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\n")
+        assert reply_of(sock, then_closed=False)[0] == 200
+        status, headers, body, closed = reply_of(sock)
+    assert (status, closed) == (408, True) and json.loads(body)["reason"] == "request_timeout"
+
+
+def test_bytes_that_are_not_http_get_a_problem_document(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    with connect(int(api.url.rsplit(":", 1)[1])) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header Name: x\r\n\r\n")
+        status, headers, body, closed = reply_of(sock)
+    assert (status, closed) == (400, True)
+    assert headers["content-type"] == "application/problem+json"
+    assert json.loads(body)["reason"] == "malformed_request"

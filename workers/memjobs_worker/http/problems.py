@@ -68,6 +68,7 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("unauthorized", 401, "A valid bearer token is required"),
     ProblemType("forbidden", 403, "This token may not call this route"),
     ProblemType("too_large", 413, "The request body is over the limit"),
+    ProblemType("malformed_request", 400, "The request is not well-formed HTTP/1.1"),
     ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
     ProblemType("request_timeout", 408, "The request was not sent in time"),
     ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),

@@ -141,23 +141,31 @@ def raise_open_files_limit() -> int:
     return soft
 
 
-def _timeout_reply() -> bytes:
-    kind = PROBLEMS["request_timeout"]
+def _raw_problem(reason: str, phrase: str, detail: str) -> bytes:
+    """A whole problem reply, for the protocol to write before closing (no app involved)."""
+    kind = PROBLEMS[reason]
     body = json.dumps({"type": kind.uri, "title": kind.title, "status": kind.status,
-                       "reason": kind.reason,
-                       "detail": "the request's headers were not sent in time"}).encode()
-    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: {MEDIA_TYPE}\r\n"
-            f"content-length: {len(body)}\r\nretry-after: {RETRY_AFTER_S}\r\n"
+                       "reason": kind.reason, "detail": detail}).encode()
+    retry = f"retry-after: {RETRY_AFTER_S}\r\n" if kind.status in (408, 429, 503) else ""
+    head = (f"HTTP/1.1 {kind.status} {phrase}\r\ncontent-type: {MEDIA_TYPE}\r\n"
+            f"content-length: {len(body)}\r\n{retry}"
             "x-content-type-options: nosniff\r\ncache-control: no-store\r\n"
             "connection: close\r\n\r\n")
     return head.encode("ascii") + body
+
+
+TIMEOUT_REPLY = _raw_problem("request_timeout", "Request Timeout",
+                             "the request's headers were not sent in time")
+MALFORMED_REPLY = _raw_problem("malformed_request", "Bad Request",
+                               "the request could not be parsed as HTTP/1.1")
 
 
 class HeaderDeadline(HttpToolsProtocol):
     """Uvicorn's httptools protocol with a deadline on each request's headers: from
     the connection's start, and from the first byte of each later request, the
     headers must be complete within :attr:`header_timeout_s`, or the connection
-    gets a 408 problem and is closed."""
+    gets a 408 problem and is closed. Bytes that are not HTTP get a 400 problem
+    (uvicorn's own reply is plain text)."""
 
     header_timeout_s = 10.0
     _deadline: asyncio.TimerHandle | None = None
@@ -192,8 +200,16 @@ class HeaderDeadline(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self.cycle is not None and not self.cycle.response_complete:
-            return  # a request is being answered: its body has the guard's own timeout
-        self.transport.write(_timeout_reply())
+            # A request is being answered and the next one's headers (pipelined) are not
+            # complete: they get another period once the answer is out of the way.
+            self._arm()
+            return
+        self.transport.write(TIMEOUT_REPLY)
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """Uvicorn's reply to bytes that are not HTTP, as a problem document."""
+        self.transport.write(MALFORMED_REPLY)
         self.transport.close()
 
 
