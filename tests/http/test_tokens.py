@@ -194,3 +194,23 @@ def test_the_typescript_client_sends_a_scoped_token(scoped: Api) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "# pass 1" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert scoped.harness.queues()["memjobs_remember"]["ready"] == 1
+
+
+def test_mcp_takes_a_scoped_token_with_knowledge_for_its_owner_only(
+        make_settings: Callable[..., Settings], api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, settings=make_settings(
+        memory_provider="off", knowledge="on", api_port=0, api_token_key=KEY))
+
+    def tools_list(token: str, owner: str) -> Any:
+        return api.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+                             headers={"Accept": "application/json, text/event-stream",
+                                      "MCP-Protocol-Version": "2025-11-25", "X-Memjobs-Owner": owner,
+                                      "Authorization": f"Bearer {token}"})
+
+    agent = token(scopes=["knowledge"])
+    listed = tools_list(agent, "alice")
+    assert listed.status_code == 200, listed.text
+    assert {t["name"] for t in listed.json()["result"]["tools"]} == {"recall", "get_chunk"}
+    problem(tools_list(agent, "bob"), "forbidden", 403)
+    problem(tools_list(token(scopes=["read"]), "alice"), "forbidden", 403)
+    problem(tools_list(token(key=OTHER_KEY, scopes=["knowledge"]), "alice"), "unauthorized", 401)

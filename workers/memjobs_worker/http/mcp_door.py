@@ -5,16 +5,18 @@ Who may call (docs/mcp.md):
 
 - a loopback peer only (127.0.0.0/8, ::1), whatever address the API listens
   on: anyone else gets 403 ``forbidden``, token or not;
-- with the host token (``Authorization: Bearer $MEMJOBS_API_HOST_TOKEN``): no
-  token or a wrong one is 401 ``unauthorized``, the gateway token 403
-  ``forbidden`` (coding agents are the host's, not the gateway's);
+- with the host token (``Authorization: Bearer $MEMJOBS_API_HOST_TOKEN``), or
+  a scoped token (``memjobs token issue``) with the ``knowledge`` scope for the
+  owner named: no token or a wrong one is 401 ``unauthorized``, the gateway
+  token 403 ``forbidden`` (coding agents are the host's, not the gateway's), a
+  scoped token without ``knowledge`` or for another owner 403;
 - for the owner ``X-Memjobs-Owner`` names (percent-encoded, as on the GET
-  routes): until scoped tokens exist, the host token vouches for the owner it
-  names, and every tool answers from that owner's documents only.
+  routes): the host token vouches for the owner it names, a scoped token only
+  for its own owners; every tool answers from that owner's documents only.
 
 Not served at all (404, as any unknown path) when knowledge is off, nor when
-no host token is set: the rest of the API may then run open on loopback, but
-``/mcp`` is never served without a credential to check.
+neither a host token nor a token key is set: the rest of the API may then run
+open on loopback, but ``/mcp`` is never served without a credential to check.
 
 Stateless with JSON answers: each POST is one self-contained exchange, so no
 MCP session outlives its request, and the API's limits (body size, requests
@@ -40,7 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.http.auth import is_loopback
+from memjobs_worker.http.auth import Need, is_loopback
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError, problem_response
 from memjobs_worker.mcp_server import Backend, build_server
@@ -61,17 +63,24 @@ LOOPBACK_HOSTS = TransportSecuritySettings(
 )
 
 
-def owner_key_of_header(value: str | None) -> str | None:
-    """The storage key of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
+def _owner_id_of_header(value: str | None) -> str | None:
+    """The owner id of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
     if not value or len(value) > 800:
         return None
     try:
         decoded = unquote(value, errors="strict")
         if "\x00" in decoded:
             return None
-        return owner_key(decoded)
+        owner_key(decoded)  # refuses what is no owner id
+        return decoded
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def owner_key_of_header(value: str | None) -> str | None:
+    """The storage key of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
+    owner = _owner_id_of_header(value)
+    return None if owner is None else owner_key(owner)
 
 
 class McpEndpoint:
@@ -84,14 +93,16 @@ class McpEndpoint:
 
     def __init__(self, settings: Settings, context: ApiContext) -> None:
         self.context = context
-        self.served = settings.knowledge_enabled and context.tokens.host is not None
+        self.served = settings.knowledge_enabled and (context.tokens.host is not None
+                                                      or context.tokens.scoped is not None)
         self.max_body_bytes = settings.api_max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
         self._server = build_server("agent", Backend(
             search=context.search_knowledge, read_chunk=context.read_cited_chunk,
             owner_of=_owner_of, run=self._run)) if self.served else None
         if settings.knowledge_enabled and not self.served:
-            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN (docs/mcp.md)")
+            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or "
+                     "MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
 
     def mount(self, app: FastAPI) -> None:
         """Add ``/mcp`` to ``app`` when it is served (never in the OpenAPI document)."""
@@ -132,12 +143,18 @@ class McpEndpoint:
             return problem_response("forbidden", "the MCP endpoint answers loopback clients only")
         headers = Headers(scope=scope)
         try:
-            self.context.tokens.authorize(headers.get("authorization"), "host")
+            principal = self.context.tokens.authenticate(headers.get("authorization"))
+            if principal.kind != "scoped":
+                principal.require(Need("admin", per_owner=False))  # the host token
+            owner = _owner_id_of_header(headers.get(OWNER_HEADER))
+            if owner is None:
+                return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
+                                        "percent-encoded UTF-8 owner id")
+            if principal.kind == "scoped":
+                principal.require(Need("knowledge"))
+                principal.require_owner(owner)
         except ProblemError as exc:
             return problem_response(exc.reason, exc.detail, headers=exc.headers)
-        if owner_key_of_header(headers.get(OWNER_HEADER)) is None:
-            return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
-                                    "percent-encoded UTF-8 owner id")
         return None
 
     async def _run(self, fn: Callable[[], T]) -> Any:
