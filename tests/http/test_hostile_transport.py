@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -345,11 +346,15 @@ def test_an_unauthenticated_bad_body_is_401_before_it_is_parsed(api_factory: Cal
     problem(r, "malformed_json", 400)
 
 
-def test_two_owner_headers_are_refused(api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False)
-    r = api.http.get("/v1/sources", headers=[("X-Memjobs-Owner", "alice"), ("X-Memjobs-Owner", "bob")])
+def test_two_owner_or_authorization_headers_are_refused(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    auth = ("Authorization", f"Bearer {GATEWAY_TOKEN}")
+    r = api.http.get("/v1/sources", headers=[auth, ("X-Memjobs-Owner", "alice"), ("X-Memjobs-Owner", "bob")])
     body = problem(r, "validation", 422)
     assert "X-Memjobs-Owner" in body["detail"]
+    r = api.http.get("/v1/sources", headers=[auth, ("Authorization", f"Bearer {HOST_TOKEN}"),
+                                             ("X-Memjobs-Owner", "alice")])
+    assert "Authorization" in problem(r, "unauthorized", 401)["detail"]
 
 
 def test_every_reply_is_nosniff_and_no_store(api_factory: Callable[..., Api]) -> None:
@@ -381,3 +386,34 @@ def test_bytes_that_are_not_http_get_a_problem_document(api_factory: Callable[..
     assert (status, closed) == (400, True)
     assert headers["content-type"] == "application/problem+json"
     assert json.loads(body)["reason"] == "malformed_request"
+
+
+def test_a_reply_the_client_does_not_take_frees_its_slot() -> None:
+    """The guard alone (ASGI): a client whose socket never drains blocks the server's
+    send; past the body timeout the send is abandoned (uvicorn then closes the
+    connection) and the request no longer counts."""
+    import asyncio
+
+    from memjobs_worker.http.auth import Tokens
+    from memjobs_worker.http.limits import Limits, ReplyNotRead
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 1_000_000})
+
+    async def never_drains(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            await asyncio.Event().wait()
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
+                   max_per_client=1, body_timeout_s=0.2)
+    scope = {"type": "http", "method": "GET", "path": "/console/", "headers": [(b"host", b"localhost")],
+             "client": ("127.0.0.1", 5000), "query_string": b""}
+    started = time.monotonic()
+    with pytest.raises(ReplyNotRead):
+        asyncio.run(guard(scope, receive, never_drains))
+    assert time.monotonic() - started < 5
+    assert guard.in_flight == 0 and not guard.open_by_client

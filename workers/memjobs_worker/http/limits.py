@@ -12,7 +12,8 @@ What: one pure ASGI middleware, in this order:
    byte of the body is read and before the request counts anywhere;
 5. at most ``api_max_per_client`` requests open per client address: 429;
 6. the body: over ``api_max_body_bytes`` 413 (declared or while reading), not
-   JSON 415, not all sent within ``api_body_timeout_ms`` 408;
+   JSON 415, not all sent within ``api_body_timeout_ms`` 408 (and a reply the
+   client does not take within that time is abandoned, the connection closed);
 7. at most ``api_max_in_flight`` requests past all this (the ones that use the
    backend): 503 ``overloaded``.
 
@@ -177,9 +178,22 @@ class Limits:
             return
         self.in_flight += 1
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, self._timed_send(send))
         finally:
             self.in_flight -= 1
+
+    def _timed_send(self, send: Send) -> Send:
+        """``send`` bounded by the body timeout: a client that does not read its reply
+        cannot hold a slot (the write is abandoned and the server closes the connection)."""
+
+        async def timed(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self.body_timeout_s):
+                    await send(message)
+            except TimeoutError:
+                raise ReplyNotRead() from None
+
+        return timed
 
     async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once refused (or the client went away)."""
@@ -200,6 +214,10 @@ class Limits:
             return None
         await _refuse(scope, receive, send, "too_large", f"the limit is {self.max_body_bytes} bytes")
         return None
+
+
+class ReplyNotRead(Exception):
+    """The client did not take its reply within the body timeout."""
 
 
 def _leaf_routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
