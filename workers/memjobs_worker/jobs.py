@@ -14,21 +14,31 @@ the same rules and words as the producer.
 
 from __future__ import annotations
 
+import time
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import dramatiq
-from dramatiq.middleware import CurrentMessage
+from dramatiq.broker import MessageProxy
+from dramatiq.common import compute_backoff
+from dramatiq.middleware import CurrentMessage, Retries
 
 from memjobs_client import contracts
 from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_client.validation import validate
+from memjobs_worker.db.outage import is_outage
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.settings import Settings
 
 P = TypeVar("P", bound=contracts._Payload)
 Actors = dict[str, dramatiq.Actor[Any, Any]]
+
+#: Message options of the outage policy (:class:`OutageRetries`): when (epoch ms)
+#: the message first failed on an outage, and how often it has since.
+OUTAGE_SINCE_OPTION = "_memjobs_outage_since"
+OUTAGE_RETRIES_OPTION = "_memjobs_outage_retries"
 
 
 def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -77,3 +87,63 @@ def declare(broker: dramatiq.Broker, settings: Settings,
         )
         for name, fn, extra in table
     }
+
+
+class OutageRetries(Retries):
+    """Dramatiq's retries, with outages retried on a time budget instead of a count.
+
+    A job that fails because Redis or the database is unreachable, or the
+    database refuses to write (read-only: a failover in progress), is not at
+    fault, and a count of retries says nothing about how long an outage lasts.
+    Such a failure (:func:`~memjobs_worker.db.outage.is_outage`) is retried
+    without counting against ``max_retries``, at most ``max_backoff_ms`` apart
+    (exponential from the actor's ``min_backoff``), for ``budget_ms`` since the
+    message's first such failure; past the budget, the ordinary policy applies
+    (counted retries, then the dead letters). So an outage of minutes
+    dead-letters nothing, and once the backend answers every waiting job runs
+    within ``max_backoff_ms``. The message stays in Redis all along (enqueued
+    again, delayed, before the failed delivery is acknowledged).
+
+    Any other failure clears the message's outage record: the next outage gets
+    a whole budget again.
+    """
+
+    def __init__(self, *, budget_ms: int, max_backoff_ms: int) -> None:
+        super().__init__()
+        self.budget_ms = budget_ms
+        self.outage_max_backoff_ms = max_backoff_ms
+
+    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None) -> None:
+        if exception is None:
+            return
+        actor = broker.get_actor(message.actor_name)
+        throws = message.options.get("throws") or actor.options.get("throws")
+        outage = is_outage(exception) and not (throws and isinstance(exception, throws))
+        now_ms = int(time.time() * 1000)
+        since = int(message.options.get(OUTAGE_SINCE_OPTION) or now_ms) if outage else None
+        if since is None or now_ms - since >= self.budget_ms:
+            message.options.pop(OUTAGE_SINCE_OPTION, None)
+            message.options.pop(OUTAGE_RETRIES_OPTION, None)
+            super().after_process_message(  # type: ignore[no-untyped-call]
+                broker, message, result=result, exception=exception)
+            return
+        attempts = int(message.options.get(OUTAGE_RETRIES_OPTION) or 0)
+        message.options[OUTAGE_SINCE_OPTION] = since
+        message.options[OUTAGE_RETRIES_OPTION] = attempts + 1
+        message.options["traceback"] = traceback.format_exc(limit=30)
+        message.options["requeue_timestamp"] = now_ms
+        cap = self.outage_max_backoff_ms
+        floor = min(int(message.options.get("min_backoff", actor.options.get("min_backoff", cap))), cap)
+        _, delay = compute_backoff(attempts, factor=floor, max_backoff=cap)
+        broker.enqueue(message, delay=delay)  # type: ignore[arg-type]  # as Retries does
+
+
+def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
+    """Put :class:`OutageRetries` in the place of the broker's default Retries."""
+    for i, middleware in enumerate(broker.middleware):
+        if type(middleware) is Retries:
+            broker.middleware[i] = OutageRetries(budget_ms=settings.outage_retry_budget_ms,
+                                                 max_backoff_ms=settings.outage_max_backoff_ms)
+            return
+    raise RuntimeError("the broker has no Retries middleware to replace")

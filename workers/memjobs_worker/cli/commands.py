@@ -83,6 +83,10 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
         return exits.CONFIG
     with runtime_for(settings) as rt:
         document = ops.status(rt.redis, rt.store)
+    stack = read_stack(settings.data_dir)
+    if stack is not None and stack.postgres_restarts:
+        document["embedded_postgres"] = {"restarts": stack.postgres_restarts,
+                                         "last_restarted_at": stack.postgres_restarted_at}
     if args.json:
         emit(document, as_json=True)
     else:
@@ -96,7 +100,7 @@ def check(settings: Settings, args: argparse.Namespace) -> int:
         error(problem)
         return exits.CONFIG
     with runtime_for(settings) as rt:
-        problem = ops.check(rt.redis, rt.store)
+        problem = ops.check(rt.redis, lambda: rt.store)
     if problem is None:
         print("ok")
         return exits.OK

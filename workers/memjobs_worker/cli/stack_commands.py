@@ -38,6 +38,7 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
         stack.start_sweeper()
         api = api_command.start_beside_stack(settings, endpoints)
         stack.api_url = api.url
+        stack.notify = lambda text: say(f"memjobs: {text}", err=True)
         for notice in stack.notices:
             say(f"memjobs: {notice}", err=True)
         metrics = stack.metrics_url or "off"

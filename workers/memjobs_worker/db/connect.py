@@ -1,38 +1,89 @@
-"""Create the SQLAlchemy engine; translate "cannot connect" into memjobs errors."""
+"""Create the SQLAlchemy engine; translate "cannot connect" into memjobs errors.
+
+A database URL may name several hosts, in libpq's syntax
+(``postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write``, or
+``?host=h1,h2&port=5432,5433``): libpq (psycopg, and mem0's pool) takes it as
+it is, and :func:`sqlalchemy_url` rewrites it into the form SQLAlchemy parses
+(``?host=h1:5432&host=h2:5432``), so every connection either opens goes
+through the same hosts in the same order. memjobs replicates nothing: what
+makes another host the writable one is the operator's failover tooling.
+"""
 
 from __future__ import annotations
 
-import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
+from memjobs_worker.db.outage import closed_by_server, is_outage, is_read_only_refusal
 from memjobs_worker.settings import redact_url
 
+_SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
 
-def sqlalchemy_url(url: str) -> str:
-    """Use the psycopg 3 driver whatever the URL's scheme says."""
-    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+
+def _strip_scheme(url: str) -> str:
+    for prefix in _SCHEMES:
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return url[len(prefix):]
     raise ConfigurationError(
         f"MEMJOBS_DATABASE_URL must be a postgresql:// URL, got {redact_url(url)!r}"
     )
 
 
+def hosts_of(url: str) -> list[str]:
+    """The ``host:port`` (or bare host) entries a URL names, in order."""
+    parts = urlsplit("postgresql://" + _strip_scheme(url))
+    netloc = parts.netloc.rpartition("@")[2]
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if "host" in query:
+        hosts = query["host"].split(",")
+        ports = query.get("port", "").split(",") if query.get("port") else []
+        if len(ports) == 1:
+            ports = ports * len(hosts)
+        if ports and len(ports) != len(hosts):
+            raise ConfigurationError(
+                f"MEMJOBS_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
+                "give one port, or one per host")
+        return [f"{h}:{p}" if p else h for h, p in zip(hosts, ports or [""] * len(hosts), strict=True)]
+    return [h for h in netloc.split(",") if h]
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Use the psycopg 3 driver whatever the URL's scheme says; several hosts
+    become SQLAlchemy's repeated ``host=`` query parameters."""
+    rest = _strip_scheme(url)
+    hosts = hosts_of(url)
+    if len(hosts) <= 1:
+        return "postgresql+psycopg://" + rest
+    if any(h.startswith("[") for h in hosts):
+        raise ConfigurationError(
+            "MEMJOBS_DATABASE_URL names several hosts, one of them an IPv6 address: "
+            "name them by host name (SQLAlchemy cannot parse that list)")
+    parts = urlsplit("postgresql://" + rest)
+    creds, at, _ = parts.netloc.rpartition("@")
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k not in ("host", "port")]
+    query = [("host", h) for h in hosts] + query
+    return (f"postgresql+psycopg://{creds}{at}{parts.path}?"
+            + urlencode(query, quote_via=quote, safe=":[]/"))
+
+
 def libpq_url(url: str) -> str:
-    """The same URL in the form libpq (and mem0's pgvector store) expects."""
-    return "postgresql://" + sqlalchemy_url(url)[len("postgresql+psycopg://"):]
+    """The same URL in the form libpq (and mem0's pgvector store) expects:
+    libpq reads every multi-host form itself."""
+    return "postgresql://" + _strip_scheme(url)
 
 
 def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
     """An engine whose pool drops connections the server has closed, so a
-    restarted server costs at most one retry, not a crash (see :func:`_closed_by_server`)."""
+    restarted server costs at most one retry, not a crash (see :func:`_closed_by_server`),
+    and forgets every pooled connection when a write is refused as read-only
+    (a failover: the next connection finds the writable host, see :func:`_on_error`)."""
     engine = sa.create_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
@@ -40,6 +91,7 @@ def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
         connect_args={"connect_timeout": 5},
     )
     sa.event.listen(engine, "checkout", _closed_by_server)
+    sa.event.listen(engine, "handle_error", _on_error)
     return engine
 
 
@@ -48,19 +100,26 @@ def _closed_by_server(dbapi_connection: Any, record: Any, proxy: Any) -> None:
 
     SQLAlchemy's ``pool_pre_ping`` sends ``SELECT 1`` on every checkout, one
     round trip per transaction (half the cost of ``remember``'s one insert).
-    An idle connection has nothing to read unless the server said goodbye (a
-    restart or a terminated backend sends its reason, then closes), so a
-    readable socket, or one psycopg knows is closed, is handed back as a
-    disconnect and the pool opens a fresh one. What this cannot see (a silent
-    network partition) fails the statement instead: SQLAlchemy then drops the
-    whole pool, and the job is retried.
+    :func:`~memjobs_worker.db.outage.closed_by_server` reads the socket instead;
+    a dead connection is handed back as a disconnect and the pool opens a
+    fresh one. What this cannot see (a silent network partition) fails the
+    statement instead: SQLAlchemy then drops the whole pool, and the job is retried.
     """
-    if dbapi_connection.closed or dbapi_connection.pgconn.status != psycopg.pq.ConnStatus.OK:
-        raise sa.exc.DisconnectionError("the connection is closed")
-    poller = select.poll()
-    poller.register(dbapi_connection.fileno(), select.POLLIN)
-    if poller.poll(0):
+    if closed_by_server(dbapi_connection):
         raise sa.exc.DisconnectionError("the server closed the connection")
+
+
+def _on_error(context: Any) -> None:
+    """A write refused as read-only means the connection reached a server that is
+    no longer (or not yet) the primary: treat it as a disconnect, so SQLAlchemy
+    discards the pool and the next connection goes through the URL's hosts again."""
+    if context.original_exception is not None and is_read_only_refusal(context.original_exception):
+        context.is_disconnect = True
+
+
+def _unavailable(exc: BaseException) -> BackendUnavailable:
+    orig = getattr(exc, "orig", None) or exc
+    return BackendUnavailable(f"the state database did not answer: {orig}")
 
 
 @contextmanager
@@ -69,13 +128,15 @@ def autocommit(engine: Engine) -> Iterator[Connection]:
     a statement that is atomic alone (no BEGIN, no COMMIT).
 
     Raises:
-        BackendUnavailable: the database did not answer.
+        BackendUnavailable: the database did not answer (or refused to write: read-only).
     """
     try:
         with engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
-    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+    except sa.exc.DBAPIError as exc:
+        if is_outage(exc):
+            raise _unavailable(exc) from exc
+        raise
 
 
 @contextmanager
@@ -84,5 +145,7 @@ def transaction(engine: Engine) -> Iterator[Connection]:
     try:
         with engine.begin() as conn:
             yield conn
-    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        raise BackendUnavailable(f"the state database did not answer: {exc.orig}") from exc
+    except sa.exc.DBAPIError as exc:
+        if is_outage(exc):
+            raise _unavailable(exc) from exc
+        raise

@@ -16,6 +16,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -125,14 +126,7 @@ class EmbeddedPostgres:
             return self.url
         for _ in range(5):
             port = self.port or free_port()
-            result = self._run(
-                "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
-                "-l", str(self.directory / "server.log"),
-                "-o", f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
-                "start",
-                check=False,
-            )
-            if result.returncode == 0:
+            if self._start_on(port, timeout_s):
                 self.port = port
                 wait_until(self._answers, timeout_s=timeout_s, what="embedded PostgreSQL")
                 return self.url
@@ -140,6 +134,56 @@ class EmbeddedPostgres:
         raise ConfigurationError(
             f"embedded PostgreSQL did not start; see {self.directory / 'server.log'}"
         )
+
+    def _start_on(self, port: int, timeout_s: float) -> bool:
+        result = self._run(
+            "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
+            "-l", str(self.directory / "server.log"),
+            "-o", f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
+            "start",
+            check=False,
+        )
+        return result.returncode == 0
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid, as its ``postmaster.pid`` names it."""
+        return self._postmaster_pid()
+
+    def alive(self) -> bool:
+        """Whether the postmaster runs: cheap (no subprocess), for a supervisor's
+        frequent look. After kill -9 its pid file stays, naming a dead pid."""
+        pid = self._postmaster_pid()
+        return pid is not None and pid_alive(pid)
+
+    def restart(self, timeout_s: float = 60.0) -> str:
+        """Start the server again on the port it had (its clients keep their URL),
+        after it died. PostgreSQL refuses to start while a dead postmaster's
+        backends still hold its shared memory (they exit when they notice their
+        parent is gone), so the start is tried again until ``timeout_s``.
+
+        Raises:
+            ConfigurationError: it did not start in time.
+        """
+        if self.port is None or self.bindir is None:
+            return self.start(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while not self._start_on(self.port, max(1.0, deadline - time.monotonic())):
+            if time.monotonic() > deadline:
+                raise ConfigurationError(
+                    f"embedded PostgreSQL did not restart on port {self.port} within "
+                    f"{timeout_s:.0f} s; see {self.directory / 'server.log'}")
+            time.sleep(0.2)
+        wait_until(self._answers, timeout_s=max(1.0, deadline - time.monotonic()),
+                   what="embedded PostgreSQL")
+        return self.url
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster (its backends exit when they notice), for fault tests."""
+        pid = self._postmaster_pid()
+        if pid is not None and pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not pid_alive(pid), timeout_s=10, what="the killed postmaster's exit")
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Fast shutdown (roll back open transactions, checkpoint, exit) and wait.

@@ -40,6 +40,10 @@ class StackInfo:
     redis_pid: int | None = None
     #: The HTTP API's URL (``memjobs up`` serves it beside the workers), once it listens.
     api_url: str | None = None
+    #: How often ``up`` restarted its embedded PostgreSQL after it died, and when
+    #: the last restart ended (epoch seconds).
+    postgres_restarts: int = 0
+    postgres_restarted_at: float | None = None
 
 
 def stack_file(data_dir: Path) -> Path:

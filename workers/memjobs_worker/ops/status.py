@@ -4,6 +4,7 @@ workers, recent throughput, draining, health."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -66,16 +67,20 @@ def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
     }
 
 
-def check(client: redis.Redis, store: StateStore) -> str | None:
-    """Health for container checks: None when healthy, else one line saying why."""
+def check(client: redis.Redis, store: StateStore | Callable[[], StateStore]) -> str | None:
+    """Health for container checks: None when healthy, else one line saying why.
+
+    ``store`` may be given as the call that opens it: opening the ledger
+    connects (and migrates), which is what is checked.
+    """
     try:
         client.ping()
     except redis.RedisError as exc:
         return f"Redis does not answer: {type(exc).__name__}"
     try:
-        store.ping()
-    except MemjobsError:
-        return "the state store does not answer"
+        (store() if callable(store) else store).ping()
+    except MemjobsError as exc:
+        return f"the state database (PostgreSQL) is unreachable: {exc}"
     workers = live_workers(client)
     if workers == 0:
         return "no live worker: no heartbeat key in Redis"

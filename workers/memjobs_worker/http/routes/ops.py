@@ -8,6 +8,8 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from memjobs_client.errors import MemjobsError
+from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import Ctx, errors
 from memjobs_worker.http.schemas import Health, Ready
 
@@ -20,11 +22,21 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
+#: What /readyz says of each backend that does not answer (no host, no port).
+_UNREACHABLE = ("Redis is unreachable", "the state database (PostgreSQL) is unreachable")
+
+
 @router.get("/readyz", response_model=Ready, responses=errors())
 async def readyz(c: Ctx) -> Ready:
-    """Redis and the state store answer (503 ``backend_unavailable`` otherwise)."""
-    for ping in c.pings:  # Redis, then the state store
-        await c.call(ping)
+    """Redis and the state store answer (503 ``backend_unavailable`` otherwise,
+    its detail naming which one does not)."""
+    for ping, unreachable in zip(c.pings, _UNREACHABLE, strict=True):  # Redis, then the state store
+        try:
+            await c.call(ping)
+        except (MemjobsError, ProblemError) as exc:
+            if isinstance(exc, ProblemError) and exc.reason != "backend_unavailable":
+                raise
+            raise ProblemError("backend_unavailable", unreachable) from None
     return Ready(status="ready", redis="ok", state_store="ok")
 
 
