@@ -317,11 +317,12 @@ def test_an_open_api_refuses_a_rebound_host_name(api_factory: Callable[..., Api]
     api = api_factory(worker=False)
     port = api.url.rsplit(":", 1)[1]
     for host in ("rebind.evil.example", f"rebind.evil.example:{port}", "127.0.0.1.evil.example",
-                 "localhost.evil.example:80", "[::2]"):
+                 "localhost.evil.example:80", "[::2]", "10.0.0.1", ""):
         body = problem(api.http.get("/v1/sources", headers={"Host": host, "X-Memjobs-Owner": "a"}),
                        "untrusted_host", 400)
         assert "localhost" in body["detail"]
-    for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", f"[::1]:{port}"):
+    for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", f"[::1]:{port}",
+                 f"127.0.0.2:{port}", "LOCALHOST"):
         r = api.http.get("/v1/sources", headers={"Host": host, "X-Memjobs-Owner": "a"})
         assert r.status_code == 200, (host, r.text)
     # The probes answer whatever the Host (a kubelet names the pod's address).

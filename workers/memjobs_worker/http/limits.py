@@ -30,6 +30,7 @@ parser, the heap in full, or a slot that an honest request needs.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -44,10 +45,22 @@ from memjobs_worker.http.problems import ProblemError, problem_response
 UNBOUNDED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: The console's forms post URL-encoded bodies (a browser form sends no JSON).
 FORM_PREFIX = "/console/"
-#: Host names an open (loopback, no credentials) API answers to, with any port.
+#: Host names an open (loopback, no credentials) API answers to, with any port (and
+#: other loopback addresses, for an API bound to one).
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 #: Headers every reply carries.
 SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"))
+
+
+def is_loopback_name(name: str) -> bool:
+    """``localhost``, or a loopback address written as one (``127.0.0.2``, ``[::1]``): never
+    a DNS name, which a rebinding page controls."""
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name[1:-1] if name.startswith("[") else name).is_loopback
+    except ValueError:
+        return False
 
 
 def host_name(value: str) -> str:
@@ -116,7 +129,7 @@ class Limits:
             elif key == b"authorization":
                 authorization.append(value)
         if self.tokens.open and (len(hosts) != 1 or
-                                 host_name(hosts[0].decode("latin-1")) not in LOOPBACK_NAMES):
+                                 not is_loopback_name(host_name(hosts[0].decode("latin-1")))):
             raise ProblemError("untrusted_host", "this server answers to localhost, 127.0.0.1 "
                                "and [::1] only while it runs without tokens")
         if owners > 1:
