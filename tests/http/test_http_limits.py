@@ -123,6 +123,10 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
     monkeypatch.setenv("MEMJOBS_API_HOST_TOKEN", HOST_TOKEN)
     assert cli_main(["api", "--host", "0.0.0.0", "--port", "0"]) == 3
     assert "MEMJOBS_API_TLS_TERMINATED_BY_PROXY" in capsys.readouterr().err
+    # A token of spaces, even on loopback, is a mistake, not "no token": the door stays shut.
+    monkeypatch.setenv("MEMJOBS_API_GATEWAY_TOKEN", " " * 16)
+    assert cli_main(["api", "--port", "0"]) == 3
+    assert "MEMJOBS_API_GATEWAY_TOKEN must not be blank" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("overrides, words", [

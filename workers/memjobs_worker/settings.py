@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memjobs_client.contracts import (
@@ -30,8 +30,9 @@ DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 _KEYS_AND_ADDRESSES = ("redis_url", "database_url", "memory_api_key", "dashscope_api_key",
                        "embedding_base_url", "embedding_api_key", "redis_sentinels",
                        "api_tls_cert", "api_tls_key")
-#: The API's credentials: empty is none, but a value of spaces is kept, for the API to
-#: refuse at start-up (a token meant to be set must not leave the door open).
+#: The API's credentials: a blank one is none too, but one given as spaces is also noted
+#: (:attr:`Settings.blank_credentials`), for the API to refuse to start: a token meant to
+#: be set must not leave the door open.
 _API_CREDENTIALS = ("api_gateway_token", "api_host_token", "api_token_key",
                     "api_token_previous_key")
 
@@ -40,6 +41,7 @@ class Settings(BaseSettings):
     """Every knob memjobs has; see docs/configuration.md."""
 
     model_config = SettingsConfigDict(env_prefix="MEMJOBS_", extra="ignore", populate_by_name=True)
+    _blank_credentials: frozenset[str] = PrivateAttr(default=frozenset())
 
     # Infrastructure. Unset URLs mean "the embedded stack in data_dir".
     redis_url: str | None = None
@@ -233,10 +235,29 @@ class Settings(BaseSettings):
 
     @field_validator(*_API_CREDENTIALS, mode="before")
     @classmethod
-    def _empty_credential_is_unset(cls, value: Any) -> Any:
-        if isinstance(value, SecretStr):
-            return None if not value.get_secret_value() else value
-        return None if value == "" else value
+    def _blank_credential_is_unset(cls, value: Any) -> Any:
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return None if isinstance(raw, str) and not raw.strip() else value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _note_blank_credentials(cls, data: Any, handler: Any) -> Any:
+        blank = set()
+        if isinstance(data, dict):
+            for name in _API_CREDENTIALS:
+                value = data.get(name)
+                raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+                if isinstance(raw, str) and raw and not raw.strip():
+                    blank.add(name)
+        settings = handler(data)
+        if isinstance(settings, Settings):
+            settings._blank_credentials = frozenset(blank)
+        return settings
+
+    @property
+    def blank_credentials(self) -> frozenset[str]:
+        """The API credentials given as spaces only (the API refuses to start with one)."""
+        return self._blank_credentials
 
     @model_validator(mode="before")
     @classmethod

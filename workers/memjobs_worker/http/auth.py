@@ -149,6 +149,9 @@ def check_bind(settings: Settings) -> None:
     Raises:
         ConfigurationError: saying which setting to set.
     """
+    for name in sorted(settings.blank_credentials):
+        raise ConfigurationError(f"MEMJOBS_{name.upper()} must not be blank: set a token, or "
+                                 "leave it unset")
     gateway = _static(settings.api_gateway_token, "MEMJOBS_API_GATEWAY_TOKEN")
     host = _static(settings.api_host_token, "MEMJOBS_API_HOST_TOKEN")
     scoped = ScopedKeys(settings)  # refuses blank, short or equal keys
