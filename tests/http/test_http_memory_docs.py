@@ -17,7 +17,7 @@ from tests.support.harness import REPO
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
 
 MEM, USER = "MEMORY.md", "USER.md"
-CONTEXT = {"session": "s-7", "turn": "t-2", "trace": "00-4bf92f3577b34da6-01"}
+CONTEXT = {"session": "s/7 é", "turn": "t-2", "trace": "00-4bf92f3577b34da6-01"}  # ids as sessions have them
 
 
 def edits(api: Api, *items: dict[str, Any], owner: str = "alice", token: str | None = None,
@@ -89,7 +89,7 @@ def test_assistant_md_is_refused_and_secrets_are_refused_on_every_edit(
         problem(edits(api, {"op": "append", "doc": USER, "text": "- fine"}, edit), "sensitive_content", 422)
     assert doc(api, USER)["version"] == 0 and doc(api, MEM)["version"] == 1
     problem(edits(api, {"op": "append", "doc": MEM, "old_text": "x"}), "validation", 422)
-    problem(edits(api, {"op": "append", "doc": MEM, "text": "- x"}, context={"turn": "has space"}),
+    problem(edits(api, {"op": "append", "doc": MEM, "text": "- x"}, context={"turn": "line\nbreak"}),
             "validation", 422)
     stored = json.dumps([e.as_dict() for e in api.harness.runtime.audit.entries()])
     assert "hunter2" not in stored and "Tr0ub4dor" not in stored and "be rude" not in stored
@@ -113,7 +113,7 @@ def test_the_audit_trail_is_for_operators_and_holds_the_gateways_context(
     assert [(e["op"], e["applied"], e["reason"], e["version"], e["source"]) for e in entries] == [
         ("replace", False, "not_found", 1, "memory_tool"), ("append", True, None, 1, "realtime")]
     assert (entries[1]["session"], entries[1]["turn"], entries[1]["trace"]) == (
-        "s-7", "t-2", "00-4bf92f3577b34da6-01")
+        "s/7 é", "t-2", "00-4bf92f3577b34da6-01")
     assert entries[1]["owner_key"] == owner_key("alice") and "alice" not in listed.text
     page = api.get("/v1/ops/memory-audit", token=HOST_TOKEN, params={"limit": 1}).json()
     older = api.get("/v1/ops/memory-audit", token=HOST_TOKEN,

@@ -449,3 +449,12 @@ def test_a_lost_audit_row_never_undoes_the_patch(provider: MemoryProvider) -> No
     service = MemoryService(provider, audit=DownAudit())
     assert service.append(OWNER, MEM, "- kept").applied
     assert service.read(OWNER, MEM).content == "- kept"
+
+
+def test_a_context_takes_the_producers_ids_as_they_are_but_no_control_character() -> None:
+    assert ChangeContext("consolidation", session="s/1 é", turn="turn 3").session == "s/1 é"
+    for bad in ({"turn": "a\nb"}, {"trace": ""}, {"session": "x" * 129}):
+        with pytest.raises(InvalidPayload):
+            ChangeContext("memory_tool", **bad)
+    with pytest.raises(InvalidPayload):
+        ChangeContext("Not A Source")

@@ -247,14 +247,14 @@ def test_the_example_adapter_works_unchanged_in_consolidation(
     h = harness_factory(model_settings(memory_docs_provider="tests.support.memory_adapter:from_env",
                                        memory_provider="off"))
     h.start_worker()
-    h.client.end_session("acme/alice", "s-42", [{"role": "user", "text": "I live in Hangzhou",
+    h.client.end_session("acme/alice", "s/42 é", [{"role": "user", "text": "I live in Hangzhou",
                                                  "ts": "2026-12-01T10:00:00Z"}])
     h.drain()
     assert records.body("acme", "alice", "notes") == "- Lives in Hangzhou"
     assert records.writes[-1]["meta"]["source"] == "consolidation"
-    assert records.writes[-1]["meta"]["session"] == "s-42"
+    assert records.writes[-1]["meta"]["session"] == "s/42 é"
     [entry] = [e for e in h.runtime.audit.entries() if e.applied]
-    assert (entry.owner_key, entry.source, entry.session) == (owner_key("acme/alice"), "consolidation", "s-42")
+    assert (entry.owner_key, entry.source, entry.session) == (owner_key("acme/alice"), "consolidation", "s/42 é")
 
 
 def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(records: RecordsService,

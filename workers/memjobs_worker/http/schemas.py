@@ -224,7 +224,8 @@ class Ready(BaseModel):
 
 # -- the memory tool (USER.md / MEMORY.md): routes/memory_docs.py -------------------------
 
-CONTEXT_ID = r"^[\x21-\x7e]{1,128}$"
+#: Text without control characters, as session ids are ("s/1 é" included).
+CONTEXT_ID = r"^[^\x00-\x1f\x7f]{1,128}$"
 #: An id of the gateway's, kept in the audit trail: refused when it looks like a
 #: credential, as every id is.
 ContextId = Annotated[str, Field(pattern=CONTEXT_ID), AfterValidator(refuse_sensitive)]

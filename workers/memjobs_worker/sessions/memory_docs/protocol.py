@@ -63,7 +63,9 @@ DOC_OF_SCOPE: dict[str, str] = {scope: doc for doc, scope in SCOPES.items()}
 PROVIDER_METHODS = ("describe", "list", "apply", "health", "close")
 
 _OWNER_KEY = re.compile(r"[0-9a-f]{64}")
-_CONTEXT_ID = re.compile(r"[\x21-\x7e]{1,128}")
+#: A producer's id (session, turn, trace): any text but control characters, as
+#: session ids are ("s/1 é" included); lone surrogates are refused too.
+_CONTEXT_ID = re.compile(r"[^\x00-\x1f\x7f\ud800-\udfff]{1,128}")
 _SOURCE = re.compile(r"[a-z][a-z0-9_.-]{0,39}")
 
 
@@ -161,7 +163,7 @@ class ChangeContext:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str)
                                       or _CONTEXT_ID.fullmatch(value) is None):
-                raise InvalidPayload(f"context.{name}: 1-128 printable ASCII characters, no spaces",
+                raise InvalidPayload(f"context.{name}: 1-128 characters, no control characters",
                                      reason="invalid_payload")
 
     def as_json(self) -> dict[str, Any]:
