@@ -269,3 +269,12 @@ def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(records
     built_in = MemoryService(MarkdownFileProvider(tmp_path))  # stores by key: the key will do
     built_in.append(OWNER, MEM, "- by id")
     assert built_in.read(legacy, MEM).content == "- by id"
+
+
+def test_an_async_list_is_refused_saying_why(records: RecordsService) -> None:
+    class AsyncList(RecordsMemoryAdapter):
+        async def list(self, owner_id: str, options: Any) -> list[dict[str, Any]]:  # type: ignore[override]
+            return []
+
+    with pytest.raises(BackendUnavailable, match="synchronously"):
+        MemoryService(AsyncList(records.url)).read(OWNER, MEM)
