@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+import memjobs_worker.embedding.record
 import memjobs_worker.knowledge.schema
 import memjobs_worker.memory.store.schema
 import memjobs_worker.sessions.schema  # noqa: F401  (each defines its tables on metadata)

@@ -24,8 +24,11 @@ MIGRATIONS = 0x6D656D6A6F6273
 #: The class (first key) of the per-owner memory-document locks: "mdoc" in ASCII.
 MEMORY_DOCUMENTS = 0x6D646F63
 
+#: The one-key lock of a re-embedding (``memjobs reembed``): "mjreemb" in ASCII.
+REEMBED = 0x6D6A7265656D62
+
 #: Every one-key lock (``pg_advisory_lock(bigint)``).
-ONE_KEY_LOCKS = {"migrations": MIGRATIONS}
+ONE_KEY_LOCKS = {"migrations": MIGRATIONS, "reembed": REEMBED}
 #: Every class of two-key locks (``pg_advisory_xact_lock(int, int)``).
 TWO_KEY_CLASSES = {"memory_documents": MEMORY_DOCUMENTS}
 

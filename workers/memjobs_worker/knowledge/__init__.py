@@ -17,7 +17,7 @@ from memjobs_worker.knowledge.search import (
     search_knowledge,
 )
 from memjobs_worker.knowledge.store import KnowledgeStore
-from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION, index_tokens, query_tokens
+from memjobs_worker.tokens import TOKENIZER_VERSION, index_tokens, query_tokens
 
 __all__ = [
     # chunking and tokens

@@ -63,7 +63,7 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
             service = embedder()
             done = reindex(payload, store=store(),
                            embed=service.embed_batch if service is not None else None,
-                           dims=settings.embedding_dims if service is not None else None,
+                           dims=settings.vector_dims if service is not None else None,
                            settings=settings, parts=CorpusParts(redis_client).record)
     finally:
         lock.abandon()

@@ -36,9 +36,9 @@ from memjobs_worker.knowledge.citations import chunk_id
 from memjobs_worker.knowledge.queries import MAX_QUERY_CHARS
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.store import KnowledgeStore
+from memjobs_worker.ranking import RRF_K as RRF_K
+from memjobs_worker.ranking import fuse as rrf
 
-#: The RRF constant: a hit at position r (from 1) scores 1 / (RRF_K + r).
-RRF_K = 60
 #: Each ranking fetches this many chunks at least (more for a large k), so that
 #: enough distinct documents remain once chunks are collapsed per document.
 MIN_CANDIDATES = 50
@@ -77,30 +77,9 @@ Key = tuple[str, int]
 def fuse(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K, *,
          key: Callable[[ChunkHit], Key] = lambda hit: (hit.doc_id, hit.chunk_index),
          ) -> list[tuple[ChunkHit, float]]:
-    """Merge rankings by reciprocal rank fusion, keyed by ``key`` (default: the chunk).
-
-    An item scores the sum of ``1 / (k + position)`` over the rankings it
-    appears in (positions from 1; a repeat within one ranking counts once).
-    Ties go to the better single position, then to the key, so the result is
-    deterministic. The hit kept is the first one seen.
-    """
-    scores: dict[Key, float] = {}
-    best: dict[Key, int] = {}
-    hits: dict[Key, ChunkHit] = {}
-    for ranking in rankings:
-        seen: set[Key] = set()
-        position = 0
-        for hit in ranking:
-            item = key(hit)
-            if item in seen:
-                continue
-            seen.add(item)
-            position += 1
-            hits.setdefault(item, hit)
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + position)
-            best[item] = min(best.get(item, position), position)
-    order = sorted(scores, key=lambda item: (-scores[item], best[item], item))
-    return [(hits[item], scores[item]) for item in order]
+    """:func:`memjobs_worker.ranking.fuse` of chunk rankings, keyed by ``key``
+    (default: the chunk)."""
+    return rrf(rankings, k, key=key)
 
 
 def fuse_documents(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[tuple[ChunkHit, float]]:
@@ -135,7 +114,7 @@ def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, 
     """
     if not 1 <= k <= MAX_K:
         raise InvalidPayload(f"k must be between 1 and {MAX_K}, got {k}")
-    ensure_not_sensitive(text=query)
+    ensure_not_sensitive(text=query, field="query")
     query = query[:MAX_QUERY_CHARS]
     merge = fuse if all_chunks else fuse_documents
     limit = max(k * 10, MIN_CANDIDATES)

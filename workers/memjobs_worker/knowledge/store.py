@@ -51,7 +51,7 @@ from memjobs_worker.knowledge.queries import (
 )
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, StoredChunk
 from memjobs_worker.knowledge.schema import TOKENIZER_KEY, knowledge_chunks, knowledge_documents, knowledge_meta
-from memjobs_worker.knowledge.tokens import TOKENIZER_VERSION, index_tokens, split_tokens
+from memjobs_worker.tokens import TOKENIZER_VERSION, index_tokens, split_tokens
 
 __all__ = ["KnowledgeStore", "StoredChunk", "DocumentRecord", "ChunkHit"]
 

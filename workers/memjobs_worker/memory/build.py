@@ -31,27 +31,26 @@ def ensure_memory_on(settings: Settings) -> None:
 
 def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
-    embedder (or the offline hashing embedder).
+    embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
+    local model, or the hashed embedder), refused when the stored vectors came
+    from another embedder (``memjobs reembed``).
 
     Raises:
         MemoryOff: personal memory is switched off.
     """
     ensure_memory_on(settings)
+    from memjobs_worker.embedding import build_embedder, model_id
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
-    from memjobs_worker.model_client import chat_model, remote_embedder  # openai too
+    from memjobs_worker.model_client import chat_model  # openai too
 
-    embedder: Any = remote_embedder(settings)
-    if embedder is None:
-        from memjobs_worker.memory.engine.offline_embedder import HashingEmbedder
-
-        embedder = HashingEmbedder(settings.offline_embedding_dims)
     return Mem0Engine(
         database_url=libpq_url(database_url),
         data_dir=settings.data_dir / "mem0",
         dims=settings.vector_dims,
-        embedder=embedder,
+        embedder=build_embedder(settings),
         chat=chat_model(settings, "extract"),
         min_score=settings.recall_min_score,
+        model_id=model_id(settings),
     )
 
 

