@@ -150,3 +150,20 @@ def test_scoped_tokens_read_and_write_only_what_they_name(api_factory: Callable[
     problem(edits(api, {"op": "append", "doc": MEM, "text": "- x"}, owner="other/carol", token=writer),
             "forbidden", 403)
     problem(api.get("/v1/ops/memory-audit", token=writer), "forbidden", 403)  # across owners: admin
+
+
+def test_the_memory_tool_on_a_hosts_provider(api_factory: Callable[..., Api],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.records_service import RecordsService
+
+    with RecordsService() as records:
+        monkeypatch.setenv("RECORDS_SERVICE_URL", records.url)
+        api = api_factory(worker=False, memory_docs_provider="tests.support.memory_adapter:from_env")
+        assert api.get("/v1/memory/documents", owner="acme/alice").json()["provider"] == {
+            "protocolVersion": 2, "key": "company-memory", "label": "Company Memory"}
+        r = edits(api, {"op": "append", "doc": USER, "text": "- 叫我小林"}, owner="acme/alice", context=CONTEXT)
+        assert r.status_code == 200, r.text
+        assert records.body("acme", "alice", "profile") == "- 叫我小林"  # the adapter's own records
+        assert records.writes[-1]["meta"] == {"source": "memory_tool", **CONTEXT}
+        problem(edits(api, {"op": "replace", "doc": USER, "old_text": "老王", "new_text": "x"},
+                      owner="acme/alice"), "not_found", 404)
