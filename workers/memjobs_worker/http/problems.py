@@ -69,6 +69,7 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("forbidden", 403, "This token may not call this route"),
     ProblemType("too_large", 413, "The request body is over the limit"),
     ProblemType("malformed_request", 400, "The request is not well-formed HTTP/1.1"),
+    ProblemType("headers_too_large", 431, "The request line and headers are over the limit"),
     ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
     ProblemType("request_timeout", 408, "The request was not sent in time"),
     ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),

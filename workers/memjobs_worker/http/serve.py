@@ -158,21 +158,59 @@ TIMEOUT_REPLY = _raw_problem("request_timeout", "Request Timeout",
                              "the request's headers were not sent in time")
 MALFORMED_REPLY = _raw_problem("malformed_request", "Bad Request",
                                "the request could not be parsed as HTTP/1.1")
+#: Seconds a refused connection still drops what its client sends before closing.
+LINGER_S = 1.0
+#: The most bytes a request line and its headers may take (uvicorn's httptools
+#: protocol sets no bound: endless header lines grew the heap).
+MAX_HEADER_BYTES = 64 * 1024
+TOO_LARGE_REPLY = _raw_problem("headers_too_large", "Request Header Fields Too Large",
+                               f"the request line and headers are over {MAX_HEADER_BYTES} bytes")
 
 
 class HeaderDeadline(HttpToolsProtocol):
     """Uvicorn's httptools protocol with a deadline on each request's headers: from
     the connection's start, and from the first byte of each later request, the
     headers must be complete within :attr:`header_timeout_s`, or the connection
-    gets a 408 problem and is closed. Bytes that are not HTTP get a 400 problem
-    (uvicorn's own reply is plain text)."""
+    gets a 408 problem and is closed; a request line and headers over
+    :data:`MAX_HEADER_BYTES` get a 431 problem. Bytes that are not HTTP get a
+    400 problem (uvicorn's own reply is plain text)."""
 
     header_timeout_s = 10.0
     _deadline: asyncio.TimerHandle | None = None
+    _header_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
+
+    _discarding = False
+
+    def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
+        super().data_received(data)
+        if self._deadline is None:  # no request's headers pending
+            self._header_bytes = 0
+            return
+        self._header_bytes += len(data)
+        if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
+            self._disarm()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.transport.close()
+                return
+            self.transport.write(TOO_LARGE_REPLY)
+            self._close_lingering()
+
+    def _close_lingering(self) -> None:
+        """Close after a reply while the client may still be sending: our side is shut
+        and what still comes is dropped for a moment (closing at once would reset the
+        connection and the client could lose the reply)."""
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._discarding = True
+        self.loop.call_later(LINGER_S, self.transport.close)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -180,6 +218,7 @@ class HeaderDeadline(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._header_bytes = 0
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
