@@ -18,7 +18,8 @@ _PROBLEM_SCHEMA = {"$ref": "#/components/schemas/Problem"}
 def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for the problem replies a route can give."""
     out: dict[int | str, dict[str, Any]] = {}
-    for reason in reasons + ("internal", "overloaded", "backend_unavailable"):
+    for reason in dict.fromkeys(reasons + ("internal", "overloaded", "backend_unavailable",
+                                           "request_timeout", "too_many_requests")):
         kind = PROBLEMS[reason]
         entry = out.setdefault(kind.status, {"description": "", "content": {
             MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}})
@@ -27,7 +28,8 @@ def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
 
 
 #: The problem replies every JSON route can give.
-COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "too_large")
+COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "forbidden",
+          "too_large")
 
 
 def owner_key_of(owner_id: str) -> str:
