@@ -22,7 +22,7 @@ from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 
 from memjobs_client import contracts, keys
-from memjobs_client.connect import Durability, SentinelAddresses, redis_client
+from memjobs_client.connect import Durability, MemoryGuard, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
     ACTOR_CONSOLIDATE,
     ACTOR_DIGEST,
@@ -44,7 +44,7 @@ from memjobs_client.contracts import (
     SourceKind,
     SourceRules,
 )
-from memjobs_client.errors import BackendUnavailable, InvalidPayload, KnowledgeOff, MemoryOff
+from memjobs_client.errors import BackendUnavailable, InvalidPayload, KnowledgeOff, MemoryOff, RedisFull
 from memjobs_client.payloads import build_payload, corpus_payloads, owner_key_of, redacted
 from memjobs_client.validation import as_list as _items
 from memjobs_client.validation import validate
@@ -84,9 +84,11 @@ class ForgetOutcome:
         ``forgotten``: the owner's source is forgotten now (recall no longer returns
         its memories); or its remember is still queued, and will find it forgotten.
         ``already_forgotten``: it was forgotten before.
-        ``not_found``: the owner has no such source and no queued remember names it;
-        nothing changed and nothing was queued.
-        ``queued``: a producer with no ledger queued the forget; the worker decides.
+        ``not_found``: the owner has no such source and no queued remember of theirs
+        names it (another owner's source with this id included): nothing changed
+        and nothing was queued.
+        ``queued``: a producer with no ledger queued the forget; the worker decides
+        (under this owner only: it never reaches another owner's source).
     ``purge``: ``queued`` when the deletion of the memories derived from it is queued.
     """
 
@@ -127,8 +129,10 @@ class MemjobsClient:
         digest_enabled: enqueue ``digest_session`` at session end (default); the
             workers run it when ``QWEN_AUDIO_SESSION_DIGEST=on``; ``False`` opts out.
         max_transcript_bytes: refuse a transcript whose turns are longer in all.
-        knowledge_enabled: ``False`` when ``MEMJOBS_KNOWLEDGE=off``; a reindex is
-            then refused here and nothing is queued.
+        knowledge_enabled: ``False`` when knowledge is off (``MEMJOBS_KNOWLEDGE``,
+            opt-in: off by default on the workers, whose doors pass it); a reindex
+            is then refused here and nothing is queued. A reindex this client
+            queues while the workers have knowledge off waits unconsumed.
         broker: an existing broker to send through (workers pass theirs).
         timeout_s: bound on one Redis call; during an outage a call raises
             ``BackendUnavailable`` within about twice this, never hangs.
@@ -137,6 +141,9 @@ class MemjobsClient:
         durability: wait for the write's fsync / replicas before returning.
         ledger: decides a forget at once (the worker's doors pass theirs); without
             one a forget is queued and decided by the worker.
+        memory_guard: refuses new jobs (``RedisFull``) while Redis is near its
+            ``maxmemory``; by default at 90 % when the client makes its own broker,
+            none on a worker's broker (its jobs finish work already queued).
     """
 
     def __init__(
@@ -155,10 +162,12 @@ class MemjobsClient:
         sentinel_master: str = "memjobs",
         durability: Durability | None = None,
         ledger: SourceLedger | None = None,
+        memory_guard: MemoryGuard | None = None,
     ) -> None:
         if broker is None:
             if redis_url is None:
                 raise ValueError("MemjobsClient needs a redis_url or a broker")
+            memory_guard = memory_guard or MemoryGuard()
             client = redis_client(redis_url, timeout_s=timeout_s, sentinels=sentinels,
                                   sentinel_master=sentinel_master)
             broker = RedisBroker(  # type: ignore[no-untyped-call]
@@ -166,6 +175,7 @@ class MemjobsClient:
             )
         self.broker = broker
         self.durability = durability or Durability()
+        self.memory_guard = memory_guard
         self.max_text_bytes = max_text_bytes
         self.memory_enabled = memory_enabled
         self.consolidation_enabled = consolidation_enabled
@@ -215,10 +225,11 @@ class MemjobsClient:
         derived from it. The one forget path of every door: the CLI and the
         HTTP API call this too, so the same case gets the same answer.
 
-        A source id the owner does not have (not in the ledger, no queued
-        remember naming it) is ``not_found`` and nothing is queued. A forget
-        that overtakes its own remember (still queued) is ``forgotten``: the
-        remember, when it runs, finds the source forgotten.
+        A source id the owner does not have (not in the owner's ledger, no
+        queued remember of the owner naming it) is ``not_found`` and nothing is
+        queued; another owner's source with this id is never touched. A forget
+        that overtakes the owner's own remember (still queued) is
+        ``forgotten``: the remember, when it runs, finds the source forgotten.
 
         Raises:
             InvalidPayload: missing owner or malformed source id.
@@ -310,7 +321,7 @@ class MemjobsClient:
         try:
             added = self.broker.client.eval(_CLAIM_SESSION_JOBS, 1, marker, _SESSION_MARKER_TTL_S, *actors)
         except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not take the end of session: {exc}") from exc
+            raise _unavailable(exc, "the end of session") from exc
         names = {a.decode() if isinstance(a, bytes) else str(a) for a in added}
         return [a for a in actors if a in names]
 
@@ -417,7 +428,18 @@ class MemjobsClient:
             options={},
         )
         try:
+            if self.memory_guard is not None:
+                self.memory_guard.check(self.broker.client)
             self.broker.enqueue(message, delay=delay_ms)
             self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not take the {actor_name} job: {exc}") from exc
+            raise _unavailable(exc, f"the {actor_name} job") from exc
+
+
+def _unavailable(exc: redis.RedisError, what: str) -> BackendUnavailable:
+    """Redis's refusal as the producer's error: RedisFull when Redis is at its
+    ``maxmemory`` (``OOM`` reply), else BackendUnavailable."""
+    if isinstance(exc, redis.OutOfMemoryError):
+        return RedisFull(f"Redis is full (maxmemory reached) and refused {what}: nothing was queued; "
+                         "retry once the workers have drained it")
+    return BackendUnavailable(f"Redis did not take {what}: {exc}")

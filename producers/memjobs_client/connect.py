@@ -6,6 +6,8 @@ through Redis Sentinel, and optionally waiting for durability.
   callers) in about twice ``timeout_s``, never hangs.
 - With sentinels, the master is looked up by name through them, and found
   again after a failover (redis-py's ``SentinelConnectionPool``).
+- :class:`MemoryGuard` refuses new jobs (``RedisFull``) while Redis is near its
+  ``maxmemory``, so that the workers keep the rest to drain the queues.
 - :class:`Durability` makes a write wait until it is fsynced and/or held by
   replicas (``WAITAOF`` on Redis ≥ 7.2, else ``WAIT`` for replicas), so that an
   acknowledged job survives the loss of the master.
@@ -14,6 +16,8 @@ through Redis Sentinel, and optionally waiting for durability.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +27,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from memjobs_client import keys
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.errors import BackendUnavailable, RedisFull
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,45 @@ def redis_client(
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         sentinel_master, **common, **auth)
     return master
+
+
+class MemoryGuard:
+    """Refuse new jobs while Redis's memory is at ``high_water`` of its ``maxmemory``.
+
+    With ``maxmemory`` and ``noeviction``, Redis refuses every write once full,
+    the workers' own too: they could then neither take a lock nor queue the
+    follow-up of a job, and a full Redis would stay full. Producers stop
+    earlier, at ``high_water`` (0.9: the last tenth is the workers'), and the
+    workers drain the queues; the same call succeeds again once they have.
+    Redis's memory is read (``INFO memory``) at most once per ``refresh_s``.
+    ``high_water`` 1 (or no ``maxmemory``) leaves the refusing to Redis alone.
+    """
+
+    def __init__(self, high_water: float = 0.9, refresh_s: float = 1.0) -> None:
+        if not 0 < high_water <= 1:
+            raise ValueError(f"high_water must be in (0, 1], not {high_water!r}")
+        self.high_water = high_water
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._next_read = 0.0
+        self._used = self._limit = 0
+
+    def check(self, client: redis.Redis) -> None:
+        """Raises RedisFull when Redis is over the high-water mark (a RedisError
+        when Redis does not answer)."""
+        if self.high_water >= 1:
+            return
+        now = time.monotonic()
+        if now >= self._next_read:
+            info = client.info("memory")
+            with self._lock:
+                self._used, self._limit = int(info["used_memory"]), int(info.get("maxmemory", 0))
+                self._next_read = now + self.refresh_s
+        used, limit = self._used, self._limit
+        if limit and used >= limit * self.high_water:
+            raise RedisFull(
+                f"Redis is full ({used / 2**20:.1f} of {limit / 2**20:.1f} MiB used, new jobs stop at "
+                f"{self.high_water:.0%}): nothing was queued; retry once the workers have drained it")
 
 
 class Durability:

@@ -3,6 +3,7 @@
     MemjobsError
     ├── TransientError            worth retrying: the world may be better later
     │   ├── BackendUnavailable    Redis or the state store did not answer
+    │   │   └── RedisFull         Redis is at its memory limit: new jobs refused for now
     │   ├── ModelUnavailable      the model or embedding service failed (5xx, 429, timeout)
     │   └── LockLost              the learning lease expired or was taken over
     └── PermanentError            retrying cannot help: dead-letter or refuse at once
@@ -46,6 +47,13 @@ class BackendUnavailable(TransientError):
     """Redis or the state store could not be reached."""
 
     reason = "backend_unavailable"
+
+
+class RedisFull(BackendUnavailable):
+    """Redis is (nearly) at its ``maxmemory``: a new job is refused, nothing is
+    queued, and the same call succeeds once the workers have drained the queues."""
+
+    reason = "redis_full"
 
 
 class ModelUnavailable(TransientError):

@@ -75,7 +75,7 @@ def remember_workload(h: Harness, owners: list[str]) -> None:
         h.client.remember(owner, f"{owner} walks at seven")
         h.client.remember(owner, f"{owner} likes green tea")
     h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
-                                      args=({"schema_version": 99},), kwargs={}, options={}))
+                                      args=({"schema_version": 0},), kwargs={}, options={}))
     h.drain()
 
 

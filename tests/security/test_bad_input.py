@@ -246,11 +246,12 @@ class Crafted:
 
 
 MALFORMED = {
-    "schema_version_2": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), schema_version=2),)),
-    "schema_version_2_forget": Crafted(
-        ACTOR_FORGET, ({"schema_version": 2, "owner_key": KEY,
+    # A version no worker reads (a newer one is left for a newer worker: tests/faults/test_rolling_upgrade.py).
+    "schema_version_0": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), schema_version=0),)),
+    "schema_version_text_forget": Crafted(
+        ACTOR_FORGET, ({"schema_version": "2", "owner_key": KEY,
                         "source_id": source_id_for(KEY, VALID_TEXT)},)),
-    "schema_version_2_extract": Crafted(ACTOR_EXTRACT, ({"schema_version": 2, "owner_key": KEY},)),
+    "schema_version_negative_extract": Crafted(ACTOR_EXTRACT, ({"schema_version": -1, "owner_key": KEY},)),
     "args_not_a_dict": Crafted(ACTOR_REMEMBER, (VALID_TEXT,)),
     "no_args": Crafted(ACTOR_REMEMBER, ()),
     "two_args": Crafted(ACTOR_REMEMBER, (remember_payload(), remember_payload())),

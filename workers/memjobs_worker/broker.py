@@ -1,5 +1,18 @@
 """The Dramatiq broker on Redis, with memjobs' middleware and every queue declared.
 
+Two more things Dramatiq's broker does not do:
+
+- A full Redis (``maxmemory``, ``noeviction``) refuses every command that may
+  grow memory, and Dramatiq's one dispatch script starts with one (the
+  consumer's heartbeat, a ZADD): a worker could then neither fetch nor
+  acknowledge, and a full Redis would stay full. Here the commands that take,
+  acknowledge, dead-letter or put back a message already in Redis (and a retry:
+  the message in hand, requeued) run the same script flagged ``allow-oom``
+  (Redis ≥ 7), so the workers drain a full Redis; new jobs stay refused.
+- A message of a newer schema version than this worker reads
+  (:class:`DeferNewerSchema`) is left for a newer worker during a rolling
+  upgrade: requeued with a delay and counted, not dead-lettered.
+
 Dramatiq's Redis consumer raises on a message it cannot decode (bytes pushed
 into a queue by hand, a foreign encoder): the consumer thread restarts, and the
 messages it had prefetched stay unacknowledged until the worker dies. Here such
@@ -10,17 +23,28 @@ dead-letter queue, once, and consumption goes on.
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
-from dramatiq.brokers.redis import RedisBroker, _RedisConsumer
+import dramatiq
+import redis
+from dramatiq.broker import MessageProxy
+from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
+from dramatiq.common import current_millis
 from dramatiq.errors import DecodeError
-from dramatiq.middleware import CurrentMessage, Retries
+from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
 from memjobs_client import keys
-from memjobs_client.contracts import QUEUES
+from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
+from memjobs_client.contracts.base import current_schema_version, schema_version_of
+from memjobs_client.errors import InvalidPayload
+from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
+from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.ops.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
@@ -53,17 +77,100 @@ class _Consumer(_RedisConsumer):
                     extra={"queue": self.queue_name, "reason": "undecodable_message"})
 
 
+#: Dispatch commands that only move or delete messages already in Redis.
+_DRAIN_COMMANDS = frozenset({"fetch", "ack", "nack", "requeue"})
+#: Redis ≥ 7: the script may run while Redis is over its maxmemory.
+_ALLOW_OOM = b"#!lua flags=allow-oom\n"
+
+
 class MemjobsRedisBroker(RedisBroker):
-    """A RedisBroker whose consumers dead-letter what they cannot decode."""
+    """A RedisBroker whose consumers dead-letter what they cannot decode and
+    drain a full Redis (see the module's docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self._drain_script = self.client.register_script(_ALLOW_OOM + _scripts["dispatch"])
+        self._allow_oom = True  # False on a Redis older than 7 (no script flags)
+        self._moving = threading.local()
 
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
         return _Consumer
 
+    def enqueue(self, message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
+        # A message that came from Redis (a retry, a delayed message coming due, a
+        # newer schema's deferral) is moved, not added: it may go while Redis is full.
+        self._moving.active = "redis_message_id" in message.options
+        try:
+            return super().enqueue(message, delay=delay)
+        finally:
+            self._moving.active = False
+
+    def _dispatch(self, command: str) -> Callable[..., Any]:
+        stock: Callable[..., Any] = super()._dispatch(command)  # type: ignore[no-untyped-call]
+        draining = command in _DRAIN_COMMANDS or (
+            command == "enqueue" and getattr(self._moving, "active", False))
+        if not draining or not self._allow_oom:
+            return stock
+
+        def do_dispatch(queue_name: str, *args: Any) -> Any:
+            # As Dramatiq's own (RedisBroker._dispatch), through the allow-oom script.
+            argv = [command, current_millis(), queue_name, self.broker_id, self.heartbeat_timeout,
+                    self.dead_message_ttl, self._should_do_maintenance(command),
+                    self._max_unpack_size(), *args]  # type: ignore[no-untyped-call]
+            try:
+                return self._drain_script(args=argv, keys=[self.namespace])
+            except redis.ResponseError as exc:
+                text = str(exc).lower()
+                if isinstance(exc, redis.OutOfMemoryError) or ("flag" not in text and "shebang" not in text):
+                    raise
+                log.warning("this Redis runs no script flags (Redis < 7): workers cannot "
+                            "drain it once it is full", extra={"reason": "no_allow_oom"})
+                self._allow_oom = False
+                return stock(queue_name, *args)
+
+        return do_dispatch
+
+
+class DeferNewerSchema(Middleware):
+    """Leave a message of a newer schema version for a newer worker.
+
+    During a rolling upgrade, upgraded producers may send a version the workers
+    not yet upgraded do not read. Such a worker requeues the message with a
+    delay (``delay_ms``; its own copy is acknowledged), counts it
+    (``memjobs_newer_schema_deferred_total{actor}``) and goes on: a newer
+    worker takes it on one of its next deliveries. A message still unread after
+    ``max_age_ms`` (no newer worker came) is dead-lettered, to be retried once
+    the upgrade is done. Older versions are read (see the contracts).
+    """
+
+    def __init__(self, delay_ms: int, max_age_ms: int) -> None:
+        self.delay_ms = delay_ms
+        self.max_age_ms = max_age_ms
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        payload = message.args[0] if len(message.args) == 1 else None
+        version = schema_version_of(payload)
+        readable = current_schema_version()
+        if version is None or version <= readable:
+            return  # readable, or malformed: the actor's validation says so
+        actor = message.actor_name if message.actor_name in broker.actors else "unknown"
+        if time.time() * 1000 - message.message_timestamp > self.max_age_ms:
+            raise InvalidPayload(
+                f"schema version {version} is newer than this worker reads (1 to {readable}) "
+                f"and no newer worker took it in {self.max_age_ms // 1000} s", reason="newer_schema")
+        broker.enqueue(message, delay=self.delay_ms)  # type: ignore[arg-type]  # the proxy, as Retries does
+        NEWER_SCHEMA_DEFERRED.labels(actor).inc()
+        log.info("message of a newer schema version left for a newer worker",
+                 extra={"actor": actor, "schema_version": version, "readable": readable,
+                        "message_id": message.message_id, "reason": "newer_schema"})
+        raise SkipMessage("newer schema version")
+
 
 def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
-    """A Redis broker in the ``memjobs`` namespace with every queue declared."""
-    broker = MemjobsRedisBroker(  # type: ignore[no-untyped-call]
+    """A Redis broker in the ``memjobs`` namespace with every queue declared (the
+    knowledge queue only with knowledge on: a worker consumes what is declared)."""
+    broker = MemjobsRedisBroker(
         client=connect_redis(redis_url, settings),  # bounded calls; Sentinel when set
         namespace=keys.NAMESPACE,
         heartbeat_timeout=settings.broker_heartbeat_timeout_ms,
@@ -71,7 +178,9 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
         # one dispatch in ten checks for dead workers (a ZRANGEBYSCORE).
         maintenance_chance=100_000,
     )
+    use_outage_retries(broker, settings)  # outages retried on a time budget, not a count
     broker.add_middleware(CurrentMessage())
+    broker.add_middleware(DeferNewerSchema(settings.newer_schema_delay_ms, settings.newer_schema_max_age_ms))
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
     # already decided retry or dead-letter when ObserveJobs records the outcome.
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
@@ -81,5 +190,6 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
     for queue in QUEUES:
-        broker.declare_queue(queue)
+        if queue != QUEUE_KNOWLEDGE or settings.knowledge_enabled:  # opt-in: off, never consumed
+            broker.declare_queue(queue)
     return broker

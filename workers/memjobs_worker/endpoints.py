@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from memjobs_client.client import MemjobsClient
-from memjobs_client.connect import Durability, redis_client
+from memjobs_client.connect import Durability, MemoryGuard, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.settings import Settings
@@ -63,6 +63,8 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         max_transcript_bytes=settings.max_transcript_bytes,
         knowledge_enabled=settings.knowledge_enabled,
         **redis_options(settings),
+        # A worker's own follow-up jobs (its broker) are not held back: they drain.
+        memory_guard=MemoryGuard(settings.redis_high_water) if broker is None else None,
         durability=Durability(local=settings.redis_waitaof_local,
                               replicas=settings.redis_waitaof_replicas,
                               # under the socket timeout, so the wait's answer arrives

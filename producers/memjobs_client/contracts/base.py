@@ -9,10 +9,17 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from memjobs_client.validation import text_problem
 
+#: The schema version of the messages this code writes, and the newest it reads.
+#: Every payload carries its version (``schema_version``; a payload without one is
+#: version 1). A worker reads every version up to its own; a message of a newer
+#: version is left for a newer worker (requeued with a delay, see
+#: ``memjobs_worker.broker.DeferNewerSchema``), never dead-lettered for it. A
+#: version is raised only with a change a worker of the version before cannot
+#: read, and the workers are upgraded before the producers (docs/operations.md).
 SCHEMA_VERSION = 1
 
 #: Default cap on a source's text, in bytes of UTF-8.
@@ -75,6 +82,24 @@ class SourceRules:
     max_transcript_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
 
 
+def current_schema_version() -> int:
+    """:data:`SCHEMA_VERSION`, read when called (a test runs a newer contract by
+    setting it on this module)."""
+    return SCHEMA_VERSION
+
+
+def schema_version_of(payload: object) -> int | None:
+    """The schema version a message's payload says it was written in: 1 when it
+    says none (messages from before versions were written); None when it is not
+    a whole number ≥ 1 or the payload is not an object (validation refuses it)."""
+    if not isinstance(payload, dict):
+        return None
+    version = payload.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return None
+    return version
+
+
 def _rules(info: ValidationInfo) -> SourceRules:
     return info.context if isinstance(info.context, SourceRules) else SourceRules()
 
@@ -115,7 +140,15 @@ def source_id_for(owner_key_hex: str, text: str) -> str:
 class _Payload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    schema_version: Literal[1] = 1  # SCHEMA_VERSION
+    schema_version: int = Field(default_factory=current_schema_version)
     owner_key: str = Field(pattern=_HEX64)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _readable_version(cls, value: int) -> int:
+        if not 1 <= value <= current_schema_version():
+            raise ValueError(f"schema version {value} is not one this code reads "
+                             f"(1 to {current_schema_version()})")
+        return value
 
 

@@ -43,6 +43,11 @@ DEAD_LETTERS_PURGED = ("memjobs_dead_letters_purged", "Dead letters purged by an
 REFUSED = Counter(
     "memjobs_refused_total", "Inputs refused, by reason (e.g. sensitive_content).", ["reason"]
 )
+NEWER_SCHEMA_DEFERRED = Counter(
+    "memjobs_newer_schema_deferred_total",
+    "Messages of a newer schema version than this worker reads, requeued for a newer worker, by actor.",
+    ["actor"],
+)
 LOCK_EVENTS = Counter(
     "memjobs_lock_events_total",
     "Lease-lock outcomes: acquired, busy, renewed, lost, released, stale_commit.",
