@@ -475,6 +475,7 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
         data_dir = base / "data"
         env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"))
         del env["MEMJOBS_KNOWLEDGE"]  # off by default: the demo turns it on for its own stack
+        del env["MEMJOBS_LOCAL_EMBEDDER"]  # the default, the local model: step [5] asks in other words
         proc = subprocess.Popen(
             [sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -500,7 +501,8 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
     assert "Tr0ub4dor" not in stdout + stderr
     assert "UNEXPECTED" not in stdout
     assert "learned" in _section(stdout, 4)
-    assert "我对花生过敏" in _section(stdout, 5)
+    assert "我对花生过敏" in _section(stdout, 5)  # asked "what am I allergic to?"
+    assert "My daughter's birthday is on March 3rd." in _section(stdout, 5)  # asked in Chinese
     assert "forgotten" in _section(stdout, 6)
     assert "我对花生过敏" not in _section(stdout, 7)
     assert "short answers" in _section(stdout, 8).split("\n", 1)[1]

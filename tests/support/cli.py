@@ -52,6 +52,7 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     env["MEMJOBS_DATA_DIR"] = str(data_dir)
     env["MEM0_TELEMETRY"] = "False"
     env["MEMJOBS_KNOWLEDGE"] = "on"  # opt-in (off by default); tests of the default set it off
+    env["MEMJOBS_LOCAL_EMBEDDER"] = "hashing"  # the test double (tests/conftest.py); "e5" where it matters
     env.update(extra)
     return env
 

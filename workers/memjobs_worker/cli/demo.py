@@ -88,8 +88,10 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
             return exits.FAILED
         for row in runtime.store.list_sources(key):
             print(f"    {row.source_id}  {row.state}")
-        step(5, "recall 花生 (peanuts)")
-        _show(runtime, key, "花生")
+        step(5, "recall 'what am I allergic to?': other words, and the other language")
+        _show(runtime, key, "what am I allergic to?")
+        print("    and in Chinese, '女儿的生日是哪天' (when is my daughter's birthday?):")
+        _show(runtime, key, "女儿的生日是哪天")
         step(6, "forget the peanut source")
         client.forget(owner, ids[CONVERSATION[2]])
         if not wait_for_owner(runtime, key, timeout_s=60):
@@ -97,8 +99,8 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
             return exits.FAILED
         states = {r.source_id: r.state for r in runtime.store.list_sources(key)}
         print(f"    {ids[CONVERSATION[2]]}  {states[ids[CONVERSATION[2]]]}")
-        step(7, "recall 花生 again: the forgotten source's memory is gone")
-        _show(runtime, key, "花生")
+        step(7, "recall 'what am I allergic to?' again: the forgotten source's memory is gone")
+        _show(runtime, key, "what am I allergic to?")
         step(8, "recall 'short answers'")
         _show(runtime, key, "short answers")
         code = _end_of_session(settings, runtime, client, owner, key)
