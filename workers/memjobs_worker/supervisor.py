@@ -28,6 +28,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,11 @@ class Stack:
         self._sweeper: threading.Thread | None = None
         self._runtime: Runtime | None = None
         self._started_at = time.time()
+        #: Restarts of the embedded PostgreSQL after it died, and when the last one ended.
+        self.postgres_restarts = 0
+        self.postgres_restarted_at: float | None = None
+        #: Where a running stack says what happened to it (``up``: the terminal).
+        self.notify: Callable[[str], None] | None = None
 
     def start(self) -> Endpoints:
         """Start what is not configured elsewhere; return where everything is.
@@ -120,11 +126,28 @@ class Stack:
             migrate(engine)
         finally:
             engine.dispose()
+        self._reembed_if_required(database_url)
         self.endpoints = Endpoints(redis_url, database_url)
         self._write_state()
         self._start_worker()
         self._write_state()
         return self.endpoints
+
+    def _reembed_if_required(self, database_url: str) -> None:
+        """Stored vectors another embedder made (an upgrade changed the default, or
+        a setting changed): re-embed them before any worker would refuse them."""
+        from memjobs_worker.ops.reembed import pending, reembed
+
+        assert self._logs is not None
+        left = pending(self.settings, database_url)
+        if not left.required:
+            return
+        logs = self._logs
+        started = time.monotonic()
+        memories, chunks = reembed(self.settings, database_url, progress=lambda what, done, total: logs.log(
+            logging.INFO, "reembed", what=what, done=done, total=total, model=left.model))
+        self.notices.append(f"the embedder changed: re-embedded {memories:,} memories and {chunks:,} "
+                            f"knowledge chunks with {left.model} in {time.monotonic() - started:.1f} s")
 
     def _write_state(self) -> None:
         assert self.endpoints is not None
@@ -132,7 +155,9 @@ class Stack:
             os.getpid(), self.endpoints.redis_url, self.endpoints.database_url, self._started_at,
             metrics_url=self.metrics_url, api_url=self.api_url,
             worker_pid=self.worker.pid if self.worker is not None else None,
-            redis_pid=self.redis.pid if self.redis is not None else None))
+            redis_pid=self.redis.pid if self.redis is not None else None,
+            postgres_restarts=self.postgres_restarts,
+            postgres_restarted_at=self.postgres_restarted_at))
 
     def _start_worker(self) -> None:
         assert self.endpoints is not None and self._logs is not None
@@ -189,11 +214,43 @@ class Stack:
             signal.signal(sig, lambda signum, _frame: received.append(signum))
         while not received:
             time.sleep(0.2)
+            if self.postgres is not None and not received and not self.postgres.alive():
+                self._revive_postgres()
             if self.worker is not None and self.worker.poll() is not None and not received:
                 log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
                 self._start_worker()
                 self._write_state()
         return received[0]
+
+    def _revive_postgres(self) -> None:
+        """The embedded PostgreSQL died (kill -9, the OOM killer): start it again
+        on its port, and say so in the log, on the terminal and in the state
+        file. The workers keep running: their jobs fail as an outage meanwhile
+        and are retried (see :class:`memjobs_worker.jobs.OutageRetries`)."""
+        assert self.postgres is not None
+        self.postgres_restarts += 1
+        log.warning("embedded PostgreSQL exited; restarting",
+                    extra={"restarts": self.postgres_restarts})
+        started = time.monotonic()
+        try:
+            self.postgres.restart()
+        except MemjobsError as exc:
+            log.error("embedded PostgreSQL did not restart; trying again",
+                      extra={"reason": exc.reason, "detail": str(exc)})
+            self._notify(f"embedded PostgreSQL exited and did not restart yet: {exc}")
+            return
+        took_s = round(time.monotonic() - started, 1)
+        self.postgres_restarted_at = time.time()
+        log.warning("embedded PostgreSQL restarted",
+                    extra={"restarts": self.postgres_restarts, "took_s": took_s})
+        self._notify(f"embedded PostgreSQL exited unexpectedly and was restarted in {took_s} s "
+                     f"(restart {self.postgres_restarts})")
+        if self.endpoints is not None:
+            self._write_state()
+
+    def _notify(self, text: str) -> None:
+        if self.notify is not None:
+            self.notify(text)
 
     def stop(self) -> list[str]:
         """Stop everything in order; returns what could not be stopped (empty: clean).
