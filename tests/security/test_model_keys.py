@@ -69,6 +69,14 @@ def test_a_blank_key_or_url_is_none(env: pytest.MonkeyPatch, name: str, blank: s
     assert chat_model(settings, "consolidate") is None
 
 
+def test_a_blank_data_dir_is_the_default_not_the_current_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("MEMJOBS_DATA_DIR", " ")
+    assert load_settings().data_dir == (tmp_path / ".memjobs").resolve()
+
+
 def test_a_blank_dashscope_key_as_env_example_ships_it_is_no_model(env: pytest.MonkeyPatch) -> None:
     env.setenv("DASHSCOPE_API_KEY", "")
     env.setenv("QWEN_AUDIO_MEMORY_AUTO", "on")

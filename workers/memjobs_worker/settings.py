@@ -263,9 +263,10 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_memory_url_is_unset(cls, data: Any) -> Any:
         """A blank ``QWEN_AUDIO_MEMORY_BASE_URL`` is as if unset (the default, and
-        no model configured by it)."""
+        no model configured by it); so is a blank ``MEMJOBS_DATA_DIR`` (the
+        default, not the current directory)."""
         if isinstance(data, dict):
-            for name in ("memory_base_url", "QWEN_AUDIO_MEMORY_BASE_URL"):
+            for name in ("memory_base_url", "QWEN_AUDIO_MEMORY_BASE_URL", "data_dir"):
                 value = data.get(name)
                 if isinstance(value, str) and not value.strip():
                     data = {k: v for k, v in data.items() if k != name}
