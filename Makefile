@@ -58,9 +58,12 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_hosts.py
 	$(BIN)/python bench/bench_http.py
 	$(BIN)/python bench/bench_load.py
+	$(BIN)/python bench/bench_redis_sizing.py
 
-# Many hosts in network namespaces, bigger and repeated (root only).
+# Memory over 30 minutes of steady load with workers restarted (bench/soak_memory.py);
+# then many hosts in network namespaces, bigger and repeated (root only).
 soak: $(BIN)/.installed
+	$(BIN)/python bench/soak_memory.py --minutes 30 --out /tmp/soak-memory.jsonl --plot-to docs/img/soak-memory.svg
 	$(BIN)/python bench/soak_many_hosts.py
 
 clean:
