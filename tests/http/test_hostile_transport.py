@@ -437,3 +437,47 @@ def test_endless_headers_get_431_and_are_not_kept(api_factory: Callable[..., Api
     # Large but bounded headers are fine.
     r = api.http.get("/healthz", headers={f"X-Pad-{i}": "a" * 1000 for i in range(40)})
     assert r.status_code == 200
+
+
+def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
+    """The guard alone (ASGI): /readyz is outside every limit, so its answer is shared:
+    50 probes at once run the route once; a probe a second later runs it again."""
+    import asyncio
+
+    from memjobs_worker.http.auth import Tokens
+    from memjobs_worker.http.limits import READY_REUSE_S, Limits
+
+    runs = 0
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal runs
+        runs += 1
+        await asyncio.sleep(0.05)  # the pings
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"status":"ready"}'})
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
+                   max_per_client=1, body_timeout_s=1)
+    scope = {"type": "http", "method": "GET", "path": "/readyz", "headers": [],
+             "client": ("127.0.0.1", 5000), "query_string": b""}
+
+    async def probe() -> list[Any]:
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await guard(dict(scope), receive, send)
+        return sent
+
+    async def flood() -> list[list[Any]]:
+        first = await asyncio.gather(*(probe() for _ in range(50)))
+        await asyncio.sleep(READY_REUSE_S + 0.1)
+        return [*first, await probe()]
+
+    replies = asyncio.run(flood())
+    assert runs == 2
+    assert all(r[0]["status"] == 200 and r[1]["body"] == b'{"status":"ready"}' for r in replies)

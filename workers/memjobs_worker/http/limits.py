@@ -3,7 +3,9 @@
 What: one pure ASGI middleware, in this order:
 
 1. ``/healthz``, ``/readyz`` and ``/metrics`` pass at once: no limit applies to
-   them, so a probe answers whatever the rest of the API is doing;
+   them, so a probe answers whatever the rest of the API is doing (one
+   ``/readyz`` answer serves every probe for a second: a flood of them cannot
+   crowd the backend threads);
 2. with the API open (loopback, no credentials), the ``Host`` header must name
    ``localhost``, ``127.0.0.1`` or ``[::1]`` (a DNS-rebinding page cannot read
    owners' data): 400 ``untrusted_host``;
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -43,6 +46,10 @@ from memjobs_worker.http.problems import ProblemError, problem_response
 
 #: Paths outside every limit (a liveness or readiness probe must not fail under load).
 UNBOUNDED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: The readiness probe: outside the limits, so its answer is shared (:class:`SharedReply`).
+READY_PATH = "/readyz"
+#: Seconds one readiness answer (it pings Redis and the database) serves every probe.
+READY_REUSE_S = 1.0
 #: The console's forms post URL-encoded bodies (a browser form sends no JSON).
 FORM_PREFIX = "/console/"
 #: Host names an open (loopback, no credentials) API answers to, with any port (and
@@ -91,10 +98,14 @@ class Limits:
         self.max_per_client = max_per_client
         self.body_timeout_s = body_timeout_s
         self.in_flight = 0
+        self.ready = SharedReply(READY_REUSE_S)
         self._flat: list[BaseRoute] | None = None
         self.open_by_client: defaultdict[str, int] = defaultdict(int)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == READY_PATH:
+            await self.ready.answer(self.app, scope, receive, send)
+            return
         if scope["type"] != "http" or scope["path"] in UNBOUNDED_PATHS:
             await self.app(scope, receive, send)
             return
@@ -266,6 +277,42 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+class SharedReply:
+    """One answer of a GET route, shared by every request within ``reuse_s`` of it and by
+    those that arrive while it is computed: a flood of readiness probes (outside every
+    limit, no token) costs the backends one round of pings a second, not one per probe."""
+
+    def __init__(self, reuse_s: float) -> None:
+        self.reuse_s = reuse_s
+        self._lock = asyncio.Lock()
+        self._reply: list[Message] | None = None
+        self._at = 0.0
+
+    def _fresh(self) -> list[Message] | None:
+        if self._reply is not None and time.monotonic() - self._at < self.reuse_s:
+            return self._reply
+        return None
+
+    async def answer(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "GET":
+            await app(scope, receive, send)
+            return
+        reply = self._fresh()
+        if reply is None:
+            async with self._lock:
+                reply = self._fresh()
+                if reply is None:
+                    captured: list[Message] = []
+
+                    async def keep(message: Message) -> None:
+                        captured.append(message)
+
+                    await app(scope, receive, keep)
+                    self._reply, self._at, reply = captured, time.monotonic(), captured
+        for message in reply:
+            await send(message)
 
 
 class SecurityHeaders:
