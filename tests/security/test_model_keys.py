@@ -9,6 +9,7 @@ stand-in records the header of every request it gets.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,10 @@ def test_a_custom_endpoint_never_gets_the_dashscope_key(env: pytest.MonkeyPatch,
     assert settings.memory_key is None
     assert _chat_auth(settings, fake_model) is None  # no header at all, not even a placeholder
     assert DASH not in str([r.headers for r in fake_model.requests_for("chat")])
+    shown = settings.redacted()  # `memjobs config` says which setting's key goes where
+    assert shown["memory_key_from"] is None and DASH not in json.dumps(shown)
+    env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", "")
+    assert load_settings().redacted()["memory_key_from"] == "DASHSCOPE_API_KEY"
 
 
 def test_a_custom_endpoint_gets_its_own_key(env: pytest.MonkeyPatch, fake_model: FakeOpenAI) -> None:

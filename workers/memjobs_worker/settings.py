@@ -365,7 +365,18 @@ class Settings(BaseSettings):
         out["consolidation_enabled"] = self.consolidation_enabled
         out["digest_enabled"] = self.digest_enabled
         out["embedding_configured"] = self.embedding_configured
+        # Which setting's key each endpoint is sent (never the key itself).
+        out["memory_key_from"] = self._key_name(self.memory_key)
+        out["embedding_key_from"] = self._key_name(self.embedding_key)
         return out
+
+    def _key_name(self, key: SecretStr | None) -> str | None:
+        for name, env in (("memory_api_key", "QWEN_AUDIO_MEMORY_API_KEY"),
+                          ("embedding_api_key", "MEMJOBS_EMBEDDING_API_KEY"),
+                          ("dashscope_api_key", "DASHSCOPE_API_KEY")):
+            if key is not None and key is getattr(self, name):
+                return env
+        return None
 
 
 #: DashScope's OpenAI-compatible endpoints (mainland and international): the
