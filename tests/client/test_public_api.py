@@ -38,6 +38,7 @@ PRODUCERS_API = {
     "MemjobsError",
     "MemoryOff",
     "ModelUnavailable",
+    "RedisFull",
     "PermanentError",
     "SensitiveContent",
     "StaleFencingToken",
@@ -111,7 +112,13 @@ def test_producers_exports_every_error_class() -> None:
 
 def test_error_module_defines_exactly_the_documented_tree() -> None:
     assert set(_error_classes()) == {"MemjobsError", "TransientError", "PermanentError",
-                                     *TRANSIENT, *PERMANENT, *FEATURE_OFF}
+                                     *TRANSIENT, *PERMANENT, *FEATURE_OFF, "RedisFull"}
+
+
+def test_redis_full_is_a_backend_unavailable() -> None:
+    # A gateway that retries BackendUnavailable retries a full Redis the same way.
+    assert errors.RedisFull.__bases__ == (errors.BackendUnavailable,)
+    assert errors.RedisFull("full").reason == "redis_full"
 
 
 @pytest.mark.parametrize("name", sorted(set(_error_classes()) - {"MemjobsError"}))
