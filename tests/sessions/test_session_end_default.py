@@ -120,6 +120,17 @@ def test_http_reaches_consolidation(worker: Harness, api: Api, fake_model: FakeO
     reaches_consolidation(worker, "http-1", fake_model)
 
 
+def test_http_opts_out_and_a_later_end_queues_what_was_left(api: Api) -> None:
+    first = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT,
+                                                 "consolidate": False, "digest": False})
+    assert first.json() == {"session_id": "http-2", "status": "queued", "enqueued": ["extract_facts"],
+                            "opted_out": ["consolidate_session", "digest_session"]}
+    again = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT})
+    assert again.json()["enqueued"] == ["consolidate_session", "digest_session"]
+    last = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT})
+    assert last.json() == {"session_id": "http-2", "status": "already_ended", "enqueued": [], "opted_out": []}
+
+
 NODE = shutil.which("node")
 
 TS_SCRIPT = """
