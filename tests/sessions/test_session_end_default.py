@@ -106,6 +106,14 @@ def test_the_cli_reaches_consolidation(worker: Harness, no_model: Settings, fake
     # This CLI's own settings have no model: it says a worker like it would skip it.
     assert [o["job"] for o in reply["switched_off"]] == ["consolidate_session", "digest_session"]
     reaches_consolidation(worker, "cli-1", fake_model)
+    opted = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "end-session", "--owner", OWNER,
+                            "--session", "cli-2", "--transcript", str(transcript), "--no-consolidate",
+                            "--no-digest"], env=worker_env(no_model), capture_output=True, text=True, cwd=REPO,
+                           timeout=120)
+    assert opted.returncode == 0, opted.stderr
+    assert opted.stdout.splitlines() == ["session cli-2: queued extract_facts",
+                                         "  consolidate_session not queued (opted out)",
+                                         "  digest_session not queued (opted out)"]
 
 
 @pytest.fixture
