@@ -90,7 +90,7 @@ class MemjobsRedisBroker(RedisBroker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._drain_script = self.client.register_script(_ALLOW_OOM + _scripts["dispatch"])
-        self._allow_oom = True  # False on a Redis older than 7 (no script flags)
+        self._allow_oom: bool | None = None  # Redis ≥ 7 (script flags): known on first use
         self._moving = threading.local()
 
     @property
@@ -110,7 +110,7 @@ class MemjobsRedisBroker(RedisBroker):
         stock: Callable[..., Any] = super()._dispatch(command)  # type: ignore[no-untyped-call]
         draining = command in _DRAIN_COMMANDS or (
             command == "enqueue" and getattr(self._moving, "active", False))
-        if not draining or not self._allow_oom:
+        if not draining or not self._allows_oom():
             return stock
 
         def do_dispatch(queue_name: str, *args: Any) -> Any:
@@ -122,7 +122,8 @@ class MemjobsRedisBroker(RedisBroker):
                 return self._drain_script(args=argv, keys=[self.namespace])
             except redis.ResponseError as exc:
                 text = str(exc).lower()
-                if isinstance(exc, redis.OutOfMemoryError) or ("flag" not in text and "shebang" not in text):
+                if isinstance(exc, redis.OutOfMemoryError) or not any(
+                        word in text for word in ("flag", "shebang", "compiling")):
                     raise
                 log.warning("this Redis runs no script flags (Redis < 7): workers cannot "
                             "drain it once it is full", extra={"reason": "no_allow_oom"})
@@ -130,6 +131,19 @@ class MemjobsRedisBroker(RedisBroker):
                 return stock(queue_name, *args)
 
         return do_dispatch
+
+    def _allows_oom(self) -> bool:
+        """Whether this Redis runs scripts flagged ``allow-oom`` (Redis ≥ 7), asked once."""
+        if self._allow_oom is None:
+            try:
+                version = str(self.client.info("server").get("redis_version", "0"))
+                self._allow_oom = int(version.split(".")[0]) >= 7
+            except (redis.RedisError, ValueError):
+                return False  # asked again next time; this call goes the stock way
+            if not self._allow_oom:
+                log.warning("Redis < 7 runs no script flags: workers cannot drain it once it is "
+                            "full (maxmemory)", extra={"reason": "no_allow_oom"})
+        return self._allow_oom
 
 
 class DeferNewerSchema(Middleware):
