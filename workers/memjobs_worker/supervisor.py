@@ -135,10 +135,17 @@ class Stack:
 
     def _reembed_if_required(self, database_url: str) -> None:
         """Stored vectors another embedder made (an upgrade changed the default, or
-        a setting changed): re-embed them before any worker would refuse them."""
+        a setting changed): re-embed them before any worker would refuse them.
+
+        Raises:
+            ConfigurationError: the local model is chosen but not installed here.
+        """
+        from memjobs_worker.embedding import build_embedder
         from memjobs_worker.ops.reembed import pending, reembed
 
         assert self._logs is not None
+        if self.settings.memory_enabled:
+            build_embedder(self.settings)  # a local model missing on this platform refuses the start
         left = pending(self.settings, database_url)
         if not left.required:
             return

