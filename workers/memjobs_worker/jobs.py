@@ -1,9 +1,11 @@
 """What every actor shares: parsing its one payload, reporting its outcome, its options.
 
 Every actor takes exactly one positional argument, the payload dict. A message
-that does not fit its contract (crafted directly into Redis, an old schema
-version, wrong types) raises :class:`InvalidPayload`, which the actors declare
-in ``throws``: it goes to the dead-letter queue at once, without retries.
+that does not fit its contract (crafted directly into Redis, a schema version
+that is no version, wrong types) raises :class:`InvalidPayload`, which the
+actors declare in ``throws``: it goes to the dead-letter queue at once, without
+retries. Older schema versions are read; a newer one never reaches an actor of
+this worker: it is left for a newer worker (:class:`memjobs_worker.broker.DeferNewerSchema`).
 
 Sensitive content is the exception to "permanent errors are dead-lettered": a
 dead-letter queue would keep the secret in Redis, so such a message is refused,
