@@ -48,3 +48,13 @@ def test_the_shipped_language_means_are_the_models_own() -> None:
     assert np.allclose(embedder.compute_means(), np.load(MEANS_FILE), atol=1e-5)
     vectors = embedder.embed_batch(["我对花生过敏", "I am allergic to peanuts"], "add")
     assert all(len(v) == 384 and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 for v in vectors)
+
+
+def test_over_http_a_changed_model_is_a_503_that_names_the_command() -> None:
+    from memjobs_worker.embedding.record import EmbeddingModelChanged
+    from memjobs_worker.http.problems import PROBLEMS, reason_of
+
+    refused = EmbeddingModelChanged("memory", "hashing-v1 (512 dimensions)", MODEL_ID, 3)
+    problem = PROBLEMS[reason_of(refused)]
+    assert (problem.reason, problem.status) == ("embedding_model_changed", 503)
+    assert "memjobs reembed" in problem.title

@@ -35,6 +35,7 @@ from memjobs_client.errors import (
     SensitiveContent,
     TransientError,
 )
+from memjobs_worker.embedding.record import EmbeddingModelChanged
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("redis_full", 503, "Redis is full: nothing was queued; retry once the workers have drained it"),
     ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
     ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
+    ProblemType("embedding_model_changed", 503,
+                "Stored vectors came from another embedding model: run `memjobs reembed`"),
     ProblemType("internal", 500, "Internal error"),
 )}
 
@@ -115,6 +118,7 @@ def problem_response(reason: str, detail: str | None = None, *,
 #: Problem reasons by error class, the first class the error is an instance of
 #: wins (a subclass before its base: knowledge off before configuration).
 BY_CLASS: tuple[tuple[type[MemjobsError], str], ...] = (
+    (EmbeddingModelChanged, "embedding_model_changed"),
     (SensitiveContent, "sensitive_content"),
     (MemoryOff, "memory_off"),
     (KnowledgeOff, "knowledge_off"),
