@@ -16,7 +16,7 @@ depths. At the end the series that must not grow are compared, after warm-up
 (the first quarter of the run, at least 2 minutes when the run is longer
 than 8): the mean of the last third against the mean of the first third of the
 rest, within 10 %. ``--plot`` draws docs/img/soak-memory.svg (and .png when
-ImageMagick's ``convert`` is there) from a JSON-lines file.
+matplotlib is importable, else ImageMagick's ``convert``) from a JSON-lines file.
 
     python bench/soak_memory.py [--minutes 30] [--rate 10] [--owners 1000]
     python bench/soak_memory.py --plot /tmp/soak.jsonl
@@ -288,12 +288,14 @@ def flatness(samples: list[dict[str, Any]], warmup_s: float) -> list[tuple[str, 
 
 
 def plot(samples: list[dict[str, Any]], svg_path: Path) -> None:
-    """An SVG of the flat series and the markers, one panel each (plus a PNG
-    through ImageMagick when it is installed)."""
+    """An SVG of the flat series and the markers, one panel each, and a PNG
+    beside it (matplotlib when importable, else ImageMagick when installed)."""
     panels = series(samples)
     panels["Redis session-end markers (MiB, 7-day TTL)"] = [
         (s["t_s"] / 60, s["redis"]["marker_bytes"] / 2**20) for s in samples]
     panels["Redis used_memory (MiB)"] = [(s["t_s"] / 60, s["redis"]["used_memory"] / 2**20) for s in samples]
+    panels["PostgreSQL database (MiB; the ledger grows with sources)"] = [
+        (s["t_s"] / 60, s["postgres"]["database_bytes"] / 2**20) for s in samples]
     w, h, cols = 420, 200, 2
     rows = (len(panels) + cols - 1) // cols
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w * cols}" height="{h * rows}" '
@@ -314,9 +316,27 @@ def plot(samples: list[dict[str, Any]], svg_path: Path) -> None:
                   f'<text x="{x0 + pw}" y="{y0 + ph + 14}" text-anchor="end">{tmax:.0f} min</text>']
     parts.append("</svg>")
     svg_path.write_text("\n".join(parts) + "\n")
-    convert = shutil.which("convert")
-    if convert:
-        subprocess.run([convert, str(svg_path), str(svg_path.with_suffix(".png"))], check=False)
+    try:
+        import matplotlib
+    except ImportError:
+        convert = shutil.which("convert")
+        if convert:
+            subprocess.run([convert, str(svg_path), str(svg_path.with_suffix(".png"))], check=False)
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.6 * rows), squeeze=False)
+    for ax, (name, points) in zip(axes.flat, panels.items(), strict=False):
+        ax.plot([t for t, _ in points], [v for _, v in points], color="#1565c0")
+        ax.set_title(name, fontsize=9)
+        ax.set_ylim(bottom=0, top=max((v for _, v in points), default=1) * 1.15 or 1)
+        ax.set_xlabel("minutes", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(svg_path.with_suffix(".png"), dpi=80)
 
 
 def run(args: argparse.Namespace) -> int:
