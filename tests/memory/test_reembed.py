@@ -121,3 +121,26 @@ def test_another_model_of_the_same_size_is_refused_and_replaced_not_mixed(
     assert sorted(m.memory_id for m in fresh.runtime.personal_memory.memories(KEY)) == ids
     hits = fresh.runtime.personal_memory.recall(KEY, "儿子哪天有球赛", 1)
     assert [x.text for x in hits] == ["My son plays football on Thursdays"]
+
+
+@pytest.mark.slow
+def test_memjobs_up_reembeds_the_old_defaults_vectors_before_its_workers_start(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+) -> None:
+    """An upgrade from the hashed default: `up` re-embeds and says so, then serves."""
+    from memjobs_worker.supervisor import Stack
+
+    ids = learn(harness_factory(make_settings(local_embedder="hashing")))
+    new = make_settings(local_embedder="e5", metrics="off")
+    stack = Stack(new, processes=1, threads=1)
+    try:
+        stack.start()
+        notices = list(stack.notices)
+    finally:
+        problems = stack.stop()
+    assert problems == []
+    assert any(f"re-embedded 3 memories and 0 knowledge chunks with {MODEL_ID}" in n for n in notices), notices
+    assert tables(new.database_url or "") == {"mem0_memories_384": 3}
+    fresh = harness_factory(new)
+    assert sorted(m.memory_id for m in fresh.runtime.personal_memory.memories(KEY)) == ids
+    assert [x.text for x in fresh.runtime.personal_memory.recall(KEY, "what can't I eat?", 1)] == ["我对花生过敏"]
