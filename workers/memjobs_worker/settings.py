@@ -104,7 +104,7 @@ class Settings(BaseSettings):
     #: the roots a reindex names), separated by the OS path separator (":").
     knowledge_roots: str = "~"
 
-    # Embeddings: an OpenAI-compatible endpoint, or the offline embedder.
+    # Embeddings: an OpenAI-compatible endpoint, or the local embedder (docs/embeddings.md).
     embedding_base_url: str | None = None
     embedding_model: str = "text-embedding-v4"
     embedding_api_key: SecretStr | None = None

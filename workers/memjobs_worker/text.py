@@ -10,7 +10,7 @@ characters, variation selectors); :func:`bigrams` and :func:`grams` cut a run
 of such characters into the pairs that stand in for its words.
 
 Why here: knowledge search (:mod:`~memjobs_worker.tokens`), the
-offline embedder (:mod:`~memjobs_worker.memory.engine.offline_embedder`) and
+hashed embedder (:mod:`~memjobs_worker.embedding.hashing`) and
 the grounding rule (:mod:`~memjobs_worker.sessions.grounding`) each split
 Chinese into characters and pairs after NFKC; they are independent features,
 so what they share sits below them. Each keeps its own way of splitting a

@@ -1,5 +1,9 @@
 """Tokens for PostgreSQL full-text search that also find Chinese.
 
+Used by knowledge search and by personal recall's keyword ranking (mem0 keeps
+each memory's :func:`index_tokens` as its keyword form: see
+:mod:`memjobs_worker.memory.engine.fused_search`), so they live below both.
+
 What: :func:`index_tokens` turns a chunk into a space-joined token string that
 PostgreSQL's ``simple`` text-search configuration indexes as it is;
 :func:`query_tokens` turns a query into the tokens to look for.
@@ -24,7 +28,7 @@ and "on" neither match nor weigh), the characters and bigrams through
 ``simple``, as they are. Queries do the same, token by token.
 
 The folding, the unspaced scripts and the pairs are :mod:`memjobs_worker.text`'s,
-shared with the offline embedder and the grounding rule; the splitting into runs
+shared with the hashed embedder and the grounding rule; the splitting into runs
 is this module's. Bump :data:`TOKENIZER_VERSION` whenever the output changes for
 any input (here or there): the store then reports its index stale and rebuilds
 it from the raw chunk text.

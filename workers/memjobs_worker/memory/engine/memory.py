@@ -11,9 +11,9 @@ been sent.
   call and each fact it returns becomes a memory derived from the whole batch.
 - Search is deterministic: cosine similarity of the offline embedder's lexical
   vectors, results under ``min_score`` dropped, best first, ties in creation
-  order. mem0 also blends keyword (BM25) scores into its ranking, so the
-  contract holds what is found and in which order for clear cases, not the
-  exact scores.
+  order. mem0's engine also fuses a keyword ranking into its recall
+  (:mod:`~memjobs_worker.memory.engine.fused_search`), so the contract holds
+  what is found and in which order for clear cases, not the exact scores.
 
 ``tests/memory/test_engine_contract.py`` holds this twin and :class:`Mem0Engine` to the
 same contract. Faults are injected with :meth:`InMemoryEngine.fail_next` and
