@@ -39,6 +39,9 @@ from memjobs_worker.tokens import index_tokens, is_searchable, is_unspaced_token
 MIN_CANDIDATES = 50
 #: At most this many question tokens are looked up.
 MAX_QUERY_TOKENS = 64
+#: The share of a question's token weight a memory must hold to enter the keyword
+#: ranking (Elasticsearch's "minimum should match", at its common 50 %).
+MIN_SHOULD_MATCH = 0.5
 
 _LEMMAS = "coalesce(payload->>'text_lemmatized', payload->>'data')"
 
@@ -78,12 +81,19 @@ def nearest(conn: Any, table: str, owner_key: str, vector: Sequence[float], limi
 
 def keyword_ranking(conn: Any, table: str, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
     """The keyword ranking, in one round trip: the owner's memory count and, for each memory holding any
-    token, which tokens it holds; weights and order are computed here."""
+    token, which tokens it holds; weights, the share matched and the order are computed here.
+
+    A memory is kept when the tokens it holds carry at least :data:`MIN_SHOULD_MATCH`
+    of the question's weight (a token no memory holds weighs as if one did; a stop
+    word weighs nothing): "馒头" or "Corolla" find their memory, while one shared
+    "我的" or "work" out of a whole question does not outvote the vector ranking.
+    """
     tokens = [t for t in query_tokens(query) if is_searchable(t)][:MAX_QUERY_TOKENS]
     if not tokens:
         return []
-    holds = [sql.SQL("{} @@ plainto_tsquery(%s::regconfig, %s)").format(
-        sql.Identifier("s" if is_unspaced_token(t) else "e")) for t in tokens]
+    queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in tokens]
+    holds = [sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
+             for t, q in zip(tokens, queries, strict=True)]
     params: list[Any] = [p for t in tokens for p in ("simple" if is_unspaced_token(t) else "english", t)]
     rows = conn.execute(
         sql.SQL(
@@ -91,14 +101,19 @@ def keyword_ranking(conn: Any, table: str, owner_key: str, query: str, limit: in
             " to_tsvector('english', {lem}) AS e, to_tsvector('simple', {lem}) AS s"
             " FROM {table} WHERE payload->>'user_id' = %s),"
             " held AS (SELECT id, text, ARRAY[{holds}] AS holds FROM owned)"
-            " SELECT (SELECT count(*) FROM owned), id, text, holds FROM held WHERE true = ANY(holds)"
-        ).format(lem=sql.SQL(_LEMMAS), table=sql.Identifier(table), holds=sql.SQL(", ").join(holds)),
-        (owner_key, *params)).fetchall()
+            " SELECT (SELECT count(*) FROM owned), ARRAY[{words}], id, text, holds FROM held"
+            " WHERE true = ANY(holds)"
+        ).format(lem=sql.SQL(_LEMMAS), table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
+                 words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries)),
+        (owner_key, *params, *params)).fetchall()
     if not rows:
         return []
-    total = int(rows[0][0])
-    weights = [idf(total, sum(1 for r in rows if r[3][i])) for i in range(len(tokens))]
-    scored = [(sum(w for w, held in zip(weights, r[3], strict=True) if held), str(r[1]), r[2])
-              for r in rows if r[2]]
-    scored.sort(key=lambda s: (-s[0], s[1]))
-    return [MemoryHit(memory_id, text, score) for score, memory_id, text in scored[:limit] if score > 0]
+    total, words = int(rows[0][0]), rows[0][1]
+    weights = [idf(total, sum(1 for r in rows if r[4][i])) for i in range(len(tokens))]
+    # What the whole question weighs: a token no memory holds as if one did, a stop word nothing.
+    whole = sum(w or idf(total, 1) for w, word in zip(weights, words, strict=True) if word)
+    scored = [(sum(w for w, held in zip(weights, r[4], strict=True) if held), str(r[2]), r[3])
+              for r in rows if r[3]]
+    kept = [s for s in scored if s[0] > 0 and s[0] >= MIN_SHOULD_MATCH * whole]
+    kept.sort(key=lambda s: (-s[0], s[1]))
+    return [MemoryHit(memory_id, text, score) for score, memory_id, text in kept[:limit]]
