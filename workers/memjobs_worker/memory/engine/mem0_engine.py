@@ -187,12 +187,17 @@ class Mem0Engine(MemoryEngine):
                 batch_ids = tuple(sid for sid, _ in texts)
                 return [Produced(m["id"], batch_ids) for m in result["results"]]
             produced = []
-            for source_id, text in texts:
-                result = self.memory.add(
-                    text, user_id=owner_key, metadata={**metadata, "source_id": source_id},
-                    infer=False,
-                )
-                produced += [Produced(m["id"], (source_id,)) for m in result["results"]]
+            vectors: _TextVectors = self.memory.embedding_model
+            vectors.prime([text for _, text in texts])  # the batch's vectors in one call
+            try:
+                for source_id, text in texts:
+                    result = self.memory.add(
+                        text, user_id=owner_key, metadata={**metadata, "source_id": source_id},
+                        infer=False,
+                    )
+                    produced += [Produced(m["id"], (source_id,)) for m in result["results"]]
+            finally:
+                vectors.prime([])
             return produced
 
     def delete(self, owner_key: str, memory_ids: Sequence[str]) -> None:
@@ -249,12 +254,27 @@ psycopg.adapters.register_dumper(_Vector, _VectorDumper)
 
 
 class _TextVectors:
-    """The embedder as mem0 sees it: the same vectors, as :class:`_Vector`."""
+    """The embedder as mem0 sees it: the same vectors, as :class:`_Vector`.
+
+    mem0 stores verbatim sources one ``embed`` call each; :meth:`prime` embeds a
+    batch's texts in one call first (one model pass for the local model, one
+    request for a service), and each ``embed(text, "add")`` of this thread then
+    takes its vector from there.
+    """
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
+        self._primed = threading.local()
+
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` now, for this thread's next ``embed`` of each (none: forget them)."""
+        self._primed.vectors = (dict(zip(texts, self.embedder.embed_batch(list(texts), "add"), strict=True))
+                                if texts else {})
 
     def embed(self, text: Any, memory_action: str | None = None) -> _Vector:
+        primed: dict[str, Any] = getattr(self._primed, "vectors", {})
+        if memory_action == "add" and text in primed:
+            return _Vector(primed.pop(text))
         return _Vector(self.embedder.embed(text, memory_action))
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[_Vector]:
