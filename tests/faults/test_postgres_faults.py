@@ -9,7 +9,7 @@ and producers keep sending (issue 26, item 1).
   exactly once, one memory each, within 60 s, and nothing is dead-lettered.
 - The embedded stack (``memjobs up``): the supervisor restarts its PostgreSQL
   on the same port and says so (terminal, worker log, state file, ``memjobs
-  status``), and the backlog is learned as above.
+  status``), and the backlog is learned as above; then its Redis, likewise.
 
 Synchronisation is by events: the killed postmaster's exit, the in-process
 worker's job log, and polling with a deadline on the state of other processes
@@ -221,7 +221,7 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
 
 
 @pytest.mark.slow
-def test_the_embedded_stack_restarts_its_killed_postgres_and_says_so(
+def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
     harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI,
 ) -> None:
     embeddings = fake_embeddings(fake_model)
@@ -265,5 +265,17 @@ def test_the_embedded_stack_restarts_its_killed_postgres_and_says_so(
             status = run_cli(env, "status")
             assert status.code == exits.OK, status
             assert "embedded PostgreSQL: died and restarted 1 time(s)" in status.stdout
+
+            # Its Redis too (from its append-only file, on its port).
+            redis_pid = int(json.loads(up.stack_file.read_text())["redis_pid"])
+            os.kill(redis_pid, signal.SIGKILL)
+            wait_for(lambda: json.loads(up.stack_file.read_text()).get("redis_restarts") == 1, 30,
+                     "the supervisor to restart Redis")
+            assert json.loads(up.stack_file.read_text())["redis_url"] == stack["redis_url"]
+            texts = [(o, f"after the Redis restart, fact for {o}") for o in OWNERS]
+            after = [(o, text, h.client.remember(o, text)) for o, text in texts]
+            wait_all_final(h, sent + after, 60, "every source final after the Redis restart")
+            assert_learned_once_with_one_memory_each(h, sent + after)
+            assert "embedded Redis exited unexpectedly and was restarted" in up.text()
         finally:
             up.close()

@@ -81,6 +81,7 @@ class Stack:
         #: Restarts of the embedded PostgreSQL after it died, and when the last one ended.
         self.postgres_restarts = 0
         self.postgres_restarted_at: float | None = None
+        self.redis_restarts = 0
         #: Where a running stack says what happened to it (``up``: the terminal).
         self.notify: Callable[[str], None] | None = None
 
@@ -164,7 +165,7 @@ class Stack:
             worker_pid=self.worker.pid if self.worker is not None else None,
             redis_pid=self.redis.pid if self.redis is not None else None,
             postgres_restarts=self.postgres_restarts,
-            postgres_restarted_at=self.postgres_restarted_at))
+            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts))
 
     def _start_worker(self) -> None:
         assert self.endpoints is not None and self._logs is not None
@@ -212,8 +213,8 @@ class Stack:
         self._sweeper.start()
 
     def supervise(self) -> int:
-        """Block until SIGINT, SIGTERM or SIGHUP; restart the worker if it dies.
-        Returns the signal received."""
+        """Block until SIGINT, SIGTERM or SIGHUP; restart the worker, the embedded
+        PostgreSQL or the embedded Redis if one dies. Returns the signal received."""
         received: list[int] = []
         for sig in STOP_SIGNALS:
             # Only record it: a handler that set an Event could deadlock on the
@@ -223,6 +224,9 @@ class Stack:
             time.sleep(0.2)
             if self.postgres is not None and not received and not self.postgres.alive():
                 self._revive_postgres()
+            redis_process = self.redis.process if self.redis is not None else None
+            if redis_process is not None and redis_process.poll() is not None and not received:
+                self._revive_redis()
             if self.worker is not None and self.worker.poll() is not None and not received:
                 log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
                 self._start_worker()
@@ -252,6 +256,30 @@ class Stack:
                     extra={"restarts": self.postgres_restarts, "took_s": took_s})
         self._notify(f"embedded PostgreSQL exited unexpectedly and was restarted in {took_s} s "
                      f"(restart {self.postgres_restarts})")
+        if self.endpoints is not None:
+            self._write_state()
+
+    def _revive_redis(self) -> None:
+        """The embedded Redis died: start it again on its port, from its
+        append-only file (fsynced on every write by default, so no acknowledged
+        job is lost), and say so. Workers, sweeper and API reconnect by themselves."""
+        assert self.redis is not None
+        self.redis_restarts += 1
+        log.warning("embedded Redis exited; restarting", extra={"restarts": self.redis_restarts})
+        started = time.monotonic()
+        try:
+            url = self.redis.start()
+        except (MemjobsError, TimeoutError) as exc:
+            log.error("embedded Redis did not restart; trying again", extra={"detail": str(exc)})
+            self._notify(f"embedded Redis exited and did not restart yet: {exc}")
+            return
+        took_s = round(time.monotonic() - started, 1)
+        if self.endpoints is not None and url != self.endpoints.redis_url:
+            log.error("embedded Redis came back on another port: restart memjobs up",
+                      extra={"took_s": took_s})
+        log.warning("embedded Redis restarted", extra={"restarts": self.redis_restarts, "took_s": took_s})
+        self._notify(f"embedded Redis exited unexpectedly and was restarted in {took_s} s "
+                     f"(restart {self.redis_restarts})")
         if self.endpoints is not None:
             self._write_state()
 

@@ -44,6 +44,8 @@ class StackInfo:
     #: the last restart ended (epoch seconds).
     postgres_restarts: int = 0
     postgres_restarted_at: float | None = None
+    #: How often ``up`` restarted its embedded Redis after it died.
+    redis_restarts: int = 0
 
 
 def stack_file(data_dir: Path) -> Path:
