@@ -175,7 +175,7 @@ def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload 
     (reason ``sensitive_content``), so that the worker acknowledges the
     message instead of keeping it in the dead-letter queue.
     """
-    problems = exc.errors(include_input=False, include_url=False, include_context=False)
+    problems = exc.errors(include_input=False, include_url=False, include_context=True)
     # A list whose items failed is also "too short" once they are left out:
     # say only what is wrong with the items.
     failed_items = {p["loc"][:i] for p in problems for i in range(1, len(p["loc"]))}

@@ -601,7 +601,7 @@ def test_forget_racing_an_uncommitted_remember_still_wins(
         remember_tx.execute(pg_insert(sources).values(
             source_id=sid, owner_key=KEY, state="pending", kind="utterance", text=text,
             created_at=now, updated_at=now,
-        ).on_conflict_do_nothing(index_elements=["source_id"]))
+        ).on_conflict_do_nothing(index_elements=["owner_key", "source_id"]))
         racer = threading.Thread(target=forget, name="forget", daemon=True)
         racer.start()
         wait_for(lambda: _lock_waiters(watcher), 30, "the forget to wait on the remember's insert")

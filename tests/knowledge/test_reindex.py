@@ -164,7 +164,8 @@ def test_a_path_naming_a_credential_file_is_refused_at_the_producer(
     with pytest.raises(SensitiveContent) as refused:
         h.client.reindex_knowledge(OWNER, [str(tmp_path / "good.md"), str(tmp_path / ".env")], consent=True,
                                    allowed_roots=[str(tmp_path)])
-    assert "documents.1" in str(refused.value) and "credential_path" in str(refused.value)
+    assert "documents.1" in str(refused.value) and "environment file" in str(refused.value)
+    assert refused.value.rule == "credential_path"
     assert all(count == 0 for stats in h.queues().values() for count in stats.values())
 
 
