@@ -20,7 +20,12 @@ from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.knowledge.schema import ensure_schema
 from memjobs_worker.knowledge.search import search_knowledge
 from memjobs_worker.knowledge.store import KnowledgeStore
-from memjobs_worker.knowledge.vectors import check_knowledge_vectors, chunks_to_reembed, reembed_knowledge
+from memjobs_worker.knowledge.vectors import (
+    ChunksWithoutVectors,
+    check_knowledge_vectors,
+    chunks_to_reembed,
+    reembed_knowledge,
+)
 from memjobs_worker.model_client import RemoteEmbedder
 from memjobs_worker.settings import Settings
 from tests.support.knowledge_corpus import DOCS
@@ -84,7 +89,8 @@ def test_another_model_is_refused_then_reembedded_resumably(
     with pytest.raises(ConnectionError):
         reembed_knowledge(engine, failing, "service:model-b", DIMS, batch=2)
     assert vectors(engine) == (2, embedded - 2)  # the old model's vectors are gone, two new ones
-    check_knowledge_vectors(engine, "service:model-b", DIMS)  # no mix left: accepted
+    with pytest.raises(ChunksWithoutVectors):  # no other model's vector left, but chunks without one
+        check_knowledge_vectors(engine, "service:model-b", DIMS)
     keywords = search_knowledge(store, KEY, "花生过敏", 3, embed=None).results
     assert keywords and keywords[0].source == "doc:allergy"  # still found meanwhile
 
@@ -92,5 +98,6 @@ def test_another_model_is_refused_then_reembedded_resumably(
     assert reembed_knowledge(engine, new.embed_batch, "service:model-b", DIMS,
                              progress=lambda *p: progress.append(p)) == embedded - 2
     assert vectors(engine) == (embedded, 0) and progress[-1] == (embedded - 2, embedded - 2)
+    check_knowledge_vectors(engine, "service:model-b", DIMS)  # no mix left: accepted
     models = [r.json.get("model") for r in fake_model.requests_for("embeddings")]
     assert models[-1] == "model-b"

@@ -137,3 +137,25 @@ def top_k_share(k: int, queries: list[tuple[str, str]], search: Callable[[str, i
     """Share of ``queries`` whose expected document is among the first ``k`` results."""
     hits = sum(1 for query, expected in queries if expected in search(query, k)[:k])
     return hits / len(queries)
+
+
+# --- paraphrased and cross-lingual questions (issue 24) ------------------------------
+#
+# Questions about the notes of DOCS asked in the other language (or in other words),
+# sharing no word or Chinese character pair with the note they should find: keywords
+# alone cannot find them; a multilingual embedding model can.
+
+CROSSLINGUAL_QUERIES: list[tuple[str, str]] = [
+    ("How hot should the water be for brewing oolong?", "tea"),
+    ("What am I allergic to?", "allergy"),
+    ("Which temple do we visit in the afternoon in Hangzhou?", "hangzhou"),
+    ("How much food does the cat get each day?", "cat"),
+    ("On which days do I do interval training?", "running"),
+    ("What should I practise on the piano every day?", "piano"),
+    ("自行车链条多久上一次油？", "bike"),
+    ("面包酵种怎么喂？", "sourdough"),
+    ("报税之前要准备哪些材料？", "taxes"),
+    ("阳台上的番茄需要晒几个小时太阳？", "garden"),
+    ("去京都旅行要订哪里的旅馆？", "japan"),
+    ("团队例会是星期几？", "meeting"),
+]

@@ -1,7 +1,9 @@
 """Rank fusion and term weights, shared by knowledge search and personal recall.
 
 What: :func:`fuse` merges rankings by reciprocal rank fusion; :func:`idf` is
-BM25's weight of a term by how many of a collection's items contain it.
+BM25's weight of a term by how many of a collection's items contain it;
+:func:`question_weight` and :data:`MIN_SHOULD_MATCH` decide which items a
+keyword ranking keeps when it is fused with a vector ranking.
 
 Why here: knowledge ranks chunks and personal memory ranks memories, each by
 keywords (PostgreSQL full text over :mod:`memjobs_worker.tokens`) and by
@@ -19,6 +21,13 @@ from typing import TypeVar
 
 #: The RRF constant: a hit at position r (from 1) scores 1 / (RRF_K + r).
 RRF_K = 60
+
+#: The share of a question's token weight an item must hold to enter a keyword
+#: ranking that is fused with a vector ranking (Elasticsearch's "minimum should
+#: match", at its common 50 %): one shared "我的" or "work" out of a whole
+#: question does not outvote the vector ranking, while "馒头" or "Corolla" still
+#: find their item. Recall and hybrid knowledge search apply it alike.
+MIN_SHOULD_MATCH = 0.5
 
 H = TypeVar("H")
 
@@ -57,3 +66,12 @@ def idf(items: int, containing: int) -> float:
     if containing <= 0:
         return 0.0
     return math.log(1.0 + (items - containing + 0.5) / (containing + 0.5))
+
+
+def question_weight(items: int, containing: Sequence[int], indexed: Sequence[bool]) -> float:
+    """What a whole question weighs, for :data:`MIN_SHOULD_MATCH`: the sum of its
+    tokens' :func:`idf` over ``items``, a token no item holds (``containing`` 0)
+    weighing as if one did, and a token the text search drops (not ``indexed``: a
+    stop word) nothing."""
+    floor = idf(items, 1)
+    return sum((idf(items, n) or floor) for n, kept in zip(containing, indexed, strict=True) if kept)

@@ -172,10 +172,10 @@ class Runtime:
 
     @cached_property
     def knowledge_embedder(self) -> RemoteEmbedder | None:
-        """Embeddings for knowledge: the configured service, or None (keywords
-        only: see :func:`memjobs_worker.embedding.semantic` for why not the local
-        model). Refused while chunks embedded by another model remain
-        (``memjobs reembed``)."""
+        """Embeddings for knowledge: the configured service or the local model, or
+        None with the hashed embedder (keywords only: see
+        :func:`memjobs_worker.embedding.semantic`). Refused while chunks embedded
+        by another model, or chunks without a vector, remain (``memjobs reembed``)."""
         from memjobs_worker.embedding import build_embedder, model_id, semantic
 
         if not semantic(self.settings):

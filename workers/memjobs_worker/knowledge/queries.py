@@ -53,16 +53,19 @@ _JOIN = _chunks.join(
 
 
 def keyword_select(owner_key: str, query: str, limit: int,
-                   weigh: Callable[[list[str]], list[float]] | None = None) -> sa.Select[Any] | None:
+                   weigh: Callable[[list[str]], tuple[list[float], float]] | None = None,
+                   ) -> sa.Select[Any] | None:
     """The keyword ranking of ``query`` among the owner's chunks; None for a blank
     query or when no token occurs in the owner's chunks.
 
     ``weigh(tokens)`` gives each token its weight (see :func:`term_counts_select`
-    and :func:`idf`); a chunk ranks by the summed weights of the distinct query
-    tokens it contains, then by ``ts_rank_cd``. So a chunk with the rare words of
-    a query beats one that repeats a common word many times, and a long
-    document full of "the" and "to" weighs nothing (stop words are not even
-    indexed). Without ``weigh`` every token weighs 1.
+    and :func:`idf`) and the least summed weight a chunk must hold to be kept
+    (0 keeps any chunk holding a token; see
+    :data:`memjobs_worker.ranking.MIN_SHOULD_MATCH`); a chunk ranks by the summed
+    weights of the distinct query tokens it contains, then by ``ts_rank_cd``. So
+    a chunk with the rare words of a query beats one that repeats a common word
+    many times, and a long document full of "the" and "to" weighs nothing (stop
+    words are not even indexed). Without ``weigh`` every token weighs 1.
     """
     check_limit(limit)
     text = clean_query(query)
@@ -77,7 +80,7 @@ def keyword_select(owner_key: str, query: str, limit: int,
                 .where(c.owner_key == owner_key, c.text.ilike(pattern, escape="\\"))
                 .order_by(c.doc_id, c.chunk_index)
                 .limit(limit))
-    weights = weigh(tokens) if weigh is not None else [1.0] * len(tokens)
+    weights, least = weigh(tokens) if weigh is not None else ([1.0] * len(tokens), 0.0)
     kept = [(t, w) for t, w in zip(tokens, weights, strict=True) if w > 0]
     if not kept:
         return None
@@ -88,10 +91,14 @@ def keyword_select(owner_key: str, query: str, limit: int,
         sa.case((c.tsv.bool_op("@@")(q), w), else_=0.0)
         for q, (_, w) in zip(per_token, kept, strict=True)
     ]
-    score = reduce(lambda a, b: a + b, matched) + TIE_BREAK * density / (1.0 + density)
+    held = reduce(lambda a, b: a + b, matched)
+    score = held + TIE_BREAK * density / (1.0 + density)
     rank = sa.type_coerce(score, sa.Float).label("rank")
+    kept_chunks = [c.owner_key == owner_key, c.tsv.bool_op("@@")(tsquery)]
+    if least > 0:
+        kept_chunks.append(sa.type_coerce(held, sa.Float) >= least)
     return (sa.select(*_HIT_COLUMNS, rank).select_from(_JOIN)
-            .where(c.owner_key == owner_key, c.tsv.bool_op("@@")(tsquery))
+            .where(*kept_chunks)
             .order_by(rank.desc(), c.doc_id, c.chunk_index)
             .limit(limit))
 
@@ -108,10 +115,12 @@ def token_query(token: str) -> sa.ColumnElement[Any]:
 
 
 def term_counts_select(owner_key: str, tokens: Sequence[str]) -> sa.Select[Any]:
-    """One row: the owner's chunk count, then how many chunks contain each token."""
+    """One row: the owner's chunk count, how many chunks contain each token, then
+    for each token whether the text search looks it up at all (a stop word: no)."""
     c = _chunks.c
     counts = [sa.func.count().filter(c.tsv.bool_op("@@")(token_query(t))) for t in tokens]
-    columns: list[sa.ColumnElement[Any]] = [sa.func.count(), *counts]
+    looked_up = [sa.func.numnode(token_query(t)) > 0 for t in tokens]
+    columns: list[sa.ColumnElement[Any]] = [sa.func.count(), *counts, *looked_up]
     return sa.select(*columns).where(c.owner_key == owner_key)
 
 

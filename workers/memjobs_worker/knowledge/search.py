@@ -2,7 +2,12 @@
 
 What: :func:`search_knowledge` ranks an owner's chunks for a query by
 keywords and, when an embedding function is given, by cosine similarity, and
-merges the two by reciprocal rank fusion (:func:`fuse`).
+merges the two by reciprocal rank fusion (:func:`fuse`). Fused with vectors,
+the keyword ranking keeps only chunks holding half the query's token weight
+(:data:`~memjobs_worker.ranking.MIN_SHOULD_MATCH`, as recall does): a long
+document sharing one word of a question ("meeting", "水") no longer joins the
+vector ranking's near hits to beat the note both should find. By keywords
+alone (no embedder) every chunk holding a token still ranks.
 
 Why RRF: the two scores (``ts_rank_cd`` and cosine similarity) are not on
 comparable scales; RRF uses only positions, so a chunk ranked well by both
@@ -36,6 +41,7 @@ from memjobs_worker.knowledge.citations import chunk_id
 from memjobs_worker.knowledge.queries import MAX_QUERY_CHARS
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.store import KnowledgeStore
+from memjobs_worker.ranking import MIN_SHOULD_MATCH
 from memjobs_worker.ranking import RRF_K as RRF_K
 from memjobs_worker.ranking import fuse as rrf
 
@@ -118,15 +124,17 @@ def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, 
     query = query[:MAX_QUERY_CHARS]
     merge = fuse if all_chunks else fuse_documents
     limit = max(k * 10, MIN_CANDIDATES)
-    keyword = store.keyword_search(owner_key, query, limit)
     if embed is None:
+        keyword = store.keyword_search(owner_key, query, limit)
         return SearchOutcome(_results(merge([keyword]), k), "keyword", NO_EMBEDDING_NOTICE)
     if not query.strip():
         return SearchOutcome([], "hybrid", None)
     try:
         vector = embed(query)
     except ModelUnavailable:
+        keyword = store.keyword_search(owner_key, query, limit)
         return SearchOutcome(_results(merge([keyword]), k), "keyword", EMBEDDING_FAILED_NOTICE)
+    keyword = store.keyword_search(owner_key, query, limit, min_should_match=MIN_SHOULD_MATCH)
     nearest = store.vector_search(owner_key, vector, limit)
     return SearchOutcome(_results(merge([keyword, nearest]), k), "hybrid", None)
 

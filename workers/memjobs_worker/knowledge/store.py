@@ -51,6 +51,7 @@ from memjobs_worker.knowledge.queries import (
 )
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, StoredChunk
 from memjobs_worker.knowledge.schema import TOKENIZER_KEY, knowledge_chunks, knowledge_documents, knowledge_meta
+from memjobs_worker.ranking import question_weight
 from memjobs_worker.tokens import TOKENIZER_VERSION, index_tokens, split_tokens
 
 __all__ = ["KnowledgeStore", "StoredChunk", "DocumentRecord", "ChunkHit"]
@@ -175,20 +176,28 @@ class KnowledgeStore:
 
     # -- search -----------------------------------------------------------------------
 
-    def keyword_search(self, owner_key: str, query: str, limit: int) -> list[ChunkHit]:
+    def keyword_search(self, owner_key: str, query: str, limit: int, *,
+                       min_should_match: float = 0.0) -> list[ChunkHit]:
         """The owner's chunks best matching any token of ``query``, best first.
 
         Ranked by the summed rarity (BM25 idf over the owner's chunks) of the
-        distinct query tokens a chunk contains, then by ``ts_rank_cd``.
+        distinct query tokens a chunk contains, then by ``ts_rank_cd``. With
+        ``min_should_match`` (a share, see
+        :data:`memjobs_worker.ranking.MIN_SHOULD_MATCH`) only chunks holding at
+        least that share of the query's weight
+        (:func:`memjobs_worker.ranking.question_weight`) are kept.
 
         A query with no usable token (only punctuation, or single Latin
         letters or digits) is searched as a literal substring instead, among
         the owner's chunks only, at most ``limit`` of them, with rank 0.0.
         """
         with self._tx() as conn:
-            def weigh(tokens: list[str]) -> list[float]:
-                total, *containing = conn.execute(term_counts_select(owner_key, tokens)).one()
-                return [idf(int(total), int(n)) for n in containing]
+            def weigh(tokens: list[str]) -> tuple[list[float], float]:
+                total, *row = conn.execute(term_counts_select(owner_key, tokens)).one()
+                containing, looked_up = [int(n) for n in row[:len(tokens)]], row[len(tokens):]
+                least = (min_should_match * question_weight(int(total), containing, looked_up) * (1 - 1e-9)
+                         if min_should_match > 0 else 0.0)
+                return [idf(int(total), n) for n in containing], least
 
             stmt = keyword_select(owner_key, query, limit, weigh)
             if stmt is None:

@@ -14,7 +14,11 @@ model's vector would be compared with questions it cannot answer. Clearing is
 one statement (with the new record, one transaction), and what is left to do
 is then exactly the chunks without a vector, so an interrupted re-embedding
 resumes where it stopped. Chunks indexed while knowledge had no semantic
-embedder (keywords alone) get their first vector the same way.
+embedder (keywords alone: the hashed embedder, or the local model before it
+served knowledge) get their first vector the same way; until they have one,
+a stack that ranks knowledge by vectors refuses
+(:class:`ChunksWithoutVectors`) rather than search a corpus half of which the
+vector ranking cannot see. ``memjobs up`` embeds them before its workers start.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.embedding.record import EmbeddingModelChanged, record, recorded
 from memjobs_worker.knowledge.schema import knowledge_chunks
@@ -36,8 +41,31 @@ Progress = Callable[[int, int], None]
 _c = knowledge_chunks.c
 
 
+class ChunksWithoutVectors(EmbeddingModelChanged):
+    """Chunks indexed by keywords alone remain while this stack ranks knowledge by vectors too."""
+
+    def __init__(self, current: str, count: int) -> None:
+        ConfigurationError.__init__(
+            self,
+            f"{count} stored knowledge chunks have no vector (indexed while knowledge ranked by "
+            f"keywords alone, or a re-embedding did not finish), but this stack ranks knowledge with "
+            f"{current} too: its vector ranking would not see them. Run `memjobs reembed` to embed "
+            f"them with {current} (resumable; progress on stderr; `memjobs up` does it before its "
+            "workers start), or rank knowledge by keywords alone (MEMJOBS_EMBEDDING_BASE_URL unset "
+            "and MEMJOBS_LOCAL_EMBEDDER=hashing)")
+        self.space = "knowledge"
+        self.stored = "keywords alone"
+        self.current = current
+        self.count = count
+
+
 def _no_progress(done: int, total: int) -> None:
     return None
+
+
+def _bare(conn: Any) -> int:
+    """Chunks with no vector (indexed by keywords alone, or a re-embedding not finished)."""
+    return int(conn.execute(sa.select(sa.func.count()).where(_c.embedding.is_(None))).scalar_one())
 
 
 def _foreign(conn: Any, stored: tuple[str, int] | None, model: str, dims: int) -> int:
@@ -55,6 +83,7 @@ def check_knowledge_vectors(engine: Engine, model: str, dims: int) -> None:
 
     Raises:
         EmbeddingModelChanged: chunks embedded by another embedder remain.
+        ChunksWithoutVectors: chunks without a vector remain.
     """
     with transaction(engine) as conn:
         stored = recorded(conn, "knowledge")
@@ -62,6 +91,9 @@ def check_knowledge_vectors(engine: Engine, model: str, dims: int) -> None:
         if foreign:
             name = f"{stored[0]} ({stored[1]} dimensions)" if stored else "another embedder"
             raise EmbeddingModelChanged("knowledge", name, model, foreign)
+        bare = _bare(conn)
+        if bare:
+            raise ChunksWithoutVectors(model, bare)
         if stored != (model, dims):
             record(conn, "knowledge", model, dims)
 
@@ -72,8 +104,7 @@ def chunks_to_reembed(engine: Engine, model: str, dims: int, *, semantic: bool) 
         foreign = _foreign(conn, recorded(conn, "knowledge"), model, dims)
         if not semantic:
             return foreign
-        bare = int(conn.execute(sa.select(sa.func.count()).where(_c.embedding.is_(None))).scalar_one())
-        return foreign + bare
+        return foreign + _bare(conn)
 
 
 def reembed_knowledge(engine: Engine, embed: Callable[[list[str]], list[list[float]]] | None,
@@ -90,8 +121,8 @@ def reembed_knowledge(engine: Engine, embed: Callable[[list[str]], list[list[flo
                 stale = sa.and_(stale, _c.dims != dims)
             conn.execute(knowledge_chunks.update().where(stale).values(embedding=None, dims=None))
         record(conn, "knowledge", model, dims)
-        total = int(conn.execute(sa.select(sa.func.count()).where(_c.embedding.is_(None))).scalar_one())
-    if embed is None:
+        total = _bare(conn)
+    if embed is None or total == 0:
         return 0
     done = 0
     progress(done, total)

@@ -46,8 +46,9 @@ class Pending:
 
     @property
     def required(self) -> bool:
-        """Stored vectors of another embedder: the stack refuses to use them."""
-        return self.memories > 0 or self.foreign_chunks > 0
+        """Stored vectors of another embedder, or chunks without one while knowledge
+        ranks by vectors (``bare_chunks`` counts only then): the stack refuses them."""
+        return self.memories > 0 or self.foreign_chunks > 0 or self.bare_chunks > 0
 
 
 def pending(settings: Settings, database_url: str) -> Pending:
