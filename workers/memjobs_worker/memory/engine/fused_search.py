@@ -32,16 +32,13 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memjobs_worker.memory.engine.base import MemoryHit
-from memjobs_worker.ranking import fuse, idf
+from memjobs_worker.ranking import MIN_SHOULD_MATCH, fuse, idf, question_weight
 from memjobs_worker.tokens import index_tokens, is_searchable, is_unspaced_token, query_tokens
 
 #: Each ranking reads at least this many of the owner's memories before fusion.
 MIN_CANDIDATES = 50
 #: At most this many question tokens are looked up.
 MAX_QUERY_TOKENS = 64
-#: The share of a question's token weight a memory must hold to enter the keyword
-#: ranking (Elasticsearch's "minimum should match", at its common 50 %).
-MIN_SHOULD_MATCH = 0.5
 
 _LEMMAS = "coalesce(payload->>'text_lemmatized', payload->>'data')"
 
@@ -109,9 +106,10 @@ def keyword_ranking(conn: Any, table: str, owner_key: str, query: str, limit: in
     if not rows:
         return []
     total, words = int(rows[0][0]), rows[0][1]
-    weights = [idf(total, sum(1 for r in rows if r[4][i])) for i in range(len(tokens))]
+    containing = [sum(1 for r in rows if r[4][i]) for i in range(len(tokens))]
+    weights = [idf(total, n) for n in containing]
     # What the whole question weighs: a token no memory holds as if one did, a stop word nothing.
-    whole = sum(w or idf(total, 1) for w, word in zip(weights, words, strict=True) if word)
+    whole = question_weight(total, containing, words)
     scored = [(sum(w for w, held in zip(weights, r[4], strict=True) if held), str(r[2]), r[3])
               for r in rows if r[3]]
     kept = [s for s in scored if s[0] > 0 and s[0] >= MIN_SHOULD_MATCH * whole]
