@@ -51,7 +51,7 @@ MIN_CANDIDATES = 50
 #: The most results a search returns.
 MAX_K = 50
 
-NO_EMBEDDING_NOTICE = "no embedding service configured: ranked by keywords alone"
+NO_EMBEDDING_NOTICE = "no semantic embedder (the hashed one, and no embedding service): ranked by keywords alone"
 EMBEDDING_FAILED_NOTICE = "the embedding service did not answer: ranked by keywords alone"
 
 
@@ -105,8 +105,9 @@ def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, 
 
     Parameters:
         embed: turns the query into a vector with the same model the chunks
-            were embedded with; ``None`` when no embedding service is
-            configured, and then the notice says the ranking used keywords alone.
+            were embedded with (an embedding service or the local model);
+            ``None`` with the hashed embedder, and then the notice says the
+            ranking used keywords alone.
         all_chunks: rank chunks, several per document if they rank so; by
             default one result per document, its best chunk.
 
