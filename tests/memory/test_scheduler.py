@@ -37,8 +37,11 @@ class Rig:
                                        scheduler=self.scheduler, batch_size=10, lease_ms=30_000,
                                        max_wait_ms=5_000)
         self.count = 0
+        self.refuse_sends = False
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+        if self.refuse_sends:
+            raise ConnectionError("Redis refused the send")
         self.sent.append((payload, delay_ms))
 
     def advance(self, ms: int) -> None:
@@ -75,6 +78,24 @@ class SchedulingContract:
         rig.advance(DELAY_MS // 2 - 1)
         rig.remember()
         assert not rig.flag_set() and len(rig.sent) == 1
+
+    def test_a_retried_remember_whose_first_send_failed_schedules_its_extraction(
+            self, co: Coordination) -> None:
+        """The first attempt wrote the ledger, then could not send (Redis full or
+        away); the job's retry finds a pending duplicate and must still schedule,
+        not leave the source to the sweeper."""
+        rig = Rig(co)
+        text = "the orchard's gate code changed"
+        payload = RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text)
+        rig.refuse_sends = True
+        with pytest.raises(ConnectionError):
+            rig.pipeline.remember(payload, sent_at=rig.clocks.now)
+        assert rig.states() == {"pending"} and rig.sent == []
+        rig.refuse_sends = False
+        assert rig.pipeline.remember(payload, sent_at=rig.clocks.now) == "duplicate"
+        [(message, _)] = rig.sent
+        rig.advance(DELAY_MS)
+        assert rig.deliver(message) == "done" and rig.states() == {"learned"}
 
     def test_after_half_the_delay_a_source_asks_redis_again(self, co: Coordination) -> None:
         rig = Rig(co)

@@ -11,6 +11,7 @@ to the same contract."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -43,7 +44,12 @@ def remember(store: StateStore, scheduler: ExtractionScheduler, payload: Remembe
     load mem0.
     """
     outcome = store.add_source(payload, sent_at=sent_at)
-    if outcome in ("created", "revived"):
+    # A duplicate that is still pending is a retry whose first attempt wrote
+    # the ledger but could not schedule (Redis full or away): schedule now, or
+    # the source would wait for the sweeper. The flag keeps this one round trip.
+    if outcome in ("created", "revived") or (
+            outcome == "duplicate"
+            and store.source_state(payload.owner_key, payload.source_id) == "pending"):
         scheduler.schedule(payload.owner_key, "remember")
     return outcome
 
@@ -132,7 +138,15 @@ class ExtractionScheduler(ABC):
         fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True)
         if not fresh and not force:
             return False
-        self._send(owner_key, trigger, self.delay_ms)
+        try:
+            self._send(owner_key, trigger, self.delay_ms)
+        except BaseException:
+            # No message went out: a flag left behind would make the job's retry
+            # skip its send until the flag expired (the source left to the sweeper).
+            if fresh:
+                with contextlib.suppress(BackendUnavailable):
+                    self.clear(owner_key)
+            raise
         return True
 
     def defer(self, owner_key: str, delay_ms: int) -> bool:
