@@ -13,8 +13,9 @@ worker; the local OpenAI-compatible stand-in for an embedding service):
      process's worth of threads drains them; no chat model) with the local model,
      the hashed embedder and the stand-in service;
   5. knowledge: top-1 / top-3 of the ranking checks of tests/support/knowledge_corpus.py
-     by keywords alone (what knowledge does with the local model) and hybrid with
-     the local model (why it does not: docs/embeddings.md).
+     by keywords alone (what knowledge did with the local model before) and hybrid
+     with the local model (what it does now; bench_knowledge.py --local-model has
+     the cross-lingual check too: docs/embeddings.md).
 
 The machine may be shared: absolute times are noisy, the ratios side by side count.
 
