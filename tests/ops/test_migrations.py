@@ -22,7 +22,7 @@ from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
 from memjobs_worker.schema import schema_drift, schema_metadata
 
 #: The newest migration of the core branch (a new core migration moves it).
-CORE_HEAD = "0008_embedding_model"
+CORE_HEAD = "0009_knowledge_embedding_cache"
 
 KNOWLEDGE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == KNOWLEDGE}
 CORE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == CORE}

@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     knowledge_max_file_bytes: int = Field(default=2_000_000, ge=100)
     knowledge_max_corpus_chars: int = Field(default=5_000_000, ge=1000)
     knowledge_embed_batch: int = Field(default=32, ge=1, le=2048)
+    #: How long one reindex_knowledge attempt may run before it is stopped (and retried).
+    knowledge_reindex_time_limit_ms: int = Field(default=3_600_000, ge=10_000)
     #: The host's allowed roots: files are read only under one of these (and under
     #: the roots a reindex names), separated by the OS path separator (":").
     knowledge_roots: str = "~"

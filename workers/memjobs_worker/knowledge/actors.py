@@ -37,5 +37,5 @@ def declare_knowledge_actors(
                            embedder=embedder))
 
     return declare(broker, settings, [
-        (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": 3_600_000}),
+        (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge_reindex_time_limit_ms}),
     ])

@@ -23,6 +23,8 @@ import redis
 
 from memjobs_client.contracts import ReindexKnowledge
 from memjobs_client.errors import TransientError
+from memjobs_worker.embedding import model_id
+from memjobs_worker.knowledge.cache import EmbeddingCache
 from memjobs_worker.knowledge.parts import CorpusParts
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.knowledge.store import KnowledgeStore
@@ -61,17 +63,23 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
     try:
         with lock:
             service = embedder()
-            done = reindex(payload, store=store(),
+            corpus = store()
+            cache = None
+            if service is not None:
+                cache = EmbeddingCache(corpus.engine, model_id(settings), settings.vector_dims)
+                cache.prune()  # attempts that never succeeded, of any owner
+            done = reindex(payload, store=corpus,
                            embed=service.embed_batch if service is not None else None,
                            dims=settings.vector_dims if service is not None else None,
-                           settings=settings, parts=CorpusParts(redis_client).record)
+                           settings=settings, parts=CorpusParts(redis_client).record, cache=cache)
     finally:
         lock.abandon()
     part = payload.part
     log.info("reindex", extra={
         "owner_key": payload.owner_key, "indexed": done.indexed, "unchanged": done.unchanged,
         "removed": done.removed, "refused": done.refusal_counts(), "chunks": done.chunks,
-        "embedding_calls": done.embedding_calls,
+        "embedding_calls": done.embedding_calls, "embedded_chunks": done.embedded_chunks,
+        "cached_chunks": done.cached_chunks,
         "part": f"{part.index}/{part.count}" if part is not None else None,
         "complete": done.complete,
     })

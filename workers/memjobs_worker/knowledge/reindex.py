@@ -9,14 +9,19 @@ fail the batch. Then, in two phases:
 
 1. embed: only the chunks whose hash has no stored vector of the same size are
    sent to the embedding service, in batches (tenacity retries transient
-   failures inside the embedder); an unchanged document costs nothing;
+   failures inside the embedder); an unchanged document costs nothing. Each
+   batch's vectors are also kept at once in the embedding cache
+   (:mod:`memjobs_worker.knowledge.cache`, its own short transaction), and an
+   attempt takes from there what an earlier, failed or killed attempt already
+   embedded, so a retry embeds only the rest;
 2. write: every changed document is replaced atomically, and the owner's
    documents absent from the corpus are removed.
 
 An embedding failure that outlasts the retries fails the job before phase 2,
 so the stored corpus is left exactly as it was (Dramatiq retries, then
-dead-letters it). One reindex per owner at a time, with the same Redis lease
-lock as learning (``reindex`` instead of ``learn``).
+dead-letters it); only the cache keeps the vectors made before the failure. A
+reindex that wrote its corpus deletes the cache rows of what it wrote. One
+reindex per owner at a time, with the same Redis lease lock as learning (``reindex`` instead of ``learn``).
 
 A corpus larger than one message is sent in parts
 (:class:`~memjobs_client.contracts.CorpusPart`): each part is indexed as above
@@ -27,6 +32,7 @@ on its own, and the removal of absent documents waits until every part is in
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ from memjobs_client.contracts import (
 )
 from memjobs_client.errors import InvalidPayload
 from memjobs_client.sensitive import find_sensitive_text
+from memjobs_worker.knowledge.cache import EmbeddingCache
 from memjobs_worker.knowledge.chunking import chunk_hash, chunk_text
 from memjobs_worker.knowledge.files import Refused, Resolved, public_name, read_document
 from memjobs_worker.knowledge.store import KnowledgeStore, StoredChunk
@@ -50,6 +57,8 @@ from memjobs_worker.settings import Settings
 __all__ = ["reindex", "resolve", "ReindexReport", "Refused", "Resolved", "PartLedger"]
 
 log = logging.getLogger(__name__)
+#: Seconds between two progress lines while a reindex embeds.
+PROGRESS_EVERY_S = 30.0
 EmbedBatch = Callable[[Sequence[str]], list[list[float]]]
 #: Records a part of a corpus; returns the whole corpus's doc ids once all parts are in.
 PartLedger = Callable[[str, CorpusPart, Collection[str]], "set[str] | None"]
@@ -66,6 +75,7 @@ class ReindexReport:
     refused: dict[str, str] = field(default_factory=dict)  # doc id → reason
     chunks: int = 0
     embedded_chunks: int = 0
+    cached_chunks: int = 0
     embedding_calls: int = 0
     complete: bool = True
 
@@ -108,13 +118,16 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
 
 
 def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBatch | None,
-            dims: int | None, settings: Settings, parts: PartLedger | None = None) -> ReindexReport:
+            dims: int | None, settings: Settings, parts: PartLedger | None = None,
+            cache: EmbeddingCache | None = None) -> ReindexReport:
     """Bring the owner's index to ``payload.documents``; see the module docstring.
 
     Parameters:
         parts: records a part of a corpus sent in several messages
             (:meth:`~memjobs_worker.knowledge.parts.CorpusParts.record`); without
             it, a part removes nothing.
+        cache: where each embedded batch is kept at once, and read back by a
+            retry (None: vectors live only until the corpus is written).
 
     Raises:
         ModelUnavailable: the embedding service failed (nothing was written).
@@ -149,7 +162,7 @@ def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBat
         plans.append((resolved, digest, [StoredChunk(c.index, c.text, chunk_hash(c.text), None)
                                          for c in pieces]))
     if embed is not None and dims is not None:
-        plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report)
+        plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report, cache)
 
     # Phase 2: write, one document at a time.
     for resolved, digest, chunks in plans:
@@ -171,6 +184,9 @@ def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBat
         report.complete = False
     else:
         report.removed = store.remove_documents_except(owner, keep)
+    if cache is not None:  # what it held is in the corpus now (or no longer wanted)
+        cache.forget(owner, None if report.complete else
+                     {c.chunk_hash for _, _, chunks in plans for c in chunks})
     return report
 
 
@@ -180,21 +196,35 @@ def _storable(title: str) -> str:
 
 
 def _embed(plans: list[tuple[Resolved, str, list[StoredChunk]]], store: KnowledgeStore, owner: str,
-           embed: EmbedBatch, dims: int, batch: int,
-           report: ReindexReport) -> list[tuple[Resolved, str, list[StoredChunk]]]:
+           embed: EmbedBatch, dims: int, batch: int, report: ReindexReport,
+           cache: EmbeddingCache | None) -> list[tuple[Resolved, str, list[StoredChunk]]]:
     hashes = {c.chunk_hash for _, _, chunks in plans for c in chunks}
     known = store.chunk_embeddings(owner, hashes, dims)
+    if cache is not None:
+        cached = cache.get(owner, hashes - known.keys())
+        report.cached_chunks = len(cached)
+        known.update(cached)
     missing: dict[str, str] = {}
     for _, _, chunks in plans:
         for c in chunks:
             if c.chunk_hash not in known:
                 missing.setdefault(c.chunk_hash, c.text)
     pending = list(missing.items())
+    if pending:  # progress: counts only (no owner, no text)
+        log.info("reindex embedding", extra={"to_embed": len(pending), "cached": report.cached_chunks})
+    last_log = time.monotonic()
     for start in range(0, len(pending), batch):
         part = pending[start:start + batch]
         vectors = embed([text for _, text in part])
         report.embedding_calls += 1
         report.embedded_chunks += len(part)
-        known.update({h: v for (h, _), v in zip(part, vectors, strict=True)})
+        fresh = {h: v for (h, _), v in zip(part, vectors, strict=True)}
+        if cache is not None:
+            cache.put(owner, fresh)
+        known.update(fresh)
+        if time.monotonic() - last_log >= PROGRESS_EVERY_S:
+            last_log = time.monotonic()
+            log.info("reindex embedding", extra={"embedded": report.embedded_chunks,
+                                                  "to_embed": len(pending)})
     return [(r, d, [StoredChunk(c.index, c.text, c.chunk_hash, known[c.chunk_hash]) for c in chunks])
             for r, d, chunks in plans]

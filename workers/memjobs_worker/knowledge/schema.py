@@ -23,7 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.db.metadata import KNOWLEDGE, metadata
+from memjobs_worker.db.metadata import CORE, KNOWLEDGE, metadata
 from memjobs_worker.db.migrate import migrate
 from memjobs_worker.db.pgvector import Vector, vector_literal
 from memjobs_worker.tokens import TOKENIZER_VERSION
@@ -33,7 +33,7 @@ TOKENIZER_KEY = "tokenizer_version"
 
 __all__ = [
     "TOKENIZER_KEY", "Vector", "ensure_schema", "knowledge_chunks", "knowledge_documents",
-    "knowledge_meta", "vector_literal",
+    "knowledge_embedding_cache", "knowledge_meta", "vector_literal",
 ]
 
 
@@ -87,6 +87,22 @@ knowledge_meta = sa.Table(
     sa.Column("key", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     info={"branch": KNOWLEDGE},
+)
+
+#: Vectors a reindex attempt computed, kept until its corpus is written, so a
+#: retry after a failed or killed attempt embeds only the rest
+#: (:mod:`memjobs_worker.knowledge.cache`). On the ``core`` branch (migration
+#: ``0009_knowledge_embedding_cache``): an empty table while knowledge is off.
+knowledge_embedding_cache = sa.Table(
+    "knowledge_embedding_cache",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    sa.Column("dims", sa.Integer, primary_key=True),
+    sa.Column("chunk_hash", sa.Text, primary_key=True),
+    sa.Column("embedding", Vector(), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    info={"branch": CORE},
 )
 
 

@@ -1,0 +1,118 @@
+"""A reindex attempt that fails midway keeps the vectors it embedded: the retry
+embeds only the rest, the corpus is still written all or nothing, and the
+cache is emptied (or pruned) so it does not grow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from memjobs_client.contracts import ReindexKnowledge, owner_key
+from memjobs_client.errors import ModelUnavailable
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.knowledge import KnowledgeStore, ensure_schema
+from memjobs_worker.knowledge.cache import MAX_AGE, EmbeddingCache
+from memjobs_worker.knowledge.reindex import reindex
+from memjobs_worker.knowledge.schema import knowledge_chunks, knowledge_embedding_cache
+from memjobs_worker.settings import Settings
+from tests.support.knowledge_corpus import DOCS
+from tests.support.openai_server import embed_text
+
+KEY = owner_key("resume@example.com")
+OTHER = owner_key("other@example.com")
+DIMS = 32
+BATCH = 4
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = create_db_engine(database_url)
+    ensure_schema(eng)
+    yield eng
+    eng.dispose()
+
+
+class Embedder:
+    """The hashed test embedder, recording every text it is sent; fails its
+    ``fail_at``-th call (1-based) as an embedding service that gave up would."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+        self.texts: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ModelUnavailable("the embedding service failed")
+        self.texts.extend(texts)
+        return [embed_text(t, DIMS) for t in texts]
+
+
+def payload(*ids: str) -> ReindexKnowledge:
+    return ReindexKnowledge(owner_key=KEY, consent=True, documents=tuple(
+        {"doc_id": d, "title": DOCS[d][0], "text": DOCS[d][1]} for d in ids))
+
+
+def cache_rows(engine: Engine, owner: str) -> int:
+    c = knowledge_embedding_cache.c
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).where(c.owner_key == owner)).scalar_one())
+
+
+def run(engine: Engine, settings: Settings, message: ReindexKnowledge, embed: Embedder) -> None:
+    reindex(message, store=KnowledgeStore(engine), embed=embed, dims=DIMS, settings=settings,
+            cache=EmbeddingCache(engine, "test-hashed", DIMS))
+
+
+def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
+    engine: Engine, make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10,
+                             knowledge_embed_batch=BATCH)
+    message = payload(*DOCS)
+    store = KnowledgeStore(engine)
+
+    first = Embedder(fail_at=4)  # three batches go through, the fourth call fails
+    with pytest.raises(ModelUnavailable):
+        run(engine, settings, message, first)
+    assert store.documents(KEY) == []  # all or nothing: no document written
+    assert len(first.texts) == 3 * BATCH == cache_rows(engine, KEY)
+
+    retry = Embedder()
+    run(engine, settings, message, retry)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(knowledge_chunks.c.text, knowledge_chunks.c.embedding)
+                              .where(knowledge_chunks.c.owner_key == KEY)).all()
+    distinct = {text for text, _ in stored}
+    # The retry embedded exactly the chunks the first attempt had not.
+    assert sorted(retry.texts) == sorted(distinct - set(first.texts))
+    assert len(retry.texts) == len(distinct) - 3 * BATCH > 0
+    print(f"\nretry embedded {len(retry.texts)} of {len(distinct)} distinct chunks")
+    # The corpus is complete and every vector is the one its own text gives.
+    assert {d.doc_id for d in store.documents(KEY)} == set(DOCS)
+    assert all(pytest.approx(embed_text(text, DIMS), abs=1e-6) == list(vec) for text, vec in stored)
+    assert cache_rows(engine, KEY) == 0  # written: the cache kept nothing
+
+
+def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
+    engine: Engine, make_settings: Callable[..., Settings]
+) -> None:
+    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10,
+                             knowledge_embed_batch=1)
+    with pytest.raises(ModelUnavailable):  # leaves cached vectors of tea and cat
+        run(engine, settings, payload("tea", "cat"), Embedder(fail_at=2))
+    assert cache_rows(engine, KEY) > 0
+    run(engine, settings, payload("bike"), Embedder())  # a whole corpus without them
+    assert cache_rows(engine, KEY) == 0
+
+    other = EmbeddingCache(engine, "test-hashed", DIMS)
+    other.put(OTHER, {"a" * 64: [1.0] * DIMS})
+    assert other.get(KEY, {"a" * 64}) == {}  # one owner's vectors never serve another
+    assert other.prune() == 0  # fresh rows stay
+    assert other.prune(other.clock() + MAX_AGE + timedelta(minutes=1)) == 1
+    assert cache_rows(engine, OTHER) == 0
