@@ -19,8 +19,9 @@ from memjobs_worker.knowledge.cache import MAX_AGE, EmbeddingCache
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.knowledge.schema import knowledge_chunks, knowledge_embedding_cache
 from memjobs_worker.settings import Settings
+from tests.support.harness import Harness
 from tests.support.knowledge_corpus import DOCS
-from tests.support.openai_server import embed_text
+from tests.support.openai_server import FakeOpenAI, embed_text
 
 KEY = owner_key("resume@example.com")
 OTHER = owner_key("other@example.com")
@@ -116,3 +117,27 @@ def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
     assert other.prune() == 0  # fresh rows stay
     assert other.prune(other.clock() + MAX_AGE + timedelta(minutes=1)) == 1
     assert cache_rows(engine, OTHER) == 0
+
+
+def test_through_a_worker_the_retry_sends_the_model_only_the_texts_it_still_lacks(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+) -> None:
+    h = harness_factory(make_settings(
+        embedding_base_url=fake_model.base_url, embedding_api_key="k", embedding_dims=64,
+        knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=BATCH,
+        model_max_attempts=1, max_retries=3, min_backoff_ms=10, max_backoff_ms=100))
+    fake_model.slow_next("embeddings", 0, count=2)  # two batches answered, then the service fails
+    fake_model.fail_next("embeddings", 500)
+    h.start_worker()
+    h.client.reindex_knowledge("resume@example.com", [
+        {"doc_id": d, "title": title, "text": text} for d, (title, text) in DOCS.items()], consent=True)
+    h.drain()
+    sent = [r.json["input"] for r in fake_model.requests_for("embeddings")]
+    before = [t for batch in sent[:2] for t in batch]
+    retry = [t for batch in sent[3:] for t in batch]
+    assert len(before) == 2 * BATCH and set(before).isdisjoint(retry)
+    assert len(before) + len(retry) == len(set(before) | set(retry)) == 24  # each chunk embedded once
+    assert {d.doc_id for d in h.runtime.knowledge.documents(KEY)} == set(DOCS)
+    assert h.queues()["memjobs_knowledge"]["dead"] == 0
+    assert cache_rows(h.runtime.knowledge.engine, KEY) == 0
