@@ -62,7 +62,8 @@ def test_the_state_file_and_lock_are_owner_only(tmp_path: Path) -> None:
 
 
 def test_tighten_makes_an_older_data_directory_private(tmp_path: Path) -> None:
-    (tmp_path / "mem0").mkdir(mode=0o755)
+    (tmp_path / "mem0").mkdir()
+    (tmp_path / "mem0").chmod(0o755)  # as an older memjobs left it, whatever this process's umask
     (tmp_path / "mem0" / "history.db").write_text("memory text")
     (tmp_path / "mem0" / "history.db").chmod(0o644)
     (tmp_path / "postgres").mkdir(mode=0o700)
