@@ -22,7 +22,9 @@ from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
 from memjobs_worker.schema import schema_drift, schema_metadata
 
 #: The newest migration of the core branch (a new core migration moves it).
-CORE_HEAD = "0009_knowledge_embedding_cache"
+CORE_HEAD = "0008_embedding_model"
+#: The newest migration of the knowledge branch.
+KNOWLEDGE_HEAD = "0009_knowledge_embedding_cache"
 
 KNOWLEDGE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == KNOWLEDGE}
 CORE_TABLES = {t.name for t in schema_metadata().tables.values() if branch_of(t) == CORE}
@@ -51,7 +53,8 @@ def heads(engine: Engine) -> set[str]:
 
 
 def test_the_metadata_names_both_branches() -> None:
-    assert {"knowledge_documents", "knowledge_chunks", "knowledge_meta"} == KNOWLEDGE_TABLES
+    assert {"knowledge_documents", "knowledge_chunks", "knowledge_meta",
+            "knowledge_embedding_cache"} == KNOWLEDGE_TABLES
     assert {"sources", "provenance", "memory_documents", "tasks"} <= CORE_TABLES
 
 
@@ -93,7 +96,7 @@ def test_knowledge_switched_on_later_adds_its_branch_only(empty_engine: Engine) 
     migrate(empty_engine)
     ensure_schema(empty_engine)
     assert tables(empty_engine) == CORE_TABLES | KNOWLEDGE_TABLES
-    assert heads(empty_engine) == {CORE_HEAD, "0003_knowledge"}
+    assert heads(empty_engine) == {CORE_HEAD, KNOWLEDGE_HEAD}
     assert not KnowledgeStore(empty_engine).index_is_stale()  # a new index: current tokenizer
     migrate(empty_engine)  # knowledge off again: nothing to do, nothing dropped
     assert tables(empty_engine) == CORE_TABLES | KNOWLEDGE_TABLES
@@ -112,7 +115,7 @@ def test_tables_created_before_the_knowledge_migration_are_adopted(empty_engine:
             owner_key="k" * 64, doc_id="d1", title="t", source_label="doc:d1", state="refused",
             reason="too_large", chars=0, chunks=0, updated_at=sa.func.now()))
     ensure_schema(empty_engine)
-    assert heads(empty_engine) == {CORE_HEAD, "0003_knowledge"}
+    assert heads(empty_engine) == {CORE_HEAD, KNOWLEDGE_HEAD}
     store = KnowledgeStore(empty_engine)
     assert [d.doc_id for d in store.documents("k" * 64)] == ["d1"]
     assert store.index_is_stale()  # the old tokenizer version is kept, so start-up rebuilds

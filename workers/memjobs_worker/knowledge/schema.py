@@ -23,7 +23,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.db.metadata import CORE, KNOWLEDGE, metadata
+from memjobs_worker.db.metadata import KNOWLEDGE, metadata
 from memjobs_worker.db.migrate import migrate
 from memjobs_worker.db.pgvector import Vector, vector_literal
 from memjobs_worker.tokens import TOKENIZER_VERSION
@@ -91,8 +91,8 @@ knowledge_meta = sa.Table(
 
 #: Vectors a reindex attempt computed, kept until its corpus is written, so a
 #: retry after a failed or killed attempt embeds only the rest
-#: (:mod:`memjobs_worker.knowledge.cache`). On the ``core`` branch (migration
-#: ``0009_knowledge_embedding_cache``): an empty table while knowledge is off.
+#: (:mod:`memjobs_worker.knowledge.cache`). On the knowledge branch (migration
+#: ``0009_knowledge_embedding_cache``).
 knowledge_embedding_cache = sa.Table(
     "knowledge_embedding_cache",
     metadata,
@@ -102,7 +102,7 @@ knowledge_embedding_cache = sa.Table(
     sa.Column("chunk_hash", sa.Text, primary_key=True),
     sa.Column("embedding", Vector(), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    info={"branch": CORE},
+    info={"branch": KNOWLEDGE},
 )
 
 

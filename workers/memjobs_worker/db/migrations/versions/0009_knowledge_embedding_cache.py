@@ -4,15 +4,16 @@
 batch by batch while it embeds, keyed by owner, embedder (model id and vector
 size) and the sha256 of the chunk text. A retry reads them back and embeds
 only the rest; a successful reindex deletes them (its chunks now hold the
-vectors). On the ``core`` branch, after ``0008_embedding_model``: the table is
-empty while knowledge is off.
+vectors). On the ``knowledge`` branch, after ``0003_knowledge``: a database
+with knowledge off has no such table. A database whose knowledge tables were
+made by ``create_all`` (adopted by 0003) may have it already.
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_knowledge_embedding_cache"
-down_revision = "0008_embedding_model"
+down_revision = "0003_knowledge"
 branch_labels = None
 depends_on = None
 
@@ -27,6 +28,8 @@ class _Vector(sa.types.UserDefinedType[list[float]]):
 
 
 def upgrade() -> None:
+    if sa.inspect(op.get_bind()).has_table("knowledge_embedding_cache"):
+        return
     op.create_table(
         "knowledge_embedding_cache",
         sa.Column("owner_key", sa.Text, primary_key=True),
