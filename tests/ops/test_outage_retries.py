@@ -4,6 +4,7 @@ past the budget, and for any other failure, the count applies (server-free)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 
@@ -12,7 +13,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.jobs import OUTAGE_RETRIES_OPTION, OutageRetries, use_outage_retries
+from memjobs_worker.jobs import DRAMATIQ_WORKER_LOGGER, OUTAGE_RETRIES_OPTION, OutageRetries, use_outage_retries
 from memjobs_worker.settings import Settings
 
 
@@ -86,3 +87,17 @@ def test_any_other_failure_is_counted(broker_factory: Callable[[int], StubBroker
     run(broker, flaky)
     assert flaky.calls == 1
     assert len(broker.dead_letters) == 1
+
+
+def test_an_outage_is_one_warning_line_without_a_traceback_other_failures_keep_theirs(
+        broker_factory: Callable[[int], StubBroker], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=DRAMATIQ_WORKER_LOGGER):
+        run(broker_factory(60_000), Flaky(3, BackendUnavailable))
+        run(broker_factory(60_000), Flaky(1, ValueError))
+    failed = [r for r in caplog.records
+              if r.name == DRAMATIQ_WORKER_LOGGER and r.getMessage().startswith("Failed to process")]
+    outages = [r for r in failed if "a backend is unreachable (BackendUnavailable)" in r.getMessage()]
+    others = [r for r in failed if r not in outages]
+    assert len(outages) == 3 and all(r.levelname == "WARNING" and r.exc_info is None for r in outages)
+    [other] = others
+    assert other.levelname == "ERROR" and other.exc_info is not None

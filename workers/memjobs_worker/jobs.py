@@ -16,6 +16,7 @@ the same rules and words as the producer.
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Callable
@@ -141,8 +142,35 @@ class OutageRetries(Retries):
         broker.enqueue(message, delay=delay)  # type: ignore[arg-type]  # as Retries does
 
 
+#: The logger of Dramatiq's worker threads, which logs every failed attempt.
+DRAMATIQ_WORKER_LOGGER = "dramatiq.worker.WorkerThread"
+
+
+class OutageLogs(logging.Filter):
+    """Dramatiq logs every failed attempt at ERROR with its traceback: during an
+    outage of minutes that is a traceback per job every few seconds, burying
+    the one line that matters. An attempt that failed on an outage
+    (:func:`~memjobs_worker.db.outage.is_outage`) becomes one WARNING line
+    naming the error's class, without the traceback; other failures are left
+    as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and record.levelno >= logging.ERROR and is_outage(exc):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = "Failed to process message %s: a backend is unreachable (%s); retried while it is"
+            record.args = (record.args[0] if isinstance(record.args, tuple) and record.args else "?",
+                           type(exc).__name__)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
-    """Put :class:`OutageRetries` in the place of the broker's default Retries."""
+    """Put :class:`OutageRetries` in the place of the broker's default Retries,
+    and :class:`OutageLogs` on Dramatiq's worker logger (once)."""
+    worker_log = logging.getLogger(DRAMATIQ_WORKER_LOGGER)
+    if not any(isinstance(f, OutageLogs) for f in worker_log.filters):
+        worker_log.addFilter(OutageLogs())
     for i, middleware in enumerate(broker.middleware):
         if type(middleware) is Retries:
             broker.middleware[i] = OutageRetries(budget_ms=settings.outage_retry_budget_ms,
