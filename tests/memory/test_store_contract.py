@@ -176,6 +176,25 @@ def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
     assert store.open_attempts(KEY) == []
 
 
+def test_pruning_deletes_ended_attempts_started_before_the_cut_and_keeps_open_ones(
+        store: StateStore, clock: ManualClock) -> None:
+    remember(store, "the first batch")
+    old_done = learn(store, 1)
+    remember(store, "the second batch")
+    old_open = store.begin_attempt(KEY, 1, 10)  # a holder crashed: the next one undoes it
+    assert old_open is not None
+    clock.advance(days=8)
+    cut = clock.now
+    remember(store, "a recent batch", OTHER)
+    recent_done = learn(store, 1, key=OTHER)
+    assert store.prune_attempts(cut) == 1
+    assert [e[0] for e in store.attempt_events(KEY)] == [old_open.attempt_id]
+    assert [e[0] for e in store.attempt_events(OTHER)] == [recent_done.attempt_id]
+    assert store.open_attempts(KEY) == [old_open.attempt_id]
+    assert old_done.attempt_id not in {e[0] for e in store.attempt_events(KEY)}
+    assert store.prune_attempts(cut) == 0
+
+
 def test_a_stale_token_is_refused_everywhere_and_writes_nothing(store: StateStore) -> None:
     remember(store, "the spare key is under the blue pot")
     stale = store.begin_attempt(KEY, 1, 10)

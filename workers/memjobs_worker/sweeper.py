@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
@@ -26,6 +26,10 @@ from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.sessions.memory_docs.audit import AuditTrail
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
+
+#: How long an ended extraction attempt is kept (one row per extraction, read
+#: only while open): long enough to look into a recent run, not forever.
+ATTEMPT_RETENTION = timedelta(days=7)
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +60,16 @@ class Sweeper:
 
     def once(self) -> dict[str, int]:
         """Re-enqueue owners whose sources are pending too long, then apply
-        retention (digests, terminal task records, session runs, memory audit rows)."""
+        retention (digests, terminal task records, session runs, memory audit rows,
+        ended extraction attempts)."""
         now = datetime.now(UTC)
         owners = sweep(self.store, self.scheduler, now, self.pending_after_ms)
         expired = self.sessions.apply_retention(now)
         audited = self.audit.prune(now) if self.audit is not None else 0
+        attempts = self.store.prune_attempts(now - ATTEMPT_RETENTION)
         return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
                 "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted,
-                "audit_rows_deleted": audited}
+                "audit_rows_deleted": audited, "attempts_deleted": attempts}
 
 
 def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:

@@ -182,6 +182,12 @@ class StateStore(ABC):
         """
 
     @abstractmethod
+    def prune_attempts(self, started_before: datetime) -> int:
+        """Delete the ended attempts (committed, aborted, abandoned) started
+        before ``started_before``; how many. Open ones stay: the next holder
+        undoes them. Only recovery reads attempts, and it reads open ones."""
+
+    @abstractmethod
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
         """(attempt id, started seq, ended seq, state) in start order: the event log.
 

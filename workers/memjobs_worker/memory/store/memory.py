@@ -157,6 +157,14 @@ class InMemoryStateStore(StateStore):
             for attempt_id in attempt_ids:
                 self._end_attempt(attempt_id, "abandoned")
 
+    def prune_attempts(self, started_before: datetime) -> int:
+        with self._lock:
+            ended = [a.attempt_id for a in self._attempts.values()
+                     if a.state != "open" and a.started_at < started_before]
+            for attempt_id in ended:
+                del self._attempts[attempt_id]
+            return len(ended)
+
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
         with self._lock:
             self._fence(owner_key, token)

@@ -263,6 +263,13 @@ class SqlStateStore(SqlForgetting, StateStore):
         return ([r.id for r in rows if r.kind == "attempt"],
                 [r.id for r in rows if r.kind == "tombstone"])
 
+    def prune_attempts(self, started_before: datetime) -> int:
+        with self._one() as conn:
+            return conn.execute(
+                attempts.delete().where(attempts.c.state != "open",
+                                        attempts.c.started_at < started_before)
+            ).rowcount
+
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
         if not attempt_ids:  # the token recorded, nothing to close: one statement
             with self._one() as conn:
