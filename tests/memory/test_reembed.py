@@ -70,6 +70,10 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
     check = cli(new, "reembed", "--check", "--json")
     assert check.returncode == 1, check.stderr
     assert json.loads(check.stdout)["memories"] == 3
+    # Workers of their own (not `up`) refuse to start rather than fail job by job.
+    refused_start = cli(new, "worker")
+    assert refused_start.returncode == 3, refused_start.stderr
+    assert "3 stored memories" in refused_start.stderr and "memjobs reembed" in refused_start.stderr
 
     # Interrupted after the first batch of one: what moved stays moved, the rest waits.
     embedder = build_embedder(new)

@@ -102,7 +102,8 @@ def url(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def worker(settings: Settings, args: argparse.Namespace) -> int:
-    resolve_endpoints(settings)  # fail here, clearly, rather than in every process
+    endpoints = resolve_endpoints(settings)  # fail here, clearly, rather than in every process
+    refuse_other_embedders(settings, endpoints.database_url)
     os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
     command = worker_command(args.processes or settings.worker_processes,
                              args.threads or settings.worker_threads)
@@ -117,6 +118,34 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
         prepare_metrics_dir(settings, env)
     os.execve(command[0], command, env)
     return exits.FAILED  # pragma: no cover - execv does not return
+
+
+def refuse_other_embedders(settings: Settings, database_url: str) -> None:
+    """Refuse to start workers over vectors another embedder made (an upgrade
+    changed the default, or a setting changed): their jobs would fail one by
+    one. ``memjobs up`` re-embeds by itself; hosts of their own run
+    ``memjobs reembed`` once. A database that does not answer is left to the
+    workers, which wait for it.
+
+    Raises:
+        ConfigurationError: stored vectors of another embedder remain.
+    """
+    import psycopg
+
+    from memjobs_client.errors import BackendUnavailable
+    from memjobs_worker.ops.reembed import pending
+
+    try:
+        left = pending(settings, database_url)
+    except (psycopg.OperationalError, BackendUnavailable):
+        return
+    if left.required:
+        chunks = left.foreign_chunks + left.bare_chunks
+        raise ConfigurationError(
+            f"{left.memories} stored memories and {chunks} knowledge chunks were not embedded by this "
+            f"host's embedder ({left.model}): run `memjobs reembed` once (resumable), then start the "
+            "workers; or set the embedder back (MEMJOBS_EMBEDDING_BASE_URL, MEMJOBS_EMBEDDING_MODEL, "
+            "MEMJOBS_LOCAL_EMBEDDER)")
 
 
 # --- options ----------------------------------------------------------------------
