@@ -10,7 +10,6 @@ blocked on a row lock, sources learned by a worker process.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections import Counter
@@ -38,6 +37,7 @@ from memjobs_worker.memory.store.base import Attempt, Produced
 from memjobs_worker.memory.store.schema import attempts, sources
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.joblog import JobLog
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
@@ -118,43 +118,6 @@ def assert_one_memory_per_fact(h: Harness, texts: list[str], key: str = KEY) -> 
     )
     learned = h.pipeline.memories(key)
     assert sorted(m.memory_id for m in learned) == sorted(m.memory_id for m in stored)
-
-
-class JobLog(logging.Handler):
-    """Collects the in-process worker's "job done"/"job failed" records; waits on them."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.INFO)
-        self.records: list[logging.LogRecord] = []
-        self.cond = threading.Condition()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self.cond:
-            self.records.append(record)
-            self.cond.notify_all()
-
-    def failures(self, actor: str) -> list[logging.LogRecord]:
-        with self.cond:
-            return [r for r in self.records
-                    if r.getMessage() == "job failed" and getattr(r, "actor", None) == actor]
-
-    def wait(self, predicate: Callable[[list[logging.LogRecord]], bool], timeout_s: float,
-             what: str) -> None:
-        with self.cond:
-            ok = self.cond.wait_for(lambda: predicate(self.records), timeout=timeout_s)
-        assert ok, f"timed out after {timeout_s:.0f} s waiting for {what}"
-
-
-@pytest.fixture
-def job_log() -> Iterator[JobLog]:
-    handler = JobLog()
-    logger = logging.getLogger("memjobs.jobs")
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ worker's job log, and polling with a deadline on the state of other processes
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -44,6 +43,7 @@ from memjobs_worker.settings import Settings
 from tests.support.cli import Up, cli_env, run_cli, scratch_dir
 from tests.support.harness import Harness
 from tests.support.http import Api
+from tests.support.joblog import JobLog
 from tests.support.openai_server import FakeOpenAI
 from tests.support.polling import wait_for
 
@@ -56,31 +56,6 @@ def fake_embeddings(model: FakeOpenAI) -> dict[str, Any]:
     """Embeddings from the scripted server (no light model: each source is stored
     verbatim, one memory per source)."""
     return {"embedding_base_url": model.base_url, "embedding_api_key": "k", "embedding_dims": 64}
-
-
-class JobLog(logging.Handler):
-    """The in-process worker's "job done"/"job failed" records."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.INFO)
-        self.records: list[logging.LogRecord] = []
-        self.cond = threading.Condition()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self.cond:
-            self.records.append(record)
-
-
-@pytest.fixture
-def job_log() -> Iterator[JobLog]:
-    handler = JobLog()
-    logger = logging.getLogger("memjobs.jobs")
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 @pytest.fixture
