@@ -6,7 +6,6 @@ stand-in, under two model names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,10 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memjobs_client.contracts import ReindexKnowledge, owner_key
-from memjobs_worker.db import create_db_engine
 from memjobs_worker.embedding.record import EmbeddingModelChanged
 from memjobs_worker.knowledge.reindex import reindex
-from memjobs_worker.knowledge.schema import ensure_schema
 from memjobs_worker.knowledge.search import search_knowledge
 from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.knowledge.vectors import (
@@ -33,14 +30,6 @@ from tests.support.openai_server import FakeOpenAI
 
 KEY = owner_key("reembed@example.com")
 DIMS = 64
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    db = create_db_engine(database_url)
-    ensure_schema(db)
-    yield db
-    db.dispose()
 
 
 def embedder(fake: FakeOpenAI, model: str) -> RemoteEmbedder:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,14 +35,6 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ALICE, BOB = "owner-alice", "owner-bob"
 ZH = ("花生过敏是一种常见的食物过敏。严重时会引起过敏性休克！请随身携带肾上腺素笔；"
       "外出就餐时，要提前告诉服务员。\n孩子在学校也要告知老师、同学和校医。")
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = create_db_engine(database_url)
-    ensure_schema(eng)
-    yield eng
-    eng.dispose()
 
 
 @pytest.fixture

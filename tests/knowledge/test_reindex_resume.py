@@ -4,7 +4,7 @@ cache is emptied (or pruned) so it does not grow."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import pytest
@@ -13,8 +13,7 @@ from sqlalchemy.engine import Engine
 
 from memjobs_client.contracts import ReindexKnowledge, owner_key
 from memjobs_client.errors import ModelUnavailable
-from memjobs_worker.db import create_db_engine
-from memjobs_worker.knowledge import KnowledgeStore, ensure_schema
+from memjobs_worker.knowledge import KnowledgeStore
 from memjobs_worker.knowledge.cache import MAX_AGE, EmbeddingCache
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.knowledge.schema import knowledge_chunks, knowledge_embedding_cache
@@ -27,14 +26,6 @@ KEY = owner_key("resume@example.com")
 OTHER = owner_key("other@example.com")
 DIMS = 32
 BATCH = 4
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = create_db_engine(database_url)
-    ensure_schema(eng)
-    yield eng
-    eng.dispose()
 
 
 class Embedder:
