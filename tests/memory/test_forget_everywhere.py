@@ -20,7 +20,7 @@ from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
 from tests.support.cli import cli_env, run_cli
 from tests.support.harness import Harness
-from tests.support.http import Api
+from tests.support.http import Api, forget_at_every_door
 from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
@@ -65,17 +65,9 @@ def test_forget_on_one_host_leaves_the_text_on_no_host(
 def _forget_at_every_door(api: Api, cli_env_: dict[str, str], owner: str,
                           source_id: str) -> dict[str, tuple[Any, ...]]:
     """One forget of ``source_id`` by ``owner`` through each door, as each answers it."""
-    http = api.post("/v1/forget", {"owner_id": owner, "source_id": source_id})
-    http_status = http.json().get("reason") if http.status_code >= 400 else http.json()["status"]
-    cli = run_cli(cli_env_, "forget", "--owner", owner, "--source", source_id, "--json")
-    door = open_door(api.harness.settings, api.harness.endpoints)
-    try:
-        outcome = door.client.forget(owner, source_id)
-    finally:
-        door.close()
-        door.client.close()
-    return {"http": (http.status_code, http_status), "cli": (cli.code, cli.json()["status"]),
-            "client": (outcome.status, outcome.purge)}
+    answers = forget_at_every_door(api, cli_env_, owner, source_id)
+    outcome = answers["client"]
+    return {**answers, "client": (outcome.status, outcome.purge)}
 
 
 def test_a_source_the_owner_does_not_have_is_not_found_at_every_door(

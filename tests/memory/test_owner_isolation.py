@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -40,10 +39,9 @@ from memjobs_worker.cli import exits
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.memory.store import InMemoryStateStore, Produced, SqlStateStore, StateStore
-from memjobs_worker.runtime import open_door
 from tests.support.cli import cli_env, run_cli
 from tests.support.clocks import ManualClock
-from tests.support.http import Api, remember
+from tests.support.http import Api, forget_at_every_door, remember
 
 ALICE, CAROL = "alice@example.com", "carol@example.com"
 A, C = owner_key(ALICE), owner_key(CAROL)
@@ -196,21 +194,6 @@ def test_the_migration_keeps_the_ledger_and_repairs_rows_the_bug_crossed(old_dat
 # -- every door, against real Redis and PostgreSQL --------------------------------------------
 
 
-def forget_everywhere(api: Api, env: dict[str, str], owner: str, source_id: str) -> dict[str, Any]:
-    """One forget through the HTTP API, the CLI and a door's client (with a ledger)."""
-    http = api.post("/v1/forget", {"owner_id": owner, "source_id": source_id})
-    cli = run_cli(env, "forget", "--owner", owner, "--source", source_id, "--json")
-    door = open_door(api.harness.settings, api.harness.endpoints)
-    try:
-        outcome = door.client.forget(owner, source_id)
-    finally:
-        door.close()
-        door.client.close()
-    body = http.json()
-    return {"http": (http.status_code, body.get("reason") or body.get("status")),
-            "cli": (cli.code, cli.json()["status"]), "client": outcome}
-
-
 def forged_forget(api: Api, key: str, source_id: str) -> None:
     """A forget job put straight onto the queue, as a replay or a forgery would be."""
     api.harness.client.broker.enqueue(Message(
@@ -232,7 +215,7 @@ def test_no_door_lets_one_owner_forget_into_or_read_out_of_another(
     # Carol's remember is queued (no worker yet): alice's forget of its id is
     # not_found at every door (her own remember could race so; carol's cannot).
     assert remember(api, CAROL, carols["queued"]) == ids["queued"]
-    assert forget_everywhere(api, env, ALICE, ids["queued"]) == {
+    assert forget_at_every_door(api, env, ALICE, ids["queued"]) == {
         "http": (404, "not_found"), "cli": (exits.NOT_FOUND, "not_found"),
         "client": ForgetOutcome(ids["queued"], "not_found", None)}
     # Before carol says the others: a gateway client with no ledger (the worker

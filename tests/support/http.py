@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from memjobs_worker.http.serve import ApiServer
+from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
+from tests.support.cli import run_cli
 from tests.support.harness import Harness
 
 GATEWAY_TOKEN = "gateway-token-0123456789abcdef"
@@ -87,3 +89,20 @@ def remember(api: Api, owner: str, text: str) -> str:
     assert r.status_code == 202, r.text
     assert r.json()["status"] == "queued"
     return str(r.json()["source_id"])
+
+
+def forget_at_every_door(api: Api, env: dict[str, str], owner: str, source_id: str) -> dict[str, Any]:
+    """One forget of ``source_id`` by ``owner`` through the HTTP API, the CLI and a
+    door's client (with a ledger): (status code, reason or status), (exit code,
+    status) and the client's :class:`~memjobs_client.ForgetOutcome`."""
+    http = api.post("/v1/forget", {"owner_id": owner, "source_id": source_id})
+    body = http.json()
+    cli = run_cli(env, "forget", "--owner", owner, "--source", source_id, "--json")
+    door = open_door(api.harness.settings, api.harness.endpoints)
+    try:
+        outcome = door.client.forget(owner, source_id)
+    finally:
+        door.close()
+        door.client.close()
+    return {"http": (http.status_code, body.get("reason") if http.status_code >= 400 else body["status"]),
+            "cli": (cli.code, cli.json()["status"]), "client": outcome}
