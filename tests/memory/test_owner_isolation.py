@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -38,29 +38,17 @@ from memjobs_client.contracts import (
 from memjobs_worker.cli import exits
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
-from memjobs_worker.memory.store import InMemoryStateStore, Produced, SqlStateStore, StateStore
+from memjobs_worker.memory.store import Produced, SqlStateStore, StateStore
 from tests.support.cli import cli_env, run_cli
-from tests.support.clocks import ManualClock
+from tests.support.clocks import T0
 from tests.support.http import Api, forget_at_every_door, remember
 
 ALICE, CAROL = "alice@example.com", "carol@example.com"
 A, C = owner_key(ALICE), owner_key(CAROL)
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 
 
 # -- the ledger: both stores ------------------------------------------------------------
-
-
-@pytest.fixture(params=["memory", "sql"])
-def store(request: pytest.FixtureRequest) -> Iterator[StateStore]:
-    clock = ManualClock(T0, step=timedelta(milliseconds=1))
-    if request.param == "memory":
-        yield InMemoryStateStore(clock=clock)
-        return
-    sql = SqlStateStore(create_db_engine(request.getfixturevalue("database_url")), clock=clock)
-    yield sql
-    sql.close()
 
 
 def add(store: StateStore, key: str, text: str, sent_at: datetime, sid: str | None = None) -> str:

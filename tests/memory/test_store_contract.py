@@ -5,43 +5,22 @@ attempts, provenance, tombstones and counts."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from memjobs_client.contracts import RememberSource, owner_key, source_id_for
 from memjobs_client.errors import StaleFencingToken
-from memjobs_worker.db import create_db_engine
 from memjobs_worker.memory.store import (
     Attempt,
-    InMemoryStateStore,
     PendingWindow,
     Produced,
-    SqlStateStore,
     StateStore,
 )
-from tests.support.clocks import ManualClock
+from tests.support.clocks import T0, ManualClock
 
 KEY = owner_key("alice")
 OTHER = owner_key("bob")
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    """Moves only when told, and one millisecond per reading."""
-    return ManualClock(T0, step=timedelta(milliseconds=1))
-
-
-@pytest.fixture(params=["memory", "sql"])
-def store(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[StateStore]:
-    if request.param == "memory":
-        yield InMemoryStateStore(clock=clock)
-        return
-    sql = SqlStateStore(create_db_engine(request.getfixturevalue("database_url")), clock=clock)
-    yield sql
-    sql.close()
 
 
 def remember(store: StateStore, text: str, key: str = KEY, *, sent_at: datetime = T0,
