@@ -122,7 +122,9 @@ HOST = Principal("host", ALL_SCOPES)
 
 
 def is_loopback(host: str) -> bool:
-    """True for ``localhost``, 127.0.0.0/8 and ::1 (what may run without tokens)."""
+    """True for ``localhost``, 127.0.0.0/8 and ::1, bracketed or not: where the API
+    may run without tokens, and the host names the open API answers to (never
+    another DNS name, which a rebinding page controls)."""
     if host.strip("[]").lower() == "localhost":
         return True
     try:

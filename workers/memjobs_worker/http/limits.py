@@ -32,7 +32,6 @@ parser, the heap in full, or a slot that an honest request needs.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -41,7 +40,7 @@ from typing import Any
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memjobs_worker.http.auth import NEED, PRINCIPAL, Tokens, need_of
+from memjobs_worker.http.auth import NEED, PRINCIPAL, Tokens, is_loopback, need_of
 from memjobs_worker.http.problems import ProblemError, problem_response
 
 #: Paths outside every limit (a liveness or readiness probe must not fail under load).
@@ -52,22 +51,8 @@ READY_PATH = "/readyz"
 READY_REUSE_S = 1.0
 #: The console's forms post URL-encoded bodies (a browser form sends no JSON).
 FORM_PREFIX = "/console/"
-#: Host names an open (loopback, no credentials) API answers to, with any port (and
-#: other loopback addresses, for an API bound to one).
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 #: Headers every reply carries.
 SECURITY_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"))
-
-
-def is_loopback_name(name: str) -> bool:
-    """``localhost``, or a loopback address written as one (``127.0.0.2``, ``[::1]``): never
-    a DNS name, which a rebinding page controls."""
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name[1:-1] if name.startswith("[") else name).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(value: str) -> str:
@@ -140,7 +125,7 @@ class Limits:
             elif key == b"authorization":
                 authorization.append(value)
         if self.tokens.open and (len(hosts) != 1 or
-                                 not is_loopback_name(host_name(hosts[0].decode("latin-1")))):
+                                 not is_loopback(host_name(hosts[0].decode("latin-1")))):
             raise ProblemError("untrusted_host", "this server answers to localhost, 127.0.0.1 "
                                "and [::1] only while it runs without tokens")
         if owners > 1:
