@@ -8,16 +8,23 @@ token is typed in (the gateway token is refused: the console replays and
 purges). The cookie holds a random session id, an expiry and an HMAC of them
 under a key drawn when the app starts and bound to the host token, so it
 carries no secret, dies with the process or a new token, and cannot be forged.
+A signed cookie is not enough on its own: the session must also still be live
+in Redis (:mod:`~.live`), which logout ends.
 
 Every form carries the session's CSRF token (an HMAC of the session id under
 the same key) and a POST without it, or with another session's, is refused;
 SameSite=Strict already keeps the cookie off cross-site requests.
+
+Cookie values and CSRF tokens are checked against their exact shape (ASCII
+only, fixed lengths) before any comparison, so a hostile value (non-ASCII,
+too long, not base64) is simply no session, never an exception.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -27,11 +34,20 @@ from memjobs_worker.http.auth import Tokens
 COOKIE = "memjobs_console"
 #: How long a console session lasts.
 SESSION_S = 12 * 3600
+#: Random bytes of a session id (base64url: 24 characters).
+SID_BYTES = 18
+
+# The exact shapes: a base64url session id, a 10-digit expiry (seconds since the
+# epoch, good until 2286), an HMAC-SHA256 in lower-case hex. Explicit character
+# classes: ``\d`` and ``\w`` would match non-ASCII digits and letters.
+_COOKIE_SHAPE = re.compile(r"([A-Za-z0-9_-]{24})\.([0-9]{10})\.([0-9a-f]{64})")
+_MAC_SHAPE = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
 class Session:
     sid: str
+    #: Seconds since the epoch.
     expires: int
 
 
@@ -56,21 +72,23 @@ class ConsoleKeys:
         return host is not None and hmac.compare_digest(presented.strip().encode(), host)
 
     def new_session(self, now: float | None = None) -> tuple[Session, str]:
-        """A fresh session and its cookie value."""
-        session = Session(secrets.token_urlsafe(18), int((now or time.time()) + SESSION_S))
+        """A fresh session and its cookie value (``now``: seconds since the epoch)."""
+        now = time.time() if now is None else now
+        session = Session(secrets.token_urlsafe(SID_BYTES), int(now + SESSION_S))
         return session, f"{session.sid}.{session.expires}.{self._mac('session', session.sid, str(session.expires))}"
 
     def session(self, cookie: str | None, now: float | None = None) -> Session | None:
-        """The session a cookie value proves, or None (absent, forged, expired)."""
-        if not cookie:
+        """The session a cookie value proves, or None (absent, malformed, forged, expired).
+
+        Whether it was logged out is Redis's to say (:class:`~.live.LiveSessions`).
+        """
+        shape = _COOKIE_SHAPE.fullmatch(cookie or "")
+        if shape is None:
             return None
-        sid, _, rest = cookie.partition(".")
-        expires, _, mac = rest.partition(".")
-        if not sid or not expires.isdigit() or not mac:
-            return None
+        sid, expires, mac = shape.groups()
         if not hmac.compare_digest(mac, self._mac("session", sid, expires)):
             return None
-        if int(expires) < (now or time.time()):
+        if int(expires) < (time.time() if now is None else now):
             return None
         return Session(sid, int(expires))
 
@@ -78,7 +96,10 @@ class ConsoleKeys:
         return self._mac("csrf", session.sid)
 
     def csrf_ok(self, session: Session, presented: str | None) -> bool:
-        return bool(presented) and hmac.compare_digest(str(presented), self.csrf(session))
+        """True for this session's CSRF token; False for anything else, whatever its shape."""
+        if _MAC_SHAPE.fullmatch(presented or "") is None:
+            return False
+        return hmac.compare_digest(str(presented), self.csrf(session))
 
     def _mac(self, *parts: str) -> str:
         return hmac.new(self._key, "|".join(parts).encode(), hashlib.sha256).hexdigest()
