@@ -4,13 +4,18 @@
 themselves every :data:`REFRESH_S` seconds (a meta refresh: no script at all).
 Actions are POSTed forms carrying the CSRF token; each answers with a 303 back
 to the page it came from, saying what it did.
+
+Every page and action first asks Redis whether the session is still live
+(:mod:`~.live`); when Redis does not answer, the console answers 503 with a
+page saying so (fail closed) rather than trusting the signature alone.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
@@ -18,8 +23,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from memjobs_client.contracts import QUEUES
+from memjobs_client.errors import MemjobsError
+from memjobs_worker.http.console.live import LiveSessions
 from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys, Session
 from memjobs_worker.http.context import ApiContext
+from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.ops import overview
 from memjobs_worker.ops.deadletters import DeadLetters
 
@@ -39,6 +47,18 @@ _HEADERS = {
                                "frame-ancestors 'none'; base-uri 'none'",
 }
 _PAGES = {"overview": "/console", "dead": "/console/dead-letters"}
+#: Seconds a browser is asked to wait (Retry-After) when Redis does not answer.
+RETRY_AFTER_S = 5
+SESSIONS_DOWN = ("Redis is not answering, so the console cannot check its sessions and "
+                 "refuses every page and action until it is back. Nothing was done.")
+LOGOUT_NOT_RECORDED = ("Redis is not answering, so the logout was not recorded: this session "
+                       "is still valid. Log out again once Redis is back.")
+
+T = TypeVar("T")
+
+
+class _SessionsDown(Exception):
+    """Redis did not answer a session call: the console refuses (fail closed)."""
 
 
 def _keys(request: Request) -> ConsoleKeys:
@@ -66,28 +86,69 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 86_400:.1f} d"
 
 
-def _render(name: str, status: int = 200, cookie: str | None = None, secure: bool = False,
-            **values: Any) -> HTMLResponse:
+def _render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
     html = _TEMPLATES.get_template(name).render(refresh_s=REFRESH_S, ago=_ago, **values)
-    response = HTMLResponse(html, status_code=status, headers=_HEADERS)
-    if cookie is not None:
-        response.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True,
-                            samesite="strict", secure=secure)
+    return HTMLResponse(html, status_code=status, headers=_HEADERS)
+
+
+def _set_cookie(response: Response, request: Request, cookie: str) -> Response:
+    response.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
     return response
 
 
-def _session(request: Request) -> tuple[Session | None, str | None]:
-    """The visitor's session, and a cookie to set when the API is open and it has none."""
+def _unavailable(why: str) -> Response:
+    response = _render("refused.html", status=503, page="refused", why=why)
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+async def _on_sessions(request: Request, act: Callable[[LiveSessions], T]) -> T:
+    """``act`` on the live sessions, run off the event loop within the backend timeout.
+
+    Raises:
+        _SessionsDown: Redis did not answer (in time).
+    """
+    c = _ctx(request)
+    try:
+        return await c.call(act, LiveSessions(c.client.broker.client))
+    except (MemjobsError, ProblemError) as exc:
+        raise _SessionsDown from exc
+
+
+async def _proven(request: Request) -> Session | None:
+    """The session the request's cookie proves: well-formed, signed, unexpired and not
+    logged out; None for anything else.
+
+    Raises:
+        _SessionsDown: the cookie is signed, but Redis cannot say whether it is live.
+    """
+    session = _keys(request).session(request.cookies.get(COOKIE))
+    if session is None or not await _on_sessions(request, lambda live: live.alive(session)):
+        return None
+    return session
+
+
+async def _visitor(request: Request) -> tuple[Session | None, str | None]:
+    """The visitor's session, and a cookie to set when the API is open and it has none.
+
+    Raises:
+        _SessionsDown: Redis did not answer.
+    """
     keys = _keys(request)
-    found = keys.session(request.cookies.get(COOKIE))
+    found = await _proven(request)
     if found is not None or not keys.open:
         return found, None
     session, cookie = keys.new_session()
+    await _on_sessions(request, lambda live: live.start(session))
     return session, cookie
 
 
 async def _page(request: Request, template: str, page: str) -> Response:
-    session, cookie = _session(request)
+    try:
+        session, cookie = await _visitor(request)
+    except _SessionsDown:
+        return _unavailable(SESSIONS_DOWN)
     if session is None:
         return RedirectResponse("/console/login", status_code=303, headers=_HEADERS)
     c = _ctx(request)
@@ -97,10 +158,11 @@ async def _page(request: Request, template: str, page: str) -> Response:
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         view, problem = None, getattr(exc, "reason", None) or "backend_unavailable"
-    return _render(template, cookie=cookie, secure=request.url.scheme == "https", view=view,
-                   problem=problem, page=page, csrf=_keys(request).csrf(session), queues=QUEUES,
-                   done=request.query_params.get("done", "")[:80], now=time.time(),
-                   open=_keys(request).open)
+    response = _render(template, view=view, problem=problem, page=page,
+                       csrf=_keys(request).csrf(session), queues=QUEUES,
+                       done=request.query_params.get("done", "")[:80], now=time.time(),
+                       open=_keys(request).open)
+    return response if cookie is None else _set_cookie(response, request, cookie)
 
 
 @router.get("")
@@ -128,20 +190,29 @@ async def login(request: Request) -> Response:
         return RedirectResponse("/console", status_code=303, headers=_HEADERS)
     if not keys.is_host_token(form.get("token", "")):
         return _render("login.html", status=403, page="login", refused=True)
-    _, cookie = keys.new_session()
+    session, cookie = keys.new_session()
+    try:
+        await _on_sessions(request, lambda live: live.start(session))
+    except _SessionsDown:
+        return _unavailable(SESSIONS_DOWN)
     response = RedirectResponse("/console", status_code=303, headers=_HEADERS)
-    response.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")
-    return response
+    return _set_cookie(response, request, cookie)
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    checked = await _checked(request)
+    """End the session in Redis (a copy of the cookie stops working) and drop the cookie."""
+    checked = await _checked(request, down=LOGOUT_NOT_RECORDED)
     if isinstance(checked, Response):
         return checked
+    session, _ = checked
+    try:
+        await _on_sessions(request, lambda live: live.end(session))
+    except _SessionsDown:
+        return _unavailable(LOGOUT_NOT_RECORDED)
     response = RedirectResponse("/console/login", status_code=303, headers=_HEADERS)
-    response.delete_cookie(COOKIE, path="/console")
+    response.delete_cookie(COOKIE, path="/console", secure=request.url.scheme == "https", httponly=True,
+                           samesite="strict")
     return response
 
 
@@ -171,33 +242,41 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body, max_num_fields=20).items()}
 
 
-async def _checked(request: Request) -> dict[str, str] | Response:
-    """The form of a POST whose session and CSRF token are valid, or the refusal."""
+async def _checked(request: Request, down: str = SESSIONS_DOWN,
+                   ) -> tuple[Session, dict[str, str]] | Response:
+    """The session and form of a POST whose session and CSRF token are valid, or the refusal:
+    403 for a missing, malformed, forged, expired or logged-out cookie or token; 503 saying
+    ``down`` when Redis cannot say whether the session is live."""
     keys = _keys(request)
-    session = keys.session(request.cookies.get(COOKIE))
     form = await _form(request)
+    try:
+        session = await _proven(request)
+    except _SessionsDown:
+        return _unavailable(down)
     if session is None:
         return _render("refused.html", status=403, page="refused",
-                       why="no console session: open the console (and log in) first")
+                       why="no console session (none, expired or logged out): "
+                           "open the console (and log in) first")
     if not keys.csrf_ok(session, form.get("csrf")):
         return _render("refused.html", status=403, page="refused",
                        why="the form's CSRF token is missing or not this session's")
-    return form
+    return session, form
 
 
 async def _act(request: Request, action: Any, with_queue: bool = False) -> Response:
     checked = await _checked(request)
     if isinstance(checked, Response):
         return checked
+    _, form = checked
     c = _ctx(request)
     broker = c.client.broker
     letters = DeadLetters(broker.client, broker)
     if with_queue:
-        queue = checked.get("queue") or None
+        queue = form.get("queue") or None
         if queue is not None and queue not in QUEUES:
             return _render("refused.html", status=400, page="refused", why="no such queue")
         done = await c.call(action, letters, queue)
     else:
         done = await c.call(action, letters)
-    back = _PAGES.get(checked.get("back", ""), "/console")
+    back = _PAGES.get(form.get("back", ""), "/console")
     return RedirectResponse(f"{back}?done={quote(done)}", status_code=303, headers=_HEADERS)
