@@ -2,7 +2,8 @@
 
 Logout ends the session in Redis, so a copy of the cookie is refused from then
 on; the cookie is ``Secure`` exactly when the browser spoke HTTPS (uvicorn
-serving TLS, a listed proxy's ``X-Forwarded-Proto``); any malformed, forged, expired or logged-out cookie, and any
+serving TLS, a listed proxy's ``X-Forwarded-Proto``, or a TLS proxy declared
+the only way in); any malformed, forged, expired or logged-out cookie, and any
 malformed CSRF token, is a 403 and never a 500; and with Redis down the
 console refuses with a page saying so. Requests go through ``http.client``
 with raw header and body bytes (httpx refuses non-ASCII header values).
@@ -149,6 +150,8 @@ def test_logging_out_one_session_leaves_the_others(api_factory: Callable[..., Ap
     ("plain http through the listed proxy", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.1",
      "http", False),
     ("plain http, no proxy", {}, "127.0.0.1", None, False),
+    ("a TLS proxy declared the only way in", {"api_tls_terminated_by_proxy": True}, "127.0.0.1",
+     None, True),
 ])
 @pytest.mark.parametrize("door", ["login", "open"])
 def test_the_cookie_is_secure_exactly_when_the_browser_spoke_https(

@@ -91,9 +91,21 @@ def _render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
     return HTMLResponse(html, status_code=status, headers=_HEADERS)
 
 
+def _secure(request: Request) -> bool:
+    """Whether the browser reached the console over HTTPS, so the cookie gets ``Secure``.
+
+    The ASGI scope's scheme is ``https`` when uvicorn serves TLS itself, or when the
+    request came through a proxy listed in ``api_forwarded_allow_ips`` saying
+    ``X-Forwarded-Proto: https`` (uvicorn takes the header from those addresses only).
+    ``api_tls_terminated_by_proxy`` declares a TLS proxy the only way in: every
+    browser then speaks HTTPS, whatever the proxy forwards.
+    """
+    return request.url.scheme == "https" or _ctx(request).settings.api_tls_terminated_by_proxy
+
+
 def _set_cookie(response: Response, request: Request, cookie: str) -> Response:
     response.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")
+                        samesite="strict", secure=_secure(request))
     return response
 
 
@@ -211,7 +223,7 @@ async def logout(request: Request) -> Response:
     except _SessionsDown:
         return _unavailable(LOGOUT_NOT_RECORDED)
     response = RedirectResponse("/console/login", status_code=303, headers=_HEADERS)
-    response.delete_cookie(COOKIE, path="/console", secure=request.url.scheme == "https", httponly=True,
+    response.delete_cookie(COOKIE, path="/console", secure=_secure(request), httponly=True,
                            samesite="strict")
     return response
 
