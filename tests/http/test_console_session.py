@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import http.client
 import re
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -27,6 +29,7 @@ from memjobs_worker.http.auth import Tokens
 from memjobs_worker.http.console.live import session_key
 from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys
 from memjobs_worker.settings import Settings
+from tests.http.test_http_limits import certificate  # noqa: F401  (fixture: a self-signed pair)
 from tests.support.http import HOST_TOKEN, Api
 
 TOKENS = {"api_gateway_token": "gateway-token-0123456789abcdef", "api_host_token": HOST_TOKEN}
@@ -171,6 +174,18 @@ def test_the_cookie_is_secure_exactly_when_the_browser_spoke_https(
     assert ("secure" in attributes) is secure, case
     assert "httponly" in attributes and attributes["samesite"].lower() == "strict"
     assert attributes["path"] == "/console"
+
+
+def test_the_cookie_is_secure_when_the_api_serves_tls_itself(
+    api_factory: Callable[..., Api], certificate: tuple[Path, Path],  # noqa: F811
+) -> None:
+    cert, key = certificate
+    api = api_factory(worker=False, api_tls_cert=cert, api_tls_key=key, **TOKENS)
+    with httpx.Client(base_url=api.url, verify=ssl.create_default_context(cafile=str(cert))) as https:
+        reply = https.post("/console/login", data={"token": HOST_TOKEN})
+    assert reply.status_code == 303
+    [line] = reply.headers.get_list("set-cookie")
+    assert "secure" in [part.strip().lower() for part in line.split(";")]
 
 
 # -- malformed cookies and CSRF tokens ------------------------------------------------------
