@@ -197,6 +197,22 @@ def test_a_skip_leaves_a_held_or_ended_run_as_it_is(
     assert runs.claim(KEY, "end-7", "consolidate", timedelta(minutes=5)) is None  # final
 
 
+def test_a_dead_letter_leaves_a_run_another_delivery_holds_or_that_has_ended_as_it_is(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+) -> None:
+    runs = harness_factory(make_settings()).runtime.sessions.runs
+    lease = timedelta(minutes=5)
+    other = runs.claim(KEY, "end-10", "consolidate", lease)  # a duplicate delivery works on it
+    assert other is not None
+    assert not runs.end_dead_lettered(KEY, "end-10", "consolidate", "version_conflict",
+                                      letter="m-1", holder="a-lapsed-claim")
+    assert runs.holds(other)
+    runs.finish(other)
+    assert not runs.end_dead_lettered(KEY, "end-10", "consolidate", "version_conflict",
+                                      letter="m-1", holder=other.holder)
+    assert runs.state(KEY, "end-10", "consolidate") == "done"
+
+
 def test_a_run_no_message_is_left_to_end_is_abandoned_by_the_sweep(database_url: str) -> None:
     clock = ManualClock()
     engine = create_db_engine(database_url)
