@@ -4,6 +4,7 @@ weaknesses 2 and 3, and outages)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -173,9 +174,19 @@ def test_a_producer_call_against_a_silent_redis_fails_within_the_bound() -> None
         with pytest.raises(BackendUnavailable):
             client.remember("hang@example.com", "this call must not hang")
         took = time.monotonic() - started
+        silent.setblocking(False)
+        attempts = 0  # each connection the producer opened waited at most timeout_s
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                silent.accept()[0].close()
+                attempts += 1
     finally:
         silent.close()
-    assert took < 3, f"the producer waited {took:.1f} s"
+    # Bounded by its attempts, each cut at timeout_s (4 × 0.5 s = 2 s of waiting); the
+    # wall-clock bound only says "never hangs", with room for a loaded machine (2.5 s
+    # were measured at load average 14 on 2 cores, against a former bound of 3 s).
+    assert 1 <= attempts <= 4, attempts
+    assert took < 10, f"the producer waited {took:.1f} s"
 
 
 def test_drain_ends_when_only_needless_extractions_are_left(
@@ -190,7 +201,7 @@ def test_drain_ends_when_only_needless_extractions_are_left(
     nudge = ExtractFacts(owner_key=owner_key("drain@example.com"), trigger="manual")
     h.client.send(ACTOR_EXTRACT, nudge.model_dump(mode="json"), delay_ms=300_000)
     assert h.queues()["memjobs_extract"]["delayed"] == 1
-    assert ops.drain(h.runtime.redis, h.store, timeout_s=2)
+    assert ops.drain(h.runtime.redis, h.store, timeout_s=30)  # returns once drained: generous
     # A remember still queued is work: no drain.
     h.client.remember("drain@example.com", "I walk the dog at six")
     assert not ops.drain(h.runtime.redis, h.store, timeout_s=0.5)

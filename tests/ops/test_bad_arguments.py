@@ -109,10 +109,12 @@ HUGE: dict[str, Callable[[MemjobsClient], Any]] = {
 
 @pytest.mark.parametrize("case", list(HUGE), ids=list(HUGE))
 def test_huge_bad_input_fails_fast_with_a_short_message(case: str, client: MemjobsClient) -> None:
-    started = time.perf_counter()
+    # CPU time of this thread, not wall time: refusing is pure computation here, and a
+    # machine busy with other work makes it late, not slow (issue 30, item 0).
+    started = time.thread_time()
     with pytest.raises(InvalidPayload) as refused:
         HUGE[case](client)
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     assert len(str(refused.value)) < MAX_MESSAGE_CHARS
 
 
@@ -146,10 +148,10 @@ def test_the_worker_refuses_with_the_producers_words(case: str, client: MemjobsC
 
 def test_the_worker_refuses_a_crafted_huge_list_fast_and_briefly() -> None:
     payload = {"owner_key": KEY, "session_id": "s1", "transcript": [{}] * 1_000_000}
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: load elsewhere does not count
     with pytest.raises(InvalidPayload) as refused:
         parse(contracts.ConsolidateSession, (payload,), {})
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     assert "1000000 items, over the limit of 2000" in str(refused.value)
 
 

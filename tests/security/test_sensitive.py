@@ -365,10 +365,11 @@ def test_path_with_inline_credentials_uses_the_token_rule() -> None:
     ],
 )
 def test_large_adversarial_inputs_stay_fast(text: str) -> None:
-    started = time.perf_counter()
+    # CPU time of this thread, not wall time: backtracking costs CPU, load elsewhere does not.
+    started = time.thread_time()
     find_sensitive_text(text)
     redact_secrets(text)
-    assert time.perf_counter() - started < 5.0
+    assert time.thread_time() - started < 5.0
 
 
 def test_unterminated_private_key_is_redacted_to_the_end() -> None:

@@ -185,7 +185,9 @@ def test_a_worker_without_a_model_or_switched_off_skips_cleanly(
     assert jobs("consolidate_session", outcome) == before["consolidate_session"] + 1
     assert jobs("digest_session", "switched_off") == before["digest_session"] + 1
     assert not [r for r in fake_model.requests_for("chat") if r.json and is_consolidation(r.json)]
-    assert h.runtime.sessions.run_records(KEY, 1) == []  # no run started, none failed
+    # No run worked and none failed: each ended skipped, with its reason.
+    runs = {r.kind: (r.state, r.attempts, r.reason) for r in h.runtime.sessions.run_records(KEY, 1)}
+    assert runs == {"consolidate": ("skipped", 0, outcome), "digest": ("skipped", 0, "switched_off")}
     assert all(q.get("dead", 0) == 0 for q in h.queues().values()), h.queues()
 
 

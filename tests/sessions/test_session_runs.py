@@ -218,12 +218,13 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
 
 @pytest.mark.parametrize("answer", [json.dumps({"result": "ok", "items": [1, 2]}),
                                     "Sure! The user talked about moving to Hangzhou."])
-def test_malformed_output_ends_each_session_end_job_within_seconds(
+def test_malformed_output_ends_each_session_end_job_at_once(
     model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI, answer: str,
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
     h = harness_factory(model_settings(session_digest="on", min_backoff_ms=1000, max_backoff_ms=300_000))
+    retried = {actor: jobs(actor, "retried") for actor in ("consolidate_session", "digest_session")}
     h.start_worker()
     started = time.monotonic()
     assert h.client.end_session(OWNER, "r-6", TRANSCRIPT) == [
@@ -232,7 +233,9 @@ def test_malformed_output_ends_each_session_end_job_within_seconds(
     elapsed = time.monotonic() - started
     print(f"malformed output ({'prose' if answer.startswith('Sure') else 'wrong-shape JSON'}): "
           f"both session-end jobs failed with their reason {elapsed:.2f} s after end_session")
-    assert elapsed < 10
+    # "Within seconds" is asserted by events, not by the clock (a loaded machine is slow,
+    # not wrong): no Dramatiq retry, so no backoff of 1 s to 5 min is ever waited for.
+    assert {actor: jobs(actor, "retried") for actor in retried} == retried
     assert len(fake_model.requests_for("chat")) == 4  # two per job: one quick retry each
     runs = {r.kind: (r.state, r.reason) for r in h.runtime.sessions.run_records(KEY, 1)}
     assert runs == {"consolidate": ("failed", "model_output_invalid"),

@@ -63,7 +63,7 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
 
 def sessions(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
-        if args.runs:  # the session-end runs: done, failed (with the reason) or running
+        if args.runs:  # the session-end runs: done, skipped or failed (with the reason), or running
             runs = rt.sessions.run_records(owner_arg(args.owner), args.days)
             emit([r.as_dict() for r in runs], as_json=args.json,
                  columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"])
@@ -95,4 +95,4 @@ def sessions_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True)
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--runs", action="store_true",
-                   help="list the session-end runs (state, attempts, failure reason) instead")
+                   help="list the session-end runs (state, attempts, reason: why skipped or failed) instead")

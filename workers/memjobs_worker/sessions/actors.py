@@ -3,7 +3,9 @@
 Each validates its message, checks its switch on this worker (producers queue
 session-end work by default and the workers decide: switched off, or no model
 configured, the job is skipped and counted as ``switched_off`` / ``no_model``,
-not failed) and calls the sessions package; the job logic
+not failed, and its run ends ``skipped`` with that reason) and calls the
+sessions package; a dead-lettered message ends its run
+(:class:`~memjobs_worker.sessions.endings.EndRunsOnDeadLetter`); the job logic
 is in :mod:`~memjobs_worker.sessions.consolidation` and
 :mod:`~memjobs_worker.sessions.digest`.
 """
@@ -20,7 +22,8 @@ from memjobs_client import contracts
 from memjobs_worker.jobs import Actors, declare, parse, report
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import run_consolidation, run_digest
-from memjobs_worker.sessions.jobs import settle
+from memjobs_worker.sessions.endings import EndRunsOnDeadLetter
+from memjobs_worker.sessions.jobs import settle, skip
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
@@ -41,12 +44,13 @@ def declare_session_actors(
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
-        if settings.memory_auto == "off":
-            report("switched_off")  # QWEN_AUDIO_MEMORY_AUTO=off on this worker: skipped, not failed
-            return
-        model = chat("consolidate")
-        if not settings.consolidation_enabled or model is None:
-            report("no_model")  # no model configured on this worker: skipped, not failed
+        model = chat("consolidate") if settings.memory_auto != "off" else None
+        if settings.memory_auto == "off" or not settings.consolidation_enabled or model is None:
+            # QWEN_AUDIO_MEMORY_AUTO=off, or no model configured on this worker:
+            # skipped, not failed, and the run ends skipped with that reason.
+            why = "switched_off" if settings.memory_auto == "off" else "no_model"
+            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id,
+                                              "consolidate", why)))
             return
         report(settle(broker, lease, run_consolidation(
             store(), payload, lease=lease, model=model, service=memory_docs(), audit=audit(),
@@ -54,12 +58,11 @@ def declare_session_actors(
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
-        if settings.session_digest == "off":
-            report("switched_off")  # QWEN_AUDIO_SESSION_DIGEST is off on this worker
-            return
-        model = chat("digest")
-        if not settings.digest_enabled or model is None:
-            report("no_model")
+        model = chat("digest") if settings.session_digest != "off" else None
+        if settings.session_digest == "off" or not settings.digest_enabled or model is None:
+            why = "switched_off" if settings.session_digest == "off" else "no_model"
+            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id,
+                                              "digest", why)))
             return
         report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
 
@@ -68,6 +71,9 @@ def declare_session_actors(
         store().record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 
+    # A dead-lettered session message ends its run (failed, with the failure's reason).
+    if not any(isinstance(m, EndRunsOnDeadLetter) for m in broker.middleware):
+        broker.add_middleware(EndRunsOnDeadLetter(lambda: store().runs))
     return declare(broker, settings, [
         (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
         (contracts.ACTOR_DIGEST, digest_session, {}),

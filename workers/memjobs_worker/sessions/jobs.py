@@ -15,10 +15,17 @@ Each job:
 4. ends the run ``done``; or ``failed`` with the reason ``model_output_invalid``
    (the job then ends normally: no Dramatiq retry, no dead letter); or, on a
    transient failure (model down, database away), gives the run back so the
-   Dramatiq retry can claim it at once, and re-raises.
+   Dramatiq retry can claim it at once, and re-raises. If that was the last
+   try, the message is dead-lettered and
+   :class:`~memjobs_worker.sessions.endings.EndRunsOnDeadLetter` ends the run
+   ``failed`` with the failure's reason.
+
+A worker that does not do the work (no model, switched off) ends the run
+``skipped`` with its reason (:func:`skip`), so every run reaches a final state.
 
 Outcomes (the ``outcome`` label of ``memjobs_jobs_total``): ``succeeded`` /
-``stored``, ``duplicate``, ``model_output_invalid``, ``stale_commit_refused``
+``stored``, ``duplicate``, ``model_output_invalid``, ``stale_commit_refused``,
+``no_model`` / ``switched_off``
 (the run functions also return ``busy``, which :func:`settle` turns into ``duplicate``).
 """
 
@@ -38,6 +45,7 @@ from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.consolidation import consolidate
 from memjobs_worker.sessions.digest import digest_session
+from memjobs_worker.sessions.endings import current_letter, remember_claim
 from memjobs_worker.sessions.prompting import ModelOutputInvalid
 from memjobs_worker.sessions.runs import RunClaim, RunKind, RunLedger
 from memjobs_worker.sessions.store import SessionStore
@@ -109,11 +117,21 @@ def settle(broker: dramatiq.Broker, lease: timedelta, outcome: str) -> str:
     return "duplicate"
 
 
+def skip(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, reason: str) -> str:
+    """A worker that does not do this work (``reason``: ``no_model``, ``switched_off``)
+    ends the run ``skipped`` with its reason, and the outcome is ``reason``; a run that
+    has ended is a ``duplicate``, one held under a live lease ``busy`` (see :func:`settle`)."""
+    if runs.skip(owner_key, session_id, kind, reason, letter=current_letter()):
+        return reason
+    return "busy" if runs.state(owner_key, session_id, kind) == "running" else "duplicate"
+
+
 def _once(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, lease: timedelta,
           work: Callable[[RunClaim, Callable[[], bool]], str]) -> str:
-    claim = runs.claim(owner_key, session_id, kind, lease)
+    claim = runs.claim(owner_key, session_id, kind, lease, letter=current_letter())
     if claim is None:
         return "busy" if runs.state(owner_key, session_id, kind) == "running" else "duplicate"
+    remember_claim(claim)  # if the message is dead-lettered, its run ends (sessions.endings)
     try:
         with runs.keep(claim, lease) as held:
             return work(claim, held)

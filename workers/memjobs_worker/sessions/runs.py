@@ -9,6 +9,24 @@ when there is no row yet, or the row is ``running`` and its lease has expired
 ``done`` or ``failed`` is never run again; a run held under a live lease is
 someone else's, and the delivery ends as ``duplicate``.
 
+Every run reaches a final state, whatever happens to its messages:
+
+- ``done``: the work committed (:meth:`~RunLedger.finish`);
+- ``skipped`` with its reason (``no_model``, ``switched_off``): a worker that
+  does not do this work acknowledged it (:meth:`~RunLedger.skip`);
+- ``failed`` with its reason: the model answered badly, a permanent error
+  (:meth:`~RunLedger.fail`), the message was dead-lettered after its retries
+  or refused as invalid (:meth:`~RunLedger.end_dead_lettered`, from
+  :class:`~memjobs_worker.sessions.endings.EndRunsOnDeadLetter`), or no
+  message was left to finish it a day after its lease ran out (``abandoned``:
+  :meth:`~RunLedger.abandon`, from the sweep's retention pass).
+
+A final state is not run again, with one exception: a run ended by a dead
+letter names it (``dead_letter``, Dramatiq's message id, which a replay keeps),
+and the replay of that letter — an operator asking for another try — may claim
+or skip it once more. Nothing else can (a check-back, a duplicate, another
+message of the session each have their own id).
+
 Why the state store and not Redis: the run's record must outlive Redis
 (a lost marker, an emptied Redis) and sit beside the digest it guards, so the
 digest and the ``done`` mark commit in one transaction.
@@ -38,7 +56,11 @@ from memjobs_worker.db.connect import transaction
 from memjobs_worker.sessions.schema import session_runs
 
 RunKind = Literal["consolidate", "digest"]
-RunState = Literal["running", "done", "failed"]
+RunState = Literal["running", "done", "skipped", "failed"]
+#: A run still ``running`` this long after its lease ran out has no message left to
+#: finish it (Redis lost it: a live one is retried within minutes, within the outage
+#: budget at worst), and the sweep ends it ``failed`` as ``abandoned``.
+ABANDONED_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -77,8 +99,11 @@ class RunLedger:
         self.clock = clock
 
     def claim(self, owner_key: str, session_id: str, kind: RunKind,
-              lease: timedelta) -> RunClaim | None:
-        """Take the run, or None: it is done, failed, or held under a live lease."""
+              lease: timedelta, *, letter: str | None = None) -> RunClaim | None:
+        """Take the run, or None: it has ended, or it is held under a live lease.
+
+        ``letter``: the delivery's message id; a run that its dead letter ended is
+        taken again by that letter's replay (the same message id)."""
         now = self.clock()
         holder = secrets.token_hex(16)
         insert = pg_insert(session_runs).values(
@@ -86,17 +111,69 @@ class RunLedger:
             created_at=now, updated_at=now, holder=holder, lease_until=now + lease, attempts=1)
         stmt = insert.on_conflict_do_update(
             index_elements=["owner_key", "session_id", "kind"],
-            set_={"holder": holder, "lease_until": now + lease, "updated_at": now,
-                  "attempts": session_runs.c.attempts + 1},
-            where=sa.and_(session_runs.c.state == "running",
-                          sa.or_(session_runs.c.lease_until.is_(None),
-                                 session_runs.c.lease_until <= now)),
+            set_={"state": "running", "holder": holder, "lease_until": now + lease,
+                  "updated_at": now, "dead_letter": None, "attempts": session_runs.c.attempts + 1},
+            where=_open_to(now, letter),
         ).returning(session_runs.c.attempts)
         with transaction(self.engine) as conn:
             attempt = conn.execute(stmt).scalar()
         if attempt is None:
             return None
         return RunClaim(owner_key, session_id, kind, holder, int(attempt))
+
+    def skip(self, owner_key: str, session_id: str, kind: RunKind, reason: str, *,
+             letter: str | None = None) -> bool:
+        """End the run ``skipped`` with ``reason`` (``no_model``, ``switched_off``), when it
+        could be claimed (see :meth:`claim`); False when it has ended or is held."""
+        now = self.clock()
+        insert = pg_insert(session_runs).values(
+            owner_key=owner_key, session_id=session_id, kind=kind, state="skipped", reason=reason,
+            created_at=now, updated_at=now, attempts=0)
+        stmt = insert.on_conflict_do_update(
+            index_elements=["owner_key", "session_id", "kind"],
+            set_={"state": "skipped", "reason": reason, "holder": None, "lease_until": None,
+                  "dead_letter": None, "updated_at": now},
+            where=_open_to(now, letter),
+        ).returning(session_runs.c.attempts)
+        with transaction(self.engine) as conn:
+            return conn.execute(stmt).first() is not None
+
+    def end_dead_lettered(self, owner_key: str, session_id: str, kind: RunKind, reason: str, *,
+                          letter: str, holder: str | None = None) -> bool:
+        """End the run ``failed`` with ``reason`` because its message ``letter`` was
+        dead-lettered; a run with no record gets one. Only a run this message held
+        (``holder``, its last claim), or one running under no live lease, is ended:
+        a run another delivery holds, or one already done or skipped, is left as it is.
+        Returns whether the run now names ``letter`` (so its replay may run it again)."""
+        now = self.clock()
+        mine = session_runs.c.holder == holder if holder is not None else sa.false()
+        insert = pg_insert(session_runs).values(
+            owner_key=owner_key, session_id=session_id, kind=kind, state="failed", reason=reason,
+            dead_letter=letter, created_at=now, updated_at=now, attempts=0)
+        stmt = insert.on_conflict_do_update(
+            index_elements=["owner_key", "session_id", "kind"],
+            set_={"state": "failed", "reason": reason, "dead_letter": letter, "holder": None,
+                  "lease_until": None, "updated_at": now},
+            where=sa.or_(
+                sa.and_(session_runs.c.state == "running", sa.or_(mine, _lapsed(now))),
+                sa.and_(session_runs.c.state == "failed", mine),  # its holder failed it (permanent)
+            ),
+        ).returning(session_runs.c.attempts)
+        with transaction(self.engine) as conn:
+            return conn.execute(stmt).first() is not None
+
+    def abandon(self, before: datetime) -> int:
+        """End ``failed`` as ``abandoned`` every run still ``running`` whose lease ran
+        out before ``before`` (no message is left to finish it): how many."""
+        last_seen = sa.func.coalesce(session_runs.c.lease_until, session_runs.c.updated_at,
+                                     session_runs.c.created_at)
+        with transaction(self.engine) as conn:
+            return int(conn.execute(
+                session_runs.update()
+                .where(session_runs.c.state == "running", last_seen < before)
+                .values(state="failed", reason="abandoned", holder=None, lease_until=None,
+                        updated_at=self.clock())
+            ).rowcount)
 
     def renew(self, claim: RunClaim, lease: timedelta) -> bool:
         """Extend the lease; False when the claim was taken over or the run ended."""
@@ -109,8 +186,11 @@ class RunLedger:
         self._fenced(claim, {"lease_until": now, "updated_at": now, "reason": reason})
 
     def fail(self, claim: RunClaim, reason: str) -> bool:
-        """End the run as ``failed`` with ``reason`` (a code, never text); it is not run again."""
-        return self._fenced(claim, {"state": "failed", "reason": reason, "holder": None,
+        """End the run as ``failed`` with ``reason`` (a code, never text); it is not run
+        again, but for a replay of its dead letter. The holder token stays on the row, so
+        the dead-lettering of this very delivery can name its letter
+        (:meth:`end_dead_lettered`)."""
+        return self._fenced(claim, {"state": "failed", "reason": reason,
                                     "lease_until": None, "updated_at": self.clock()})
 
     def finish(self, claim: RunClaim, conn: Connection | None = None) -> None:
@@ -127,7 +207,7 @@ class RunLedger:
                                     reason="stale_fencing_token")
 
     def state(self, owner_key: str, session_id: str, kind: RunKind) -> str | None:
-        """The run's state (running, done, failed), or None when it has no record."""
+        """The run's state (running, done, skipped, failed), or None when it has no record."""
         with transaction(self.engine) as conn:
             return conn.execute(
                 sa.select(session_runs.c.state).where(
@@ -138,8 +218,9 @@ class RunLedger:
     def holds(self, claim: RunClaim) -> bool:
         """Whether ``claim`` still holds its run (checked before each irreversible step)."""
         with transaction(self.engine) as conn:
-            row = conn.execute(sa.select(session_runs.c.holder).where(*_key(claim))).first()
-        return row is not None and row.holder == claim.holder
+            row = conn.execute(sa.select(session_runs.c.holder, session_runs.c.state)
+                               .where(*_key(claim))).first()
+        return row is not None and row.holder == claim.holder and row.state == "running"
 
     @contextmanager
     def keep(self, claim: RunClaim, lease: timedelta) -> Iterator[Callable[[], bool]]:
@@ -186,6 +267,21 @@ class RunLedger:
             return bool(conn.execute(stmt).rowcount)
         with transaction(self.engine) as own:
             return bool(own.execute(stmt).rowcount)
+
+
+def _lapsed(now: datetime) -> sa.ColumnElement[bool]:
+    """The run's lease has run out (or it has none)."""
+    return sa.or_(session_runs.c.lease_until.is_(None), session_runs.c.lease_until <= now)
+
+
+def _open_to(now: datetime, letter: str | None) -> sa.ColumnElement[bool]:
+    """A delivery (message id ``letter``) may take the run: it is running under no live
+    lease, or it failed by this very message's dead letter (the delivery is its replay)."""
+    lapsed = sa.and_(session_runs.c.state == "running", _lapsed(now))
+    if letter is None:
+        return lapsed
+    return sa.or_(lapsed, sa.and_(session_runs.c.state == "failed",
+                                  session_runs.c.dead_letter == letter))
 
 
 def _key(claim: RunClaim) -> tuple[sa.ColumnElement[bool], ...]:

@@ -1,7 +1,7 @@
 """Session-end state's tables, on the one metadata of the state database.
 
-Migrations ``0002_sessions``, ``0004_session_run_leases`` and ``0007_memory_audit`` (Alembic branch
-``core``) create them;
+Migrations ``0002_sessions``, ``0004_session_run_leases``, ``0007_memory_audit`` and
+``0010_session_run_endings`` (Alembic branch ``core``) create them;
 ``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
 session code that reads them, so the ledger's
@@ -27,7 +27,9 @@ memory_documents = sa.Table(
 )
 
 #: One row per (owner, session, kind) of session-end work: its idempotency record,
-#: claimed under a lease (``holder``, ``lease_until``); ``state`` is running, done or failed.
+#: claimed under a lease (``holder``, ``lease_until``); ``state`` is running, or one of the
+#: final states done, skipped and failed (``reason`` says why); ``dead_letter`` names the
+#: dead letter that ended the run (its replay, and only it, may run it again).
 session_runs = sa.Table(
     "session_runs",
     metadata,
@@ -42,8 +44,9 @@ session_runs = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     sa.Column("reason", sa.Text),
     sa.Column("updated_at", sa.DateTime(timezone=True)),
+    sa.Column("dead_letter", sa.Text),
     sa.CheckConstraint("kind IN ('consolidate', 'digest')", name="session_runs_kind"),
-    sa.CheckConstraint("state IN ('running', 'done', 'failed')", name="session_runs_state"),
+    sa.CheckConstraint("state IN ('running', 'done', 'skipped', 'failed')", name="session_runs_state"),
 )
 
 #: A session's topic and gist, with the goals (never the status) of its tasks.

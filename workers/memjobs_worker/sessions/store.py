@@ -17,6 +17,7 @@ shows never depends on when :meth:`SessionStore.apply_retention` last ran.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ from memjobs_client.errors import InvalidPayload
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.sessions.runs import RunClaim, RunLedger, RunRecord
+from memjobs_worker.sessions.runs import ABANDONED_AFTER, RunClaim, RunLedger, RunRecord
 from memjobs_worker.sessions.schema import session_digests, session_runs, tasks
+
+log = logging.getLogger(__name__)
 
 #: Digests (and session-end run records) are kept this long, in days.
 DIGEST_RETENTION_DAYS = 90
@@ -82,11 +85,13 @@ class SessionRecall:
 
 @dataclass(frozen=True)
 class RetentionReport:
-    """How many rows one :meth:`SessionStore.apply_retention` pass deleted."""
+    """How many rows one :meth:`SessionStore.apply_retention` pass deleted, and how many
+    runs it ended as ``abandoned``."""
 
     digests_deleted: int
     tasks_deleted: int
     runs_deleted: int
+    runs_abandoned: int = 0
 
 
 class SessionStore:
@@ -234,9 +239,16 @@ class SessionStore:
     def apply_retention(self, now: datetime | None = None) -> RetentionReport:
         """Delete what has expired at ``now``: digests and run records older than the
         digest retention, terminal tasks older than the task retention after
-        ``terminal_at``. Tasks that are not terminal are never deleted here."""
+        ``terminal_at``. Tasks that are not terminal are never deleted here.
+        A run still ``running`` :data:`~memjobs_worker.sessions.runs.ABANDONED_AFTER`
+        after its lease ran out has no message left to end it: it ends ``failed``
+        as ``abandoned``."""
         at = self._now(now)
         digest_cutoff = at - self.digest_retention
+        abandoned = self.runs.abandon(at - ABANDONED_AFTER)
+        if abandoned:
+            log.warning("session runs abandoned: no message was left to end them",
+                        extra={"count": abandoned, "reason": "abandoned"})
         with self._tx() as conn:
             digests = conn.execute(
                 session_digests.delete().where(session_digests.c.created_at < digest_cutoff)
@@ -248,7 +260,8 @@ class SessionStore:
             runs = conn.execute(
                 session_runs.delete().where(session_runs.c.created_at < digest_cutoff)
             ).rowcount
-        return RetentionReport(digests_deleted=digests, tasks_deleted=dropped, runs_deleted=runs)
+        return RetentionReport(digests_deleted=digests, tasks_deleted=dropped, runs_deleted=runs,
+                               runs_abandoned=abandoned)
 
 
 def _recalled(goal: dict[str, str], status: str | None) -> RecalledTask:
