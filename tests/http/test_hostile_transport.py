@@ -391,14 +391,25 @@ def test_bytes_that_are_not_http_get_a_problem_document(api_factory: Callable[..
     assert json.loads(body)["reason"] == "malformed_request"
 
 
-def test_a_reply_the_client_does_not_take_frees_its_slot() -> None:
+def guard_of(app: Any, body_timeout_s: float = 1, max_in_flight: int = 1) -> Any:
+    """The guard alone (ASGI), open on loopback, around ``app``."""
+    from memjobs_worker.http.auth import Tokens
+    from memjobs_worker.http.limits import Limits
+    from memjobs_worker.http.slots import RefusalLog, Slots
+
+    slots = Slots({"api": max_in_flight, "public": max_in_flight}, max_per_client=max_in_flight)
+    return Limits(app, tokens=Tokens(None, None), slots=slots, refusals=RefusalLog(),
+                  max_body_bytes=1024, body_timeout_s=body_timeout_s)
+
+
+def test_a_reply_the_client_does_not_take_frees_its_slot_at_once() -> None:
     """The guard alone (ASGI): a client whose socket never drains blocks the server's
-    send; past the body timeout the send is abandoned (uvicorn then closes the
-    connection) and the request no longer counts."""
+    send; the slot is free as soon as the reply is produced (another request is
+    served meanwhile), and past the body timeout the send is abandoned (uvicorn then
+    closes the connection)."""
     import asyncio
 
-    from memjobs_worker.http.auth import Tokens
-    from memjobs_worker.http.limits import Limits, ReplyNotRead
+    from memjobs_worker.http.limits import ReplyNotRead
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -411,15 +422,28 @@ def test_a_reply_the_client_does_not_take_frees_its_slot() -> None:
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
-                   max_per_client=1, body_timeout_s=0.2)
-    scope = {"type": "http", "method": "GET", "path": "/console/", "headers": [(b"host", b"localhost")],
+    guard = guard_of(app, body_timeout_s=5)
+    scope = {"type": "http", "method": "GET", "path": "/v1/sources", "headers": [(b"host", b"localhost")],
              "client": ("127.0.0.1", 5000), "query_string": b""}
+
+    async def run() -> list[Any]:
+        stuck = asyncio.create_task(guard(dict(scope), receive, never_drains))
+        while not stuck.done() and not guard.slots.idle:
+            await asyncio.sleep(0)  # until the stuck reply has been produced
+        assert guard.slots.idle and not stuck.done()  # its slot is back; its write waits
+        served: list[Any] = []
+
+        async def kept(message: Any) -> None:
+            served.append(message)
+
+        await guard(dict(scope), receive, kept)  # the one slot serves another request
+        return [served, await asyncio.gather(stuck, return_exceptions=True)]
+
     started = time.monotonic()
-    with pytest.raises(ReplyNotRead):
-        asyncio.run(guard(scope, receive, never_drains))
-    assert time.monotonic() - started < 5
-    assert guard.in_flight == 0 and not guard.open_by_client
+    served, (stuck,) = asyncio.run(run())
+    assert served[0]["status"] == 200 and isinstance(stuck, ReplyNotRead)
+    assert time.monotonic() - started < 30
+    assert guard.slots.idle
 
 
 def test_endless_headers_get_431_and_are_not_kept(api_factory: Callable[..., Api]) -> None:
@@ -444,8 +468,7 @@ def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
     50 probes at once run the route once; a probe a second later runs it again."""
     import asyncio
 
-    from memjobs_worker.http.auth import Tokens
-    from memjobs_worker.http.limits import READY_REUSE_S, Limits
+    from memjobs_worker.http.limits import READY_REUSE_S
 
     runs = 0
 
@@ -459,8 +482,7 @@ def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
-                   max_per_client=1, body_timeout_s=1)
+    guard = guard_of(app)
     scope = {"type": "http", "method": "GET", "path": "/readyz", "headers": [],
              "client": ("127.0.0.1", 5000), "query_string": b""}
 

@@ -20,11 +20,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
-from memjobs_worker.http.limits import Limits, SecurityHeaders
+from memjobs_worker.http.limits import Limits, ReplyNotRead, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
 from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
+from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, RefusalLog, Slots
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,13 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     problems.install(app, known_fields())
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
-    app.add_middleware(Limits, tokens=context.tokens, routes=app.router.routes,
+    slots = Slots({API_POOL: settings.api_max_in_flight,
+                   PUBLIC_POOL: settings.api_max_public_in_flight}, settings.api_max_per_client)
+    app.state.slots = slots
+    app.add_middleware(Limits, tokens=context.tokens, slots=slots,
+                       refusals=RefusalLog(context.metrics.refused),
                        max_body_bytes=settings.api_max_body_bytes,
-                       max_in_flight=settings.api_max_in_flight,
-                       max_per_client=settings.api_max_per_client,
-                       body_timeout_s=settings.api_body_timeout_ms / 1000)
+                       body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served)
     app.add_middleware(RecordRequests, metrics=context.metrics)
     app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
@@ -111,5 +114,7 @@ class QuietErrors:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await self.app(scope, receive, send)
+        except ReplyNotRead:
+            pass  # counted by the guard (refusals by reason); the server closes the connection
         except Exception as exc:
             log.error("request failed", extra={"error": type(exc).__name__})

@@ -38,6 +38,9 @@ class ApiMetrics:
                                  registry=self.registry)
         self.in_flight = Gauge("memjobs_api_requests_in_flight", "HTTP requests being served.",
                                registry=self.registry)
+        self.refused = Counter("memjobs_api_refused_total", "Requests the guard refused (and "
+                               "replies abandoned unread), by reason.", ["reason"],
+                               registry=self.registry)
         self.enqueued = Counter("memjobs_producer_jobs_enqueued_total", "Jobs enqueued by this "
                                 "producer (the HTTP API), by actor.", ["actor"],
                                 registry=self.registry)
