@@ -216,8 +216,9 @@ class Settings(BaseSettings):
     #: names the client: the per-client cap then counts the real clients behind them.
     #: Empty: the header is ignored (no client can claim another address).
     api_forwarded_allow_ips: str = ""
-    #: A connection must send a request's headers within this, and its body within the next.
-    api_header_timeout_ms: int = Field(default=10_000, ge=100)
+    #: A request's body must arrive within this once its headers are in (else 408); a
+    #: reply's each write must be taken within it too (else the connection is closed).
+    #: The deadline on the headers themselves is the proxy's (docs/deployment.md).
     api_body_timeout_ms: int = Field(default=30_000, ge=100)
     #: Scoped tokens (``memjobs token issue``): HS256 keys; the previous one still verifies.
     api_token_key: SecretStr | None = None

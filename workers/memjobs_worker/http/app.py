@@ -8,13 +8,15 @@ the document every instance serves at ``/openapi.json``.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memjobs_worker.endpoints import Endpoints
@@ -37,6 +39,7 @@ DESCRIPTION = (
     "protocol (remember, forget, recall, preferences), session end, knowledge and reads. "
     "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`.")
 
+OPENAPI_PATH = "/openapi.json"
 #: Routes that need no token (no owner data).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -59,7 +62,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
             context.close()
 
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = context
     for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
@@ -70,13 +73,23 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     slots = Slots({API_POOL: settings.api_max_in_flight,
                    PUBLIC_POOL: settings.api_max_public_in_flight}, settings.api_max_per_client)
     app.state.slots = slots
-    app.add_middleware(Limits, tokens=context.tokens, slots=slots,
-                       refusals=RefusalLog(context.metrics.refused),
+    app.state.refusals = RefusalLog(context.metrics.refused)
+    app.add_middleware(Limits, tokens=context.tokens, slots=slots, refusals=app.state.refusals,
                        max_body_bytes=settings.api_max_body_bytes,
                        body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served)
     app.add_middleware(RecordRequests, metrics=context.metrics)
     app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
+    rendered: list[bytes] = []
+
+    async def openapi_json(request: Request) -> Response:
+        """The document as bytes rendered once: it needs no token, so each request must cost
+        next to nothing (FastAPI's own route serialises 145 KB of JSON every time)."""
+        if not rendered:
+            rendered.append(json.dumps(app.openapi(), separators=(",", ":")).encode())
+        return Response(rendered[0], media_type="application/json")
+
+    app.add_route(OPENAPI_PATH, openapi_json, include_in_schema=False)
     return app
 
 
