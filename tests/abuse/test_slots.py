@@ -55,17 +55,13 @@ def attacker(port: int, source: str) -> socket.socket:
     return sock
 
 
-def answered(sock: socket.socket) -> bool:
-    """The server has written something to ``sock`` (peeked, not read)."""
-    sock.setblocking(False)
-    try:
-        return sock.recv(1, socket.MSG_PEEK) != b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True  # reset: the server answered by closing
-    finally:
-        sock.setblocking(True)
+def in_flight(api: ApiProcess) -> float:
+    """The server's requests in flight (``memjobs_api_requests_in_flight``): from the
+    moment a request reaches the app until its reply is written, stuck writes included."""
+    for line in httpx.get(f"{api.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("memjobs_api_requests_in_flight "):
+            return float(line.split()[1])
+    raise AssertionError("no memjobs_api_requests_in_flight in /metrics")
 
 
 def status_within(port: int, head: str, body: bytes = b"") -> tuple[int, float]:
@@ -145,10 +141,12 @@ def test_unread_pipelined_replies_hold_no_slot_another_owner_is_served(api: ApiP
             sock = attacker(port, "127.0.0.9")
             sock.sendall(request)
             held.append(sock)
-        # The attack is in place once the server has answered on every one of its sockets
-        # (a reply written but never read, a 429 or 503 refusal): each of them now holds
-        # its replies unread.
-        wait_for(lambda: all(answered(s) for s in held), 30, "an answer on every attacking socket")
+        # The attack is in place once a request of each attacking connection is stuck
+        # writing its reply (the kernel's buffers for the connection full): the server's
+        # requests in flight (the /metrics request itself included) say so.
+        started = time.monotonic()
+        wait_for(lambda: in_flight(api) > ATTACKERS, 120, "a stuck reply on every attacking socket")
+        print(f"\nF1 in place after {time.monotonic() - started:.1f} s")
         during = measure(port)
         stuck = sum(still_open(s) for s in held)
     finally:
@@ -168,7 +166,8 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
     port = api.port
     quiet = warm(port)
     knowledge = issue(Settings(api_token_key=TOKEN_KEY), scopes=["knowledge"], owners=["alice"])
-    request = ("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+    # Host with its port: the SDK's DNS-rebinding check (before this work the stream opened)
+    request = (f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
                f"Authorization: Bearer {knowledge}\r\nX-Memjobs-Owner: alice\r\n"
                "MCP-Protocol-Version: 2025-11-25\r\n\r\n").encode()
     held = []
