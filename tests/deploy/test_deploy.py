@@ -114,7 +114,7 @@ def api_settings(env: dict[str, Any]) -> Settings:
     """The API settings a deployment's environment gives (the tokens and keys come from
     secrets, so stand-ins are used for them)."""
     values: dict[str, Any] = {"api_gateway_token": "g" * 20, "api_host_token": "h" * 20}
-    for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy"):
+    for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy", "http_parser"):
         if f"MEMJOBS_API_{name.upper()}" in env:
             values[f"api_{name}"] = env[f"MEMJOBS_API_{name.upper()}"]
     return Settings(**values)
@@ -259,6 +259,8 @@ def test_caddy_sets_the_apis_limits_and_the_header_deadline_the_api_lacks() -> N
     assert int(header) * 1024 <= MAX_HEADER_BYTES
     [body] = re.findall(r"request_body\s*\{\s*max_size\s+(\d+)MiB\s*\}", text)
     assert int(body) * 1024 * 1024 <= default("api_max_body_bytes")
+    # httptools (no bound of its own on headers) only because Caddy bounds them.
+    assert api_settings(compose()["services"]["api"]["environment"]).api_http_parser == "httptools"
 
 
 def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline() -> None:
@@ -275,6 +277,8 @@ def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline
     assert int(controller["client-body-timeout"]) * 1000 <= default("api_body_timeout_ms")
     count, size = controller["large-client-header-buffers"].split()
     assert int(count) * int(size.rstrip("k")) * 1024 <= MAX_HEADER_BYTES
+    [container] = by_kind("Deployment")["memjobs-api"]["spec"]["template"]["spec"]["containers"]
+    assert api_settings({e["name"]: e["value"] for e in container["env"]}).api_http_parser == "httptools"
 
 
 # -- systemd ---------------------------------------------------------------------

@@ -220,6 +220,10 @@ class Settings(BaseSettings):
     #: reply's each write must be taken within it too (else the connection is closed).
     #: The deadline on the headers themselves is the proxy's (docs/deployment.md).
     api_body_timeout_ms: int = Field(default=30_000, ge=100)
+    #: uvicorn's HTTP/1.1 parser: h11 bounds a header block still arriving (64 KiB);
+    #: httptools is faster but has no bound, so choose it only behind a proxy that
+    #: bounds headers and their time (the shipped Caddy and ingress do).
+    api_http_parser: Literal["h11", "httptools"] = "h11"
     #: Scoped tokens (``memjobs token issue``): HS256 keys; the previous one still verifies.
     api_token_key: SecretStr | None = None
     api_token_previous_key: SecretStr | None = None

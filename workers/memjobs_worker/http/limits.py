@@ -41,14 +41,14 @@ parser, the heap in full, or a slot that an honest request needs.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memjobs_worker.http.auth import PRINCIPAL, Tokens, is_loopback
 from memjobs_worker.http.problems import ProblemError, problem_response
-from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, RefusalLog, Slots
+from memjobs_worker.http.shared_reply import SharedReply
+from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, REFUSED, RefusalLog, Slots
 
 #: Paths outside every limit (a liveness or readiness probe must not fail under load).
 UNBOUNDED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -254,6 +254,7 @@ class Limits:
         """A refusal, counted, that also closes the connection (whatever of the body is left
         is not read); its write is bounded as a reply's is."""
         self.refusals.note(reason)
+        scope.setdefault("state", {})[REFUSED] = reason  # the access log leaves it to the count
         response = problem_response(reason, detail,
                                     headers={**(headers or {}), "Connection": "close"})
         await response(scope, receive, self._releasing_send(send, lambda: None))
@@ -276,42 +277,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-class SharedReply:
-    """One answer of a GET route, shared by every request within ``reuse_s`` of it and by
-    those that arrive while it is computed: a flood of readiness probes (outside every
-    limit, no token) costs the backends one round of pings a second, not one per probe."""
-
-    def __init__(self, reuse_s: float) -> None:
-        self.reuse_s = reuse_s
-        self._lock = asyncio.Lock()
-        self._reply: list[Message] | None = None
-        self._at = 0.0
-
-    def _fresh(self) -> list[Message] | None:
-        if self._reply is not None and time.monotonic() - self._at < self.reuse_s:
-            return self._reply
-        return None
-
-    async def answer(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "GET":
-            await app(scope, receive, send)
-            return
-        reply = self._fresh()
-        if reply is None:
-            async with self._lock:
-                reply = self._fresh()
-                if reply is None:
-                    captured: list[Message] = []
-
-                    async def keep(message: Message) -> None:
-                        captured.append(message)
-
-                    await app(scope, receive, keep)
-                    self._reply, self._at, reply = captured, time.monotonic(), captured
-        for message in reply:
-            await send(message)
 
 
 class SecurityHeaders:

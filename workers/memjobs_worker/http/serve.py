@@ -10,7 +10,8 @@ Connections (docs/security.md) are bounded by uvicorn's own settings, nothing
 of its internals: the h11 protocol with ``h11_max_incomplete_event_size`` (a
 request line and headers still arriving hold at most
 :data:`~memjobs_worker.http.limits.MAX_HEADER_BYTES`; httptools has no such
-bound), ``timeout_keep_alive`` for idle connections between requests, and
+bound, and is chosen with ``api_http_parser`` only behind a proxy that has),
+``timeout_keep_alive`` for idle connections between requests, and
 ``limit_concurrency`` off (it answered every path, ``/healthz`` too, with
 ``503 text/plain`` once enough connections sat idle). Everything the
 application knows (tokens, slots, bodies, a header block that arrived whole
@@ -64,7 +65,7 @@ class ApiServer:
             limit_concurrency=None, timeout_keep_alive=KEEP_ALIVE_S,
             proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
             forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
-            http="h11", h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            http=settings.api_http_parser, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
             ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
             ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,

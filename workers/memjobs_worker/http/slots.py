@@ -30,6 +30,9 @@ log = logging.getLogger("memjobs.api")
 
 #: Seconds between two log lines of one refusal reason.
 LOG_EVERY_S = 10.0
+#: The key, in the ASGI scope's ``state``, of the reason the guard refused a request
+#: (the access log then leaves the request to the count).
+REFUSED = "memjobs_refused"
 API_POOL = "api"
 PUBLIC_POOL = "public"
 
