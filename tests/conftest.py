@@ -33,7 +33,7 @@ from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group
-from tests.support.http import api_factory  # noqa: F401  (fixture of the HTTP API tests)
+from tests.support.http import api_factory, api_process_factory  # noqa: F401  (fixtures of the HTTP API tests)
 from tests.support.openai_server import FakeOpenAI
 
 TEMPLATE_DB = "memjobs_template"

@@ -114,7 +114,7 @@ def api_settings(env: dict[str, Any]) -> Settings:
     """The API settings a deployment's environment gives (the tokens and keys come from
     secrets, so stand-ins are used for them)."""
     values: dict[str, Any] = {"api_gateway_token": "g" * 20, "api_host_token": "h" * 20}
-    for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy"):
+    for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy", "http_parser"):
         if f"MEMJOBS_API_{name.upper()}" in env:
             values[f"api_{name}"] = env[f"MEMJOBS_API_{name.upper()}"]
     return Settings(**values)
@@ -233,6 +233,52 @@ def test_kubernetes_serves_the_api_through_a_tls_ingress_only() -> None:
     labels = api["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
     assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"]
+
+
+# -- the limits at the proxies (issue 31) ----------------------------------------------
+
+CADDYFILE = REPO / "deploy" / "caddy" / "Caddyfile"
+
+
+def default(name: str) -> Any:
+    return Settings.model_fields[name].default
+
+
+def test_caddy_sets_the_apis_limits_and_the_header_deadline_the_api_lacks() -> None:
+    from memjobs_worker.http.limits import MAX_HEADER_BYTES
+    from memjobs_worker.http.serve import KEEP_ALIVE_S
+
+    text = CADDYFILE.read_text()
+    timeouts = {k: int(v) for k, v in re.findall(
+        r"^\s*(read_header|read_body|write|idle)\s+(\d+)s\s*$", text, re.M)}
+    assert set(timeouts) == {"read_header", "read_body", "write", "idle"}, timeouts
+    assert 0 < timeouts["read_header"] <= 10  # the API itself has no header deadline
+    assert timeouts["read_body"] * 1000 <= default("api_body_timeout_ms")
+    assert timeouts["idle"] <= KEEP_ALIVE_S
+    [header] = re.findall(r"^\s*max_header_size\s+(\d+)KiB\s*$", text, re.M)
+    assert int(header) * 1024 <= MAX_HEADER_BYTES
+    [body] = re.findall(r"request_body\s*\{\s*max_size\s+(\d+)MiB\s*\}", text)
+    assert int(body) * 1024 * 1024 <= default("api_max_body_bytes")
+    # httptools (no bound of its own on headers) only because Caddy bounds them.
+    assert api_settings(compose()["services"]["api"]["environment"]).api_http_parser == "httptools"
+
+
+def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline() -> None:
+    from memjobs_worker.http.limits import MAX_HEADER_BYTES
+
+    notes = by_kind("Ingress")["memjobs-api"]["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    assert notes[prefix + "proxy-body-size"] == f"{default('api_max_body_bytes') // 2**20}m"
+    assert int(notes[prefix + "limit-connections"]) <= default("api_max_per_client")
+    assert int(notes[prefix + "proxy-send-timeout"]) * 1000 <= default("api_body_timeout_ms")
+    assert int(notes[prefix + "proxy-read-timeout"]) * 1000 > default("api_backend_timeout_ms")
+    controller = yaml.safe_load((KUBE / "ingress-nginx" / "controller-limits.yaml").read_text())["data"]
+    assert 0 < int(controller["client-header-timeout"]) <= 10
+    assert int(controller["client-body-timeout"]) * 1000 <= default("api_body_timeout_ms")
+    count, size = controller["large-client-header-buffers"].split()
+    assert int(count) * int(size.rstrip("k")) * 1024 <= MAX_HEADER_BYTES
+    [container] = by_kind("Deployment")["memjobs-api"]["spec"]["template"]["spec"]["containers"]
+    assert api_settings({e["name"]: e["value"] for e in container["env"]}).api_http_parser == "httptools"
 
 
 # -- systemd ---------------------------------------------------------------------

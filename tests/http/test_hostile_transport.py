@@ -7,24 +7,25 @@ served in process by the same uvicorn configuration."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, worker_env
-from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
+from tests.support.http import (
+    GATEWAY_TOKEN,
+    HOST_TOKEN,
+    Api,
+    ApiProcess,
+    connect,
+    problem,
+    reply_of,
+    still_open,
+)
 
 SLOW_BODIES = 80
 IDLE_CONNECTIONS = 280
@@ -38,86 +39,12 @@ def slow_body_head(path: str = "/v1/remember", token: str | None = GATEWAY_TOKEN
             f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{").encode()
 
 
-def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
-    return sock
-
-
-def reply_of(sock: socket.socket, timeout_s: float = 10,
-             then_closed: bool = True) -> tuple[int, dict[str, str], bytes, bool]:
-    """Status, headers, body of the one reply on ``sock``, and whether the server then
-    closed (not looked at with ``then_closed=False``: another reply follows)."""
-    sock.settimeout(timeout_s)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    while len(body) < int(headers.get("content-length", "0")):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    if not then_closed:
-        return int(lines[0].split()[1]), headers, body, False
-    try:
-        closed = sock.recv(1) == b""
-    except TimeoutError:
-        closed = False
-    except ConnectionResetError:  # closed with bytes of ours unread
-        closed = True
-    return int(lines[0].split()[1]), headers, body, closed
-
-
-def still_open(sock: socket.socket) -> bool:
-    sock.setblocking(False)
-    try:
-        return sock.recv(1, socket.MSG_PEEK) != b""
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.setblocking(True)
-
-
-@dataclass
-class ApiProcess:
-    proc: subprocess.Popen[bytes]
-    url: str
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-
 @pytest.fixture
-def api_process(make_settings: Callable[..., Settings], tmp_path: Path) -> Iterator[ApiProcess]:
-    """``memjobs api`` as operators run it, with both tokens, its timeouts long enough
+def api_process(api_process_factory: Callable[..., ApiProcess]) -> ApiProcess:
+    """``memjobs api`` as operators run it, with both tokens, its body timeout long enough
     that the test's connections stay open while it measures."""
-    settings = make_settings(api_port=0, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                             api_header_timeout_ms=120_000, api_body_timeout_ms=120_000)
-    log = open(tmp_path / "api.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
-                            env=worker_env(settings), stdout=subprocess.PIPE, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
-        assert "memjobs API on http://" in line, (line, (tmp_path / "api.log").read_text())
-        yield ApiProcess(proc, line.split(" on ", 1)[1].split(";", 1)[0])
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
-        log.close()
+    return api_process_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
+                               api_body_timeout_ms=120_000)
 
 
 def request(port: int, method: str, path: str, body: dict[str, str] | None = None) -> int:
@@ -209,26 +136,6 @@ def test_slow_bodies_and_idle_connections_leave_recall_and_probes_answering(
 
 
 # -- timeouts, the per-client cap, the in-process server -----------------------------------
-
-
-def test_a_connection_that_sends_no_headers_in_time_gets_408_and_is_closed(
-        api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                      api_header_timeout_ms=500)
-    port = int(api.url.rsplit(":", 1)[1])
-    silent, trickling = connect(port), connect(port)
-    trickling.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    try:
-        for sock in (silent, trickling):
-            status, headers, body, closed = reply_of(sock)
-            assert (status, closed) == (408, True)
-            assert headers["content-type"] == "application/problem+json"
-            assert headers["retry-after"] == "1" and headers["x-content-type-options"] == "nosniff"
-            assert json.loads(body)["reason"] == "request_timeout"
-    finally:
-        silent.close()
-        trickling.close()
-    assert api.get("/healthz").status_code == 200
 
 
 def test_a_body_not_sent_in_time_gets_408_with_retry_after(api_factory: Callable[..., Api]) -> None:
@@ -360,6 +267,20 @@ def test_two_owner_or_authorization_headers_are_refused(api_factory: Callable[..
     assert "Authorization" in problem(r, "unauthorized", 401)["detail"]
 
 
+def test_mcp_refuses_two_authorization_headers(api_factory: Callable[..., Api]) -> None:
+    """Issue 31, finding 7: /mcp read the first of two Authorization headers (/v1 refused them)."""
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    common = [("X-Memjobs-Owner", "alice"), ("Accept", "application/json, text/event-stream"),
+              ("MCP-Protocol-Version", "2025-11-25")]
+    one = api.http.post("/mcp", json=body, headers=[("Authorization", f"Bearer {HOST_TOKEN}"), *common])
+    assert one.status_code == 200, one.text
+    for second in (HOST_TOKEN, GATEWAY_TOKEN):
+        r = api.http.post("/mcp", json=body, headers=[("Authorization", f"Bearer {HOST_TOKEN}"),
+                                                      ("Authorization", f"Bearer {second}"), *common])
+        assert "Authorization" in problem(r, "unauthorized", 401)["detail"]
+
+
 def test_every_reply_is_nosniff_and_no_store(api_factory: Callable[..., Api]) -> None:
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     replies = [api.get("/healthz"), api.get("/readyz"), api.get("/metrics"), api.get("/openapi.json"),
@@ -371,34 +292,42 @@ def test_every_reply_is_nosniff_and_no_store(api_factory: Callable[..., Api]) ->
         assert r.headers["cache-control"] == "no-store", r.url
 
 
-def test_a_pipelined_request_whose_headers_trickle_is_closed_too(api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                      api_header_timeout_ms=500)
-    with connect(int(api.url.rsplit(":", 1)[1])) as sock:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\n")
-        assert reply_of(sock, then_closed=False)[0] == 200
-        status, headers, body, closed = reply_of(sock)
-    assert (status, closed) == (408, True) and json.loads(body)["reason"] == "request_timeout"
-
-
-def test_bytes_that_are_not_http_get_a_problem_document(api_factory: Callable[..., Api]) -> None:
+def test_bytes_that_are_not_http_are_refused_and_counted_not_logged_each(
+        api_factory: Callable[..., Api], caplog: pytest.LogCaptureFixture) -> None:
+    """The server's own refusal (uvicorn's 400; no reply written by hand), closed; counted
+    by reason, one log line per reason per interval, however many there are."""
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
-    with connect(int(api.url.rsplit(":", 1)[1])) as sock:
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header Name: x\r\n\r\n")
-        status, headers, body, closed = reply_of(sock)
-    assert (status, closed) == (400, True)
-    assert headers["content-type"] == "application/problem+json"
-    assert json.loads(body)["reason"] == "malformed_request"
+    caplog.set_level("WARNING")
+    for _ in range(5):
+        with connect(int(api.url.rsplit(":", 1)[1])) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header Name: x\r\n\r\n")
+            status, headers, body, closed = reply_of(sock)
+        assert (status, closed) == (400, True)
+    lines = [r for r in caplog.records if "Invalid HTTP request" in r.getMessage()
+             or getattr(r, "reason", None) == "malformed_request"]
+    assert len(lines) == 1 and getattr(lines[0], "reason", None) == "malformed_request"
+    assert 'memjobs_api_refused_total{reason="malformed_request"} 5.0' in api.get("/metrics").text
 
 
-def test_a_reply_the_client_does_not_take_frees_its_slot() -> None:
+def guard_of(app: Any, body_timeout_s: float = 1, max_in_flight: int = 1) -> Any:
+    """The guard alone (ASGI), open on loopback, around ``app``."""
+    from memjobs_worker.http.auth import Tokens
+    from memjobs_worker.http.limits import Limits
+    from memjobs_worker.http.slots import RefusalLog, Slots
+
+    slots = Slots({"api": max_in_flight, "public": max_in_flight}, max_per_client=max_in_flight)
+    return Limits(app, tokens=Tokens(None, None), slots=slots, refusals=RefusalLog(),
+                  max_body_bytes=1024, body_timeout_s=body_timeout_s)
+
+
+def test_a_reply_the_client_does_not_take_frees_its_slot_at_once() -> None:
     """The guard alone (ASGI): a client whose socket never drains blocks the server's
-    send; past the body timeout the send is abandoned (uvicorn then closes the
-    connection) and the request no longer counts."""
+    send; the slot is free as soon as the reply is produced (another request is
+    served meanwhile), and past the body timeout the send is abandoned (uvicorn then
+    closes the connection)."""
     import asyncio
 
-    from memjobs_worker.http.auth import Tokens
-    from memjobs_worker.http.limits import Limits, ReplyNotRead
+    from memjobs_worker.http.limits import ReplyNotRead
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -411,18 +340,49 @@ def test_a_reply_the_client_does_not_take_frees_its_slot() -> None:
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
-                   max_per_client=1, body_timeout_s=0.2)
-    scope = {"type": "http", "method": "GET", "path": "/console/", "headers": [(b"host", b"localhost")],
+    guard = guard_of(app, body_timeout_s=5)
+    scope = {"type": "http", "method": "GET", "path": "/v1/sources", "headers": [(b"host", b"localhost")],
              "client": ("127.0.0.1", 5000), "query_string": b""}
+
+    async def run() -> list[Any]:
+        stuck = asyncio.create_task(guard(dict(scope), receive, never_drains))
+        while not stuck.done() and not guard.slots.idle:
+            await asyncio.sleep(0)  # until the stuck reply has been produced
+        assert guard.slots.idle and not stuck.done()  # its slot is back; its write waits
+        served: list[Any] = []
+
+        async def kept(message: Any) -> None:
+            served.append(message)
+
+        await guard(dict(scope), receive, kept)  # the one slot serves another request
+        return [served, await asyncio.gather(stuck, return_exceptions=True)]
+
     started = time.monotonic()
-    with pytest.raises(ReplyNotRead):
-        asyncio.run(guard(scope, receive, never_drains))
-    assert time.monotonic() - started < 5
-    assert guard.in_flight == 0 and not guard.open_by_client
+    served, (stuck,) = asyncio.run(run())
+    assert served[0]["status"] == 200 and isinstance(stuck, ReplyNotRead)
+    assert time.monotonic() - started < 30
+    assert guard.slots.idle
 
 
-def test_endless_headers_get_431_and_are_not_kept(api_factory: Callable[..., Api]) -> None:
+@pytest.mark.parametrize("kib", [70, 93])
+@pytest.mark.parametrize("path", ["/v1/sources", "/mcp", "/openapi.json"])
+def test_a_big_header_block_read_in_one_piece_gets_431(api_factory: Callable[..., Api],
+                                                       kib: int, path: str) -> None:
+    """Issue 31, finding 7: a 70-93 KB header block sent in one write was parsed whole and
+    accepted (the 64 KiB check counted only what came in pieces)."""
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    pad = "".join(f"X-Pad-{i}: {'a' * 1000}\r\n" for i in range(kib))
+    head = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {HOST_TOKEN}\r\n"
+            f"X-Memjobs-Owner: a\r\n{pad}\r\n").encode()
+    assert len(head) > 64 * 1024
+    with connect(int(api.url.rsplit(":", 1)[1])) as sock:
+        sock.sendall(head)
+        status, headers, body, closed = reply_of(sock)
+    assert (status, closed) == (431, True)
+    assert json.loads(body)["reason"] == "headers_too_large"
+
+
+def test_endless_headers_are_refused_and_not_kept(api_factory: Callable[..., Api]) -> None:
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     with connect(int(api.url.rsplit(":", 1)[1])) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -432,10 +392,15 @@ def test_endless_headers_get_431_and_are_not_kept(api_factory: Callable[..., Api
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server closed as soon as it refused
         status, headers, body, closed = reply_of(sock)
-    assert (status, closed) == (431, True)
-    assert json.loads(body)["reason"] == "headers_too_large"
+    # The server's own bound (h11_max_incomplete_event_size): the headers still arriving
+    # are refused at 64 KiB, not kept.
+    assert (status, closed) == (400, True)
     # Large but bounded headers are fine.
     r = api.http.get("/healthz", headers={f"X-Pad-{i}": "a" * 1000 for i in range(40)})
+    assert r.status_code == 200
+    r = api.http.get("/v1/sources", headers={"Authorization": f"Bearer {GATEWAY_TOKEN}",
+                                             "X-Memjobs-Owner": "a",
+                                             **{f"X-Pad-{i}": "a" * 1000 for i in range(40)}})
     assert r.status_code == 200
 
 
@@ -444,8 +409,7 @@ def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
     50 probes at once run the route once; a probe a second later runs it again."""
     import asyncio
 
-    from memjobs_worker.http.auth import Tokens
-    from memjobs_worker.http.limits import READY_REUSE_S, Limits
+    from memjobs_worker.http.limits import READY_REUSE_S
 
     runs = 0
 
@@ -459,8 +423,7 @@ def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    guard = Limits(app, tokens=Tokens(None, None), routes=[], max_body_bytes=1024, max_in_flight=1,
-                   max_per_client=1, body_timeout_s=1)
+    guard = guard_of(app)
     scope = {"type": "http", "method": "GET", "path": "/readyz", "headers": [],
              "client": ("127.0.0.1", 5000), "query_string": b""}
 

@@ -3,8 +3,14 @@ uvicorn on a free loopback port, an in-process Dramatiq worker behind it."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +20,7 @@ from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
 from tests.support.cli import run_cli
-from tests.support.harness import Harness
+from tests.support.harness import REPO, Harness, worker_env
 
 GATEWAY_TOKEN = "gateway-token-0123456789abcdef"
 HOST_TOKEN = "host-token-0123456789abcdef-xyz"
@@ -66,6 +72,97 @@ def api_factory(make_settings: Callable[..., Settings],
     for api in running:
         api.http.close()
         assert api.server.stop(), "the API did not stop"
+
+
+def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    return sock
+
+
+def reply_of(sock: socket.socket, timeout_s: float = 10,
+             then_closed: bool = True) -> tuple[int, dict[str, str], bytes, bool]:
+    """Status, headers, body of the one reply on ``sock``, and whether the server then
+    closed (not looked at with ``then_closed=False``: another reply follows)."""
+    sock.settimeout(timeout_s)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    while len(body) < int(headers.get("content-length", "0")):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    if not then_closed:
+        return int(lines[0].split()[1]), headers, body, False
+    try:
+        closed = sock.recv(1) == b""
+    except TimeoutError:
+        closed = False
+    except ConnectionResetError:  # closed with bytes of ours unread
+        closed = True
+    return int(lines[0].split()[1]), headers, body, closed
+
+
+def still_open(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+@dataclass
+class ApiProcess:
+    """A ``memjobs api`` process, its URL and its log file."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+@pytest.fixture
+def api_process_factory(make_settings: Callable[..., Settings],
+                        tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
+    """Start ``memjobs api`` as operators run it (its own process, these settings
+    overrides); each is stopped at the end. Its log is ``ApiProcess.log``."""
+    started: list[tuple[subprocess.Popen[bytes], Any]] = []
+
+    def start(**overrides: Any) -> ApiProcess:
+        settings = make_settings(api_port=0, **overrides)
+        log_path = tmp_path / f"api-{len(started)}.log"
+        log = open(log_path, "wb")  # noqa: SIM115 - closed at the end
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
+                                env=worker_env(settings), stdout=subprocess.PIPE, stderr=log,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+        started.append((proc, log))
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
+        assert "memjobs API on http://" in line, (line, log_path.read_text())
+        return ApiProcess(proc, line.split(" on ", 1)[1].split(";", 1)[0], log_path)
+
+    yield start
+    for proc, log in started:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(20)
+        log.close()
 
 
 TS = "2026-11-30T10:00:00Z"

@@ -197,21 +197,33 @@ class Settings(BaseSettings):
     api_tls_cert: Path | None = None
     api_tls_key: Path | None = None
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    #: /v1 and /mcp requests whose handlers are at work at once (a slot is taken once the
+    #: body is read and given back when the handler has produced its reply, not when the
+    #: client has read it).
     api_max_in_flight: int = Field(default=64, ge=1)
+    #: The same for the paths that need no token (/openapi.json, /console and its login):
+    #: a pool of their own, so an unauthenticated flood cannot take a /v1 slot.
+    api_max_public_in_flight: int = Field(default=8, ge=1)
     api_backend_timeout_ms: int = Field(default=10_000, ge=100)
     api_max_listing: int = Field(default=200, ge=1, le=10_000)
     #: Off loopback the API serves TLS (api_tls_cert/key) or says that a proxy in front
     #: terminates it (the Kubernetes ingress case): docs/security.md.
     api_tls_terminated_by_proxy: bool = False
-    #: Requests one client address may have open at once (reading a body or in flight).
-    api_max_per_client: int = Field(default=64, ge=1)
+    #: Requests one client address may have open at once (reading a body or in flight):
+    #: well under api_max_in_flight, so one address cannot take every slot.
+    api_max_per_client: int = Field(default=16, ge=1)
     #: Proxies (addresses or networks, comma-separated; "*" any) whose X-Forwarded-For
     #: names the client: the per-client cap then counts the real clients behind them.
     #: Empty: the header is ignored (no client can claim another address).
     api_forwarded_allow_ips: str = ""
-    #: A connection must send a request's headers within this, and its body within the next.
-    api_header_timeout_ms: int = Field(default=10_000, ge=100)
+    #: A request's body must arrive within this once its headers are in (else 408); a
+    #: reply's each write must be taken within it too (else the connection is closed).
+    #: The deadline on the headers themselves is the proxy's (docs/deployment.md).
     api_body_timeout_ms: int = Field(default=30_000, ge=100)
+    #: uvicorn's HTTP/1.1 parser: h11 bounds a header block still arriving (64 KiB);
+    #: httptools is faster but has no bound, so choose it only behind a proxy that
+    #: bounds headers and their time (the shipped Caddy and ingress do).
+    api_http_parser: Literal["h11", "httptools"] = "h11"
     #: Scoped tokens (``memjobs token issue``): HS256 keys; the previous one still verifies.
     api_token_key: SecretStr | None = None
     api_token_previous_key: SecretStr | None = None

@@ -8,23 +8,26 @@ the document every instance serves at ``/openapi.json``.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
-from memjobs_worker.http.limits import Limits, SecurityHeaders
+from memjobs_worker.http.limits import Limits, ReplyNotRead, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
 from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
+from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, RefusalLog, Slots
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ DESCRIPTION = (
     "protocol (remember, forget, recall, preferences), session end, knowledge and reads. "
     "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`.")
 
+OPENAPI_PATH = "/openapi.json"
 #: Routes that need no token (no owner data).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -58,7 +62,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
             context.close()
 
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = context
     for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
@@ -66,14 +70,26 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     problems.install(app, known_fields())
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
-    app.add_middleware(Limits, tokens=context.tokens, routes=app.router.routes,
+    slots = Slots({API_POOL: settings.api_max_in_flight,
+                   PUBLIC_POOL: settings.api_max_public_in_flight}, settings.api_max_per_client)
+    app.state.slots = slots
+    app.state.refusals = RefusalLog(context.metrics.refused)
+    app.add_middleware(Limits, tokens=context.tokens, slots=slots, refusals=app.state.refusals,
                        max_body_bytes=settings.api_max_body_bytes,
-                       max_in_flight=settings.api_max_in_flight,
-                       max_per_client=settings.api_max_per_client,
-                       body_timeout_s=settings.api_body_timeout_ms / 1000)
+                       body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served)
     app.add_middleware(RecordRequests, metrics=context.metrics)
     app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
+    rendered: list[bytes] = []
+
+    async def openapi_json(request: Request) -> Response:
+        """The document as bytes rendered once: it needs no token, so each request must cost
+        next to nothing (FastAPI's own route serialises 145 KB of JSON every time)."""
+        if not rendered:
+            rendered.append(json.dumps(app.openapi(), separators=(",", ":")).encode())
+        return Response(rendered[0], media_type="application/json")
+
+    app.add_route(OPENAPI_PATH, openapi_json, include_in_schema=False)
     return app
 
 
@@ -111,5 +127,7 @@ class QuietErrors:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await self.app(scope, receive, send)
+        except ReplyNotRead:
+            pass  # counted by the guard (refusals by reason); the server closes the connection
         except Exception as exc:
             log.error("request failed", extra={"error": type(exc).__name__})

@@ -11,10 +11,12 @@ Three kinds of bearer token (docs/security.md):
 
 With none of them configured the API is open, which :func:`check_bind` allows
 on a loopback address only. Authentication (401) happens in the guard
-middleware (:mod:`~memjobs_worker.http.limits`) before a body is read; the
-scope a route needs is checked there too (403); the owner a request names is
-checked by the routes' dependency (:func:`gateway`, :func:`host`) once the
-body is parsed (403).
+middleware (:mod:`~memjobs_worker.http.limits`) before a body is read. Each
+route declares the scope it needs once, ``dependencies=[needs("read")]``; the
+route class (:class:`~memjobs_worker.http.body.JsonRoute`) runs that one check
+(:func:`authorize`) before the body is parsed: the scope (403), then the owner
+the request names (403), read by :func:`owner_id_of_header` (the one parser of
+``X-Memjobs-Owner``) or from the body's ``owner_id``.
 """
 
 from __future__ import annotations
@@ -25,61 +27,50 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from fastapi import Request
+from fastapi import Depends, Request
 
+from memjobs_client.contracts import owner_key
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.tokens import SCOPES, InvalidToken, ScopedKeys
 from memjobs_worker.settings import Settings
 
-Tier = Literal["gateway", "host"]
-
 #: The key of the caller's :class:`Principal` in the ASGI scope's ``state``.
 PRINCIPAL = "memjobs_principal"
-#: The key of the route's :class:`Need` in the ASGI scope's ``state``.
-NEED = "memjobs_need"
+#: The key, in the ASGI scope's ``state``, saying the route's check was done.
+AUTHORIZED = "memjobs_authorized"
 
 GATEWAY_SCOPES = frozenset(SCOPES) - {"admin"}
 ALL_SCOPES = frozenset(SCOPES)
+#: The longest ``X-Memjobs-Owner`` accepted (percent-encoded).
+MAX_OWNER_HEADER = 800
 
 
 @dataclass(frozen=True)
 class Need:
-    """What a route needs: one scope, and whether it acts for one owner (or across owners)."""
+    """What a route needs: one scope, and whether it acts for one owner (or across owners).
+
+    Declared once on a route with :func:`needs`; as a dependency it runs
+    :func:`authorize` (the route class has usually run it already, before the body
+    was parsed: then it does nothing)."""
 
     scope: str
     per_owner: bool = True
 
+    async def __call__(self, request: Request) -> None:
+        await authorize(request, self)
 
-#: The scope of each /v1 route, by (method, route template). A route missing here
-#: (a new one) is open to the static tokens by its tier (the dependency it declares)
-#: and to scoped tokens only with ``admin`` for every owner.
-ROUTE_NEEDS: dict[tuple[str, str], Need] = {
-    ("POST", "/v1/remember"): Need("write"),
-    ("POST", "/v1/forget"): Need("forget"),
-    ("POST", "/v1/recall"): Need("read"),
-    ("GET", "/v1/preferences"): Need("read"),
-    ("GET", "/v1/sources"): Need("read"),
-    ("GET", "/v1/memories"): Need("read"),
-    ("GET", "/v1/memory/documents"): Need("read"),
-    ("GET", "/v1/memory/documents/{doc}"): Need("read"),
-    ("POST", "/v1/memory/edits"): Need("write"),
-    ("POST", "/v1/sessions/{session_id}/end"): Need("session"),
-    ("GET", "/v1/sessions"): Need("session"),
-    ("PUT", "/v1/tasks/{task_id}"): Need("session"),
-    ("POST", "/v1/knowledge/search"): Need("knowledge"),
-    ("POST", "/v1/knowledge/reindex"): Need("admin"),
-}
-#: Routes across owners (dead letters), and routes not in the table: ``admin`` for every owner.
+
+def needs(scope: str, *, per_owner: bool = True) -> Any:
+    """The dependency that declares a route's scope: ``dependencies=[needs("read")]``
+    (``per_owner=False``: the route acts across owners, so only a token for every owner)."""
+    if scope not in SCOPES:
+        raise ValueError(f"no such scope: {scope}")
+    return Depends(Need(scope, per_owner))
+
+
+#: What a /v1 route declaring no scope needs: ``admin`` for every owner.
 CROSS_OWNER = Need("admin", per_owner=False)
-
-
-def need_of(method: str, template: str) -> Need | None:
-    """The :class:`Need` of the route ``template`` (``path_format``) for ``method``
-    (None: not in :data:`ROUTE_NEEDS`)."""
-    if template.startswith("/v1/ops/"):
-        return CROSS_OWNER
-    return ROUTE_NEEDS.get((method, template))
 
 
 @dataclass(frozen=True)
@@ -226,12 +217,6 @@ class Tokens:
                              None if grant.all_owners else grant.owners, grant.owner_prefix)
         raise _unauthorized()
 
-    def authorize(self, header: str | None, tier: Tier) -> None:
-        """Raise a problem unless the header's token opens ``tier`` for every owner
-        (the static tokens' rule, as ``/mcp`` applies it)."""
-        principal = self.authenticate(header)
-        principal.require(Need("admin" if tier == "host" else "read", per_owner=False))
-
 
 def _unauthorized(detail: str | None = None, error: str | None = None) -> ProblemError:
     challenge = f'Bearer error="{error}"' if error else "Bearer"
@@ -250,46 +235,50 @@ def _bearer(header: str | None) -> bytes | None:
         return None
 
 
-async def gateway(request: Request) -> None:
-    """Dependency of the gateway routes: the owner the request names is one the
-    caller may act for (authentication and scope were checked by the guard)."""
-    await _authorize(request, "gateway")
+def owner_id_of_header(value: str | None) -> str | None:
+    """The owner id of a percent-encoded ``X-Memjobs-Owner`` (UTF-8, as
+    ``encodeURIComponent`` writes it); None when absent or malformed. The one parser
+    of that header: the GET routes, the route check and ``/mcp`` all use it."""
+    if not value or len(value) > MAX_OWNER_HEADER:
+        return None
+    try:
+        decoded = unquote(value, errors="strict")
+        if "\x00" in decoded:
+            return None
+        owner_key(decoded)  # refuses what is no owner id
+        return decoded
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
-async def host(request: Request) -> None:
-    """Dependency of the host routes (re-indexing, dead letters)."""
-    await _authorize(request, "host")
+async def authorize(request: Request, need: Need) -> None:
+    """The check of a route's declared :class:`Need`: the caller (authenticated by the
+    guard) has the scope, then may act for the owner the request names.
 
-
-async def _authorize(request: Request, tier: Tier) -> None:
+    Raises:
+        ProblemError: 403 ``forbidden``; 422/400 for a request that names no owner.
+    """
     state = request.scope.setdefault("state", {})
+    if state.get(AUTHORIZED):
+        return
     principal: Principal | None = state.get(PRINCIPAL)
     if principal is None:  # not through the guard (an app built without it)
         principal = request.app.state.ctx.tokens.authenticate(request.headers.get("authorization"))
+        state[PRINCIPAL] = principal
     assert principal is not None
-    route = request.scope.get("route")
-    need = need_of(request.method, getattr(route, "path_format", "") or "")
-    if need is None:  # a route the table does not name: by tier, or admin for every owner
-        need = (CROSS_OWNER if principal.kind == "scoped" or tier == "host"
-                else Need("read", per_owner=False))
-    elif tier == "host" and need.scope != "admin":
-        need = Need("admin", need.per_owner)
     principal.require(need)
-    if principal.every_owner or not need.per_owner:
-        return
-    principal.require_owner(await _owner_named(request))
+    if not principal.every_owner and need.per_owner:
+        principal.require_owner(await _owner_named(request))
+    state[AUTHORIZED] = True
 
 
 async def _owner_named(request: Request) -> str:
     """The owner id a request names: ``X-Memjobs-Owner`` on a GET, ``owner_id`` in a body."""
     if request.method == "GET":
-        value = request.headers.get("x-memjobs-owner")
-        try:
-            owner = unquote(value or "", errors="strict")
-        except UnicodeDecodeError:
-            owner = ""
-        if not owner:
-            raise ProblemError("validation", "X-Memjobs-Owner header is required")
+        owner = owner_id_of_header(request.headers.get("x-memjobs-owner"))
+        if owner is None:
+            raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, "
+                               "percent-encoded UTF-8 owner id")
         return owner
     try:
         body = await request.json()

@@ -23,6 +23,7 @@ from typing import Any
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
+from memjobs_worker.http.auth import CROSS_OWNER, Need, authorize
 from memjobs_worker.http.problems import problem_response
 from memjobs_worker.http.schemas import known_fields
 
@@ -73,15 +74,37 @@ class StrictJsonRequest(Request):
         return self._json
 
 
+def declared_need(route: APIRoute) -> Need | None:
+    """The :class:`~memjobs_worker.http.auth.Need` a route declares (``needs(...)``, on
+    the route or its router); None when it declares none.
+
+    Raises:
+        ValueError: the route declares two (a scope is declared once).
+    """
+    found = [d.dependency for d in route.dependencies if isinstance(d.dependency, Need)]
+    if len(found) > 1:
+        raise ValueError(f"{route.path_format} declares {len(found)} scopes; declare one")
+    return found[0] if found else None
+
+
 class JsonRoute(APIRoute):
-    """The route class of the API's routers: bodies parsed by :class:`StrictJsonRequest`."""
+    """The route class of the API's routers: bodies parsed by :class:`StrictJsonRequest`,
+    after the route's declared scope and owner are checked (:func:`~memjobs_worker.http.auth.authorize`:
+    a refusal comes before the body is parsed). A ``/v1`` route that declares no scope
+    needs ``admin`` for every owner."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        need = declared_need(self)
+        if need is None and self.path_format.startswith("/v1/"):
+            need = CROSS_OWNER
 
         async def strict(request: Request) -> Response:
+            strict_request = StrictJsonRequest(request.scope, request.receive)
             try:
-                return await handler(StrictJsonRequest(request.scope, request.receive))
+                if need is not None:
+                    await authorize(strict_request, need)
+                return await handler(strict_request)
             except DuplicateKey as exc:
                 return problem_response("validation", duplicate_detail(exc.key))
 

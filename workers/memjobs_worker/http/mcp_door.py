@@ -19,8 +19,12 @@ neither a host token nor a token key is set: the rest of the API may then run
 open on loopback, but ``/mcp`` is never served without a credential to check.
 
 Stateless with JSON answers: each POST is one self-contained exchange, so no
-MCP session outlives its request, and the API's limits (body size, requests
-in flight, the backend timeout) apply to every call.
+MCP session outlives its request, and the API's limits (the token checked by
+the guard before the body, body size, a slot of the ``api`` pool given back
+once the answer is produced, the backend timeout) apply to every call. GET
+(the server's own stream, which the SDK holds open with pings for as long as
+the client stays) and DELETE are 405 ``method_not_allowed``, as the
+streamable HTTP transport allows a server without that stream to answer.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 from fastapi import FastAPI
 from mcp.server.mcpserver.exceptions import ToolError
@@ -42,7 +45,7 @@ from starlette.types import Receive, Scope, Send
 
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.http.auth import Need, is_loopback
+from memjobs_worker.http.auth import PRINCIPAL, Need, Principal, is_loopback, owner_id_of_header
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError, problem_response
 from memjobs_worker.mcp_server import Backend, build_server
@@ -63,23 +66,9 @@ LOOPBACK_HOSTS = TransportSecuritySettings(
 )
 
 
-def _owner_id_of_header(value: str | None) -> str | None:
-    """The owner id of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
-    if not value or len(value) > 800:
-        return None
-    try:
-        decoded = unquote(value, errors="strict")
-        if "\x00" in decoded:
-            return None
-        owner_key(decoded)  # refuses what is no owner id
-        return decoded
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
 def owner_key_of_header(value: str | None) -> str | None:
     """The storage key of a percent-encoded ``X-Memjobs-Owner``; None when absent or malformed."""
-    owner = _owner_id_of_header(value)
+    owner = owner_id_of_header(value)
     return None if owner is None else owner_key(owner)
 
 
@@ -128,6 +117,13 @@ class McpEndpoint:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            # Stateless: no stream for the server to speak first (GET) and no session to
+            # end (DELETE). The SDK would hold a GET open for ever, pinging it (issue 31).
+            await problem_response("method_not_allowed", "this MCP endpoint is stateless: "
+                                   "POST each request", headers={"Allow": "POST"})(
+                scope, receive, send)
+            return
         refusal = self._refusal(scope)
         if refusal is None and self._manager is None:
             refusal = problem_response("backend_unavailable", "the MCP endpoint is not running")
@@ -143,10 +139,12 @@ class McpEndpoint:
             return problem_response("forbidden", "the MCP endpoint answers loopback clients only")
         headers = Headers(scope=scope)
         try:
-            principal = self.context.tokens.authenticate(headers.get("authorization"))
+            principal: Principal | None = scope.get("state", {}).get(PRINCIPAL)
+            if principal is None:  # not through the guard (an app built without it)
+                principal = self.context.tokens.authenticate(headers.get("authorization"))
             if principal.kind != "scoped":
                 principal.require(Need("admin", per_owner=False))  # the host token
-            owner = _owner_id_of_header(headers.get(OWNER_HEADER))
+            owner = owner_id_of_header(headers.get(OWNER_HEADER))
             if owner is None:
                 return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
                                         "percent-encoded UTF-8 owner id")

@@ -19,6 +19,8 @@ from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memjobs_worker.http.slots import REFUSED
+
 log = logging.getLogger("memjobs.api")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -37,6 +39,9 @@ class ApiMetrics:
                                  "by route template.", ["route"], buckets=LATENCY_BUCKETS,
                                  registry=self.registry)
         self.in_flight = Gauge("memjobs_api_requests_in_flight", "HTTP requests being served.",
+                               registry=self.registry)
+        self.refused = Counter("memjobs_api_refused_total", "Requests the guard refused (and "
+                               "replies abandoned unread), by reason.", ["reason"],
                                registry=self.registry)
         self.enqueued = Counter("memjobs_producer_jobs_enqueued_total", "Jobs enqueued by this "
                                 "producer (the HTTP API), by actor.", ["actor"],
@@ -85,7 +90,10 @@ class RecordRequests:
             seconds = time.perf_counter() - started
             self.metrics.latency.labels(template).observe(seconds)
             # Refusals and failures at INFO; the hot 2xx path at DEBUG (a JSON line costs
-            # about a fifth of a remember's CPU).
-            log.log(logging.INFO if status >= 400 else logging.DEBUG, "request", extra={
+            # about a fifth of a remember's CPU); the guard's refusals at DEBUG too: it
+            # counts them and logs one line per reason per interval (a flood of them
+            # would otherwise be a line each).
+            refused = REFUSED in scope.get("state", {})
+            log.log(logging.INFO if status >= 400 and not refused else logging.DEBUG, "request", extra={
                 "route": template, "method": scope["method"], "status": status,
                 "duration_ms": round(seconds * 1000, 2)})

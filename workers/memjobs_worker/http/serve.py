@@ -6,35 +6,37 @@ free port) is known at once and a bind failure is a clear start-up error.
 Uvicorn's access log is off (a URL may carry a session or task id) and its
 error log goes through memjobs' JSON logging.
 
-Connections (docs/security.md): uvicorn's own ``limit_concurrency`` is off
-(it answered every path, ``/healthz`` too, with ``503 text/plain`` once
-enough connections sat idle); the guard (:mod:`~memjobs_worker.http.limits`)
-bounds requests instead. A connection must send each request's headers
-within ``api_header_timeout_ms`` (uvicorn has no such timeout: an idle or
-header-trickling connection stayed forever) or it gets a 408 problem and is
-closed; idle keep-alive connections close after 5 s; the process's
-open-file limit is raised to its hard limit, so idle connections run out of
-it late.
+Connections (docs/security.md) are bounded by uvicorn's own settings, nothing
+of its internals: the h11 protocol with ``h11_max_incomplete_event_size`` (a
+request line and headers still arriving hold at most
+:data:`~memjobs_worker.http.limits.MAX_HEADER_BYTES`; httptools has no such
+bound, and is chosen with ``api_http_parser`` only behind a proxy that has),
+``timeout_keep_alive`` for idle connections between requests, and
+``limit_concurrency`` off (it answered every path, ``/healthz`` too, with
+``503 text/plain`` once enough connections sat idle). Everything the
+application knows (tokens, slots, bodies, a header block that arrived whole
+but too large) is the guard's, :mod:`~memjobs_worker.http.limits`. A deadline
+on a request's headers is the proxy's (Caddy's ``read_header``, the ingress's
+``client-header-timeout``): uvicorn has none. The process's open-file limit
+is raised to its hard limit, so idle connections run out of it late.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
+import logging
 import resource
 import socket
 import ssl
 import threading
-from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
 from memjobs_worker.http.auth import check_bind
-from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, RETRY_AFTER_S
+from memjobs_worker.http.limits import MAX_HEADER_BYTES
+from memjobs_worker.http.slots import RefusalLog
 from memjobs_worker.settings import Settings
 
 
@@ -54,13 +56,16 @@ class ApiServer:
         self.settings = settings
         self.sock = _bind(settings.api_host, settings.api_port)
         self.tls = settings.api_tls_cert is not None
+        app = create_app(settings, endpoints)
+        self._quiet = CountedServerLines(app.state.refusals)
+        logging.getLogger("uvicorn.error").addFilter(self._quiet)
         config = uvicorn.Config(
-            QuietErrors(create_app(settings, endpoints)), access_log=False, log_config=None,
+            QuietErrors(app), access_log=False, log_config=None,
             lifespan="on", timeout_graceful_shutdown=10, server_header=False,
             limit_concurrency=None, timeout_keep_alive=KEEP_ALIVE_S,
             proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
             forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
-            http=header_deadline(settings.api_header_timeout_ms / 1000),
+            http=settings.api_http_parser, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
             ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
             ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,
@@ -102,6 +107,7 @@ class ApiServer:
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop the thread's server; True when it finished in time."""
         self.server.should_exit = True
+        logging.getLogger("uvicorn.error").removeFilter(self._quiet)
         if self._thread is not None:
             self._thread.join(timeout_s)
             return not self._thread.is_alive()
@@ -141,117 +147,27 @@ def raise_open_files_limit() -> int:
     return soft
 
 
-def _raw_problem(reason: str, phrase: str, detail: str) -> bytes:
-    """A whole problem reply, for the protocol to write before closing (no app involved)."""
-    kind = PROBLEMS[reason]
-    body = json.dumps({"type": kind.uri, "title": kind.title, "status": kind.status,
-                       "reason": kind.reason, "detail": detail}).encode()
-    retry = f"retry-after: {RETRY_AFTER_S}\r\n" if kind.status in (408, 429, 503) else ""
-    head = (f"HTTP/1.1 {kind.status} {phrase}\r\ncontent-type: {MEDIA_TYPE}\r\n"
-            f"content-length: {len(body)}\r\n{retry}"
-            "x-content-type-options: nosniff\r\ncache-control: no-store\r\n"
-            "connection: close\r\n\r\n")
-    return head.encode("ascii") + body
+#: The server's own log lines, one per request, that the guard already counts (or that
+#: it counts here) by reason: under a flood they would be a line per request.
+_COUNTED_LINES = {
+    "Invalid HTTP request received.": "malformed_request",
+    "ASGI callable returned without completing response.": None,  # reply_not_read, counted
+}
 
 
-TIMEOUT_REPLY = _raw_problem("request_timeout", "Request Timeout",
-                             "the request's headers were not sent in time")
-MALFORMED_REPLY = _raw_problem("malformed_request", "Bad Request",
-                               "the request could not be parsed as HTTP/1.1")
-#: Seconds a refused connection still drops what its client sends before closing.
-LINGER_S = 1.0
-#: The most bytes a request line and its headers may take (uvicorn's httptools
-#: protocol sets no bound: endless header lines grew the heap).
-MAX_HEADER_BYTES = 64 * 1024
-TOO_LARGE_REPLY = _raw_problem("headers_too_large", "Request Header Fields Too Large",
-                               f"the request line and headers are over {MAX_HEADER_BYTES} bytes")
+class CountedServerLines(logging.Filter):
+    """A filter on uvicorn's error log: the lines of :data:`_COUNTED_LINES` become
+    counted refusals (one log line per reason per interval) instead of a line each."""
 
+    def __init__(self, refusals: RefusalLog) -> None:
+        super().__init__()
+        self.refusals = refusals
 
-class HeaderDeadline(HttpToolsProtocol):
-    """Uvicorn's httptools protocol with a deadline on each request's headers: from
-    the connection's start, and from the first byte of each later request, the
-    headers must be complete within :attr:`header_timeout_s`, or the connection
-    gets a 408 problem and is closed; a request line and headers over
-    :data:`MAX_HEADER_BYTES` get a 431 problem. Bytes that are not HTTP get a
-    400 problem (uvicorn's own reply is plain text)."""
-
-    header_timeout_s = 10.0
-    _deadline: asyncio.TimerHandle | None = None
-    _header_bytes = 0
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    _discarding = False
-
-    def data_received(self, data: bytes) -> None:
-        if self._discarding:
-            return
-        super().data_received(data)
-        if self._deadline is None:  # no request's headers pending
-            self._header_bytes = 0
-            return
-        self._header_bytes += len(data)
-        if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
-            self._disarm()
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.transport.close()
-                return
-            self.transport.write(TOO_LARGE_REPLY)
-            self._close_lingering()
-
-    def _close_lingering(self) -> None:
-        """Close after a reply while the client may still be sending: our side is shut
-        and what still comes is dropped for a moment (closing at once would reset the
-        connection and the client could lose the reply)."""
-        if not self.transport.can_write_eof():
-            self.transport.close()
-            return
-        self.transport.write_eof()
-        self._discarding = True
-        self.loop.call_later(LINGER_S, self.transport.close)
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._arm()
-
-    def on_headers_complete(self) -> None:
-        self._disarm()
-        self._header_bytes = 0
-        super().on_headers_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        if self._deadline is None:
-            self._deadline = self.loop.call_later(self.header_timeout_s, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
-            return
-        if self.cycle is not None and not self.cycle.response_complete:
-            # A request is being answered and the next one's headers (pipelined) are not
-            # complete: they get another period once the answer is out of the way.
-            self._arm()
-            return
-        self.transport.write(TIMEOUT_REPLY)
-        self.transport.close()
-
-    def send_400_response(self, msg: str) -> None:
-        """Uvicorn's reply to bytes that are not HTTP, as a problem document."""
-        self.transport.write(MALFORMED_REPLY)
-        self.transport.close()
-
-
-def header_deadline(seconds: float) -> type[Any]:
-    """:class:`HeaderDeadline` with this deadline."""
-    return type("HeaderDeadline", (HeaderDeadline,), {"header_timeout_s": seconds})
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if message not in _COUNTED_LINES:
+            return True
+        reason = _COUNTED_LINES[message]
+        if reason is not None:
+            self.refusals.note(reason)
+        return False

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import unquote
 
 from fastapi import Depends, Header
 
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.http.auth import MAX_OWNER_HEADER, owner_id_of_header
 from memjobs_worker.http.context import ApiContext, ctx
 from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, ProblemError
 
@@ -45,21 +45,17 @@ def owner_key_of(owner_id: str) -> str:
 
 
 async def owner_id_header(
-    owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=800,
+    owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=MAX_OWNER_HEADER,
                         description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
                         "does); in a header so that it never appears in a URL or an access log"),
 ) -> str:
     """Dependency of the GET routes that hand the owner id on (a memory provider maps
-    tenants by it): the decoded, checked owner id."""
-    try:
-        decoded = unquote(owner, errors="strict")
-        if "\x00" in decoded:
-            raise ValueError
-        owner_key(decoded)
-        return decoded
-    except (ValueError, UnicodeDecodeError):
+    tenants by it): the decoded, checked owner id (:func:`~memjobs_worker.http.auth.owner_id_of_header`)."""
+    decoded = owner_id_of_header(owner)
+    if decoded is None:
         raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded "
-                           "UTF-8 owner id") from None
+                           "UTF-8 owner id")
+    return decoded
 
 
 async def owner_header(owner: str = Depends(owner_id_header)) -> str:

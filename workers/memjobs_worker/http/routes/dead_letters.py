@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memjobs_client.contracts import QUEUES
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError
@@ -23,7 +23,7 @@ from memjobs_worker.http.routes import COMMON, Ctx, errors
 from memjobs_worker.ops.deadletters import DeadLetters
 
 router = APIRouter(prefix="/v1/ops/dead-letters", tags=["operations"],
-                   dependencies=[Depends(auth.host)], route_class=JsonRoute)
+                   dependencies=[needs("admin", per_owner=False)], route_class=JsonRoute)
 
 LetterId = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$",
                 description="the message id (as job log lines carry it) or the dead-letter id")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from memjobs_client.errors import KnowledgeOff
 from memjobs_client.sensitive import ensure_not_sensitive
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, errors, owner_key_of
 from memjobs_worker.http.schemas import (
@@ -21,7 +21,7 @@ router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"], route_class=JsonR
 
 
 @router.post("/reindex", status_code=202, response_model=ReindexAccepted,
-             dependencies=[Depends(auth.host)],
+             dependencies=[needs("admin")],
              responses=errors(*COMMON, "forbidden", "consent_required", "sensitive_content",
                               "knowledge_off"))
 async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
@@ -39,7 +39,7 @@ async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
     return ReindexAccepted(documents=sent, status="queued")
 
 
-@router.post("/search", response_model=KnowledgeResults, dependencies=[Depends(auth.gateway)],
+@router.post("/search", response_model=KnowledgeResults, dependencies=[needs("knowledge")],
              responses=errors(*COMMON, "knowledge_off"))
 async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     """Hybrid search of the owner's documents; results are untrusted external text."""

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
@@ -21,11 +21,10 @@ from memjobs_worker.http.schemas import (
     RememberRequest,
 )
 
-router = APIRouter(prefix="/v1", tags=["personal memory"], dependencies=[Depends(auth.gateway)],
-                   route_class=JsonRoute)
+router = APIRouter(prefix="/v1", tags=["personal memory"], route_class=JsonRoute)
 
 
-@router.post("/remember", status_code=202, response_model=RememberAccepted,
+@router.post("/remember", status_code=202, dependencies=[needs("write")], response_model=RememberAccepted,
              responses=errors(*COMMON, "sensitive_content", "memory_off"))
 async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
@@ -37,7 +36,7 @@ async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     return JSONResponse({"source_id": source_id, "status": "queued"}, status_code=202)
 
 
-@router.post("/forget", status_code=202, response_model=ForgetAccepted,
+@router.post("/forget", status_code=202, dependencies=[needs("forget")], response_model=ForgetAccepted,
              responses=errors(*COMMON, "memory_off", "not_found"))
 async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     """Forget a source at once (recall stops returning its memories before this
@@ -55,7 +54,8 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     return ForgetAccepted(source_id=outcome.source_id, status=outcome.status, purge=outcome.purge)
 
 
-@router.post("/recall", response_model=Memories, responses=errors(*COMMON, "sensitive_content", "memory_off"))
+@router.post("/recall", dependencies=[needs("read")], response_model=Memories,
+             responses=errors(*COMMON, "sensitive_content", "memory_off"))
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned).
 
@@ -66,7 +66,7 @@ async def recall(body: RecallRequest, c: Ctx) -> Memories:
                                      source_ids=h.source_ids) for h in hits])
 
 
-@router.get("/preferences", response_model=Preferences, responses=errors(*COMMON))
+@router.get("/preferences", dependencies=[needs("read")], response_model=Preferences, responses=errors(*COMMON))
 async def preferences(owner: OwnerId, c: Ctx) -> Preferences:
     """The owner's USER.md, read through the memory service, and its version (0: never written)."""
     doc = await c.call(lambda: c.memory_docs().read(owner, "USER.md"))

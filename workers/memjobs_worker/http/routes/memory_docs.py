@@ -19,10 +19,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
 from memjobs_client.errors import InvalidPayload
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
@@ -44,10 +44,9 @@ from memjobs_worker.sessions.memory_docs import (
     EditOutcome,
 )
 
-tool = APIRouter(prefix="/v1/memory", tags=["memory tool"], dependencies=[Depends(auth.gateway)],
-                 route_class=JsonRoute)
+tool = APIRouter(prefix="/v1/memory", tags=["memory tool"], route_class=JsonRoute)
 audit_router = APIRouter(prefix="/v1/ops/memory-audit", tags=["operations"],
-                         dependencies=[Depends(auth.host)], route_class=JsonRoute)
+                         dependencies=[needs("admin", per_owner=False)], route_class=JsonRoute)
 router = APIRouter()
 
 #: Refusals of an edit, as problems (the others are ``validation``).
@@ -65,7 +64,7 @@ def _out(d: Document) -> MemoryDocument:
     return MemoryDocument(doc=d.doc, scope=d.scope, content=d.content, version=d.version)  # type: ignore[arg-type]
 
 
-@tool.get("/documents", response_model=MemoryDocuments, responses=errors(*COMMON))
+@tool.get("/documents", dependencies=[needs("read")], response_model=MemoryDocuments, responses=errors(*COMMON))
 async def read_documents(owner: OwnerId, c: Ctx) -> MemoryDocuments:
     """USER.md and MEMORY.md of the owner (empty ones at version 0), and which provider keeps them."""
     service = c.memory_docs()
@@ -75,7 +74,7 @@ async def read_documents(owner: OwnerId, c: Ctx) -> MemoryDocuments:
                            MemoryProviderInfo(**info.as_json()))
 
 
-@tool.get("/documents/{doc}", response_model=MemoryDocument,
+@tool.get("/documents/{doc}", dependencies=[needs("read")], response_model=MemoryDocument,
           responses=errors(*COMMON, "forbidden_document"))
 async def read_document(owner: OwnerId, c: Ctx,
                         doc: str = Path(min_length=1, max_length=64,
@@ -86,7 +85,7 @@ async def read_document(owner: OwnerId, c: Ctx,
     return _out(await c.call(c.memory_docs().read, owner, doc))
 
 
-@tool.post("/edits", response_model=MemoryEditsApplied,
+@tool.post("/edits", dependencies=[needs("write")], response_model=MemoryEditsApplied,
            responses=errors(*COMMON, "not_found", "ambiguous", "sensitive_content",
                             "forbidden_document"))
 async def edit_documents(body: MemoryEditsRequest, c: Ctx) -> MemoryEditsApplied:

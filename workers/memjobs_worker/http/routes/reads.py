@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import Memories, Memory, SourceOut, Sources
 
-router = APIRouter(prefix="/v1", tags=["reads"], dependencies=[Depends(auth.gateway)], route_class=JsonRoute)
+router = APIRouter(prefix="/v1", tags=["reads"], dependencies=[needs("read")], route_class=JsonRoute)
 
 Limit = Query(default=100, ge=1, le=1000, description="at most this many (and at most "
               "MEMJOBS_API_MAX_LISTING); truncated=true says there were more")

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 
 from memjobs_client.contracts import ACTOR_CONSOLIDATE, ACTOR_DIGEST
 from memjobs_client.sensitive import redact_secrets
-from memjobs_worker.http import auth
+from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import (
@@ -19,7 +19,7 @@ from memjobs_worker.http.schemas import (
     TaskUpdate,
 )
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(auth.gateway)],
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")],
                    route_class=JsonRoute)
 
 SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
