@@ -22,6 +22,7 @@ from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 
 from memjobs_client import contracts, keys
+from memjobs_client import queued as queued_remembers
 from memjobs_client.connect import Durability, MemoryGuard, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
     ACTOR_CONSOLIDATE,
@@ -216,7 +217,9 @@ class MemjobsClient:
             session_id=session_id,
             kind=kind,
         )
-        self._send(ACTOR_REMEMBER, payload)
+        # Counted as queued before it is enqueued: a forget decides on that count
+        # (memjobs_client.queued), never on a scan of the queue.
+        self._send(ACTOR_REMEMBER, payload, queued=(key, str(payload["source_id"])))
         return str(payload["source_id"])
 
     def forget(self, owner_id: str, source_id: str) -> ForgetOutcome:
@@ -409,7 +412,9 @@ class MemjobsClient:
         if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
             raise InvalidPayload("delay_ms: must be a whole number of milliseconds, at least 0")
         checked = validate(model, payload, self.rules).model_dump(mode="json")
-        self._send(actor_name, checked, delay_ms=delay_ms)
+        queued = ((str(checked["owner_key"]), str(checked["source_id"]))
+                  if actor_name == ACTOR_REMEMBER else None)  # counted as remember() counts it
+        self._send(actor_name, checked, delay_ms=delay_ms, queued=queued)
 
     def close(self) -> None:
         """Close the broker's Redis connections."""
@@ -419,7 +424,10 @@ class MemjobsClient:
         if not self.memory_enabled:
             raise MemoryOff()
 
-    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
+    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None,
+              queued: tuple[str, str] | None = None) -> None:
+        """Enqueue one message; with ``queued`` (owner key, source id), a remember
+        recorded as queued first, and taken back if the enqueue fails."""
         message: Message[Any] = Message(
             queue_name=contracts.QUEUE_OF[actor_name],
             actor_name=actor_name,
@@ -430,7 +438,14 @@ class MemjobsClient:
         try:
             if self.memory_guard is not None:
                 self.memory_guard.check(self.broker.client)
-            self.broker.enqueue(message, delay=delay_ms)
+            if queued is not None:
+                queued_remembers.record(self.broker.client, *queued)
+            try:
+                self.broker.enqueue(message, delay=delay_ms)
+            except BaseException:
+                if queued is not None:
+                    queued_remembers.take_back(self.broker.client, *queued)
+                raise
             self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
             raise _unavailable(exc, f"the {actor_name} job") from exc

@@ -22,9 +22,9 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.endpoints import connect_redis as connect_redis  # moved there: light for producers
 from memjobs_worker.endpoints import producer_client as producer_client
 from memjobs_worker.endpoints import redis_options as redis_options
+from memjobs_worker.memory import queued
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.service import PersonalMemory
-from memjobs_worker.ops.backlog import remember_queued
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Runtime:
         (its parts still built on first use)."""
         return PersonalMemory(enabled=self.settings.memory_enabled, store=lambda: self.store,
                               scheduler=lambda: self.scheduler, pipeline=lambda: self.pipeline,
-                              remember_queued=lambda key, sid: remember_queued(self.redis, key, sid))
+                              remember_queued=lambda key, sid: queued.holds(self.redis, key, sid))
 
     @cached_property
     def sweeper(self) -> Sweeper:

@@ -38,9 +38,11 @@ class PersonalMemory:
         store: the ledger.
         scheduler: schedules the relearning of sources that shared a forgotten memory.
         pipeline: recall and the memories (mem0).
-        remember_queued: whether a queued remember of this owner (its key) names
-            this source id (not yet consumed: a forget may legitimately overtake
-            its own owner's remember, never another owner's).
+        remember_queued: whether a remember of this owner (its key) naming this
+            source id is queued and not yet in the ledger (a forget may overtake
+            its own owner's remember, never another owner's): one read of the
+            owner's queued-remember count (:mod:`~memjobs_worker.memory.queued`),
+            never a scan of the queue.
         clock: now, for the forget's time (UTC).
     """
 
@@ -83,7 +85,9 @@ class PersonalMemory:
         if state == "forgotten":
             return "already_forgotten"
         if state is None and not self._remember_queued(owner_key, source_id):
-            # Its remember may have been consumed between the two looks: look again.
+            # Its remember may have been taken into the ledger (and its count
+            # settled) between the two looks: the ledger is written first, so
+            # a second look finds it.
             state = self._state(store, owner_key, source_id)
             if state is None:
                 return "not_found"

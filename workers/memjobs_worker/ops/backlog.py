@@ -1,5 +1,7 @@
 """What is left to do, read from the messages Redis holds: which jobs are
-retrying and why, and whether any job of one owner is still queued.
+retrying and why, and whether any job of one owner is still queued. For
+reports only: a forget decides on the owner's queued-remember count
+(:mod:`memjobs_worker.memory.queued`), never on this bounded scan.
 
 Dramatiq's Redis broker keeps every message not yet acknowledged — ready,
 delayed or in flight — in the hash ``<namespace>:<queue>.msgs`` (delayed ones
@@ -20,7 +22,7 @@ import redis
 from dramatiq.common import dq_name
 
 from memjobs_client import keys
-from memjobs_client.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, QUEUES
+from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.logs import redact_text
 
@@ -82,29 +84,6 @@ def retrying(client: redis.Redis) -> list[Retrying]:
 def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
     """Whether any unacknowledged message names this owner (its sha256 key)."""
     return _any_message_names(client, owner_key)
-
-
-def remember_queued(client: redis.Redis, owner_key: str, source_id: str) -> bool:
-    """Whether an unacknowledged ``remember_source`` message of this owner names this
-    source (a remember not yet consumed). Another owner's message naming the same
-    id does not count: a forget may overtake only its own owner's remember."""
-    needle = source_id.encode()
-    try:
-        for queue, raw in _raw_messages(client):
-            if queue != QUEUE_REMEMBER or needle not in raw:
-                continue
-            try:
-                message = json.loads(raw)
-                payload = message["args"][0]
-            except (ValueError, KeyError, IndexError, TypeError):
-                continue
-            if (message.get("actor_name") == ACTOR_REMEMBER and isinstance(payload, dict)
-                    and payload.get("owner_key") == owner_key
-                    and payload.get("source_id") == source_id):
-                return True
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-    return False
 
 
 def _any_message_names(client: redis.Redis, value: str) -> bool:
