@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from memjobs_client.client import MemjobsClient
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import PermanentError
+from memjobs_worker.broker import owner_has_messages
 from memjobs_worker.cli import exits
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.endpoints import Endpoints, resolve_endpoints
-from memjobs_worker.ops.backlog import owner_has_messages
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 from memjobs_worker.supervisor import Stack
