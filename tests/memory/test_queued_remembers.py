@@ -84,7 +84,7 @@ def test_a_dead_lettered_remember_stays_counted_and_a_forget_of_it_outlasts_its_
 
     door = open_door(settings, producer.endpoints)
     try:
-        assert door.client.forget(OWNER, sid) == ForgetOutcome(sid, "forgotten", "queued")
+        assert door.personal_memory.forget(OWNER, sid) == ForgetOutcome(sid, "forgotten", "queued")
     finally:
         door.close()
         door.client.close()

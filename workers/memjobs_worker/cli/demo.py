@@ -93,7 +93,7 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         print("    and in Chinese, '女儿的生日是哪天' (when is my daughter's birthday?):")
         _show(runtime, key, "女儿的生日是哪天")
         step(6, "forget the peanut source")
-        client.forget(owner, ids[CONVERSATION[2]])
+        runtime.personal_memory.forget(owner, ids[CONVERSATION[2]])
         if not wait_for_owner(runtime, key, timeout_s=60):
             print("    the forget was not done in 60 s")
             return exits.FAILED
