@@ -20,6 +20,7 @@ from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
+from tests.support.polling import wait_for
 
 OWNER = "grace@example.com"
 KEY = owner_key(OWNER)
@@ -43,7 +44,7 @@ def test_a_remember_is_counted_under_the_owner_key_with_a_ttl_until_the_ledger_h
     h.drain()
 
     assert h.store.source_state(KEY, sid) == "learned"
-    assert not queued.holds(r, KEY, sid)
+    wait_for(lambda: not queued.holds(r, KEY, sid), 10, "the count settled (batched, every 100 ms)")
     assert r.keys(f"memjobs:queued:remember:{KEY}:*") == []
 
 
@@ -63,7 +64,22 @@ def test_a_remember_refused_as_sensitive_by_the_worker_gives_its_count_back(
     h.drain()
 
     assert h.store.source_state(KEY, sid) is None
-    assert not queued.holds(h.runtime.redis, KEY, sid)
+    wait_for(lambda: not queued.holds(h.runtime.redis, KEY, sid), 10, "the count settled")
+
+
+def test_the_counts_of_the_last_jobs_are_settled_when_the_worker_stops(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+) -> None:
+    """Batched, but not left behind: the worker's stop deletes what its last jobs settled."""
+    h = harness_factory(make_settings())
+    ids = [h.client.remember(OWNER, f"the shed key is on hook {i}") for i in range(3)]
+    settler = next(m for m in h.broker.middleware if isinstance(m, queued.SettleQueuedRemembers))
+    settler.flush_ms = 3_600_000  # no flush on the clock: only the stop's
+    h.start_worker()
+    wait_for(lambda: all(h.store.source_state(KEY, sid) for sid in ids), 30, "the remembers in the ledger")
+    h.stop_worker()
+
+    assert [sid for sid in ids if queued.holds(h.runtime.redis, KEY, sid)] == []
 
 
 def test_a_dead_lettered_remember_stays_counted_and_a_forget_of_it_outlasts_its_retry(
