@@ -15,13 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import redis
 from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 
 from memjobs_client import contracts, keys
+from memjobs_client import queued as queued_remembers
 from memjobs_client.connect import Durability, MemoryGuard, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
     ACTOR_CONSOLIDATE,
@@ -70,25 +71,26 @@ redis.call('EXPIRE', KEYS[1], ARGV[1])
 return added
 """
 
-#: What a ledger says of a forget, decided at once (see :class:`SourceLedger`).
-LedgerVerdict = Literal["forgotten", "already_forgotten", "not_found"]
-#: A forget's answer: the ledger's verdict, or ``queued`` from a producer with no ledger.
+#: A forget's answer: decided at once by a worker-side door
+#: (:class:`~memjobs_worker.memory.service.PersonalMemory`), or ``queued`` from
+#: this client, which has no ledger.
 ForgetStatus = Literal["forgotten", "already_forgotten", "not_found", "queued"]
 
 
 @dataclass(frozen=True)
 class ForgetOutcome:
-    """The answer to a forget, the same at every door (producer client, CLI, HTTP API).
+    """The answer to a forget, the same at every door (CLI, HTTP API, a door's
+    :class:`~memjobs_worker.memory.service.PersonalMemory`, this client).
 
     ``status``:
         ``forgotten``: the owner's source is forgotten now (recall no longer returns
         its memories); or its remember is still queued, and will find it forgotten.
         ``already_forgotten``: it was forgotten before.
-        ``not_found``: the owner has no such source and no queued remember of theirs
-        names it (another owner's source with this id included): nothing changed
-        and nothing was queued.
-        ``queued``: a producer with no ledger queued the forget; the worker decides
-        (under this owner only: it never reaches another owner's source).
+        ``not_found``: the owner never sent such a source (nothing in the owner's
+        ledger, no remember of theirs queued; another owner's source with this id
+        included): nothing changed and nothing was queued.
+        ``queued``: this client, which has no ledger, queued the forget; the worker
+        decides (under this owner only: it never reaches another owner's source).
     ``purge``: ``queued`` when the deletion of the memories derived from it is queued.
     """
 
@@ -99,19 +101,6 @@ class ForgetOutcome:
     @property
     def found(self) -> bool:
         return self.status != "not_found"
-
-
-class SourceLedger(Protocol):
-    """The ledger as a producer may consult it to decide a forget at once.
-
-    The worker's doors (the CLI, the HTTP API) give their producer client one
-    (:class:`~memjobs_worker.memory.service.PersonalMemory`); a gateway with
-    Redis alone has none, and its forgets are decided by the worker.
-    """
-
-    def forget_now(self, owner_key: str, source_id: str) -> LedgerVerdict:
-        """Mark the owner's source forgotten now, or say why not (see :class:`ForgetOutcome`)."""
-        ...
 
 
 class MemjobsClient:
@@ -139,8 +128,6 @@ class MemjobsClient:
         sentinels: Redis Sentinel addresses (``"h1:26379,h2:26379"``); the
             master is then found by ``sentinel_master``.
         durability: wait for the write's fsync / replicas before returning.
-        ledger: decides a forget at once (the worker's doors pass theirs); without
-            one a forget is queued and decided by the worker.
         memory_guard: refuses new jobs (``RedisFull``) while Redis is near its
             ``maxmemory``; by default at 90 % when the client makes its own broker,
             none on a worker's broker (its jobs finish work already queued).
@@ -161,7 +148,6 @@ class MemjobsClient:
         sentinels: str | SentinelAddresses | None = None,
         sentinel_master: str = "memjobs",
         durability: Durability | None = None,
-        ledger: SourceLedger | None = None,
         memory_guard: MemoryGuard | None = None,
     ) -> None:
         if broker is None:
@@ -182,7 +168,6 @@ class MemjobsClient:
         self.digest_enabled = digest_enabled
         self.max_transcript_bytes = max_transcript_bytes
         self.knowledge_enabled = knowledge_enabled
-        self.ledger = ledger
         self.rules = SourceRules(max_text_bytes=max_text_bytes, max_transcript_bytes=max_transcript_bytes)
 
     def remember(
@@ -216,37 +201,32 @@ class MemjobsClient:
             session_id=session_id,
             kind=kind,
         )
-        self._send(ACTOR_REMEMBER, payload)
+        # Counted as queued before it is enqueued: a forget decides on that count
+        # (memjobs_client.queued), never on a scan of the queue.
+        self._send(ACTOR_REMEMBER, payload, queued=(key, str(payload["source_id"])))
         return str(payload["source_id"])
 
     def forget(self, owner_id: str, source_id: str) -> ForgetOutcome:
-        """Forget a source: with a ledger, at once (recall stops returning its
-        memories before this returns), then queue the deletion of every memory
-        derived from it. The one forget path of every door: the CLI and the
-        HTTP API call this too, so the same case gets the same answer.
+        """Queue a forget; the worker decides it (``queued``).
 
-        A source id the owner does not have (not in the owner's ledger, no
-        queued remember of the owner naming it) is ``not_found`` and nothing is
-        queued; another owner's source with this id is never touched. A forget
-        that overtakes the owner's own remember (still queued) is
-        ``forgotten``: the remember, when it runs, finds the source forgotten.
+        A producer has no ledger: the worker's ``forget_source`` marks the source
+        forgotten (or, when its remember is still queued, leaves a forgotten
+        marker that remember honours) and deletes every memory derived from it;
+        a source id the owner does not have changes nothing, and another owner's
+        source with this id is never touched. To have the forget decided at once
+        (``forgotten``, ``already_forgotten``, ``not_found``), go through a door:
+        the HTTP API's ``POST /v1/forget`` or ``memjobs forget``.
 
         Raises:
             InvalidPayload: missing owner or malformed source id.
             MemoryOff: personal memory is switched off.
-            BackendUnavailable: Redis (or the ledger) did not answer.
+            BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
         payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id),
                                 source_id=source_id)
-        checked = str(payload["source_id"])
-        status: ForgetStatus = "queued"
-        if self.ledger is not None:
-            status = self.ledger.forget_now(str(payload["owner_key"]), checked)
-            if status == "not_found":
-                return ForgetOutcome(checked, status, None)
         self._send(ACTOR_FORGET, payload)
-        return ForgetOutcome(checked, status, "queued")
+        return ForgetOutcome(str(payload["source_id"]), "queued", "queued")
 
     def end_session(
         self,
@@ -409,7 +389,9 @@ class MemjobsClient:
         if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
             raise InvalidPayload("delay_ms: must be a whole number of milliseconds, at least 0")
         checked = validate(model, payload, self.rules).model_dump(mode="json")
-        self._send(actor_name, checked, delay_ms=delay_ms)
+        queued = ((str(checked["owner_key"]), str(checked["source_id"]))
+                  if actor_name == ACTOR_REMEMBER else None)  # counted as remember() counts it
+        self._send(actor_name, checked, delay_ms=delay_ms, queued=queued)
 
     def close(self) -> None:
         """Close the broker's Redis connections."""
@@ -419,7 +401,10 @@ class MemjobsClient:
         if not self.memory_enabled:
             raise MemoryOff()
 
-    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None) -> None:
+    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None,
+              queued: tuple[str, str] | None = None) -> None:
+        """Enqueue one message; with ``queued`` (owner key, source id), a remember
+        recorded as queued first, and taken back if the enqueue fails."""
         message: Message[Any] = Message(
             queue_name=contracts.QUEUE_OF[actor_name],
             actor_name=actor_name,
@@ -430,7 +415,14 @@ class MemjobsClient:
         try:
             if self.memory_guard is not None:
                 self.memory_guard.check(self.broker.client)
-            self.broker.enqueue(message, delay=delay_ms)
+            if queued is not None:
+                queued_remembers.record(self.broker.client, *queued)
+            try:
+                self.broker.enqueue(message, delay=delay_ms)
+            except BaseException:
+                if queued is not None:
+                    queued_remembers.take_back(self.broker.client, *queued)
+                raise
             self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
             raise _unavailable(exc, f"the {actor_name} job") from exc

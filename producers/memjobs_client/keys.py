@@ -85,6 +85,13 @@ def extraction_scheduled(owner_key: str) -> str:
     return f"{NAMESPACE}:sched:extract:{owner_key}"
 
 
+def remember_queued(owner_key: str, source_id: str) -> str:
+    """How many remembers of the owner's source are queued and not yet taken into
+    the ledger (a count with a TTL): a forget decides ``not_found`` on it in one
+    read, whatever the backlog (:mod:`memjobs_client.queued`)."""
+    return f"{NAMESPACE}:queued:remember:{owner_key}:{source_id}"
+
+
 def session_ended(owner_key: str, session_hash: str) -> str:
     """The set of session-end actors queued for (owner, session) by the
     producer's ``end_session`` (each is queued once; kept 7 days)."""

@@ -2,9 +2,10 @@
 not in any table, not in any Redis key (issue 13, weakness 4: mem0's history
 file was per host, so a forget run on another host left the text on disk).
 
-And a forget gets the same answer at every door (issue 20): the HTTP API, the
-CLI and the producer client of a door all call ``MemjobsClient.forget``, which
-decides on the ledger (``PersonalMemory.forget_now``)."""
+And a forget gets the same answer at every door (issue 20): the HTTP API and the
+CLI both call the worker-side service, ``PersonalMemory.forget``, which decides
+at once on the ledger and the owner's queued remembers; the producer client
+(no ledger) queues the forget and the worker decides."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def test_a_forget_that_overtakes_its_remember_is_forgotten_at_every_door(
     try:
         http = api.post("/v1/forget", {"owner_id": OWNER, "source_id": ids[0]})
         cli = run_cli(env, "forget", "--owner", OWNER, "--source", ids[1], "--json")
-        outcome = door.client.forget(OWNER, ids[2])
+        outcome = door.personal_memory.forget(OWNER, ids[2])
     finally:
         door.close()
         door.client.close()
@@ -135,7 +136,6 @@ def test_a_producer_with_no_ledger_queues_the_forget_and_the_worker_decides(
     """A gateway's client has Redis only: it cannot see the ledger, so it says
     ``queued``; the worker's forget_source decides (an unknown source changes nothing)."""
     h = harness_factory(make_settings())
-    assert h.client.ledger is None
     unknown = source_id_for(KEY, "never said")
     assert h.client.forget(OWNER, unknown) == ForgetOutcome(unknown, "queued", "queued")
     h.start_worker()

@@ -190,14 +190,14 @@ def remember(api: Api, owner: str, text: str) -> str:
 
 def forget_at_every_door(api: Api, env: dict[str, str], owner: str, source_id: str) -> dict[str, Any]:
     """One forget of ``source_id`` by ``owner`` through the HTTP API, the CLI and a
-    door's client (with a ledger): (status code, reason or status), (exit code,
-    status) and the client's :class:`~memjobs_client.ForgetOutcome`."""
+    door's personal memory (the service both call): (status code, reason or
+    status), (exit code, status) and the service's :class:`~memjobs_client.ForgetOutcome`."""
     http = api.post("/v1/forget", {"owner_id": owner, "source_id": source_id})
     body = http.json()
     cli = run_cli(env, "forget", "--owner", owner, "--source", source_id, "--json")
     door = open_door(api.harness.settings, api.harness.endpoints)
     try:
-        outcome = door.client.forget(owner, source_id)
+        outcome = door.personal_memory.forget(owner, source_id)
     finally:
         door.close()
         door.client.close()

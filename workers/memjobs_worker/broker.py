@@ -18,29 +18,41 @@ into a queue by hand, a foreign encoder): the consumer thread restarts, and the
 messages it had prefetched stay unacknowledged until the worker dies. Here such
 a message is found among this consumer's unacknowledged ids and moved to the
 dead-letter queue, once, and consumption goes on.
+
+And this module is the one place that reads Dramatiq's stored messages (the
+hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for reports only:
+which jobs are retrying and why (:func:`retrying`, ``memjobs drain`` and the
+console), and whether an owner still has work queued (:func:`owner_has_messages`,
+the demo). Each read is a bounded scan (:data:`SCAN_LIMIT` messages per hash),
+never on a request's path: a forget decides on the owner's queued-remember
+count (:mod:`memjobs_worker.memory.queued`), one key, whatever the backlog.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
-from dramatiq.common import current_millis
+from dramatiq.common import current_millis, dq_name
 from dramatiq.errors import DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.errors import BackendUnavailable, InvalidPayload
 from memjobs_worker.jobs import use_outage_retries
+from memjobs_worker.logs import redact_text
+from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
@@ -203,7 +215,87 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
+    broker.add_middleware(SettleQueuedRemembers(broker.client))  # a forget's O(1) "was it sent?"
     for queue in QUEUES:
         if queue != QUEUE_KNOWLEDGE or settings.knowledge_enabled:  # opt-in: off, never consumed
             broker.declare_queue(queue)
     return broker
+
+
+# Dramatiq's stored messages, read for reports ------------------------------------
+
+#: Messages read per hash at most (a drain report, not an inventory).
+SCAN_LIMIT = 2000
+REASON_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """A message that failed at least once: its actor and id, its retry count and
+    the last line of its last traceback (redacted, shortened), never its payload."""
+
+    queue: str
+    actor: str
+    message_id: str
+    retries: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "actor": self.actor, "message_id": self.message_id,
+                "retries": self.retries, "reason": self.reason}
+
+
+def scan_messages(client: redis.Redis, limit: int = SCAN_LIMIT) -> Iterator[tuple[str, bytes]]:
+    """(queue, raw message) of every message not yet acknowledged — ready,
+    delayed or in flight — at most ``limit`` per hash, in no particular order."""
+    for queue in QUEUES:
+        for name in (queue, dq_name(queue)):
+            for seen, (_mid, raw) in enumerate(client.hscan_iter(keys.messages(name), count=500)):
+                if seen >= limit:
+                    break
+                yield queue, raw
+
+
+def retrying(client: redis.Redis) -> list[Retrying]:
+    """Messages that failed at least once and wait for (or are in) a retry.
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    found: list[Retrying] = []
+    try:
+        for queue, raw in scan_messages(client):
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue
+            options = message.get("options") or {}
+            retries = int(options.get("retries") or 0)
+            if retries < 1:
+                continue
+            found.append(Retrying(queue, str(message.get("actor_name", "?")),
+                                  str(message.get("message_id", "?")), retries,
+                                  _reason(str(options.get("traceback") or ""))))
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return found
+
+
+def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
+    """Whether any unacknowledged message (among those scanned) names this owner's key.
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    needle = owner_key.encode()
+    try:
+        return any(needle in raw for _queue, raw in scan_messages(client))
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
+def _reason(traceback_text: str) -> str:
+    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else "unknown"
+    last = redact_text(last)
+    return last if len(last) <= REASON_CHARS else last[: REASON_CHARS - 1] + "…"

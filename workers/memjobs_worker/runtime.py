@@ -22,9 +22,9 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.endpoints import connect_redis as connect_redis  # moved there: light for producers
 from memjobs_worker.endpoints import producer_client as producer_client
 from memjobs_worker.endpoints import redis_options as redis_options
+from memjobs_worker.memory import queued
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.service import PersonalMemory
-from memjobs_worker.ops.backlog import remember_queued
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -49,12 +49,11 @@ if TYPE_CHECKING:
 def open_door(settings: Settings, endpoints: Endpoints, *, redis_url: str | None = None,
               on_engine_built: Callable[[], None] | None = None) -> Runtime:
     """The runtime of a door (the CLI, the HTTP API), its producer client built
-    on ``redis_url`` (default: the endpoints') and deciding forgets on this
-    runtime's ledger. Close both: ``runtime.close()``, then ``runtime.client.close()``."""
+    on ``redis_url`` (default: the endpoints'); its forgets are decided by
+    ``runtime.personal_memory``. Close both: ``runtime.close()``, then
+    ``runtime.client.close()``."""
     client = producer_client(settings, redis_url=redis_url or endpoints.redis_url)
-    runtime = Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
-    client.ledger = runtime.personal_memory
-    return runtime
+    return Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
 
 
 class Runtime:
@@ -131,7 +130,9 @@ class Runtime:
         (its parts still built on first use)."""
         return PersonalMemory(enabled=self.settings.memory_enabled, store=lambda: self.store,
                               scheduler=lambda: self.scheduler, pipeline=lambda: self.pipeline,
-                              remember_queued=lambda key, sid: remember_queued(self.redis, key, sid))
+                              remember_queued=lambda key, sid: queued.holds(self.redis, key, sid),
+                              enqueue=lambda actor, payload: self.client.send(actor, payload),
+                              rules=self.settings.source_rules())
 
     @cached_property
     def sweeper(self) -> Sweeper:

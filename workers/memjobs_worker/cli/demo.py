@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from memjobs_client.client import MemjobsClient
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import PermanentError
+from memjobs_worker.broker import owner_has_messages
 from memjobs_worker.cli import exits
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.endpoints import Endpoints, resolve_endpoints
-from memjobs_worker.ops.backlog import owner_has_messages
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 from memjobs_worker.supervisor import Stack
@@ -93,7 +93,7 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         print("    and in Chinese, '女儿的生日是哪天' (when is my daughter's birthday?):")
         _show(runtime, key, "女儿的生日是哪天")
         step(6, "forget the peanut source")
-        client.forget(owner, ids[CONVERSATION[2]])
+        runtime.personal_memory.forget(owner, ids[CONVERSATION[2]])
         if not wait_for_owner(runtime, key, timeout_s=60):
             print("    the forget was not done in 60 s")
             return exits.FAILED

@@ -46,7 +46,7 @@ def producer_for(settings: Settings) -> Iterator[MemjobsClient]:
 @contextmanager
 def runtime_for(settings: Settings) -> Iterator[Runtime]:
     """A door's runtime on the configured (or running embedded) Redis and database:
-    its producer client decides forgets on the ledger, as the HTTP API's does."""
+    its personal memory decides forgets at once, as the HTTP API's does."""
     from memjobs_worker.runtime import open_door  # the whole worker: only the commands that read it
 
     runtime = open_door(settings, resolve_endpoints(settings))

@@ -16,11 +16,11 @@ import time
 from typing import Any
 
 from memjobs_client.contracts import QUEUE_KNOWLEDGE
+from memjobs_worker.broker import retrying
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, error
 from memjobs_worker.ops import status as ops
-from memjobs_worker.ops.backlog import retrying
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.settings import Settings
 

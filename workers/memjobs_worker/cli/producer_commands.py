@@ -44,14 +44,14 @@ def remember(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def forget(settings: Settings, args: argparse.Namespace) -> int:
-    """Forget a source at once and queue the purge of its memories, through the
-    producer client's one forget path (the HTTP API's too): ``forgotten`` (or
+    """Forget a source at once and queue the purge of its memories, through
+    personal memory's one forget path (the HTTP API's too): ``forgotten`` (or
     ``already_forgotten``); a source id the owner does not have is ``not_found``,
     exit 6."""
     key = owner_arg(args.owner)
     build_payload(ForgetSource, owner_key=key, source_id=args.source)  # refused before any backend
     with runtime_for(settings) as rt:
-        outcome = rt.client.forget(args.owner, args.source)
+        outcome = rt.personal_memory.forget(args.owner, args.source)
     if outcome.status == "not_found":
         if args.json:
             emit({"source_id": outcome.source_id, "status": "not_found",

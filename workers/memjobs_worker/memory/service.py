@@ -1,10 +1,10 @@
 """Personal memory as every door asks for it: the one path per operation.
 
-The CLI, the HTTP API and the producer client of a door (its
-:class:`~memjobs_client.client.SourceLedger`) call these methods, so the same
-case gets the same answer everywhere: the switch checked first
-(:class:`~memjobs_client.errors.MemoryOff`), a forget decided on the ledger
-at once, recall validated once.
+The CLI and the HTTP API call these methods, so the same case gets the same
+answer everywhere: the switch checked first
+(:class:`~memjobs_client.errors.MemoryOff`), a forget decided at once on the
+ledger and the owner's queued remembers, recall validated once. The producer
+client stays a producer: its forget is queued and decided by the worker.
 
 The parts are given as callables that build them on first use (a process that
 never recalls never loads mem0; listing sources needs no Redis).
@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any, Literal
 
-from memjobs_client.client import LedgerVerdict
+from memjobs_client.client import ForgetOutcome
+from memjobs_client.contracts import ACTOR_FORGET, ForgetSource, SourceRules
 from memjobs_client.errors import InvalidPayload, MemoryOff
+from memjobs_client.payloads import build_payload, owner_key_of
 from memjobs_client.sensitive import ensure_not_sensitive
 from memjobs_client.validation import text_problem
 from memjobs_worker.memory.intake import ExtractionScheduler
@@ -28,6 +31,9 @@ MAX_RECALL = 50
 #: Characters of a recall query at most.
 MAX_QUERY_CHARS = 2000
 
+#: What a door's forget decides at once (see :meth:`PersonalMemory.decide_forget`).
+ForgetVerdict = Literal["forgotten", "already_forgotten", "not_found"]
+
 
 class PersonalMemory:
     """Forget, recall and the owner's reads, behind the personal-memory switch.
@@ -38,21 +44,29 @@ class PersonalMemory:
         store: the ledger.
         scheduler: schedules the relearning of sources that shared a forgotten memory.
         pipeline: recall and the memories (mem0).
-        remember_queued: whether a queued remember of this owner (its key) names
-            this source id (not yet consumed: a forget may legitimately overtake
-            its own owner's remember, never another owner's).
+        remember_queued: whether a remember of this owner (its key) naming this
+            source id is queued and not yet in the ledger (a forget may overtake
+            its own owner's remember, never another owner's): one read of the
+            owner's queued-remember count (:mod:`~memjobs_worker.memory.queued`),
+            never a scan of the queue.
+        enqueue: sends (actor, payload): the purge of a forgotten source.
+        rules: the source rules forget requests are validated under.
         clock: now, for the forget's time (UTC).
     """
 
     def __init__(self, *, enabled: bool, store: Callable[[], StateStore],
                  scheduler: Callable[[], ExtractionScheduler], pipeline: Callable[[], MemoryPipeline],
                  remember_queued: Callable[[str, str], bool],
+                 enqueue: Callable[[str, dict[str, Any]], None],
+                 rules: SourceRules | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.enabled = enabled
         self._store = store
         self._scheduler = scheduler
         self._pipeline = pipeline
         self._remember_queued = remember_queued
+        self._enqueue = enqueue
+        self._rules = rules
         self._clock = clock
 
     def ensure_on(self) -> None:
@@ -62,17 +76,43 @@ class PersonalMemory:
         if not self.enabled:
             raise MemoryOff()
 
-    def forget_now(self, owner_key: str, source_id: str) -> LedgerVerdict:
-        """Decide a forget at once (the producer client then queues the purge).
+    def forget(self, owner_id: str, source_id: str) -> ForgetOutcome:
+        """Forget the owner's source at once (recall stops returning its memories
+        before this returns), then queue the deletion of every memory derived
+        from it: the one forget of every door (the CLI, the HTTP API).
+
+        ``not_found`` (nothing queued) for a source the owner never sent;
+        another owner's source with this id is never touched. A forget that
+        overtakes the owner's own remember, still queued, is ``forgotten``: the
+        remember, when it runs, finds the source forgotten.
+
+        Raises:
+            MemoryOff: personal memory is switched off.
+            InvalidPayload: missing owner or malformed source id.
+            BackendUnavailable: Redis or the ledger did not answer.
+        """
+        self.ensure_on()
+        payload = build_payload(ForgetSource, rules=self._rules, owner_key=owner_key_of(owner_id),
+                                source_id=source_id)
+        checked = str(payload["source_id"])
+        verdict = self.decide_forget(str(payload["owner_key"]), checked)
+        if verdict == "not_found":
+            return ForgetOutcome(checked, verdict, None)
+        self._enqueue(ACTOR_FORGET, payload)
+        return ForgetOutcome(checked, verdict, "queued")
+
+    def decide_forget(self, owner_key: str, source_id: str) -> ForgetVerdict:
+        """The ledger half of a forget, decided at once; a bounded number of
+        reads whatever the backlog (two of the ledger's rows, one Redis key).
 
         Returns:
             ``forgotten``: the owner's source is forgotten now; or it is not in the
-            ledger yet but a queued remember names it (the forget overtook its
+            ledger yet but a remember of it is queued (the forget overtook its
             remember), and a forgotten marker makes that remember find it forgotten.
             ``already_forgotten``: it was forgotten before (nothing changes).
-            ``not_found``: the owner has no such source and no queued remember of
-            theirs names it (another owner's source with this id included, queued
-            or not): nothing changes and nothing is written.
+            ``not_found``: the owner has no such source and no remember of theirs
+            naming it is queued (another owner's source with this id included,
+            queued or not): nothing changes and nothing is written.
 
         Raises:
             MemoryOff: personal memory is switched off.
@@ -83,12 +123,17 @@ class PersonalMemory:
         if state == "forgotten":
             return "already_forgotten"
         if state is None and not self._remember_queued(owner_key, source_id):
-            # Its remember may have been consumed between the two looks: look again.
+            # Its remember may have been taken into the ledger (and its count
+            # settled) between the two looks: the ledger is written first, so
+            # a second look finds it.
             state = self._state(store, owner_key, source_id)
             if state is None:
                 return "not_found"
             if state == "forgotten":
                 return "already_forgotten"
+        # A remember taken in after these looks is settled by the ledger's own
+        # lock: the forget then forgets its row, or its marker makes the
+        # remember (sent before this forget) find the source forgotten.
         mark_forgotten(store, self._scheduler(), owner_key, source_id, sent_at=self._clock())
         return "forgotten"
 

@@ -10,7 +10,9 @@ import json
 import socket
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import redis
 
@@ -19,7 +21,6 @@ from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability import jobstats
 from memjobs_worker.observability.heartbeat import PREFIX, live_heartbeats
-from memjobs_worker.ops import backlog
 from memjobs_worker.ops.deadletters import DeadLetter, DeadLetters
 from memjobs_worker.ops.status import queue_stats
 
@@ -85,8 +86,20 @@ def processes(client: redis.Redis, now: float | None = None) -> list[Process]:
     return out
 
 
-def read(client: redis.Redis, store: StateStore) -> Overview:
+class Failing(Protocol):
+    """A job that failed and waits for a retry (as
+    :func:`memjobs_worker.broker.retrying` reports it)."""
+
+    @property
+    def actor(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence[Failing]]) -> Overview:
     """Everything at once (Redis must answer; the state store may not).
+    ``retrying`` reads the jobs waiting for a retry (the broker's bounded scan).
 
     Raises:
         BackendUnavailable: Redis did not answer.
@@ -97,7 +110,7 @@ def read(client: redis.Redis, store: StateStore) -> Overview:
         found = letters.letters()
         recent = jobstats.recent(client, RECENT_MIN)
         procs = processes(client)
-        retrying = backlog.retrying(client)
+        failing = retrying()
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     try:
@@ -105,7 +118,7 @@ def read(client: redis.Redis, store: StateStore) -> Overview:
     except Exception:  # noqa: BLE001 - the page still shows the queues
         sources = None
     failures: Counter[tuple[str, str, str]] = Counter()
-    for r in retrying:
+    for r in failing:
         failures[("retrying", r.actor, _class_name(r.reason))] += 1
     for letter in found:
         failures[("dead", letter.actor, letter.reason)] += 1

@@ -43,11 +43,12 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     answers); the purge of the memories derived from it is queued.
 
     ``already_forgotten`` for a source forgotten before; a source id this owner
-    does not have (and no queued remember of this owner names) is ``not_found``
-    (404), as the CLI and the producer client say, another owner's source with
-    this id included (it is never touched). A forget sent while the source's
-    own remember is still queued is ``forgotten``: the remember will find it so."""
-    outcome = await c.call(c.client.forget, body.owner_id, body.source_id)
+    never sent (not in its ledger, no remember of its queued) is ``not_found``
+    (404), as the CLI says, another owner's source with this id included (it
+    is never touched). A forget sent while the source's own remember is still
+    queued is ``forgotten``: the remember will find it so. Decided in a bounded
+    number of reads whatever the backlog."""
+    outcome = await c.call(c.memory.forget, body.owner_id, body.source_id)
     if outcome.status == "not_found":
         raise ProblemError("not_found", "this owner has no such source")
     assert outcome.status in ("forgotten", "already_forgotten") and outcome.purge == "queued"
