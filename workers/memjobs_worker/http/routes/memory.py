@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from memjobs_worker.http import auth
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, check_query_chars, errors, owner_key_of
 from memjobs_worker.http.schemas import (
     ForgetAccepted,
     ForgetRequest,
@@ -55,13 +55,19 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     return ForgetAccepted(source_id=outcome.source_id, status=outcome.status, purge=outcome.purge)
 
 
-@router.post("/recall", response_model=Memories, responses=errors(*COMMON, "sensitive_content", "memory_off"))
+@router.post("/recall", response_model=Memories,
+             responses=errors(*COMMON, "sensitive_content", "memory_off", "model_busy"))
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned).
 
     A query that looks like a credential is refused (``sensitive_content``) before
-    anything is embedded, as a knowledge search's is: it never reaches the model service."""
-    hits = await c.call(c.memory.recall, owner_key_of(body.owner_id), body.query, body.limit)
+    anything is embedded, as a knowledge search's is: it never reaches the model service.
+    A query over ``MEMJOBS_API_MAX_QUERY_CHARS`` characters is refused (``validation``);
+    an owner whose earlier recalls and searches still hold its share of the model
+    gets ``model_busy`` (429), other owners are served meanwhile."""
+    check_query_chars(body.query, c.settings.api_max_query_chars)
+    hits = await c.call_model(key := owner_key_of(body.owner_id), c.memory.recall, key, body.query,
+                              body.limit)
     return Memories(memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score,
                                      source_ids=h.source_ids) for h in hits])
 
