@@ -51,6 +51,7 @@ class Attack:
     def __init__(self, url: str, threads: int, send: Callable[[httpx.Client, int], httpx.Response]) -> None:
         self.url, self.send = url, send
         self.statuses: Counter[int] = Counter()
+        self.last: dict[int, httpx.Response] = {}  # the latest answer of each status
         self.changed = threading.Condition()
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
@@ -60,11 +61,14 @@ class Attack:
             sent = 0
             while not self.stop.is_set():
                 try:
-                    status = self.send(client, index * 1_000_000 + sent).status_code
+                    response: httpx.Response | None = self.send(client, index * 1_000_000 + sent)
                 except httpx.HTTPError:
-                    status = 0
+                    response = None
+                status = response.status_code if response is not None else 0
                 sent += 1
                 with self.changed:
+                    if response is not None:
+                        self.last[status] = response
                     self.statuses[status] += 1
                     self.changed.notify_all()
 
@@ -167,6 +171,9 @@ def test_f3_one_owner_s_long_recalls_leave_other_owners_recall_and_probes_answer
         recall, health = victim_probes(api.url)
         assert attack.running
     print(f"\nF3 attacker's statuses: {dict(attack.statuses)}")
+    busy = problem(attack.last[429], "model_busy", 429)
+    assert "2 embeddings running or waiting" in busy["detail"]
+    assert attack.last[429].headers["retry-after"] == "1"
     assert_answered_in_time("F3 victim recall", recall)
     assert_answered_in_time("F3 /healthz", health)
     # Its recalls left nothing behind: once the last of them is answered, it is served again.
