@@ -2,7 +2,8 @@
 items 1 and 2), without a server: the local model reads one window of a long
 text; an embedder takes turns on the process's model share, one owner at most
 one running and a bounded number open, the owners served in turn; an
-abandoned request's embedding that has not started is never computed."""
+abandoned request's embedding that has not started is never computed; a
+worker's job embeds as its owner."""
 
 from __future__ import annotations
 
@@ -11,10 +12,20 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
 
+import dramatiq
 import pytest
 
 from memjobs_worker.embedding import build_embedder
-from memjobs_worker.embedding.fair import Abandoned, BoundedEmbedder, Claim, ModelBusy, ModelShare
+from memjobs_worker.embedding.fair import (
+    ANONYMOUS,
+    Abandoned,
+    BoundedEmbedder,
+    Claim,
+    ModelBusy,
+    ModelShare,
+    OwnerTurns,
+    current_party,
+)
 from memjobs_worker.embedding.local import WINDOW_TOKENS, LocalEmbedder, _load, fit_window
 from memjobs_worker.settings import Settings
 
@@ -181,3 +192,27 @@ def test_a_text_that_fits_the_window_is_embedded_as_it_is() -> None:
     embedder = LocalEmbedder()
     long = "1 " * 16000
     assert embedder.embed(long, "add") == embedder.embed(fit_window(model, long, query=False), "add")
+
+
+def test_a_worker_job_s_embeddings_are_its_owner_s_turns() -> None:
+    from dramatiq.brokers.stub import StubBroker
+    from dramatiq.worker import Worker
+
+    broker = StubBroker()
+    broker.add_middleware(OwnerTurns())
+    seen: list[str] = []
+
+    @dramatiq.actor(broker=broker, max_retries=0)
+    def job(payload: dict[str, str]) -> None:
+        seen.append(current_party())
+
+    worker = Worker(broker, worker_threads=1)
+    worker.start()
+    try:
+        job.send({"owner_key": "a" * 64})
+        job.send({"no_owner": "here"})
+        broker.join(job.queue_name)
+        worker.join()
+    finally:
+        worker.stop()
+    assert seen == ["a" * 64, ANONYMOUS]

@@ -40,6 +40,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
@@ -203,6 +204,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
+    broker.add_middleware(OwnerTurns())  # a job's embeddings are its owner's turns
     for queue in QUEUES:
         if queue != QUEUE_KNOWLEDGE or settings.knowledge_enabled:  # opt-in: off, never consumed
             broker.declare_queue(queue)

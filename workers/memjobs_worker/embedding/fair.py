@@ -19,8 +19,10 @@ findings 3 and 6; docs/security.md, "Bounded work").
 
 How a request is tied to its turns: the door opens ``share.party(owner, claim)``
 around the blocking call in its worker thread; the embedder's calls in that
-thread find the claim in a context variable. Work outside any party (a worker's
-job, the CLI) takes turns as the anonymous party ``""``, without admission.
+thread find the claim in a context variable. A worker's job is its owner's
+(:class:`OwnerTurns`, a Dramatiq middleware, without admission); other work
+(the CLI, ``memjobs reembed``) takes turns as the anonymous party ``""``, which
+may use every slot.
 
 Errors: :class:`ModelBusy` (a :class:`~memjobs_client.errors.TransientError`:
 retry later) and :class:`Abandoned` (raised in the worker thread only; nobody
@@ -35,6 +37,10 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+import dramatiq
+from dramatiq.broker import MessageProxy
+from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import TransientError
 
@@ -194,6 +200,31 @@ class ModelShare:
         """Requests of ``party`` open now (for tests and metrics)."""
         with self._cond:
             return self._open[party]
+
+
+def current_party() -> str:
+    """The party this thread's embeddings are turns of (:data:`ANONYMOUS` outside any)."""
+    hold = _CURRENT.get()
+    return hold.party if hold is not None else ANONYMOUS
+
+
+class OwnerTurns(Middleware):
+    """Worker middleware: a job's embeddings are its owner's turns on the process's
+    model share (the message's ``owner_key``), so one owner's jobs hold at most one
+    of the share's slots and another owner's job takes the next free one (no
+    admission here: the queue already holds what waits)."""
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        payload = message.args[0] if message.args else None
+        owner = payload.get("owner_key") if isinstance(payload, dict) else None
+        _CURRENT.set(_Hold(owner, None) if isinstance(owner, str) and owner else None)
+
+    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None) -> None:
+        _CURRENT.set(None)
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        _CURRENT.set(None)
 
 
 class BoundedEmbedder:
