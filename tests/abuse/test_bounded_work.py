@@ -7,7 +7,8 @@ another owner's recall and ``/healthz`` timed while the attack runs.
 - F3: one owner's four threads of long recalls (each at the query cap, the most
   a query may cost) hold at most their own share of the model;
 - F6: eight 32 KB sources of one owner leave another owner's new source learned
-  within a minute, and are learned themselves (one window each).
+  within a minute, and are learned themselves (one window each); a flood of
+  them leaves another owner's recall answering.
 
 The bound on the victim's latency is the contract (200 within 1 s), taken as
 the median of ten probes, each on a new connection, so that one scheduling
@@ -199,6 +200,25 @@ def test_f6_long_sources_of_one_owner_leave_another_owner_s_source_learned(
     print(f"\nF6 another owner's source learned in {time.monotonic() - started:.1f} s")
     wait_for(lambda: states(api.url, "mallory") == ["learned"] * 8, 300, "the long sources learned")
     print(f"F6 the eight 32 KB sources learned in {time.monotonic() - started:.1f} s")
+
+
+def test_f6_a_flood_of_long_remembers_leaves_other_owners_recall_answering(
+        start_api: Callable[..., ApiProcess]) -> None:
+    api = start_api(local_embedder="e5")
+    warm_up(api.url)
+
+    def send(client: httpx.Client, n: int) -> httpx.Response:
+        return client.post("/v1/remember", json={"owner_id": "mallory",
+                                                 "text": f"long note {n}: " + "1 " * 15990})
+
+    with Attack(api.url, 4, send) as attack:
+        # Each remember's credential check costs seconds of CPU in a backend thread.
+        attack.wait_for("two long remembers accepted", lambda s: s[202] >= 2)
+        recall, health = victim_probes(api.url)
+        assert attack.running
+    print(f"\nF6 flood, the attacker's statuses: {dict(attack.statuses)}")
+    assert_answered_in_time("F6 flood, victim recall", recall)
+    assert_answered_in_time("F6 flood, /healthz", health)
 
 
 def states(url: str, owner: str) -> list[str]:

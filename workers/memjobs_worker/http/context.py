@@ -110,8 +110,8 @@ class ApiContext:
         return await self._run(self.executor, fn, *args, **kwargs)
 
     async def compute(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """:meth:`call` for CPU-bound Python work (redacting a transcript): on the
-        process's one computing thread, so that such work never runs on the event
+        """:meth:`call` for CPU-bound Python work (redacting a transcript, checking a
+        long text for credentials): on the process's one computing thread, so that such work never runs on the event
         loop and never fights it with more than one thread for the GIL. Work not
         started when its request is abandoned is dropped; work that checks
         :func:`ensure_wanted` between its parts stops there.

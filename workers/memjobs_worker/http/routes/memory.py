@@ -21,6 +21,9 @@ from memjobs_worker.http.schemas import (
     RememberRequest,
 )
 
+#: Characters of a remembered text beyond which its checks run on the computing thread.
+LONG_TEXT_CHARS = 2000
+
 router = APIRouter(prefix="/v1", tags=["personal memory"], dependencies=[Depends(auth.gateway)],
                    route_class=JsonRoute)
 
@@ -31,8 +34,12 @@ async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
 
     The source id is a function of (owner, text): the same words are stored once."""
-    source_id = await c.call(c.client.remember, body.owner_id, body.text,
-                             session_id=body.session_id, kind=body.kind)
+    # A long text's credential check costs CPU by the kilobyte (seconds for 32 KB of
+    # digits): on the one computing thread, so that a flood of them does not fight
+    # every other owner's requests for the GIL from all the backend threads.
+    run = c.compute if len(body.text) > LONG_TEXT_CHARS else c.call
+    source_id = await run(c.client.remember, body.owner_id, body.text,
+                          session_id=body.session_id, kind=body.kind)
     # The hot path: a ready response skips FastAPI's re-validation of the model.
     return JSONResponse({"source_id": source_id, "status": "queued"}, status_code=202)
 
