@@ -50,6 +50,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
+from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.logs import redact_text
 from memjobs_worker.memory.queued import SettleQueuedRemembers
@@ -216,6 +217,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
                                     ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
     broker.add_middleware(SettleQueuedRemembers(broker.client))  # a forget's O(1) "was it sent?"
+    broker.add_middleware(OwnerTurns())  # a job's embeddings are its owner's turns
     for queue in QUEUES:
         if queue != QUEUE_KNOWLEDGE or settings.knowledge_enabled:  # opt-in: off, never consumed
             broker.declare_queue(queue)

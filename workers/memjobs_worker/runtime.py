@@ -30,6 +30,7 @@ from memjobs_worker.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from memjobs_worker.embedding.fair import ModelShare
     from memjobs_worker.knowledge.search import SearchOutcome
     from memjobs_worker.knowledge.store import KnowledgeStore
     from memjobs_worker.memory.engine.base import MemoryEngine
@@ -93,6 +94,13 @@ class Runtime:
         migrate(engine)
         return engine
 
+    @cached_property
+    def model_share(self) -> ModelShare:
+        """This process's model slots: every embedder it builds takes turns on them."""
+        from memjobs_worker.embedding import model_share
+
+        return model_share(self.settings)
+
     def chat(self, purpose: str) -> ChatModel | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""
         if purpose not in self._chats:
@@ -110,7 +118,7 @@ class Runtime:
     @cached_property
     def engine(self) -> MemoryEngine:
         self.db  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
-        engine = build_engine(self.settings, self.endpoints.database_url)
+        engine = build_engine(self.settings, self.endpoints.database_url, share=self.model_share)
         if self._on_engine_built is not None:
             self._on_engine_built()
         return engine
@@ -185,7 +193,7 @@ class Runtime:
 
         self.knowledge  # noqa: B018  (the switch, and the knowledge tables, first)
         check_knowledge_vectors(self.db, model_id(self.settings), self.settings.vector_dims)
-        embedder: RemoteEmbedder = build_embedder(self.settings)
+        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share)
         return embedder
 
     def search_knowledge(self, owner_key: str, query: str, k: int, *,

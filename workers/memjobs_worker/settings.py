@@ -118,6 +118,12 @@ class Settings(BaseSettings):
     local_embedder: Literal["e5", "hashing"] = "e5"
     #: OpenMP threads of one local-model call (each process holds its own model).
     local_embedder_threads: int = Field(default=1, ge=1, le=64)
+    #: Characters of one text embedded at most: the rest is not sent to the service nor
+    #: tokenised by the local model (which then reads its 512-token window at most).
+    embedding_max_chars: int = Field(default=8192, ge=100, le=1_000_000)
+    #: Embeddings one process runs at once; one owner holds at most one of them
+    #: (docs/security.md, "Bounded work").
+    embedding_slots: int = Field(default=2, ge=1, le=64)
 
     # Ledger and extraction.
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
@@ -206,6 +212,11 @@ class Settings(BaseSettings):
     api_max_public_in_flight: int = Field(default=8, ge=1)
     api_backend_timeout_ms: int = Field(default=10_000, ge=100)
     api_max_listing: int = Field(default=200, ge=1, le=10_000)
+    #: Characters of a recall or knowledge-search query (422 over it).
+    api_max_query_chars: int = Field(default=1000, ge=10, le=2000)
+    #: Requests of one owner that may embed at once in one API process, running or
+    #: waiting for the model (429 model_busy beyond, for that owner only).
+    api_model_per_owner: int = Field(default=2, ge=1, le=64)
     #: Off loopback the API serves TLS (api_tls_cert/key) or says that a proxy in front
     #: terminates it (the Kubernetes ingress case): docs/security.md.
     api_tls_terminated_by_proxy: bool = False

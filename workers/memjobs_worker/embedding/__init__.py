@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memjobs_worker.embedding.fair import BoundedEmbedder, ModelShare
 from memjobs_worker.settings import Settings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
@@ -34,9 +35,18 @@ def model_id(settings: Settings) -> str:
     return HASHING_ID
 
 
-def build_embedder(settings: Settings) -> Any:
+def model_share(settings: Settings) -> ModelShare:
+    """The model slots of one process (:class:`~memjobs_worker.embedding.fair.ModelShare`):
+    ``MEMJOBS_EMBEDDING_SLOTS`` at once, ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
+    return ModelShare(slots=settings.embedding_slots, per_party=settings.api_model_per_owner)
+
+
+def build_embedder(settings: Settings, share: ModelShare | None = None) -> Any:
     """The embedding service, the local model, or the hashed embedder (in that order
-    of precedence); the local model loads on first use.
+    of precedence); the local model loads on first use. The service and the local
+    model take turns on ``share`` (a new one when none is given) and get at most
+    ``MEMJOBS_EMBEDDING_MAX_CHARS`` characters of a text
+    (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`).
 
     Raises:
         ConfigurationError: the local model is chosen but not installed here
@@ -44,13 +54,15 @@ def build_embedder(settings: Settings) -> Any:
     """
     from memjobs_worker.model_client import remote_embedder
 
+    share = share or model_share(settings)
     remote = remote_embedder(settings)
     if remote is not None:
-        return remote
+        return BoundedEmbedder(remote, share, settings.embedding_max_chars)
     if settings.local_embedder == "e5":
         from memjobs_worker.embedding.local import LocalEmbedder
 
-        return LocalEmbedder(settings.local_embedder_threads)
+        return BoundedEmbedder(LocalEmbedder(settings.local_embedder_threads), share,
+                               settings.embedding_max_chars)
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
     return HashingEmbedder(settings.offline_embedding_dims)

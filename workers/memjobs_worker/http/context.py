@@ -16,6 +16,7 @@ use: the context holds functions that return them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import logging
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from fastapi import Request
 
 from memjobs_client.client import MemjobsClient
 from memjobs_client.errors import MemjobsError
+from memjobs_worker.embedding.fair import Abandoned, Claim, ModelShare
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import Tokens
 from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
@@ -47,6 +49,9 @@ from memjobs_worker.settings import Settings
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: The claim of the request a worker thread works for (set by :meth:`ApiContext.call`).
+CLAIM: contextvars.ContextVar[Claim | None] = contextvars.ContextVar("memjobs_api_claim", default=None)
 
 #: Threads that run blocking backend calls (Redis enqueues, database and mem0 reads).
 BACKEND_THREADS = 8
@@ -77,7 +82,11 @@ class ApiContext:
         self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
         self.memory_audit: Callable[[], AuditTrail] = lambda: runtime.audit
         self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
-        self.search_knowledge: Callable[[str, str, int], SearchOutcome] = runtime.search_knowledge
+        self.model_share: ModelShare = runtime.model_share
+        # Every search (the route's and /mcp's) embeds as its owner's turn.
+        self.search_knowledge: Callable[[str, str, int], SearchOutcome] = (
+            lambda owner, query, k: _as_party(self.model_share, owner,
+                                              partial(runtime.search_knowledge, owner, query, k)))
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
             lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
         self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
@@ -88,6 +97,7 @@ class ApiContext:
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
         self.executor = ThreadPoolExecutor(min(BACKEND_THREADS, settings.api_max_in_flight),
                                            thread_name_prefix="memjobs-api-backend")
+        self.cpu = ThreadPoolExecutor(1, thread_name_prefix="memjobs-api-cpu")
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking backend call in a worker thread, bounded by the backend timeout.
@@ -97,11 +107,26 @@ class ApiContext:
                 error that is not a memjobs error (logged by class name only).
             MemjobsError: as the call raised it (mapped to its problem type).
         """
-        work = partial(fn, *args, **kwargs)
+        return await self._run(self.executor, fn, *args, **kwargs)
+
+    async def compute(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`call` for CPU-bound Python work (redacting a transcript, checking a
+        long text for credentials): on the process's one computing thread, so that such work never runs on the event
+        loop and never fights it with more than one thread for the GIL. Work not
+        started when its request is abandoned is dropped; work that checks
+        :func:`ensure_wanted` between its parts stops there.
+
+        Raises:
+            ProblemError: as :meth:`call` does.
+        """
+        return await self._run(self.cpu, fn, *args, **kwargs)
+
+    async def _run(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        claim = Claim()
+        work = partial(_unless_abandoned, claim, contextvars.copy_context(), partial(fn, *args, **kwargs))
         try:
             async with asyncio.timeout(self.timeout_s):
-                # On timeout the await is abandoned; the thread finishes (or times out) on its own.
-                result = await asyncio.get_running_loop().run_in_executor(self.executor, work)
+                result = await asyncio.get_running_loop().run_in_executor(executor, work)
             return result
         except TimeoutError:
             log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
@@ -116,11 +141,59 @@ class ApiContext:
             log.error("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
                                                     "error": type(exc).__name__})
             raise ProblemError("internal") from None
+        finally:
+            # Answered, timed out or cancelled: work not started yet is dropped, and an
+            # embedding still waiting for its turn gives the turn up (the thread itself
+            # cannot be stopped once it runs; the embedder's window bounds what is left).
+            claim.abandon()
+
+    async def call_model(self, owner_key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`call` for work that embeds: its embeddings are the owner's turns on the
+        process's model share (one running at a time per owner, the owners served in
+        turn), and an owner with ``MEMJOBS_API_MODEL_PER_OWNER`` such requests open
+        already is refused, that owner only.
+
+        Raises:
+            ModelBusy: (429 ``model_busy``) the owner's requests fill its share.
+        """
+        return await self.call(_as_party, self.model_share, owner_key, partial(fn, *args, **kwargs))
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.cpu.shutdown(wait=False, cancel_futures=True)
         self._runtime.close()
         self.client.close()
+
+
+def _unless_abandoned(claim: Claim, context: contextvars.Context, work: Callable[[], T]) -> T:
+    """Run ``work`` in the caller's context (the claim in it), unless its request was
+    abandoned while the work waited for a thread: then nothing runs."""
+    if claim.abandoned:
+        raise Abandoned()
+    return context.run(_with_claim, claim, work)
+
+
+def ensure_wanted() -> None:
+    """Between the parts of long work in a worker thread: stop when its request is gone.
+
+    Raises:
+        Abandoned: the request this thread works for was answered, timed out or cancelled.
+    """
+    claim = CLAIM.get()
+    if claim is not None and claim.abandoned:
+        raise Abandoned()
+
+
+def _with_claim(claim: Claim, work: Callable[[], T]) -> T:
+    CLAIM.set(claim)
+    return work()
+
+
+def _as_party(share: ModelShare, owner_key: str, work: Callable[[], T]) -> T:
+    """``work`` as ``owner_key``'s request on ``share`` (in a worker thread, under
+    the claim :meth:`ApiContext.call` put in its context, if any)."""
+    with share.party(owner_key, CLAIM.get()):
+        return work()
 
 
 def _with_timeouts(redis_url: str, seconds: float) -> str:

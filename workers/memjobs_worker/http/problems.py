@@ -35,6 +35,7 @@ from memjobs_client.errors import (
     SensitiveContent,
     TransientError,
 )
+from memjobs_worker.embedding.fair import ModelBusy
 from memjobs_worker.embedding.record import EmbeddingModelChanged
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
     ProblemType("request_timeout", 408, "The request was not sent in time"),
     ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),
+    ProblemType("model_busy", 429,
+                "This owner's earlier requests still hold its share of the model; retry later"),
     ProblemType("overloaded", 503, "Too many requests in flight; retry later"),
     ProblemType("redis_full", 503, "Redis is full: nothing was queued; retry once the workers have drained it"),
     ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
@@ -124,6 +127,7 @@ BY_CLASS: tuple[tuple[type[MemjobsError], str], ...] = (
     (KnowledgeOff, "knowledge_off"),
     (InvalidPayload, "validation"),
     (RedisFull, "redis_full"),
+    (ModelBusy, "model_busy"),
     (BackendUnavailable, "backend_unavailable"),
     (ModelUnavailable, "model_unavailable"),
     (LockLost, "backend_unavailable"),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from sqlalchemy.engine import Engine
@@ -18,6 +18,9 @@ from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.settings import Settings
 
+if TYPE_CHECKING:
+    from memjobs_worker.embedding.fair import ModelShare
+
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
 
 
@@ -29,11 +32,12 @@ def ensure_memory_on(settings: Settings) -> None:
         raise MemoryOff()
 
 
-def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
+def build_engine(settings: Settings, database_url: str, *, share: ModelShare | None = None) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
     local model, or the hashed embedder), refused when the stored vectors came
-    from another embedder (``memjobs reembed``).
+    from another embedder (``memjobs reembed``). ``share``: the process's model
+    slots, shared with its knowledge embedder (a new one when none is given).
 
     Raises:
         MemoryOff: personal memory is switched off.
@@ -47,7 +51,7 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
         database_url=libpq_url(database_url),
         data_dir=settings.data_dir / "mem0",
         dims=settings.vector_dims,
-        embedder=build_embedder(settings),
+        embedder=build_embedder(settings, share),
         chat=chat_model(settings, "extract"),
         min_score=settings.recall_min_score,
         model_id=model_id(settings),

@@ -63,6 +63,18 @@ async def owner_header(owner: str = Depends(owner_id_header)) -> str:
     return owner_key(owner)
 
 
+def check_query_chars(query: str, limit: int) -> None:
+    """Refuse a recall or search query longer than ``limit`` characters
+    (``MEMJOBS_API_MAX_QUERY_CHARS``) before anything is checked or embedded.
+
+    Raises:
+        ProblemError: ``validation``, naming the cap and its setting.
+    """
+    if len(query) > limit:
+        raise ProblemError("validation", f"query: {len(query)} characters, over the limit of {limit} "
+                           "characters (MEMJOBS_API_MAX_QUERY_CHARS)")
+
+
 #: A route's context parameter: ``c: Ctx``.
 Ctx = Annotated[ApiContext, Depends(ctx)]
 #: A GET route's owner parameter: the storage key of the ``X-Memjobs-Owner`` owner.

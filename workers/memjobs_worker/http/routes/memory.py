@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
+from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, check_query_chars, errors, owner_key_of
 from memjobs_worker.http.schemas import (
     ForgetAccepted,
     ForgetRequest,
@@ -21,6 +21,9 @@ from memjobs_worker.http.schemas import (
     RememberRequest,
 )
 
+#: Characters of a remembered text beyond which its checks run on the computing thread.
+LONG_TEXT_CHARS = 2000
+
 router = APIRouter(prefix="/v1", tags=["personal memory"], route_class=JsonRoute)
 
 
@@ -30,8 +33,12 @@ async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
 
     The source id is a function of (owner, text): the same words are stored once."""
-    source_id = await c.call(c.client.remember, body.owner_id, body.text,
-                             session_id=body.session_id, kind=body.kind)
+    # A long text's credential check costs CPU by the kilobyte (seconds for 32 KB of
+    # digits): on the one computing thread, so that a flood of them does not fight
+    # every other owner's requests for the GIL from all the backend threads.
+    run = c.compute if len(body.text) > LONG_TEXT_CHARS else c.call
+    source_id = await run(c.client.remember, body.owner_id, body.text,
+                          session_id=body.session_id, kind=body.kind)
     # The hot path: a ready response skips FastAPI's re-validation of the model.
     return JSONResponse({"source_id": source_id, "status": "queued"}, status_code=202)
 
@@ -56,13 +63,18 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
 
 
 @router.post("/recall", dependencies=[needs("read")], response_model=Memories,
-             responses=errors(*COMMON, "sensitive_content", "memory_off"))
+             responses=errors(*COMMON, "sensitive_content", "memory_off", "model_busy"))
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned).
 
     A query that looks like a credential is refused (``sensitive_content``) before
-    anything is embedded, as a knowledge search's is: it never reaches the model service."""
-    hits = await c.call(c.memory.recall, owner_key_of(body.owner_id), body.query, body.limit)
+    anything is embedded, as a knowledge search's is: it never reaches the model service.
+    A query over ``MEMJOBS_API_MAX_QUERY_CHARS`` characters is refused (``validation``);
+    an owner whose earlier recalls and searches still hold its share of the model
+    gets ``model_busy`` (429), other owners are served meanwhile."""
+    check_query_chars(body.query, c.settings.api_max_query_chars)
+    hits = await c.call_model(key := owner_key_of(body.owner_id), c.memory.recall, key, body.query,
+                              body.limit)
     return Memories(memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score,
                                      source_ids=h.source_ids) for h in hits])
 

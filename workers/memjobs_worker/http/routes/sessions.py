@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from fastapi import APIRouter, Path, Query
 
-from memjobs_client.contracts import ACTOR_CONSOLIDATE, ACTOR_DIGEST
+from memjobs_client.contracts import ACTOR_CONSOLIDATE, ACTOR_DIGEST, Turn
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
+from memjobs_worker.http.context import ensure_wanted
+from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.schemas import (
     EndSessionRequest,
@@ -26,6 +31,31 @@ SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 
 
+def check_transcript_bytes(turns: Sequence[Turn], limit: int) -> None:
+    """Refuse a transcript whose turns hold more than ``limit`` bytes of UTF-8 text,
+    before any of it is scanned for credentials (encoding is linear and cheap; the
+    scan is neither: a 960 KB transcript held the event loop for 70 s).
+
+    Raises:
+        ProblemError: ``validation``, naming the size, the cap and its setting.
+    """
+    size = sum(len(t.text.encode("utf-8", "surrogatepass")) for t in turns)
+    if size > limit:
+        raise ProblemError("validation", f"transcript: {size} bytes, over the limit of {limit} bytes "
+                           "(MEMJOBS_MAX_TRANSCRIPT_BYTES)")
+
+
+def _redacted(body: EndSessionRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The turns and tasks as JSON, secrets blanked out, one turn at a time (in the
+    computing thread: it stops between turns once the request is gone)."""
+    transcript = []
+    for turn in body.transcript:
+        ensure_wanted()
+        transcript.append({**turn.model_dump(mode="json"), "text": redact_secrets(turn.text)})
+    tasks = [{**t.model_dump(mode="json"), "goal": redact_secrets(t.goal)} for t in body.tasks]
+    return transcript, tasks
+
+
 @router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
              responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
 async def end_session(body: EndSessionRequest, c: Ctx,
@@ -37,10 +67,13 @@ async def end_session(body: EndSessionRequest, c: Ctx,
     ``"consolidate": false`` / ``"digest": false`` opt out. Each job is queued once
     per (owner, session), even when ended twice at once: a second end queues only
     what the first did not (``already_ended`` when that is nothing). A secret in
-    a turn or a task goal is replaced by ``[REDACTED]`` before anything is enqueued."""
-    transcript = [{**t.model_dump(mode="json"), "text": redact_secrets(t.text)}
-                  for t in body.transcript]
-    tasks = [{**t.model_dump(mode="json"), "goal": redact_secrets(t.goal)} for t in body.tasks]
+    a turn or a task goal is replaced by ``[REDACTED]`` before anything is enqueued.
+
+    A transcript over ``MEMJOBS_MAX_TRANSCRIPT_BYTES`` is refused (``validation``)
+    before any of it is scanned; the redaction runs off the event loop, and stops
+    when the request is gone."""
+    check_transcript_bytes(body.transcript, c.client.max_transcript_bytes)
+    transcript, tasks = await c.compute(_redacted, body)
     sent = await c.call(c.client.end_session, body.owner_id, session_id, transcript, tasks,
                         consolidate=body.consolidate, digest=body.digest)
     opted_out = [actor for actor, wanted in ((ACTOR_CONSOLIDATE, body.consolidate),
@@ -65,5 +98,6 @@ async def sessions(key: OwnerKey, c: Ctx,
             responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
 async def put_task(body: TaskUpdate, c: Ctx, task_id: str = TaskId) -> TaskAccepted:
     """Report a task's status to the task ledger (read live by session recall)."""
-    await c.call(c.client.record_task, body.owner_id, task_id, redact_secrets(body.goal), body.status)
+    await c.call(lambda: c.client.record_task(body.owner_id, task_id, redact_secrets(body.goal),
+                                              body.status))
     return TaskAccepted(task_id=task_id, status="queued")

@@ -1,0 +1,79 @@
+"""A real ``memjobs api`` process, as operators run it, for the tests that load it
+(its event loop, threads and model are its own, not the test's), and the probes
+that time another owner's requests while it is under attack."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from memjobs_worker.settings import Settings
+from tests.support.harness import REPO, worker_env
+
+
+@dataclass
+class ApiProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+
+@contextmanager
+def api_process(settings: Settings, log: Path) -> Iterator[ApiProcess]:
+    """``memjobs api`` on ``settings`` (``api_port=0``), its stderr in ``log``;
+    stopped (its process group) on exit."""
+    out = open(log, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
+                            env=worker_env(settings), stdout=subprocess.PIPE, stderr=out,
+                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
+        assert "memjobs API on http://" in line, (line, log.read_text())
+        yield ApiProcess(proc, line.split(" on ", 1)[1].split(";", 1)[0], log)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(20)
+        out.close()
+
+
+@dataclass(frozen=True)
+class Probes:
+    """The statuses and latencies (ms) of one kind of probe."""
+
+    statuses: list[int]
+    ms: list[float]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.ms)
+
+    def figures(self) -> str:
+        ordered = sorted(self.ms)
+        return (f"median {self.median_ms:.1f} ms, p90 {ordered[int(len(ordered) * 0.9)]:.1f} ms, "
+                f"max {ordered[-1]:.1f} ms over {len(ordered)}")
+
+
+def probe(send: Callable[[httpx.Client], httpx.Response], url: str, times: int) -> Probes:
+    """``times`` requests, each on a new connection (a new client), one after another."""
+    statuses, ms = [], []
+    for _ in range(times):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            started = time.perf_counter()
+            statuses.append(send(client).status_code)
+            ms.append((time.perf_counter() - started) * 1000)
+    return Probes(statuses, ms)

@@ -1,0 +1,258 @@
+"""Fair use of one process's model: no owner's embeddings starve another's.
+
+What: :class:`ModelShare` hands out the process's model slots (``slots``
+embeddings at once) to *parties* (owners) in turn. A party may have at most
+``per_party`` requests open (running or waiting: the next one is refused with
+:class:`ModelBusy`, 429 at the HTTP door, for that party alone) and at most one
+embedding running, so ``slots - 1`` slots stay free for everyone else while one
+owner floods; waiting parties are served round robin, not first come. A
+:class:`Claim` is one request's hold: when its request is abandoned (timed
+out, disconnected) the claim is abandoned too, and an embedding it has not
+started is dropped, never computed for nobody. :class:`BoundedEmbedder` wraps
+an embedder: each call takes a turn, and each text is cut to ``max_chars``
+characters first (what is sent to a service, what the local model tokenises).
+
+Why: one owner's long queries held the single model lock of the API process
+for seconds each; every other owner's recall queued behind them, timed out,
+and the abandoned work kept the model busy after the attack stopped (issue 31,
+findings 3 and 6; docs/security.md, "Bounded work").
+
+How a request is tied to its turns: the door opens ``share.party(owner, claim)``
+around the blocking call in its worker thread; the embedder's calls in that
+thread find the claim in a context variable. A worker's job is its owner's
+(:class:`OwnerTurns`, a Dramatiq middleware, without admission); other work
+(the CLI, ``memjobs reembed``) takes turns as the anonymous party ``""``, which
+may use every slot.
+
+Errors: :class:`ModelBusy` (a :class:`~memjobs_client.errors.TransientError`:
+retry later) and :class:`Abandoned` (raised in the worker thread only; nobody
+reads it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dramatiq
+from dramatiq.broker import MessageProxy
+from dramatiq.middleware import Middleware
+
+from memjobs_client.errors import TransientError
+
+#: The party of work done outside any request (worker jobs, the CLI).
+ANONYMOUS = ""
+
+
+class ModelBusy(TransientError):
+    """This owner already has as many embeddings running or waiting as one owner may."""
+
+    reason = "model_busy"
+
+
+class Abandoned(Exception):
+    """The request this work was for is gone: the work was dropped before it started."""
+
+
+class Claim:
+    """One request's hold on model work; :meth:`abandon` when nobody waits for it any more."""
+
+    def __init__(self) -> None:
+        self._abandoned = threading.Event()
+        self._waiting_on: threading.Condition | None = None
+        self._guard = threading.Lock()
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned.is_set()
+
+    def abandon(self) -> None:
+        """Mark the claim abandoned and wake the turn it may be waiting for."""
+        self._abandoned.set()
+        with self._guard:
+            waiting_on = self._waiting_on
+        if waiting_on is not None:
+            with waiting_on:
+                waiting_on.notify_all()
+
+    def _waits_on(self, cond: threading.Condition | None) -> None:
+        with self._guard:
+            self._waiting_on = cond
+
+
+class _Hold:
+    def __init__(self, party: str, claim: Claim | None) -> None:
+        self.party = party
+        self.claim = claim
+
+
+_CURRENT: contextvars.ContextVar[_Hold | None] = contextvars.ContextVar("memjobs_model_hold", default=None)
+
+
+class ModelShare:
+    """The model time of one process, shared among parties.
+
+    Parameters:
+        slots: embeddings run at once (the local model is thread-safe; each call
+            runs on its own OpenMP threads).
+        per_party: requests one party may have open (running or waiting) at once.
+    """
+
+    def __init__(self, slots: int = 2, per_party: int = 2) -> None:
+        if slots < 1 or per_party < 1:
+            raise ValueError("slots and per_party must be at least 1")
+        self.slots = slots
+        self.per_party = per_party
+        self._cond = threading.Condition()
+        self._open: Counter[str] = Counter()
+        self._running: Counter[str] = Counter()
+        self._waiting: dict[str, deque[object]] = {}  # per party, in order of arrival
+        self._started = 0
+        self._last_start: dict[str, int] = {}  # a party's latest start, while it has turns
+        self.dropped = 0  #: turns dropped because their request was abandoned
+
+    @contextmanager
+    def party(self, party: str, claim: Claim | None = None) -> Iterator[None]:
+        """Admit one request of ``party`` for the block (the embedder's turns in it are its).
+
+        Raises:
+            ModelBusy: ``party`` already has :attr:`per_party` requests open.
+        """
+        with self._cond:
+            if self._open[party] >= self.per_party:
+                raise ModelBusy(f"this owner already has {self.per_party} embeddings running or "
+                                "waiting; retry once they are answered")
+            self._open[party] += 1
+        token = _CURRENT.set(_Hold(party, claim))
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+            with self._cond:
+                self._open[party] -= 1
+                if not self._open[party]:
+                    del self._open[party]
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Wait for this thread's party's turn, and hold a slot for the block.
+
+        Raises:
+            Abandoned: the request was abandoned before its turn came (nothing ran).
+        """
+        hold = _CURRENT.get() or _Hold(ANONYMOUS, None)
+        me = object()
+        claim = hold.claim
+        if claim is not None:
+            claim._waits_on(self._cond)
+        with self._cond:
+            self._waiting.setdefault(hold.party, deque()).append(me)
+            try:
+                while not self._my_turn(hold.party, me):
+                    if claim is not None and claim.abandoned:
+                        self.dropped += 1
+                        raise Abandoned()
+                    self._cond.wait()
+            finally:
+                queue = self._waiting[hold.party]
+                queue.remove(me)
+                if not queue:
+                    del self._waiting[hold.party]
+                if claim is not None:
+                    claim._waits_on(None)
+                self._forget_if_idle(hold.party)
+                self._cond.notify_all()  # the first waiting party may be another now
+            self._running[hold.party] += 1
+            self._started += 1
+            self._last_start[hold.party] = self._started
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running[hold.party] -= 1
+                if not self._running[hold.party]:
+                    del self._running[hold.party]
+                self._forget_if_idle(hold.party)
+                self._cond.notify_all()
+
+    def _forget_if_idle(self, party: str) -> None:
+        if party not in self._waiting and not self._running[party]:
+            self._last_start.pop(party, None)
+            del self._running[party]
+
+    def _my_turn(self, party: str, me: object) -> bool:
+        """Whether ``me`` may start: a slot is free, and ``me`` is the first turn of
+        the waiting party served least recently among those with nothing running
+        (round robin; the anonymous party, a worker's own jobs, may run in every slot)."""
+        if sum(self._running.values()) >= self.slots:
+            return False
+        ready = [p for p in self._waiting if p == ANONYMOUS or not self._running[p]]
+        if not ready:
+            return False
+        first = min(ready, key=lambda p: self._last_start.get(p, 0))  # ties: first arrived
+        return first == party and self._waiting[first][0] is me
+
+    def open_requests(self, party: str) -> int:
+        """Requests of ``party`` open now (for tests and metrics)."""
+        with self._cond:
+            return self._open[party]
+
+
+def current_party() -> str:
+    """The party this thread's embeddings are turns of (:data:`ANONYMOUS` outside any)."""
+    hold = _CURRENT.get()
+    return hold.party if hold is not None else ANONYMOUS
+
+
+class OwnerTurns(Middleware):
+    """Worker middleware: a job's embeddings are its owner's turns on the process's
+    model share (the message's ``owner_key``), so one owner's jobs hold at most one
+    of the share's slots and another owner's job takes the next free one (no
+    admission here: the queue already holds what waits)."""
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        payload = message.args[0] if message.args else None
+        owner = payload.get("owner_key") if isinstance(payload, dict) else None
+        _CURRENT.set(_Hold(owner, None) if isinstance(owner, str) and owner else None)
+
+    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None) -> None:
+        _CURRENT.set(None)
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        _CURRENT.set(None)
+
+
+class BoundedEmbedder:
+    """An embedder whose calls take turns on a :class:`ModelShare`, each text cut
+    to ``max_chars`` characters first.
+
+    Parameters:
+        inner: an embedder with mem0's shape (``embed``, ``embed_batch``).
+        share: the process's model share.
+        max_chars: characters of one text passed on (the local model then cuts
+            it to its 512-token window; a service gets no more than this).
+    """
+
+    def __init__(self, inner: Any, share: ModelShare, max_chars: int) -> None:
+        self.inner = inner
+        self.share = share
+        self.max_chars = max_chars
+
+    def __getattr__(self, name: str) -> Any:  # model_id, dims, warm, …
+        return getattr(self.inner, name)
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        with self.share.turn():
+            vector: list[float] = self.inner.embed(text[:self.max_chars], memory_action)
+            return vector
+
+    def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
+        with self.share.turn():
+            vectors: list[list[float]] = self.inner.embed_batch(
+                [t[:self.max_chars] for t in texts], memory_action)
+            return vectors
