@@ -198,7 +198,11 @@ class Stack:
         return int(self.redis.info("memory")["used_memory"])
 
     def dead_letters(self) -> int:
-        return sum(int(self.redis.zcard(keys.dead_letters(q))) for q in QUEUES)
+        return sum(self.dead_by_queue().values())
+
+    def dead_by_queue(self) -> dict[str, int]:
+        counts = {q: int(self.redis.zcard(keys.dead_letters(q))) for q in QUEUES}
+        return {q: n for q, n in counts.items() if n}
 
     def close(self) -> None:
         self.stop_workers()
@@ -544,11 +548,14 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         back = time.monotonic()
         dead_at_return = stack.dead_letters()
         snapshot = producer.snapshot()
+        at_return = ledger(stack.pg_url)
+        pending_at_return = sum(1 for k in snapshot if at_return.get(k, "pending") == "pending")
         print(f"outage {outage_s:.0f} s: {len(snapshot) - sent_before} sources sent during it; "
               f"{len(calls)} model calls ({by_route.get('chat', 0)} chat, {by_route.get('embeddings', 0)} "
               f"embeddings), {len(calls) / outage_s:.2f} calls/s; most extraction messages queued for one owner "
               f"{peak_owner} (all owners {peak_total}, {samples} samples every {args.sample_seconds:g} s); "
-              f"dead letters at the model's return {dead_at_return}", flush=True)
+              f"at the model's return: {pending_at_return} sources not final, {dead_at_return} dead letters",
+              flush=True)
         final, states = wait_final(stack.pg_url, snapshot, deadline.left(args.final_timeout), poll_s=0.5)
         recovered_s = time.monotonic() - back
         print(f"every source sent by the model's return final: {'yes' if final else 'NO'}, "
@@ -564,7 +571,7 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         dead = stack.dead_letters()
         print(f"sent {len(sent)} (producer failures {producer.failures}); states {states_all}; dead letters {dead}",
               flush=True)
-        verdict(dead == 0, "no dead letter from a model outage", f"{dead} dead letters")
+        verdict(dead == 0, "no dead letter from a model outage", f"{dead} dead letters {stack.dead_by_queue()}")
         verdict(final, "every source final once the model is back", f"{recovered_s:.0f} s; states {states}")
         verdict(not not_once, "every source learned exactly once",
                 f"{len(not_once)} of {len(sent)} not (states "
