@@ -434,7 +434,7 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         forgotten_keys = {(k, s) for _o, k, s in targeted}
         bad_forgotten = [(k, s) for k, s in forgotten_keys
                          if found.get((k, s)) != "forgotten" or counts[(k, s)] or (k, s) in derived]
-        verdict(not bad_forgotten, "every forgotten source is forgotten and never learned",
+        verdict(not bad_forgotten, "every source whose forget was asked is forgotten and never learned",
                 f"{len(bad_forgotten)} of {len(forgotten_keys)} not (states "
                 f"{dict(collections.Counter(found.get(x, 'missing') for x in bad_forgotten))}, "
                 f"{sum(1 for x in bad_forgotten if counts[x])} learned)")
