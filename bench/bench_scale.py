@@ -569,15 +569,14 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         counts = committed(stack.pg_url)
         not_once = [k for k in sent if found.get(k) != "learned" or counts[k] != 1]
         dead = stack.dead_letters()
-        print(f"sent {len(sent)} (producer failures {producer.failures}); states {states_all}; dead letters {dead}",
-              flush=True)
+        print(f"sent {len(sent)} (producer failures {producer.failures}); all final: {'yes' if final_all else 'NO'}, "
+              f"states {states_all}; dead letters {dead}", flush=True)
         verdict(dead == 0, "no dead letter from a model outage", f"{dead} dead letters {stack.dead_by_queue()}")
         verdict(final, "every source final once the model is back", f"{recovered_s:.0f} s; states {states}")
         verdict(not not_once, "every source learned exactly once",
                 f"{len(not_once)} of {len(sent)} not (states "
                 f"{dict(collections.Counter(found.get(k, 'missing') for k in not_once))}, committed attempts "
                 f"{dict(collections.Counter(counts[k] for k in not_once))})")
-        del final_all
     finally:
         if producer is not None:
             producer.stopping.set()
