@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck bench soak clean promtool typescript chromium
+.PHONY: demo test test-fast lint typecheck bench bench-scale soak clean promtool typescript chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -59,6 +59,14 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/bench_http.py
 	$(BIN)/python bench/bench_load.py
 	$(BIN)/python bench/bench_redis_sizing.py
+
+# Production sizes (docs/benchmarks.md): 100,000 queued remembers of 10,000 owners
+# (forget, status, readiness, console), then a 6-minute model outage under load,
+# with the default retries and with MEMJOBS_MAX_RETRIES=1. About an hour here.
+bench-scale: $(BIN)/.installed
+	$(BIN)/python bench/bench_scale.py --backlog --timeout 3000
+	$(BIN)/python bench/bench_scale.py --outage --outage-seconds 360 --final-timeout 600 --timeout 1200
+	$(BIN)/python bench/bench_scale.py --outage --outage-seconds 360 --max-retries 1 --final-timeout 600 --timeout 1200
 
 # Memory over 30 minutes of steady load with workers restarted (bench/soak_memory.py);
 # then many hosts in network namespaces, bigger and repeated (root only).
