@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.settings import Settings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
@@ -34,9 +35,10 @@ def model_id(settings: Settings) -> str:
     return HASHING_ID
 
 
-def build_embedder(settings: Settings) -> Any:
+def build_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> Any:
     """The embedding service, the local model, or the hashed embedder (in that order
-    of precedence); the local model loads on first use.
+    of precedence); the local model loads on first use. ``breaker``: the embedding
+    service's circuit breaker (:func:`memjobs_worker.model_breaker.breakers`).
 
     Raises:
         ConfigurationError: the local model is chosen but not installed here
@@ -44,7 +46,7 @@ def build_embedder(settings: Settings) -> Any:
     """
     from memjobs_worker.model_client import remote_embedder
 
-    remote = remote_embedder(settings)
+    remote = remote_embedder(settings, breaker)
     if remote is not None:
         return remote
     if settings.local_embedder == "e5":

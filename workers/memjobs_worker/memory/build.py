@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
@@ -15,6 +15,7 @@ from memjobs_worker.lease import redis_leases
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
+from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.settings import Settings
 
@@ -29,10 +30,12 @@ def ensure_memory_on(settings: Settings) -> None:
         raise MemoryOff()
 
 
-def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
+def build_engine(settings: Settings, database_url: str,
+                 breakers: Mapping[str, ModelBreaker] | None = None) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
-    local model, or the hashed embedder), refused when the stored vectors came
+    local model, or the hashed embedder) behind their circuit ``breakers`` (by
+    service: :func:`memjobs_worker.model_breaker.breakers`), refused when the stored vectors came
     from another embedder (``memjobs reembed``).
 
     Raises:
@@ -47,8 +50,8 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
         database_url=libpq_url(database_url),
         data_dir=settings.data_dir / "mem0",
         dims=settings.vector_dims,
-        embedder=build_embedder(settings),
-        chat=chat_model(settings, "extract"),
+        embedder=build_embedder(settings, (breakers or {}).get("embed")),
+        chat=chat_model(settings, "extract", (breakers or {}).get("chat")),
         min_score=settings.recall_min_score,
         model_id=model_id(settings),
     )
@@ -57,7 +60,8 @@ def build_engine(settings: Settings, database_url: str) -> MemoryEngine:
 def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
     """The per-owner debounced scheduling of ``extract_facts``."""
     return RedisExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
-                                    delay_ms=settings.extract_delay_ms)
+                                    delay_ms=settings.extract_delay_ms,
+                                    marker_ttl_ms=settings.extract_marker_ttl_ms)
 
 
 def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
