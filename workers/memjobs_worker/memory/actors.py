@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
+from dramatiq.middleware import Retries
 
 from memjobs_client import contracts
 from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
 from memjobs_worker.memory.build import ensure_memory_on
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
+from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_output import ModelOutputInvalid
@@ -61,6 +63,8 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
         found = memory().forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
+    # Before Retries: it looks once Retries has decided retry or dead letter.
+    broker.add_middleware(ClearMarkerOnDeadLetter(scheduler), before=Retries)
     return declare(broker, settings, [
         (contracts.ACTOR_REMEMBER, remember_source, {}),
         (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),

@@ -57,8 +57,16 @@ def remember(store: StateStore, scheduler: ExtractionScheduler, payload: Remembe
 class ExtractionScheduler(ABC):
     """Enqueues ``extract_facts`` for an owner, debounced: one scheduled at a time.
 
-    The debounce flag lives in the backend with a TTL, so a flag whose message
-    was lost expires by itself; the sweeper and forget pass ``force`` anyway.
+    The debounce flag is the owner's "extraction queued" marker: set when an
+    extraction is enqueued, cleared when one takes the learning lease (from then
+    the lease says it: a new source then schedules the next run, or marks the
+    holder dirty), and set again (:meth:`hold`) before a failed run lets the
+    lease go to be retried, and cleared (:meth:`clear`) when it is dead-lettered.
+    So an extraction queued, delayed or waiting out a retry always shows, by
+    its flag or by the lease, and neither remember nor the sweeper enqueues a
+    second one: never more than one queued per owner. The flag lives in the
+    backend with a TTL (``marker_ttl_ms``), so a flag whose message was lost
+    expires by itself; forget passes ``force`` anyway.
 
     A burst costs one round trip, not one per source: for the first half of
     the delay of a message this scheduler sent itself, a new source of the
@@ -73,12 +81,14 @@ class ExtractionScheduler(ABC):
         delay_ms: how long a scheduled extraction waits, so that a burst of
             sources shares one model call.
         monotonic: seconds, for the half-delay window (tests inject one).
+        marker_ttl_ms: how long the flag lasts unless cleared (at least the
+            lease and four delays): longer than any queue's wait and retry delay.
     """
 
     def __init__(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int,
-                 monotonic: Monotonic = time.monotonic) -> None:
+                 monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
         self.enqueue = enqueue
-        self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
+        self.flag_ttl_ms = max(lease_ms, delay_ms * 4, marker_ttl_ms)
         self.delay_ms = delay_ms
         self.monotonic = monotonic
         #: owner key → until when (``monotonic``) a message sent from here is surely undelivered
@@ -161,6 +171,16 @@ class ExtractionScheduler(ABC):
         self._send(owner_key, "remember", delay_ms)
         return True
 
+    def hold(self, owner_key: str) -> None:
+        """Set the owner's flag again for a run that failed and will be retried:
+        called while its lease is still held, so there is no moment when neither
+        says an extraction is on its way (and the sweeper would send another).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+        self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=False)
+
     def _send(self, owner_key: str, trigger: str, delay_ms: int) -> None:
         payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
         until = self.monotonic() + delay_ms / 2000  # before: the message's delay runs from its send
@@ -188,8 +208,9 @@ class RedisExtractionScheduler(ExtractionScheduler):
     """
 
     def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int, monotonic: Monotonic = time.monotonic) -> None:
-        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic)
+                 delay_ms: int, monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
+        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic,
+                         marker_ttl_ms=marker_ttl_ms)
         self.redis = redis_client
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
@@ -252,8 +273,9 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
 
     Skipped: owners whose learning lease is held (the holder loops until nothing
     is pending; a dead holder's lease expires within ``lease_ms``) and owners
-    with an extraction already scheduled (the debounce flag; it expires by
-    itself if its message was lost). So a short threshold adds no message per
+    with an extraction already queued, delayed or waiting out a retry (the
+    debounce flag; it expires by itself if its message was lost): during a
+    model outage a retrying extraction is not joined by one more per pass. So a short threshold adds no message per
     pass to a long backlog, and drain is not kept busy by redundant work.
 
     Returns how many owners were re-enqueued.
