@@ -98,9 +98,11 @@ class ExtractionScheduler(ABC):
     # -- what a backend does ---------------------------------------------------------------
 
     @abstractmethod
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
+                  unless_leased: bool = False) -> bool:
         """Set the owner's debounce flag for ``ttl_ms``; whether it was set
-        (``only_if_new``: not when it is set already).
+        (``only_if_new``: not when it is set already; ``unless_leased``: not
+        while the owner's learning lease is held, in the same step).
 
         Raises:
             BackendUnavailable: the backend did not answer.
@@ -136,16 +138,19 @@ class ExtractionScheduler(ABC):
         """The key of the owner's debounce flag (a lease's acquire clears it)."""
         return keys.extraction_scheduled(owner_key)
 
-    def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+    def schedule(self, owner_key: str, trigger: str, *, force: bool = False,
+                 unless_leased: bool = False) -> bool:
         """Send the owner's extraction unless one is scheduled already (``force``:
-        send anyway); whether a message was sent.
+        send anyway; ``unless_leased``: nor while an extraction holds the lease,
+        checked with the flag in one step); whether a message was sent.
 
         Raises:
             BackendUnavailable: the backend did not answer.
         """
         if not force and self._surely_undelivered(owner_key):
             return False
-        fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True)
+        fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True,
+                               unless_leased=unless_leased)
         if not fresh and not force:
             return False
         try:
@@ -200,6 +205,14 @@ class ExtractionScheduler(ABC):
         return until is not None and self.monotonic() < until
 
 
+#: KEYS: the flag, the learning lease; ARGV: TTL ms. Set NX unless the lease is held.
+_SET_UNLESS_LEASED = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 1 end
+return 0
+"""
+
+
 class RedisExtractionScheduler(ExtractionScheduler):
     """The scheduler with its debounce flags in Redis (production).
 
@@ -212,9 +225,14 @@ class RedisExtractionScheduler(ExtractionScheduler):
         super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic,
                          marker_ttl_ms=marker_ttl_ms)
         self.redis = redis_client
+        self._set_unless_leased = redis_client.register_script(_SET_UNLESS_LEASED)
 
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
+                  unless_leased: bool = False) -> bool:
         try:
+            if unless_leased:
+                return bool(self._set_unless_leased(
+                    keys=[self.flag(owner_key), keys.lock("learn", owner_key)], args=[ttl_ms]))
             return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
@@ -254,8 +272,12 @@ class InMemoryExtractionScheduler(ExtractionScheduler):
                          monotonic=keyspace.monotonic)
         self.keyspace = keyspace
 
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
-        return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
+                  unless_leased: bool = False) -> bool:
+        with self.keyspace.lock:
+            if unless_leased and self.keyspace.exists(keys.lock("learn", owner_key)):
+                return False
+            return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
 
     def clear(self, owner_key: str) -> None:
         self.keyspace.delete(self.flag(owner_key))
@@ -287,5 +309,7 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     if not owners:
         return 0
     held = scheduler.leases_held(owners)
-    return sum(scheduler.schedule(owner_key, "sweep")
+    # The lease again with the flag, in one step: a run may have taken it (and
+    # cleared the flag) since the look above.
+    return sum(scheduler.schedule(owner_key, "sweep", unless_leased=True)
                for owner_key, busy in zip(owners, held, strict=True) if not busy)
