@@ -15,8 +15,8 @@ from memjobs_worker.lease import redis_leases
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
-from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.settings import Settings
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]

@@ -65,8 +65,8 @@ class QueueCollector(Collector):
                     depth.add_metric([queue, state], stats[queue][state])
                 age.add_metric([queue], oldest_ready_age_s(self.client, queue))
             workers.add_metric([], len(live_heartbeats(self.client)))
-            for state in ops.model_breakers(self.client):
-                breaker.add_metric([state.service], 1 if state.is_open else 0)
+            for model in ops.model_breakers(self.client):
+                breaker.add_metric([model.service], 1 if model.is_open else 0)
             actions: list[CounterMetricFamily] = []
             totals = DeadLetters(self.client).totals()
             for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"),
