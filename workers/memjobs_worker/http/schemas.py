@@ -217,7 +217,7 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    """``degraded``: ready (remembers are taken and kept pending), but a model
+    """Status degraded: ready (remembers are taken and kept pending), but a model
     service's circuit breaker is open, so nothing is learned until it returns."""
 
     status: Literal["ready", "degraded"]
