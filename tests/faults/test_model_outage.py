@@ -104,6 +104,10 @@ def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
         assert max(per_owner.values(), default=0) <= 1, per_owner
     ended = time.monotonic()
     during = calls() - before
+    # A run that began an attempt made a call, or passed the gate as a probe came
+    # free and lost it to another (at most one per thread per probe): the rest
+    # were delayed before taking the lease.
+    started_runs = sum(1 for key in OWNERS for e in h.store.attempt_events(key))
     if fault == "http_500":
         fake_model.clear_faults("chat")
     else:
@@ -123,5 +127,9 @@ def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
     # thread's call and its one in-call retry); after: one probe per interval.
     bound = FAILURES_TO_OPEN + THREADS * 2 + (ended - started) / (PROBE_INTERVAL_MS / 1000) + 1
     print(json.dumps({"fault": fault, "outage_s": round(ended - started, 2), "calls": during,
-                      "bound": round(bound, 1), "final_after_s": round(drained_s, 2)}))
+                      "bound": round(bound, 1), "attempts_begun": started_runs,
+                      "final_after_s": round(drained_s, 2)}))
     assert during <= bound, f"{during} calls in a {ended - started:.1f} s outage (bound {bound:.1f})"
+    # Without the gate every retry of every owner began one (67 here, against 18).
+    most = during + THREADS * (PROBES + 1)
+    assert started_runs <= most, f"{started_runs} attempts begun for {during} calls (at most {most})"

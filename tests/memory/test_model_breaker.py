@@ -127,3 +127,13 @@ def test_a_rejected_request_is_not_an_outage_and_does_not_open_the_breaker(
             model.generate_response([{"role": "user", "content": "hi"}])
         assert rejected.value.reason == ModelUnavailable.REJECTED and not is_outage(rejected.value)
     assert breaker.admit() is Ticket.CLOSED
+
+
+def test_waiting_says_a_call_would_be_refused_without_taking_the_probe(breaker: ModelBreaker) -> None:
+    assert not breaker.waiting()
+    for _ in range(LIMITS["failures"]):
+        breaker.failed(Ticket.CLOSED)
+    assert not breaker.waiting()  # open, but the probe is free: a call now would probe
+    assert not breaker.waiting()  # (asking took nothing)
+    assert breaker.admit() is Ticket.PROBE
+    assert breaker.waiting()

@@ -16,6 +16,10 @@ times (issue 30: 3,107 calls in a 338 s outage). With it:
 - the probe's success closes the breaker; its failure leaves it open (the next
   probe is one interval later).
 
+A job that needs the model can ask :meth:`ModelBreaker.waiting` before it does
+any work (the extraction does, before it takes the owner's lease): while the
+breaker is open and its probe taken, it is delayed at once.
+
 So during an outage the service sees at most ``failures`` calls (and those in
 flight when it opened), then one every ``probe_interval_ms``. A success while
 closed costs nothing but the one round trip of :meth:`admit`.
@@ -98,6 +102,12 @@ class ModelBreaker(ABC):
         """Whether to call now: closed, the probe, or refused (never raises)."""
 
     @abstractmethod
+    def waiting(self) -> bool:
+        """Whether a call now would surely be refused (open, and its probe taken
+        within the interval), without taking anything: a job that needs the
+        model asks first and is delayed before it does any work (never raises)."""
+
+    @abstractmethod
     def failed(self, ticket: Ticket) -> None:
         """A call admitted with ``ticket`` failed on an outage: count it (never raises)."""
 
@@ -141,6 +151,12 @@ class RedisModelBreaker(ModelBreaker):
         except redis.RedisError:
             return Ticket.CLOSED  # advisory: Redis away is an outage of its own
         return _TICKETS.get(int(answer), Ticket.CLOSED)
+
+    def waiting(self) -> bool:
+        try:
+            return int(self.redis.exists(self._keys.open, self._keys.probe)) == 2
+        except redis.RedisError:
+            return False
 
     def failed(self, ticket: Ticket) -> None:
         try:
@@ -211,6 +227,10 @@ class InMemoryModelBreaker(ModelBreaker):
                 return Ticket.REFUSED
             self._probe_until = now + self.probe_interval_ms / 1000
             return Ticket.PROBE
+
+    def waiting(self) -> bool:
+        with self._lock:
+            return self._opened_at is not None and self.monotonic() < self._probe_until
 
     def failed(self, ticket: Ticket) -> None:
         with self._lock:
