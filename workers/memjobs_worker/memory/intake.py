@@ -24,7 +24,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.lease.base import Monotonic
+from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
 from memjobs_worker.lease.memory import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
 
@@ -64,7 +64,9 @@ class ExtractionScheduler(ABC):
     lease go to be retried, and cleared (:meth:`clear`) when it is dead-lettered.
     So an extraction queued, delayed or waiting out a retry always shows, by
     its flag or by the lease, and neither remember nor the sweeper enqueues a
-    second one: never more than one queued per owner. The flag lives in the
+    second one: a source that comes while a run holds the lease marks that run
+    dirty (in the same step as the look), and the run, or its retry, learns it.
+    Never more than one extraction per owner. The flag lives in the
     backend with a TTL (``marker_ttl_ms``), so a flag whose message was lost
     expires by itself; forget passes ``force`` anyway.
 
@@ -89,6 +91,7 @@ class ExtractionScheduler(ABC):
                  monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
         self.enqueue = enqueue
         self.flag_ttl_ms = max(lease_ms, delay_ms * 4, marker_ttl_ms)
+        self.dirty_ttl_ms = lease_ms * DIRTY_LEASES  # as long as a taker's (the lease's own)
         self.delay_ms = delay_ms
         self.monotonic = monotonic
         #: owner key → until when (``monotonic``) a message sent from here is surely undelivered
@@ -98,11 +101,20 @@ class ExtractionScheduler(ABC):
     # -- what a backend does ---------------------------------------------------------------
 
     @abstractmethod
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
-                  unless_leased: bool = False) -> bool:
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
         """Set the owner's debounce flag for ``ttl_ms``; whether it was set
-        (``only_if_new``: not when it is set already; ``unless_leased``: not
-        while the owner's learning lease is held, in the same step).
+        (``only_if_new``: not when it is set already).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        """In one step: while the owner's learning lease is held, set its dirty
+        flag (the holder reads the ledger again before it lets go) and answer
+        False; else set the owner's debounce flag for ``ttl_ms`` unless it is
+        set; whether it was set (the caller then sends the extraction).
 
         Raises:
             BackendUnavailable: the backend did not answer.
@@ -138,19 +150,19 @@ class ExtractionScheduler(ABC):
         """The key of the owner's debounce flag (a lease's acquire clears it)."""
         return keys.extraction_scheduled(owner_key)
 
-    def schedule(self, owner_key: str, trigger: str, *, force: bool = False,
-                 unless_leased: bool = False) -> bool:
-        """Send the owner's extraction unless one is scheduled already (``force``:
-        send anyway; ``unless_leased``: nor while an extraction holds the lease,
-        checked with the flag in one step); whether a message was sent.
+    def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
+        """Send the owner's extraction unless one is scheduled already, or one
+        holds the owner's lease (it is marked dirty instead: it learns the new
+        source before it lets go, or its retry does); ``force``: send anyway.
+        Whether a message was sent.
 
         Raises:
             BackendUnavailable: the backend did not answer.
         """
         if not force and self._surely_undelivered(owner_key):
             return False
-        fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True,
-                               unless_leased=unless_leased)
+        fresh = (self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True) if force
+                 else self._claim(owner_key, self.flag_ttl_ms))
         if not fresh and not force:
             return False
         try:
@@ -205,9 +217,13 @@ class ExtractionScheduler(ABC):
         return until is not None and self.monotonic() < until
 
 
-#: KEYS: the flag, the learning lease; ARGV: TTL ms. Set NX unless the lease is held.
-_SET_UNLESS_LEASED = """
-if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+#: KEYS: the flag, the learning lease, its dirty flag; ARGV: the flag's and the
+#: dirty flag's TTL (ms). See :meth:`ExtractionScheduler._claim`.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
+  return 0
+end
 if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 1 end
 return 0
 """
@@ -225,15 +241,19 @@ class RedisExtractionScheduler(ExtractionScheduler):
         super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic,
                          marker_ttl_ms=marker_ttl_ms)
         self.redis = redis_client
-        self._set_unless_leased = redis_client.register_script(_SET_UNLESS_LEASED)
+        self._claim_script = redis_client.register_script(_CLAIM)
 
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
-                  unless_leased: bool = False) -> bool:
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
         try:
-            if unless_leased:
-                return bool(self._set_unless_leased(
-                    keys=[self.flag(owner_key), keys.lock("learn", owner_key)], args=[ttl_ms]))
             return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        try:
+            return bool(self._claim_script(
+                keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
+                args=[ttl_ms, self.dirty_ttl_ms]))
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
@@ -272,12 +292,15 @@ class InMemoryExtractionScheduler(ExtractionScheduler):
                          monotonic=keyspace.monotonic)
         self.keyspace = keyspace
 
-    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool,
-                  unless_leased: bool = False) -> bool:
+    def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+        return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
+
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
         with self.keyspace.lock:
-            if unless_leased and self.keyspace.exists(keys.lock("learn", owner_key)):
+            if self.keyspace.exists(keys.lock("learn", owner_key)):
+                self.keyspace.set(keys.lock_dirty("learn", owner_key), "1", px=self.dirty_ttl_ms)
                 return False
-            return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
+            return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=True)
 
     def clear(self, owner_key: str) -> None:
         self.keyspace.delete(self.flag(owner_key))
@@ -309,7 +332,7 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     if not owners:
         return 0
     held = scheduler.leases_held(owners)
-    # The lease again with the flag, in one step: a run may have taken it (and
-    # cleared the flag) since the look above.
-    return sum(scheduler.schedule(owner_key, "sweep", unless_leased=True)
+    # (schedule looks at the lease again, with the flag, in one step: a run may
+    # have taken it, and cleared the flag, since the look above)
+    return sum(scheduler.schedule(owner_key, "sweep")
                for owner_key, busy in zip(owners, held, strict=True) if not busy)
