@@ -18,7 +18,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     actors = {
         **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
                                 store=lambda: runtime.store, scheduler=lambda: runtime.scheduler,
-                                model_waiting=lambda: any(b.waiting() for b in runtime.model_breakers.values())),
+                                model_waiting=runtime.model_waiting),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
                                  memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
     }

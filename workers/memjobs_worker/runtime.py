@@ -100,6 +100,13 @@ class Runtime:
         """The circuit breaker of each model service, in Redis: shared by every host."""
         return breakers(self.settings, self.redis)
 
+    def model_waiting(self) -> bool:
+        """Whether a call to a configured model service would now be refused by its
+        breaker (:meth:`~memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
+        used = [name for name, on in (("chat", self.settings.model_configured),
+                                      ("embed", self.settings.embedding_configured)) if on]
+        return any(self.model_breakers[name].waiting() for name in used)
+
     def chat(self, purpose: str) -> ChatModel | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""
         if purpose not in self._chats:
