@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from memjobs_client import keys
 from memjobs_client.errors import ModelUnavailable
 from memjobs_worker.db.outage import is_outage
 from memjobs_worker.model_breaker import (
@@ -22,7 +23,7 @@ from memjobs_worker.model_client import ChatModel
 from tests.support.clocks import ManualClock
 from tests.support.openai_server import FakeOpenAI
 
-LIMITS = {"failures": 3, "failure_window_ms": 10_000, "probe_interval_ms": 60_000}
+LIMITS = {"failures": 3, "failure_window_ms": 120_000, "probe_interval_ms": 60_000}
 
 
 @pytest.fixture(params=["redis", "twin"])
@@ -137,3 +138,30 @@ def test_waiting_says_a_call_would_be_refused_without_taking_the_probe(breaker: 
     assert not breaker.waiting()  # (asking took nothing)
     assert breaker.admit() is Ticket.PROBE
     assert breaker.waiting()
+
+
+def test_an_open_breaker_no_failure_keeps_open_for_a_window_closes_by_itself() -> None:
+    clock = ManualClock()
+    breaker = InMemoryModelBreaker("chat", monotonic=clock.monotonic, **LIMITS)
+    for _ in range(LIMITS["failures"]):
+        breaker.failed(Ticket.CLOSED)
+    clock.advance(seconds=LIMITS["failure_window_ms"] / 1000 - 1)
+    probe = breaker.admit()
+    breaker.failed(probe)  # a failed probe keeps it open a window more
+    clock.advance(seconds=LIMITS["failure_window_ms"] / 1000 - 1)
+    assert breaker.state().is_open
+    clock.advance(seconds=1)  # nobody called for a window: the jobs are gone
+    assert not breaker.state().is_open and breaker.admit() is Ticket.CLOSED
+
+
+def test_on_redis_the_open_key_lives_a_window_past_the_last_failure(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    breaker = RedisModelBreaker(client, "chat", **LIMITS)
+    for _ in range(LIMITS["failures"]):
+        breaker.failed(Ticket.CLOSED)
+    names = keys.model_breaker("chat")
+    assert 0 < int(client.pttl(names.open)) <= LIMITS["failure_window_ms"]
+    client.pexpire(names.open, 50)  # most of the window gone; a failed probe renews it
+    breaker.failed(breaker.admit())
+    assert int(client.pttl(names.open)) > LIMITS["failure_window_ms"] / 2
+    client.close()

@@ -14,7 +14,10 @@ times (issue 30: 3,107 calls in a 338 s outage). With it:
   Except one caller in each ``probe_interval_ms``, across every host (a
   ``SET NX PX`` token): its call is the *probe* (the half-open state).
 - the probe's success closes the breaker; its failure leaves it open (the next
-  probe is one interval later).
+  probe is one interval later). An open breaker that sees no failure for
+  ``failure_window_ms`` (nobody called: the jobs that needed the model were
+  dead-lettered or are done) closes by itself, so an idle system does not
+  stay "degraded" after the service is back.
 
 A job that needs the model can ask :meth:`ModelBreaker.waiting` before it does
 any work (the extraction does, before it takes the owner's lease): while the
@@ -126,10 +129,13 @@ if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then return 1 end
 return 2
 """
 #: KEYS: failures, open. ARGV: window ms, threshold, now ms. → the count.
+#: The open key lives a window past the last failure (see :class:`ModelBreaker`).
 _FAILED = """
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-if n >= tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[3], 'NX') end
+if redis.call('PEXPIRE', KEYS[2], ARGV[1]) == 0 and n >= tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[1])
+end
 return n
 """
 _TICKETS = {0: Ticket.CLOSED, 1: Ticket.PROBE, 2: Ticket.REFUSED}
@@ -216,11 +222,18 @@ class InMemoryModelBreaker(ModelBreaker):
         self._lock = threading.Lock()
         self._failures: list[float] = []
         self._opened_at: float | None = None
+        self._last_failure = float("-inf")
         self._probe_until = float("-inf")
+
+    def _expire(self, now: float) -> None:
+        """Close an open breaker no failure has kept open for a window (the key's PX)."""
+        if self._opened_at is not None and self._last_failure + self.failure_window_ms / 1000 <= now:
+            self._opened_at = None
 
     def admit(self) -> Ticket:
         with self._lock:
             now = self.monotonic()
+            self._expire(now)
             if self._opened_at is None:
                 return Ticket.CLOSED
             if now < self._probe_until:
@@ -230,7 +243,9 @@ class InMemoryModelBreaker(ModelBreaker):
 
     def waiting(self) -> bool:
         with self._lock:
-            return self._opened_at is not None and self.monotonic() < self._probe_until
+            now = self.monotonic()
+            self._expire(now)
+            return self._opened_at is not None and now < self._probe_until
 
     def failed(self, ticket: Ticket) -> None:
         with self._lock:
@@ -238,6 +253,8 @@ class InMemoryModelBreaker(ModelBreaker):
             if not self._failures or self._failures[0] + self.failure_window_ms / 1000 <= now:
                 self._failures = []  # the window starts at its first failure, as PEXPIRE does
             self._failures.append(now)
+            self._expire(now)
+            self._last_failure = now
             if len(self._failures) >= self.failures and self._opened_at is None:
                 self._opened_at = now
 
@@ -249,6 +266,7 @@ class InMemoryModelBreaker(ModelBreaker):
 
     def state(self) -> BreakerState:
         with self._lock:
+            self._expire(self.monotonic())
             opened = self._opened_at
             return BreakerState(self.service, "closed" if opened is None else "open",
                                 len(self._failures),

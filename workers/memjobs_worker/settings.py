@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     #: (memjobs_worker.model_breaker): this many outage failures (refused,
     #: timed out, 429, 5xx) within model_breaker_window_ms open it; while open,
     #: one probe call per model_breaker_probe_interval_ms (across hosts) is
-    #: made, and its success closes it.
+    #: made, and its success closes it; a window without any failure closes it too.
     model_breaker_failures: int = Field(default=5, ge=1)
     model_breaker_window_ms: int = Field(default=30_000, ge=100)
     model_breaker_probe_interval_ms: int = Field(default=2_000, ge=10)
@@ -272,6 +272,15 @@ class Settings(BaseSettings):
     def blank_credentials(self) -> frozenset[str]:
         """The API credentials given as spaces only (the API refuses to start with one)."""
         return self._blank_credentials
+
+    @model_validator(mode="after")
+    def _breaker_window_outlasts_its_probes(self) -> Settings:
+        """An open breaker closes by itself after a window without a failure: a
+        window no longer than the probe interval would close it between probes."""
+        if self.model_breaker_window_ms <= self.model_breaker_probe_interval_ms:
+            raise ValueError("MEMJOBS_MODEL_BREAKER_WINDOW_MS must be longer than "
+                             "MEMJOBS_MODEL_BREAKER_PROBE_INTERVAL_MS")
+        return self
 
     @model_validator(mode="before")
     @classmethod
