@@ -4,7 +4,8 @@
     ├── TransientError            worth retrying: the world may be better later
     │   ├── BackendUnavailable    Redis or the state store did not answer
     │   │   └── RedisFull         Redis is at its memory limit: new jobs refused for now
-    │   ├── ModelUnavailable      the model or embedding service failed (5xx, 429, timeout)
+    │   ├── ModelUnavailable      the model or embedding service failed (5xx, 429, timeout,
+    │   │                         its breaker open; reason model_rejected: another 4xx)
     │   └── LockLost              the learning lease expired or was taken over
     └── PermanentError            retrying cannot help: dead-letter or refuse at once
         ├── InvalidPayload        a payload failed validation (also raised at the producer)
@@ -57,9 +58,16 @@ class RedisFull(BackendUnavailable):
 
 
 class ModelUnavailable(TransientError):
-    """The model or embedding service failed in a way worth retrying."""
+    """The model or embedding service failed in a way worth retrying.
+
+    Reasons: ``model_unavailable`` (unreachable, timed out, 429 or 5xx) and
+    ``model_circuit_open`` (not called: its breaker is open) are an outage,
+    retried on the outage time budget; ``model_rejected`` (another 4xx: a bad
+    key, a refused request) is the job's own failure, retried by count."""
 
     reason = "model_unavailable"
+    #: The reason of a request the service refused (4xx but 429): not an outage.
+    REJECTED = "model_rejected"
 
 
 class LockLost(TransientError):

@@ -14,6 +14,8 @@ Dramatiq's Redis broker keeps, per queue ``q`` in namespace ``ns``:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from dramatiq.common import dq_name, xq_name
 
 #: The namespace of every memjobs key, Dramatiq's included.
@@ -101,6 +103,20 @@ def session_ended(owner_key: str, session_hash: str) -> str:
 def knowledge_corpus(owner_key: str, corpus_id: str) -> str:
     """Prefix of a corpus sent in parts: its ``:docs`` and ``:parts`` sets."""
     return f"{NAMESPACE}:knowledge:corpus:{owner_key}:{corpus_id}"
+
+
+class BreakerKeys(NamedTuple):
+    """The keys of one model service's circuit breaker (no owner in them)."""
+
+    open: str  # set (to when it opened, epoch ms) while the breaker is open
+    failures: str  # outage failures in the current window (a counter with a TTL)
+    probe: str  # the probe token (SET NX PX): one probe per interval, across hosts
+
+
+def model_breaker(service: str) -> BreakerKeys:
+    """The circuit breaker of a model service (``chat``, ``embed``)."""
+    prefix = f"{NAMESPACE}:breaker:{service}"
+    return BreakerKeys(f"{prefix}:open", f"{prefix}:failures", f"{prefix}:probe")
 
 
 #: Dead letters retried and purged by operators, by queue (a hash of

@@ -75,7 +75,9 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Any, str], Path
 def model_api(api_factory: Callable[..., Api], fake_model: FakeOpenAI, **overrides: Any) -> Api:
     return api_factory(memory_base_url=fake_model.base_url, memory_api_key="test-key",
                        memory_model="fake-flash", max_retries=2, model_max_attempts=1,
-                       min_backoff_ms=20, max_backoff_ms=50, **overrides)
+                       min_backoff_ms=20, max_backoff_ms=50,
+                       outage_retry_budget_ms=0,  # the model down past the outage budget: counted
+                       **overrides)
 
 
 def dead_scenario(api: Api, fake_model: FakeOpenAI) -> list[str]:

@@ -8,8 +8,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from memjobs_client.contracts import RememberSource, TaskRef, owner_key, source_id_for
+from memjobs_worker.model_breaker import Ticket
 from memjobs_worker.settings import Settings
 from tests.support.http import Api, problem, remember, turn
+from tests.support.polling import wait_for
 
 # -- personal memory -----------------------------------------------------------------------
 
@@ -205,3 +207,23 @@ def test_knowledge_off_is_its_own_problem(api_factory: Callable[..., Api]) -> No
     problem(api.post("/v1/knowledge/search", {"owner_id": "a", "query": "x"}), "knowledge_off", 409)
     problem(api.post("/v1/knowledge/reindex", {"owner_id": "a", "consent": True, "documents": []}),
             "knowledge_off", 409)
+
+
+def test_readyz_says_degraded_while_a_model_breaker_is_open_and_remember_still_works(
+        api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    assert api.get("/readyz").json() == {"status": "ready", "redis": "ok", "state_store": "ok",
+                                         "models": {"chat": "closed", "embed": "closed"}}
+    chat = api.harness.runtime.model_breakers["chat"]
+    for _ in range(api.harness.settings.model_breaker_failures):
+        chat.failed(Ticket.CLOSED)
+    # (one /readyz answer serves every probe for a second: the next one says it)
+    ready = wait_for(lambda: (r := api.get("/readyz")).json()["status"] == "degraded" and r, 10,
+                     "/readyz to say degraded")
+    assert ready.status_code == 200  # still in rotation: remembers are taken and kept pending
+    assert ready.json()["models"] == {"chat": "open", "embed": "closed"}
+    remember(api, "dora@example.com", "I walk the dog at six")
+    probe = chat.admit()
+    assert probe is Ticket.PROBE
+    chat.succeeded(probe)
+    wait_for(lambda: api.get("/readyz").json()["status"] == "ready", 10, "/readyz to say ready again")

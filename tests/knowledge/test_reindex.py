@@ -173,7 +173,8 @@ def test_embedding_failures_dead_letter_the_job_and_leave_the_corpus_unchanged(
     embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
-    h = harness_factory(embedded_settings(model_max_attempts=2, max_retries=1))
+    # The service down past the outage budget (here none): the counted retry, then the dead letter.
+    h = harness_factory(embedded_settings(model_max_attempts=2, max_retries=1, outage_retry_budget_ms=0))
     h.start_worker()
     h.client.reindex_knowledge(OWNER, corpus("tea"), consent=True)
     h.drain()

@@ -168,7 +168,8 @@ class LeaseContract:
         assert scheduler.schedule(KEY, "remember") and scheduler.is_scheduled(KEY)
         assert holder.try_acquire(clear=scheduler.flag(KEY)) is not None
         assert not scheduler.is_scheduled(KEY)
-        assert scheduler.schedule(KEY, "remember")
+        # (forced: while the lease is held, a remember marks the holder dirty instead)
+        assert scheduler.schedule(KEY, "forget", force=True) and scheduler.is_scheduled(KEY)
         assert co.lease(lease_ms=LEASE_MS).try_acquire(clear=scheduler.flag(KEY)) is None
         assert not scheduler.is_scheduled(KEY)
 

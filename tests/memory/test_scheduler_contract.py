@@ -130,6 +130,25 @@ class SchedulerContract:
         assert s.leases_held([KEY]) == [False]
         assert s.leases_held([]) == []
 
+    def test_a_source_while_the_lease_is_held_marks_the_holder_dirty_and_sends_nothing(
+            self, co: Coordination) -> None:
+        sent = Sent()
+        s = scheduler(co, sent)
+        holder = co.lease(lease_ms=LEASE_MS)
+        assert holder.try_acquire() is not None
+        assert not s.schedule(KEY, "remember") and not s.schedule(KEY, "sweep")
+        assert sent == [] and not s.is_scheduled(KEY)
+        assert holder.release() == "again"  # the holder reads the ledger once more
+        assert holder.release() != "again"  # then lets go
+        assert s.schedule(KEY, "remember") and len(sent) == 1
+
+    def test_a_failed_run_held_for_its_retry_keeps_others_from_sending(self, co: Coordination) -> None:
+        sent = Sent()
+        s = scheduler(co, sent)
+        s.hold(KEY)
+        co.advance(FLAG_TTL_MS - MARGIN_MS)
+        assert not s.schedule(KEY, "remember") and not s.schedule(KEY, "sweep") and sent == []
+
     def test_the_sweep_skips_held_leases_and_scheduled_owners(self, co: Coordination) -> None:
         sent = Sent()
         s = scheduler(co, sent)

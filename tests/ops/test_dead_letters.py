@@ -47,10 +47,11 @@ def committed_sources(h: Harness) -> Counter[str]:
 def dead_extraction(model_settings: Callable[..., Settings],
                     harness_factory: Callable[[Settings], Harness],
                     fake_model: FakeOpenAI) -> tuple[Harness, list[str]]:
-    """Sources pending, their extraction dead-lettered after its retries (model down)."""
+    """Sources pending, their extraction dead-lettered after its retries (the model
+    down past the outage budget, here none)."""
     fake_model.fail_next("chat", 500, count=100_000)
     h = harness_factory(model_settings(max_retries=2, model_max_attempts=1, min_backoff_ms=20,
-                                       max_backoff_ms=50))
+                                       max_backoff_ms=50, outage_retry_budget_ms=0))
     ids = [remember_now(h, KEY, t) for t in TEXTS]
     h.start_worker()
     wait_for(lambda: queue_stats(h.runtime.redis)[QUEUE_EXTRACT]["dead"] == 1, 60,

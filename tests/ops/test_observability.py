@@ -20,8 +20,11 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from memjobs_client.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, owner_key
+from memjobs_worker.cli.output import status_table
 from memjobs_worker.embedded.process import free_port, wait_until
+from memjobs_worker.model_breaker import Ticket
 from memjobs_worker.observability.heartbeat import live_heartbeats
+from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector, QueueCollector
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
@@ -162,6 +165,26 @@ def test_status_shows_recent_throughput_per_kind(
     recent = json.loads(result.stdout)["recent"]["last_5_min"]
     assert recent["remember_source"] == {"created": 1}
     assert recent["extract_facts"]["succeeded"] >= 1
+
+
+def test_an_open_model_breaker_shows_in_status_and_the_scrape(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
+    h = harness_factory(make_settings())
+    collected = {s.labels["service"]: s.value for family in QueueCollector(h.runtime.redis).collect()
+                 if family.name == "memjobs_model_circuit_open" for s in family.samples}
+    assert collected == {"chat": 0, "embed": 0}
+    chat = h.runtime.model_breakers["chat"]
+    for _ in range(h.settings.model_breaker_failures):
+        chat.failed(Ticket.CLOSED)
+    collected = {s.labels["service"]: s.value for family in QueueCollector(h.runtime.redis).collect()
+                 if family.name == "memjobs_model_circuit_open" for s in family.samples}
+    assert collected == {"chat": 1, "embed": 0}
+    document = ops.status(h.runtime.redis, h.store)
+    assert document["model_breakers"]["chat"]["state"] == "open"
+    assert document["model_breakers"]["embed"] == {"state": "closed", "failures": 0, "open_for_s": None}
+    table = status_table(document)
+    assert "model chat: circuit OPEN" in table and "model embed: circuit closed" in table
 
 
 # -- deploy/ ------------------------------------------------------------------------

@@ -186,7 +186,9 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
     model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI, redis_server: EmbeddedRedis,
 ) -> None:
-    h = harness_factory(model_settings(session_digest="on", max_retries=0, model_max_attempts=1))
+    # No outage budget: the model down past it, the counted retries (none) dead-letter.
+    h = harness_factory(model_settings(session_digest="on", max_retries=0, model_max_attempts=1,
+                                       outage_retry_budget_ms=0))
     password, key = "Zx" + secrets.token_hex(5), "sk-" + secrets.token_hex(16)
     marker = f"marker-{secrets.token_hex(4)}"
     transcript = [

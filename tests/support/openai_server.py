@@ -312,13 +312,14 @@ class FakeOpenAI:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> Self:
-        """Bind 127.0.0.1 on a free port and serve in a daemon thread; returns self."""
+    def start(self, port: int = 0) -> Self:
+        """Bind 127.0.0.1 on ``port`` (0: a free one; a stopped server's port
+        again: the same ``base_url``) and serve in a daemon thread; returns self."""
         if self._server is not None:
             raise RuntimeError("FakeOpenAI already started")
         with self._cond:
             self._stopped = False
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", port), _Handler)
         server.fake = self
         self._server = server
         port = server.server_address[1]
@@ -397,6 +398,12 @@ class FakeOpenAI:
             self.requests.clear()
             self._release_generation += 1
             self._cond.notify_all()
+
+    def clear_faults(self, route: str) -> None:
+        """Drop the faults still queued for ``route`` (an outage ends); recorded
+        requests are kept."""
+        with self._cond:
+            self._faults[route].clear()
 
     def _add_faults(self, route: str, faults: list[_Fault]) -> None:
         """Append faults to a route's FIFO queue after validating the route name."""

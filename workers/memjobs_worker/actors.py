@@ -17,7 +17,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     settings = runtime.settings
     actors = {
         **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
-                                store=lambda: runtime.store, scheduler=lambda: runtime.scheduler),
+                                store=lambda: runtime.store, scheduler=lambda: runtime.scheduler,
+                                model_waiting=runtime.model_waiting),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
                                  memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
     }

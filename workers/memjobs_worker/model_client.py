@@ -3,9 +3,15 @@ OpenAI-compatible endpoint (DashScope, OpenAI, a local Ollama, …).
 
 Transient failures (connection errors, timeouts, 429, 5xx) are retried with
 exponential backoff by tenacity; what is left becomes ``ModelUnavailable``,
-so the job is retried later by Dramatiq and no source leaves ``pending``.
-Every call reports (purpose, outcome, seconds) to a hook: built from settings,
-:func:`~memjobs_worker.observability.metrics.record_model_call`.
+an outage: the job is retried on the outage time budget
+(:class:`memjobs_worker.jobs.OutageRetries`) and no source leaves ``pending``.
+Another 4xx becomes ``ModelUnavailable`` with reason ``model_rejected``, the
+job's own failure (retried by count). Each attempt asks the service's circuit
+breaker first (:mod:`memjobs_worker.model_breaker`): while it is open only its
+probe calls, and every other attempt raises ``ModelUnavailable`` (reason
+``model_circuit_open``) without a request. Every call, and every refusal
+(outcome ``circuit_open``), reports (purpose, outcome, seconds) to a hook: built
+from settings, :func:`~memjobs_worker.observability.metrics.record_model_call`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from tenacity import (
 )
 
 from memjobs_client.errors import ModelUnavailable
+from memjobs_worker.model_breaker import ModelBreaker, Ticket
 from memjobs_worker.observability.metrics import record_model_call
 from memjobs_worker.settings import Settings
 
@@ -50,6 +57,7 @@ class _OpenAICompatible:
         timeout_ms: int,
         max_attempts: int,
         on_call: CallHook = _no_hook,
+        breaker: ModelBreaker | None = None,
     ) -> None:
         # The client's own retries are off: tenacity owns the policy. Without a
         # key no Authorization header is sent at all (and OPENAI_API_KEY is not read).
@@ -62,6 +70,7 @@ class _OpenAICompatible:
         self.headers: dict[str, Any] = {} if api_key else {"Authorization": openai.Omit()}
         self.max_attempts = max_attempts
         self.on_call = on_call
+        self.breaker = breaker
 
     def _call(self, purpose: str, fn: Callable[[], T]) -> T:
         retrying = Retrying(
@@ -73,19 +82,42 @@ class _OpenAICompatible:
         try:
             for attempt in retrying:
                 with attempt:
+                    # A refusal is not retried here: the job is, on the outage budget.
+                    ticket = self._admit(purpose)
                     started = time.perf_counter()
                     try:
                         result = fn()
                     except openai.APIError as exc:
                         self.on_call(purpose, _outcome(exc), time.perf_counter() - started)
+                        if self.breaker is not None and isinstance(exc, _TRANSIENT):
+                            self.breaker.failed(ticket)
                         raise
                     self.on_call(purpose, "ok", time.perf_counter() - started)
+                    if self.breaker is not None:
+                        self.breaker.succeeded(ticket)
                     return result
         except openai.APIError as exc:
             raise ModelUnavailable(
-                f"{purpose} call failed after {self.max_attempts} attempt(s): {type(exc).__name__}"
+                f"{purpose} call failed after {self.max_attempts} attempt(s): {type(exc).__name__}",
+                reason=None if isinstance(exc, _TRANSIENT) else ModelUnavailable.REJECTED,
             ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _admit(self, purpose: str) -> Ticket:
+        """The breaker's ticket for one attempt.
+
+        Raises:
+            ModelUnavailable: the breaker is open and this is not its probe
+                (reason ``model_circuit_open``; no request was made).
+        """
+        if self.breaker is None:
+            return Ticket.CLOSED
+        ticket = self.breaker.admit()
+        if ticket is Ticket.REFUSED:
+            self.on_call(purpose, "circuit_open", 0.0)
+            raise ModelUnavailable(f"{purpose} not called: the {self.breaker.service} "
+                                   "service's circuit breaker is open", reason="model_circuit_open")
+        return ticket
 
     def close(self) -> None:
         self.client.close()
@@ -157,8 +189,10 @@ class RemoteEmbedder(_OpenAICompatible):
 
 # Built from settings -------------------------------------------------------
 
-def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None) -> dict[str, Any]:
+def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None,
+              breaker: ModelBreaker | None) -> dict[str, Any]:
     return {
+        "breaker": breaker,
         "base_url": base_url,
         "api_key": api_key.get_secret_value() if api_key else None,
         "timeout_ms": settings.model_timeout_ms,
@@ -167,21 +201,22 @@ def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None) -> d
     }
 
 
-def chat_model(settings: Settings, purpose: str) -> ChatModel | None:
-    """The light model for ``purpose`` (a metrics label), or None when none is configured.
+def chat_model(settings: Settings, purpose: str, breaker: ModelBreaker | None = None) -> ChatModel | None:
+    """The light model for ``purpose`` (a metrics label), or None when none is configured;
+    ``breaker``: the chat service's (:func:`memjobs_worker.model_breaker.breakers`).
 
     Its endpoint gets its own key only (:meth:`Settings.key_for`): ``DASHSCOPE_API_KEY``
     goes to DashScope alone, never to a custom ``QWEN_AUDIO_MEMORY_BASE_URL``."""
     if not settings.model_configured:
         return None
     return ChatModel(model=settings.memory_model, purpose=purpose,
-                     **_endpoint(settings, settings.memory_base_url, settings.memory_key))
+                     **_endpoint(settings, settings.memory_base_url, settings.memory_key, breaker))
 
 
-def remote_embedder(settings: Settings) -> RemoteEmbedder | None:
+def remote_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> RemoteEmbedder | None:
     """The configured embedding service, or None when none is configured; its
     endpoint gets its own key only, as the light model's does."""
     if settings.embedding_base_url is None:
         return None
     return RemoteEmbedder(model=settings.embedding_model, dims=settings.embedding_dims,
-                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_key))
+                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_key, breaker))

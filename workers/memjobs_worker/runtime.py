@@ -25,6 +25,7 @@ from memjobs_worker.endpoints import redis_options as redis_options
 from memjobs_worker.memory import queued
 from memjobs_worker.memory.build import build_engine, build_pipeline, build_scheduler, open_ledger
 from memjobs_worker.memory.service import PersonalMemory
+from memjobs_worker.model_breaker import ModelBreaker, breakers
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -101,12 +102,24 @@ class Runtime:
 
         return model_share(self.settings)
 
+    @cached_property
+    def model_breakers(self) -> dict[str, ModelBreaker]:
+        """The circuit breaker of each model service, in Redis: shared by every host."""
+        return breakers(self.settings, self.redis)
+
+    def model_waiting(self) -> bool:
+        """Whether a call to a configured model service would now be refused by its
+        breaker (:meth:`~memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
+        used = [name for name, on in (("chat", self.settings.model_configured),
+                                      ("embed", self.settings.embedding_configured)) if on]
+        return any(self.model_breakers[name].waiting() for name in used)
+
     def chat(self, purpose: str) -> ChatModel | None:
         """The light model for ``purpose`` (one client per purpose, for metrics)."""
         if purpose not in self._chats:
             from memjobs_worker.model_client import chat_model
 
-            self._chats[purpose] = chat_model(self.settings, purpose)
+            self._chats[purpose] = chat_model(self.settings, purpose, self.model_breakers["chat"])
         return self._chats[purpose]
 
     # personal memory ----------------------------------------------------------
@@ -118,7 +131,8 @@ class Runtime:
     @cached_property
     def engine(self) -> MemoryEngine:
         self.db  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
-        engine = build_engine(self.settings, self.endpoints.database_url, share=self.model_share)
+        engine = build_engine(self.settings, self.endpoints.database_url, self.model_breakers,
+                              share=self.model_share)
         if self._on_engine_built is not None:
             self._on_engine_built()
         return engine
@@ -193,7 +207,8 @@ class Runtime:
 
         self.knowledge  # noqa: B018  (the switch, and the knowledge tables, first)
         check_knowledge_vectors(self.db, model_id(self.settings), self.settings.vector_dims)
-        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share)
+        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share,
+                                                  self.model_breakers["embed"])
         return embedder
 
     def search_knowledge(self, owner_key: str, query: str, k: int, *,

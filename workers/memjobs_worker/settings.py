@@ -71,6 +71,14 @@ class Settings(BaseSettings):
     )
     model_timeout_ms: int = Field(default=30_000, gt=0)
     model_max_attempts: int = Field(default=3, ge=1)
+    #: The circuit breaker of each model service, shared by every host
+    #: (memjobs_worker.model_breaker): this many outage failures (refused,
+    #: timed out, 429, 5xx) within model_breaker_window_ms open it; while open,
+    #: one probe call per model_breaker_probe_interval_ms (across hosts) is
+    #: made, and its success closes it; a window without any failure closes it too.
+    model_breaker_failures: int = Field(default=5, ge=1)
+    model_breaker_window_ms: int = Field(default=30_000, ge=100)
+    model_breaker_probe_interval_ms: int = Field(default=2_000, ge=10)
 
     # Session end: automatic consolidation into USER.md / MEMORY.md, digests.
     memory_auto: Literal["on", "off"] = Field(
@@ -148,6 +156,10 @@ class Settings(BaseSettings):
     #: outage_max_backoff_ms apart; then the ordinary retries take over.
     outage_retry_budget_ms: int = Field(default=1_800_000, ge=0)
     outage_max_backoff_ms: int = Field(default=5_000, ge=10)
+    #: An owner's "extraction queued" marker (the debounce flag) lasts this long
+    #: unless the extraction starts first (or is retried: set again): a message
+    #: lost with Redis's data leaves its owner to the sweeper after this long.
+    extract_marker_ttl_ms: int = Field(default=900_000, ge=1_000)
     #: A worker process silent this long is dead and its messages are requeued.
     #: Each process beats every ``heartbeat_interval_ms`` from a thread of its
     #: own, so a long job never silences it (keep it ≥ 3 intervals).
@@ -283,6 +295,15 @@ class Settings(BaseSettings):
     def blank_credentials(self) -> frozenset[str]:
         """The API credentials given as spaces only (the API refuses to start with one)."""
         return self._blank_credentials
+
+    @model_validator(mode="after")
+    def _breaker_window_outlasts_its_probes(self) -> Settings:
+        """An open breaker closes by itself after a window without a failure: a
+        window no longer than the probe interval would close it between probes."""
+        if self.model_breaker_window_ms <= self.model_breaker_probe_interval_ms:
+            raise ValueError("MEMJOBS_MODEL_BREAKER_WINDOW_MS must be longer than "
+                             "MEMJOBS_MODEL_BREAKER_PROBE_INTERVAL_MS")
+        return self
 
     @model_validator(mode="before")
     @classmethod

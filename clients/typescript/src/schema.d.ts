@@ -234,10 +234,12 @@ export interface Purged {
   purged: number;
 }
 
+/** Status degraded: ready (remembers are taken and kept pending), but a model service's circuit breaker is open, so nothing is learned until it returns. */
 export interface Ready {
+  models: Record<string, unknown>;
   redis: "ok";
   state_store: "ok";
-  status: "ready";
+  status: "ready" | "degraded";
 }
 
 export interface RecallRequest {

@@ -88,5 +88,6 @@ test("refusals carry their problem type", { skip }, async () => {
   }
   await assert.rejects(gateway.sources({ ownerId: "" }), (e) => e.status === 422 && e.reason === "validation");
   assert.deepEqual(await anonymous.health(), { status: "ok" });
-  assert.deepEqual(await anonymous.ready(), { status: "ready", redis: "ok", state_store: "ok" });
+  assert.deepEqual(await anonymous.ready(),
+    { status: "ready", redis: "ok", state_store: "ok", models: { chat: "closed", embed: "closed" } });
 });

@@ -106,6 +106,12 @@ def status_table(document: dict[str, Any]) -> str:
         lines.append(name.ljust(width) + "".join(str(counts.get(c, 0)).rjust(11) for c in columns))
     sources = ", ".join(f"{state} {count}" for state, count in document["sources"].items())
     lines += ["", f"sources: {sources}", f"live workers: {document['workers']}"]
+    for service, breaker in document.get("model_breakers", {}).items():
+        if breaker["state"] == "open":
+            lines.append(f"model {service}: circuit OPEN for {breaker['open_for_s']} s: "
+                         "model work waits, one probe call every few seconds")
+        else:
+            lines.append(f"model {service}: circuit closed ({breaker['failures']} recent failures)")
     if restarted := document.get("embedded_postgres"):
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted["last_restarted_at"] or 0))
         lines.append(f"embedded PostgreSQL: died and restarted {restarted['restarts']} "

@@ -9,7 +9,8 @@ demoted by a failover, or a standby reached before the new primary).
 :func:`is_outage` tells them apart from everything else, through the whole
 ``__cause__``/``__context__`` chain, so a :class:`BackendUnavailable` raised by
 memjobs, SQLAlchemy's wrapper of a psycopg error, and psycopg's own error are
-all recognised. The job retry policy (:mod:`memjobs_worker.jobs`) retries these
+all recognised. A model service that is down (a ``ModelUnavailable`` but a
+rejected request) is an outage too. The job retry policy (:mod:`memjobs_worker.jobs`) retries these
 on a time budget instead of counting them against ``max_retries``.
 
 Both connection pools drop what such an outage leaves behind before handing
@@ -30,7 +31,7 @@ import sqlalchemy as sa
 from psycopg_pool import ConnectionPool
 from psycopg_pool.pool import AddConnection
 
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.errors import BackendUnavailable, ModelUnavailable
 
 #: SQLSTATE of a write refused by a read-only server or transaction.
 READ_ONLY_SQLSTATE = "25006"
@@ -43,12 +44,15 @@ def is_read_only_refusal(exc: BaseException) -> bool:
 
 def is_outage(exc: BaseException) -> bool:
     """Whether ``exc`` (or anything in its cause chain) says a backend is unreachable
-    or, for the database, not writable: transient, to be retried until it returns."""
+    or, for the database, not writable, or that a model service is down (or its
+    breaker open): transient, to be retried until it returns."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, BackendUnavailable):
+            return True
+        if isinstance(cause, ModelUnavailable) and cause.reason != ModelUnavailable.REJECTED:
             return True
         if isinstance(cause, (psycopg.OperationalError, psycopg.InterfaceError,
                               sa.exc.DisconnectionError)):

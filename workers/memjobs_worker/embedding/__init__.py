@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from memjobs_worker.embedding.fair import BoundedEmbedder, ModelShare
+from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.settings import Settings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
@@ -41,12 +42,14 @@ def model_share(settings: Settings) -> ModelShare:
     return ModelShare(slots=settings.embedding_slots, per_party=settings.api_model_per_owner)
 
 
-def build_embedder(settings: Settings, share: ModelShare | None = None) -> Any:
+def build_embedder(settings: Settings, share: ModelShare | None = None,
+                   breaker: ModelBreaker | None = None) -> Any:
     """The embedding service, the local model, or the hashed embedder (in that order
     of precedence); the local model loads on first use. The service and the local
     model take turns on ``share`` (a new one when none is given) and get at most
     ``MEMJOBS_EMBEDDING_MAX_CHARS`` characters of a text
-    (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`).
+    (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`). ``breaker``: the
+    embedding service's circuit breaker (:func:`memjobs_worker.model_breaker.breakers`).
 
     Raises:
         ConfigurationError: the local model is chosen but not installed here
@@ -55,7 +58,7 @@ def build_embedder(settings: Settings, share: ModelShare | None = None) -> Any:
     from memjobs_worker.model_client import remote_embedder
 
     share = share or model_share(settings)
-    remote = remote_embedder(settings)
+    remote = remote_embedder(settings, breaker)
     if remote is not None:
         return BoundedEmbedder(remote, share, settings.embedding_max_chars)
     if settings.local_embedder == "e5":

@@ -41,6 +41,8 @@ from memjobs_worker.knowledge.citations import CitedChunk, read_cited
 from memjobs_worker.knowledge.search import SearchOutcome
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_breaker import BreakerState
+from memjobs_worker.ops import status as ops_status
 from memjobs_worker.runtime import open_door
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
 from memjobs_worker.sessions.store import SessionStore
@@ -92,6 +94,8 @@ class ApiContext:
         self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
         self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
                                                      lambda: runtime.store.ping())
+        #: The model services' circuit breakers, for /readyz.
+        self.model_breakers: Callable[[], list[BreakerState]] = lambda: ops_status.model_breakers(runtime.redis)
         # Few backend threads: 32 threads fighting the event loop for the GIL made the
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.

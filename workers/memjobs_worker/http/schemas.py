@@ -236,9 +236,14 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    status: Literal["ready"]
+    """Status degraded: ready (remembers are taken and kept pending), but a model
+    service's circuit breaker is open, so nothing is learned until it returns."""
+
+    status: Literal["ready", "degraded"]
     redis: Literal["ok"]
     state_store: Literal["ok"]
+    #: Each model service's circuit breaker (``chat``, ``embed``).
+    models: dict[str, Literal["closed", "open"]]
 
 
 # -- the memory tool (USER.md / MEMORY.md): routes/memory_docs.py -------------------------

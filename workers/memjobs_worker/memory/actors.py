@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
+from dramatiq.middleware import Retries
 
 from memjobs_client import contracts
-from memjobs_client.errors import StaleFencingToken
+from memjobs_client.errors import ModelUnavailable, StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
 from memjobs_worker.memory.build import ensure_memory_on
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
+from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_output import ModelOutputInvalid
@@ -28,10 +30,13 @@ log = logging.getLogger(__name__)
 
 def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
                           memory: Callable[[], MemoryPipeline], store: Callable[[], StateStore],
-                          scheduler: Callable[[], ExtractionScheduler]) -> Actors:
+                          scheduler: Callable[[], ExtractionScheduler],
+                          model_waiting: Callable[[], bool] = lambda: False) -> Actors:
     """Register the personal-memory actors. The callables return their parts,
     built on first use: ``remember_source`` needs only the ledger and the
-    scheduler, so a process that takes only cheap jobs never loads mem0."""
+    scheduler, so a process that takes only cheap jobs never loads mem0.
+    ``model_waiting``: whether a model call now would be refused (a circuit
+    breaker open: :meth:`memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
     rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
@@ -41,6 +46,12 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ExtractFacts, args, kwargs, rules)
+        if model_waiting():
+            # Not started (no lease, no attempt): retried on the outage budget, the
+            # owner still marked queued, so neither remember nor the sweeper adds one.
+            scheduler().hold(payload.owner_key)
+            raise ModelUnavailable("extraction not started: a model service's circuit breaker is open",
+                                   reason="model_circuit_open")
         try:
             done = memory().extract(payload)
         except StaleFencingToken:
@@ -61,6 +72,8 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
         found = memory().forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
+    # Before Retries: it looks once Retries has decided retry or dead letter.
+    broker.add_middleware(ClearMarkerOnDeadLetter(scheduler), before=Retries)
     return declare(broker, settings, [
         (contracts.ACTOR_REMEMBER, remember_source, {}),
         (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),

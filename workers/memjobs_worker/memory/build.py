@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -16,6 +16,7 @@ from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionScheduler
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_breaker import ModelBreaker
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -32,12 +33,16 @@ def ensure_memory_on(settings: Settings) -> None:
         raise MemoryOff()
 
 
-def build_engine(settings: Settings, database_url: str, *, share: ModelShare | None = None) -> MemoryEngine:
+def build_engine(settings: Settings, database_url: str,
+                 breakers: Mapping[str, ModelBreaker] | None = None, *,
+                 share: ModelShare | None = None) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
-    local model, or the hashed embedder), refused when the stored vectors came
-    from another embedder (``memjobs reembed``). ``share``: the process's model
-    slots, shared with its knowledge embedder (a new one when none is given).
+    local model, or the hashed embedder) behind their circuit ``breakers`` (by
+    service: :func:`memjobs_worker.model_breaker.breakers`), refused when the stored
+    vectors came from another embedder (``memjobs reembed``). ``share``: the
+    process's model slots, shared with its knowledge embedder (a new one when none
+    is given).
 
     Raises:
         MemoryOff: personal memory is switched off.
@@ -51,8 +56,8 @@ def build_engine(settings: Settings, database_url: str, *, share: ModelShare | N
         database_url=libpq_url(database_url),
         data_dir=settings.data_dir / "mem0",
         dims=settings.vector_dims,
-        embedder=build_embedder(settings, share),
-        chat=chat_model(settings, "extract"),
+        embedder=build_embedder(settings, share, (breakers or {}).get("embed")),
+        chat=chat_model(settings, "extract", (breakers or {}).get("chat")),
         min_score=settings.recall_min_score,
         model_id=model_id(settings),
     )
@@ -61,7 +66,8 @@ def build_engine(settings: Settings, database_url: str, *, share: ModelShare | N
 def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
     """The per-owner debounced scheduling of ``extract_facts``."""
     return RedisExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
-                                    delay_ms=settings.extract_delay_ms)
+                                    delay_ms=settings.extract_delay_ms,
+                                    marker_ttl_ms=settings.extract_marker_ttl_ms)
 
 
 def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,

@@ -24,7 +24,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.lease.base import Monotonic
+from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
 from memjobs_worker.lease.memory import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
 
@@ -57,8 +57,18 @@ def remember(store: StateStore, scheduler: ExtractionScheduler, payload: Remembe
 class ExtractionScheduler(ABC):
     """Enqueues ``extract_facts`` for an owner, debounced: one scheduled at a time.
 
-    The debounce flag lives in the backend with a TTL, so a flag whose message
-    was lost expires by itself; the sweeper and forget pass ``force`` anyway.
+    The debounce flag is the owner's "extraction queued" marker: set when an
+    extraction is enqueued, cleared when one takes the learning lease (from then
+    the lease says it: a new source then schedules the next run, or marks the
+    holder dirty), and set again (:meth:`hold`) before a failed run lets the
+    lease go to be retried, and cleared (:meth:`clear`) when it is dead-lettered.
+    So an extraction queued, delayed or waiting out a retry always shows, by
+    its flag or by the lease, and neither remember nor the sweeper enqueues a
+    second one: a source that comes while a run holds the lease marks that run
+    dirty (in the same step as the look), and the run, or its retry, learns it.
+    Never more than one extraction per owner. The flag lives in the
+    backend with a TTL (``marker_ttl_ms``), so a flag whose message was lost
+    expires by itself; forget passes ``force`` anyway.
 
     A burst costs one round trip, not one per source: for the first half of
     the delay of a message this scheduler sent itself, a new source of the
@@ -73,12 +83,15 @@ class ExtractionScheduler(ABC):
         delay_ms: how long a scheduled extraction waits, so that a burst of
             sources shares one model call.
         monotonic: seconds, for the half-delay window (tests inject one).
+        marker_ttl_ms: how long the flag lasts unless cleared (at least the
+            lease and four delays): longer than any queue's wait and retry delay.
     """
 
     def __init__(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int,
-                 monotonic: Monotonic = time.monotonic) -> None:
+                 monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
         self.enqueue = enqueue
-        self.flag_ttl_ms = max(lease_ms, delay_ms * 4)
+        self.flag_ttl_ms = max(lease_ms, delay_ms * 4, marker_ttl_ms)
+        self.dirty_ttl_ms = lease_ms * DIRTY_LEASES  # as long as a taker's (the lease's own)
         self.delay_ms = delay_ms
         self.monotonic = monotonic
         #: owner key → until when (``monotonic``) a message sent from here is surely undelivered
@@ -91,6 +104,17 @@ class ExtractionScheduler(ABC):
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
         """Set the owner's debounce flag for ``ttl_ms``; whether it was set
         (``only_if_new``: not when it is set already).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        """In one step: while the owner's learning lease is held, set its dirty
+        flag (the holder reads the ledger again before it lets go) and answer
+        False; else set the owner's debounce flag for ``ttl_ms`` unless it is
+        set; whether it was set (the caller then sends the extraction).
 
         Raises:
             BackendUnavailable: the backend did not answer.
@@ -127,15 +151,18 @@ class ExtractionScheduler(ABC):
         return keys.extraction_scheduled(owner_key)
 
     def schedule(self, owner_key: str, trigger: str, *, force: bool = False) -> bool:
-        """Send the owner's extraction unless one is scheduled already (``force``:
-        send anyway); whether a message was sent.
+        """Send the owner's extraction unless one is scheduled already, or one
+        holds the owner's lease (it is marked dirty instead: it learns the new
+        source before it lets go, or its retry does); ``force``: send anyway.
+        Whether a message was sent.
 
         Raises:
             BackendUnavailable: the backend did not answer.
         """
         if not force and self._surely_undelivered(owner_key):
             return False
-        fresh = self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True)
+        fresh = (self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True) if force
+                 else self._claim(owner_key, self.flag_ttl_ms))
         if not fresh and not force:
             return False
         try:
@@ -161,6 +188,16 @@ class ExtractionScheduler(ABC):
         self._send(owner_key, "remember", delay_ms)
         return True
 
+    def hold(self, owner_key: str) -> None:
+        """Set the owner's flag again for a run that failed and will be retried:
+        called while its lease is still held, so there is no moment when neither
+        says an extraction is on its way (and the sweeper would send another).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+        self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=False)
+
     def _send(self, owner_key: str, trigger: str, delay_ms: int) -> None:
         payload = ExtractFacts.model_validate({"owner_key": owner_key, "trigger": trigger})
         until = self.monotonic() + delay_ms / 2000  # before: the message's delay runs from its send
@@ -180,6 +217,18 @@ class ExtractionScheduler(ABC):
         return until is not None and self.monotonic() < until
 
 
+#: KEYS: the flag, the learning lease, its dirty flag; ARGV: the flag's and the
+#: dirty flag's TTL (ms). See :meth:`ExtractionScheduler._claim`.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
+  return 0
+end
+if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 1 end
+return 0
+"""
+
+
 class RedisExtractionScheduler(ExtractionScheduler):
     """The scheduler with its debounce flags in Redis (production).
 
@@ -188,13 +237,23 @@ class RedisExtractionScheduler(ExtractionScheduler):
     """
 
     def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int, monotonic: Monotonic = time.monotonic) -> None:
-        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic)
+                 delay_ms: int, monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
+        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic,
+                         marker_ttl_ms=marker_ttl_ms)
         self.redis = redis_client
+        self._claim_script = redis_client.register_script(_CLAIM)
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
         try:
             return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        try:
+            return bool(self._claim_script(
+                keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
+                args=[ttl_ms, self.dirty_ttl_ms]))
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
@@ -236,6 +295,13 @@ class InMemoryExtractionScheduler(ExtractionScheduler):
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
         return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
 
+    def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        with self.keyspace.lock:
+            if self.keyspace.exists(keys.lock("learn", owner_key)):
+                self.keyspace.set(keys.lock_dirty("learn", owner_key), "1", px=self.dirty_ttl_ms)
+                return False
+            return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=True)
+
     def clear(self, owner_key: str) -> None:
         self.keyspace.delete(self.flag(owner_key))
 
@@ -252,8 +318,9 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
 
     Skipped: owners whose learning lease is held (the holder loops until nothing
     is pending; a dead holder's lease expires within ``lease_ms``) and owners
-    with an extraction already scheduled (the debounce flag; it expires by
-    itself if its message was lost). So a short threshold adds no message per
+    with an extraction already queued, delayed or waiting out a retry (the
+    debounce flag; it expires by itself if its message was lost): during a
+    model outage a retrying extraction is not joined by one more per pass. So a short threshold adds no message per
     pass to a long backlog, and drain is not kept busy by redundant work.
 
     Returns how many owners were re-enqueued.
@@ -265,5 +332,7 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     if not owners:
         return 0
     held = scheduler.leases_held(owners)
+    # (schedule looks at the lease again, with the flag, in one step: a run may
+    # have taken it, and cleared the flag, since the look above)
     return sum(scheduler.schedule(owner_key, "sweep")
                for owner_key, busy in zip(owners, held, strict=True) if not busy)

@@ -14,11 +14,14 @@ Invariants kept here with the ledger's help:
 - a batch the model answers badly for (prose, wrong-shape JSON, even when asked
   again: :mod:`~memjobs_worker.memory.engine.extraction_output`) keeps nothing
   and its sources end ``failed`` with the reason; the owner's next batch goes
-  on. A model that is down fails the job instead (retried with backoff).
+  on. A model that is down fails the job instead: an outage, retried on the
+  outage time budget (:class:`memjobs_worker.jobs.OutageRetries`), its owner
+  still marked queued meanwhile (:meth:`ExtractionScheduler.hold`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -29,7 +32,7 @@ from memjobs_client.contracts import (
     ForgetSource,
     RememberSource,
 )
-from memjobs_client.errors import LockLost, StaleFencingToken
+from memjobs_client.errors import BackendUnavailable, LockLost, PermanentError, StaleFencingToken
 from memjobs_worker.lease import Lease, LeaseFactory
 from memjobs_worker.memory.engine.base import MemoryEngine
 from memjobs_worker.memory.intake import ExtractionScheduler, remember
@@ -160,7 +163,11 @@ class MemoryPipeline:
                             break
                     if lock.release() != "again":
                         break
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not isinstance(exc, PermanentError):
+                # To be retried: marked queued before the lease goes (see ExtractionScheduler).
+                with contextlib.suppress(BackendUnavailable):
+                    self.scheduler.hold(owner_key)
             lock.abandon()
             raise
         return report

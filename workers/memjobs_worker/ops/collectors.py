@@ -1,5 +1,6 @@
 """Prometheus collectors that read state at scrape time: queue depths and ages
-from Redis, live worker heartbeats, ledger sources by state."""
+from Redis, live worker heartbeats, the model services' circuit breakers,
+ledger sources by state."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def oldest_ready_age_s(client: redis.Redis, queue: str, now: float | None = None
 
 
 class QueueCollector(Collector):
-    """Queue depth (ready, delayed, in flight, dead), oldest age, live workers, and the
-    dead letters operators retried and purged (counters kept in Redis)."""
+    """Queue depth (ready, delayed, in flight, dead), oldest age, live workers, the
+    model circuit breakers, and the dead letters operators retried and purged (counters kept in Redis)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -53,6 +54,9 @@ class QueueCollector(Collector):
         age = GaugeMetricFamily("memjobs_queue_oldest_age_seconds",
                                 "Age of the oldest ready message in a queue.", labels=["queue"])
         workers = GaugeMetricFamily("memjobs_workers_alive", "Worker processes with a live heartbeat.")
+        breaker = GaugeMetricFamily("memjobs_model_circuit_open",
+                                    "1 while a model service's circuit breaker is open (model work waits).",
+                                    labels=["service"])
         up = GaugeMetricFamily("memjobs_redis_up", "1 when Redis answered this scrape.")
         try:
             stats = ops.queue_stats(self.client)
@@ -61,6 +65,8 @@ class QueueCollector(Collector):
                     depth.add_metric([queue, state], stats[queue][state])
                 age.add_metric([queue], oldest_ready_age_s(self.client, queue))
             workers.add_metric([], len(live_heartbeats(self.client)))
+            for model in ops.model_breakers(self.client):
+                breaker.add_metric([model.service], 1 if model.is_open else 0)
             actions: list[CounterMetricFamily] = []
             totals = DeadLetters(self.client).totals()
             for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"),
@@ -74,7 +80,7 @@ class QueueCollector(Collector):
             up.add_metric([], 0)
             yield up
             return
-        yield from (depth, age, workers, up)
+        yield from (depth, age, workers, breaker, up)
         yield from actions
 
 

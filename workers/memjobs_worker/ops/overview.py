@@ -1,4 +1,5 @@
-"""One read of everything the console shows: queues, worker hosts and pools
+"""One read of everything the console shows: queues, the model services'
+circuit breakers, worker hosts and pools
 with their heartbeat age, sources by state, recent outcomes, failure reasons
 and the dead letters. No owner id and no text: queue, actor and pool names,
 counts, reasons (identifiers) and owner-key prefixes only.
@@ -19,6 +20,7 @@ import redis
 from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_breaker import BreakerState, read_states
 from memjobs_worker.observability import jobstats
 from memjobs_worker.observability.heartbeat import PREFIX, live_heartbeats
 from memjobs_worker.ops.deadletters import DeadLetter, DeadLetters
@@ -47,6 +49,7 @@ class Overview:
     failures: list[tuple[str, str, str, int]]  # (where, actor, reason, count)
     dead_letters: list[DeadLetter]
     dead_total: int
+    breakers: list[BreakerState] = field(default_factory=list)
     read_at: float = field(default_factory=time.time)
 
     @property
@@ -111,6 +114,7 @@ def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence
         recent = jobstats.recent(client, RECENT_MIN)
         procs = processes(client)
         failing = retrying()
+        breakers = read_states(client)
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     try:
@@ -124,7 +128,7 @@ def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence
         failures[("dead", letter.actor, letter.reason)] += 1
     return Overview(queues=queues, processes=procs, sources=sources, recent=recent,
                     failures=[(w, a, r, n) for (w, a, r), n in failures.most_common()],
-                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found))
+                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found), breakers=breakers)
 
 
 def _class_name(last_line: str) -> str:

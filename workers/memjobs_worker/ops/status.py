@@ -13,6 +13,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, QUEUES
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.model_breaker import BreakerState, read_states
 from memjobs_worker.observability import jobstats
 from memjobs_worker.observability.heartbeat import live_heartbeats
 
@@ -55,6 +56,18 @@ def live_workers(client: redis.Redis) -> int:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
+def model_breakers(client: redis.Redis) -> list[BreakerState]:
+    """Each model service's circuit breaker (:mod:`memjobs_worker.model_breaker`).
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    try:
+        return read_states(client)
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
 def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
     queues = queue_stats(client)
     states = store.counts_by_state()
@@ -63,6 +76,9 @@ def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
         "pending_sources": states["pending"],
         "sources": states,
         "workers": live_workers(client),
+        "model_breakers": {b.service: {"state": b.state, "failures": b.failures,
+                                       "open_for_s": None if b.open_for_s is None else round(b.open_for_s, 1)}
+                           for b in model_breakers(client)},
         "recent": {f"last_{m}_min": jobstats.recent(client, m) for m in RECENT_WINDOWS_MIN},
     }
 

@@ -1,6 +1,6 @@
 """Operations: ``/healthz`` (the process is up), ``/readyz`` (Redis and the state
-store answer), ``/metrics`` (the API's Prometheus metrics). No token needed:
-none of them carries an owner's data."""
+store answer; the model services' circuit breakers), ``/metrics`` (the API's
+Prometheus metrics). No token needed: none of them carries an owner's data."""
 
 from __future__ import annotations
 
@@ -29,7 +29,14 @@ _UNREACHABLE = ("Redis is unreachable", "the state database (PostgreSQL) is unre
 @router.get("/readyz", response_model=Ready, responses=errors())
 async def readyz(c: Ctx) -> Ready:
     """Redis and the state store answer (503 ``backend_unavailable`` otherwise,
-    its detail naming which one does not)."""
+    its detail naming which one does not).
+
+    An open model circuit breaker answers 200 with ``status: degraded`` and the
+    breaker's state under ``models``: the API still does its work (a remember is
+    queued and its source kept pending until the model returns; forget, recall
+    and the reads need no chat model), so taking it out of rotation would turn
+    a model outage into an API outage. Alert on the breaker
+    (``memjobs_model_circuit_open``), not on readiness."""
     for ping, unreachable in zip(c.pings, _UNREACHABLE, strict=True):  # Redis, then the state store
         try:
             await c.call(ping)
@@ -37,7 +44,15 @@ async def readyz(c: Ctx) -> Ready:
             if isinstance(exc, ProblemError) and exc.reason != "backend_unavailable":
                 raise
             raise ProblemError("backend_unavailable", unreachable) from None
-    return Ready(status="ready", redis="ok", state_store="ok")
+    try:
+        breakers = await c.call(c.model_breakers)
+    except (MemjobsError, ProblemError) as exc:
+        if isinstance(exc, ProblemError) and exc.reason != "backend_unavailable":
+            raise
+        raise ProblemError("backend_unavailable", _UNREACHABLE[0]) from None
+    models = {b.service: "open" if b.is_open else "closed" for b in breakers}
+    return Ready(status="degraded" if "open" in models.values() else "ready",
+                 redis="ok", state_store="ok", models=models)  # type: ignore[arg-type]
 
 
 @router.get("/metrics", response_class=Response,

@@ -324,10 +324,15 @@ class _translated:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None:
             return
+        # A memjobs error anywhere in the chain first (a model outage raised under
+        # mem0 is a ModelUnavailable, not the vector store's outage).
         cause: BaseException | None = exc
         while cause is not None:
             if isinstance(cause, MemjobsError):
                 raise cause from exc
+            cause = cause.__cause__ or cause.__context__
+        cause = exc
+        while cause is not None:
             if is_read_only_refusal(cause) and self.pool is not None:
                 # A failover: this server no longer takes writes. New connections
                 # go through the URL's hosts again (target_session_attrs).
