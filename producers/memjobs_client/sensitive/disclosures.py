@@ -170,9 +170,18 @@ def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
         yield pos
 
 
+#: A value at least this long is judged once: the keywords inside it
+#: ("pw=pw=pw=…") are not each judged again, which made a long run of them cost
+#: its length squared (issue 31). Shorter values are re-read, as before.
+_LONG_VALUE = 256
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
+        judged_to = 0  # the end of the last long value judged
         for keyword in _EN_KEYWORD.finditer(text):
+            if keyword.start() < judged_to:
+                continue
             family = _en_family(keyword.group("kw"))
             if family not in families:
                 continue
@@ -182,6 +191,8 @@ def english_scanner(families: frozenset[str]) -> Scanner:
                     continue
                 conn = connector.lastgroup or "none"
                 value = _EN_VALUE.match(text, connector.end())
+                if value is not None and value.end() - value.start() >= _LONG_VALUE:
+                    judged_to = max(judged_to, value.end())
                 if value is None or not _en_value_ok(family, conn, value, text):
                     continue
                 group = next(
