@@ -43,7 +43,7 @@ _EN_KEYWORD = re.compile(
       | (?:client|app|application|consumer|webhook|jwt|shared)[ _\-]?secrets?
       | (?:access|auth|authentication|refresh|bearer|bot|session|oauth|id
           |personal[ _\-]?access)[ _\-]?tokens?
-      | secrets? | tokens? | credentials? | creds
+      | secrets? | tokens? | credentials? | creds | (?<![_.\-])key
     )
     (?![A-Za-z0-9])
     """,
@@ -101,6 +101,8 @@ def _en_family(keyword: str) -> str:
         return "short"  # also ordinary words: "pass the salt"
     if key.startswith(("pass", "pwd", "p@", "p4", "wifi", "wlan", "wpa", "wireless", "network", "router", "hotspot")):
         return "password"
+    if key == "key":
+        return "key"  # also a door's, a map's, a shortcut's: "the key is under the mat"
     if key in {"secret", "secrets", "token", "tokens", "credential", "credentials", "creds"}:
         return "ambiguous"  # also ordinary English words: "the secret is patience"
     return "compound"
@@ -116,7 +118,7 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     ):
         return False
     if value.group("digits") is not None:
-        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound")
+        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound", "key")
     if value.group("spoken") is not None:
         return True
     quoted = value.group("quoted") is not None
@@ -130,6 +132,10 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     clause_ends = punct_after or at_clause_end(text, value.end())
     if family == "pin":
         return digit_count(core) >= 4
+    if family == "key":
+        # "the key is superSecret99" is a secret; "key: value", "the key is F5",
+        # "the key is Ctrl+Shift+S" are not: letters and digits, six at least.
+        return conn in ("eq", "colon", "verb") and has_digit and has_alpha and len(core) >= 6
     if family in ("ambiguous", "compound") and _COUNT.fullmatch(core):
         return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
     if family == "short" and not (has_digit or has_symbol):

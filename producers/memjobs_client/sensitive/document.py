@@ -7,11 +7,13 @@ in the next. Each half is clean; the document is not. So the memory service
 checks the document an edit would produce, and consolidation checks the
 documents before it sends them to a model.
 
-How: the document is checked as it is, and once more with each line break
-(and the list marker, quote or heading mark that opens the next line) read as
-one space, so that a keyword ending one line and the value opening the next
-are read as one sentence. Both passes are linear; a secret split over lines
-that are not next to each other is not found (a heuristic, like the rest).
+How: the document is checked as it is, and once more with each line that
+ends as a disclosure starts (a connector such as "is", ":" or 是, or a
+credential's noun such as "password" or 密码) joined to the next line (its
+list marker, quote or heading mark dropped), so that the keyword ending one
+line and the value opening the next are read as one sentence. Both passes are
+linear. Not found: a secret split over lines that are not next to each other,
+or after a line that ends otherwise (a heuristic, like the rest).
 """
 
 from __future__ import annotations
@@ -21,16 +23,23 @@ import re
 from memjobs_client.sensitive.content import find_sensitive_text
 from memjobs_client.sensitive.rules import Finding
 
-# A line break, blank lines after it, and what opens the next line in Markdown:
-# indentation, a list marker ("-", "*", "+", "1.", "1)", "- [ ]"), a quote or a heading.
+# A line that ends as a disclosure starts (a connector: "is", ":", "=", 是, 为 …, or
+# a credential's noun: password, PIN, code, key, number, 密码, 口令, 码, 号), then the
+# line break, blank lines, and what opens the next line in Markdown: indentation,
+# a list marker ("-", "*", "+", "1.", "1)", "- [ ]"), a quote or a heading.
+# Other line breaks stay: "- … using 138591 tokens" above "- max_tokens=4759"
+# is two facts, not a token and its value.
 _LINE_JOIN = re.compile(
+    r"(?P<trail>(?i:\b(?:is|are|was|were|be|to|as|password|passcode|passphrase|pin|code|key|number|no)"
+    r")|[:：=→]|->|是|为|為|成|密码|密碼|口令|码|碼|号|號)"
     r"[ \t]*+(?:\r?\n[ \t]*+)++(?:(?:[-*+]|\d{1,9}[.)]|>|#{1,6})[ \t]++(?:\[[ xX]\][ \t]++)?+)?+"
 )
 
 
 def joined_lines(text: str) -> str:
-    """``text`` with each line break and the Markdown marker after it as one space."""
-    return _LINE_JOIN.sub(" ", text)
+    """``text`` with each line that ends as a disclosure starts joined to the
+    next by one space (the next line's Markdown marker dropped)."""
+    return _LINE_JOIN.sub(r"\g<trail> ", text)
 
 
 def find_sensitive_document(text: str) -> Finding | None:

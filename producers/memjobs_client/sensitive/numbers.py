@@ -229,6 +229,7 @@ _CODE_WORDS = (
     r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
     r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
     r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
+    r"|atm|debit|credit|card|sim|voicemail|locker|padlock|combination"
     r"|authenticator|google|microsoft|apple|wechat|alipay|telegram|whatsapp|signal|uber|facebook|instagram"
     r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq)"
     r"[ \-]?(?:code|pin|passcode|password)s?"
