@@ -20,6 +20,7 @@ import binascii
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from functools import partial
 from itertools import accumulate
 from operator import add
 
@@ -167,8 +168,7 @@ def spaced_scanner(matches: Matches) -> Scanner:
                 first = bisect_left(tokenish, start)
                 if first == len(tokenish) or tokenish[first] >= start + _MAX_FRAGMENTS:
                     continue  # no random-looking piece: no chain
-                count = _chain(pieces[start:start + _MAX_FRAGMENTS],
-                               lambda i, at=start: at + i in is_tokenish)
+                count = _chain(pieces[start:start + _MAX_FRAGMENTS], partial(_member, is_tokenish, start))
                 if not count:
                     continue
                 joins += 1
@@ -180,6 +180,10 @@ def spaced_scanner(matches: Matches) -> Scanner:
                     break
 
     return scan
+
+
+def _member(indices: set[int], offset: int, i: int) -> bool:
+    return offset + i in indices
 
 
 def _piece_span(text: str, group: re.Match[str], index: int) -> tuple[int, int]:

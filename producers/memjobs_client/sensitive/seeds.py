@@ -32,9 +32,10 @@ from mnemonic import Mnemonic
 _LENGTHS = (24, 21, 18, 15, 12)
 #: Words of the run tried before and after a phrase.
 _SLACK = 3
-# A word, or a list number ("1." "12)") that a phrase read out may carry; anything
-# else (punctuation other than commas, digits, other scripts) ends a run.
-_TOKEN = re.compile(r"(?P<word>[A-Za-z]+)|(?P<number>\d{1,2}[.)])|(?P<gap>[ \t\r\n,;]+)|(?P<other>[^A-Za-z \t\r\n,;]+)")
+_WORD = re.compile(r"[A-Za-z]+")
+# What may stand between two words of a phrase read out: spaces, commas, line
+# breaks, and list numbers ("1." "12)"); anything else ends a run.
+_BETWEEN = re.compile(r"(?:[ \t\r\n,;]|\d{1,2}[.)])*+")
 
 
 @lru_cache(maxsize=1)
@@ -57,17 +58,16 @@ def _runs(text: str) -> Iterator[list[tuple[int, int, int]]]:
     """Runs of 12 or more list words, as (index in the list, start, end) each."""
     index = _index()
     run: list[tuple[int, int, int]] = []
-    for token in _TOKEN.finditer(text):
-        kind = token.lastgroup
-        if kind in ("gap", "number"):
-            continue
-        found = index.get(token.group().lower()) if kind == "word" else None
+    last_end = 0
+    for word in _WORD.finditer(text):
+        found = index.get(word.group().lower())
+        if run and (found is None or _BETWEEN.fullmatch(text, last_end, word.start()) is None):
+            if len(run) >= _LENGTHS[-1]:
+                yield run
+            run = []
         if found is not None:
-            run.append((found, token.start(), token.end()))
-            continue
-        if len(run) >= _LENGTHS[-1]:
-            yield run
-        run = []
+            run.append((found, word.start(), word.end()))
+            last_end = word.end()
     if len(run) >= _LENGTHS[-1]:
         yield run
 
