@@ -16,8 +16,8 @@ tracking, IMEI, zip code, error code) keep it out.
 
 from __future__ import annotations
 
-import re
 import operator
+import re
 from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import date
