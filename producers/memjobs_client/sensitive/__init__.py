@@ -12,7 +12,9 @@ Why: a voice assistant hears people read out Wi-Fi passwords, bank PINs and API
 keys, in Chinese and in English.  None of that may be stored in memory or sent
 to a model service, so the check runs at the producer, before anything is
 queued.  The gateway imports ``producers/`` alone, so this package uses the
-standard library only.
+standard library only, and the BIP39 word list of ``mnemonic`` (Trezor's
+reference package, no dependencies) for bare seed phrases
+(:mod:`~memjobs_client.sensitive.seeds`).
 
 How, and what it will not do (one module each):
 

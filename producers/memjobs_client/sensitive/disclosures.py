@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 from memjobs_client.sensitive.rules import Scanner
 from memjobs_client.sensitive.values import (
@@ -93,6 +94,7 @@ _EN_VALUE = re.compile(
 )
 
 
+@lru_cache(maxsize=256)
 def _en_family(keyword: str) -> str:
     key = re.sub(r"[ _\-]", "", keyword.lower())
     if key.startswith(("pin", "passcode")):
@@ -182,10 +184,26 @@ def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
 _LONG_VALUE = 256
 
 
+#: The last text's keywords, one tuple read and replaced whole (threads never see
+#: one text's half with another's): the password and the secret rules look for
+#: the same keywords in the same text, one after the other.
+_last_keywords: tuple[str, list[re.Match[str]]] = ("", [])
+
+
+def _keywords(text: str) -> list[re.Match[str]]:
+    global _last_keywords
+    last = _last_keywords
+    if last[0] is text:
+        return last[1]
+    found = list(_EN_KEYWORD.finditer(text))
+    _last_keywords = (text, found)
+    return found
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        for keyword in _EN_KEYWORD.finditer(text):
+        for keyword in _keywords(text):
             if keyword.start() < judged_to:
                 continue
             family = _en_family(keyword.group("kw"))

@@ -11,8 +11,8 @@ How: the document is checked as it is, and once more with each line that
 ends as a disclosure starts (a connector such as "is", ":" or 是, or a
 credential's noun such as "password" or 密码) joined to the next line (its
 list marker, quote or heading mark dropped), so that the keyword ending one
-line and the value opening the next are read as one sentence. Both passes are
-linear. Not found: a secret split over lines that are not next to each other,
+line and the value opening the next are read as one sentence; the second pass
+reads only the lines so joined. Both passes are linear. Not found: a secret split over lines that are not next to each other,
 or after a line that ends otherwise (a heuristic, like the rest).
 """
 
@@ -37,9 +37,11 @@ _LINE_JOIN = re.compile(
 
 
 def joined_lines(text: str) -> str:
-    """``text`` with each line that ends as a disclosure starts joined to the
-    next by one space (the next line's Markdown marker dropped)."""
-    return _LINE_JOIN.sub(r"\g<trail> ", text)
+    """The lines of ``text`` that end as a disclosure starts, each joined to the
+    next by one space (the next line's Markdown marker dropped); the lines
+    joined to none are left out (the first pass read them)."""
+    marked = _LINE_JOIN.sub("\\g<trail>\0", text)  # NUL: a join (a document holds none: refused at the doors)
+    return "\n".join(line for line in marked.split("\n") if "\0" in line).replace("\0", " ")
 
 
 def find_sensitive_document(text: str) -> Finding | None:
@@ -50,4 +52,5 @@ def find_sensitive_document(text: str) -> Finding | None:
     found = find_sensitive_text(text)
     if found is not None or "\n" not in text:
         return found
-    return find_sensitive_text(joined_lines(text))
+    joined = joined_lines(text)
+    return find_sensitive_text(joined) if joined else None
