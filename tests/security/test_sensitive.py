@@ -12,6 +12,7 @@ from memjobs_client.sensitive import (
     REDACTED,
     Finding,
     ensure_not_sensitive,
+    find_sensitive_document,
     find_sensitive_path,
     find_sensitive_text,
     redact_secrets,
@@ -405,3 +406,18 @@ def test_a_bare_bip39_phrase_is_refused_only_when_its_checksum_holds() -> None:
     # The same twelve words but the last, chosen so that the checksum fails: words, not a phrase.
     last = next(w for w in bip39.wordlist if not checksum_ok([index[x] for x in words[:-1]] + [index[w]]))
     assert find_sensitive_text(" ".join([*words[:-1], last])) is None
+
+
+@pytest.mark.parametrize("document", [
+    "- 我的银行卡密码是\n- 739164",
+    "## Wi-Fi\n- my wifi password is\n  - Tiger2024!",
+    "1. my PIN is\n2. 4821",
+])
+def test_a_secret_split_over_two_lines_of_a_document_is_found(document: str) -> None:
+    assert all(find_sensitive_text(line) is None for line in document.splitlines())
+    assert find_sensitive_document(document) is not None
+
+
+def test_two_facts_on_two_lines_are_not_read_as_one() -> None:
+    assert find_sensitive_document("- the model answered using 138591 tokens\n- max_tokens=4759") is None
+    assert find_sensitive_document("- reset my password\n- 2024 trip to Japan") is None

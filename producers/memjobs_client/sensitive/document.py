@@ -12,8 +12,9 @@ ends as a disclosure starts (a connector such as "is", ":" or 是, or a
 credential's noun such as "password" or 密码) joined to the next line (its
 list marker, quote or heading mark dropped), so that the keyword ending one
 line and the value opening the next are read as one sentence; the second pass
-reads only the lines so joined. Both passes are linear. Not found: a secret split over lines that are not next to each other,
-or after a line that ends otherwise (a heuristic, like the rest).
+reads only the lines so joined. Both passes are linear. Not found: a secret
+split over lines that are not next to each other, or after a line that ends
+otherwise (a heuristic, like the rest).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def joined_lines(text: str) -> str:
     """The lines of ``text`` that end as a disclosure starts, each joined to the
     next by one space (the next line's Markdown marker dropped); the lines
     joined to none are left out (the first pass read them)."""
-    marked = _LINE_JOIN.sub("\\g<trail>\0", text)  # NUL: a join (a document holds none: refused at the doors)
+    # A NUL marks a join (a document holds none: the doors refuse it as text).
+    marked = _LINE_JOIN.sub("\\g<trail>\0", text)
     return "\n".join(line for line in marked.split("\n") if "\0" in line).replace("\0", " ")
 
 
