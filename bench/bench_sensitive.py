@@ -7,7 +7,10 @@ Prints, from one run:
      32 KiB source (the default byte cap) and a 256 KiB transcript;
   3. microseconds per log record through the JSON Lines formatter (which runs
      the same detector over every string): a repeated INFO line, a line with a
-     fresh id each time, and a record with an exception.
+     fresh id each time, and a record with an exception;
+  4. CPU seconds of the inputs of issue 31's finding and of a megabyte aimed at
+     each detector's hot path (tests/security/test_detector_cost.py), checked
+     and redacted (issue 31: every detector linear in its input).
 
     python bench/bench_sensitive.py
 """
@@ -25,8 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memjobs_client.sensitive import find_sensitive_text  # noqa: E402
+from memjobs_client.sensitive import find_sensitive_text, redact_secrets  # noqa: E402
 from memjobs_worker.logs import JsonFormatter  # noqa: E402
+from tests.security.test_detector_cost import HOT_PATHS  # noqa: E402
 from tests.support.sensitive_corpus import negatives, positives  # noqa: E402
 
 
@@ -74,6 +78,22 @@ def main() -> None:
           f"{per_call_us(lambda: formatter.format(record('job done', message_id=str(uuid.uuid4()), owner_key=uuid.uuid4().hex * 2)), 2000):,.0f} µs")  # noqa: E501
     failed = record("job failed", exc=True, actor="reindex_knowledge", reason="backend_unavailable")
     print(f"log record with an exception: {per_call_us(lambda: formatter.format(failed), 500):,.0f} µs")
+
+    turn = "card " + "4 " * 120000
+    for name, text in (("the finding's turn, 'card ' + '4 ' * 120000", turn),
+                       ("'card ' + '4 ' * 50000", "card " + "4 " * 50000), ("'pw=' * 21846", "pw=" * 21846)):
+        print(f"{name} ({len(text.encode()):,} bytes): check {cpu_s(find_sensitive_text, text):.2f} s, "
+              f"redaction {cpu_s(redact_secrets, text):.2f} s")
+    for name, text in HOT_PATHS:
+        print(f"1 MB hot path {name}: check {cpu_s(find_sensitive_text, text):.2f} s, "
+              f"redaction {cpu_s(redact_secrets, text):.2f} s")
+
+
+def cpu_s(fn: Callable[[str], object], text: str) -> float:
+    """CPU seconds of one call (other work on the machine does not count)."""
+    started = time.process_time()
+    fn(text)
+    return time.process_time() - started
 
 
 if __name__ == "__main__":

@@ -214,9 +214,45 @@ def disguised() -> list[tuple[str, str, str]]:
     return out
 
 
+def gaps() -> list[tuple[str, str, str]]:
+    """The misses of issue 31, item 7, and close variants; drawn from their own
+    generator, so the lines before them stay as they were."""
+    from mnemonic import Mnemonic  # the client's dependency: the BIP39 word list
+
+    r = random.Random(20261201)
+    bip39 = Mnemonic("english")
+
+    def phrase(words: int) -> str:
+        return bip39.to_mnemonic(bytes(r.getrandbits(8) for _ in range(words * 4 // 3)))
+
+    def secret() -> str:
+        return r.choice(["superSecret", "Hunter", "MyDog", "blueSky"]) + "".join(r.choice(string.digits)
+                                                                                for _ in range(r.choice([2, 4])))
+
+    def pin() -> str:
+        return "".join(r.choice(string.digits) for _ in range(r.choice([4, 6])))
+
+    def born() -> str:
+        return f"{r.randint(1950, 2015)}{r.randint(1, 12):02d}{r.randint(1, 28):02d}"
+
+    out = [("seed_phrase", phrase(12), "{s}"), ("seed_phrase", phrase(24), "{s}"),
+           ("seed_phrase", phrase(12), "write this down: {s}"), ("seed_phrase", phrase(18), "这是我的钱包 {s}"),
+           ("seed_phrase", phrase(24), "ok so {s} got it?")]
+    for template in ["the key is {s}", "my key is {s}", "the key for the server is {s}", "Key: {s}"]:
+        out.append(("key_en", secret(), template))
+    for template in ["my ATM code {s}", "ATM pin: {s}", "my debit card code is {s}", "padlock code is {s}",
+                     "voicemail code: {s}"]:
+        out.append(("pin", pin(), template))
+    for template in ["我的密码就是我家门牌号加生日 {s}", "支付密码是我女儿的生日 {s}", "银行卡密码就是我的生日 {s}"]:
+        out.append(("password_zh", born(), template))
+    out.append(("password_zh", pin(), "开机密码用的是手机尾号 {s}"))
+    return out
+
+
 def positive_lines() -> list[str]:
     rows = keys() + urls() + numbers() + words() + disguised()
     rows += keys()[::3] + words()[::2] + numbers()[::2]  # a second draw of values
+    rows += gaps()
     lines = []
     for family, secret, template in rows:
         lines.append(f"{family}\t{secret}\t{template.replace('{s}', secret)}")

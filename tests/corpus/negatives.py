@@ -258,4 +258,24 @@ def negative_lines(rng: random.Random) -> list[str]:
     lines = [line for line in FIXED.splitlines() if line.strip()]
     for _ in range(3):
         lines += [fill(t) for t in _ENGLISH + _CHINESE]
-    return lines
+    return lines + [line for line in NEAR_MISSES.splitlines() if line.strip()]
+
+
+# Close to the gaps closed in issue 31 (a bare "key", ATM codes, a password
+# described before its digits, words of the BIP39 list): ordinary all the same.
+NEAR_MISSES = """the key is under the mat
+the key to success is practice 24/7
+key: value pairs are kept in a dictionary
+press the key F5 to refresh the page
+the shortcut key is Ctrl+Shift+S
+the key is 2024-12-01 in the calendar
+my ATM card expired last week
+where is the nearest ATM with no fee
+the ATM code of conduct is posted on the wall
+我的密码在 2023 年改过
+密码长度至少 8 位
+密码错误超过 3 次就会锁定
+密码是什么来着，我想不起来了
+abandon ability able about above absent absorb abstract absurd abuse access accident
+we should help each other and keep the garden clean every morning before breakfast
+"""

@@ -1,7 +1,8 @@
 """What a gateway installs and what the project's install puts in site-packages.
 
-The client wheel (``producers/``) installs Dramatiq, redis and pydantic and
-nothing of the worker's weight; the developers' install (this virtual
+The client wheel (``producers/``) installs Dramatiq, redis, pydantic and
+mnemonic (the BIP39 word list of the sensitive-content check) and nothing of
+the worker's weight; the developers' install (this virtual
 environment) exposes only this project's own import names.
 """
 
@@ -46,7 +47,7 @@ def test_the_client_wheel_installs_none_of_the_worker_dependencies(tmp_path: Pat
 
     listed = _run(python, "-m", "pip", "list", "--format", "json", cwd=tmp_path)
     names = {d["name"].lower() for d in json.loads(listed.stdout)}
-    assert {"memjobs-client", "dramatiq", "redis", "pydantic"} <= names
+    assert {"memjobs-client", "dramatiq", "redis", "pydantic", "mnemonic"} <= names
     assert names & HEAVY_DISTRIBUTIONS == set()
 
     probe = _run(python, "-c", "import memjobs_client; print(memjobs_client.MemjobsClient.__name__)",

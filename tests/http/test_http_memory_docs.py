@@ -95,6 +95,15 @@ def test_assistant_md_is_refused_and_secrets_are_refused_on_every_edit(
     assert "hunter2" not in stored and "Tr0ub4dor" not in stored and "be rude" not in stored
 
 
+def test_a_secret_split_across_two_requests_gets_the_same_refusal_as_one_in_one_edit(
+        api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    assert edits(api, {"op": "append", "doc": USER, "text": "- 我的银行卡密码是"}).status_code == 200
+    refused = problem(edits(api, {"op": "append", "doc": USER, "text": "- 739164"}), "sensitive_content", 422)
+    assert refused["detail"].startswith("edits[0] (append in USER.md)")
+    assert "739164" not in json.dumps(refused) and doc(api, USER)["version"] == 1
+
+
 def test_the_audit_trail_is_for_operators_and_holds_the_gateways_context(
         api_factory: Callable[..., Api]) -> None:
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)

@@ -12,6 +12,7 @@ from memjobs_client.sensitive import (
     REDACTED,
     Finding,
     ensure_not_sensitive,
+    find_sensitive_document,
     find_sensitive_path,
     find_sensitive_text,
     redact_secrets,
@@ -378,3 +379,46 @@ def test_unterminated_private_key_is_redacted_to_the_end() -> None:
         "private_key_block", "PEM, OpenSSH or PuTTY private key"
     )
     assert redact_secrets(text) == "oops [REDACTED]"
+
+
+# --- issue 31, item 7: what the detector let through ---------------------------
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ("the key is superSecret99", "secret_assignment"),
+    ("my ATM code 4821", "one_time_code"),
+    ("我的密码就是我家门牌号加生日 19880312", "zh_password_phrase"),
+])
+def test_the_misses_of_issue_31_are_refused_and_redacted(text: str, rule: str) -> None:
+    found = find_sensitive_text(text)
+    assert found is not None and found.rule == rule
+    assert text.split()[-1] not in redact_secrets(text)
+
+
+def test_a_bare_bip39_phrase_is_refused_only_when_its_checksum_holds() -> None:
+    from mnemonic import Mnemonic
+
+    from memjobs_client.sensitive.seeds import checksum_ok
+
+    bip39 = Mnemonic("english")
+    words = bip39.to_mnemonic(bytes(range(16))).split()
+    assert find_sensitive_text(" ".join(words)) == Finding("seed_phrase", "wallet seed or recovery phrase")
+    assert find_sensitive_text("okay, " + ", ".join(words) + ". thanks") is not None
+    index = {w: i for i, w in enumerate(bip39.wordlist)}
+    # The same twelve words but the last, chosen so that the checksum fails: words, not a phrase.
+    last = next(w for w in bip39.wordlist if not checksum_ok([index[x] for x in words[:-1]] + [index[w]]))
+    assert find_sensitive_text(" ".join([*words[:-1], last])) is None
+
+
+@pytest.mark.parametrize("document", [
+    "- 我的银行卡密码是\n- 739164",
+    "## Wi-Fi\n- my wifi password is\n  - Tiger2024!",
+    "1. my PIN is\n2. 4821",
+])
+def test_a_secret_split_over_two_lines_of_a_document_is_found(document: str) -> None:
+    assert all(find_sensitive_text(line) is None for line in document.splitlines())
+    assert find_sensitive_document(document) is not None
+
+
+def test_two_facts_on_two_lines_are_not_read_as_one() -> None:
+    assert find_sensitive_document("- the model answered using 138591 tokens\n- max_tokens=4759") is None
+    assert find_sensitive_document("- reset my password\n- 2024 trip to Japan") is None

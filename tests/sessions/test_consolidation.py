@@ -13,6 +13,7 @@ import pytest
 from memjobs_client.contracts import ConsolidateSession, owner_key
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.sessions.consolidation import consolidate
+from memjobs_worker.sessions.memory_docs import Change, ChangeContext
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
 from tests.support.openai_server import FakeOpenAI
@@ -168,6 +169,21 @@ def test_secrets_reach_neither_the_model_nor_a_document(
     assert "Tr0ub4dor" not in fake_model.all_text_sent()
     assert "Tr0ub4dor" not in json.dumps(docs(h))
     assert [x["reason"] for x in audit_lines(h)][0] in ("sensitive_content", "not_grounded")
+
+
+def test_a_document_holding_a_split_secret_is_never_sent_and_the_skip_is_reported(
+    h: Harness, fake_model: FakeOpenAI, script: Script
+) -> None:
+    # Written before documents were checked whole: the provider takes it as it is.
+    h.runtime.memory_docs.provider.apply(OWNER, [Change("USER.md", "- 我的银行卡密码是\n- 739164", 0)],
+                                         ChangeContext("test"))
+    h.client.end_session(OWNER, "s-split", TRANSCRIPT)
+    h.drain()
+    assert "739164" not in fake_model.all_text_sent()
+    assert "Markdown memory documents" not in fake_model.all_text_sent()  # not asked at all
+    assert [(x["doc"], x["reason"]) for x in audit_lines(h)] == [("USER.md", "sensitive_document")]
+    runs = {(r.session_id, r.kind): (r.state, r.reason) for r in h.runtime.sessions.run_records(KEY, 1)}
+    assert runs[("s-split", "consolidate")] == ("failed", "sensitive_document")
 
 
 def test_model_output_that_is_not_json_is_audited_and_changes_nothing(

@@ -27,6 +27,7 @@ from memjobs_worker.sessions.memory_docs import (
     Change,
     ChangeContext,
     Document,
+    Edit,
     Health,
     ListOptions,
     MarkdownFileProvider,
@@ -227,6 +228,36 @@ def test_secrets_are_refused_and_never_written(service: MemoryService, provider:
     raw = stored_text(provider, tmp_path) + audit.text()
     assert "hunter2" not in raw and "sk-abc" not in raw and "Tr0ub4dor" not in raw
     assert service.read(OWNER, MEM).version == 1
+
+
+def test_a_secret_split_across_requests_is_refused_when_its_second_half_lands(
+        service: MemoryService, provider: MemoryProvider, tmp_path: Path, audit: ListAudit) -> None:
+    # Issue 31, item 3: each half is clean; the document they make is not.
+    assert service.append(OWNER, MEM, "- 我的银行卡密码是").applied
+    assert service.append(OWNER, MEM, "- 739164").reason == "sensitive_content"
+    assert service.replace(OWNER, MEM, "银行卡密码是", "wifi password is\n- Tiger2024!").reason == "sensitive_content"
+    assert "739164" not in stored_text(provider, tmp_path) + audit.text()
+    assert "Tiger2024" not in stored_text(provider, tmp_path)
+    assert service.read(OWNER, MEM).version == 1
+
+
+def test_a_secret_split_within_one_turn_refuses_the_turn_at_its_last_edit(service: MemoryService) -> None:
+    outcome = service.edit(OWNER, [Edit("append", MEM, text="- my wifi password is"),
+                                   Edit("append", "USER.md", text="- call me Lin"),
+                                   Edit("append", MEM, text="- Tiger2024!")],
+                           context=ChangeContext("memory_tool"))
+    assert (outcome.applied, outcome.failed, outcome.reason) == (False, 2, "sensitive_content")
+    assert [d.version for d in service.snapshot(OWNER)] == [0, 0]
+
+
+def test_a_document_already_holding_a_split_secret_takes_only_the_edit_that_clears_it(
+        service: MemoryService, provider: MemoryProvider) -> None:
+    # Written before documents were checked whole (straight through the provider).
+    apply = provider.apply(OWNER, [Change(MEM, "- 我的银行卡密码是\n- 739164", 0)], ChangeContext("test"))
+    assert apply.changed == 1
+    assert service.append(OWNER, MEM, "- likes tea").reason == "sensitive_content"
+    assert service.replace(OWNER, MEM, "- 739164", "").applied
+    assert service.append(OWNER, MEM, "- likes tea").applied
 
 
 def test_a_repeated_patch_is_a_duplicate_noop(service: MemoryService) -> None:

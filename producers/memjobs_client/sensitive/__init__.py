@@ -12,7 +12,9 @@ Why: a voice assistant hears people read out Wi-Fi passwords, bank PINs and API
 keys, in Chinese and in English.  None of that may be stored in memory or sent
 to a model service, so the check runs at the producer, before anything is
 queued.  The gateway imports ``producers/`` alone, so this package uses the
-standard library only.
+standard library only, and the BIP39 word list of ``mnemonic`` (Trezor's
+reference package, no dependencies) for bare seed phrases
+(:mod:`~memjobs_client.sensitive.seeds`).
 
 How, and what it will not do (one module each):
 
@@ -34,6 +36,9 @@ How, and what it will not do (one module each):
   :mod:`~memjobs_client.sensitive.values`).  A heuristic: it trades a few
   misses for few false refusals; ``tests/security/test_sensitive_corpus.py`` measures both.
 * :mod:`~memjobs_client.sensitive.paths` — credential file and directory names.
+* :mod:`~memjobs_client.sensitive.document` — a Markdown document checked
+  whole, its lines also read joined: a secret split over two lines (or two
+  edits) is found.
 * :mod:`~memjobs_client.sensitive.redact` and :mod:`~memjobs_client.sensitive.check` —
   blanking secrets out, and the refusal itself.
 * :mod:`~memjobs_client.sensitive.structured` — the stricter masking of
@@ -48,6 +53,7 @@ How, and what it will not do (one module each):
 
 from memjobs_client.sensitive.check import ensure_not_sensitive
 from memjobs_client.sensitive.content import find_sensitive_text
+from memjobs_client.sensitive.document import find_sensitive_document
 from memjobs_client.sensitive.paths import PATH_RULE as PATH_RULE  # importable, as before; not in __all__
 from memjobs_client.sensitive.paths import find_sensitive_path
 from memjobs_client.sensitive.redact import REDACTED, redact_secrets
@@ -57,6 +63,7 @@ from memjobs_client.sensitive.structured import is_secret_key, redact_structured
 __all__ = [
     # the check
     "ensure_not_sensitive",
+    "find_sensitive_document",
     "find_sensitive_path",
     "find_sensitive_text",
     "Finding",

@@ -23,6 +23,7 @@ from memjobs_client.sensitive.encoded import encoded_scanner, letter_spaced_scan
 from memjobs_client.sensitive.normalize import nfkc
 from memjobs_client.sensitive.numbers import NUMBER_RULES
 from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
+from memjobs_client.sensitive.seeds import seed_phrase_scanner
 from memjobs_client.sensitive.tokens import BEARER, SECRET_WORDS, TOKEN_RULES
 from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
@@ -107,9 +108,11 @@ DISCLOSURE_RULES: tuple[TextRule, ...] = (
              gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE), False),
     TextRule("password_assignment", "password or PIN disclosure", gated(reverse_scanner, *_PASSWORD_GATE), False),
     TextRule("secret_assignment", "API key, token, secret or credential disclosure",
-             gated(english_scanner(frozenset({"compound", "ambiguous"})), "secret", "token", "key", "cred"), False),
+             gated(english_scanner(frozenset({"compound", "ambiguous", "key"})), "secret", "token", "key", "cred"),
+             False),
     TextRule("seed_phrase", "wallet seed or recovery phrase",
              gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"), False),
+    TextRule("seed_phrase", "wallet seed or recovery phrase", seed_phrase_scanner, False),
     *NUMBER_RULES,
 )
 """Rules that need words around the value: numbers, disclosures, assignments."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 from memjobs_client.sensitive.rules import Scanner
 from memjobs_client.sensitive.values import (
@@ -43,7 +44,7 @@ _EN_KEYWORD = re.compile(
       | (?:client|app|application|consumer|webhook|jwt|shared)[ _\-]?secrets?
       | (?:access|auth|authentication|refresh|bearer|bot|session|oauth|id
           |personal[ _\-]?access)[ _\-]?tokens?
-      | secrets? | tokens? | credentials? | creds
+      | secrets? | tokens? | credentials? | creds | (?<![_.\-])key
     )
     (?![A-Za-z0-9])
     """,
@@ -93,6 +94,7 @@ _EN_VALUE = re.compile(
 )
 
 
+@lru_cache(maxsize=256)
 def _en_family(keyword: str) -> str:
     key = re.sub(r"[ _\-]", "", keyword.lower())
     if key.startswith(("pin", "passcode")):
@@ -101,6 +103,8 @@ def _en_family(keyword: str) -> str:
         return "short"  # also ordinary words: "pass the salt"
     if key.startswith(("pass", "pwd", "p@", "p4", "wifi", "wlan", "wpa", "wireless", "network", "router", "hotspot")):
         return "password"
+    if key == "key":
+        return "key"  # also a door's, a map's, a shortcut's: "the key is under the mat"
     if key in {"secret", "secrets", "token", "tokens", "credential", "credentials", "creds"}:
         return "ambiguous"  # also ordinary English words: "the secret is patience"
     return "compound"
@@ -116,7 +120,7 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     ):
         return False
     if value.group("digits") is not None:
-        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound")
+        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound", "key")
     if value.group("spoken") is not None:
         return True
     quoted = value.group("quoted") is not None
@@ -130,6 +134,10 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     clause_ends = punct_after or at_clause_end(text, value.end())
     if family == "pin":
         return digit_count(core) >= 4
+    if family == "key":
+        # "the key is superSecret99" is a secret; "key: value", "the key is F5",
+        # "the key is Ctrl+Shift+S" are not: letters and digits, six at least.
+        return conn in ("eq", "colon", "verb") and has_digit and has_alpha and len(core) >= 6
     if family in ("ambiguous", "compound") and _COUNT.fullmatch(core):
         return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
     if family == "short" and not (has_digit or has_symbol):
@@ -170,9 +178,34 @@ def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
         yield pos
 
 
+#: A value at least this long is judged once: the keywords inside it
+#: ("pw=pw=pw=…") are not each judged again, which made a long run of them cost
+#: its length squared (issue 31). Shorter values are re-read, as before.
+_LONG_VALUE = 256
+
+
+#: The last text's keywords, one tuple read and replaced whole (threads never see
+#: one text's half with another's): the password and the secret rules look for
+#: the same keywords in the same text, one after the other.
+_last_keywords: tuple[str, list[re.Match[str]]] = ("", [])
+
+
+def _keywords(text: str) -> list[re.Match[str]]:
+    global _last_keywords
+    last = _last_keywords
+    if last[0] is text:
+        return last[1]
+    found = list(_EN_KEYWORD.finditer(text))
+    _last_keywords = (text, found)
+    return found
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
-        for keyword in _EN_KEYWORD.finditer(text):
+        judged_to = 0  # the end of the last long value judged
+        for keyword in _keywords(text):
+            if keyword.start() < judged_to:
+                continue
             family = _en_family(keyword.group("kw"))
             if family not in families:
                 continue
@@ -182,6 +215,8 @@ def english_scanner(families: frozenset[str]) -> Scanner:
                     continue
                 conn = connector.lastgroup or "none"
                 value = _EN_VALUE.match(text, connector.end())
+                if value is not None and value.end() - value.start() >= _LONG_VALUE:
+                    judged_to = max(judged_to, value.end())
                 if value is None or not _en_value_ok(family, conn, value, text):
                     continue
                 group = next(

@@ -18,7 +18,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from functools import partial
+from itertools import accumulate
+from operator import add
 
 from memjobs_client.sensitive.rules import Scanner
 
@@ -82,63 +86,112 @@ _PREFIX = re.compile(
 )
 _SPACES = re.compile(r"\s+|\\n")
 _FRAGMENT = re.compile(r"[A-Za-z0-9_\-+/=.]+")
-_GAP = re.compile(r"[ \t]{1,3}|[ \t]*(?:\r?\n|\\n)[ \t]*")
 _MAX_FRAGMENTS = 24
 
 
+_DIGIT, _UPPER, _LOWER = re.compile("[0-9]"), re.compile("[A-Z]"), re.compile("[a-z]")
+
+
 def _tokenish(fragment: str) -> bool:
-    """A piece of a random token rather than a word: a digit, or mixed case."""
-    return any(c.isdigit() for c in fragment) or (
-        any(c.isupper() for c in fragment) and any(c.islower() for c in fragment)
+    """A piece of a random token rather than a word: a digit, or mixed case
+    (fragments are ASCII: :data:`_FRAGMENT`)."""
+    return _DIGIT.search(fragment) is not None or (
+        _UPPER.search(fragment) is not None and _LOWER.search(fragment) is not None
     )
 
 
-def _groups(text: str) -> Iterator[list[re.Match[str]]]:
-    """Runs of two or more fragments separated only by a few spaces or one line break."""
-    group: list[re.Match[str]] = []
-    for fragment in _FRAGMENT.finditer(text):
-        if group and _GAP.fullmatch(text, group[-1].end(), fragment.start()) is None:
-            if len(group) > 1:
-                yield group
-            group = []
-        group.append(fragment)
-    if len(group) > 1:
-        yield group
-
-
-def _chain(pieces: list[str]) -> int:
+def _chain(pieces: list[str], tokenish: Callable[[int], bool]) -> int:
     """How many of ``pieces`` form one broken-up token: pieces as long as the
-    second one (a wrapped or grouped token) or random-looking ones, with at
-    least half of them random-looking."""
+    second one (a wrapped or grouped token) or random-looking ones
+    (``tokenish(i)`` says whether piece ``i`` is), with at least half of them
+    random-looking."""
     width = len(pieces[1])
     count = 1
-    for piece in pieces[1:_MAX_FRAGMENTS]:
-        if len(piece) != width and not _tokenish(piece):
+    for i in range(1, min(len(pieces), _MAX_FRAGMENTS)):
+        if len(pieces[i]) != width and not tokenish(i):
             break
         count += 1
-    while count > 1 and not _tokenish(pieces[count - 1]):
+    while count > 1 and not tokenish(count - 1):
         count -= 1  # a word after the token is not part of it
-    random_looking = sum(1 for p in pieces[:count] if _tokenish(p))
+    random_looking = sum(1 for i in range(count) if tokenish(i))
     return count if count > 1 and 2 * random_looking >= count else 0
 
 
+#: Joined tokens tried per text. Each try runs every token shape; a text of
+#: thousands of prefixed, random-looking fragments ("ghp_a1 ghp_b2 …") made that
+#: cost seconds a megabyte (issue 31). Past the budget the rest of the group is
+#: taken for a broken-up credential: refused, or blanked out, rather than read.
+_MAX_JOINS = 64
+
+
+_FRAGMENT_CHAR = r"[A-Za-z0-9_\-+/=.]"
+# Two or more fragments separated only by one to three spaces or tabs, or one
+# line break with spaces around it: a whole group in one match, possessive so
+# that it never backtracks.
+_GROUP = re.compile(
+    rf"(?<!{_FRAGMENT_CHAR}){_FRAGMENT_CHAR}++"
+    rf"(?:(?:[ \t]{{1,3}}+|[ \t]*+\r?\n[ \t]*+)(?={_FRAGMENT_CHAR}){_FRAGMENT_CHAR}++)+"
+)
+_PREFIX_AT = re.compile(rf"(?=(?:{_PREFIX.pattern}))")
+# At the start of a NUL-separated fragment holding a digit, or both cases (as _tokenish).
+_TOKENISH_AT = re.compile(r"(?<![^\0])(?:(?=[^\0]*?[0-9])|(?=[^\0]*?[A-Z])(?=[^\0]*?[a-z]))")
+
+
 def spaced_scanner(matches: Matches) -> Scanner:
-    """Spans of prefixed tokens broken by spaces or line breaks that ``matches`` when joined."""
+    """Spans of prefixed tokens broken by spaces or line breaks that ``matches`` when joined.
+
+    Linear in the text (issue 31): a group of fragments is found by one
+    pattern, the prefixes in it by another, and only the fragments after a
+    prefix are looked at one by one."""
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         if _PREFIX.search(_SPACES.sub("", text)) is None:
             return
-        for group in _groups(text):
-            pieces = [m.group() for m in group]
-            for start in range(len(pieces) - 1):
-                if _PREFIX.match("".join(pieces[start:start + 6])) is None:
+        joins = 0
+        for group in _GROUP.finditer(text):
+            pieces = _FRAGMENT.findall(group.group())
+            joined = "".join(pieces)
+            offsets = [0, *accumulate(map(len, pieces))]
+            # The random-looking fragments, by index, found by one pattern over
+            # the fragments joined by NULs (their start there: offset + index).
+            separated = "\0".join(pieces)
+            starts = list(map(add, offsets, range(len(pieces))))
+            tokenish = [bisect_left(starts, m.start()) for m in _TOKENISH_AT.finditer(separated)]
+            is_tokenish = set(tokenish)
+            for prefix in _PREFIX_AT.finditer(joined):
+                start = bisect_left(offsets, prefix.start())
+                if offsets[start] != prefix.start() or start >= len(pieces) - 1:
+                    continue  # not at a fragment's start, or in the last fragment
+                # A prefix within this fragment and the five after it (endpos cuts there).
+                if _PREFIX.match(joined, offsets[start], offsets[min(start + 6, len(pieces))]) is None:
                     continue
-                count = _chain(pieces[start:])
-                if count and not matches(pieces[start]) and matches("".join(pieces[start:start + count])):
-                    yield group[start].start(), group[start + count - 1].end()
+                first = bisect_left(tokenish, start)
+                if first == len(tokenish) or tokenish[first] >= start + _MAX_FRAGMENTS:
+                    continue  # no random-looking piece: no chain
+                count = _chain(pieces[start:start + _MAX_FRAGMENTS], partial(_member, is_tokenish, start))
+                if not count:
+                    continue
+                joins += 1
+                if joins > _MAX_JOINS:
+                    yield _piece_span(text, group, start)[0], group.end()
+                    return
+                if matches("".join(pieces[start:start + count])) and not matches(pieces[start]):
+                    yield _piece_span(text, group, start)[0], _piece_span(text, group, start + count - 1)[1]
                     break
 
     return scan
+
+
+def _member(indices: set[int], offset: int, i: int) -> bool:
+    return offset + i in indices
+
+
+def _piece_span(text: str, group: re.Match[str], index: int) -> tuple[int, int]:
+    """Where fragment ``index`` of ``group`` is in ``text``."""
+    for i, fragment in enumerate(_FRAGMENT.finditer(text, group.start(), group.end())):
+        if i == index:
+            return fragment.span()
+    raise IndexError(index)
 
 
 # Four or more single characters, each followed by one space: "p a s s w o r d".

@@ -16,6 +16,7 @@ and ``о``) are folded to Latin, one character for one, so offsets still hold.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -72,7 +73,14 @@ class Normalised:
 
 
 def normalise(text: str) -> Normalised:
-    """NFKC character by character, dropping format characters, with an offset map."""
+    """NFKC character by character, dropping format characters, with an offset map.
+
+    Linear in the text: text that NFKC leaves alone (checked by the C library at
+    once) is one segment; otherwise only the characters NFKC changes or drops get
+    segments of their own, and the unchanged stretches between them are one each.
+    """
+    if unicodedata.is_normalized("NFKC", text) and not _FORMAT_CHARS.search(text):
+        return Normalised(_fold(text), (_Segment(0, 0, len(text), True),), (0,))
     pieces: list[str] = []
     segments: list[_Segment] = []
     norm_len = 0
@@ -82,7 +90,12 @@ def normalise(text: str) -> Normalised:
         if not piece:
             return
         pieces.append(piece)
-        segments.append(_Segment(norm_len, orig_start, orig_len, identity))
+        last = segments[-1] if segments else None
+        if (identity and last is not None and last.identity
+                and last.orig_start + last.orig_len == orig_start):
+            segments[-1] = _Segment(last.norm_start, last.orig_start, last.orig_len + orig_len, True)
+        else:
+            segments.append(_Segment(norm_len, orig_start, orig_len, identity))
         norm_len += len(piece)
 
     for run in _RUNS.finditer(text):
@@ -92,16 +105,28 @@ def normalise(text: str) -> Normalised:
         ):
             add(chunk, run.start(), len(chunk), True)
             continue
+        same = run.start()  # start of the stretch of characters NFKC leaves alone
         for offset, char in enumerate(chunk):
-            if _FORMAT_CHARS.match(char):
+            piece = _char_nfkc(char)
+            if piece == char:
                 continue
-            piece = unicodedata.normalize("NFKC", char)
-            add(piece, run.start() + offset, 1, piece == char)
+            at = run.start() + offset
+            add(text[same:at], same, at - same, True)
+            add(piece, at, 1, False)
+            same = at + 1
+        add(text[same:run.end()], same, run.end() - same, True)
     segs = tuple(segments)
-    joined = "".join(pieces)
-    if _NEEDS_FOLD.search(joined):
-        joined = joined.translate(_CONFUSABLES)
-    return Normalised(joined, segs, tuple(s.norm_start for s in segs))
+    return Normalised(_fold("".join(pieces)), segs, tuple(s.norm_start for s in segs))
+
+
+@functools.lru_cache(maxsize=4096)
+def _char_nfkc(char: str) -> str:
+    """One character as the matching sees it: NFKC, or nothing for a format character."""
+    return "" if _FORMAT_CHARS.match(char) else unicodedata.normalize("NFKC", char)
+
+
+def _fold(text: str) -> str:
+    return text.translate(_CONFUSABLES) if _NEEDS_FOLD.search(text) else text
 
 
 def nfkc(text: str) -> str:

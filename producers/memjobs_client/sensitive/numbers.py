@@ -16,9 +16,12 @@ tracking, IMEI, zip code, error code) keep it out.
 
 from __future__ import annotations
 
+import operator
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import date
+from itertools import accumulate, repeat
 
 from memjobs_client.sensitive.rules import TextRule, gated, regex_scanner
 
@@ -56,24 +59,199 @@ def _issuer_prefix(digits: str) -> bool:
     return digits[0] in "3456" or 2221 <= int(digits[:4]) <= 2720
 
 
+_SEPARATOR = re.compile(r"[ \-]")
+# Each digit, and each digit doubled with its digits summed (Luhn), as byte values.
+_PLAIN = bytes.maketrans(b"0123456789", bytes(range(10)))
+_DOUBLED = bytes.maketrans(b"0123456789", bytes((2 * n - 9 if n > 4 else 2 * n) for n in range(10)))
+
+
+def _luhn_sums(digits: str) -> tuple[list[int], list[int]]:
+    """Prefix sums giving the Luhn total of any slice in O(1): for a slice
+    ``digits[a:e]`` whose last digit sits at an index of parity ``r``,
+    ``sums[r][e] - sums[r][a]`` (digits of parity ``r`` as they are, the others
+    doubled). Built by the C library: no Python step per digit."""
+    raw = digits.encode("ascii")
+    plain, doubled = raw.translate(_PLAIN), raw.translate(_DOUBLED)
+    even_kept, odd_kept = bytearray(plain), bytearray(doubled)
+    even_kept[1::2], odd_kept[1::2] = doubled[1::2], plain[1::2]
+    return list(accumulate(even_kept, initial=0)), list(accumulate(odd_kept, initial=0))
+
+
 def _card_scan(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of card numbers in runs of digit groups: stretches of whole groups
+    holding 13–19 digits that are Luhn-valid and whose context says "card" (or
+    that have an issuer's prefix, 15–19 digits, and no word naming another kind
+    of number). Overlapping spans of a run are yielded as one.
+
+    Linear in the text, and cheap (issue 31): context words can only be in the
+    40 characters before or 20 after a run (a run holds digits, spaces and
+    dashes only), so the stretches near a run's ends are judged one by one with
+    their context (:func:`_edge_cards`, the shortest valid stretch from each
+    group, as always), and those inside it all at once, by the C library on
+    bytes (:func:`_inner_cards`, every valid stretch)."""
     for run in _DIGIT_RUN.finditer(text):
-        if len(run.group()) < 13:
+        value = run.group()
+        if len(value) < 13:
             continue
-        groups = [(m.start(), m.end()) for m in re.finditer(r"\d+", run.group())]
-        for i in range(len(groups)):
-            count = 0
-            for j in range(i, min(len(groups), i + 19)):
-                count += groups[j][1] - groups[j][0]
-                if count > 19:
-                    break
-                if count < 13:
-                    continue
-                start, end = run.start() + groups[i][0], run.start() + groups[j][1]
-                digits = "".join(c for c in text[start:end] if c.isdigit())
-                if luhn_ok(digits) and _card_context_ok(text, start, end, digits):
+        digits = value.replace(" ", "").replace("-", "")
+        if len(digits) < 13 or (len(digits) == len(value) and len(digits) > 19):
+            continue
+        found = [*_edge_cards(text, run.start(), run.end()), *_inner_cards(run.start(), value, digits)]
+        yield from _merged(iter(sorted(found)))
+
+
+#: Characters of a run's ends judged one by one: a stretch starting within 40
+#: of the start, or ending within 20 of the end (at most 37 long), lies there.
+_EDGE = 120
+
+
+def _edge_cards(text: str, run_start: int, run_end: int) -> Iterator[tuple[int, int]]:
+    """From each group near an end of the run (its stretches may have context
+    words in reach), the shortest card stretch, judged with its context."""
+    if run_end - run_start <= _EDGE * 2:
+        yield from _stretches(text, run_start, run_end, run_start, run_end)
+        return
+    head_end = _group_end(text, run_start + _EDGE, run_end)
+    yield from _stretches(text, run_start, head_end, run_start, run_end)
+    tail_start = _group_start(text, run_start, run_end - _EDGE)
+    yield from _stretches(text, tail_start, run_end, run_start, run_end)
+
+
+def _group_end(text: str, at: int, limit: int) -> int:
+    while at < limit and text[at].isdigit():
+        at += 1
+    return at
+
+
+def _group_start(text: str, limit: int, at: int) -> int:
+    while at > limit and text[at - 1].isdigit():
+        at -= 1
+    return at
+
+
+def _stretches(text: str, part_start: int, part_end: int, run_start: int,
+               run_end: int) -> Iterator[tuple[int, int]]:
+    """The shortest valid stretch from each group of ``text[part_start:part_end]``
+    (whole groups of the run ``run_start .. run_end``) that starts near the
+    run's start or may end near its end."""
+    groups = _SEPARATOR.split(text[part_start:part_end])
+    digits = "".join(groups)
+    ends = list(accumulate(map(len, groups)))  # where each group ends, in ``digits``
+    sums = _luhn_sums(digits)
+    count = len(groups)
+    for g in range(count):
+        a = ends[g - 1] if g else 0
+        start = part_start + a + g  # one separator character between groups
+        near_start = start - _CONTEXT_CHARS < run_start
+        if not near_start and start + 37 + 20 <= run_end:
+            continue  # inside: _inner_cards
+        j = bisect_left(ends, a + 13, g)
+        while j < count and ends[j] - a <= 19:
+            e = ends[j]
+            end = part_start + e + j
+            total = sums[(e - 1) & 1]
+            if (total[e] - total[a]) % 10 == 0:
+                if near_start or end + 20 > run_end:
+                    card = _card_context_ok(text, start, end, digits[a:e])
+                else:
+                    card = e - a >= 15 and _issuer_prefix(digits[a:a + 4])
+                if card:
                     yield start, end
                     break
+            j += 1
+
+
+_KINDS = bytes.maketrans(b"0123456789 -", b"ddddddddddss")
+_FLAG = bytes.maketrans(b"SEd", b"\x01\x01\x00")  # 1 at a group's first (S) or last (E) digit
+_FIRST_OF_CARD = bytes.maketrans(b"0123456789", b"\x00\x00\x00\x01\x01\x01\x01\x00\x00\x00")  # 3, 4, 5, 6
+_ISSUER_2 = re.compile(r"(?=222[1-9]|22[3-9]\d|2[3-6]\d\d|27[01]\d|2720)")
+_HIT = bytes.maketrans(bytes(range(256)), b"\x01" + b"\x00" * 255)  # a zero byte: equal values
+
+
+def _inner_cards(run_start: int, run: str, digits: str) -> list[tuple[int, int]]:
+    """Every stretch of 15–19 digits of whole groups, wholly inside the run
+    (no context word in reach), with an issuer's prefix and a valid Luhn sum,
+    as merged spans of the text.
+
+    How, without a Python step per digit: the Luhn residue of every prefix of
+    the digits is a byte; a stretch ``[a, e)`` is valid exactly when the
+    residues at ``a`` and ``e`` are equal (for the parity of ``e - 1``). The
+    residues at valid starts (group starts with an issuer's prefix) and at
+    valid ends (group ends) are compared for each length at once, as two big
+    integers XORed, the other places masked with values that never match."""
+    size = len(digits)
+    # The first digit at 40 characters or more from the start; the end after the
+    # last digit at 21 or more from the end (digits, spaces and dashes only).
+    low = _CONTEXT_CHARS - run.count(" ", 0, _CONTEXT_CHARS) - run.count("-", 0, _CONTEXT_CHARS)
+    cut = len(run) - 20
+    high = cut - run.count(" ", 0, cut) - run.count("-", 0, cut)
+    if high - low < 15:
+        return []
+    kinds = run.encode("ascii").translate(_KINDS)
+    starts = (b"s" + kinds).replace(b"sd", b"S").translate(_FLAG)  # 1 at a group's first digit
+    lasts = (kinds + b"s").replace(b"ds", b"E").translate(_FLAG)  # 1 at a group's last digit
+    issuer = bytearray(digits.encode("ascii").translate(_FIRST_OF_CARD))
+    for match in _ISSUER_2.finditer(digits, low, high):
+        issuer[match.start()] = 1
+    ones = int.from_bytes(b"\x01" * (size + 1), "big")
+    # 0x80 where a stretch may not start, 0x40 where it may not end: never equal.
+    start_ok = int.from_bytes(starts + b"\x00", "big") & int.from_bytes(bytes(issuer) + b"\x00", "big")
+    no_start = (ones ^ start_ok) * 0x80
+    no_end = (ones ^ int.from_bytes(b"\x01" + lasts, "big")) * 0x40
+    sums = _luhn_sums(digits)
+    covered = 0
+    for parity in (0, 1):
+        residues = int.from_bytes(bytes(map(operator.mod, sums[parity], repeat(10))), "big")
+        as_start = (residues | no_start).to_bytes(size + 1, "big")
+        as_end = (residues | no_end).to_bytes(size + 1, "big")
+        for length in range(15, 20):
+            span = high - length + 1 - low
+            if span <= 0:
+                continue
+            # Starts of one parity only: the stretch's last digit (e - 1) has ``parity``.
+            masked = bytearray(as_start[low:low + span])
+            wrong = (parity + 1 - length - low + 1) & 1  # first index, in ``masked``, of the other parity
+            masked[wrong::2] = b"\x80" * len(range(wrong, span, 2))
+            equal = (int.from_bytes(masked, "big")
+                     ^ int.from_bytes(as_end[low + length:high + 1], "big")).to_bytes(span, "big")
+            hits = int.from_bytes(bytes(low) + equal.translate(_HIT) + bytes(size + 1 - low - span), "big")
+            if hits:
+                covered |= _widened(hits, length)
+    if not covered:
+        return []
+    spans = []
+    separators, counted = 0, 1  # separators before digit ``counted`` (group starts after the first)
+    for mark in re.finditer(b"\x01+", covered.to_bytes(size + 1, "big")):
+        first, last = mark.start(), mark.end() - 1
+        separators += starts.count(1, counted, first + 1)
+        begin = run_start + first + separators
+        separators += starts.count(1, first + 1, last + 1)
+        counted = last + 1
+        spans.append((begin, run_start + last + separators + 1))
+    return spans
+
+
+def _widened(hits: int, length: int) -> int:
+    """Byte flags at ``k`` widened to ``k .. k + length - 1`` (big-endian: to the right)."""
+    two = hits | hits >> 8
+    four = two | two >> 16
+    eight = four | four >> 32  # k .. k + 7
+    wide = eight if length <= 16 else eight | eight >> 64  # k .. k + 7, or k .. k + 15
+    return wide | eight >> 8 * (length - 8)  # and k + length - 8 .. k + length - 1
+
+
+def _merged(spans: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Overlapping spans as one (they come in order of their starts)."""
+    current: tuple[int, int] | None = None
+    for start, end in spans:
+        if current is not None and start <= current[1]:
+            current = (current[0], max(current[1], end))
+            continue
+        if current is not None:
+            yield current
+        current = (start, end)
+    if current is not None:
+        yield current
 
 
 def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
@@ -167,6 +345,7 @@ _CODE_WORDS = (
     r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
     r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
     r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
+    r"|atm|debit|credit|card|sim|voicemail|locker|padlock|combination"
     r"|authenticator|google|microsoft|apple|wechat|alipay|telegram|whatsapp|signal|uber|facebook|instagram"
     r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq)"
     r"[ \-]?(?:code|pin|passcode|password)s?"

@@ -78,10 +78,27 @@ _ZH_PASSPHRASE = re.compile(
 )
 
 
+# A password described, then its digits: "我的密码就是我家门牌号加生日 19880312",
+# "支付密码是我女儿的生日 20150607". The words between are a description (no
+# clause break, no question), the number at least four digits and not a date
+# with its units ("2024年") or a count.
+_ZH_DESCRIBED = re.compile(
+    r"(?:密码|密碼|口令|PIN码|pin码)[" + _ZH_FILLER + r"]{0,6}[ \t]*"
+    r"(?:就是|是|为|為|用的是|设的是|设成了?|设为了?|改成了?)[ \t]*"
+    r"(?P<words>[^\n\d，。！？；,.!?;:：]{1,16}?)[ \t]*[:：]?[ \t]*"
+    r"(?P<secret>\d(?:[ \-]?\d){3,})(?![0-9A-Za-z]|[ \t]*[" + _ZH_UNITS + r"])",
+    re.IGNORECASE,
+)
+
+
 def chinese_scanner(text: str) -> Iterator[tuple[int, int]]:
-    """Keyword first: 密码是123456, 验证码：884213, 口令为“天王盖地虎”, 口令是芝麻开门."""
+    """Keyword first: 密码是123456, 验证码：884213, 口令为“天王盖地虎”, 口令是芝麻开门,
+    密码就是门牌号加生日 19880312."""
     for match in _ZH_PASSPHRASE.finditer(text):
         if not any(word in match.group("secret") for word in _ZH_QUESTION | _ZH_NOT_VALUES):
+            yield match.span("secret")
+    for match in _ZH_DESCRIBED.finditer(text):
+        if not any(word in match.group("words") for word in _ZH_QUESTION | _ZH_NOT_VALUES):
             yield match.span("secret")
     for keyword in _ZH_KEYWORD.finditer(text):
         value = _ZH_TAIL.match(text, keyword.end())

@@ -18,11 +18,16 @@ Guarantees, whatever the model says:
   must be covered by that quote (:mod:`~memjobs_worker.sessions.grounding`);
   otherwise it is refused as ``not_grounded``;
 - a reply that is not the agreed JSON is asked again once, then the job fails
-  with ``model_output_invalid`` (:mod:`~memjobs_worker.sessions.prompting`).
+  with ``model_output_invalid`` (:mod:`~memjobs_worker.sessions.prompting`);
+- a current document that fails the sensitivity check read whole (a secret
+  split over lines, which redaction does not see) is never sent: the model is
+  not asked, the run ends with ``sensitive_document`` (audited and logged
+  without the text) until the document is cleared.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -31,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memjobs_client.contracts import ConsolidateSession
 from memjobs_client.errors import StaleFencingToken
-from memjobs_client.sensitive import find_sensitive_text, redact_secrets
+from memjobs_client.sensitive import find_sensitive_document, find_sensitive_text, redact_secrets
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions.grounding import grounded
 from memjobs_worker.sessions.memory_docs.audit import AuditEntry
@@ -42,6 +47,8 @@ from memjobs_worker.sessions.prompting import (
     parse_json_object,
     render_transcript,
 )
+
+log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = """You maintain two Markdown memory documents about the user of a voice assistant.
 USER.md holds the user's explicit, long-term instructions about how to interact with them
@@ -102,10 +109,18 @@ class Patch(BaseModel):
     evidence: str | None = None
 
 
+#: Why a consolidation sent nothing to the model: a current document holds a
+#: secret read whole (split over lines or edits, or written before documents were
+#: checked whole). The run ends ``failed`` with this reason, the job's outcome is
+#: this reason, and the audit has a row with it; the text is never logged.
+SENSITIVE_DOCUMENT = "sensitive_document"
+
+
 @dataclass
 class ConsolidationReport:
     applied: int = 0
     refused: dict[str, int] = field(default_factory=dict)
+    skipped: str | None = None  # why nothing was asked of the model (SENSITIVE_DOCUMENT)
 
     def refuse(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -159,6 +174,16 @@ def consolidate(
     context = ChangeContext("consolidation", session=session)
     documents = {doc: _content(service.read(owner, doc)) for doc in WRITABLE_DOCS}
     report = ConsolidationReport()
+    for doc, text in documents.items():
+        finding = find_sensitive_document(text)
+        if finding is not None:
+            # Redaction does not see a secret split over lines: the document is not sent.
+            audit.record([AuditEntry.of(owner_key=payload.owner_key, doc=doc, op="-", applied=False,
+                                        reason=SENSITIVE_DOCUMENT, version=None, context=context)])
+            log.warning("consolidation skipped: a memory document fails the sensitivity check",
+                        extra={"doc": doc, "rule": finding.rule, "owner_key": payload.owner_key})
+            report.skipped = SENSITIVE_DOCUMENT
+            return report
 
     def record(doc: str, op: str, applied: bool, reason: str | None, version: int | None,
                audited: bool = False) -> None:

@@ -24,7 +24,8 @@ A worker that does not do the work (no model, switched off) ends the run
 ``skipped`` with its reason (:func:`skip`), so every run reaches a final state.
 
 Outcomes (the ``outcome`` label of ``memjobs_jobs_total``): ``succeeded`` /
-``stored``, ``duplicate``, ``model_output_invalid``, ``stale_commit_refused``,
+``stored``, ``duplicate``, ``model_output_invalid``, ``sensitive_document`` (a
+memory document holds a secret read whole: nothing was sent), ``stale_commit_refused``,
 ``no_model`` / ``switched_off``
 (the run functions also return ``busy``, which :func:`settle` turns into ``duplicate``).
 """
@@ -78,6 +79,9 @@ def run_consolidation(store: SessionStore, payload: ConsolidateSession, *,
 
     def work(claim: RunClaim, held: Callable[[], bool]) -> str:
         done = consolidate(payload, still_held=lambda: held() and store.runs.holds(claim), **kwargs)
+        if done.skipped is not None:
+            store.runs.fail(claim, done.skipped)  # not run again: the document must be cleared first
+            return done.skipped
         store.runs.finish(claim)
         log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
                                          "refused": done.refused})

@@ -16,6 +16,11 @@ re-reads and tries again, ``max_attempts`` times in all, then raises
 ``VersionConflict`` (a ``TransientError``: the job is retried). Nothing is
 ever lost or half-written.
 
+Secrets: the text an edit adds is checked, and so is every document a turn
+would write, read whole (its lines also read joined): a secret split across
+edits or requests is refused (``sensitive_content``) when its second half would
+land, and nothing of the turn is written.
+
 Results and errors: a patch refused for its content comes back as
 ``OpResult(applied=False, reason=...)`` so that the consolidation job can audit
 each patch and carry on (the reasons: ``patches.REASONS``). Wrong argument types
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from memjobs_client.errors import ConfigurationError, InvalidPayload, MemjobsError
-from memjobs_client.sensitive import find_sensitive_text
+from memjobs_client.sensitive import find_sensitive_document, find_sensitive_text
 from memjobs_worker.sessions.memory_docs.audit import AuditEntry
 from memjobs_worker.sessions.memory_docs.calls import apply_changes, list_documents, serialise, settle
 from memjobs_worker.sessions.memory_docs.outcomes import Edit, EditOutcome, OpResult, refused
@@ -250,6 +255,8 @@ class MemoryService:
                     held.enter_context(serialise(self.provider, owner))
                     turn = _Turn({d.doc: d for d in list_documents(self.provider, owner, read_cap)})
                     self._plan(turn, edits, read_cap, strict)
+                    if turn.failed is None:
+                        self._check_documents(turn, edits)
                     if turn.failed is not None:
                         failed = turn.results[turn.failed]
                         return refused(edits, turn.failed, failed.reason or "not_found",
@@ -296,6 +303,27 @@ class MemoryService:
                 turn.results.append(OpResult(False, e.doc, current.version, decided.reason))
                 turn.failed = index
                 return
+
+    def _check_documents(self, turn: _Turn, edits: list[Edit]) -> None:
+        """Refuse the turn when a document it would write fails the sensitivity
+        check read whole (:func:`find_sensitive_document`): a secret split over
+        edits ("- 我的银行卡密码是", then "- 739164") is caught when the second
+        half lands, whichever edit or request brought the first. The last edit
+        of that document is the one refused (``sensitive_content``), so the
+        doors answer as for a secret in one edit. A document that already holds
+        such a secret takes only the edits that clear it (a deletion)."""
+        for doc, content in turn.contents.items():
+            if content == self._find_in(turn.read, doc).content:
+                continue
+            if find_sensitive_document(content) is None:
+                continue
+            last = max(i for i, e in enumerate(edits) if e.doc == doc)
+            turn.results[last] = OpResult(False, doc, self._find_in(turn.read, doc).version,
+                                          "sensitive_content")
+            turn.failed = last
+            log.info("memory edit refused: the document it would write fails the sensitivity check",
+                     extra={"doc": doc})
+            return
 
     @staticmethod
     def _find(docs: list[Document], doc: str) -> Document:

@@ -1,0 +1,58 @@
+"""A Markdown document checked whole: :func:`find_sensitive_document`.
+
+Why (issue 31, item 3): the memory documents (USER.md, MEMORY.md) grow by
+appends and replacements of a line or two, and checking only the added text
+let a secret in split across edits: ``- 我的银行卡密码是`` in one append, ``- 739164``
+in the next. Each half is clean; the document is not. So the memory service
+checks the document an edit would produce, and consolidation checks the
+documents before it sends them to a model.
+
+How: the document is checked as it is, and once more with each line that
+ends as a disclosure starts (a connector such as "is", ":" or 是, or a
+credential's noun such as "password" or 密码) joined to the next line (its
+list marker, quote or heading mark dropped), so that the keyword ending one
+line and the value opening the next are read as one sentence; the second pass
+reads only the lines so joined. Both passes are linear. Not found: a secret
+split over lines that are not next to each other, or after a line that ends
+otherwise (a heuristic, like the rest).
+"""
+
+from __future__ import annotations
+
+import re
+
+from memjobs_client.sensitive.content import find_sensitive_text
+from memjobs_client.sensitive.rules import Finding
+
+# A line that ends as a disclosure starts (a connector: "is", ":", "=", 是, 为 …, or
+# a credential's noun: password, PIN, code, key, number, 密码, 口令, 码, 号), then the
+# line break, blank lines, and what opens the next line in Markdown: indentation,
+# a list marker ("-", "*", "+", "1.", "1)", "- [ ]"), a quote or a heading.
+# Other line breaks stay: "- … using 138591 tokens" above "- max_tokens=4759"
+# is two facts, not a token and its value.
+_LINE_JOIN = re.compile(
+    r"(?P<trail>(?i:\b(?:is|are|was|were|be|to|as|password|passcode|passphrase|pin|code|key|number|no)"
+    r")|[:：=→]|->|是|为|為|成|密码|密碼|口令|码|碼|号|號)"
+    r"[ \t]*+(?:\r?\n[ \t]*+)++(?:(?:[-*+]|\d{1,9}[.)]|>|#{1,6})[ \t]++(?:\[[ xX]\][ \t]++)?+)?+"
+)
+
+
+def joined_lines(text: str) -> str:
+    """The lines of ``text`` that end as a disclosure starts, each joined to the
+    next by one space (the next line's Markdown marker dropped); the lines
+    joined to none are left out (the first pass read them)."""
+    # A NUL marks a join (a document holds none: the doors refuse it as text).
+    marked = _LINE_JOIN.sub("\\g<trail>\0", text)
+    return "\n".join(line for line in marked.split("\n") if "\0" in line).replace("\0", " ")
+
+
+def find_sensitive_document(text: str) -> Finding | None:
+    """The first content rule a Markdown document matches, read line by line or
+    with its lines joined (a secret split over two lines), or ``None``."""
+    if not text:
+        return None
+    found = find_sensitive_text(text)
+    if found is not None or "\n" not in text:
+        return found
+    joined = joined_lines(text)
+    return find_sensitive_text(joined) if joined else None

@@ -1,0 +1,94 @@
+"""A bare BIP39 seed phrase: 12 to 24 words of the BIP39 English list whose
+checksum holds, said with no "seed phrase" before it (issue 31, item 7).
+
+Why the checksum: the list holds 2048 ordinary words ("abandon", "able",
+"about" …), so a long enough run of them is not evidence alone; the last
+word of a real phrase carries a checksum of the others (4 bits for 12 words, 8
+for 24), which a sentence meets once in 16 tries at best, and an ordinary
+sentence seldom has 12 list words in a row to begin with (the list has no
+"the", "and", "my", "is"). A phrase said with a keyword ("seed phrase:",
+"助记词") is the keyword rule's (:data:`~memjobs_client.sensitive.disclosures.SEED_PHRASE`),
+checksum or not; a bare phrase with a word misheard fails its checksum and passes.
+
+The word list is Trezor's reference implementation's (``mnemonic``, no
+dependencies of its own), read once.
+
+Linear: one pass over the words; in a run of list words only the windows
+anchored within :data:`_SLACK` words of either end of the run are tried (a
+phrase said with a list word or two around it), so a megabyte of list words
+costs a few dozen checks, not one per word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+from mnemonic import Mnemonic
+
+#: The phrase lengths BIP39 defines, longest first.
+_LENGTHS = (24, 21, 18, 15, 12)
+#: Words of the run tried before and after a phrase.
+_SLACK = 3
+_WORD = re.compile(r"[A-Za-z]+")
+# What may stand between two words of a phrase read out: spaces, commas, line
+# breaks, and list numbers ("1." "12)"); anything else ends a run.
+_BETWEEN = re.compile(r"(?:[ \t\r\n,;]|\d{1,2}[.)])*+")
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, int]:
+    return {word: i for i, word in enumerate(Mnemonic("english").wordlist)}
+
+
+def checksum_ok(indices: list[int]) -> bool:
+    """Whether BIP39 word ``indices`` (12, 15, 18, 21 or 24) carry a valid checksum."""
+    bits = len(indices) * 11
+    checksum_bits = bits // 33
+    value = 0
+    for i in indices:
+        value = (value << 11) | i
+    entropy = (value >> checksum_bits).to_bytes((bits - checksum_bits) // 8, "big")
+    return hashlib.sha256(entropy).digest()[0] >> (8 - checksum_bits) == value & ((1 << checksum_bits) - 1)
+
+
+def _runs(text: str) -> Iterator[list[tuple[int, int, int]]]:
+    """Runs of 12 or more list words, as (index in the list, start, end) each."""
+    index = _index()
+    run: list[tuple[int, int, int]] = []
+    last_end = 0
+    for word in _WORD.finditer(text):
+        found = index.get(word.group().lower())
+        if run and (found is None or _BETWEEN.fullmatch(text, last_end, word.start()) is None):
+            if len(run) >= _LENGTHS[-1]:
+                yield run
+            run = []
+        if found is not None:
+            run.append((found, word.start(), word.end()))
+            last_end = word.end()
+    if len(run) >= _LENGTHS[-1]:
+        yield run
+
+
+def seed_phrase_scanner(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of bare BIP39 phrases with a valid checksum."""
+    for run in _runs(text):
+        tried: set[tuple[int, int]] = set()
+        for length in _LENGTHS:
+            if length > len(run):
+                continue
+            starts = {*range(min(_SLACK, len(run) - length) + 1),
+                      *range(max(0, len(run) - length - _SLACK), len(run) - length + 1)}
+            for start in sorted(starts):
+                if (start, length) in tried:
+                    continue
+                tried.add((start, length))
+                window = run[start:start + length]
+                if checksum_ok([w[0] for w in window]):
+                    yield window[0][1], window[-1][2]
+                    break
+            else:
+                continue
+            break
