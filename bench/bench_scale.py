@@ -9,8 +9,8 @@ backlog (``--backlog``)
     With no worker running, ``--messages`` remembers from ``--owners`` owners are
     queued through ``MemjobsClient.remember`` (``--threads`` threads, one client).
     With the backlog in place: forgets of queued sources through ``POST /v1/forget``
-    and through the door's producer client (the CLI's forget path, in this process;
-    a few real ``memjobs forget`` commands too), forgets of sources never sent
+    and through the doors' forget service (``PersonalMemory.forget``, what the CLI
+    and the API call, in this process; a few real ``memjobs forget`` commands too), forgets of sources never sent
     (must be ``not_found``), ``memjobs status`` (the command, timed), ``/readyz`` and
     the console's overview (logged in with the host token), p50/p99 each; Redis
     ``used_memory`` before and after queuing. Then the workers start (no model:
@@ -307,10 +307,12 @@ def http_forget(http: httpx.Client, owner: str, sid: str) -> tuple[float, str]:
     return took, str(r.json().get("status"))
 
 
-def door_forget(client: MemjobsClient, owner: str, sid: str) -> tuple[float, str]:
+def door_forget(memory: Any, owner: str, sid: str) -> tuple[float, str]:
+    """One forget through the doors' service (what the CLI and the HTTP API call):
+    the producer client only queues a forget (it answers ``queued``)."""
     started = time.perf_counter()
     try:
-        status = client.forget(owner, sid).status
+        status = memory.forget(owner, sid).status
     except MemjobsError as exc:
         status = f"error_{type(exc).__name__}"
     return time.perf_counter() - started, str(status)
@@ -363,11 +365,12 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         settings = stack.settings()
         door = open_door(settings, resolve_endpoints(settings))
         try:
-            door_forget(door.client, *never_ids[0])  # the door's first call builds its ledger: not timed
-            door_results = [door_forget(door.client, o, s) for o, _k, s in via_door]
-            ok_door = report_forgets("client (door) forget, queued source", door_results, FOUND)
-            door_never = [door_forget(door.client, o, s) for o, s in never_ids]
-            ok_door_never = report_forgets("client (door) forget, never sent", door_never, ("not_found",))
+            door_forget(door.personal_memory, *never_ids[0])  # the door's first call builds its ledger: not timed
+            door_results = [door_forget(door.personal_memory, o, s) for o, _k, s in via_door]
+            ok_door = report_forgets("the doors' forget service, queued source", door_results, FOUND)
+            door_never = [door_forget(door.personal_memory, o, s) for o, s in never_ids]
+            ok_door_never = report_forgets("the doors' forget service, never sent", door_never,
+                                           ("not_found",))
         finally:
             door.close()
             door.client.close()
