@@ -227,3 +227,79 @@ def test_headers_trickled_over_tls_are_cut_at_the_deadline(
         elapsed = trickle_until_closed(sock, started)
     assert DEADLINE_S <= elapsed < DEADLINE_S + SLACK_S, elapsed
     assert refused(api, verify=context) == 1
+
+
+# -- the parts alone -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_the_protocol_holds_uvicorns_and_subclasses_none_of_it(parser: str) -> None:
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    from memjobs_worker.http.deadline import HeaderDeadline, header_deadline
+
+    uvicorns = import_from_string(HTTP_PROTOCOLS[parser])
+    protocol = header_deadline(parser, 1.0, lambda: None)
+    assert protocol.rule.held_class is uvicorns
+    assert not issubclass(protocol, uvicorns)
+    assert [c for c in protocol.__mro__ if c.__module__.startswith("uvicorn")] == []
+    assert issubclass(protocol, HeaderDeadline)
+
+
+class Connection:
+    """What MarksRequests tells, recorded."""
+
+    def __init__(self) -> None:
+        self.open_requests = 0
+        self.told: list[str] = []
+
+    def request_started(self) -> None:
+        self.open_requests += 1
+        self.told.append("started")
+
+    def request_finished(self) -> None:
+        self.open_requests -= 1
+        self.told.append("finished")
+
+
+def test_a_request_is_at_work_from_the_call_until_its_last_body_message() -> None:
+    """The response complete (its last body message), the request is done for the deadline
+    even while the application still runs (a background task): the next request's first
+    byte must start the deadline again. An application that fails is done when it returns."""
+    import asyncio
+
+    from memjobs_worker.http.deadline import CONNECTION, MarksRequests
+
+    connection = Connection()
+    seen: list[int] = []
+
+    async def app(scope: dict[str, object], receive: object, send: Callable[..., object]) -> None:
+        if scope["path"] == "/fails":
+            raise RuntimeError("before any reply")
+        seen.append(connection.open_requests)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        seen.append(connection.open_requests)
+        await send({"type": "http.response.body", "body": b"b"})
+        seen.append(connection.open_requests)  # the background work, after the reply
+
+    async def send(message: object) -> None:
+        pass
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def run() -> None:
+        marked = MarksRequests(app)  # type: ignore[arg-type]
+        await marked({"type": "http", "path": "/", "state": {CONNECTION: connection}}, receive, send)
+        with pytest.raises(RuntimeError):
+            await marked({"type": "http", "path": "/fails", "state": {CONNECTION: connection}},
+                         receive, send)
+        await marked({"type": "http", "path": "/", "state": {}}, receive, send)  # not ours: untold
+
+    asyncio.run(run())
+    assert seen == [1, 1, 0,  # ours: at work until the last body message
+                    0, 0, 0]  # a scope without the connection (not served by HeaderDeadline)
+    assert connection.told == ["started", "finished", "started", "finished"]
+    assert connection.open_requests == 0
