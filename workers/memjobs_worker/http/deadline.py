@@ -77,8 +77,10 @@ class HeaderDeadline(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.open_requests = 0  # requests called whose response is not yet complete
         self.transport: asyncio.BaseTransport | None = None
+        # The held protocol copies this state into each request's scope: MarksRequests finds
+        # this connection there.
         self.held = self.rule.held_class(config=config, server_state=server_state,
-                                    app_state={**app_state, CONNECTION: self}, _loop=_loop)
+                                         app_state={**app_state, CONNECTION: self}, _loop=_loop)
 
     # -- asyncio.Protocol, forwarded ------------------------------------------------------
 
