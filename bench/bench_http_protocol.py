@@ -8,7 +8,12 @@ or the other, alternating, answering ``GET /healthz`` (no backend: the
 protocol's share is largest there) and ``GET /openapi.json`` (no token: the
 guard, a slot and 145 KB out) to a keep-alive asyncio client.
 
-    python bench/bench_http_protocol.py [--requests 3000] [--concurrency 16] [--rounds 3]
+``--deadline`` measures instead what the header deadline costs (the protocol
+held by :class:`~memjobs_worker.http.deadline.HeaderDeadline` and the
+:class:`~memjobs_worker.http.deadline.MarksRequests` middleware, as
+``memjobs api`` serves), each parser with and without it, alternating.
+
+    python bench/bench_http_protocol.py [--requests 3000] [--concurrency 16] [--rounds 3] [--deadline]
 """
 
 from __future__ import annotations
@@ -28,13 +33,18 @@ SERVER = """
 import socket, sys, uvicorn
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
+from memjobs_worker.http.deadline import MarksRequests, header_deadline
 from memjobs_worker.http.limits import MAX_HEADER_BYTES
 from memjobs_worker.settings import Settings
 app = create_app(Settings(api_max_per_client=10_000, api_max_public_in_flight=10_000),
                  Endpoints("redis://127.0.0.1:1/0", "postgresql://u@127.0.0.1:1/d"))
 sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(1024)
 print(sock.getsockname()[1], flush=True)
-uvicorn.Server(uvicorn.Config(QuietErrors(app), http=sys.argv[1], log_config=None, access_log=False,
+parser, _, deadline = sys.argv[1].partition("+")
+served, http = QuietErrors(app), parser
+if deadline:
+    served, http = MarksRequests(served), header_deadline(parser, 10.0, lambda: None)
+uvicorn.Server(uvicorn.Config(served, http=http, log_config=None, access_log=False,
                lifespan="off", h11_max_incomplete_event_size=MAX_HEADER_BYTES)).run(sockets=[sock])
 """
 
@@ -78,7 +88,11 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--deadline", action="store_true",
+                        help="each parser with and without the header deadline")
     args = parser.parse_args()
+    if args.deadline:
+        return compare_deadline(args)
     for path in ("/healthz", "/openapi.json"):
         rates: dict[str, list[float]] = {"httptools": [], "h11": []}
         for _ in range(args.rounds):  # alternating, so the machine's load falls on both
@@ -88,6 +102,21 @@ def main() -> int:
         print(f"GET {path}: httptools {tools:.0f} req/s, h11 {h11:.0f} req/s "
               f"(median of {args.rounds}; h11 costs {100 * (1 - h11 / tools):.0f} %) "
               f"runs: {[round(r) for r in rates['httptools']]} / {[round(r) for r in rates['h11']]}")
+    return 0
+
+
+def compare_deadline(args: argparse.Namespace) -> int:
+    for path in ("/healthz", "/openapi.json"):
+        for parser in ("h11", "httptools"):
+            rates: dict[str, list[float]] = {parser: [], f"{parser}+deadline": []}
+            for _ in range(args.rounds):  # alternating, so the machine's load falls on both
+                for variant in rates:
+                    rates[variant].append(run(variant, path, args.requests, args.concurrency))
+            bare, held = (statistics.median(r) for r in rates.values())
+            print(f"GET {path} {parser}: {bare:.0f} req/s, with the deadline {held:.0f} req/s "
+                  f"(median of {args.rounds}; the deadline costs {100 * (1 - held / bare):.1f} %) "
+                  f"runs: {[round(r) for r in rates[parser]]} / "
+                  f"{[round(r) for r in rates[f'{parser}+deadline']]}", flush=True)
     return 0
 
 

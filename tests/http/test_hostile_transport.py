@@ -41,10 +41,11 @@ def slow_body_head(path: str = "/v1/remember", token: str | None = GATEWAY_TOKEN
 
 @pytest.fixture
 def api_process(api_process_factory: Callable[..., ApiProcess]) -> ApiProcess:
-    """``memjobs api`` as operators run it, with both tokens, its body timeout long enough
-    that the test's connections stay open while it measures."""
+    """``memjobs api`` as operators run it, with both tokens, its header and body timeouts
+    long enough that the test's connections stay open while it measures (the header
+    deadline itself: tests/http/test_header_deadline.py)."""
     return api_process_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                               api_body_timeout_ms=120_000)
+                               api_header_timeout_ms=120_000, api_body_timeout_ms=120_000)
 
 
 def request(port: int, method: str, path: str, body: dict[str, str] | None = None) -> int:

@@ -239,13 +239,17 @@ class Settings(BaseSettings):
     #: names the client: the per-client cap then counts the real clients behind them.
     #: Empty: the header is ignored (no client can claim another address).
     api_forwarded_allow_ips: str = ""
+    #: A request line and its headers must arrive within this of the request's first byte
+    #: (of the connection's opening, for the first request), else the connection is closed
+    #: (http/deadline.py: uvicorn has no such deadline).
+    api_header_timeout_ms: int = Field(default=10_000, ge=100)
     #: A request's body must arrive within this once its headers are in (else 408); a
     #: reply's each write must be taken within it too (else the connection is closed).
-    #: The deadline on the headers themselves is the proxy's (docs/deployment.md).
     api_body_timeout_ms: int = Field(default=30_000, ge=100)
     #: uvicorn's HTTP/1.1 parser: h11 bounds a header block still arriving (64 KiB);
     #: httptools is faster but has no bound, so choose it only behind a proxy that
-    #: bounds headers and their time (the shipped Caddy and ingress do).
+    #: bounds the headers' size (the shipped Caddy and ingress do). The header deadline
+    #: (api_header_timeout_ms) holds with either.
     api_http_parser: Literal["h11", "httptools"] = "h11"
     #: Scoped tokens (``memjobs token issue``): HS256 keys; the previous one still verifies.
     api_token_key: SecretStr | None = None

@@ -15,10 +15,13 @@ bound, and is chosen with ``api_http_parser`` only behind a proxy that has),
 ``limit_concurrency`` off (it answered every path, ``/healthz`` too, with
 ``503 text/plain`` once enough connections sat idle). Everything the
 application knows (tokens, slots, bodies, a header block that arrived whole
-but too large) is the guard's, :mod:`~memjobs_worker.http.limits`. A deadline
-on a request's headers is the proxy's (Caddy's ``read_header``, the ingress's
-``client-header-timeout``): uvicorn has none. The process's open-file limit
-is raised to its hard limit, so idle connections run out of it late.
+but too large) is the guard's, :mod:`~memjobs_worker.http.limits`. Uvicorn has
+no deadline on a request's headers: ``api_header_timeout_ms`` is
+:mod:`~memjobs_worker.http.deadline`'s, a protocol class given to uvicorn's
+``http`` setting that holds the parser's own (for h11 and httptools alike) and
+closes a connection whose headers are late, and the outermost middleware that
+tells it when a request starts and ends. The process's open-file limit is
+raised to its hard limit, so idle connections run out of it late.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from memjobs_client.errors import ConfigurationError
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
 from memjobs_worker.http.auth import check_bind
+from memjobs_worker.http.deadline import MarksRequests, header_deadline
 from memjobs_worker.http.limits import MAX_HEADER_BYTES
 from memjobs_worker.http.slots import RefusalLog
 from memjobs_worker.settings import Settings
@@ -57,15 +61,18 @@ class ApiServer:
         self.sock = _bind(settings.api_host, settings.api_port)
         self.tls = settings.api_tls_cert is not None
         app = create_app(settings, endpoints)
-        self._quiet = CountedServerLines(app.state.refusals)
+        refusals: RefusalLog = app.state.refusals
+        self._quiet = CountedServerLines(refusals)
         logging.getLogger("uvicorn.error").addFilter(self._quiet)
+        protocol = header_deadline(settings.api_http_parser, settings.api_header_timeout_ms / 1000,
+                                   on_expired=lambda: refusals.note("header_timeout"))
         config = uvicorn.Config(
-            QuietErrors(app), access_log=False, log_config=None,
+            MarksRequests(QuietErrors(app)), access_log=False, log_config=None,
             lifespan="on", timeout_graceful_shutdown=10, server_header=False,
             limit_concurrency=None, timeout_keep_alive=KEEP_ALIVE_S,
             proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
             forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
-            http=settings.api_http_parser, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            http=protocol, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
             ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
             ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,
