@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from memjobs_client import keys
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.errors import BackendUnavailable, SensitiveContent
 from memjobs_worker.observability.retrying import RetryingJob, RetryingRecord, stale_after_ms
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
@@ -28,10 +28,11 @@ ACTOR = "flaky_job"
 class Flaky:
     """Fails ``failures`` times with ``error``; the call after those waits for
     :attr:`release` (so the test sees the job between a failure and its end),
-    then fails again when ``fail_last``, else succeeds."""
+    then raises ``last`` when given, else succeeds."""
 
-    def __init__(self, failures: int, error: Callable[[], Exception], *, fail_last: bool = False) -> None:
-        self.failures, self.error, self.fail_last = failures, error, fail_last
+    def __init__(self, failures: int, error: Callable[[], Exception], *,
+                 last: Callable[[], Exception] | None = None) -> None:
+        self.failures, self.error, self.last = failures, error, last
         self.calls = 0
         self.waiting = threading.Event()
         self.release = threading.Event()
@@ -42,8 +43,8 @@ class Flaky:
             raise self.error()
         self.waiting.set()
         assert self.release.wait(30)
-        if self.fail_last:
-            raise self.error()
+        if self.last is not None:
+            raise self.last()
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_a_job_failing_twice_is_in_the_record_while_retrying_and_leaves_it_on_su
 
 
 def test_a_dead_lettered_job_leaves_the_record(harness: Harness) -> None:
-    flaky = Flaky(1, lambda: RuntimeError("broken"), fail_last=True)
+    flaky = Flaky(1, lambda: RuntimeError("broken"), last=lambda: RuntimeError("broken"))
     message = run(harness, flaky, max_retries=1)
     assert flaky.waiting.wait(30)
     [job] = wait_for(lambda: record(harness), 10, "the retrying job in the record")
@@ -101,6 +102,19 @@ def test_a_dead_lettered_job_leaves_the_record(harness: Harness) -> None:
     wait_for(lambda: client.zcard(keys.dead_letters(QUEUE)) == 1, 10, "the dead letter")
     assert record(harness) == []
     assert client.zcard(keys.RETRYING) == 0 and client.hlen(keys.RETRYING_JOBS) == 0
+
+
+def test_a_job_refused_as_sensitive_after_a_retry_leaves_the_record(harness: Harness) -> None:
+    flaky = Flaky(1, lambda: RuntimeError("broken"), last=lambda: SensitiveContent("a credential"))
+    run(harness, flaky, max_retries=5)
+    assert flaky.waiting.wait(30)
+    wait_for(lambda: record(harness), 10, "the retrying job in the record")
+
+    flaky.release.set()
+    harness.broker.join(QUEUE, timeout=30_000)
+    client = harness.runtime.redis
+    assert client.zcard(keys.dead_letters(QUEUE)) == 0  # acknowledged, not kept
+    assert record(harness) == [] and client.hlen(keys.RETRYING_JOBS) == 0
 
 
 def test_the_record_is_trimmed_to_its_cap_on_write(redis_url: str) -> None:
