@@ -167,8 +167,8 @@ async def _page(request: Request, template: str, page: str) -> Response:
     c = _ctx(request)
     broker = c.client.broker
     try:
-        view = await c.call(lambda: overview.read(broker.client, c.ledger(),
-                                                  stale_after_ms=stale_after_ms(c.settings)))
+        view = await c.call(overview.read, broker.client, c.ledger(),
+                            stale_after_ms=stale_after_ms(c.settings))
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         view, problem = None, getattr(exc, "reason", None) or "backend_unavailable"
