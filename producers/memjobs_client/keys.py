@@ -119,6 +119,15 @@ def model_breaker(service: str) -> BreakerKeys:
     return BreakerKeys(f"{prefix}:open", f"{prefix}:failures", f"{prefix}:probe")
 
 
+#: The jobs retrying now: a sorted set of Dramatiq message ids, each scored by
+#: when it last failed (epoch ms), kept by the workers as jobs fail, are
+#: retried and end (:mod:`memjobs_worker.observability.retrying`), so no
+#: report reads the queued messages. No owner in it.
+RETRYING = f"{NAMESPACE}:retrying"
+
+#: What each job in :data:`RETRYING` is: message id → ``actor<TAB>reason<TAB>failures``.
+RETRYING_JOBS = f"{NAMESPACE}:retrying:jobs"
+
 #: Dead letters retried and purged by operators, by queue (a hash of
 #: ``retried:<queue>`` and ``purged:<queue>`` counts, exported as counters).
 DEAD_LETTER_ACTIONS = f"{NAMESPACE}:dead-letters:actions"

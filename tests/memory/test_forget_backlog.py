@@ -23,13 +23,12 @@ from memjobs_worker.broker import SCAN_LIMIT, scan_messages
 from memjobs_worker.runtime import Runtime, open_door
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
+from tests.support.redis_commands import WALKS, commands_of
 
 OWNER = "frank@example.com"
 KEY = owner_key(OWNER)
 BACKLOG = 3_000
 
-#: Commands that walk a collection: a forget must issue none of them.
-WALKS = {"scan", "hscan", "sscan", "zscan", "hgetall", "hvals", "hkeys", "smembers", "keys", "lrange"}
 
 
 def text(i: int) -> str:
@@ -96,21 +95,6 @@ def test_every_forget_of_a_queued_remember_is_honoured_at_a_backlog_of_thousands
     learned_from = {sid for hit in h.pipeline.memories(KEY) for sid in hit.source_ids}
     assert learned_from.isdisjoint(doomed)
     assert never_sent not in states
-
-
-def commandstats(client: redis.Redis) -> dict[str, int]:
-    """Calls per command since the server started (INFO's own calls left out)."""
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()
-            if not name.removeprefix("cmdstat_").startswith("info")}
-
-
-def commands_of(client: redis.Redis, action: Callable[[], object]) -> dict[str, int]:
-    """The Redis commands ``action`` issued (Lua scripts' own calls included), by name."""
-    before = commandstats(client)
-    action()
-    after = commandstats(client)
-    return {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name, 0)}
 
 
 def test_a_forget_issues_the_same_few_redis_commands_at_any_backlog(door: tuple[Harness, Runtime]) -> None:

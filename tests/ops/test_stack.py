@@ -209,7 +209,7 @@ def test_drain_says_which_job_is_retrying_and_ctrl_c_exits_130(shared: Shared) -
         retrying = [line for line in report.stderr.splitlines() if "retrying extract_facts" in line]
         assert retrying, str(report)
         assert "memjobs_extract" in retrying[0] and "attempt" in retrying[0]
-        assert "Error" in retrying[0], retrying[0]  # the last failure's exception
+        assert "model_rejected" in retrying[0], retrying[0]  # the last failure's reason
         assert "bees" not in report.stderr
         listing = json.loads(shared.cli("drain", "--timeout", "0.2", "--json").stdout)
         assert listing["drained"] is False and listing["left"]["retrying"]

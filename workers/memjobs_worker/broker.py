@@ -20,22 +20,22 @@ a message is found among this consumer's unacknowledged ids and moved to the
 dead-letter queue, once, and consumption goes on.
 
 And this module is the one place that reads Dramatiq's stored messages (the
-hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for reports only:
-which jobs are retrying and why (:func:`retrying`, ``memjobs drain`` and the
-console), and whether an owner still has work queued (:func:`owner_has_messages`,
-the demo). Each read is a bounded scan (:data:`SCAN_LIMIT` messages per hash),
-never on a request's path: a forget decides on the owner's queued-remember
-count (:mod:`memjobs_worker.memory.queued`), one key, whatever the backlog.
+hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for one operator
+command only: whether an owner still has work queued
+(:func:`owner_has_messages`, ``memjobs demo``), a bounded scan
+(:data:`SCAN_LIMIT` messages per hash). No request path reads them: a forget
+decides on the owner's queued-remember count
+(:mod:`memjobs_worker.memory.queued`), and the jobs retrying are a record the
+workers keep (:mod:`memjobs_worker.observability.retrying`), read by the
+console and ``memjobs drain``, whatever the backlog.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
@@ -52,13 +52,13 @@ from memjobs_client.contracts.base import current_schema_version, schema_version
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
 from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.jobs import use_outage_retries
-from memjobs_worker.logs import redact_text
 from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
 from memjobs_worker.observability.observe import ObserveJobs
+from memjobs_worker.observability.retrying import RetryingRecord, TrackRetrying
 from memjobs_worker.ops.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
 from memjobs_worker.runtime import connect_redis
@@ -212,6 +212,8 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     # already decided retry or dead-letter when ObserveJobs records the outcome.
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
     broker.add_middleware(RefuseSensitive(), before=Retries)  # between the two: see refusals.py
+    # Runs after Retries has decided and after RefuseSensitive: see observability/retrying.py.
+    broker.add_middleware(TrackRetrying(RetryingRecord(broker.client)), before=Retries)
     broker.add_middleware(RecordFailures(broker.client))  # after Retries: see failures.py
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
@@ -224,27 +226,10 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     return broker
 
 
-# Dramatiq's stored messages, read for reports ------------------------------------
+# Dramatiq's stored messages, read for an operator command -----------------------
 
-#: Messages read per hash at most (a drain report, not an inventory).
+#: Messages read per hash at most (a report, not an inventory).
 SCAN_LIMIT = 2000
-REASON_CHARS = 200
-
-
-@dataclass(frozen=True)
-class Retrying:
-    """A message that failed at least once: its actor and id, its retry count and
-    the last line of its last traceback (redacted, shortened), never its payload."""
-
-    queue: str
-    actor: str
-    message_id: str
-    retries: int
-    reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"queue": self.queue, "actor": self.actor, "message_id": self.message_id,
-                "retries": self.retries, "reason": self.reason}
 
 
 def scan_messages(client: redis.Redis, limit: int = SCAN_LIMIT) -> Iterator[tuple[str, bytes]]:
@@ -256,31 +241,6 @@ def scan_messages(client: redis.Redis, limit: int = SCAN_LIMIT) -> Iterator[tupl
                 if seen >= limit:
                     break
                 yield queue, raw
-
-
-def retrying(client: redis.Redis) -> list[Retrying]:
-    """Messages that failed at least once and wait for (or are in) a retry.
-
-    Raises:
-        BackendUnavailable: Redis did not answer.
-    """
-    found: list[Retrying] = []
-    try:
-        for queue, raw in scan_messages(client):
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                continue
-            options = message.get("options") or {}
-            retries = int(options.get("retries") or 0)
-            if retries < 1:
-                continue
-            found.append(Retrying(queue, str(message.get("actor_name", "?")),
-                                  str(message.get("message_id", "?")), retries,
-                                  _reason(str(options.get("traceback") or ""))))
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-    return found
 
 
 def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
@@ -295,9 +255,3 @@ def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
-
-def _reason(traceback_text: str) -> str:
-    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
-    last = lines[-1].strip() if lines else "unknown"
-    last = redact_text(last)
-    return last if len(last) <= REASON_CHARS else last[: REASON_CHARS - 1] + "…"

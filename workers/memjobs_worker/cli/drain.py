@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 from memjobs_client.contracts import QUEUE_KNOWLEDGE
-from memjobs_worker.broker import retrying
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, error
+from memjobs_worker.observability.retrying import RetryingRecord, stale_after_ms
 from memjobs_worker.ops import status as ops
 from memjobs_worker.runtime import Runtime
 from memjobs_worker.settings import Settings
@@ -28,15 +28,21 @@ POLL_S = 0.1
 
 
 def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
-    """What is not done: busy queues, pending sources, retrying jobs (a scan of
-    the queued messages, so only when it is shown)."""
+    """What is not done: busy queues, pending sources, retrying jobs (the newest
+    of the workers' record, :mod:`memjobs_worker.observability.retrying`; read
+    only when shown)."""
     queues = {name: {k: v for k, v in q.items() if k != "dead" and v}
               for name, q in ops.queue_stats(rt.redis).items()
               # knowledge off: no worker consumes its queue, so waiting on it is futile
               if rt.settings.knowledge_enabled or name != QUEUE_KNOWLEDGE}
     return {"queues": {name: q for name, q in queues.items() if q},
             "pending_sources": rt.store.counts_by_state()["pending"],
-            "retrying": [r.as_dict() for r in retrying(rt.redis)] if with_retrying else []}
+            "retrying": _retrying(rt) if with_retrying else []}
+
+
+def _retrying(rt: Runtime) -> list[dict[str, Any]]:
+    found = RetryingRecord(rt.redis).read(stale_after_ms=stale_after_ms(rt.settings))
+    return [job.as_dict() for job in found.newest]
 
 
 def is_empty(remaining: dict[str, Any]) -> bool:
@@ -52,7 +58,7 @@ def describe(remaining: dict[str, Any]) -> list[str]:
         lines.append(f"sources pending in the ledger: {remaining['pending_sources']}")
     for job in remaining["retrying"]:
         lines.append(f"retrying {job['actor']} {job['message_id']} on {job['queue']} "
-                     f"(attempt {job['retries'] + 1}): {job['reason']}")
+                     f"(attempt {job['failures'] + 1}): {job['reason']}")
     if not lines:
         lines.append("nothing (it drained just now)")
     return lines

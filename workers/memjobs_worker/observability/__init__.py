@@ -1,6 +1,6 @@
 """The instruments every layer above may use: Prometheus counters and
 histograms (:mod:`~.metrics`), the job middleware that counts outcomes
 (:mod:`~.observe`, :mod:`~.jobstats`), the failure record a dead letter
-keeps (:mod:`~.failures`) and the worker heartbeats
-(:mod:`~.heartbeat`). The read-side views built on them (status, collectors,
+keeps (:mod:`~.failures`), the record of retrying jobs (:mod:`~.retrying`)
+and the worker heartbeats (:mod:`~.heartbeat`). The read-side views built on them (status, collectors,
 the metrics server) are in :mod:`memjobs_worker.ops`, above the features."""

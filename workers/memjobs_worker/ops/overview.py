@@ -3,6 +3,11 @@ circuit breakers, worker hosts and pools
 with their heartbeat age, sources by state, recent outcomes, failure reasons
 and the dead letters. No owner id and no text: queue, actor and pool names,
 counts, reasons (identifiers) and owner-key prefixes only.
+
+The jobs retrying come from the record the workers keep
+(:mod:`memjobs_worker.observability.retrying`): a count and the newest
+:data:`~memjobs_worker.observability.retrying.SHOWN`, never a read of the
+queued messages, so the page costs the same at any backlog.
 """
 
 from __future__ import annotations
@@ -11,9 +16,7 @@ import json
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import redis
 
@@ -23,6 +26,7 @@ from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState, read_states
 from memjobs_worker.observability import jobstats
 from memjobs_worker.observability.heartbeat import PREFIX, live_heartbeats
+from memjobs_worker.observability.retrying import RetryingRecord
 from memjobs_worker.ops.deadletters import DeadLetter, DeadLetters
 from memjobs_worker.ops.status import queue_stats
 
@@ -49,6 +53,8 @@ class Overview:
     failures: list[tuple[str, str, str, int]]  # (where, actor, reason, count)
     dead_letters: list[DeadLetter]
     dead_total: int
+    retrying_total: int = 0  # the failures table counts the newest retrying jobs only
+    retrying_shown: int = 0
     breakers: list[BreakerState] = field(default_factory=list)
     read_at: float = field(default_factory=time.time)
 
@@ -89,20 +95,10 @@ def processes(client: redis.Redis, now: float | None = None) -> list[Process]:
     return out
 
 
-class Failing(Protocol):
-    """A job that failed and waits for a retry (as
-    :func:`memjobs_worker.broker.retrying` reports it)."""
-
-    @property
-    def actor(self) -> str: ...
-
-    @property
-    def reason(self) -> str: ...
-
-
-def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence[Failing]]) -> Overview:
+def read(client: redis.Redis, store: StateStore, *, stale_after_ms: int) -> Overview:
     """Everything at once (Redis must answer; the state store may not).
-    ``retrying`` reads the jobs waiting for a retry (the broker's bounded scan).
+    ``stale_after_ms``: retrying jobs that last failed longer ago are taken for
+    left behind (:func:`memjobs_worker.observability.retrying.stale_after_ms`).
 
     Raises:
         BackendUnavailable: Redis did not answer.
@@ -113,7 +109,7 @@ def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence
         found = letters.letters()
         recent = jobstats.recent(client, RECENT_MIN)
         procs = processes(client)
-        failing = retrying()
+        retrying = RetryingRecord(client).read(stale_after_ms=stale_after_ms)
         breakers = read_states(client)
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
@@ -122,16 +118,12 @@ def read(client: redis.Redis, store: StateStore, retrying: Callable[[], Sequence
     except Exception:  # noqa: BLE001 - the page still shows the queues
         sources = None
     failures: Counter[tuple[str, str, str]] = Counter()
-    for r in failing:
-        failures[("retrying", r.actor, _class_name(r.reason))] += 1
+    for job in retrying.newest:
+        failures[("retrying", job.actor, job.reason)] += 1
     for letter in found:
         failures[("dead", letter.actor, letter.reason)] += 1
     return Overview(queues=queues, processes=procs, sources=sources, recent=recent,
                     failures=[(w, a, r, n) for (w, a, r), n in failures.most_common()],
-                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found), breakers=breakers)
+                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found), breakers=breakers,
+                    retrying_total=retrying.total, retrying_shown=len(retrying.newest))
 
-
-def _class_name(last_line: str) -> str:
-    """A traceback's last line as the exception's class name (never its message)."""
-    name = last_line.split(":", 1)[0].rsplit(".", 1)[-1].strip()
-    return name if name.isidentifier() else "unknown"

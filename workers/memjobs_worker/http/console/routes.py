@@ -24,11 +24,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import MemjobsError
-from memjobs_worker.broker import retrying
 from memjobs_worker.http.console.live import LiveSessions
 from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys, Session
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError
+from memjobs_worker.observability.retrying import stale_after_ms
 from memjobs_worker.ops import overview
 from memjobs_worker.ops.deadletters import DeadLetters
 
@@ -167,7 +167,8 @@ async def _page(request: Request, template: str, page: str) -> Response:
     c = _ctx(request)
     broker = c.client.broker
     try:
-        view = await c.call(overview.read, broker.client, c.ledger(), lambda: retrying(broker.client))
+        view = await c.call(overview.read, broker.client, c.ledger(),
+                            stale_after_ms=stale_after_ms(c.settings))
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         view, problem = None, getattr(exc, "reason", None) or "backend_unavailable"
