@@ -23,9 +23,15 @@ from tests.support.harness import REPO, worker_env
 
 @dataclass
 class ApiProcess:
+    """A ``memjobs api`` process, its URL and its log file."""
+
     proc: subprocess.Popen[bytes]
     url: str
     log: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
 
 @contextmanager

@@ -3,12 +3,9 @@ uvicorn on a free loopback port, an in-process Dramatiq worker behind it."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +16,9 @@ import pytest
 from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
+from tests.support.api_process import ApiProcess, api_process
 from tests.support.cli import run_cli
-from tests.support.harness import REPO, Harness, worker_env
+from tests.support.harness import Harness
 
 GATEWAY_TOKEN = "gateway-token-0123456789abcdef"
 HOST_TOKEN = "host-token-0123456789abcdef-xyz"
@@ -121,48 +119,19 @@ def still_open(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
-@dataclass
-class ApiProcess:
-    """A ``memjobs api`` process, its URL and its log file."""
-
-    proc: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-
 @pytest.fixture
 def api_process_factory(make_settings: Callable[..., Settings],
                         tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     """Start ``memjobs api`` as operators run it (its own process, these settings
-    overrides); each is stopped at the end. Its log is ``ApiProcess.log``."""
-    started: list[tuple[subprocess.Popen[bytes], Any]] = []
+    overrides; :func:`~tests.support.api_process.api_process`); each is stopped at
+    the end. Its log is ``ApiProcess.log``."""
+    count = iter(range(1_000_000))
+    with ExitStack() as started:
+        def start(**overrides: Any) -> ApiProcess:
+            log = tmp_path / f"api-{next(count)}.log"
+            return started.enter_context(api_process(make_settings(api_port=0, **overrides), log))
 
-    def start(**overrides: Any) -> ApiProcess:
-        settings = make_settings(api_port=0, **overrides)
-        log_path = tmp_path / f"api-{len(started)}.log"
-        log = open(log_path, "wb")  # noqa: SIM115 - closed at the end
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
-                                env=worker_env(settings), stdout=subprocess.PIPE, stderr=log,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
-        started.append((proc, log))
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
-        assert "memjobs API on http://" in line, (line, log_path.read_text())
-        return ApiProcess(proc, line.split(" on ", 1)[1].split(";", 1)[0], log_path)
-
-    yield start
-    for proc, log in started:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
-        log.close()
+        yield start
 
 
 TS = "2026-11-30T10:00:00Z"
