@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,54 +30,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import psycopg  # noqa: E402
 import redis  # noqa: E402
 from dramatiq import Message  # noqa: E402
 from dramatiq.common import dq_name  # noqa: E402
 
-from memjobs_client import MemjobsClient, keys  # noqa: E402
+from memjobs_client import keys  # noqa: E402
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, QUEUES  # noqa: E402
-from memjobs_client.errors import MemjobsError  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from bench_pg_outage import Producer, all_final, ledger  # noqa: E402  (one producer, one ledger read)
+
 EXTRACT = QUEUE_OF[ACTOR_EXTRACT]
-
-
-class Producer(threading.Thread):
-    def __init__(self, url: str, owners: int, rate: float) -> None:
-        super().__init__(daemon=True)
-        self.client = MemjobsClient(url, timeout_s=5)
-        self.owners, self.period = owners, 1.0 / rate
-        self.sent: set[str] = set()
-        self.lock = threading.Lock()
-        self.failures = 0
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.stopping.wait(self.period):
-            try:
-                sid = self.client.remember(f"owner-{i % self.owners}", f"I like the colour number {i}")
-                with self.lock:
-                    self.sent.add(sid)
-            except MemjobsError:
-                self.failures += 1
-            i += 1
-
-    def snapshot(self) -> set[str]:
-        with self.lock:
-            return set(self.sent)
-
-
-def ledger(url: str) -> dict[str, str]:
-    with psycopg.connect(url, connect_timeout=2) as conn:
-        return {str(s): str(st) for s, st in conn.execute("SELECT source_id, state FROM sources")}
-
-
-def all_final(url: str, sent: set[str]) -> bool:
-    found = ledger(url)
-    return all(found.get(s, "pending") != "pending" for s in sent)
 
 
 def extractions(client: redis.Redis) -> Counter[str]:
@@ -120,7 +84,7 @@ def main() -> None:
                 procs.append(subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", *command],
                                               env=env, cwd=REPO, stdout=log, stderr=log, start_new_session=True))
             client = redis.Redis.from_url(redis_url)
-            producer = Producer(redis_url, args.owners, args.rate)
+            producer = Producer(redis_url, args.owners, args.rate, "I like the colour number {i}")
             producer.start()
             time.sleep(10)
             first = producer.snapshot()
@@ -153,7 +117,7 @@ def main() -> None:
             while not all_final(pg_url, producer.sent) and time.monotonic() < deadline:
                 time.sleep(0.5)
             dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)
-            states = Counter(ledger(pg_url).get(s, "missing") for s in producer.sent)
+            states = Counter((ledger(pg_url) or {}).get(s, "missing") for s in producer.sent)
             print(f"outage {args.outage:g} s, {args.owners} owners at {args.rate:g} sources/s, "
                   f"max_retries {args.max_retries if args.max_retries is not None else 'default'}: "
                   f"{calls} chat calls during it ({calls / args.outage:.2f}/s); at most {most} extraction "

@@ -40,8 +40,12 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 
 
 class Producer(threading.Thread):
-    def __init__(self, url: str, owners: int, rate: float) -> None:
+    """Remembers ``rate`` sources a second across ``owners`` owners until stopped;
+    ``text`` formats the i-th source's text (each text new)."""
+
+    def __init__(self, url: str, owners: int, rate: float, text: str = "outage bench fact {i}") -> None:
         super().__init__(daemon=True)
+        self.text = text
         self.client = MemjobsClient(url, timeout_s=5)
         self.owners, self.period = owners, 1.0 / rate
         self.sent: set[str] = set()
@@ -53,7 +57,7 @@ class Producer(threading.Thread):
         i = 0
         while not self.stopping.wait(self.period):
             try:
-                sid = self.client.remember(f"owner-{i % self.owners}", f"outage bench fact {i}")
+                sid = self.client.remember(f"owner-{i % self.owners}", self.text.format(i=i))
                 with self.lock:
                     self.sent.add(sid)
             except MemjobsError:
