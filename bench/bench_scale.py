@@ -498,17 +498,23 @@ class Producer(threading.Thread):
             return list(self.sent)
 
 
-def extraction_per_owner(client: redis.Redis) -> collections.Counter[str]:
-    """Extraction messages not yet acknowledged (ready, delayed, in flight), by owner key."""
-    per_owner: collections.Counter[str] = collections.Counter()
+def extraction_per_owner(client: redis.Redis) -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """Extraction messages not yet acknowledged, by owner key: those waiting (ready
+    or delayed) and, apart, those a worker holds (in flight, running)."""
+    held: set[bytes] = set()
+    for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
+        if str(name, "utf-8", "replace").endswith(f".{QUEUE_EXTRACT}"):
+            held |= set(client.smembers(name))
+    waiting: collections.Counter[str] = collections.Counter()
+    running: collections.Counter[str] = collections.Counter()
     for name in (keys.messages(QUEUE_EXTRACT), keys.messages(f"{QUEUE_EXTRACT}.DQ")):
-        for _mid, raw in client.hscan_iter(name, count=1000):
+        for mid, raw in client.hscan_iter(name, count=1000):
             try:
-                payload = json.loads(raw)["args"][0]
-                per_owner[str(payload.get("owner_key"))] += 1
+                owner = str(json.loads(raw)["args"][0].get("owner_key"))
             except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                per_owner["?"] += 1
-    return per_owner
+                owner = "?"
+            (running if mid in held else waiting)[owner] += 1
+    return waiting, running
 
 
 def outage(args: argparse.Namespace, deadline: Deadline) -> None:
@@ -535,13 +541,14 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         model.fail_next("embeddings", 500, count=args.fault_budget)
         down_at = time.monotonic()
         sent_before = len(producer.snapshot())
-        peak_owner = peak_total = 0
+        peak_owner = peak_held = peak_total = 0
         samples = 0
         while time.monotonic() - down_at < args.outage_seconds and deadline.left() > 60:
-            per_owner = extraction_per_owner(stack.redis)
+            waiting, running = extraction_per_owner(stack.redis)
             samples += 1
-            peak_owner = max(peak_owner, max(per_owner.values(), default=0))
-            peak_total = max(peak_total, sum(per_owner.values()))
+            peak_owner = max(peak_owner, max(waiting.values(), default=0))
+            peak_held = max(peak_held, max((waiting + running).values(), default=0))
+            peak_total = max(peak_total, sum(waiting.values()) + sum(running.values()))
             time.sleep(min(args.sample_seconds, max(0.0, args.outage_seconds - (time.monotonic() - down_at))))
         outage_s = time.monotonic() - down_at
         calls = model.requests[calls_before:]
@@ -555,8 +562,9 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         pending_at_return = sum(1 for k in snapshot if at_return.get(k, "pending") == "pending")
         print(f"outage {outage_s:.0f} s: {len(snapshot) - sent_before} sources sent during it; "
               f"{len(calls)} model calls ({by_route.get('chat', 0)} chat, {by_route.get('embeddings', 0)} "
-              f"embeddings), {len(calls) / outage_s:.2f} calls/s; most extraction messages queued for one owner "
-              f"{peak_owner} (all owners {peak_total}, {samples} samples every {args.sample_seconds:g} s); "
+              f"embeddings), {len(calls) / outage_s:.2f} calls/s; most extraction messages waiting for one owner "
+              f"{peak_owner} (with those running {peak_held}; all owners {peak_total}, "
+              f"{samples} samples every {args.sample_seconds:g} s); "
               f"at the model's return: {pending_at_return} sources not final, {dead_at_return} dead letters",
               flush=True)
         final, states = wait_final(stack.pg_url, snapshot, deadline.left(args.final_timeout), poll_s=0.5)
