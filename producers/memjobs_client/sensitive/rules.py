@@ -9,7 +9,7 @@ matched text, because the matched text is the secret.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -52,6 +52,39 @@ def regex_scanner(
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         for match in compiled.finditer(text):
+            if accept is not None and not accept(match):
+                continue
+            span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
+            if span[1] > span[0]:
+                yield span
+
+    return scan
+
+
+def anchored_scanner(
+    pattern: str,
+    starts: Callable[[str], Iterable[int]],
+    *,
+    accept: Callable[[re.Match[str]], bool] | None = None,
+) -> Scanner:
+    """:func:`regex_scanner` for a pattern costly to try at every position (a
+    large alternation): it is tried only where ``starts`` says a match can
+    begin (positions in any order, repeats allowed), found by cheaper patterns.
+    The matches are those of ``finditer``, provided every position where one
+    can begin is among ``starts``: the earliest candidate at or after the last
+    match's end is tried first, as ``finditer`` would."""
+    compiled = re.compile(pattern)
+    groups = [name for name in compiled.groupindex if name.startswith("secret")]
+
+    def scan(text: str) -> Iterator[tuple[int, int]]:
+        cursor = 0
+        for start in sorted(set(starts(text))):
+            if start < cursor:
+                continue
+            match = compiled.match(text, start)
+            if match is None:
+                continue
+            cursor = max(match.end(), start + 1)
             if accept is not None and not accept(match):
                 continue
             span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
