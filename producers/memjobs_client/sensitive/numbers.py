@@ -16,6 +16,7 @@ tracking, IMEI, zip code, error code) keep it out.
 
 from __future__ import annotations
 
+import heapq
 import operator
 import re
 from bisect import bisect_left
@@ -416,18 +417,26 @@ def _otp_ok(match: re.Match[str]) -> bool:
 _CODE_KEYWORD = re.compile(r"(?=(?i:code|pin|pass|otp|2fa|mfa))")  # overlapping ones too
 # A lead, read backwards from the keyword. (?i): "ı" is an "i" to the pattern too.
 _CODE_LEAD = re.compile(r"(?i:[a-z])")
+_CODE_LEAD_MAX = 20  # characters, from a match's start to its keyword (15 at most) with room to spare
 _DIGITS_FIRST = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
 
 
 def _otp_starts(text: str) -> Iterator[int]:
     """Every position where :data:`_OTP` can begin (and a few where it cannot):
-    each word start in a keyword's lead, and the keyword itself."""
+    each word start in a keyword's lead, the keyword itself, and digits
+    before "is"; nearly in order (:data:`_CODE_LEAD_MAX` characters back at most)."""
+    return heapq.merge(_lead_starts(text), (start.start() for start in _DIGITS_FIRST.finditer(text)))
+
+
+def _lead_starts(text: str) -> Iterator[int]:
+    """Word starts in each keyword's lead, and the keyword: at most
+    :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     letter = _CODE_LEAD.match
     for keyword in _CODE_KEYWORD.finditer(text):
         at = keyword.start()
         yield at
         i = at
-        while i > 0 and at - i < 20:
+        while i > 0 and at - i < _CODE_LEAD_MAX:
             char = text[i - 1]
             if char in " -":
                 yield i
@@ -435,8 +444,6 @@ def _otp_starts(text: str) -> Iterator[int]:
                 break
             i -= 1
         yield i
-    for start in _DIGITS_FIRST.finditer(text):
-        yield start.start()
 
 
 _CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
@@ -465,5 +472,5 @@ NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule("login_pair", "user name and password pair",
              gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"), False),
     TextRule("one_time_code", "one-time, verification or access code",
-             gated(anchored_scanner(_OTP, _otp_starts, accept=_otp_ok), *_CODE_GATE), False),
+             gated(anchored_scanner(_OTP, _otp_starts, slack=_CODE_LEAD_MAX, accept=_otp_ok), *_CODE_GATE), False),
 )

@@ -8,6 +8,7 @@ matched text, because the matched text is the secret.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -65,20 +66,38 @@ def anchored_scanner(
     pattern: str,
     starts: Callable[[str], Iterable[int]],
     *,
+    slack: int,
     accept: Callable[[re.Match[str]], bool] | None = None,
 ) -> Scanner:
     """:func:`regex_scanner` for a pattern costly to try at every position (a
     large alternation): it is tried only where ``starts`` says a match can
-    begin (positions in any order, repeats allowed), found by cheaper patterns.
-    The matches are those of ``finditer``, provided every position where one
-    can begin is among ``starts``: the earliest candidate at or after the last
-    match's end is tried first, as ``finditer`` would."""
+    begin, found by cheaper patterns. ``starts`` may repeat a position and
+    yield one up to ``slack`` characters before one it yielded earlier, no
+    further. The matches are those of ``finditer``, provided every position
+    where one can begin is among ``starts``: candidates are tried in order,
+    the first at or after the last match's end first, as ``finditer`` would;
+    and lazily, so that a check stopping at the first match reads no further."""
     compiled = re.compile(pattern)
     groups = [name for name in compiled.groupindex if name.startswith("secret")]
 
+    def ordered(text: str) -> Iterator[int]:
+        pending: list[int] = []
+        last = -1
+        for start in starts(text):
+            heapq.heappush(pending, start)
+            while pending[0] < start - slack:  # nothing later can come before it
+                first = heapq.heappop(pending)
+                if first > last:
+                    last = first
+                    yield first
+        for first in sorted(pending):
+            if first > last:
+                last = first
+                yield first
+
     def scan(text: str) -> Iterator[tuple[int, int]]:
         cursor = 0
-        for start in sorted(set(starts(text))):
+        for start in ordered(text):
             if start < cursor:
                 continue
             match = compiled.match(text, start)
