@@ -44,9 +44,10 @@ from memjobs_client.sensitive import (
 MB = 1 << 20
 #: CPU seconds a megabyte, by input kind (the check reads the text once).
 BOUNDS_S = {"check": 2.5, "redaction": 4.5, "structured": 3.5, "transcript": 6.5, "memory_doc": 4.0}
-#: :func:`_yardstick` cost 0.05–0.07 s on the machine the bounds were set on.
-YARDSTICK_S = 0.05
-_PROSE = "I walk the dog at seven, then call mom; 我住在杭州，喜欢喝龙井茶。 " * 20000
+#: :func:`_yardstick` cost 0.017–0.023 s on the machine the bounds were set on (a third of
+#: the 0.05–0.07 s the 1.5 MB it read before cost: it runs before each of 77 cases).
+YARDSTICK_S = 0.017
+_PROSE = "I walk the dog at seven, then call mom; 我住在杭州，喜欢喝龙井茶。 " * 6667
 
 
 def _sized(size: int, unit: str, head: str = "") -> str:
@@ -92,7 +93,7 @@ HOT_PATHS = hot_paths(SIZE)
 
 
 def _yardstick() -> float:
-    """CPU seconds of a plain tokenisation of 1.5 MB of prose, the least of three:
+    """CPU seconds of a plain tokenisation of half a megabyte of prose, the least of three:
     how fast this machine runs Python and the regular expression engine."""
     costs = []
     for _ in range(3):
