@@ -14,8 +14,8 @@ megabyte costs about four quarters, not sixteen.
 The bound is CPU time (``time.process_time``: other work on the machine does not
 count). Issue 31 sets 1 s a megabyte, which is not met yet: on this 2-core
 machine, shared (2026-12-01, after the one-time-code pattern was anchored),
-the costliest cases are 1.6–1.9 s a megabyte to check (``password=x`` runs,
-full-width text, card-like digit runs) and 2–4.4 s for the kinds that read
+the costliest cases are 1.6–1.8 s a megabyte to check (``password=x`` runs,
+full-width text) and 2–4.5 s for the kinds that read
 the text twice or more (redaction scans again after blanking out; a document
 is read whole and joined; machine text is masked and checked), the spread
 partly the machine's load. So the bounds are :data:`BOUNDS_S`, above that and
