@@ -8,8 +8,9 @@ matched text, because the matched text is the secret.
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -52,6 +53,57 @@ def regex_scanner(
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         for match in compiled.finditer(text):
+            if accept is not None and not accept(match):
+                continue
+            span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
+            if span[1] > span[0]:
+                yield span
+
+    return scan
+
+
+def anchored_scanner(
+    pattern: str,
+    starts: Callable[[str], Iterable[int]],
+    *,
+    slack: int,
+    accept: Callable[[re.Match[str]], bool] | None = None,
+) -> Scanner:
+    """:func:`regex_scanner` for a pattern costly to try at every position (a
+    large alternation): it is tried only where ``starts`` says a match can
+    begin, found by cheaper patterns. ``starts`` may repeat a position and
+    yield one up to ``slack`` characters before one it yielded earlier, no
+    further. The matches are those of ``finditer``, provided every position
+    where one can begin is among ``starts``: candidates are tried in order,
+    the first at or after the last match's end first, as ``finditer`` would;
+    and lazily, so that a check stopping at the first match reads no further."""
+    compiled = re.compile(pattern)
+    groups = [name for name in compiled.groupindex if name.startswith("secret")]
+
+    def ordered(text: str) -> Iterator[int]:
+        pending: list[int] = []
+        last = -1
+        for start in starts(text):
+            heapq.heappush(pending, start)
+            while pending[0] < start - slack:  # nothing later can come before it
+                first = heapq.heappop(pending)
+                if first > last:
+                    last = first
+                    yield first
+        for first in sorted(pending):
+            if first > last:
+                last = first
+                yield first
+
+    def scan(text: str) -> Iterator[tuple[int, int]]:
+        cursor = 0
+        for start in ordered(text):
+            if start < cursor:
+                continue
+            match = compiled.match(text, start)
+            if match is None:
+                continue
+            cursor = max(match.end(), start + 1)
             if accept is not None and not accept(match):
                 continue
             span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
