@@ -505,15 +505,17 @@ def extraction_per_owner(client: redis.Redis) -> tuple[collections.Counter[str],
     for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
         if str(name, "utf-8", "replace").endswith(f".{QUEUE_EXTRACT}"):
             held |= set(client.smembers(name))
+    owners: dict[bytes, str] = {}  # by message id: a retry or a delayed message coming
+    for name in (keys.messages(QUEUE_EXTRACT), keys.messages(f"{QUEUE_EXTRACT}.DQ")):  # due is in
+        for mid, raw in client.hscan_iter(name, count=1000):  # both hashes for a moment
+            try:
+                owners[mid] = str(json.loads(raw)["args"][0].get("owner_key"))
+            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                owners[mid] = "?"
     waiting: collections.Counter[str] = collections.Counter()
     running: collections.Counter[str] = collections.Counter()
-    for name in (keys.messages(QUEUE_EXTRACT), keys.messages(f"{QUEUE_EXTRACT}.DQ")):
-        for mid, raw in client.hscan_iter(name, count=1000):
-            try:
-                owner = str(json.loads(raw)["args"][0].get("owner_key"))
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                owner = "?"
-            (running if mid in held else waiting)[owner] += 1
+    for mid, owner in owners.items():
+        (running if mid in held else waiting)[owner] += 1
     return waiting, running
 
 
