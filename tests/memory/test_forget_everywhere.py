@@ -134,10 +134,14 @@ def test_a_producer_with_no_ledger_queues_the_forget_and_the_worker_decides(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """A gateway's client has Redis only: it cannot see the ledger, so it says
-    ``queued``; the worker's forget_source decides (an unknown source changes nothing)."""
+    ``queued``; the worker's forget_source decides: a source never sent leaves no
+    row at all (not even a forgotten marker), a source whose remember is still
+    queued is forgotten and never learned."""
     h = harness_factory(make_settings())
     unknown = source_id_for(KEY, "never said")
     assert h.client.forget(OWNER, unknown) == ForgetOutcome(unknown, "queued", "queued")
+    overtaken = h.client.remember(OWNER, "my sister lives in Lyon")
+    assert h.client.forget(OWNER, overtaken) == ForgetOutcome(overtaken, "queued", "queued")
     h.start_worker()
     h.drain()
-    assert [r.source_id for r in h.store.list_sources(KEY) if r.state != "forgotten"] == []
+    assert {r.source_id: r.state for r in h.store.list_sources(KEY)} == {overtaken: "forgotten"}

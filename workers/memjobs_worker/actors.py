@@ -18,7 +18,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     actors = {
         **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
                                 store=lambda: runtime.store, scheduler=lambda: runtime.scheduler,
-                                model_waiting=runtime.model_waiting),
+                                model_waiting=runtime.model_waiting,
+                                was_sent=lambda key, sid: runtime.personal_memory.was_sent(key, sid)),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
                                  memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
     }

@@ -31,12 +31,15 @@ log = logging.getLogger(__name__)
 def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
                           memory: Callable[[], MemoryPipeline], store: Callable[[], StateStore],
                           scheduler: Callable[[], ExtractionScheduler],
-                          model_waiting: Callable[[], bool] = lambda: False) -> Actors:
+                          model_waiting: Callable[[], bool] = lambda: False,
+                          was_sent: Callable[[str, str], bool] = lambda key, sid: True) -> Actors:
     """Register the personal-memory actors. The callables return their parts,
     built on first use: ``remember_source`` needs only the ledger and the
     scheduler, so a process that takes only cheap jobs never loads mem0.
     ``model_waiting``: whether a model call now would be refused (a circuit
-    breaker open: :meth:`memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
+    breaker open: :meth:`memjobs_worker.model_breaker.ModelBreaker.waiting`).
+    ``was_sent``: whether the owner sent a source (in the ledger, or its remember
+    queued: :meth:`memjobs_worker.memory.service.PersonalMemory.was_sent`)."""
     rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
@@ -69,6 +72,9 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
 
     def forget_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ForgetSource, args, kwargs, rules)
+        if not was_sent(payload.owner_key, payload.source_id):
+            report("not_found")  # a producer's forget of a source never sent: nothing written
+            return
         found = memory().forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 

@@ -137,6 +137,22 @@ class PersonalMemory:
         mark_forgotten(store, self._scheduler(), owner_key, source_id, sent_at=self._clock())
         return "forgotten"
 
+    def was_sent(self, owner_key: str, source_id: str) -> bool:
+        """Whether the owner sent this source: it is in the owner's ledger (any
+        state), or a remember of it is queued. The ledger is looked at again
+        after the count, since a remember is written there before its count is
+        settled. What the ``forget_source`` job asks before it writes anything:
+        a producer's queued forget of a source never sent leaves no trace.
+
+        Raises:
+            MemoryOff: personal memory is switched off.
+        """
+        self.ensure_on()
+        store = self._store()
+        return (self._state(store, owner_key, source_id) is not None
+                or self._remember_queued(owner_key, source_id)
+                or self._state(store, owner_key, source_id) is not None)
+
     def recall(self, owner_key: str, query: str, limit: int) -> list[RecallHit]:
         """The owner's learned memories closest to ``query`` (only those whose
         sources are all learned), at most ``limit`` (1 to :data:`MAX_RECALL`).
