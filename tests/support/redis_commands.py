@@ -28,6 +28,15 @@ def commands_of(client: redis.Redis, action: Callable[[], object]) -> dict[str, 
     return {name: n - before.get(name, 0) for name, n in after.items() if n != before.get(name, 0)}
 
 
+def fewest_commands_of(client: redis.Redis, actions: list[Callable[[], object]]) -> dict[str, int]:
+    """The commands of the least noisy of ``actions``, each the same work on other
+    data: INFO commandstats counts every client of the server, and another one
+    (a worker's heartbeat, a test before this one) only ever adds to a count,
+    so the fewest calls per command over a few tries are the action's own."""
+    counts = [commands_of(client, action) for action in actions]
+    return min(counts, key=lambda c: sum(c.values()))
+
+
 def monitored(client: redis.Redis, action: Callable[[], None]) -> list[str]:
     """The commands (with their keys) Redis ran while ``action`` ran, as MONITOR shows them."""
     marker = "monitored-action-done"
