@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import secrets
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ import redis
 
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.http.auth import Tokens
-from memjobs_worker.http.console.live import session_key
+from memjobs_worker.http.console.live import session_key, signing_key
 from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys
 from memjobs_worker.settings import Settings
 from tests.http.test_http_limits import certificate  # noqa: F401  (fixture: a self-signed pair)
@@ -96,10 +97,9 @@ def log_out(api: Api, cookie: str) -> Reply:
 
 
 def keys_of(api: Api) -> ConsoleKeys:
-    """The signing keys inside the running API (made by its first console request)."""
-    outermost: Any = api.server.server.config.app  # QuietErrors, wrapping the FastAPI app
-    keys: ConsoleKeys = outermost.app.state.console_keys
-    return keys
+    """The running API's signing keys: its tokens and the key it shares through Redis."""
+    tokens = Tokens.from_settings(api.harness.settings)
+    return ConsoleKeys(tokens, signing_key(redis_of(api), tokens.host))
 
 
 def redis_of(api: Api) -> redis.Redis:
@@ -217,8 +217,8 @@ def malformed_cookies(api: Api, good: str) -> dict[str, bytes]:
         "an upper-case MAC": f"{sid}.{expires}.{mac.upper()}".encode(),
         "a forged MAC": f"{sid}.{expires}.{'0' * 64}".encode(),
         "the expiry moved on": f"{sid}.{int(expires) + 3600}.{mac}".encode(),
-        "signed by another instance": ConsoleKeys(Tokens.from_settings(api.harness.settings))
-        .new_session()[1].encode(),
+        "signed under another key": ConsoleKeys(Tokens.from_settings(api.harness.settings),
+                                                secrets.token_bytes(32)).new_session()[1].encode(),
         "expired": expired_cookie.encode(),
         "logged out": logged_out.encode(),
     }

@@ -7,7 +7,9 @@ to the page it came from, saying what it did.
 
 Every page and action first asks Redis whether the session is still live
 (:mod:`~.live`); when Redis does not answer, the console answers 503 with a
-page saying so (fail closed) rather than trusting the signature alone.
+page saying so (fail closed) rather than trusting the signature alone. The
+signing key is read from Redis on the first console request that needs it and
+kept for the life of the process; Redis down then is the same 503.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import MemjobsError
-from memjobs_worker.http.console.live import LiveSessions
-from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys, Session
+from memjobs_worker.http.console.live import LiveSessions, signing_key
+from memjobs_worker.http.console.session import COOKIE, SESSION_S, ConsoleKeys, Session, is_host_token
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.observability.retrying import stale_after_ms
@@ -62,10 +64,22 @@ class _SessionsDown(Exception):
     """Redis did not answer a session call: the console refuses (fail closed)."""
 
 
-def _keys(request: Request) -> ConsoleKeys:
+async def _keys(request: Request) -> ConsoleKeys:
+    """The console's signing keys, read from Redis once per process and kept.
+
+    Two first requests racing both read the same key (it is created with SET NX).
+
+    Raises:
+        _SessionsDown: Redis did not give the key (in time).
+    """
     keys: ConsoleKeys | None = getattr(request.app.state, "console_keys", None)
     if keys is None:
-        keys = ConsoleKeys(_ctx(request).tokens)
+        c = _ctx(request)
+        try:
+            key = await c.call(signing_key, c.client.broker.client, c.tokens.host)
+        except (MemjobsError, ProblemError) as exc:
+            raise _SessionsDown from exc
+        keys = ConsoleKeys(c.tokens, key)
         request.app.state.console_keys = keys
     return keys
 
@@ -136,7 +150,7 @@ async def _proven(request: Request) -> Session | None:
     Raises:
         _SessionsDown: the cookie is signed, but Redis cannot say whether it is live.
     """
-    session = _keys(request).session(request.cookies.get(COOKIE))
+    session = (await _keys(request)).session(request.cookies.get(COOKIE))
     if session is None or not await _on_sessions(request, lambda live: live.alive(session)):
         return None
     return session
@@ -148,7 +162,7 @@ async def _visitor(request: Request) -> tuple[Session | None, str | None]:
     Raises:
         _SessionsDown: Redis did not answer.
     """
-    keys = _keys(request)
+    keys = await _keys(request)
     found = await _proven(request)
     if found is not None or not keys.open:
         return found, None
@@ -160,6 +174,7 @@ async def _visitor(request: Request) -> tuple[Session | None, str | None]:
 async def _page(request: Request, template: str, page: str) -> Response:
     try:
         session, cookie = await _visitor(request)
+        keys = await _keys(request)
     except _SessionsDown:
         return _unavailable(SESSIONS_DOWN)
     if session is None:
@@ -173,9 +188,9 @@ async def _page(request: Request, template: str, page: str) -> Response:
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         view, problem = None, getattr(exc, "reason", None) or "backend_unavailable"
     response = _render(template, view=view, problem=problem, page=page,
-                       csrf=_keys(request).csrf(session), queues=QUEUES,
+                       csrf=keys.csrf(session), queues=QUEUES,
                        done=request.query_params.get("done", "")[:80], now=time.time(),
-                       open=_keys(request).open)
+                       open=keys.open)
     return response if cookie is None else _set_cookie(response, request, cookie)
 
 
@@ -191,21 +206,21 @@ async def dead_page(request: Request) -> Response:
 
 @router.get("/login")
 async def login_page(request: Request) -> Response:
-    if _keys(request).open:
+    if _ctx(request).tokens.open:
         return RedirectResponse("/console", status_code=303, headers=_HEADERS)
     return _render("login.html", page="login", refused=False)
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    keys = _keys(request)
+    tokens = _ctx(request).tokens
     form = await _form(request)
-    if keys.open:
+    if tokens.open:
         return RedirectResponse("/console", status_code=303, headers=_HEADERS)
-    if not keys.is_host_token(form.get("token", "")):
+    if not is_host_token(tokens, form.get("token", "")):
         return _render("login.html", status=403, page="login", refused=True)
-    session, cookie = keys.new_session()
     try:
+        session, cookie = (await _keys(request)).new_session()
         await _on_sessions(request, lambda live: live.start(session))
     except _SessionsDown:
         return _unavailable(SESSIONS_DOWN)
@@ -261,9 +276,9 @@ async def _checked(request: Request, down: str = SESSIONS_DOWN,
     """The session and form of a POST whose session and CSRF token are valid, or the refusal:
     403 for a missing, malformed, forged, expired or logged-out cookie or token; 503 saying
     ``down`` when Redis cannot say whether the session is live."""
-    keys = _keys(request)
     form = await _form(request)
     try:
+        keys = await _keys(request)
         session = await _proven(request)
     except _SessionsDown:
         return _unavailable(down)

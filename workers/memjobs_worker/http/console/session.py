@@ -6,10 +6,13 @@ Path=/console, Secure over TLS). With the API open (loopback, no token set),
 the first page sets it; with tokens, ``/console/login`` sets it once the host
 token is typed in (the gateway token is refused: the console replays and
 purges). The cookie holds a random session id, an expiry and an HMAC of them
-under a key drawn when the app starts and bound to the host token, so it
-carries no secret, dies with the process or a new token, and cannot be forged.
-A signed cookie is not enough on its own: the session must also still be live
-in Redis (:mod:`~.live`), which logout ends.
+under a random key that every API process shares through Redis, stored under a
+name derived from the host token (:func:`~.live.signing_key`): so it carries no
+secret, is honoured by every replica behind a load balancer, outlives a
+restart, dies with a new host token, and cannot be forged. The key is random,
+never derived from the token, so a cookie gives no way to guess the token
+offline. A signed cookie is not enough on its own: the session must also still
+be live in Redis (:mod:`~.live`), which logout ends.
 
 Every form carries the session's CSRF token (an HMAC of the session id under
 the same key) and a POST without it, or with another session's, is refused;
@@ -51,25 +54,29 @@ class Session:
     expires: int
 
 
+def is_host_token(tokens: Tokens, presented: str) -> bool:
+    """True for the host token (constant time); checked before the signing key is
+    needed, so a wrong token is refused even with Redis down."""
+    host = tokens.host
+    return host is not None and hmac.compare_digest(presented.strip().encode(), host)
+
+
 class ConsoleKeys:
-    """Signs session cookies and CSRF tokens for one app instance.
+    """Signs session cookies and CSRF tokens.
 
     Parameters:
         tokens: the API's tokens (open: no login; else the host token logs in).
+        key: the signing key (random bytes), the same in every API process that
+            must accept the others' cookies (:func:`~.live.signing_key`).
     """
 
-    def __init__(self, tokens: Tokens) -> None:
+    def __init__(self, tokens: Tokens, key: bytes) -> None:
         self.tokens = tokens
-        self._key = hmac.new(secrets.token_bytes(32), tokens.host or b"open", hashlib.sha256).digest()
+        self._key = key
 
     @property
     def open(self) -> bool:
         return self.tokens.open
-
-    def is_host_token(self, presented: str) -> bool:
-        """True for the host token (constant time)."""
-        host = self.tokens.host
-        return host is not None and hmac.compare_digest(presented.strip().encode(), host)
 
     def new_session(self, now: float | None = None) -> tuple[Session, str]:
         """A fresh session and its cookie value (``now``: seconds since the epoch)."""
