@@ -501,17 +501,22 @@ class Producer(threading.Thread):
 def extraction_per_owner(client: redis.Redis) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """Extraction messages not yet acknowledged, by owner key: those waiting (ready
     or delayed) and, apart, those a worker holds (in flight, running)."""
-    held: set[bytes] = set()
-    for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
-        if str(name, "utf-8", "replace").endswith(f".{QUEUE_EXTRACT}"):
-            held |= set(client.smembers(name))
-    owners: dict[bytes, str] = {}  # by message id: a retry or a delayed message coming
+    def held_now() -> set[bytes]:
+        held: set[bytes] = set()
+        for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
+            if str(name, "utf-8", "replace").endswith(f".{QUEUE_EXTRACT}"):
+                held |= set(client.smembers(name))
+        return held
+
+    held = held_now()  # and again after the hashes: a message fetched while they were
+    owners: dict[bytes, str] = {}  # read is running, not waiting  # by message id: a retry or a delayed message coming
     for name in (keys.messages(QUEUE_EXTRACT), keys.messages(f"{QUEUE_EXTRACT}.DQ")):  # due is in
         for mid, raw in client.hscan_iter(name, count=1000):  # both hashes for a moment
             try:
                 owners[mid] = str(json.loads(raw)["args"][0].get("owner_key"))
             except (ValueError, KeyError, IndexError, TypeError, AttributeError):
                 owners[mid] = "?"
+    held |= held_now()
     waiting: collections.Counter[str] = collections.Counter()
     running: collections.Counter[str] = collections.Counter()
     for mid, owner in owners.items():
