@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.http.test_http_limits import certificate  # noqa: F401  (fixture: a self-signed pair)
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, connect, reply_of
 
 DEADLINE_MS = 1000
@@ -205,17 +205,8 @@ def test_other_clients_are_answered_while_trickling_connections_are_held(
     assert refused(api) == len(held)
 
 
-@pytest.fixture
-def certificate(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    yield cert, key
-
-
 def test_headers_trickled_over_tls_are_cut_at_the_deadline(
-        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:
+        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:  # noqa: F811
     cert, key = certificate
     api = serve(api_factory, "h11", api_tls_cert=cert, api_tls_key=key)
     context = ssl.create_default_context(cafile=str(cert))
