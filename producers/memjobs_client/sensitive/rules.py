@@ -49,17 +49,31 @@ def regex_scanner(
     ``secret…`` that took part in the match (alternatives may each name one:
     ``secret``, ``secret2``, ...), or the whole match when none did."""
     compiled = re.compile(pattern, flags)
-    groups = [name for name in compiled.groupindex if name.startswith("secret")]
+    span_of = _secret_span(compiled, accept)
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         for match in compiled.finditer(text):
-            if accept is not None and not accept(match):
-                continue
-            span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
-            if span[1] > span[0]:
+            span = span_of(match)
+            if span is not None:
                 yield span
 
     return scan
+
+
+def _secret_span(compiled: re.Pattern[str], accept: Callable[[re.Match[str]], bool] | None,
+                 ) -> Callable[[re.Match[str]], tuple[int, int] | None]:
+    """A match's hit, as the scanners yield it: the span of its first ``secret…``
+    group that took part (or the whole match); None when ``accept`` refuses the
+    match or the span is empty."""
+    groups = [name for name in compiled.groupindex if name.startswith("secret")]
+
+    def span_of(match: re.Match[str]) -> tuple[int, int] | None:
+        if accept is not None and not accept(match):
+            return None
+        span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
+        return span if span[1] > span[0] else None
+
+    return span_of
 
 
 def anchored_scanner(
@@ -78,7 +92,7 @@ def anchored_scanner(
     the first at or after the last match's end first, as ``finditer`` would;
     and lazily, so that a check stopping at the first match reads no further."""
     compiled = re.compile(pattern)
-    groups = [name for name in compiled.groupindex if name.startswith("secret")]
+    span_of = _secret_span(compiled, accept)
 
     def ordered(text: str) -> Iterator[int]:
         pending: list[int] = []
@@ -104,10 +118,8 @@ def anchored_scanner(
             if match is None:
                 continue
             cursor = max(match.end(), start + 1)
-            if accept is not None and not accept(match):
-                continue
-            span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
-            if span[1] > span[0]:
+            span = span_of(match)
+            if span is not None:
                 yield span
 
     return scan
