@@ -24,17 +24,29 @@ from tests.support.polling import wait_for
 
 
 @contextmanager
-def holding(port: int) -> Iterator[bool]:
-    """Listen on ``port`` for the duration (False if someone else already does)."""
+def holding(port: int, timeout_s: float = 60) -> Iterator[None]:
+    """Listen on ``port`` for the duration. Another test process (``make test``
+    runs two) may be serving on it for a while: wait for it to let go, and skip
+    if it never does, since then the port's holder is not this test."""
     sock = socket.socket()
     try:
-        sock.bind(("127.0.0.1", port))
+        wait_for(lambda: _bound(sock, port), timeout_s, f"port {port} free to hold", poll_s=0.2)
+    except AssertionError:
+        sock.close()
+        pytest.skip(f"port {port} stayed taken by another process for {timeout_s:g} s")
+    try:
         sock.listen(1)
-        yield True
-    except OSError:
-        yield False
+        yield
     finally:
         sock.close()
+
+
+def _bound(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
 
 
 def wait_for_api_url(up: Up) -> str:
