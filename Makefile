@@ -15,8 +15,11 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/memjobs demo
 
+# Two test processes: the suite mostly waits on its servers and worker processes,
+# so two share a 2-core machine well. --dist loadfile keeps a file's tests (and its
+# module fixtures) in one process; each process starts its own Redis and PostgreSQL.
 test: $(BIN)/.installed promtool typescript chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The tests that need no server (twins, pure functions, static checks): no Redis,
 # no PostgreSQL, no worker process; one that tries to start a server fails.
