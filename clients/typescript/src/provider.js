@@ -85,7 +85,7 @@ export class MemjobsMemoryProvider {
     this.maxDocChars = maxDocChars;
     this.source = source;
     this.now = now;
-    /** @type {Map<string, {docs: any[]|null, etag?: string, fetchedAt: number, inflight?: Promise<any>, generation: number}>} */
+    /** @type {Map<string, {docs: any[]|null, etag?: string, fetchedAt: number, retryAt?: number, inflight?: Promise<any>, generation: number}>} */
     this.cache = new Map();
     this.closed = false;
     this.lastError = undefined;
@@ -107,8 +107,10 @@ export class MemjobsMemoryProvider {
       entry = { docs: null, fetchedAt: 0, generation: 0 };
       this.#insert(ownerId, entry);
     }
-    if (!entry.inflight && (entry.docs === null || this.now() - entry.fetchedAt >= this.refreshMs)) {
-      this.refresh(ownerId).catch(() => {}); // its failure is in health()
+    const now = this.now();
+    const due = entry.docs === null || now - entry.fetchedAt >= this.refreshMs;
+    if (!entry.inflight && due && now >= (entry.retryAt ?? 0)) {
+      this.refresh(ownerId).catch(() => {}); // its failure is in health(); retried refreshMs later
     }
     const maxDocs = Number.isInteger(options.maxDocs) && options.maxDocs >= 0 ? options.maxDocs : MEMORY_DOCUMENTS.length;
     const maxChars = Number.isInteger(options.maxChars) && options.maxChars >= 0 ? Math.min(options.maxChars, this.maxDocChars) : this.maxDocChars;
@@ -128,6 +130,7 @@ export class MemjobsMemoryProvider {
     const generation = entry.generation;
     const work = this.#fetchDocuments(ownerId, entry.docs === null ? undefined : entry.etag).then(({ status, etag, body }) => {
       entry.fetchedAt = this.now();
+      entry.retryAt = undefined;
       this.lastError = undefined;
       if (status === 304) return entry.docs ?? [];
       const docs = (body?.documents ?? []).map(validDocument).filter((d) => d && d.version > 0);
@@ -137,6 +140,7 @@ export class MemjobsMemoryProvider {
       return entry.docs;
     }, (error) => {
       this.lastError = error;
+      entry.retryAt = this.now() + this.refreshMs; // a server that is down is not asked at every list()
       throw error;
     }).finally(() => {
       entry.inflight = undefined;

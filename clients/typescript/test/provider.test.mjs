@@ -121,9 +121,17 @@ test("the cache holds at most maxOwners owners, the least recently listed droppe
 });
 
 test("health() and close(): a failing server is not ok; closed lists nothing, refuses writes, closes twice", { skip }, async () => {
-  const broken = new MemjobsMemoryProvider({ baseUrl: "http://127.0.0.1:9", refreshMs: 0 });
+  const attempts = [];
+  let clock = 0;
+  const broken = new MemjobsMemoryProvider({ baseUrl: "http://127.0.0.1:9", refreshMs: 5000, now: () => clock,
+    fetch: async (url, init) => { attempts.push(url); return fetch(url, init); } });
   await assert.rejects(broken.refresh("someone"), (e) => e.reason === "network");
   assert.equal(broken.health().ok, false);
+  assert.deepEqual(broken.list("someone"), []);
+  assert.equal(attempts.length, 1); // a server that is down is not asked again at every list()
+  clock += 5000;
+  broken.list("someone");
+  assert.equal(attempts.length, 2); // but again refreshMs later
   await broken.close();
   const provider = new MemjobsMemoryProvider({ baseUrl, token });
   const ownerId = `ts-${randomUUID()}`;

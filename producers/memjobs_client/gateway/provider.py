@@ -48,6 +48,7 @@ class _Entry:
     docs: list[dict[str, Any]] | None = None
     etag: str | None = None
     fetched_at: float = 0.0
+    retry_at: float = 0.0
     generation: int = 0
     inflight: Future[list[dict[str, Any]]] | None = field(default=None, repr=False)
 
@@ -145,9 +146,11 @@ class MemjobsMemoryProvider:
         opts = options or {}
         with self._lock:
             entry = self._entry(owner_id)
-            stale = entry.docs is None or self.clock() - entry.fetched_at >= self.refresh_s
+            now = self.clock()
+            due = entry.docs is None or now - entry.fetched_at >= self.refresh_s
+            start = due and entry.inflight is None and now >= entry.retry_at
             docs = list(entry.docs or [])
-        if stale:
+        if start:
             self._start(owner_id)
         max_docs = _bound(opts.get("maxDocs", opts.get("max_docs")), len(MEMORY_DOCUMENTS))
         max_chars = min(_bound(opts.get("maxChars", opts.get("max_chars")), self.max_doc_chars),
@@ -233,18 +236,23 @@ class MemjobsMemoryProvider:
                etag: str | None) -> builtins.list[dict[str, Any]]:
         try:
             reply = self.api.memory_documents(owner_id, etag)
-        except ApiError as exc:
-            self._last_error = exc
+            docs = None if reply.status == 304 else [
+                d for d in map(valid_document, (reply.body or {}).get("documents") or [])
+                if d is not None and d["version"] > 0]
+        except Exception as exc:
+            failed = exc if isinstance(exc, ApiError) else ApiError("the reply is not the documents",
+                                                                    reason="bad_reply")
             with self._lock:
+                self._last_error = failed
                 entry.inflight = None
-            raise
+                entry.retry_at = self.clock() + self.refresh_s  # a server that is down is not asked at every list()
+            raise failed from None
         with self._lock:
             entry.inflight = None
             entry.fetched_at = self.clock()
+            entry.retry_at = 0.0
             self._last_error = None
-            if reply.status != 304:
-                docs = [d for d in map(valid_document, (reply.body or {}).get("documents") or [])
-                        if d is not None and d["version"] > 0]
+            if docs is not None:
                 fresh = generation == entry.generation  # no apply landed meanwhile
                 entry.docs = docs if fresh else merge_newest(entry.docs or [], docs)
                 entry.etag = reply.etag if fresh else None
