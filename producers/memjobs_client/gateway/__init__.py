@@ -17,13 +17,15 @@ from memjobs_client.gateway.provider import (
     PROTOCOL_VERSION,
     MemjobsMemoryProvider,
 )
-from memjobs_client.gateway.tools import (
+from memjobs_client.gateway.schemas import (
     MEMORY_RECALL_TOOL,
     MEMORY_TOOL,
     RECALL_TOOL,
     TOOL_DEFINITIONS,
     TOOL_ERRORS,
     USER_DATA_NOTICE,
+)
+from memjobs_client.gateway.tools import (
     HttpToolBackend,
     MemoryTools,
     ToolBackend,

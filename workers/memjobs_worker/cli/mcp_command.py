@@ -54,7 +54,7 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
     rt = open_door(settings, resolve_endpoints(settings))
     try:
         if args.memory:
-            tools = MemoryTools(ServiceToolBackend(lambda: rt.memory_docs, lambda: rt.personal_memory,
+            tools = MemoryTools(ServiceToolBackend(lambda: rt.memory_docs, rt.personal_memory.recall,
                                                    lambda: rt.sessions), source="mcp")
             server = build_memory_server(MemoryBackend(
                 tools=tools, owner_of=lambda ctx: str(args.owner), scopes_of=lambda ctx: ALL_SCOPES,

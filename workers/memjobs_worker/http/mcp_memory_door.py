@@ -66,7 +66,8 @@ class MemoryMcpEndpoint:
                                                    or context.tokens.scoped is not None)
         self.max_body_bytes = settings.api_max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
-        tools = MemoryTools(ServiceToolBackend(context.memory_docs, lambda: context.memory, context.sessions),
+        tools = MemoryTools(ServiceToolBackend(context.memory_docs, context.recall_memories,
+                                              context.sessions),
                             source="mcp")
         self._server = build_memory_server(MemoryBackend(
             tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run)) if self.served else None

@@ -35,16 +35,10 @@ from pydantic import Field
 
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import InvalidPayload, MemjobsError, MemoryOff, SensitiveContent, TransientError
-from memjobs_client.gateway.tools import (
-    MEMORY_RECALL_TOOL,
-    MEMORY_TOOL,
-    PATCH_CHARS,
-    RECALL_TOOL,
-    MemoryTools,
-    ToolRefusal,
-)
+from memjobs_client.gateway.schemas import MEMORY_RECALL_TOOL, MEMORY_TOOL, PATCH_CHARS, RECALL_TOOL
+from memjobs_client.gateway.tools import MemoryTools, ToolRefusal
 from memjobs_worker.mcp_server.server import Ctx
-from memjobs_worker.memory.service import PersonalMemory
+from memjobs_worker.memory.pipeline import RecallHit
 from memjobs_worker.sessions.memory_docs import ChangeContext, Edit, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 
@@ -128,14 +122,16 @@ class ServiceToolBackend:
 
     Parameters:
         memory_docs: the memory service (USER.md, MEMORY.md).
-        personal: personal memory (recall of learned memories).
+        recall_memories: ``(owner_key, query, limit)``: personal memory's recall
+            (the API's takes the owner's turn on its model share, as ``/v1/recall`` does).
         sessions: the session store (digests, live task status).
     """
 
-    def __init__(self, memory_docs: Callable[[], MemoryService], personal: Callable[[], PersonalMemory],
+    def __init__(self, memory_docs: Callable[[], MemoryService],
+                 recall_memories: Callable[[str, str, int], list[RecallHit]],
                  sessions: Callable[[], SessionStore]) -> None:
         self.memory_docs = memory_docs
-        self.personal = personal
+        self.recall_memories = recall_memories
         self.sessions_store = sessions
 
     def read(self, owner_id: str, doc: str) -> Mapping[str, Any]:
@@ -159,7 +155,7 @@ class ServiceToolBackend:
 
     def recall(self, owner_id: str, query: str, limit: int) -> list[Mapping[str, Any]]:
         with _refusals():
-            hits = self.personal().recall(owner_key(owner_id), query, limit)
+            hits = self.recall_memories(owner_key(owner_id), query, limit)
         return [{"text": h.text, "score": h.score} for h in hits]
 
     def sessions(self, owner_id: str, days: int, limit: int) -> list[Mapping[str, Any]]:
