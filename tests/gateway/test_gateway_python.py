@@ -20,7 +20,7 @@ from memjobs_client.gateway import (
     MemjobsMemoryProvider,
     MemoryTools,
 )
-from memjobs_worker.sessions.memory_docs import PROTOCOL_VERSION as SERVER_PROTOCOL_VERSION
+from memjobs_worker.sessions import memory_docs
 from tests.gateway.conftest import PEANUTS, SEEDED_OWNER
 from tests.support.http import GATEWAY_TOKEN, Api
 from tests.support.polling import wait_for
@@ -79,7 +79,8 @@ def test_provider_follows_the_seeds_rules_against_the_live_api(api: Api) -> None
     http = CountingApi(api.url, GATEWAY_TOKEN)
     provider = MemjobsMemoryProvider(http, key="company-memory", label="Company Memory", refresh_ms=1000,
                                      max_owners=2, clock=clock)
-    assert PROTOCOL_VERSION == MEMORY_PROVIDER_PROTOCOL_VERSION == SERVER_PROTOCOL_VERSION
+    assert PROTOCOL_VERSION == MEMORY_PROVIDER_PROTOCOL_VERSION == memory_docs.PROTOCOL_VERSION
+    assert memory_docs.MEMORY_PROVIDER_PROTOCOL_VERSION == memory_docs.PROTOCOL_VERSION
     assert provider.describe() == {"protocolVersion": 2, "key": "company-memory", "label": "Company Memory"}
     writer = GatewayApi(api.url, GATEWAY_TOKEN)
     writer.edit_memory("alice", [{"op": "append", "doc": USER, "text": "- 叫我小林"}])
