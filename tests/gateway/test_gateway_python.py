@@ -205,3 +205,40 @@ def test_tools_answer_the_seeds_results_and_errors(seeded_api: Api) -> None:
     assert found["ok"] and any(PEANUTS[:4] in m["text"] for m in found["memories"]), found
     assert run("recall", {}, who=owner)["sessions"] == []
     provider.close()
+
+
+class Untouchable:
+    """A backend no argument error may reach."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the backend was called ({name}) for arguments that do not fit")
+
+
+@pytest.mark.parametrize(("name", "args", "message"), [
+    ("memory", "{not json", "the arguments are not JSON"),
+    ("memory", [], "the arguments must be an object"),
+    ("memory", {"doc": MEM}, "op is required"),
+    ("memory", {"op": "delete", "doc": MEM}, "op must be one of read, append, replace"),
+    ("memory", {"op": "read", "doc": MEM, "text": "x"}, "text does not go with op read"),
+    ("memory", {"op": "append", "doc": MEM}, "append needs text"),
+    ("memory", {"op": "append", "doc": MEM, "text": "   "}, "text must not be empty"),
+    ("memory", {"op": "replace", "doc": MEM, "new_text": "y"}, "replace needs old_text"),
+    ("memory", {"op": "append", "doc": MEM, "text": "x" * 1001}, "text: at most 1000 characters"),
+    ("memory", {"op": "read", "doc": MEM, "owner_id": "someone-else"}, "unknown argument: owner_id"),
+    ("recall", {"days": 0}, "days: 1 to 90"),
+    ("recall", {"limit": True}, "limit must be an integer"),
+    ("memory__recall", {}, "query is required"),
+    ("memory__recall", {"query": 42}, "query must be a string"),
+    ("forget_everything", {}, "no such tool: forget_everything"),
+])
+def test_arguments_are_refused_before_memjobs_is_called(name: str, args: object, message: str) -> None:
+    tools = MemoryTools(Untouchable())  # type: ignore[arg-type]
+    assert tools.dispatch(name, args, owner_id="o") == {"ok": False, "error": "invalid_arguments",
+                                                         "message": message}
+
+
+def test_a_null_argument_is_one_left_out() -> None:
+    from memjobs_client.gateway import check_arguments
+
+    assert check_arguments("memory", {"op": "read", "doc": USER, "text": None}) == {
+        "ok": True, "value": {"op": "read", "doc": USER}}

@@ -97,7 +97,8 @@ export class MemjobsMemoryProvider {
   }
 
   /** The owner's documents from the cache, at once; [] for an owner not fetched yet (fetch started). */
-  list(ownerId, options = {}) {
+  list(ownerId, options) {
+    options = options ?? {};
     if (this.closed || typeof ownerId !== "string" || ownerId.length === 0) return [];
     let entry = this.cache.get(ownerId);
     if (entry) {

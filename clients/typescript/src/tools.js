@@ -99,6 +99,8 @@ export function checkArguments(name, args) {
     }
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) return failure("invalid_arguments", "the arguments must be an object");
+  // A null is an argument left out (models in strict mode send one for each optional argument).
+  value = Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null));
   const { properties, required = [] } = tool.parameters;
   for (const key of Object.keys(value)) {
     if (!(key in properties)) return failure("invalid_arguments", `unknown argument: ${key.slice(0, 64)}`);

@@ -56,6 +56,8 @@ test("list() is synchronous: a cold owner is [] and starts the fetch; the writte
   ]);
   // Bounded as the gateway asks: documents and characters.
   assert.deepEqual(provider.list(ownerId, { maxDocs: 1, maxChars: 3 }), [{ doc: "USER.md", scope: "user", content: "- 叫", version: 1 }]);
+  assert.equal(provider.list(ownerId, undefined).length, 2);
+  assert.equal(provider.list(ownerId, null).length, 2);
   assert.equal(provider.health().ok, true);
   await provider.close();
 });

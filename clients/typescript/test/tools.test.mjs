@@ -47,6 +47,8 @@ test("argument errors are answered before memjobs is called", async () => {
     assert.deepEqual(await tools.dispatch(name, args, { ownerId: "o" }), { ok: false, error: "invalid_arguments", message }, message);
   }
   assert.deepEqual(checkArguments("memory", '{"op":"read","doc":"USER.md"}'), { ok: true, value: { op: "read", doc: "USER.md" } });
+  assert.deepEqual(checkArguments("memory", { op: "read", doc: "USER.md", text: null, old_text: null }),
+    { ok: true, value: { op: "read", doc: "USER.md" } }); // null: left out, as strict-mode models send it
   await assert.rejects(tools.dispatch("memory", { op: "read", doc: "USER.md" }, {}), TypeError); // the owner is the gateway's
   assert.deepEqual(calls, []);
 });

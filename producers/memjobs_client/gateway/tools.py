@@ -99,6 +99,8 @@ def check_arguments(name: str, args: object) -> dict[str, Any]:
             return failure("invalid_arguments", "the arguments are not JSON")
     if not isinstance(value, dict):
         return failure("invalid_arguments", "the arguments must be an object")
+    # A null is an argument left out (models in strict mode send one for each optional argument).
+    value = {k: v for k, v in value.items() if v is not None}
     properties: dict[str, dict[str, Any]] = tool["parameters"]["properties"]
     for key in value:
         if key not in properties:
