@@ -83,7 +83,7 @@ def check_seeded(out: dict[str, Any]) -> None:
 
 
 def test_stdio_serves_the_memory_tools_for_its_owner(seeded_api: Api, tmp_path: Path) -> None:
-    env = worker_env(seeded_api.harness.settings)
+    env = worker_env(seeded_api.harness.settings, MEMJOBS_KNOWLEDGE="off")  # memory needs no knowledge
     params = StdioServerParameters(command=sys.executable, cwd=REPO, env=env, args=[
         "-m", "memjobs_worker.cli.main", "mcp", "--memory", "--owner", SEEDED_OWNER])
 
