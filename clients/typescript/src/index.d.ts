@@ -43,6 +43,7 @@ export declare class MemjobsApiError extends Error {
 
 export declare function isLoopbackHost(hostname: string): boolean;
 export declare function checkBaseUrl(baseUrl: string): URL;
+export declare function readCapped(response: Response, maxBytes: number): Promise<string>;
 
 export declare class MemjobsClient {
   constructor(options: ClientOptions);

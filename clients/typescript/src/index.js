@@ -46,7 +46,8 @@ export function checkBaseUrl(baseUrl) {
   throw new MemjobsApiError("memjobs: baseUrl must be https://, or http:// on a loopback address", { reason: "insecure_url" });
 }
 
-async function readCapped(response, maxBytes) {
+/** The body of `response` as text, refused past `maxBytes` while it is read (the provider uses it too). */
+export async function readCapped(response, maxBytes) {
   const declared = Number(response.headers.get("content-length"));
   if (Number.isFinite(declared) && declared > maxBytes) {
     await response.body?.cancel();

@@ -94,8 +94,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("reembed", "reembed_command:reembed", "re-embed stored memories and knowledge chunks "
             "after a change of embedder (resumable; --check says what is left)",
             "reembed_command:options", listing=True),
-    Command("mcp", "mcp_command:mcp", "serve knowledge recall to a model client over MCP on "
-            "stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
+    Command("mcp", "mcp_command:mcp", "serve knowledge recall (or, with --memory, personal memory) to a "
+            "model client over MCP on stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
     Command("api", "api_command:api", "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) "
             "against the configured or running stack", "api_command:options"),
     Command("token", "token_command:token", "issue a scoped, expiring token for the HTTP API "

@@ -24,6 +24,8 @@ from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.limits import Limits, ReplyNotRead, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
+from memjobs_worker.http.mcp_memory_door import PATH as MEMORY_MCP_PATH
+from memjobs_worker.http.mcp_memory_door import MemoryMcpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
 from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
@@ -48,6 +50,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
     context = ApiContext(settings, endpoints)
     mcp = McpEndpoint(settings, context)  # /mcp: served or not, docs/mcp.md
+    memory_mcp = MemoryMcpEndpoint(settings, context)  # /mcp/memory: the same rules
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,7 +59,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         # request in flight waits (measured: 0.6 s stalls under load).
         gc.freeze()
         try:
-            async with mcp.running():
+            async with mcp.running(), memory_mcp.running():
                 yield
         finally:
             context.close()
@@ -67,6 +70,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
+    memory_mcp.mount(app)
     problems.install(app, known_fields())
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
@@ -76,7 +80,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app.state.refusals = RefusalLog(context.metrics.refused)
     app.add_middleware(Limits, tokens=context.tokens, slots=slots, refusals=app.state.refusals,
                        max_body_bytes=settings.api_max_body_bytes,
-                       body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served)
+                       body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served,
+                       mcp_paths=[MEMORY_MCP_PATH] if memory_mcp.served else [])
     app.add_middleware(RecordRequests, metrics=context.metrics)
     app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]

@@ -39,6 +39,7 @@ from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.knowledge.citations import CitedChunk, read_cited
 from memjobs_worker.knowledge.search import SearchOutcome
+from memjobs_worker.memory.pipeline import RecallHit
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState
@@ -89,6 +90,10 @@ class ApiContext:
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = (
             lambda owner, query, k: _as_party(self.model_share, owner,
                                               partial(runtime.search_knowledge, owner, query, k)))
+        # /mcp/memory's recall: its owner's turn on the model share too (as /v1/recall's).
+        self.recall_memories: Callable[[str, str, int], list[RecallHit]] = (
+            lambda owner, query, limit: _as_party(self.model_share, owner,
+                                                  partial(runtime.personal_memory.recall, owner, query, limit)))
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
             lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
         self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console

@@ -41,6 +41,7 @@ parser, the heap in full, or a slot that an honest request needs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -90,10 +91,12 @@ class Limits:
         slots: the pools and the per-client cap.
         refusals: where refusals are counted.
         mcp_served: whether ``/mcp`` is served (then authenticated as ``/v1``).
+        mcp_paths: the other MCP endpoints served (``/mcp/memory``), authenticated as ``/v1``.
     """
 
     def __init__(self, app: ASGIApp, *, tokens: Tokens, slots: Slots, refusals: RefusalLog,
-                 max_body_bytes: int, body_timeout_s: float, mcp_served: bool = False) -> None:
+                 max_body_bytes: int, body_timeout_s: float, mcp_served: bool = False,
+                 mcp_paths: Collection[str] = ()) -> None:
         self.app = app
         self.tokens = tokens
         self.slots = slots
@@ -101,6 +104,7 @@ class Limits:
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.mcp_served = mcp_served
+        self.mcp_paths = frozenset(mcp_paths)
         self.ready = SharedReply(READY_REUSE_S)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -133,7 +137,7 @@ class Limits:
             release_client()
 
     def _authenticated(self, path: str) -> bool:
-        return path.startswith("/v1/") or (self.mcp_served and path == MCP_PATH)
+        return path.startswith("/v1/") or (self.mcp_served and path == MCP_PATH) or path in self.mcp_paths
 
     def _admit(self, scope: Scope) -> None:
         """Header size, host, owner header, token (raises the refusal)."""

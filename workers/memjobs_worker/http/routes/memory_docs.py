@@ -2,7 +2,10 @@
 
 - ``GET /v1/memory/documents`` and ``GET /v1/memory/documents/{doc}`` (the owner
   in ``X-Memjobs-Owner``): read through the memory service, as the tool's
-  ``read``; ASSISTANT.md and any other name are ``forbidden_document``.
+  ``read``; ASSISTANT.md and any other name are ``forbidden_document``. The
+  pair carries an ``ETag`` (a hash of both documents and the provider): a
+  gateway's provider cache revalidates with ``If-None-Match`` and gets ``304``
+  with no body while nothing changed.
 - ``POST /v1/memory/edits``: one turn's edits (``append``; ``replace`` of a
   unique ``old_text``, an empty replacement deletes), applied in order, all or
   none, with one result; ``not_found``, ``ambiguous``, ``sensitive_content`` and
@@ -16,10 +19,12 @@ Gateway tier (the ``read`` and ``write`` scopes) like the other memory routes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.http.auth import needs
@@ -64,14 +69,42 @@ def _out(d: Document) -> MemoryDocument:
     return MemoryDocument(doc=d.doc, scope=d.scope, content=d.content, version=d.version)  # type: ignore[arg-type]
 
 
-@tool.get("/documents", dependencies=[needs("read")], response_model=MemoryDocuments, responses=errors(*COMMON))
-async def read_documents(owner: OwnerId, c: Ctx) -> MemoryDocuments:
-    """USER.md and MEMORY.md of the owner (empty ones at version 0), and which provider keeps them."""
+def entity_tag(documents: MemoryDocuments) -> str:
+    """A strong ETag of the documents as served: their contents and versions, and the
+    provider (a changed provider or an erased-then-rewritten document changes it too)."""
+    body = json.dumps(documents.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
+    return '"' + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32] + '"'
+
+
+def matches(if_none_match: str | None, tag: str) -> bool:
+    """Whether ``If-None-Match`` names ``tag`` (weak forms and ``*`` included, RFC 9110)."""
+    if if_none_match is None:
+        return False
+    named = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in named or tag in named
+
+
+@tool.get("/documents", dependencies=[needs("read")], response_model=MemoryDocuments,
+          responses={304: {"description": "Not modified: the documents still have the ETag named "
+                                          "by If-None-Match (no body)"}, **errors(*COMMON)})
+async def read_documents(owner: OwnerId, c: Ctx, response: Response,
+                         if_none_match: Annotated[str | None, Header(
+                             max_length=512, description="an ETag of an earlier answer: 304 while "
+                             "the documents are unchanged")] = None) -> MemoryDocuments | Response:
+    """USER.md and MEMORY.md of the owner (empty ones at version 0), and which provider keeps them.
+
+    The answer's ``ETag`` changes whenever a document does; with ``If-None-Match``
+    naming it, the answer is ``304`` without a body (a provider cache's cheap poll)."""
     service = c.memory_docs()
     docs = await c.call(service.snapshot, owner)
     info = service.describe()
-    return MemoryDocuments(documents=[_out(d) for d in docs], provider=None if info is None else
-                           MemoryProviderInfo(**info.as_json()))
+    found = MemoryDocuments(documents=[_out(d) for d in docs], provider=None if info is None else
+                            MemoryProviderInfo(**info.as_json()))
+    tag = entity_tag(found)
+    if matches(if_none_match, tag):
+        return Response(status_code=304, headers={"ETag": tag})
+    response.headers["ETag"] = tag
+    return found
 
 
 @tool.get("/documents/{doc}", dependencies=[needs("read")], response_model=MemoryDocument,

@@ -14,6 +14,7 @@ from memjobs_worker.sessions.memory_docs.patches import REASONS, Reason
 from memjobs_worker.sessions.memory_docs.protocol import (
     DOC_MEMORY,
     DOC_USER,
+    MEMORY_PROVIDER_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     WRITABLE_DOCS,
     ApplyResult,
@@ -42,6 +43,7 @@ __all__ = [
     "Reason",
     # the provider protocol
     "PROTOCOL_VERSION",
+    "MEMORY_PROVIDER_PROTOCOL_VERSION",
     "MemoryProvider",
     "ProviderInfo",
     "Document",

@@ -49,6 +49,8 @@ from memjobs_client.errors import InvalidPayload, TransientError
 #: Bumped when the provider protocol changes incompatibly; load_provider refuses others.
 #: 2: the seeds' shape (owner id, a list of changes with a context, ``{changed, documents}``).
 PROTOCOL_VERSION = 2
+#: The name the seeds' code imports (``MEMORY_PROVIDER_PROTOCOL_VERSION``): the same constant.
+MEMORY_PROVIDER_PROTOCOL_VERSION = PROTOCOL_VERSION
 
 DOC_USER = "USER.md"
 DOC_MEMORY = "MEMORY.md"

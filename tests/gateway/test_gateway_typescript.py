@@ -1,0 +1,33 @@
+"""The TypeScript gateway pieces against a live API: the MemoryProvider's contract
+(``test/provider.test.mjs``: the seed's provider rules) and the model's tools and their
+dispatcher (``test/tools.test.mjs``), both run by ``node --test`` against one seeded server;
+and the tools' schemas are the Python client's, word for word."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from memjobs_client.gateway import TOOL_DEFINITIONS
+from tests.gateway.conftest import SEEDED_OWNER
+from tests.http.test_http_typescript import CLIENT, NODE, needs_node, node_test
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
+
+
+@needs_node
+def test_provider_contract_and_tools_against_the_live_api(seeded_api: Api) -> None:
+    done = node_test("test/provider.test.mjs", "test/tools.test.mjs", env={
+        "MEMJOBS_API_URL": seeded_api.url, "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
+        "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN, "MEMJOBS_TOOLS_OWNER": SEEDED_OWNER})
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
+    assert "# pass 11" in done.stdout, done.stdout[-2000:]
+
+
+@needs_node
+def test_the_typescript_and_python_tool_schemas_are_the_same() -> None:
+    assert NODE is not None
+    script = "import('./src/tools.js').then((m) => console.log(JSON.stringify(m.MEMORY_TOOLS)))"
+    done = subprocess.run([NODE, "--input-type=module", "-e", script], cwd=CLIENT, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == json.loads(json.dumps(TOOL_DEFINITIONS))
