@@ -142,3 +142,24 @@ HEARTBEAT_PREFIX = f"{NAMESPACE}:heartbeat:"
 def job_stats(minute: int) -> str:
     """The hash of per-actor outcome counts for one minute (epoch minutes)."""
     return f"{NAMESPACE}:stats:{minute}"
+
+
+#: The queues paused by an operator: a hash of queue name → when it was paused
+#: (epoch ms). Every worker's consumers read it before fetching
+#: (:mod:`memjobs_worker.ops.pauses`); a paused queue's messages stay queued.
+PAUSED_QUEUES = f"{NAMESPACE}:paused"
+
+#: Prefix of the jobs each worker process runs now (``<prefix><host>:<pid>``, a
+#: hash of message id → actor, queue, start; renewed with the heartbeat).
+RUNNING_PREFIX = f"{NAMESPACE}:running:"
+
+
+def running(host: str, pid: int | str) -> str:
+    """The hash of the jobs one worker process is running now."""
+    return f"{RUNNING_PREFIX}{host}:{pid}"
+
+
+def timeline(resolution_s: int, bucket: int) -> str:
+    """The hash of job counts and summed durations for one time bucket of
+    ``resolution_s`` seconds (``bucket``: epoch seconds // resolution_s)."""
+    return f"{NAMESPACE}:timeline:{resolution_s}:{bucket}"

@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
@@ -59,6 +60,8 @@ from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.retrying import RetryingRecord, TrackRetrying
+from memjobs_worker.observability.running import TrackRunning
+from memjobs_worker.ops.pauses import HonourPauses, PauseGate
 from memjobs_worker.ops.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
 from memjobs_worker.runtime import connect_redis
@@ -69,11 +72,29 @@ log = logging.getLogger(__name__)
 
 class _Consumer(_RedisConsumer):
     def __next__(self) -> Any:
+        gate: PauseGate | None = getattr(self.broker, "pause_gate", None)
         while True:
+            if gate is not None and gate.is_paused(self.queue_name):
+                self._put_back_prefetched()
+                time.sleep(min(self.timeout, gate.poll_ms) / 1000)
+                return None  # the consumer thread loops (and sees a stop) as when idle
             try:
                 return super().__next__()  # type: ignore[no-untyped-call]
             except DecodeError as exc:
                 self._dead_letter(exc.data)
+
+    def _put_back_prefetched(self) -> None:
+        """Return what this consumer fetched but has not handed out to its queue (the
+        broker's ``requeue``: out of the unacknowledged set, onto the queue's end)."""
+        ids, kept = [], []
+        for data in self.message_cache:
+            try:
+                ids.append(dramatiq.Message.decode(data).options["redis_message_id"])
+            except (DecodeError, KeyError):
+                kept.append(data)  # the normal path dead-letters it after the pause
+        self.message_cache = kept
+        if ids:
+            self.broker.do_requeue(self.queue_name, *ids)
 
     def _dead_letter(self, data: bytes) -> None:
         broker = self.broker
@@ -105,6 +126,8 @@ class MemjobsRedisBroker(RedisBroker):
         self._drain_script = self.client.register_script(_ALLOW_OOM + _scripts["dispatch"])
         self._allow_oom: bool | None = None  # Redis ≥ 7 (script flags): known on first use
         self._moving = threading.local()
+        #: Which queues an operator paused (ops/pauses.py): the consumers fetch nothing from them.
+        self.pause_gate: PauseGate | None = None
 
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
@@ -206,6 +229,9 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
         maintenance_chance=100_000,
     )
     use_outage_retries(broker, settings)  # outages retried on a time budget, not a count
+    broker.pause_gate = PauseGate(broker.client)
+    # First: a paused queue's message goes back before any other middleware sees it.
+    broker.add_middleware(HonourPauses(broker.pause_gate), before=type(broker.middleware[0]))
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(DeferNewerSchema(settings.newer_schema_delay_ms, settings.newer_schema_max_age_ms))
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
@@ -217,6 +243,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     broker.add_middleware(RecordFailures(broker.client))  # after Retries: see failures.py
     broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
                                     ttl_ms=settings.heartbeat_ttl_ms))
+    broker.add_middleware(TrackRunning(broker.client, ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
     broker.add_middleware(SettleQueuedRemembers(broker.client))  # a forget's O(1) "was it sent?"
     broker.add_middleware(OwnerTurns())  # a job's embeddings are its owner's turns
@@ -255,3 +282,149 @@ def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
+
+
+# Dramatiq's stored messages, a page at a time, for the console ------------------
+
+#: The states a stored message is paged in.
+STATES = ("queued", "delayed", "in_flight", "dead")
+#: Messages read per Redis call when paging.
+CHUNK = 200
+#: Messages read per page at most, matches or not (a search stops there and
+#: offers the next page from where it stopped).
+PAGE_BUDGET = 2_000
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One message as Dramatiq's broker stores it (the console decodes it)."""
+
+    queue: str
+    state: str
+    redis_id: str
+    data: bytes
+    score: float | None = None  # dead: when it died (epoch ms)
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    messages: list[StoredMessage]
+    cursor: str | None  # where the next page starts; None: nothing after
+    scanned: int  # messages read to fill this page
+
+
+def _str(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _chunk(client: redis.Redis, state: str, queue: str, pos: int,
+           count: int) -> tuple[list[StoredMessage], int | None]:
+    """Up to about ``count`` messages of ``queue`` in ``state`` from ``pos``, and the
+    position after them (None: the end). Positions: an offset into the ready list
+    (FIFO) or the dead set (newest first), or an HSCAN cursor of the delayed hash."""
+    if state == "queued":
+        ids = [_str(i) for i in client.lrange(keys.queue(queue), pos, pos + count - 1)]
+        found = _with_data(client, keys.messages(queue), queue, state, ids)
+        return found, (pos + len(ids) if len(ids) == count else None)
+    if state == "delayed":
+        after, pairs = client.hscan(keys.messages(dq_name(queue)), pos, count=count)
+        found = [StoredMessage(queue, state, _str(i), _bytes(d))
+                 for i, d in pairs.items()]  # type: ignore[union-attr]
+        return found, (int(after) or None)
+    if state == "dead":
+        dead = keys.dead_letters(queue)
+        members: list[tuple[Any, float]] = client.zrevrange(  # type: ignore[assignment]
+            dead, pos, pos + count - 1, withscores=True)
+        ids = [_str(i) for i, _ in members]
+        scores = {_str(i): float(s) for i, s in members}
+        found = [StoredMessage(queue, state, m.redis_id, m.data, scores[m.redis_id])
+                 for m in _with_data(client, f"{dead}.msgs", queue, state, ids)]
+        return found, (pos + len(ids) if len(ids) == count else None)
+    if state == "in_flight":  # fetched by a live consumer: at most its prefetch each
+        consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
+        ids = sorted({_str(i) for c in consumers for i in client.smembers(keys.acks(c, queue))})
+        return _with_data(client, keys.messages(queue), queue, state, ids[:PAGE_BUDGET]), None
+    raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
+
+
+def _with_data(client: redis.Redis, hash_name: str, queue: str, state: str,
+               ids: list[str]) -> list[StoredMessage]:
+    if not ids:
+        return []
+    datas = client.hmget(hash_name, ids)
+    return [StoredMessage(queue, state, i, _bytes(d))
+            for i, d in zip(ids, datas, strict=True) if d is not None]
+
+
+def _bytes(raw: Any) -> bytes:
+    return raw if isinstance(raw, bytes) else str(raw).encode()
+
+
+def page_messages(client: redis.Redis, state: str, *, queue: str | None = None,
+                  cursor: str | None = None, want: int = 50, budget: int = PAGE_BUDGET,
+                  accept: Callable[[StoredMessage], bool] | None = None) -> MessagePage:
+    """One page of the stored messages in ``state`` (of ``queue``, or of every queue
+    in turn): at least ``want`` that ``accept`` takes when there are that many within
+    ``budget`` messages read (a chunk's extra matches are kept), and the cursor of the
+    next page. Never more than ``budget`` plus a chunk is read, whatever the backlog.
+
+    Raises:
+        ValueError: no such state or queue, or a cursor this function did not give.
+        BackendUnavailable: Redis did not answer.
+    """
+    names = QUEUES if queue is None else (queue,)
+    if queue is not None and queue not in QUEUES:
+        raise ValueError(f"no queue {queue!r}")
+    index, _, at = (cursor or "0:0").partition(":")
+    if not (index.isdigit() and at.isdigit()):
+        raise ValueError(f"not a cursor: {cursor!r}")
+    qi, pos = int(index), int(at)
+    found: list[StoredMessage] = []
+    scanned = 0
+    try:
+        while qi < len(names) and len(found) < want and scanned < budget:
+            batch, after = _chunk(client, state, names[qi], pos, min(CHUNK, budget - scanned))
+            scanned += len(batch)
+            found.extend(m for m in batch if accept is None or accept(m))
+            qi, pos = (qi + 1, 0) if after is None else (qi, after)
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return MessagePage(found, None if qi >= len(names) else f"{qi}:{pos}", scanned)
+
+
+def find_message(client: redis.Redis, ident: str, budget: int = 20_000) -> StoredMessage | None:
+    """The stored message whose broker id or Dramatiq message id is ``ident``: the
+    broker id is one HGET per hash; a message id is looked for among at most
+    ``budget`` messages of each state (a dead letter, a delayed retry, …).
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            where = []
+            for queue in QUEUES:
+                for state, name in (("queued", keys.messages(queue)),
+                                    ("delayed", keys.messages(dq_name(queue))),
+                                    ("dead", f"{keys.dead_letters(queue)}.msgs")):
+                    pipe.hget(name, ident)
+                    where.append((queue, state))
+            for (queue, state), data in zip(where, pipe.execute(), strict=True):
+                if data is not None:
+                    return StoredMessage(queue, state, ident, _bytes(data))
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    needle = f'"message_id":"{ident}"'.encode()
+    for state in ("in_flight", "delayed", "dead", "queued"):
+        cursor: str | None = None
+        read = 0
+        while read < budget:
+            page = page_messages(client, state, cursor=cursor, want=1, budget=min(PAGE_BUDGET, budget - read),
+                                 accept=lambda m: needle in m.data)
+            if page.messages:
+                return page.messages[0]
+            read += page.scanned
+            cursor = page.cursor
+            if cursor is None or page.scanned == 0:
+                break
+    return None

@@ -47,11 +47,13 @@ class Heartbeat(Middleware):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.key = ""
+        self.running_key = ""  # the jobs it runs (observability/running.py): renewed with it
         self.broker_beat: tuple[str, str] | None = None
         self.queues: list[str] = []  # what this process consumes: names its pool on the console
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.key = heartbeat_key(socket.gethostname(), os.getpid())
+        self.running_key = keys.running(socket.gethostname(), os.getpid())
         consumed = getattr(worker, "consumer_whitelist", None) or broker.get_declared_queues()
         self.queues = sorted(q for q in consumed if not q.endswith(".DQ"))
         broker_id = getattr(broker, "broker_id", None)
@@ -80,6 +82,7 @@ class Heartbeat(Middleware):
             pipe = self.client.pipeline(transaction=False)
             pipe.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time(), "queues": self.queues}),
                      px=self.ttl_ms)
+            pipe.pexpire(self.running_key, self.ttl_ms)
             if self.broker_beat is not None:
                 zset, broker_id = self.broker_beat
                 pipe.zadd(zset, {broker_id: int(time.time() * 1000)})

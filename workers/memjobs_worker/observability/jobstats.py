@@ -3,7 +3,8 @@ throughput and failures without Prometheus.
 
 Workers count in memory and flush every couple of seconds in one pipelined
 round trip (``HINCRBY memjobs:stats:<minute> <actor>:<outcome> n``), so the
-hot path pays no Redis call. Buckets expire after two hours.
+hot path pays no Redis call. Buckets expire after two hours. The same flush
+adds the console's hour and day totals (:mod:`~.timeline`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import Counter
 import redis
 
 from memjobs_client import keys
+from memjobs_worker.observability import timeline
 
 log = logging.getLogger(__name__)
 _BUCKET_TTL_S = 2 * 3600
@@ -28,13 +30,21 @@ class JobStats:
         self.client = client
         self.flush_interval_s = flush_interval_s
         self._counts: Counter[tuple[int, str]] = Counter()
+        self._timeline: Counter[tuple[str, int, str]] = Counter()  # (key, ttl_s, field)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def count(self, actor: str, outcome: str) -> None:
+    def count(self, actor: str, outcome: str, duration_s: float | None = None) -> None:
+        """Count a job that ended (``duration_s``: how long it ran, when it ran)."""
+        now = time.time()
+        added = timeline.fields(outcome, duration_s)
         with self._lock:
-            self._counts[(int(time.time() // 60), f"{actor}:{outcome}")] += 1
+            self._counts[(int(now // 60), f"{actor}:{outcome}")] += 1
+            for window in timeline.WINDOWS:
+                key = keys.timeline(window.resolution_s, int(now // window.resolution_s))
+                for field, n in added.items():
+                    self._timeline[(key, window.ttl_s, field)] += n
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="job-stats", daemon=True)
@@ -53,18 +63,23 @@ class JobStats:
     def flush(self) -> None:
         with self._lock:
             counts, self._counts = self._counts, Counter()
-        if not counts:
+            totals, self._timeline = self._timeline, Counter()
+        if not counts and not totals:
             return
         try:
             pipe = self.client.pipeline(transaction=False)
             for (minute, field), n in counts.items():
                 pipe.hincrby(keys.job_stats(minute), field, n)
                 pipe.expire(keys.job_stats(minute), _BUCKET_TTL_S)
+            for (key, ttl_s, field), n in totals.items():
+                pipe.hincrby(key, field, n)
+                pipe.expire(key, ttl_s)
             pipe.execute()
         except redis.RedisError:
             log.warning("could not flush job stats; keeping them for the next flush")
             with self._lock:
                 self._counts.update(counts)
+                self._timeline.update(totals)
 
 
 def recent(client: redis.Redis, minutes: int, now: float | None = None) -> dict[str, dict[str, int]]:

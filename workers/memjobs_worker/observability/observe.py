@@ -34,6 +34,9 @@ log = logging.getLogger("memjobs.jobs")
 
 #: The message option in which an actor leaves its outcome for this middleware.
 OUTCOME_OPTION = "_memjobs_outcome"
+#: Set on a message put back in its paused queue, unprocessed
+#: (:class:`memjobs_worker.ops.pauses.HonourPauses`): its skip is no outcome.
+PUT_BACK_OPTION = "_memjobs_put_back"
 _STARTED = "_memjobs_started"
 _REFUSALS = ("invalid_payload", "memory_off")
 
@@ -83,12 +86,13 @@ class ObserveJobs(Middleware):
         started = message.options.pop(_STARTED, None)
         recorded = message.options.pop(OUTCOME_OPTION, None)
         actor = _actor(broker, message.actor_name)
-        if started is not None:
-            JOB_SECONDS.labels(actor).observe(time.perf_counter() - started)
+        duration_s = None if started is None else time.perf_counter() - started
+        if duration_s is not None:
+            JOB_SECONDS.labels(actor).observe(duration_s)
         if exception is None or (isinstance(exception, SensitiveContent) and not message.failed):
             # Done, or refused and acknowledged (memjobs_worker.refusals)
             outcome = recorded if isinstance(recorded, str) else "succeeded"
-            self._count(actor, outcome)
+            self._count(actor, outcome, duration_s)
             log.info("job done", extra={"actor": actor, "outcome": outcome,
                                         "message_id": message.message_id})
             return
@@ -99,18 +103,20 @@ class ObserveJobs(Middleware):
             outcome = reason
         else:
             outcome = "dead_lettered"
-        self._count(actor, outcome)
+        self._count(actor, outcome, duration_s)
         log.warning("job failed", extra={"actor": actor, "outcome": outcome, "reason": reason,
                                          "message_id": message.message_id,
                                          "retries": message.options.get("retries", 0)})
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        if message.options.get(PUT_BACK_OPTION):
+            return
         self._count(_actor(broker, message.actor_name), "skipped")
 
-    def _count(self, actor: str, outcome: str) -> None:
+    def _count(self, actor: str, outcome: str, duration_s: float | None = None) -> None:
         JOBS.labels(actor, outcome).inc()
         if self.stats is not None:
-            self.stats.count(actor, outcome)
+            self.stats.count(actor, outcome, duration_s)
 
 
 def _actor(broker: dramatiq.Broker, name: str) -> str:

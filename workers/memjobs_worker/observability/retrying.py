@@ -45,6 +45,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_OF
 from memjobs_client.errors import BackendUnavailable, SensitiveContent
 from memjobs_worker.observability.failures import failure_record, reason_of
+from memjobs_worker.observability.observe import PUT_BACK_OPTION
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,8 @@ class TrackRetrying(Middleware):
                         extra={"actor": actor, "message_id": message.message_id})
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        self._leave(message)
+        if not message.options.get(PUT_BACK_OPTION):  # a paused queue's: still retrying
+            self._leave(message)
 
     def _leave(self, message: MessageProxy) -> None:
         # Only a message that failed before may be in the record.

@@ -1,0 +1,136 @@
+"""What each worker process is running now, for the console.
+
+:class:`TrackRunning` (a Dramatiq middleware) writes a job into its process's
+hash :func:`memjobs_client.keys.running` (``<host>:<pid>``) when a worker
+thread starts it, and deletes it when the job ends or is skipped. The hash
+expires with the process's heartbeat (:mod:`~.heartbeat` renews both), so a
+killed process's jobs vanish within the heartbeat's TTL. A field is the
+message id; its value the actor, the queue, when it started (epoch ms) and the
+owner key's first characters: never the payload or the owner id.
+
+:func:`running_jobs` reads every process's hash (one SCAN, one pipelined
+HGETALL per process: a few dozen fields at most, a thread each).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import dramatiq
+import redis
+from dramatiq.broker import MessageProxy
+from dramatiq.middleware import Middleware
+
+from memjobs_client import keys
+
+log = logging.getLogger(__name__)
+
+#: Characters of the owner key recorded (as the dead-letter listings show).
+OWNER_PREFIX_CHARS = 12
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    host: str
+    pid: str
+    message_id: str
+    actor: str
+    queue: str
+    started_ms: int
+    owner: str | None
+
+    def elapsed_s(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.started_ms / 1000)
+
+
+class TrackRunning(Middleware):
+    """Records the jobs this process runs (see the module).
+
+    Parameters:
+        client: the broker's Redis.
+        ttl_ms: the hash's TTL, renewed by each write and each heartbeat.
+    """
+
+    def __init__(self, client: redis.Redis, *, ttl_ms: int) -> None:
+        self.client = client
+        self.ttl_ms = ttl_ms
+        self.key = keys.running(socket.gethostname(), os.getpid())
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self.key = keys.running(socket.gethostname(), os.getpid())  # a forked child's own
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        payload = message.args[0] if len(message.args) == 1 else None
+        owner = payload.get("owner_key") if isinstance(payload, dict) else None
+        value = json.dumps({
+            "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
+            "queue": message.queue_name, "started_ms": int(time.time() * 1000),
+            "owner": owner[:OWNER_PREFIX_CHARS] if isinstance(owner, str) else None})
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(self.key, message.message_id, value)
+                pipe.pexpire(self.key, self.ttl_ms)
+                pipe.execute()
+        except redis.RedisError:
+            log.warning("running job not recorded: Redis did not answer",
+                        extra={"message_id": message.message_id})
+
+    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
+                              result: Any = None, exception: BaseException | None = None) -> None:
+        self._done(message)
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        self._done(message)
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        try:
+            self.client.delete(self.key)
+        except redis.RedisError:
+            pass  # it expires by itself
+
+    def _done(self, message: MessageProxy) -> None:
+        try:
+            self.client.hdel(self.key, message.message_id)
+        except redis.RedisError:
+            log.warning("running job not cleared: Redis did not answer (it expires with "
+                        "the process's heartbeat)", extra={"message_id": message.message_id})
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def running_jobs(client: redis.Redis) -> list[RunningJob]:
+    """Every job a live worker process is running, the longest-running first.
+
+    Raises:
+        redis.RedisError: Redis did not answer.
+    """
+    names = sorted(_text(k) for k in client.scan_iter(match=f"{keys.RUNNING_PREFIX}*", count=500))
+    if not names:
+        return []
+    with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.hgetall(name)
+        hashes = pipe.execute()
+    out = []
+    for name, fields in zip(names, hashes, strict=True):
+        host, _, pid = name.removeprefix(keys.RUNNING_PREFIX).rpartition(":")
+        for raw_id, raw in fields.items():
+            try:
+                job = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(job, dict):
+                continue
+            owner = job.get("owner")
+            out.append(RunningJob(host, pid, _text(raw_id), str(job.get("actor", "?")),
+                                  str(job.get("queue", "?")), int(job.get("started_ms") or 0),
+                                  owner if isinstance(owner, str) else None))
+    return sorted(out, key=lambda j: j.started_ms)
