@@ -318,32 +318,35 @@ def _str(raw: Any) -> str:
 
 
 def _chunk(client: redis.Redis, state: str, queue: str, pos: int,
-           count: int) -> tuple[list[StoredMessage], int | None]:
-    """Up to about ``count`` messages of ``queue`` in ``state`` from ``pos``, and the
-    position after them (None: the end). Positions: an offset into the ready list
+           count: int) -> tuple[list[tuple[int | None, StoredMessage]], int | None]:
+    """Up to about ``count`` messages of ``queue`` in ``state`` from ``pos``, each with
+    the position just after it (None where a page cannot stop mid-chunk), and the
+    position after the chunk (None: the end). Positions: an offset into the ready list
     (FIFO) or the dead set (newest first), or an HSCAN cursor of the delayed hash."""
-    if state == "queued":
-        ids = [_str(i) for i in client.lrange(keys.queue(queue), pos, pos + count - 1)]
-        found = _with_data(client, keys.messages(queue), queue, state, ids)
+    if state in ("queued", "dead"):
+        dead = keys.dead_letters(queue)
+        if state == "queued":
+            ids = [_str(i) for i in client.lrange(keys.queue(queue), pos, pos + count - 1)]
+            scores: dict[str, float] = {}
+        else:
+            members: list[tuple[Any, float]] = client.zrevrange(  # type: ignore[assignment]
+                dead, pos, pos + count - 1, withscores=True)
+            ids = [_str(i) for i, _ in members]
+            scores = {_str(i): float(s) for i, s in members}
+        datas = client.hmget(keys.messages(queue) if state == "queued" else f"{dead}.msgs", ids) if ids else []
+        found: list[tuple[int | None, StoredMessage]] = [
+            (pos + k + 1, StoredMessage(queue, state, i, _bytes(d), scores.get(i)))
+            for k, (i, d) in enumerate(zip(ids, datas, strict=True)) if d is not None]
         return found, (pos + len(ids) if len(ids) == count else None)
     if state == "delayed":
         after, pairs = client.hscan(keys.messages(dq_name(queue)), pos, count=count)
-        found = [StoredMessage(queue, state, _str(i), _bytes(d))
-                 for i, d in pairs.items()]  # type: ignore[union-attr]
-        return found, (int(after) or None)
-    if state == "dead":
-        dead = keys.dead_letters(queue)
-        members: list[tuple[Any, float]] = client.zrevrange(  # type: ignore[assignment]
-            dead, pos, pos + count - 1, withscores=True)
-        ids = [_str(i) for i, _ in members]
-        scores = {_str(i): float(s) for i, s in members}
-        found = [StoredMessage(queue, state, m.redis_id, m.data, scores[m.redis_id])
-                 for m in _with_data(client, f"{dead}.msgs", queue, state, ids)]
-        return found, (pos + len(ids) if len(ids) == count else None)
+        return [(None, StoredMessage(queue, state, _str(i), _bytes(d)))
+                for i, d in pairs.items()], (int(after) or None)  # type: ignore[union-attr]
     if state == "in_flight":  # fetched by a live consumer: at most its prefetch each
         consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
         ids = sorted({_str(i) for c in consumers for i in client.smembers(keys.acks(c, queue))})
-        return _with_data(client, keys.messages(queue), queue, state, ids[:PAGE_BUDGET]), None
+        return [(None, m) for m in _with_data(client, keys.messages(queue), queue, state,
+                                              ids[:PAGE_BUDGET])], None
     raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
 
 
@@ -364,9 +367,10 @@ def page_messages(client: redis.Redis, state: str, *, queue: str | None = None,
                   cursor: str | None = None, want: int = 50, budget: int = PAGE_BUDGET,
                   accept: Callable[[StoredMessage], bool] | None = None) -> MessagePage:
     """One page of the stored messages in ``state`` (of ``queue``, or of every queue
-    in turn): at least ``want`` that ``accept`` takes when there are that many within
-    ``budget`` messages read (a chunk's extra matches are kept), and the cursor of the
-    next page. Never more than ``budget`` plus a chunk is read, whatever the backlog.
+    in turn): ``want`` that ``accept`` takes when there are that many within ``budget``
+    messages read (a delayed page may hold a few more: an HSCAN cannot stop mid-chunk),
+    and the cursor of the next page. At most ``budget`` messages are read (and what one
+    HSCAN returns beyond its count), whatever the backlog.
 
     Raises:
         ValueError: no such state or queue, or a cursor this function did not give.
@@ -383,9 +387,15 @@ def page_messages(client: redis.Redis, state: str, *, queue: str | None = None,
     scanned = 0
     try:
         while qi < len(names) and len(found) < want and scanned < budget:
-            batch, after = _chunk(client, state, names[qi], pos, min(CHUNK, budget - scanned))
-            scanned += len(batch)
-            found.extend(m for m in batch if accept is None or accept(m))
+            count = min(CHUNK, budget - scanned, want - len(found) if accept is None else CHUNK)
+            batch, after = _chunk(client, state, names[qi], pos, count)
+            for stop, message in batch:
+                scanned += 1
+                if accept is None or accept(message):
+                    found.append(message)
+                    if len(found) >= want and stop is not None:
+                        after = stop  # the next page starts right after it
+                        break
             qi, pos = (qi + 1, 0) if after is None else (qi, after)
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc

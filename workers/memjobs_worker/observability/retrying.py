@@ -164,6 +164,37 @@ class RetryingRecord:
                 for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
         return Retrying(int(total), jobs)
 
+    def page(self, *, stale_after_ms: int, offset: int, count: int,
+             now_ms: int | None = None) -> list[RetryingJob]:
+        """``count`` jobs from ``offset``, the newest failure first (the console's pages).
+
+        Raises:
+            BackendUnavailable: Redis did not answer.
+        """
+        cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - stale_after_ms
+        try:
+            newest: list[tuple[Any, float]] = self.client.zrevrangebyscore(  # type: ignore[assignment]
+                keys.RETRYING, "+inf", f"({cutoff}", start=offset, num=count, withscores=True)
+            ids = [_text(raw) for raw, _score in newest]
+            values = self.client.hmget(keys.RETRYING_JOBS, ids) if ids else []
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        return [_job(mid, value, int(score))
+                for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
+
+    def get(self, message_id: str) -> RetryingJob | None:
+        """One job of the record, or None.
+
+        Raises:
+            BackendUnavailable: Redis did not answer.
+        """
+        try:
+            score = self.client.zscore(keys.RETRYING, message_id)
+            value = self.client.hget(keys.RETRYING_JOBS, message_id)
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        return None if score is None else _job(message_id, value, int(score))
+
 
 def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -270,6 +270,29 @@ class DeadLetters:
                 purged += len(self._take_ids(name, ids[start:start + 500], "purged"))
         return purged
 
+    def retry_ids(self, letters: Iterable[tuple[str, str]]) -> tuple[int, int]:
+        """Replay exactly these letters (``(queue, redis id)`` pairs: those an operator
+        saw), not any that arrived since: ``(replayed, skipped)``; a letter already gone
+        or undecodable is skipped."""
+        wanted = list(letters)
+        entries = self._by_ids(wanted)
+        replayable = [e for e in entries if e.message is not None]
+        replayed = self._replay(replayable)
+        return replayed, len(wanted) - replayed
+
+    def purge_ids(self, letters: Iterable[tuple[str, str]]) -> int:
+        """Delete exactly these letters (``(queue, redis id)`` pairs): how many were
+        still there. A letter that arrived since is not among them, so it stays."""
+        by_queue: dict[str, list[str]] = {}
+        for queue, redis_id in letters:
+            by_queue.setdefault(queue, []).append(redis_id)
+        purged = 0
+        for name, ids in by_queue.items():
+            self._queues(name)
+            for start in range(0, len(ids), 500):
+                purged += len(self._take_ids(name, ids[start:start + 500], "purged"))
+        return purged
+
     # internals -----------------------------------------------------------------
 
     @staticmethod
@@ -298,6 +321,26 @@ class DeadLetters:
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         entries.sort(key=lambda e: e.score, reverse=True)
+        return entries
+
+    def _by_ids(self, letters: list[tuple[str, str]]) -> list[_Entry]:
+        """The entries of these ``(queue, redis id)`` letters still dead, in one round trip."""
+        for queue, _ in letters:
+            self._queues(queue)
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for queue, redis_id in letters:
+                    pipe.zscore(keys.dead_letters(queue), redis_id)
+                    pipe.hget(f"{keys.dead_letters(queue)}.msgs", redis_id)
+                answers = pipe.execute()
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        entries = []
+        for i, (queue, redis_id) in enumerate(letters):
+            score, data = answers[2 * i], answers[2 * i + 1]
+            if score is not None and data is not None:
+                raw = data if isinstance(data, bytes) else str(data).encode()
+                entries.append(_entry(queue, redis_id, float(score), raw))
         return entries
 
     def _find(self, ident: str) -> _Entry | None:

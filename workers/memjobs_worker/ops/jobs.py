@@ -50,7 +50,7 @@ class Job:
         return self.payload is not None
 
 
-def _at(ms: Any) -> datetime | None:
+def at_ms(ms: Any) -> datetime | None:
     return datetime.fromtimestamp(float(ms) / 1000, UTC) if isinstance(ms, int | float) and ms else None
 
 
@@ -62,7 +62,7 @@ def job_of(queue: str, state: str, redis_id: str, data: bytes, score: float | No
         message = None
     if not isinstance(message, dict):
         return Job("?", redis_id, queue, state, "?", 0, "undecodable_message", None, None, None,
-                   _at(score), None, 0, None, None)
+                   at_ms(score), None, 0, None, None)
     raw_options = message.get("options")
     options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
     record = failure_record(options)
@@ -76,9 +76,9 @@ def job_of(queue: str, state: str, redis_id: str, data: bytes, score: float | No
         actor=str(message.get("actor_name", "?")),
         attempts=int(record.get("attempts") or (retries + 1 if retries or state == "dead" else 0)),
         reason=str(record["reason"]) if record.get("reason") else None,
-        enqueued_at=_at(message.get("message_timestamp")), due_at=_at(options.get("eta")),
-        first_failed_at=_at(record.get("first_ms")),
-        last_failed_at=_at(score) if score is not None else _at(record.get("last_ms")),
+        enqueued_at=at_ms(message.get("message_timestamp")), due_at=at_ms(options.get("eta")),
+        first_failed_at=at_ms(record.get("first_ms")),
+        last_failed_at=at_ms(score) if score is not None else at_ms(record.get("last_ms")),
         owner=key[:OWNER_PREFIX_CHARS] if isinstance(key, str) else None,
         replays=int(options.get(REPLAYS_OPTION) or 0),
         schema_version=version if isinstance(version, int) else None,
