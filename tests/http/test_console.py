@@ -121,6 +121,16 @@ def test_the_console_shows_a_dead_extraction_and_its_retry_button_learns_it_once
     no_private_text(page.content())
     shots(page, "console-dead-letters")
 
+    # The letter's own page: its attempts and reason, no text.
+    page.locator("tr", has_text="extract_facts").locator("a").first.click()
+    page.wait_for_url(re.compile(r"/console/jobs/[^?]+$"))
+    detail = page.inner_text("body")
+    assert "extract_facts" in detail and "model_unavailable" in detail and KEY[:12] in detail
+    assert re.search(r"attempts\s+3\b", detail), detail  # the first try and max_retries=2
+    no_private_text(page.content())
+    shots(page, "console-job")
+    page.goto(f"{api.url}/console/dead-letters")
+
     fake_model.reset()
     fake_model.set_chat_handler(echo_facts_handler)  # the model is back
     page.locator("tr", has_text="extract_facts").get_by_role("button", name="Retry").click()

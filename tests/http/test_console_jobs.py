@@ -21,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from dramatiq import Message
 from dramatiq.middleware import SkipMessage
 
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ACTOR_RECORD_TASK, QUEUE_REMEMBER, QUEUE_TASKS, owner_key
+from memjobs_worker.cli import exits
 from memjobs_worker.observability import jobstats, timeline
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.pauses import HonourPauses, PauseGate, QueuePauses
 from memjobs_worker.ops.status import queue_stats
+from tests.support.cli import cli_env, ok, run_cli
 from tests.support.harness import REPO
 from tests.support.http import Api, remember
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
@@ -191,7 +194,6 @@ def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(
     body = page.inner_text("body")
     assert sent[77].message_id in body and "record_task" in body and KEY[:12] in body
     no_private_text(page.content())
-    shot(page, "console-job", tmp_path)
 
 
 def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
@@ -348,3 +350,20 @@ def _seed_timeline(client: Any) -> None:
         client.hset(keys.timeline(60, bucket), mapping={"jobs": jobs, "failed": (back % 9 == 0) * 3,
                                                         "ms": jobs * (80 + back % 5 * 20)})
         client.expire(keys.timeline(60, bucket), 600)
+
+
+def test_the_cli_pauses_resumes_and_lists_the_same_flag(
+    tmp_path: Path, redis_url: str, database_url: str,
+) -> None:
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url)
+    client = redis.Redis.from_url(redis_url)
+    assert ok(run_cli(env, "queue", "pause", QUEUE_TASKS, "--json")).json() == {
+        "queue": QUEUE_TASKS, "paused": True}
+    assert QueuePauses(client).paused().keys() == {QUEUE_TASKS}
+    [row] = ok(run_cli(env, "queue", "list", "--json")).json()
+    assert row["queue"] == QUEUE_TASKS and row["paused_for_s"] >= 0
+    assert "paused: False" in ok(run_cli(env, "queue", "pause", QUEUE_TASKS)).stdout  # already
+    assert ok(run_cli(env, "queue", "resume", QUEUE_TASKS, "--json")).json()["resumed"] is True
+    assert QueuePauses(client).paused() == {}
+    assert run_cli(env, "queue", "pause", "no_such_queue").code == exits.USAGE
+    client.close()

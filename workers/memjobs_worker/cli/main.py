@@ -76,6 +76,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("dead", "dead_commands:dead", "dead letters: list (no text), show one (redacted unless "
             "--reveal), retry one / a queue / all, purge one / older than / all",
             "dead_commands:options"),
+    Command("queue", "queue_commands:queue", "pause or resume a queue on every host", "queue_commands:options"),
     Command("drain", "drain:drain", "wait until every queue is empty and nothing is pending; "
             "on timeout, say what is left", "drain:options", listing=True),
     Command("sweep", "commands:sweep", "re-enqueue extraction for sources pending too long",
