@@ -19,12 +19,19 @@ messages it had prefetched stay unacknowledged until the worker dies. Here such
 a message is found among this consumer's unacknowledged ids and moved to the
 dead-letter queue, once, and consumption goes on.
 
+A queue an operator paused (:mod:`memjobs_worker.ops.pauses`) is not fetched
+from: its consumers put back what they had prefetched and idle until it is
+resumed; what already reached a worker thread goes back through
+:class:`~memjobs_worker.ops.pauses.HonourPauses`, first in the middleware.
+
 And this module is the one place that reads Dramatiq's stored messages (the
-hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for one operator
-command only: whether an owner still has work queued
-(:func:`owner_has_messages`, ``memjobs demo``), a bounded scan
-(:data:`SCAN_LIMIT` messages per hash). No request path reads them: a forget
-decides on the owner's queued-remember count
+hashes ``<namespace>:<queue>.msgs``, their delay queues' and dead letters'),
+for operators only: the console's job lists and a job's page
+(:func:`page_messages`, :func:`find_message`: a page at a time, at most
+:data:`PAGE_BUDGET` messages read, never a whole queue) and whether an owner
+still has work queued (:func:`owner_has_messages`, ``memjobs demo``, a bounded
+scan of :data:`SCAN_LIMIT` messages per hash). No job or API request path reads
+them: a forget decides on the owner's queued-remember count
 (:mod:`memjobs_worker.memory.queued`), and the jobs retrying are a record the
 workers keep (:mod:`memjobs_worker.observability.retrying`), read by the
 console and ``memjobs drain``, whatever the backlog.
