@@ -29,6 +29,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ACTOR_RECORD_TASK, QUEUE_REMEMBER, QUEUE_TASKS, owner_key
 from memjobs_worker.cli import exits
 from memjobs_worker.observability import jobstats, timeline
+from memjobs_worker.observability.retrying import RetryingRecord
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.pauses import HonourPauses, PauseGate, QueuePauses
 from memjobs_worker.ops.status import queue_stats
@@ -169,6 +170,16 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
     assert OTHER_KEY[:12] in body and "[redacted: " in body and "t-1234" not in body
     no_private_text(shown.text)
     assert api.http.get("/console/jobs/no-such-job").status_code == 404
+
+    # Retrying: the workers' record, not the messages.
+    record, now_ms = RetryingRecord(client), int(time.time() * 1000)
+    for i in range(3):
+        record.add(sent[i].message_id, ACTOR_RECORD_TASK, "OperationalError", i + 1,
+                   failed_ms=now_ms - i)
+    retrying = api.http.get("/console/jobs?state=retrying")
+    assert rows(retrying.text) == [m.message_id for m in sent[:3]]  # the newest failure first
+    assert "OperationalError" in text_of(retrying.text)
+    assert "failed 2 times" in text_of(api.http.get(f"/console/jobs/{sent[1].message_id}").text)
 
 
 # -- Chromium --------------------------------------------------------------------------------
@@ -333,6 +344,12 @@ def test_the_overview_shows_what_each_worker_runs_and_for_how_long(
         assert re.search(r"\d+(\.\d)? s", running.inner_text())
         no_private_text(page.content())
         shot(page, "console-overview-live", tmp_path)
+        message_id = running.locator("a").first.inner_text()
+        in_flight = api.http.get("/console/jobs?state=in_flight").text
+        [shown] = rows(in_flight)
+        assert shown.startswith(message_id)
+        detail = text_of(api.http.get(f"/console/jobs/{shown}").text)
+        assert re.search(r"extract_facts · in flight · running on \S+ \(pid \d+\) for", detail), detail
     finally:
         fake_model.release()
         QueuePauses(client).resume(QUEUE_REMEMBER)

@@ -409,6 +409,12 @@ def page_messages(client: redis.Redis, state: str, *, queue: str | None = None,
     return MessagePage(found, None if qi >= len(names) else f"{qi}:{pos}", scanned)
 
 
+def _fetched(client: redis.Redis, queue: str, redis_id: str) -> bool:
+    """Whether a live consumer holds this message of ``queue`` (fetched, not acknowledged)."""
+    consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
+    return any(client.sismember(keys.acks(c, queue), redis_id) for c in consumers)
+
+
 def find_message(client: redis.Redis, ident: str, budget: int = 20_000) -> StoredMessage | None:
     """The stored message whose broker id or Dramatiq message id is ``ident``: the
     broker id is one HGET per hash; a message id is looked for among at most
@@ -428,6 +434,8 @@ def find_message(client: redis.Redis, ident: str, budget: int = 20_000) -> Store
                     where.append((queue, state))
             for (queue, state), data in zip(where, pipe.execute(), strict=True):
                 if data is not None:
+                    if state == "queued" and _fetched(client, queue, ident):
+                        state = "in_flight"
                     return StoredMessage(queue, state, ident, _bytes(data))
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
