@@ -48,7 +48,7 @@ KEY = owner_key(OWNER)
 OTHER_KEY = owner_key("somebody.else@example.com")
 GOAL = "renew the passport before the trip to Kyoto"
 TEXT = "I keep my bike in the shed behind the bakery"
-QUEUED, DELAYED = 3_000, 1_000
+QUEUED, DELAYED = 2_000, 500
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
     assert len(rows(first.text)) == 50
     assert rows(first.text)[0] == sent[0].message_id  # FIFO: the oldest first
     no_private_text(first.text)
-    # A page read its own ids (an LRANGE of 50) and their data (one HMGET), no walk.
+    # With thousands queued, a page read its own ids (an LRANGE of 50) and their data (one HMGET), no walk.
     reads = [c for c in seen if c.split(" ", 1)[0].lower() in
              {"lrange", "hmget", "hscan", "hgetall", "hvals", "hkeys", "sscan", "smembers"}]
     ranges = [c for c in reads if c.lower().startswith("lrange")]
@@ -329,7 +329,7 @@ def test_the_overview_shows_what_each_worker_runs_and_for_how_long(
     api_factory: Callable[..., Api], fake_model: FakeOpenAI, page: Any, tmp_path: Path,
 ) -> None:
     api = api_factory(memory_base_url=fake_model.base_url, memory_api_key="test-key",
-                      memory_model="fake-flash")
+                      memory_model="fake-flash", model_timeout_ms=120_000)  # it hangs until released
     client = api.harness.runtime.redis
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")
@@ -379,7 +379,6 @@ def test_the_cli_pauses_resumes_and_lists_the_same_flag(
     assert QueuePauses(client).paused().keys() == {QUEUE_TASKS}
     [row] = ok(run_cli(env, "queue", "list", "--json")).json()
     assert row["queue"] == QUEUE_TASKS and row["paused_for_s"] >= 0
-    assert "paused: False" in ok(run_cli(env, "queue", "pause", QUEUE_TASKS)).stdout  # already
     assert ok(run_cli(env, "queue", "resume", QUEUE_TASKS, "--json")).json()["resumed"] is True
     assert QueuePauses(client).paused() == {}
     assert run_cli(env, "queue", "pause", "no_such_queue").code == exits.USAGE
