@@ -244,6 +244,8 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
     wait_for(lambda: sum(b.jobs for b in timeline.read(client, timeline.HOUR)) >= 6, 30, "counted")
     html = api.http.get("/console").text
     assert re.search(r'<svg class="chart jobs".*?<rect ', html, re.S)
+    day = api.http.get("/console?window=day").text
+    assert "Last day" in text_of(day) and re.search(r'<svg class="chart jobs".*?<rect ', day, re.S)
     assert "<script src" not in html and "http://" not in html.replace(api.url, "")
 
 
@@ -266,6 +268,45 @@ def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
     [(redis_id, data)] = client.hgetall(keys.messages(QUEUE_TASKS)).items()
     assert redis_id.decode() == sent.options["redis_message_id"]
     assert Message.decode(data).options.get("retries") is None  # no attempt counted
+
+
+def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
+    api_factory: Callable[..., Api],
+) -> None:
+    api = api_factory(worker=False)
+    broker, client = api.harness.broker, api.harness.runtime.redis
+    broker.pause_gate = PauseGate(client, poll_ms=0)  # reads the flag on every call
+    for i in range(5):
+        broker.enqueue(task(i))
+    consumer = broker.consume(QUEUE_TASKS, prefetch=5, timeout=50)
+    handed = wait_for(lambda: next(consumer), 10, "a message fetched")
+    assert queue_stats(client)[QUEUE_TASKS]["in_flight"] == 5  # one handed out, four prefetched
+    QueuePauses(client).pause(QUEUE_TASKS)
+    assert next(consumer) is None
+    assert queue_stats(client)[QUEUE_TASKS] == {"ready": 4, "delayed": 0, "in_flight": 1, "dead": 0}
+    assert next(consumer) is None  # still nothing while paused
+    QueuePauses(client).resume(QUEUE_TASKS)
+    again = wait_for(lambda: next(consumer), 10, "a message fetched after resume")
+    assert again.message_id != handed.message_id
+    consumer.close()
+
+
+def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callable[..., Api]) -> None:
+    api = api_factory(worker=False)
+    client = api.harness.runtime.redis
+    letters = dead_tasks(api, 2)
+    page = api.http.get("/console/dead-letters")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)[1]
+    form = {"csrf": csrf, "back": "/console/dead-letters", "id": [f"{QUEUE_TASKS}:{i}" for i in letters]}
+    asked = api.http.post("/console/dead-letters/purge", data=form)
+    assert asked.status_code == 200 and "Purge 2 dead letters?" in text_of(asked.text)
+    assert DeadLetters(client).count()[QUEUE_TASKS] == 2  # nothing yet
+    confirmed = api.http.post("/console/dead-letters/purge", data={**form, "confirmed": "yes"})
+    assert confirmed.status_code == 303 and "purged%202" in confirmed.headers["location"]
+    assert DeadLetters(client).count()[QUEUE_TASKS] == 0
+    away = api.http.post("/console/dead-letters/purge",
+                         data={**form, "confirmed": "yes", "back": "https://evil.example/"})
+    assert away.headers["location"].startswith("/console?")  # never another site
 
 
 def test_purge_asks_first_and_deletes_only_the_letters_shown(
