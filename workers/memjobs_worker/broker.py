@@ -415,7 +415,7 @@ def _fetched(client: redis.Redis, queue: str, redis_id: str) -> bool:
     return any(client.sismember(keys.acks(c, queue), redis_id) for c in consumers)
 
 
-def find_message(client: redis.Redis, ident: str, budget: int = 20_000) -> StoredMessage | None:
+def find_message(client: redis.Redis, ident: str, budget: int = 2 * PAGE_BUDGET) -> StoredMessage | None:
     """The stored message whose broker id or Dramatiq message id is ``ident``: the
     broker id is one HGET per hash; a message id is looked for among at most
     ``budget`` messages of each state (a dead letter, a delayed retry, …).

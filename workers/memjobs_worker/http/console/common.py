@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from memjobs_client.errors import MemjobsError
@@ -180,6 +180,23 @@ async def visitor(request: Request) -> tuple[Session | None, str | None]:
     session, cookie = keys.new_session()
     await on_sessions(request, lambda live: live.start(session))
     return session, cookie
+
+
+async def page_session(request: Request) -> tuple[Session, str | None, str] | Response:
+    """The visitor's session, a cookie to set (open API, first visit) and its CSRF
+    token; or the login redirect, or the 503 page when Redis does not answer."""
+    try:
+        session, cookie = await visitor(request)
+        keys = await console_keys(request)
+    except SessionsDown:
+        return unavailable(SESSIONS_DOWN)
+    if session is None:
+        return RedirectResponse("/console/login", status_code=303, headers=HEADERS)
+    return session, cookie, keys.csrf(session)
+
+
+def finish(response: Response, request: Request, cookie: str | None) -> Response:
+    return response if cookie is None else set_cookie(response, request, cookie)
 
 
 async def form_fields(request: Request) -> list[tuple[str, str]]:

@@ -28,8 +28,7 @@ from fastapi.responses import Response
 from memjobs_client.contracts import QUEUES
 from memjobs_worker import broker as stored
 from memjobs_worker.http.console import common
-from memjobs_worker.http.console.common import ctx, render
-from memjobs_worker.http.console.routes import finish, page_session
+from memjobs_worker.http.console.common import ctx, finish, page_session, render
 from memjobs_worker.observability.retrying import RetryingJob, RetryingRecord, stale_after_ms
 from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops import jobs
@@ -145,5 +144,6 @@ async def job_page(request: Request, ident: str) -> Response:
     response = render("job.html", status=status, page="job", ident=ident, problem=problem,
                       csrf=csrf, open=c.tokens.open, now=time.time(),
                       here=f"/console/jobs/{ident}", done=request.query_params.get("done", "")[:80],
+                      looked=2 * stored.PAGE_BUDGET,
                       **values)
     return finish(response, request, cookie)

@@ -26,8 +26,16 @@ from fastapi.responses import RedirectResponse, Response
 from memjobs_client.contracts import QUEUES
 from memjobs_worker.http.console import common
 from memjobs_worker.http.console.charts import charts
-from memjobs_worker.http.console.common import HEADERS, SESSIONS_DOWN, SessionsDown, ctx, render
-from memjobs_worker.http.console.session import COOKIE, Session, is_host_token
+from memjobs_worker.http.console.common import (
+    HEADERS,
+    SESSIONS_DOWN,
+    SessionsDown,
+    ctx,
+    finish,
+    page_session,
+    render,
+)
+from memjobs_worker.http.console.session import COOKIE, is_host_token
 from memjobs_worker.observability import timeline
 from memjobs_worker.observability.retrying import stale_after_ms
 from memjobs_worker.observability.running import running_jobs
@@ -44,23 +52,6 @@ _PAGES = {"overview": "/console", "dead": "/console/dead-letters"}
 _PAST = {"retry": "retried", "purge": "purged"}
 #: Letters a bulk action may name (a page shows fewer).
 MAX_BULK = 200
-
-
-async def page_session(request: Request) -> tuple[Session, str | None, str] | Response:
-    """The visitor's session, a cookie to set (open API, first visit) and its CSRF
-    token; or the login redirect, or the 503 page when Redis does not answer."""
-    try:
-        session, cookie = await common.visitor(request)
-        keys = await common.console_keys(request)
-    except SessionsDown:
-        return common.unavailable(SESSIONS_DOWN)
-    if session is None:
-        return RedirectResponse("/console/login", status_code=303, headers=HEADERS)
-    return session, cookie, keys.csrf(session)
-
-
-def finish(response: Response, request: Request, cookie: str | None) -> Response:
-    return response if cookie is None else common.set_cookie(response, request, cookie)
 
 
 def _overview(client: Any, store: Any, stale_ms: int, window: timeline.Window) -> dict[str, Any]:
