@@ -357,9 +357,16 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
     assert page.locator(f"input.pick[value='{QUEUE_TASKS}:{letters[1]}']").is_checked()
     assert not page.locator(f"input.pick[value='{QUEUE_TASKS}:{arrived[0]}']").is_checked()
 
-    page.once("dialog", lambda dialog: dialog.accept())
+    asked: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
     page.get_by_role("button", name="Retry shown").click()
     page.wait_for_url(re.compile(r"done=retried"))
+    assert "Retry 1 dead letters" in asked[0]  # the ticked one, not the four shown
     assert "retried 1 (skipped 0)" in page.inner_text("body")
     left = {m.decode() for m in client.zrange(keys.dead_letters(QUEUE_TASKS), 0, -1)}
     assert left == {letters[0], letters[2], arrived[0]}
