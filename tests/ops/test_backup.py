@@ -1,0 +1,161 @@
+"""``memjobs backup`` and ``memjobs restore``: a running embedded stack, with work
+queued and a dead letter, backed up while it runs and restored into a fresh
+directory gives the same answers, the same queued work and the same dead letters;
+a restore refuses an archive of a newer schema, a damaged one and a non-empty
+directory before it writes anything.
+
+The one stack test pays for two ``memjobs up`` (the original and the restored).
+Its queued job is a knowledge re-index sent to a stack whose knowledge is off:
+no worker of that stack consumes it, so the count is exact at any moment, and
+the restored stack (knowledge on) runs it: a job that lived only in Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from memjobs_client import keys
+from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUE_TASKS
+from memjobs_worker.cli import exits
+from memjobs_worker.db.migrate import known_revisions
+from memjobs_worker.ops.archive import FORMAT_VERSION, ArchiveWriter, Manifest
+from tests.support.cli import PEANUT, TEA, EmbeddedStack, cli_env, new_owner, ok, run_cli, scratch_dir
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler
+from tests.support.polling import wait_for
+
+NOTE = "Our family doctor is Dr. Wen at the Xixi clinic; appointments on Tuesdays."
+
+
+def totals(status: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per queue: (queued: ready + delayed + in flight, dead)."""
+    return {q: (c["ready"] + c["delayed"] + c["in_flight"], c["dead"]) for q, c in status["queues"].items()}
+
+
+def recalled(stack: EmbeddedStack, owner: str, query: str) -> list[tuple[str, str, list[str]]]:
+    """Recall's answer without its scores (floats are compared by order, not bits)."""
+    hits = stack.json("recall", "--owner", owner, "--query", query)
+    return [(h["memory_id"], h["text"], h["source_ids"]) for h in hits]
+
+
+@pytest.mark.slow
+def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answers() -> None:
+    with scratch_dir("backup") as base, FakeOpenAI(embedding_dims=64) as model:
+        model.set_chat_handler(echo_facts_handler)
+        env = cli_env(base / "data", MEMJOBS_KNOWLEDGE="off", MEMJOBS_EXTRACT_DELAY_MS="20",
+                      MEM0_DIR=str(base / "mem0"), QWEN_AUDIO_MEMORY_BASE_URL=model.base_url,
+                      QWEN_AUDIO_MEMORY_API_KEY="k", MEMJOBS_KNOWLEDGE_ROOTS=str(base))
+        original = EmbeddedStack(base / "data", env, [], set(), set())
+        restored_env = dict(env, MEMJOBS_DATA_DIR=str(base / "restored"), MEMJOBS_KNOWLEDGE="on")
+        restored = EmbeddedStack(base / "restored", restored_env, [], set(), set())
+        try:
+            original.start("up-1.out")
+            alice, bob = new_owner("backup-a"), new_owner("backup-b")
+            original.remember(alice, PEANUT)
+            original.remember(bob, TEA)
+            original.drain()
+            ok(original.cli("memory", "append", "--owner", alice, "--doc", "USER.md", "--text", "- 叫我小林"))
+            asked = {alice: "花生", bob: "green tea"}
+            answers = {o: recalled(original, o, q) for o, q in asked.items()}
+            assert all(answers.values()), answers
+
+            # Work queued that no worker of this stack takes (its knowledge is off) ...
+            notes = base / "notes"
+            notes.mkdir()
+            (notes / "doctor.md").write_text(NOTE)
+            ok(run_cli(dict(env, MEMJOBS_KNOWLEDGE="on"), "reindex", "--owner", bob,
+                       "--path", str(notes), "--consent"))
+            # ... and a dead letter: bytes that are not a job, dead-lettered by the consumer.
+            client = redis.Redis.from_url(json.loads((base / "data/run/stack.json").read_text())["redis_url"])
+            client.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
+            client.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
+            client.close()
+            wait_for(lambda: totals(original.json("status"))[QUEUE_TASKS] == (0, 1), 60,
+                     "the garbage to be dead-lettered")
+            before = totals(original.json("status"))
+            assert before[QUEUE_KNOWLEDGE] == (1, 0), before
+            dead_before = original.json("dead", "list")
+
+            archive = base / "stack.tar"
+            summary = original.json("backup", "-o", str(archive))  # while the stack runs
+            assert summary["memory_owners"] == 1 and summary["schema"], summary
+            assert totals(original.json("status")) == before, "the backup changed the running stack"
+            with tarfile.open(archive) as tar:
+                manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+                settings = json.loads(tar.extractfile("settings.json").read())  # type: ignore[union-attr]
+            assert {c["name"] for c in manifest["contents"]} >= {"postgres.dump", "redis.rdb", "settings.json"}
+            assert "k" not in settings.values() and "memory_api_key" not in settings
+            assert "memory_api_key" in manifest["settings"]["secrets_left_out"]
+            original.up.close()
+
+            result = run_cli(restored_env, "restore", str(archive), "--data-dir", str(base / "restored"),
+                             "--json")
+            done = ok(result).json()
+            assert (done["queued"], done["dead_letters"]) == (
+                sum(q for q, _ in before.values()), sum(d for _, d in before.values())), done
+            assert "knowledge was 'off'" in result.stderr  # the restoring host's settings differ
+
+            restored.start("up-2.out")
+            for owner, query in asked.items():
+                assert recalled(restored, owner, query) == answers[owner]
+            doc = restored.json("memory", "read", "--owner", alice, "--doc", "USER.md")
+            assert doc[0]["content"].strip() == "- 叫我小林", doc
+            assert restored.json("dead", "list") == dead_before
+            # The job that was only in Redis runs in the restored stack.
+            found = wait_for(lambda: restored.json("knowledge", "search", "--owner", bob,
+                                                   "--query", "family doctor")["results"], 60,
+                             "the queued re-index to run in the restored stack")
+            assert "Dr. Wen" in found[0]["text"]
+        finally:
+            for stack in (original, restored):
+                for up in stack.started:
+                    up.close()
+
+
+def _archive(path: Path, revisions: list[str]) -> Path:
+    writer = ArchiveWriter(path)
+    writer.add_bytes("settings.json", b"{}")
+    writer.finish(Manifest("99.0.0", "2030-01-01T00:00:00+00:00", revisions))
+    return path
+
+
+def test_a_restore_refuses_an_archive_of_a_newer_schema_and_writes_nothing(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "future.tar", ["0010_session_run_endings", "0099_from_the_future"])
+    target = tmp_path / "new"
+    result = run_cli(cli_env(target), "restore", str(archive), "--data-dir", str(target))
+    assert result.code == exits.REFUSED, str(result)
+    assert "newer_schema" in result.stderr and "0099_from_the_future" in result.stderr
+    assert "memjobs 99.0.0" in result.stderr
+    assert not target.exists()
+
+
+def test_a_restore_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "ok.tar", [max(known_revisions())])
+    target = tmp_path / "used"
+    target.mkdir()
+    (target / "something").write_text("mine")
+    result = run_cli(cli_env(target), "restore", str(archive), "--data-dir", str(target))
+    assert result.code == exits.REFUSED, str(result)
+    assert "not_empty" in result.stderr and "not empty" in result.stderr
+    assert [p.name for p in target.iterdir()] == ["something"]
+
+
+def test_a_restore_refuses_a_damaged_or_foreign_archive(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "ok.tar", [max(known_revisions())])
+    data = archive.read_bytes()
+    damaged = tmp_path / "damaged.tar"
+    damaged.write_bytes(data.replace(b"{}", b"[]", 1))  # settings.json no longer matches its checksum
+    foreign = tmp_path / "foreign.tar"
+    foreign.write_bytes(b"not a tar at all" * 100)
+    for path, reason in ((damaged, "damaged_archive"), (foreign, "bad_archive")):
+        target = tmp_path / f"into-{path.stem}"
+        result = run_cli(cli_env(target), "restore", str(path), "--data-dir", str(target))
+        assert result.code == exits.REFUSED, str(result)
+        assert reason in result.stderr, str(result)
+        assert not target.exists() or not any(target.iterdir())
+    assert FORMAT_VERSION == 1
