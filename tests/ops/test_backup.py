@@ -17,6 +17,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -25,6 +26,7 @@ from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUE_TASKS
 from memjobs_worker.cli import exits
 from memjobs_worker.db.migrate import known_revisions
 from memjobs_worker.ops.archive import FORMAT_VERSION, ArchiveWriter, Manifest
+from memjobs_worker.ops.status import queue_stats
 from tests.support.cli import PEANUT, TEA, EmbeddedStack, cli_env, new_owner, ok, run_cli, scratch_dir
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
@@ -32,15 +34,34 @@ from tests.support.polling import wait_for
 NOTE = "Our family doctor is Dr. Wen at the Xixi clinic; appointments on Tuesdays."
 
 
-def totals(status: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """Per queue: (queued: ready + delayed + in flight, dead)."""
-    return {q: (c["ready"] + c["delayed"] + c["in_flight"], c["dead"]) for q, c in status["queues"].items()}
+class Door:
+    """A running stack's HTTP API and Redis, for the reads the test compares
+    (a CLI call costs a process start; ``backup`` and ``restore`` are the CLI's)."""
 
+    def __init__(self, data_dir: Path) -> None:
+        state = json.loads((data_dir / "run" / "stack.json").read_text())
+        self.http = httpx.Client(base_url=state["api_url"], timeout=60)
+        self.redis = redis.Redis.from_url(state["redis_url"])
 
-def recalled(stack: EmbeddedStack, owner: str, query: str) -> list[tuple[str, str, list[str]]]:
-    """Recall's answer without its scores (floats are compared by order, not bits)."""
-    hits = stack.json("recall", "--owner", owner, "--query", query)
-    return [(h["memory_id"], h["text"], h["source_ids"]) for h in hits]
+    def close(self) -> None:
+        self.http.close()
+        self.redis.close()
+
+    def call(self, method: str, path: str, owner: str | None = None, **body: Any) -> Any:
+        headers = {"X-Memjobs-Owner": owner} if owner else {}
+        reply = self.http.request(method, path, json=body or None, headers=headers)
+        assert reply.status_code < 300, (path, reply.status_code, reply.text)
+        return reply.json()
+
+    def recall(self, owner: str, query: str) -> list[tuple[str, str, list[str]]]:
+        """Recall's answer without its scores (compared by order, not by float bits)."""
+        hits = self.call("POST", "/v1/recall", owner_id=owner, query=query)["memories"]
+        return [(h["memory_id"], h["text"], h["source_ids"]) for h in hits]
+
+    def totals(self) -> dict[str, tuple[int, int]]:
+        """Per queue: (queued: ready + delayed + in flight, dead)."""
+        return {q: (c["ready"] + c["delayed"] + c["in_flight"], c["dead"])
+                for q, c in queue_stats(self.redis).items()}
 
 
 @pytest.mark.slow
@@ -53,16 +74,23 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
         original = EmbeddedStack(base / "data", env, [], set(), set())
         restored_env = dict(env, MEMJOBS_DATA_DIR=str(base / "restored"), MEMJOBS_KNOWLEDGE="on")
         restored = EmbeddedStack(base / "restored", restored_env, [], set(), set())
+        doors: list[Door] = []
         try:
             original.start("up-1.out")
+            door = Door(base / "data")
+            doors.append(door)
             alice, bob = new_owner("backup-a"), new_owner("backup-b")
-            original.remember(alice, PEANUT)
-            original.remember(bob, TEA)
-            original.drain()
-            ok(original.cli("memory", "append", "--owner", alice, "--doc", "USER.md", "--text", "- 叫我小林"))
+            for owner, text in ((alice, PEANUT), (bob, TEA)):
+                door.call("POST", "/v1/remember", owner_id=owner, text=text)
+            door.call("POST", "/v1/memory/edits", owner_id=alice,
+                      edits=[{"op": "append", "doc": "USER.md", "text": "- 叫我小林"}])
             asked = {alice: "花生", bob: "green tea"}
-            answers = {o: recalled(original, o, q) for o, q in asked.items()}
-            assert all(answers.values()), answers
+
+            def learned() -> dict[str, Any] | None:
+                got = {o: door.recall(o, q) for o, q in asked.items()}
+                return got if all(got.values()) else None
+
+            answers = wait_for(learned, 60, "both owners' sources to be learned")
 
             # Work queued that no worker of this stack takes (its knowledge is off) ...
             notes = base / "notes"
@@ -71,20 +99,18 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             ok(run_cli(dict(env, MEMJOBS_KNOWLEDGE="on"), "reindex", "--owner", bob,
                        "--path", str(notes), "--consent"))
             # ... and a dead letter: bytes that are not a job, dead-lettered by the consumer.
-            client = redis.Redis.from_url(json.loads((base / "data/run/stack.json").read_text())["redis_url"])
-            client.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
-            client.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
-            client.close()
-            wait_for(lambda: totals(original.json("status"))[QUEUE_TASKS] == (0, 1), 60,
-                     "the garbage to be dead-lettered")
-            before = totals(original.json("status"))
+            door.redis.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
+            door.redis.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
+            wait_for(lambda: door.totals()[QUEUE_TASKS] == (0, 1), 60, "the garbage to be dead-lettered")
+            wait_for(lambda: sum(q for q, _ in door.totals().values()) == 1, 60, "only the re-index queued")
+            before = door.totals()
             assert before[QUEUE_KNOWLEDGE] == (1, 0), before
-            dead_before = original.json("dead", "list")
+            dead_before = door.call("GET", "/v1/ops/dead-letters")
 
             archive = base / "stack.tar"
-            summary = original.json("backup", "-o", str(archive))  # while the stack runs
+            summary = ok(original.cli("backup", "-o", str(archive), "--json")).json()  # while it runs
             assert summary["memory_owners"] == 1 and summary["schema"], summary
-            assert totals(original.json("status")) == before, "the backup changed the running stack"
+            assert door.totals() == before, "the backup changed the running stack"
             with tarfile.open(archive) as tar:
                 manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
                 settings = json.loads(tar.extractfile("settings.json").read())  # type: ignore[union-attr]
@@ -101,17 +127,21 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             assert "knowledge was 'off'" in result.stderr  # the restoring host's settings differ
 
             restored.start("up-2.out")
+            again = Door(base / "restored")
+            doors.append(again)
             for owner, query in asked.items():
-                assert recalled(restored, owner, query) == answers[owner]
-            doc = restored.json("memory", "read", "--owner", alice, "--doc", "USER.md")
-            assert doc[0]["content"].strip() == "- 叫我小林", doc
-            assert restored.json("dead", "list") == dead_before
+                assert again.recall(owner, query) == answers[owner]
+            doc = again.call("GET", "/v1/memory/documents/USER.md", owner=alice)
+            assert doc["content"].strip() == "- 叫我小林", doc
+            assert again.call("GET", "/v1/ops/dead-letters") == dead_before
             # The job that was only in Redis runs in the restored stack.
-            found = wait_for(lambda: restored.json("knowledge", "search", "--owner", bob,
-                                                   "--query", "family doctor")["results"], 60,
+            found = wait_for(lambda: again.call("POST", "/v1/knowledge/search", owner_id=bob,
+                                                query="family doctor")["results"], 60,
                              "the queued re-index to run in the restored stack")
             assert "Dr. Wen" in found[0]["text"]
         finally:
+            for d in doors:
+                d.close()
             for stack in (original, restored):
                 for up in stack.started:
                     up.close()
