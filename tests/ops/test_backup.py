@@ -31,6 +31,7 @@ from tests.support.cli import PEANUT, TEA, EmbeddedStack, cli_env, new_owner, ok
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
+CONSOLE_KEY = f"{keys.NAMESPACE}:console:key:backup-test"
 NOTE = "Our family doctor is Dr. Wen at the Xixi clinic; appointments on Tuesdays."
 
 
@@ -101,6 +102,7 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             # ... and a dead letter: bytes that are not a job, dead-lettered by the consumer.
             door.redis.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
             door.redis.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
+            door.redis.set(CONSOLE_KEY, "a signing key never to leave the stack")
             wait_for(lambda: door.totals()[QUEUE_TASKS] == (0, 1), 60, "the garbage to be dead-lettered")
             wait_for(lambda: sum(q for q, _ in door.totals().values()) == 1, 60, "only the re-index queued")
             before = door.totals()
@@ -134,6 +136,7 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             doc = again.call("GET", "/v1/memory/documents/USER.md", owner=alice)
             assert doc["content"].strip() == "- 叫我小林", doc
             assert again.call("GET", "/v1/ops/dead-letters") == dead_before
+            assert again.redis.get(CONSOLE_KEY) is None  # scrubbed from the archive
             # The job that was only in Redis runs in the restored stack.
             found = wait_for(lambda: again.call("POST", "/v1/knowledge/search", owner_id=bob,
                                                 query="family doctor")["results"], 60,

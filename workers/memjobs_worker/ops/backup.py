@@ -53,7 +53,7 @@ from memjobs_worker.ops.archive import (
     extract_verified,
     read_manifest,
 )
-from memjobs_worker.ops.snapshots import load_redis_snapshot, pg_dump, pg_restore, redis_snapshot
+from memjobs_worker.ops.snapshots import load_redis_snapshot, pg_dump, pg_restore, redis_snapshot, scrub_snapshot
 from memjobs_worker.settings import Settings
 
 Progress = Callable[[str], None]
@@ -108,8 +108,10 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
                 redis_version = redis_snapshot(client, work / REDIS_RDB)
             finally:
                 client.close()
+            held = scrub_snapshot(work / REDIS_RDB)
             writer.add_file(REDIS_RDB, work / REDIS_RDB)
-            progress(f"redis: snapshot of {_size(work / REDIS_RDB)} (Redis {redis_version})")
+            progress(f"redis: snapshot of {_size(work / REDIS_RDB)} (Redis {redis_version}): "
+                     f"{held['queued']} job(s) queued, {held['dead']} dead letter(s)")
             engine = create_db_engine(stack.database_url, pool_size=1)
             try:
                 revisions = current_revisions(engine)
@@ -127,7 +129,7 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
             manifest = Manifest(
                 memjobs_version(), datetime.now(UTC).isoformat(timespec="seconds"), revisions,
                 details={"postgres": {"dump": POSTGRES_DUMP, "format": "custom"},
-                         "redis": {"snapshot": REDIS_RDB, "version": redis_version},
+                         "redis": {"snapshot": REDIS_RDB, "version": redis_version, **held},
                          "memory_files": {"owners": owners},
                          "settings": {"file": SETTINGS, "secrets_left_out": omitted},
                          "order": ["redis", "postgres", "memory_files"]})

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -28,8 +31,10 @@ from memjobs_worker.embedded.redis import find_redis_server
 
 #: How long a snapshot may take (a BGSAVE, an append-only rewrite), in seconds.
 SNAPSHOT_TIMEOUT_S = 600.0
-#: The Redis file name a restore leaves for the stack's Redis to load.
+#: The Redis file name a restore loads its snapshot from.
 RDB_NAME = "dump.rdb"
+#: Keys never carried by an archive: the console's signing keys and sessions.
+CONSOLE_PATTERNS = (f"{keys.NAMESPACE}:console:*",)
 
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -104,31 +109,75 @@ def redis_snapshot(client: redis.Redis, into: Path, timeout_s: float = SNAPSHOT_
     return version
 
 
+@contextmanager
+def _scratch_redis(directory: Path, dbfilename: str) -> Iterator[redis.Redis]:
+    """A Redis of its own on ``directory/dbfilename`` (loaded at start), with no
+    TCP port (a unix socket in ``directory``) and no persistence of its own;
+    shut down without saving when the block ends.
+
+    Raises:
+        ConfigurationError: it did not start, or the file did not load.
+    """
+    sockets = Path(tempfile.mkdtemp(prefix="memjobs-redis-"))  # short: a socket path is ≤ 107 bytes
+    socket = sockets / "redis.sock"
+    log = directory / "scratch.log"
+    process = subprocess.Popen(
+        [find_redis_server(), "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700",
+         "--dir", str(directory), "--dbfilename", dbfilename, "--appendonly", "no", "--save", "",
+         "--logfile", str(log)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    client = redis.Redis(unix_socket_path=str(socket), socket_timeout=30)
+    try:
+        wait_until(lambda: _answers(client, process), timeout_s=60, what="a scratch Redis")
+        yield client
+        client.shutdown(nosave=True)
+    except (redis.RedisError, TimeoutError) as exc:
+        if not isinstance(exc, redis.ConnectionError) or process.poll() is None:
+            raise ConfigurationError(f"the Redis snapshot did not load: {exc}; see {log}") from exc
+    finally:
+        client.close()
+        if process.poll() is None:
+            process.terminate()
+        process.wait(60)
+        log.unlink(missing_ok=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def scrub_snapshot(rdb: Path) -> dict[str, int]:
+    """Drop what must not leave the stack from the RDB file ``rdb``: the web
+    console's signing keys and sessions (every console user logs in again on
+    a restored stack). Loading it also proves the snapshot whole. Returns the
+    queued messages and dead letters it holds.
+
+    Raises:
+        ConfigurationError: the snapshot did not load.
+    """
+    with _scratch_redis(rdb.parent, rdb.name) as client:
+        for pattern in CONSOLE_PATTERNS:
+            for name in list(client.scan_iter(match=pattern, count=500)):
+                client.delete(name)
+        counts = _counts(client)
+        client.save()
+    return counts
+
+
 def load_redis_snapshot(rdb: Path, directory: Path, timeout_s: float = SNAPSHOT_TIMEOUT_S) -> dict[str, int]:
     """Turn the RDB ``rdb`` into the append-only file of a Redis in ``directory``.
 
-    A Redis of its own (no TCP port: a unix socket in ``directory``) loads the
-    RDB, gives the jobs the backed-up workers held back to their queues
-    (:func:`return_unacknowledged`), drops their heartbeats, writes its
-    append-only file and shuts down. Returns the queued messages (ready,
-    delayed and returned) and dead letters it holds.
+    A scratch Redis loads the RDB, gives the jobs the backed-up workers held
+    back to their queues (:func:`return_unacknowledged`), drops their
+    heartbeats, writes its append-only file and shuts down. Returns the queued
+    messages (ready, delayed and returned: ``queued``, of which ``returned``) and
+    dead letters (``dead``) it holds.
 
     Raises:
         ConfigurationError: the snapshot did not load.
     """
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     shutil.copyfile(rdb, directory / RDB_NAME)
-    socket = directory / "restore.sock"
-    process = subprocess.Popen(
-        [find_redis_server(), "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700",
-         "--dir", str(directory), "--dbfilename", RDB_NAME, "--appendonly", "no", "--save", "",
-         "--logfile", str(directory / "restore.log")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    client = redis.Redis(unix_socket_path=str(socket), socket_timeout=30)
-    try:
-        wait_until(lambda: _answers(client, process), timeout_s=60, what="the restoring Redis")
-        counts = return_unacknowledged(client)
+    with _scratch_redis(directory, RDB_NAME) as client:
+        returned = return_unacknowledged(client)
         client.config_set("appendonly", "yes")  # starts a rewrite: the keyspace becomes the AOF's base
 
         def rewritten() -> bool:
@@ -138,18 +187,8 @@ def load_redis_snapshot(rdb: Path, directory: Path, timeout_s: float = SNAPSHOT_
                     and info.get("aof_last_bgrewrite_status") == "ok")
 
         wait_until(rewritten, timeout_s=timeout_s, what="the restored Redis's append-only file")
-        client.shutdown(nosave=True)
-    except (redis.RedisError, TimeoutError) as exc:
-        if not isinstance(exc, redis.ConnectionError) or process.poll() is None:
-            raise ConfigurationError(f"the archive's Redis snapshot did not load: {exc}; "
-                                     f"see {directory / 'restore.log'}") from exc
-    finally:
-        client.close()
-        if process.poll() is None:
-            process.terminate()
-        process.wait(timeout_s)
-    for leftover in (directory / RDB_NAME, socket, directory / "restore.log"):
-        leftover.unlink(missing_ok=True)
+        counts = {**_counts(client), "returned": returned}
+    (directory / RDB_NAME).unlink(missing_ok=True)
     return counts
 
 
@@ -162,11 +201,17 @@ def _answers(client: redis.Redis, process: subprocess.Popen[bytes]) -> bool:
         return False
 
 
-def return_unacknowledged(client: redis.Redis) -> dict[str, int]:
+def _counts(client: redis.Redis) -> dict[str, int]:
+    queued = sum(int(client.llen(keys.queue(q))) + int(client.llen(keys.delay_queue(q))) for q in QUEUES)
+    dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)
+    return {"queued": queued, "dead": dead}
+
+
+def return_unacknowledged(client: redis.Redis) -> int:
     """In a Redis no worker consumes yet: put every message a consumer held
     unacknowledged back on its queue and drop the consumers' heartbeats — what
-    Dramatiq's maintenance does for a dead consumer, done at once. Returns the
-    counts of queued messages (``queued``) and dead letters (``dead``)."""
+    Dramatiq's maintenance does for a dead consumer, done at once. Returns how
+    many messages went back."""
     returned = 0
     for raw in list(client.scan_iter(match=keys.ACKS_PATTERN, count=500)):
         name = raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -179,6 +224,4 @@ def return_unacknowledged(client: redis.Redis) -> dict[str, int]:
     client.delete(keys.BROKER_HEARTBEATS)
     for raw in list(client.scan_iter(match=keys.HEARTBEAT_PREFIX + "*", count=500)):
         client.delete(raw)
-    queued = sum(int(client.llen(keys.queue(q))) + int(client.llen(keys.delay_queue(q))) for q in QUEUES)
-    dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)
-    return {"queued": queued, "returned": returned, "dead": dead}
+    return returned
