@@ -13,6 +13,8 @@ the restored stack (knowledge on) runs it: a job that lived only in Redis.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -119,14 +121,14 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             assert {c["name"] for c in manifest["contents"]} >= {"postgres.dump", "redis.rdb", "settings.json"}
             assert "k" not in settings.values() and "memory_api_key" not in settings
             assert "memory_api_key" in manifest["settings"]["secrets_left_out"]
-            original.up.close()
-
+            os.killpg(original.up.proc.pid, signal.SIGTERM)  # it stops in order while the restore runs
             result = run_cli(restored_env, "restore", str(archive), "--data-dir", str(base / "restored"),
                              "--json")
             done = ok(result).json()
             assert (done["queued"], done["dead_letters"]) == (
                 sum(q for q, _ in before.values()), sum(d for _, d in before.values())), done
             assert "knowledge was 'off'" in result.stderr  # the restoring host's settings differ
+            original.up.close()
 
             restored.start("up-2.out")
             again = Door(base / "restored")

@@ -68,11 +68,16 @@ def test_import_gateway_twice_imports_once_refusing_the_file_with_a_secret(
     assert h.queues()[QUEUE_KNOWLEDGE]["ready"] == 0  # no second re-index queued
 
 
-def test_import_gateway_needs_consent_for_knowledge_and_refuses_before_reading(tmp_path: Path) -> None:
+def test_import_gateway_refuses_a_knowledge_folder_without_consent_and_a_folder_of_no_users(
+    tmp_path: Path
+) -> None:
     memory, knowledge = gateway(tmp_path / "gateway")
-    env = cli_env(tmp_path / "data")
+    env = cli_env(tmp_path / "data")  # no stack: both are refused before one is needed
     result = run_cli(env, "import-gateway", "--memory-dir", str(memory), "--knowledge-dir", str(knowledge))
     assert result.code == exits.REFUSED and "consent_required" in result.stderr, str(result)
+    result = run_cli(env, "import-gateway", "--memory-dir", str(memory / LIN))
+    assert result.code == exits.REFUSED, str(result)
+    assert "no user folders" in result.stderr and "one folder per user" in result.stderr
 
 
 def test_a_document_is_cut_into_patches_at_blank_lines() -> None:

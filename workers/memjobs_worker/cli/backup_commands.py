@@ -57,8 +57,9 @@ def import_gateway(settings: Settings, args: argparse.Namespace) -> int:
         emit(summary, as_json=True)
     else:
         totals = summary["totals"]
-        say("imported: " + ", ".join(f"{n} {what}" for what, n in sorted(totals.items())))
-    return exits.REFUSED if summary["totals"].get("refused") else exits.OK
+        say("gateway import done: " + ", ".join(f"{n} {what}" for what, n in sorted(totals.items())))
+    refused = any(what.endswith("refused") for what in summary["totals"])
+    return exits.REFUSED if refused else exits.OK
 
 
 def _progress(args: argparse.Namespace) -> Callable[[str], None]:

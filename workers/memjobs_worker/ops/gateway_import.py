@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from memjobs_client.client import MemjobsClient
 from memjobs_client.contracts import knowledge_path_id, owner_key
 from memjobs_client.contracts.base import content_hash
-from memjobs_client.errors import InvalidPayload, KnowledgeOff
+from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.sessions.memory_docs import WRITABLE_DOCS, ChangeContext, Edit, MemoryService
 from memjobs_worker.sessions.memory_docs.service import MAX_EDITS
@@ -69,6 +69,11 @@ def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | No
             raise InvalidPayload("indexing the knowledge folder sends its text to the embedding "
                                  "service: it needs the users' consent (--consent)",
                                  reason="consent_required")
+    if not owner_folders(memory_dir):
+        hint = (f": {memory_dir} holds the documents themselves; name the folder that holds one "
+                "folder per user" if any((memory_dir / d).exists() for d in WRITABLE_DOCS) else "")
+        raise InvalidPayload(f"no user folders under {memory_dir} (the layout: <memory dir>/<owner id>/"
+                             f"USER.md and MEMORY.md){hint}", reason="invalid_payload")
 
 
 def owner_folders(root: Path) -> list[Path]:
@@ -154,7 +159,8 @@ class GatewayImport:
     def import_documents(self, folder: Path) -> list[dict[str, Any]]:
         owner = folder.name
         results = []
-        for name in sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix == ".md"):
+        for name in sorted(p.name for p in folder.iterdir()
+                           if p.suffix == ".md" and p.is_file() and not p.is_symlink()):
             result = self._one_document(owner, folder / name) if name in WRITABLE_DOCS else {
                 "outcome": "skipped", "reason": "not_a_memory_document"}
             result = {"doc": name, **result}
@@ -190,18 +196,23 @@ class GatewayImport:
     def import_knowledge(self, folder: Path) -> dict[str, Any]:
         assert self.knowledge is not None
         owner = folder.name
-        found = collect([str(folder)], self.settings.knowledge_root_paths)
-        stored = {d.doc_id: d.content_hash for d in self.knowledge.documents(owner_key(owner))}
-        wanted = {knowledge_path_id(f): _file_hash(f) for f in found.files}
-        if wanted and wanted == stored:
-            result: dict[str, Any] = {"outcome": "unchanged", "documents": len(wanted)}
-        elif not found.files:
-            result = {"outcome": "skipped", "reason": "no_documents"}
-        else:
-            sent = self.client.reindex_knowledge(owner, found.files, True, allowed_roots=found.roots)
-            result = {"outcome": "queued", "documents": sent}
+        result: dict[str, Any]
+        try:
+            found = collect([str(folder)], self.settings.knowledge_root_paths)
+            stored = {d.doc_id: d.content_hash for d in self.knowledge.documents(owner_key(owner))}
+            wanted = {knowledge_path_id(f): _file_hash(f) for f in found.files}
+            if wanted and wanted == stored:
+                result = {"outcome": "unchanged", "documents": len(wanted)}
+            elif not found.files:
+                result = {"outcome": "skipped", "reason": "no_documents"}
+            else:
+                sent = self.client.reindex_knowledge(owner, found.files, True, allowed_roots=found.roots)
+                result = {"outcome": "queued", "documents": sent}
+        except PermanentError as exc:  # a path outside the allowed roots, a sensitive one, …
+            result = {"outcome": "refused", "reason": exc.reason}
         self.totals[f"knowledge {result['outcome']}"] += 1
-        self.progress(f"    knowledge: {result['outcome']} ({result.get('documents', 0)} documents)")
+        said = f"{result.get('documents', 0)} documents" if "documents" in result else result.get("reason")
+        self.progress(f"    knowledge: {result['outcome']} ({said})")
         return result
 
 
