@@ -12,27 +12,35 @@ the restored stack (knowledge on) runs it: a job that lived only in Redis.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
 import tarfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import redis
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUE_TASKS
 from memjobs_worker.cli import exits
+from memjobs_worker.db import create_db_engine
 from memjobs_worker.db.migrate import known_revisions
+from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.ops.archive import FORMAT_VERSION, ArchiveWriter, Manifest
+from memjobs_worker.ops.backup import restore_database
+from memjobs_worker.ops.snapshots import pg_dump
 from memjobs_worker.ops.status import queue_stats
 from tests.support.cli import PEANUT, TEA, EmbeddedStack, cli_env, new_owner, ok, run_cli, scratch_dir
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
+MIGRATIONS = Path(importlib.import_module("memjobs_worker.db.migrate").__file__ or "").parent / "migrations"
 CONSOLE_KEY = f"{keys.NAMESPACE}:console:key:backup-test"
 NOTE = "Our family doctor is Dr. Wen at the Xixi clinic; appointments on Tuesdays."
 
@@ -150,6 +158,34 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             for stack in (original, restored):
                 for up in stack.started:
                     up.close()
+
+
+def test_a_dump_of_an_older_schema_is_restored_and_migrated_to_head(pg_server: EmbeddedPostgres,
+                                                                  tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    names = [f"t_old_{uuid.uuid4().hex[:8]}", f"t_new_{uuid.uuid4().hex[:8]}"]
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        for name in names:
+            conn.execute(f"CREATE DATABASE {name}")
+    old_url, new_url = (pg_server.url.rsplit("/", 1)[0] + f"/{n}" for n in names)
+    try:
+        engine = create_db_engine(old_url, pool_size=1)
+        with engine.connect() as conn:  # the schema of an older memjobs
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS))
+            config.attributes["connection"] = conn
+            command.upgrade(config, "0008_embedding_model")
+            conn.commit()
+        engine.dispose()
+        pg_dump(old_url, tmp_path / "old.dump")
+        revisions = restore_database(new_url, tmp_path / "old.dump", knowledge=False)
+        assert revisions == ["0010_session_run_endings"]  # migrated on: 0008 → 0010
+    finally:
+        with psycopg.connect(pg_server.url, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _archive(path: Path, revisions: list[str]) -> Path:

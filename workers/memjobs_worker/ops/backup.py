@@ -210,6 +210,24 @@ def check_schema(manifest: Manifest) -> bool:
     return any(known[r] == "knowledge" for r in manifest.schema_revisions)
 
 
+def restore_database(database_url: str, dump: Path, *, knowledge: bool) -> list[str]:
+    """Restore ``dump`` into the empty database of ``database_url`` (one
+    transaction), then migrate it to this memjobs' head (the knowledge branch
+    too when the dump has it). Returns its revisions.
+
+    Raises:
+        BackendUnavailable: pg_restore failed.
+        ConfigurationError: the migrations failed.
+    """
+    pg_restore(database_url, dump)
+    engine = create_db_engine(database_url, pool_size=1)
+    try:
+        migrate(engine, knowledge=knowledge)
+        return current_revisions(engine)
+    finally:
+        engine.dispose()
+
+
 def restore(settings: Settings, archive: Path, data_dir: Path, *,
             progress: Progress = _quiet) -> dict[str, Any]:
     """Restore ``archive`` into the new or empty ``data_dir``.
@@ -240,13 +258,7 @@ def restore(settings: Settings, archive: Path, data_dir: Path, *,
                  f"by memjobs {manifest.memjobs_version})")
         url = postgres.start()
         try:
-            pg_restore(url, work / POSTGRES_DUMP)
-            engine = create_db_engine(url, pool_size=1)
-            try:
-                migrate(engine, knowledge=knowledge)
-                revisions = current_revisions(engine)
-            finally:
-                engine.dispose()
+            revisions = restore_database(url, work / POSTGRES_DUMP, knowledge=knowledge)
         finally:
             postgres.stop()
         migrated = revisions != manifest.schema_revisions
