@@ -230,3 +230,10 @@ def test_a_restore_refuses_a_damaged_or_foreign_archive(tmp_path: Path) -> None:
         assert reason in result.stderr, str(result)
         assert not target.exists() or not any(target.iterdir())
     assert FORMAT_VERSION == 1
+
+
+def test_a_backup_without_a_running_stack_says_how_to_start_one_and_writes_nothing(tmp_path: Path) -> None:
+    result = run_cli(cli_env(tmp_path / "data"), "backup", "-o", str(tmp_path / "stack.tar"))
+    assert result.code == exits.CONFIG, str(result)
+    assert "memjobs up" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "stack.tar").exists()

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from sqlalchemy.exc import SQLAlchemyError
 
-from memjobs_client.errors import ConfigurationError, InvalidPayload
+from memjobs_client.errors import BackendUnavailable, ConfigurationError, InvalidPayload
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.db.migrate import current_revisions, known_revisions
 from memjobs_worker.embedded.postgres import EmbeddedPostgres
@@ -115,6 +116,8 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
             engine = create_db_engine(stack.database_url, pool_size=1)
             try:
                 revisions = current_revisions(engine)
+            except SQLAlchemyError as exc:
+                raise BackendUnavailable(f"the state database did not answer: {type(exc).__name__}") from exc
             finally:
                 engine.dispose()
             pg_dump(stack.database_url, work / POSTGRES_DUMP)
