@@ -101,6 +101,14 @@ COMMANDS: tuple[Command, ...] = (
             "against the configured or running stack", "api_command:options"),
     Command("token", "token_command:token", "issue a scoped, expiring token for the HTTP API "
             "(owners, scopes; docs/security.md)", "token_command:options"),
+    Command("backup", "backup_commands:backup", "write the running embedded stack to one archive "
+            "(PostgreSQL dump, Redis snapshot, memory files, settings without secrets)",
+            "backup_commands:backup_options", listing=True),
+    Command("restore", "backup_commands:restore", "restore a `memjobs backup` archive into a new "
+            "or empty data directory", "backup_commands:restore_options", listing=True),
+    Command("import-gateway", "backup_commands:import_gateway", "import a single-host gateway's "
+            "USER.md / MEMORY.md folders (and, with --consent, its knowledge folder)",
+            "backup_commands:import_gateway_options", listing=True),
     Command("demo", "commands:demo", "a scripted scenario on the embedded stack"),
 )
 

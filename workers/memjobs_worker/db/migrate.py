@@ -70,3 +70,27 @@ def _config(conn: Connection) -> Any:
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.attributes["connection"] = conn
     return config
+
+
+def current_revisions(engine: Engine) -> list[str]:
+    """The Alembic revisions the database is at (one per migrated branch), sorted;
+    empty for a database never migrated."""
+    from sqlalchemy import inspect
+
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return []
+        return sorted(str(r[0]) for r in conn.execute(text("SELECT version_num FROM alembic_version")))
+
+
+def known_revisions() -> dict[str, str]:
+    """Every revision these migrations know, with its branch (``core`` or ``knowledge``):
+    a revision missing here was made by a newer memjobs."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(_MIGRATIONS))
+    known: dict[str, str] = {}
+    for branch in (CORE, KNOWLEDGE):
+        for revision in script.iterate_revisions(f"{branch}@head", "base"):
+            known.setdefault(revision.revision, branch)
+    return known
