@@ -162,7 +162,7 @@ class Runtime:
         from memjobs_worker.sweeper import Sweeper
 
         return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms,
-                       audit=self.audit)
+                       audit=self.audit, blackboard=self.blackboard)
 
     # sessions -----------------------------------------------------------------
 
