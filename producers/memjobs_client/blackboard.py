@@ -39,6 +39,9 @@ from memjobs_client.validation import as_list
 
 #: Entries one ``append`` call takes at most (sent as messages of up to 100).
 MAX_APPEND_CALL = 1000
+#: About the most bytes of entries one message (or request) carries: an append of larger
+#: entries goes as more messages, each within the HTTP API's default body cap (1 MiB).
+APPEND_PART_BYTES = 512 * 1024
 #: The default cap on one reply of the API, in bytes (a page is about 512 KiB at most).
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
@@ -87,7 +90,7 @@ class SessionBlackboard:
         """Queue the entries for the session's blackboard; returns how many were queued.
 
         Every entry is validated (and checked for credentials) before any is sent;
-        more than 100 go as several messages.
+        more than 100 entries, or about 512 KiB, go as several messages.
 
         Raises:
             InvalidPayload: a malformed entry, more than 1,000 entries.
@@ -108,8 +111,7 @@ class SessionBlackboard:
             raise InvalidPayload("entries: at least one entry")
         key = owner_key_of(owner_id)
         return [build_payload(AppendBlackboard, rules=self.client.rules, owner_key=key,
-                              session_id=session_id, entries=items[i:i + MAX_BLACKBOARD_APPEND])
-                for i in range(0, len(items), MAX_BLACKBOARD_APPEND)]
+                              session_id=session_id, entries=part) for part in _parts(items)]
 
     def send(self, payloads: Sequence[dict[str, Any]]) -> None:
         """Enqueue messages made by :meth:`payloads`. Raises ``BackendUnavailable``."""
@@ -161,6 +163,21 @@ class SessionBlackboard:
         if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
             raise BlackboardApiError("memjobs: the reply is not a blackboard page", status=0, reason="bad_reply")
         return document
+
+
+def _parts(items: list[Any]) -> list[list[Any]]:
+    """``items`` in order, cut into parts of at most 100 entries and about
+    :data:`APPEND_PART_BYTES` of JSON (an entry larger than that is a part alone)."""
+    parts: list[list[Any]] = [[]]
+    size = 0
+    for item in items:
+        cost = len(json.dumps(item, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+        if parts[-1] and (len(parts[-1]) >= MAX_BLACKBOARD_APPEND or size + cost > APPEND_PART_BYTES):
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += cost
+    return parts
 
 
 def _json(data: bytes) -> Any:

@@ -3,6 +3,7 @@ import type { MemjobsClient } from "./index.js";
 import type { BlackboardCursor, BlackboardEntry, BlackboardPage } from "./schema.js";
 
 export declare const MAX_APPEND_ENTRIES: number;
+export declare const APPEND_PART_BYTES: number;
 
 export declare class SessionBlackboard {
   constructor(client: MemjobsClient);

@@ -12,6 +12,25 @@
 
 /** Entries one request carries at most (a longer append is sent as several requests). */
 export const MAX_APPEND_ENTRIES = 100;
+/** About the most bytes of entries one request carries (the API's default body cap is 1 MiB). */
+export const APPEND_PART_BYTES = 512 * 1024;
+
+function parts(entries) {
+  const out = [[]];
+  let size = 0;
+  const encoder = new TextEncoder();
+  for (const entry of entries) {
+    const cost = encoder.encode(JSON.stringify(entry)).length;
+    const last = out[out.length - 1];
+    if (last.length > 0 && (last.length >= MAX_APPEND_ENTRIES || size + cost > APPEND_PART_BYTES)) {
+      out.push([]);
+      size = 0;
+    }
+    out[out.length - 1].push(entry);
+    size += cost;
+  }
+  return out;
+}
 
 export class SessionBlackboard {
   /** @param {import("./index.js").MemjobsClient} client */
@@ -23,8 +42,7 @@ export class SessionBlackboard {
   async append({ ownerId, sessionId, entries }) {
     if (!Array.isArray(entries) || entries.length === 0) throw new TypeError("entries: at least one entry");
     let queued = 0;
-    for (let i = 0; i < entries.length; i += MAX_APPEND_ENTRIES) {
-      const part = entries.slice(i, i + MAX_APPEND_ENTRIES);
+    for (const part of parts(entries)) {
       const reply = await this.client.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/blackboard`,
         { body: { owner_id: ownerId, entries: part } });
       queued += reply.entries;

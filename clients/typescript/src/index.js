@@ -231,4 +231,4 @@ export class MemjobsClient {
     return this.request("POST", "/v1/ops/dead-letters/purge", { body: { queue, older_than_s: olderThanS, all } });
   }
 }
-export { MAX_APPEND_ENTRIES, SessionBlackboard } from "./blackboard.js";
+export { APPEND_PART_BYTES, MAX_APPEND_ENTRIES, SessionBlackboard } from "./blackboard.js";

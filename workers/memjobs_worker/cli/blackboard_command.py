@@ -16,6 +16,7 @@ from memjobs_client.errors import InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import owner_arg, runtime_for
 from memjobs_worker.cli.output import emit
+from memjobs_worker.sessions.blackboard_import import import_sqlite
 from memjobs_worker.settings import Settings
 
 
@@ -25,8 +26,6 @@ def blackboard(settings: Settings, args: argparse.Namespace) -> int:
         raise InvalidPayload("--owner (or NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID) is required")
     key = owner_arg(owner)
     if args.action == "import":
-        from memjobs_worker.sessions.blackboard_import import import_sqlite
-
         path = Path(args.path).expanduser() if args.path else settings.blackboard_path
         with runtime_for(settings) as rt:
             done = import_sqlite(rt.blackboard, path, owner, key)
