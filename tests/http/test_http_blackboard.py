@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from memjobs_client import SessionBlackboard
+from memjobs_client.blackboard import BlackboardApiError
 from memjobs_client.contracts import owner_key
 from tests.support.harness import REPO
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
@@ -49,6 +51,12 @@ def test_entries_are_appended_restored_in_pages_and_scoped_to_their_owner(api_fa
     assert api.get(path, owner=OWNER).status_code == 401
     problem(api.get(path, owner=OWNER, token=GATEWAY_TOKEN, params={"after_seq": 2}), "validation", 422)
     assert len(api.harness.runtime.blackboard.restore(owner_key(OWNER), "s-http")) == 5
+    # The Python producer's restore (plain HTTP is allowed to a loopback API only).
+    board = SessionBlackboard(api.harness.client, api_url=api.url, token=GATEWAY_TOKEN)
+    assert [e["seq"] for e in board.restore(OWNER, "s-http")] == [1, 2, 3, 4, 5]
+    with pytest.raises(BlackboardApiError) as refused:
+        SessionBlackboard(api.harness.client, api_url=api.url, token="wrong").restore(OWNER, "s-http")
+    assert (refused.value.status, refused.value.reason) == (401, "unauthorized")
 
 
 def test_a_secret_refuses_the_whole_append_and_nothing_is_queued(api_factory: Callable[..., Api]) -> None:

@@ -180,14 +180,13 @@ def test_the_seeds_sqlite_blackboard_is_imported_once_from_its_settings(
     path = tmp_path / "blackboard.sqlite"
     seed_sqlite(path, datetime.now(UTC))
 
-    def run(*args: str, **env: str) -> dict[str, Any]:
-        done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "blackboard", "import",
+    def run(*args: str, action: str = "import", **env: str) -> Any:
+        done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "blackboard", action,
                                "--json", *args], env=worker_env(h.settings, **env), capture_output=True,
                               text=True, cwd=REPO, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "hunter2" not in done.stdout + done.stderr
-        result: dict[str, Any] = json.loads(done.stdout)
-        return result
+        return json.loads(done.stdout)
 
     first = run("--path", str(path), "--owner", OWNER)
     assert first == {"sessions": 2, "added": 4, "duplicates": 0, "dropped": 0,
@@ -200,3 +199,5 @@ def test_the_seeds_sqlite_blackboard_is_imported_once_from_its_settings(
     assert home[0]["evidence"] == ["turn:1"] and home[0]["priority"] == 1
     assert seqs(h.runtime.blackboard.restore(KEY, "s-away")) == [1]
     assert h.runtime.blackboard.restore(owner_key("another-owner"), "s-home") == []
+    shown = run("--owner", OWNER, "--session", "s-home", action="show")
+    assert [(e["seq"], e["result"]) for e in shown] == [(1, "step 1"), (2, "step 2"), (3, "step 3")]
