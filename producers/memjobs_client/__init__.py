@@ -4,6 +4,7 @@ Light on purpose: importing this package pulls in Dramatiq's Redis broker and
 pydantic, never mem0, an LLM client or SQLAlchemy.
 """
 
+from memjobs_client.blackboard import SessionBlackboard
 from memjobs_client.client import ForgetOutcome, MemjobsClient
 from memjobs_client.contracts import (
     SCHEMA_VERSION,
@@ -35,6 +36,7 @@ __all__ = [
     # client
     "ForgetOutcome",
     "MemjobsClient",
+    "SessionBlackboard",
     # contracts
     "SCHEMA_VERSION",
     "ExtractFacts",

@@ -20,6 +20,7 @@ from tests.support.harness import REPO
 PRODUCERS_API = {
     "ForgetOutcome",
     "MemjobsClient",
+    "SessionBlackboard",
     "SCHEMA_VERSION",
     "ExtractFacts",
     "ForgetSource",

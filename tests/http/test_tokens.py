@@ -174,6 +174,8 @@ EXPECTED_NEEDS = {
     ("POST", "/v1/sessions/{session_id}/end"): ("session", True),
     ("GET", "/v1/sessions"): ("session", True),
     ("PUT", "/v1/tasks/{task_id}"): ("session", True),
+    ("POST", "/v1/sessions/{session_id}/blackboard"): ("session", True),
+    ("GET", "/v1/sessions/{session_id}/blackboard"): ("session", True),
     ("POST", "/v1/knowledge/search"): ("knowledge", True),
     ("POST", "/v1/knowledge/reindex"): ("admin", True),
 }

@@ -341,7 +341,7 @@ def test_status_and_sweep_json(stack: EmbeddedStack) -> None:
     assert status["workers"] >= 1
     assert stack.json("sweep") == {"owners_requeued": 0, "digests_deleted": 0, "tasks_deleted": 0,
                                    "session_runs_deleted": 0, "audit_rows_deleted": 0,
-                                   "attempts_deleted": 0}
+                                   "blackboard_entries_deleted": 0, "attempts_deleted": 0}
 
 
 @pytest.mark.slow

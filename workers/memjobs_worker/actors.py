@@ -21,7 +21,8 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
                                 model_waiting=runtime.model_waiting,
                                 was_sent=lambda key, sid: runtime.personal_memory.was_sent(key, sid)),
         **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
-                                 memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit),
+                                 memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit,
+                                 blackboard=lambda: runtime.blackboard),
     }
     if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
         actors.update(declare_knowledge_actors(broker, settings, redis_client=lambda: runtime.redis,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from memjobs_worker.memory.pipeline import MemoryPipeline
     from memjobs_worker.memory.store.base import StateStore
     from memjobs_worker.model_client import ChatModel, RemoteEmbedder
+    from memjobs_worker.sessions.blackboard import BlackboardStore
     from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
     from memjobs_worker.sessions.store import SessionStore
     from memjobs_worker.sweeper import Sweeper
@@ -161,7 +162,7 @@ class Runtime:
         from memjobs_worker.sweeper import Sweeper
 
         return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms,
-                       audit=self.audit)
+                       audit=self.audit, blackboard=self.blackboard)
 
     # sessions -----------------------------------------------------------------
 
@@ -177,6 +178,13 @@ class Runtime:
         from memjobs_worker.sessions.build import build_audit
 
         return build_audit(self.settings, self.db)
+
+    @cached_property
+    def blackboard(self) -> BlackboardStore:
+        """The sessions' L0 blackboards (the state database's ``blackboard_entries``)."""
+        from memjobs_worker.sessions.build import build_blackboard
+
+        return build_blackboard(self.settings, self.db)
 
     @cached_property
     def memory_docs(self) -> MemoryService:

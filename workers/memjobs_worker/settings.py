@@ -99,6 +99,17 @@ class Settings(BaseSettings):
     #: Memory audit rows (the memory_audit table) older than this are deleted by the sweeper.
     memory_audit_retention_days: int = Field(default=90, ge=1)
 
+    # The L0 blackboard of each session (the seeds' three limits, per session), and
+    # the seeds' own settings, read by `memjobs blackboard import` for its defaults.
+    blackboard_retention_days: int = Field(default=7, ge=1)
+    blackboard_max_entries: int = Field(default=1000, ge=1)
+    blackboard_max_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
+    blackboard_path: Path = Field(
+        default_factory=lambda: Path.home() / ".nova-audio-agent" / "blackboard.sqlite",
+        validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_PATH"))
+    blackboard_owner_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID"))
+
     # Knowledge (the user's own documents), opt-in: off creates no table, no
     # worker consumes its queue, no MCP server; personal memory is unaffected.
     knowledge: Literal["on", "off"] = "off"

@@ -23,6 +23,7 @@ from types import FrameType
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.memory.intake import ExtractionScheduler, sweep
 from memjobs_worker.memory.store.base import StateStore
+from memjobs_worker.sessions.blackboard import BlackboardStore
 from memjobs_worker.sessions.memory_docs.audit import AuditTrail
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
@@ -50,6 +51,8 @@ class Sweeper:
             is re-enqueued (``MEMJOBS_SWEEP_PENDING_AFTER_MS``).
         audit: the memory audit trail, pruned to its retention
             (``MEMJOBS_MEMORY_AUDIT_RETENTION_DAYS``); ``None``: not pruned.
+        blackboard: the sessions' blackboards, whose entries past their 7 days
+            (``MEMJOBS_BLACKBOARD_RETENTION_DAYS``) are deleted; ``None``: not pruned.
     """
 
     store: StateStore
@@ -57,19 +60,22 @@ class Sweeper:
     sessions: SessionStore
     pending_after_ms: int
     audit: AuditTrail | None = None
+    blackboard: BlackboardStore | None = None
 
     def once(self) -> dict[str, int]:
         """Re-enqueue owners whose sources are pending too long, then apply
         retention (digests, terminal task records, session runs, memory audit rows,
-        ended extraction attempts)."""
+        blackboard entries past their days, ended extraction attempts)."""
         now = datetime.now(UTC)
         owners = sweep(self.store, self.scheduler, now, self.pending_after_ms)
         expired = self.sessions.apply_retention(now)
         audited = self.audit.prune(now) if self.audit is not None else 0
+        boards = self.blackboard.prune(now) if self.blackboard is not None else 0
         attempts = self.store.prune_attempts(now - ATTEMPT_RETENTION)
         return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
                 "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted,
-                "audit_rows_deleted": audited, "attempts_deleted": attempts}
+                "audit_rows_deleted": audited, "blackboard_entries_deleted": boards,
+                "attempts_deleted": attempts}
 
 
 def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:

@@ -86,3 +86,4 @@ export declare class MemjobsClient {
   purgeDeadLetter(args: { letterId: string }): Promise<Purged>;
   purgeDeadLetters(args: { queue?: string; olderThanS?: number; all?: boolean }): Promise<Purged>;
 }
+export { APPEND_PART_BYTES, MAX_APPEND_ENTRIES, SessionBlackboard } from "./blackboard.js";

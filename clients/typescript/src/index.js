@@ -232,3 +232,4 @@ export class MemjobsClient {
     return this.request("POST", "/v1/ops/dead-letters/purge", { body: { queue, older_than_s: olderThanS, all } });
   }
 }
+export { APPEND_PART_BYTES, MAX_APPEND_ENTRIES, SessionBlackboard } from "./blackboard.js";

@@ -1,7 +1,7 @@
 // The types are generated from the committed OpenAPI document, and every /v1 route has a method.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { render } from "../scripts/gen-types.mjs";
@@ -14,8 +14,9 @@ test("src/schema.d.ts is what docs/openapi.json generates", () => {
     "stale: run node scripts/gen-types.mjs");
 });
 
-test("every route of the document is called by the client", () => {
-  const source = readFileSync(join(root, "src", "index.js"), "utf8");
+test("every route of the document is called by the client (src/*.js)", () => {
+  const source = readdirSync(join(root, "src")).filter((name) => name.endsWith(".js"))
+    .map((name) => readFileSync(join(root, "src", name), "utf8")).join("\n");
   for (const [path, methods] of Object.entries(document.paths)) {
     if (path === "/metrics") continue;  // Prometheus scrapes it, not a gateway
     const literal = path.replace(/\{(\w+)\}/g, (_, name) => `\${encodeURIComponent(${{ session_id: "sessionId", letter_id: "letterId", doc: "doc" }[name] ?? "taskId"})}`);

@@ -1,5 +1,5 @@
 // Type-checked by `tsc -p .` (not run): the README's gateway snippet, against the declarations.
-import { MemjobsApiError, MemjobsClient, type SessionEndAccepted, type Turn } from "../src/index.js";
+import { MemjobsApiError, MemjobsClient, SessionBlackboard, type BlackboardEntry, type SessionEndAccepted, type Turn } from "../src/index.js";
 
 export async function endSession(token: string, ownerId: string, sessionId: string, turns: Turn[]): Promise<SessionEndAccepted | undefined> {
   const memjobs = new MemjobsClient({ baseUrl: "http://127.0.0.1:8780", token });
@@ -30,4 +30,14 @@ export async function correctMemory(memjobs: MemjobsClient, ownerId: string, tur
     if (error instanceof MemjobsApiError && (error.reason === "not_found" || error.reason === "ambiguous")) return 0;
     throw error;
   }
+}
+
+// The L0 blackboard: a session moved to another host restores its entries in event order.
+export async function resumeSession(memjobs: MemjobsClient, ownerId: string, sessionId: string): Promise<string[]> {
+  const board = new SessionBlackboard(memjobs);
+  const queued: number = await board.append({ ownerId, sessionId, entries: [
+    { entry_id: "e-1", seq: 1, at: new Date().toISOString(), trust: "runtime", priority: 1, result: "table booked", evidence: ["task:t-1"] },
+  ] });
+  const entries: BlackboardEntry[] = await board.restore({ ownerId, sessionId });
+  return entries.slice(0, queued).map((e) => `${e.seq} ${e.trust}: ${e.result ?? ""}`);
 }

@@ -15,13 +15,14 @@ real text (no lone surrogate, no NUL); ids, a remembered text, a document's
 text, title and path are refused when they carry a credential; a task's goal
 keeps its words with the secret blanked out.
 
-One module per feature (:mod:`.memory`, :mod:`.sessions`, :mod:`.knowledge`)
+One module per feature (:mod:`.memory`, :mod:`.sessions`, :mod:`.blackboard`, :mod:`.knowledge`)
 over :mod:`.base`; every name is re-exported here.
 """
 
 from __future__ import annotations
 
 from memjobs_client.contracts.base import (
+    ACTOR_APPEND_BLACKBOARD,
     ACTOR_CONSOLIDATE,
     ACTOR_DIGEST,
     ACTOR_EXTRACT,
@@ -56,6 +57,16 @@ from memjobs_client.contracts.base import (
     owner_key,
     source_id_for,
 )
+from memjobs_client.contracts.blackboard import (
+    BLACKBOARD_MAX_BYTES,
+    BLACKBOARD_MAX_ENTRIES,
+    BLACKBOARD_RETENTION_DAYS,
+    MAX_BLACKBOARD_APPEND,
+    MAX_BLACKBOARD_EVIDENCE,
+    MAX_BLACKBOARD_RESULT_BYTES,
+    AppendBlackboard,
+    BlackboardEntry,
+)
 from memjobs_client.contracts.knowledge import (
     CorpusPart,
     Document,
@@ -86,6 +97,7 @@ PAYLOADS: dict[str, type[_Payload]] = {
     ACTOR_DIGEST: DigestSession,
     ACTOR_RECORD_TASK: RecordTask,
     ACTOR_REINDEX: ReindexKnowledge,
+    ACTOR_APPEND_BLACKBOARD: AppendBlackboard,
 }
 QUEUE_OF: dict[str, str] = {
     ACTOR_REMEMBER: QUEUE_REMEMBER,
@@ -95,10 +107,20 @@ QUEUE_OF: dict[str, str] = {
     ACTOR_DIGEST: QUEUE_SESSION,
     ACTOR_RECORD_TASK: QUEUE_TASKS,
     ACTOR_REINDEX: QUEUE_KNOWLEDGE,
+    ACTOR_APPEND_BLACKBOARD: QUEUE_TASKS,
 }
 
 __all__ = [
+    "ACTOR_APPEND_BLACKBOARD",
     "ACTOR_CONSOLIDATE",
+    "AppendBlackboard",
+    "BLACKBOARD_MAX_BYTES",
+    "BLACKBOARD_MAX_ENTRIES",
+    "BLACKBOARD_RETENTION_DAYS",
+    "BlackboardEntry",
+    "MAX_BLACKBOARD_APPEND",
+    "MAX_BLACKBOARD_EVIDENCE",
+    "MAX_BLACKBOARD_RESULT_BYTES",
     "ACTOR_DIGEST",
     "ACTOR_EXTRACT",
     "ACTOR_FORGET",

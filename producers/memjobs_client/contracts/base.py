@@ -48,6 +48,8 @@ ACTOR_CONSOLIDATE = "consolidate_session"
 ACTOR_DIGEST = "digest_session"
 ACTOR_RECORD_TASK = "record_task"
 ACTOR_REINDEX = "reindex_knowledge"
+#: A session's L0 blackboard entries (on the task ledger's cheap queue: milliseconds, no model).
+ACTOR_APPEND_BLACKBOARD = "append_blackboard"
 
 #: Documents per reindex message (a larger corpus is sent as several parts),
 #: parts per corpus, and the characters of one inline document.

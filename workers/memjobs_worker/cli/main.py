@@ -86,6 +86,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("audit", "audit_command:audit", "the memory audit trail of every host: each patch to "
             "USER.md / MEMORY.md, applied or why not, never its text", "audit_command:options",
             listing=True),
+    Command("blackboard", "blackboard_command:blackboard", "sessions' L0 blackboards: import the "
+            "seeds' SQLite blackboard (idempotent), show a session's entries in event order",
+            "blackboard_command:options", listing=True),
     Command("sessions", "session_commands:sessions", "recall an owner's session digests, task "
             "status read live", "session_commands:sessions_options", listing=True),
     Command("reindex", "knowledge_commands:reindex", "queue a re-index of an owner's documents "

@@ -15,6 +15,10 @@ never block each other); both forms are used:
 - :data:`MEMORY_DOCUMENTS` with :func:`owner_lock_key` (two ``int4`` keys,
   transaction-scoped): serialises the writers of one owner's memory documents
   in the SQL provider (:mod:`memjobs_worker.sessions.memory_docs.sql`).
+- :data:`BLACKBOARD` with :func:`owner_lock_key` of a session's key
+  (transaction-scoped): serialises the appends to one session's blackboard,
+  so its limits are applied to one state at a time
+  (:mod:`memjobs_worker.sessions.blackboard`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 MIGRATIONS = 0x6D656D6A6F6273
 #: The class (first key) of the per-owner memory-document locks: "mdoc" in ASCII.
 MEMORY_DOCUMENTS = 0x6D646F63
+#: The class of the per-session blackboard locks: "mjbb" in ASCII.
+BLACKBOARD = 0x6D6A6262
 
 #: The one-key lock of a re-embedding (``memjobs reembed``): "mjreemb" in ASCII.
 REEMBED = 0x6D6A7265656D62
@@ -30,7 +36,7 @@ REEMBED = 0x6D6A7265656D62
 #: Every one-key lock (``pg_advisory_lock(bigint)``).
 ONE_KEY_LOCKS = {"migrations": MIGRATIONS, "reembed": REEMBED}
 #: Every class of two-key locks (``pg_advisory_xact_lock(int, int)``).
-TWO_KEY_CLASSES = {"memory_documents": MEMORY_DOCUMENTS}
+TWO_KEY_CLASSES = {"memory_documents": MEMORY_DOCUMENTS, "blackboard": BLACKBOARD}
 
 
 def owner_lock_key(owner_key: str) -> int:

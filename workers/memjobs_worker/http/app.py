@@ -27,7 +27,16 @@ from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.mcp_memory_door import PATH as MEMORY_MCP_PATH
 from memjobs_worker.http.mcp_memory_door import MemoryMcpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
-from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
+from memjobs_worker.http.routes import (
+    blackboard,
+    dead_letters,
+    knowledge,
+    memory,
+    memory_docs,
+    ops,
+    reads,
+    sessions,
+)
 from memjobs_worker.http.schemas import Problem, known_fields
 from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, RefusalLog, Slots
 from memjobs_worker.settings import Settings
@@ -67,7 +76,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = context
-    for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
+    for module in (memory, memory_docs, sessions, blackboard, knowledge, reads, ops, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
     memory_mcp.mount(app)

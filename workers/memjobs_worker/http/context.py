@@ -45,6 +45,7 @@ from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState
 from memjobs_worker.ops import status as ops_status
 from memjobs_worker.runtime import open_door
+from memjobs_worker.sessions.blackboard import BlackboardStore
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
@@ -85,6 +86,7 @@ class ApiContext:
         self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
         self.memory_audit: Callable[[], AuditTrail] = lambda: runtime.audit
         self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
+        self.blackboard: Callable[[], BlackboardStore] = lambda: runtime.blackboard
         self.model_share: ModelShare = runtime.model_share
         # Every search (the route's and /mcp's) embeds as its owner's turn.
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = (

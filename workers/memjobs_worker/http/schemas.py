@@ -349,9 +349,48 @@ class MemoryAudit(BaseModel):
     next_before_id: int | None = Field(description="pass as before_id for older entries")
 
 
+class BlackboardEntry(_Request):
+    """An entry of a session's L0 blackboard (the contract's fields; the credential
+    check runs off the event loop, as for knowledge documents)."""
+
+    entry_id: str = Field(min_length=1, max_length=128, description="idempotency: one entry per id")
+    seq: int = Field(ge=0, le=2**53, description="the session's event order")
+    at: datetime = Field(description="the event's time, with its timezone (starts its 7 days)")
+    trust: str = Field(min_length=1, max_length=32, description="trust level: runtime, user, model …")
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    kind: str | None = Field(default=None, min_length=1, max_length=64)
+    result: str = Field(default="", max_length=contracts.MAX_BLACKBOARD_RESULT_BYTES)
+    evidence: list[str] = Field(default_factory=list, max_length=contracts.MAX_BLACKBOARD_EVIDENCE,
+                                description="references to what backs the entry (ids, not content)")
+
+
+class BlackboardAppendRequest(_Request):
+    owner_id: str = OwnerId
+    entries: list[BlackboardEntry] = Field(min_length=1, max_length=contracts.MAX_BLACKBOARD_APPEND)
+
+
+class BlackboardAppended(BaseModel):
+    session_id: str
+    entries: int = Field(description="the entries queued (an entry already stored changes nothing)")
+    status: Literal["queued"]
+
+
+class BlackboardCursor(BaseModel):
+    seq: int
+    entry_id: str
+
+
+class BlackboardPage(BaseModel):
+    session_id: str
+    entries: list[BlackboardEntry] = Field(description="in event order (seq, then entry id)")
+    next_after: BlackboardCursor | None = Field(description=(
+        "pass as after_seq and after_id for the next page; null on the last"))
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     RememberRequest, ForgetRequest, RecallRequest, EndSessionRequest, TaskUpdate, ReindexRequest,
-    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText, MemoryEditsRequest, MemoryEdit, MemoryContext)
+    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText, MemoryEditsRequest, MemoryEdit, MemoryContext,
+    BlackboardAppendRequest, BlackboardEntry)
 
 
 def known_fields() -> frozenset[str]:

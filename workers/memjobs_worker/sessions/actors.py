@@ -1,4 +1,5 @@
-"""Session end's actors: consolidate_session, digest_session, record_task.
+"""Session end's actors: consolidate_session, digest_session, record_task, and
+append_blackboard (a session's L0 blackboard entries).
 
 Each validates its message, checks its switch on this worker (producers queue
 session-end work by default and the workers decide: switched off, or no model
@@ -22,6 +23,7 @@ from memjobs_client import contracts
 from memjobs_worker.jobs import Actors, declare, parse, report
 from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import run_consolidation, run_digest
+from memjobs_worker.sessions.blackboard import BlackboardStore
 from memjobs_worker.sessions.endings import EndRunsOnDeadLetter
 from memjobs_worker.sessions.jobs import settle, skip
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
@@ -37,6 +39,7 @@ def declare_session_actors(
     chat: Callable[[str], ChatModel | None],
     memory_docs: Callable[[], MemoryService],
     audit: Callable[[], AuditTrail],
+    blackboard: Callable[[], BlackboardStore],
 ) -> Actors:
     """Register the session-end actors; the callables return their parts, built on first use."""
     rules = settings.source_rules()
@@ -71,6 +74,13 @@ def declare_session_actors(
         store().record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 
+    def append_blackboard(*args: Any, **kwargs: Any) -> None:
+        # Idempotent by entry id, applied in event order on read: a redelivery or a
+        # late message changes nothing it should not; the limits trim the oldest.
+        payload = parse(contracts.AppendBlackboard, args, kwargs, rules)
+        done = blackboard().append(payload.owner_key, payload.session_id, payload.entries)
+        report("appended" if done.added else "duplicate")
+
     # A dead-lettered session message ends its run (failed, with the failure's reason).
     if not any(isinstance(m, EndRunsOnDeadLetter) for m in broker.middleware):
         broker.add_middleware(EndRunsOnDeadLetter(lambda: store().runs))
@@ -78,4 +88,5 @@ def declare_session_actors(
         (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
         (contracts.ACTOR_DIGEST, digest_session, {}),
         (contracts.ACTOR_RECORD_TASK, record_task, {}),
+        (contracts.ACTOR_APPEND_BLACKBOARD, append_blackboard, {}),
     ])

@@ -1,5 +1,6 @@
 """Session end's parts, built from settings: the session store, the memory
-service (the one writer of USER.md and MEMORY.md) and its audit trail."""
+service (the one writer of USER.md and MEMORY.md) and its audit trail, the
+sessions' blackboards."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
+from memjobs_worker.sessions.blackboard import BlackboardStore, Limits
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
@@ -28,3 +30,10 @@ def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: Au
     provider = load_provider(settings.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
     return MemoryService(provider, max_doc_chars=settings.max_document_chars,
                          max_change_chars=settings.max_patch_chars, audit=audit)
+
+
+def build_blackboard(settings: Settings, db: Engine) -> BlackboardStore:
+    """The sessions' L0 blackboards in the state database, within the settings' limits."""
+    return BlackboardStore(db, limits=Limits(retention_days=settings.blackboard_retention_days,
+                                             max_entries=settings.blackboard_max_entries,
+                                             max_bytes=settings.blackboard_max_bytes))

@@ -1,7 +1,7 @@
 """Session-end state's tables, on the one metadata of the state database.
 
-Migrations ``0002_sessions``, ``0004_session_run_leases``, ``0007_memory_audit`` and
-``0010_session_run_endings`` (Alembic branch ``core``) create them;
+Migrations ``0002_sessions``, ``0004_session_run_leases``, ``0007_memory_audit``,
+``0010_session_run_endings`` and ``0011_session_blackboard`` (Alembic branch ``core``) create them;
 ``tests/ops/test_migrations.py`` checks that these definitions and the migrated
 database agree (see :mod:`memjobs_worker.db.metadata`). They live beside the
 session code that reads them, so the ledger's
@@ -97,3 +97,27 @@ memory_audit = sa.Table(
 )
 sa.Index("memory_audit_at", memory_audit.c.at)
 sa.Index("memory_audit_owner", memory_audit.c.owner_key, memory_audit.c.id)
+
+#: A session's L0 blackboard (migration ``0011_session_blackboard``): one row per entry,
+#: idempotent by (owner, session, entry id), read back in event order (``seq``); kept
+#: within the seeds' three limits (7 days from ``at``, 1,000 entries, 8 MB of
+#: ``size_bytes`` per session), the oldest dropped first.
+blackboard_entries = sa.Table(
+    "blackboard_entries",
+    metadata,
+    sa.Column("owner_key", sa.Text, primary_key=True),
+    sa.Column("session_id", sa.Text, primary_key=True),
+    sa.Column("entry_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("trust", sa.Text, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("kind", sa.Text),
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("evidence", sa.JSON, nullable=False),
+    sa.Column("size_bytes", sa.Integer, nullable=False),
+    sa.Column("stored_at", sa.DateTime(timezone=True), nullable=False),
+)
+sa.Index("blackboard_entries_order", blackboard_entries.c.owner_key, blackboard_entries.c.session_id,
+         blackboard_entries.c.seq, blackboard_entries.c.entry_id)
+sa.Index("blackboard_entries_at", blackboard_entries.c.at)

@@ -131,6 +131,25 @@ class AuditTrail:
             rows = conn.execute(query).mappings().all()
         return [AuditEntry(**dict(row)) for row in rows]
 
+    def entries_after(self, after_id: int, *, owner_key: str | None = None, session: str | None = None,
+                      source: str | None = None, limit: int = MAX_READ) -> list[AuditEntry]:
+        """The entries after ``after_id``, oldest first (a follower polls with it)."""
+        t = memory_audit
+        query = (sa.select(t).where(t.c.id > after_id).order_by(t.c.id)
+                 .limit(max(1, min(limit, MAX_READ))))
+        for column, value in ((t.c.owner_key, owner_key), (t.c.session, session),
+                              (t.c.source, source)):
+            if value is not None:
+                query = query.where(column == value)
+        with transaction(self.engine) as conn:
+            rows = conn.execute(query).mappings().all()
+        return [AuditEntry(**dict(row)) for row in rows]
+
+    def last_id(self) -> int:
+        """The newest entry's id (0 when the trail is empty)."""
+        with transaction(self.engine) as conn:
+            return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(memory_audit.c.id), 0))).scalar_one())
+
     def prune(self, now: datetime | None = None) -> int:
         """Delete the rows older than the retention; returns how many."""
         cutoff = (now or self.clock()) - self.retention
