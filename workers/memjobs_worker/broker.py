@@ -20,10 +20,13 @@ a message is found among this consumer's unacknowledged ids and moved to the
 dead-letter queue, once, and consumption goes on.
 
 And this module is the one place that reads Dramatiq's stored messages (the
-hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for one operator
-command only: whether an owner still has work queued
+hashes ``<namespace>:<queue>.msgs`` and their delay queues'), for two operator
+commands only: whether an owner still has work queued
 (:func:`owner_has_messages`, ``memjobs demo``), a bounded scan
-(:data:`SCAN_LIMIT` messages per hash). No request path reads them: a forget
+(:data:`SCAN_LIMIT` messages per hash); and an owner's erasure, which drops
+every message naming the owner, queued, delayed or dead-lettered
+(:func:`drop_owner_messages`), while :class:`DropErasedOwners` has the workers
+drop the owner's jobs instead of running them. No request path reads them: a forget
 decides on the owner's queued-remember count
 (:mod:`memjobs_worker.memory.queued`), and the jobs retrying are a record the
 workers keep (:mod:`memjobs_worker.observability.retrying`), read by the
@@ -36,18 +39,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
-from dramatiq.common import current_millis, dq_name
+from dramatiq.common import current_millis, dq_name, xq_name
 from dramatiq.errors import DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
 from memjobs_client import keys
-from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
+from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES, content_hash
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
 from memjobs_worker.embedding.fair import OwnerTurns
@@ -56,7 +59,7 @@ from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
-from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
+from memjobs_worker.observability.metrics import ERASED_OWNER_JOBS_DROPPED, NEWER_SCHEMA_DEFERRED
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.retrying import RetryingRecord, TrackRetrying
 from memjobs_worker.ops.server import MetricsEndpoint
@@ -194,6 +197,53 @@ class DeferNewerSchema(Middleware):
         raise SkipMessage("newer schema version")
 
 
+class DropErasedOwners(Middleware):
+    """Drop, unrun, a job whose owner is being erased (or was, within the hold).
+
+    An erasure sets the owner's marker (:func:`memjobs_client.keys.owner_erased`)
+    before it touches any store, and keeps it ``MEMJOBS_ERASE_HOLD_MS`` after it
+    ends: a job queued meanwhile (a gateway still sending the owner's turns, a
+    retry coming due, a delayed extraction) is acknowledged here without running,
+    so it cannot write the owner's data back. One ``EXISTS`` per job.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        payload = message.args[0] if len(message.args) == 1 else None
+        key = payload.get("owner_key") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or not isinstance(key, str):
+            return  # malformed: the actor's validation says so
+        try:
+            erased = self.client.exists(keys.owner_erased(key))
+        except redis.RedisError as exc:
+            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        if not erased:
+            return
+        actor = message.actor_name if message.actor_name in broker.actors else "unknown"
+        self._settle(key, payload)
+        ERASED_OWNER_JOBS_DROPPED.labels(actor).inc()
+        log.info("job dropped: its owner is being erased",
+                 extra={"actor": actor, "message_id": message.message_id, "reason": "owner_erased"})
+        raise SkipMessage("owner erased")
+
+    def _settle(self, owner_key: str, payload: dict[str, Any]) -> None:
+        """Delete what the producer set for this job under the owner's key (a
+        remember's queued count, a session end's marker): it would outlive the
+        erasure by days, and the job it stood for is never run."""
+        settled = []
+        if isinstance(payload.get("source_id"), str):
+            settled.append(keys.remember_queued(owner_key, payload["source_id"]))
+        if isinstance(payload.get("session_id"), str):
+            settled.append(keys.session_ended(owner_key, content_hash(payload["session_id"])))
+        if settled:
+            try:
+                self.client.delete(*settled)
+            except redis.RedisError as exc:
+                raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
 def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared (the
     knowledge queue only with knowledge on: a worker consumes what is declared)."""
@@ -207,6 +257,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     )
     use_outage_retries(broker, settings)  # outages retried on a time budget, not a count
     broker.add_middleware(CurrentMessage())
+    broker.add_middleware(DropErasedOwners(broker.client))  # before any other job logic
     broker.add_middleware(DeferNewerSchema(settings.newer_schema_delay_ms, settings.newer_schema_max_age_ms))
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
     # already decided retry or dead-letter when ObserveJobs records the outcome.
@@ -255,3 +306,45 @@ def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
+
+
+class OwnerMessages(NamedTuple):
+    """What :func:`drop_owner_messages` found of one owner."""
+
+    dropped: int  # ready, delayed or dead-lettered messages deleted
+    running: int  # messages a consumer holds now (running or prefetched): left to it
+
+
+def drop_owner_messages(client: redis.Redis, owner_key: str) -> OwnerMessages:
+    """Delete every stored message naming ``owner_key`` (every payload carries
+    it), in every queue: ready, delayed, dead-lettered. A ready message is
+    deleted only if it is still in its queue's list (taken out in one
+    ``LREM``): one a consumer took meanwhile is counted as running and left to
+    it (:class:`DropErasedOwners` drops it unrun, or the erasure waits for it).
+    A delayed message a consumer holds until it is due is deleted from Redis;
+    when due, it comes back through its queue, where it is dropped.
+
+    Reads every message of every queue (an erasure is rare; no request path
+    calls it).
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    needle = owner_key.encode()
+    dropped = running = 0
+    try:
+        for queue in QUEUES:
+            for name, kind in ((queue, "ready"), (dq_name(queue), "delayed"), (xq_name(queue), "dead")):
+                stored = keys.messages(name)
+                found = [mid for mid, raw in client.hscan_iter(stored, count=500) if needle in raw]
+                for mid in found:
+                    if kind == "dead":
+                        client.zrem(keys.dead_letters(queue), mid)
+                    elif not client.lrem(keys.queue(name), 0, mid) and kind == "ready":
+                        running += 1
+                        continue
+                    client.hdel(stored, mid)
+                    dropped += 1
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return OwnerMessages(dropped, running)

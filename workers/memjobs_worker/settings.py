@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     #: Memory audit rows (the memory_audit table) older than this are deleted by the sweeper.
     memory_audit_retention_days: int = Field(default=90, ge=1)
 
+    # An owner's erasure (memjobs erase, DELETE /v1/owners): how long the owner's
+    # jobs are dropped after it ends, and how long it waits for jobs already running.
+    erase_hold_ms: int = Field(default=3_600_000, ge=1000)
+    erase_wait_ms: int = Field(default=60_000, ge=0)
+
     # Knowledge (the user's own documents), opt-in: off creates no table, no
     # worker consumes its queue, no MCP server; personal memory is unaffected.
     knowledge: Literal["on", "off"] = "off"

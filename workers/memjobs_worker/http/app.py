@@ -25,7 +25,7 @@ from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.limits import Limits, ReplyNotRead, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.metrics import RecordRequests
-from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, reads, sessions
+from memjobs_worker.http.routes import dead_letters, knowledge, memory, memory_docs, ops, owners, reads, sessions
 from memjobs_worker.http.schemas import Problem, known_fields
 from memjobs_worker.http.slots import API_POOL, PUBLIC_POOL, RefusalLog, Slots
 from memjobs_worker.settings import Settings
@@ -64,7 +64,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = context
-    for module in (memory, memory_docs, sessions, knowledge, reads, ops, dead_letters, console):
+    for module in (memory, memory_docs, sessions, knowledge, reads, ops, owners, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
     problems.install(app, known_fields())
