@@ -12,9 +12,11 @@ import pytest
 
 from memjobs_client.contracts import owner_key, source_id_for
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.cli import exits
 from memjobs_worker.lifecycle import FORMAT, Owner, export_lines, import_owner, owner_parts
 from memjobs_worker.settings import Settings
 from tests.lifecycle.conftest import Planted, plant
+from tests.support.cli import cli_env, ok, run_cli
 from tests.support.harness import Harness
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
@@ -119,3 +121,24 @@ def test_a_file_that_is_not_an_export_is_refused_before_anything_is_written(
         import_owner(broken, owner_parts(h.runtime), owner_id="dave@example.com")
     assert "glorious" not in str(refused.value), "the refusal quotes the file"
     assert h.store.list_sources(owner_key("dave@example.com")) == []
+
+
+@pytest.mark.slow
+def test_the_commands_export_to_an_owner_only_file_and_import_it(
+    exported: tuple[Harness, Planted, list[str]], tmp_path: Path,
+) -> None:
+    h, alice, _ = exported
+    env = cli_env(h.settings.data_dir, MEMJOBS_REDIS_URL=str(h.settings.redis_url),
+                  MEMJOBS_DATABASE_URL=str(h.settings.database_url))
+    path = tmp_path / "alice.jsonl"
+    ok(run_cli(env, "export", "--owner", alice.owner, "-o", str(path)))
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text().splitlines()[0])["owner_id"] == alice.owner
+
+    imported = ok(run_cli(env, "import", str(path), "--owner", "erin@example.com", "--json")).json()
+    assert imported["changed"]["sources"] == 2 and imported["read"]["source"] == 2
+    assert sorted(m.text for m in h.pipeline.memories(owner_key("erin@example.com"))) == sorted(
+        m.text for m in h.pipeline.memories(alice.key))
+
+    refused = run_cli(env, "import", str(tmp_path / "missing.jsonl"))
+    assert refused.code == exits.REFUSED and "cannot read" in refused.stderr
