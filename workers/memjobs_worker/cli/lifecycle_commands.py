@@ -1,5 +1,8 @@
 """An owner's whole data: ``memjobs erase``, ``memjobs export``, ``memjobs import``
-(docs/data-lifecycle.md)."""
+(docs/data-lifecycle.md).
+
+The lifecycle package (every store's part, the broker's message access) is
+imported by the handlers only: ``memjobs erase --help`` stays light."""
 
 from __future__ import annotations
 
@@ -9,16 +12,21 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, say
-from memjobs_worker.lifecycle import Owner, erase_owner, export_lines, import_owner, owner_parts
 from memjobs_worker.settings import Settings
+
+if TYPE_CHECKING:
+    from memjobs_worker.lifecycle import Owner
 
 
 def _owner(value: str) -> Owner:
+    from memjobs_worker.lifecycle import Owner
+
     try:
         return Owner.of(value)
     except ValueError:
@@ -27,6 +35,8 @@ def _owner(value: str) -> Owner:
 
 def erase(settings: Settings, args: argparse.Namespace) -> int:
     """Erase the owner from every store; only the counts stay (``owner_erasures``)."""
+    from memjobs_worker.lifecycle import erase_owner, owner_parts
+
     owner = _owner(args.owner)
     with runtime_for(settings) as rt:
         report = erase_owner(owner, owner_parts(rt), redis_client=rt.redis, db=rt.db,
@@ -43,6 +53,8 @@ def erase(settings: Settings, args: argparse.Namespace) -> int:
 def export(settings: Settings, args: argparse.Namespace) -> int:
     """Write the owner's export (JSON Lines) to ``-o FILE`` (owner-only, written
     whole or not at all) or to standard output."""
+    from memjobs_worker.lifecycle import export_lines, owner_parts
+
     owner = _owner(args.owner)
     with runtime_for(settings) as rt:
         lines = export_lines(owner, owner_parts(rt))
@@ -73,6 +85,8 @@ def _write_private(path: Path, lines: Iterator[str]) -> int:
 
 def import_(settings: Settings, args: argparse.Namespace) -> int:
     """Restore an export into this stack, for its owner or ``--owner``."""
+    from memjobs_worker.lifecycle import import_owner, owner_parts
+
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     except OSError as exc:

@@ -16,29 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
-from memjobs_worker.lifecycle.records import (
-    FORMAT,
-    VERSION,
-    AuditRecordOut,
-    DigestRecordOut,
-    DocumentRecordOut,
-    Header,
-    KnowledgeDocumentOut,
-    MemoryRecordOut,
-    SourceRecordOut,
-    TaskRecordOut,
-)
-
-#: The model of each record type, to check a line before anything is written.
-MODELS: dict[str, type[BaseModel]] = {
-    "source": SourceRecordOut, "memory": MemoryRecordOut, "memory_document": DocumentRecordOut,
-    "digest": DigestRecordOut, "task": TaskRecordOut, "knowledge_document": KnowledgeDocumentOut,
-    "audit": AuditRecordOut,
-}
+from memjobs_worker.lifecycle.records import FORMAT, VERSION, Header
 
 
 @dataclass
@@ -54,14 +36,16 @@ class ImportReport:
                 "notes": self.notes}
 
 
-def read_export(lines: Iterable[str]) -> tuple[Header, list[Record]]:
-    """The header and the records of an export, every line checked.
+def read_export(lines: Iterable[str], parts: Sequence[OwnerPart]) -> tuple[Header, list[Record]]:
+    """The header and the records of an export, every line checked against the
+    model its part declares (:attr:`~memjobs_worker.lifecycle.parts.OwnerPart.records`).
 
     Raises:
         InvalidPayload: not an export of a version this code reads, or a line
             that is not JSON or does not fit its record type (the line is named,
             never quoted).
     """
+    models = {kind: model for part in parts for kind, model in part.records.items()}
     header: Header | None = None
     records: list[Record] = []
     for number, line in enumerate(lines, start=1):
@@ -82,9 +66,9 @@ def read_export(lines: Iterable[str]) -> tuple[Header, list[Record]]:
                                      f"this memjobs reads versions 1 to {VERSION}")
             header = _checked(Header, value, number)
             continue
-        model = MODELS.get(str(value.get("type")))
+        model = models.get(str(value.get("type")))
         if model is None:
-            raise InvalidPayload(f"line {number}: unknown record type (one of {', '.join(MODELS)})")
+            raise InvalidPayload(f"line {number}: unknown record type (one of {', '.join(models)})")
         _checked(model, value, number)
         records.append(value)
     if header is None:
@@ -110,7 +94,7 @@ def import_owner(lines: Iterable[str], parts: Sequence[OwnerPart], *,
         SensitiveContent: a source's text looks like a credential.
         BackendUnavailable: a store did not answer (run it again: it resumes).
     """
-    header, records = read_export(lines)
+    header, records = read_export(lines, parts)
     try:
         owner = Owner.of(owner_id if owner_id is not None else header.owner_id)
     except ValueError:
@@ -120,7 +104,7 @@ def import_owner(lines: Iterable[str], parts: Sequence[OwnerPart], *,
         report.read[record["type"]] = report.read.get(record["type"], 0) + 1
     restoring = Restoring(from_key=header.owner_key)
     for part in parts:
-        mine = [r for r in records if r["type"] in part.record_types]
+        mine = [r for r in records if r["type"] in part.records]
         if mine:
             report.changed[part.name] = part.restore(owner, mine, restoring)
     report.notes = restoring.notes

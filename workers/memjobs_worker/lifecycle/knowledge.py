@@ -37,7 +37,7 @@ class KnowledgePart(OwnerPart):
     """
 
     name = "knowledge"
-    record_types = ("knowledge_document",)
+    records = {"knowledge_document": KnowledgeDocumentOut}
 
     def __init__(self, db: Callable[[], Engine], *, enabled: bool,
                  store: Callable[[], KnowledgeStore],

@@ -33,7 +33,7 @@ class LedgerPart(OwnerPart):
     """
 
     name = "sources"
-    record_types = ("source",)
+    records = {"source": SourceRecordOut}
 
     def __init__(self, db: Callable[[], Engine], schedule: Callable[[str], object]) -> None:
         self._db = db
@@ -86,7 +86,7 @@ class MemoriesPart(OwnerPart):
     """
 
     name = "memories"
-    record_types = ("memory",)
+    records = {"memory": MemoryRecordOut}
 
     def __init__(self, db: Callable[[], Engine], pipeline: Callable[[], MemoryPipeline],
                  engine: Callable[[], MemoryEngine]) -> None:

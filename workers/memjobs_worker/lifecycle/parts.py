@@ -19,7 +19,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from memjobs_client.contracts import owner_key
 
@@ -57,8 +59,10 @@ class OwnerPart(ABC):
 
     #: The store's name in reports and in the erasure's counts.
     name: str = ""
-    #: The export record types this part writes and restores.
-    record_types: tuple[str, ...] = ()
+    #: The export record types this part writes and restores, each with the model
+    #: that checks it (:mod:`~memjobs_worker.lifecycle.records`): an import checks
+    #: every line against these before anything is written.
+    records: ClassVar[dict[str, type[BaseModel]]] = {}
     #: Erased again at the end of an erasure: what a producer may add while it
     #: runs (a queued job, a queued-remember count), though the workers drop it.
     again_last: bool = False
@@ -78,6 +82,6 @@ class OwnerPart(ABC):
         return iter(())
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
-        """Put exported ``records`` (of :attr:`record_types`) back for ``owner``;
+        """Put exported ``records`` (of the types in :attr:`records`) back for ``owner``;
         how many changed anything. Running it twice changes nothing the second time."""
         return 0

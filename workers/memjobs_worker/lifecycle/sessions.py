@@ -46,7 +46,7 @@ class MemoryDocumentsPart(OwnerPart):
     """
 
     name = "memory_documents"
-    record_types = ("memory_document",)
+    records = {"memory_document": DocumentRecordOut}
 
     def __init__(self, db: Callable[[], Engine], service: Callable[[], MemoryService]) -> None:
         self._db = db
@@ -91,7 +91,7 @@ class SessionsPart(OwnerPart):
     session-end runs (operational state: erased only)."""
 
     name = "sessions"
-    record_types = ("digest", "task")
+    records = {"digest": DigestRecordOut, "task": TaskRecordOut}
 
     def __init__(self, db: Callable[[], Engine]) -> None:
         self._db = db
@@ -135,7 +135,7 @@ class AuditPart(OwnerPart):
     made on)."""
 
     name = "memory_audit"
-    record_types = ("audit",)
+    records = {"audit": AuditRecordOut}
 
     def __init__(self, db: Callable[[], Engine]) -> None:
         self._db = db
