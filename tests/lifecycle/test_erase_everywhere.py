@@ -114,6 +114,11 @@ def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
     assert log.read_text(errors="replace").strip(), "the workers logged nothing to look in"
     assert files_holding([log.parent], needles) == []
     assert not any(n in results[0].stdout + results[0].stderr for n in needles)
+    # What stays: the counts, said by `memjobs audit --erasures`, whose never.
+    listed = run_cli(env, "audit", "--erasures", "--json")
+    assert [(r["total"], r["finished_at"] is not None) for r in listed.json()] == [
+        (sum(counts.values()), True)]
+    assert not any(n in listed.stdout for n in needles)
 
     # The others: as before, and bob's work during the erasure was done.
     assert _recall(h, carol) == before[carol.owner]

@@ -1,6 +1,8 @@
 """``memjobs audit``: read the memory audit trail (the state database's
 ``memory_audit``, one for every host): whether each patch to USER.md /
-MEMORY.md was applied, why not, the version, who asked; never the text."""
+MEMORY.md was applied, why not, the version, who asked; never the text.
+``--erasures``: the owners' erasures instead (when, and how many records of
+each store; never whose: docs/data-lifecycle.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ from memjobs_worker.settings import Settings
 COLUMNS = ["id", "at", "owner_key", "doc", "op", "applied", "reason", "version", "source", "session"]
 
 
+ERASURE_COLUMNS = ["id", "started_at", "finished_at", "total", "counts"]
+
+
 def audit(settings: Settings, args: argparse.Namespace) -> int:
+    if args.erasures:
+        return _erasures(settings, args)
     since = datetime.now(UTC) - timedelta(days=args.days) if args.days is not None else None
     with runtime_for(settings) as rt:
         entries = rt.audit.entries(owner_key=owner_arg(args.owner) if args.owner else None,
@@ -30,7 +37,22 @@ def audit(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
+def _erasures(settings: Settings, args: argparse.Namespace) -> int:
+    from memjobs_worker.lifecycle import erasures
+
+    with runtime_for(settings) as rt:
+        rows = erasures(rt.db, max(1, min(args.limit, 1000)))
+    for row in rows:
+        row["total"] = sum(row["counts"].values())
+        if not args.json:
+            row["counts"] = " ".join(f"{k}={v}" for k, v in row["counts"].items() if v)
+    emit(rows, as_json=args.json, columns=ERASURE_COLUMNS, empty="no erasures")
+    return exits.OK
+
+
 def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--erasures", action="store_true",
+                   help="list the owners' erasures instead: when, and records per store (never whose)")
     p.add_argument("--owner", help="only this owner (its id; the trail keeps only its sha256)")
     p.add_argument("--session", help="only this session")
     p.add_argument("--source", help="only this source (consolidation, memory_tool, cli, …)")
