@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from memjobs_client.contracts import owner_key, source_id_for
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.errors import InvalidPayload, SensitiveContent
 from memjobs_worker.cli import exits
 from memjobs_worker.lifecycle import FORMAT, Owner, export_lines, import_owner, owner_parts
 from memjobs_worker.settings import Settings
 from tests.lifecycle.conftest import Planted, plant
-from tests.support.cli import cli_env, ok, run_cli
+from tests.support.cli import SECRET, cli_env, ok, run_cli
 from tests.support.harness import Harness
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
@@ -120,6 +120,10 @@ def test_a_file_that_is_not_an_export_is_refused_before_anything_is_written(
     with pytest.raises(InvalidPayload, match="line 3") as refused:
         import_owner(broken, owner_parts(h.runtime), owner_id="dave@example.com")
     assert "glorious" not in str(refused.value), "the refusal quotes the file"
+    secret = json.dumps({"type": "memory", "memory_id": "m-1", "text": SECRET, "source_ids": []})
+    with pytest.raises(SensitiveContent, match="line 2") as caught:
+        import_owner([lines[0], secret], owner_parts(h.runtime), owner_id="dave@example.com")
+    assert "hunter2" not in str(caught.value)
     assert h.store.list_sources(owner_key("dave@example.com")) == []
 
 

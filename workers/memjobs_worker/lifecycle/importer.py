@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.errors import InvalidPayload, SensitiveContent
 from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
 from memjobs_worker.lifecycle.records import FORMAT, VERSION, Header
 
@@ -79,8 +79,13 @@ def read_export(lines: Iterable[str], parts: Sequence[OwnerPart]) -> tuple[Heade
 def _checked(model: type[Any], value: Record, number: int) -> Any:
     try:
         return model.model_validate(value)
+    except SensitiveContent as exc:
+        raise SensitiveContent(f"line {number}: {exc}", rule=exc.rule) from None
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
+        if any(e["type"] == "sensitive_content" for e in exc.errors()):
+            raise SensitiveContent(f"line {number}: a {value.get('type')} record's "
+                                   f"{', '.join(fields)} looks like a credential") from None
         raise InvalidPayload(f"line {number}: a {value.get('type', 'header')} record with "
                              f"invalid fields: {', '.join(fields)}") from None
 

@@ -89,8 +89,9 @@ class MemoriesPart(OwnerPart):
     records = {"memory": MemoryRecordOut}
 
     def __init__(self, db: Callable[[], Engine], pipeline: Callable[[], MemoryPipeline],
-                 engine: Callable[[], MemoryEngine]) -> None:
+                 engine: Callable[[], MemoryEngine], *, enabled: bool = True) -> None:
         self._db = db
+        self._enabled = enabled
         self._pipeline = pipeline
         self._engine = engine
 
@@ -107,6 +108,8 @@ class MemoriesPart(OwnerPart):
         return dropped
 
     def export(self, owner: Owner) -> Iterator[Record]:
+        if not self._enabled:  # personal memory off: no engine to read them with
+            return
         for hit in self._pipeline().memories(owner.key):
             yield MemoryRecordOut(memory_id=hit.memory_id, text=hit.text,
                                   source_ids=list(hit.source_ids)).record()
@@ -114,6 +117,9 @@ class MemoriesPart(OwnerPart):
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         parsed = [MemoryRecordOut.model_validate(r) for r in records]
         if not parsed:
+            return 0
+        if not self._enabled:
+            restoring.notes.append(f"{len(parsed)} memories skipped: personal memory is off here")
             return 0
         engine = self._engine()
         present = {hit.text: hit.memory_id for hit in engine.list(owner.key)}

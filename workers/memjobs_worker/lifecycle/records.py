@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.payloads import build_payload
+from memjobs_client.validation import refuse_sensitive
 from memjobs_worker.lifecycle.parts import Record
 
 #: The header's ``format``, and the newest ``version`` this code writes and reads.
@@ -75,6 +76,13 @@ class MemoryRecordOut(_Record):
     text: str = Field(min_length=1)
     source_ids: list[str]
 
+    # An import is an ingest path: the one credential check (SensitiveContent), as
+    # a remembered source's text gets it; documents get it from the memory service.
+    @field_validator("text")
+    @classmethod
+    def _no_credential(cls, value: str) -> str:
+        return refuse_sensitive(value)
+
 
 class DocumentRecordOut(_Record):
     type: Literal["memory_document"] = "memory_document"
@@ -91,6 +99,11 @@ class DigestRecordOut(_Record):
     task_goals: list[dict[str, Any]]
     created_at: datetime
 
+    @field_validator("topic", "gist")
+    @classmethod
+    def _no_credential(cls, value: str) -> str:
+        return refuse_sensitive(value)
+
 
 class TaskRecordOut(_Record):
     type: Literal["task"] = "task"
@@ -100,12 +113,22 @@ class TaskRecordOut(_Record):
     updated_at: datetime
     terminal_at: datetime | None = None
 
+    @field_validator("goal")
+    @classmethod
+    def _no_credential(cls, value: str) -> str:
+        return refuse_sensitive(value)
+
 
 class ChunkOut(BaseModel):
     model_config = ConfigDict(extra="ignore")
     index: int = Field(ge=0)
     text: str
     chunk_hash: str
+
+    @field_validator("text")
+    @classmethod
+    def _no_credential(cls, value: str) -> str:
+        return refuse_sensitive(value)
 
 
 class KnowledgeDocumentOut(_Record):
