@@ -25,8 +25,8 @@ commands only: whether an owner still has work queued
 (:func:`owner_has_messages`, ``memjobs demo``), a bounded scan
 (:data:`SCAN_LIMIT` messages per hash); and an owner's erasure, which drops
 every message naming the owner, queued, delayed or dead-lettered
-(:func:`drop_owner_messages`), while :class:`DropErasedOwners` has the workers
-drop the owner's jobs instead of running them. No request path reads them: a forget
+(:func:`drop_owner_messages`), while :class:`~memjobs_worker.erased.DropErasedOwners`
+has the workers drop the owner's jobs instead of running them. No request path reads them: a forget
 decides on the owner's queued-remember count
 (:mod:`memjobs_worker.memory.queued`), and the jobs retrying are a record the
 workers keep (:mod:`memjobs_worker.observability.retrying`), read by the
@@ -50,16 +50,17 @@ from dramatiq.errors import DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
 from memjobs_client import keys
-from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES, content_hash
+from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
 from memjobs_worker.embedding.fair import OwnerTurns
+from memjobs_worker.erased import DropErasedOwners
 from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
-from memjobs_worker.observability.metrics import ERASED_OWNER_JOBS_DROPPED, NEWER_SCHEMA_DEFERRED
+from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.retrying import RetryingRecord, TrackRetrying
 from memjobs_worker.ops.server import MetricsEndpoint
@@ -195,53 +196,6 @@ class DeferNewerSchema(Middleware):
                  extra={"actor": actor, "schema_version": version, "readable": readable,
                         "message_id": message.message_id, "reason": "newer_schema"})
         raise SkipMessage("newer schema version")
-
-
-class DropErasedOwners(Middleware):
-    """Drop, unrun, a job whose owner is being erased (or was, within the hold).
-
-    An erasure sets the owner's marker (:func:`memjobs_client.keys.owner_erased`)
-    before it touches any store, and keeps it ``MEMJOBS_ERASE_HOLD_MS`` after it
-    ends: a job queued meanwhile (a gateway still sending the owner's turns, a
-    retry coming due, a delayed extraction) is acknowledged here without running,
-    so it cannot write the owner's data back. One ``EXISTS`` per job.
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        payload = message.args[0] if len(message.args) == 1 else None
-        key = payload.get("owner_key") if isinstance(payload, dict) else None
-        if not isinstance(payload, dict) or not isinstance(key, str):
-            return  # malformed: the actor's validation says so
-        try:
-            erased = self.client.exists(keys.owner_erased(key))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-        if not erased:
-            return
-        actor = message.actor_name if message.actor_name in broker.actors else "unknown"
-        self._settle(key, payload)
-        ERASED_OWNER_JOBS_DROPPED.labels(actor).inc()
-        log.info("job dropped: its owner is being erased",
-                 extra={"actor": actor, "message_id": message.message_id, "reason": "owner_erased"})
-        raise SkipMessage("owner erased")
-
-    def _settle(self, owner_key: str, payload: dict[str, Any]) -> None:
-        """Delete what the producer set for this job under the owner's key (a
-        remember's queued count, a session end's marker): it would outlive the
-        erasure by days, and the job it stood for is never run."""
-        settled = []
-        if isinstance(payload.get("source_id"), str):
-            settled.append(keys.remember_queued(owner_key, payload["source_id"]))
-        if isinstance(payload.get("session_id"), str):
-            settled.append(keys.session_ended(owner_key, content_hash(payload["session_id"])))
-        if settled:
-            try:
-                self.client.delete(*settled)
-            except redis.RedisError as exc:
-                raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:

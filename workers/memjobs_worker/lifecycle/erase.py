@@ -2,9 +2,9 @@
 
 The order, and why:
 
-1. Set the owner's erasure marker (:func:`memjobs_client.keys.owner_erased`)
+1. Set the owner's erasure marker (:func:`memjobs_worker.erased.hold`)
    for ``hold_ms``: from now on every worker drops the owner's jobs unrun
-   (:class:`memjobs_worker.broker.DropErasedOwners`), so nothing queued during
+   (:class:`memjobs_worker.erased.DropErasedOwners`), so nothing queued during
    the erasure writes the owner's data back.
 2. Record that an erasure started (``owner_erasures``: a time and counts,
    never the owner).
@@ -31,11 +31,10 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from memjobs_client import keys
-from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.db.erasures import owner_erasures
+from memjobs_worker.erased import hold
 from memjobs_worker.lifecycle.parts import Owner, OwnerPart
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis
         BackendUnavailable: Redis or the database did not answer.
         (In each case, run it again: what was erased stays erased.)
     """
-    _hold(redis_client, owner, hold_ms)
+    hold(redis_client, owner.key, hold_ms)
     with transaction(db) as conn:
         erasure_id = int(conn.execute(owner_erasures.insert().values(started_at=clock(), counts={})
                                       .returning(owner_erasures.c.id)).scalar_one())
@@ -75,16 +74,9 @@ def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis
         counts[part.name] += part.erase(owner)
         _record(db, erasure_id, counts)
     _record(db, erasure_id, counts, finished_at=clock())
-    _hold(redis_client, owner, hold_ms)
+    hold(redis_client, owner.key, hold_ms)
     log.info("owner erased", extra={"erasure_id": erasure_id, "counts": counts})
     return EraseReport(erasure_id, counts)
-
-
-def _hold(client: redis.Redis, owner: Owner, hold_ms: int) -> None:
-    try:
-        client.set(keys.owner_erased(owner.key), "1", px=hold_ms)
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 def _record(db: Engine, erasure_id: int, counts: dict[str, int], **values: Any) -> None:
