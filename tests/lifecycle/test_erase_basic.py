@@ -7,11 +7,12 @@ from collections.abc import Callable
 import pytest
 
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.lifecycle import Owner, OwnerPart, erase_owner, erasures, owner_parts
+from memjobs_worker.lifecycle import EraseIncomplete, Owner, OwnerPart, erase_owner, erasures, owner_parts
 from memjobs_worker.settings import Settings
 from tests.lifecycle.conftest import plant
 from tests.support.harness import Harness
 from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
+from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
 
 def _erase(h: Harness, owner: str, parts: list[OwnerPart] | None = None) -> dict[str, int]:
@@ -40,6 +41,29 @@ def test_an_erasure_run_twice_finds_nothing_the_second_time(
     assert files_holding([h.settings.data_dir], alice.needles) == []
     # What stays: the counts, no owner (the needle search above covers the table).
     assert [r["counts"] for r in erasures(h.runtime.db)] == [second, first]
+
+
+def test_an_erasure_that_cannot_wait_for_a_running_job_stops_before_any_store(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+) -> None:
+    """The owner's extraction is in the model's hands: with no time to wait, the
+    erasure stops (``erase_incomplete``) before it touches a store; run again
+    once the job ends, it finishes."""
+    fake_model.set_chat_handler(echo_facts_handler)
+    fake_model.hang_next("chat")
+    h = harness_factory(model_settings(model_timeout_ms=60_000))
+    alice = plant(h, "alice@example.com", "Qalicetag")
+    h.start_worker()
+    fake_model.wait_for_request("chat", 1)
+
+    with pytest.raises(EraseIncomplete):
+        _erase(h, alice.owner, owner_parts(h.runtime, wait_ms=0))
+    assert len(h.store.list_sources(alice.key)) == 2, "a store was touched"
+
+    fake_model.release()
+    _erase(h, alice.owner)  # waits for the extraction, then erases what it wrote
+    assert tables_holding(str(h.settings.database_url), alice.needles) == []
 
 
 class _Interrupted(OwnerPart):
