@@ -14,6 +14,7 @@ Dramatiq's Redis broker keeps, per queue ``q`` in namespace ``ns``:
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 from dramatiq.common import dq_name, xq_name
@@ -103,6 +104,22 @@ def session_ended(owner_key: str, session_hash: str) -> str:
 def knowledge_corpus(owner_key: str, corpus_id: str) -> str:
     """Prefix of a corpus sent in parts: its ``:docs`` and ``:parts`` sets."""
     return f"{NAMESPACE}:knowledge:corpus:{owner_key}:{corpus_id}"
+
+
+def owner_keys_pattern(owner_key: str) -> str:
+    """SCAN pattern of every memjobs key naming the owner's key (locks, fences,
+    flags, queued-remember counts, session-end markers, corpus parts): what an
+    erasure deletes. Every key builder above puts the owner key in the name."""
+    return f"{NAMESPACE}:*{owner_key}*"
+
+
+def owner_erased(owner_key: str) -> str:
+    """Set while an owner is being erased, and for a while after: workers drop
+    the owner's jobs instead of running them. Named by a hash of the owner key
+    (sha256 of ``"erased:" + key``), so the marker holds neither the id nor
+    the key an erasure removes everywhere else."""
+    digest = hashlib.sha256(f"erased:{owner_key}".encode()).hexdigest()
+    return f"{NAMESPACE}:erased:{digest}"
 
 
 class BreakerKeys(NamedTuple):

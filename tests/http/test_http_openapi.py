@@ -50,7 +50,7 @@ def test_document_names_every_route_its_problems_and_its_security() -> None:
         "/v1/ops/dead-letters", "/v1/ops/dead-letters/retry", "/v1/ops/dead-letters/purge",
         "/v1/ops/dead-letters/{letter_id}", "/v1/ops/dead-letters/{letter_id}/retry",
         "/v1/memory/documents", "/v1/memory/documents/{doc}", "/v1/memory/edits", "/v1/ops/memory-audit",
-        "/v1/sessions/{session_id}/blackboard"}
+        "/v1/sessions/{session_id}/blackboard", "/v1/owners", "/v1/owners/export"}
     for path, methods in doc["paths"].items():
         for operation in methods.values():
             if path.startswith("/v1/"):

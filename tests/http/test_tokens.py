@@ -162,6 +162,7 @@ def test_memjobs_token_issue_prints_a_token_that_works(
 #: The scope of each /v1 route, as docs/security.md lists them: a route added or
 #: changed must change this table too (its scope is deliberate).
 EXPECTED_NEEDS = {
+    ("DELETE", "/v1/owners"): ("admin", False), ("GET", "/v1/owners/export"): ("admin", False),
     ("POST", "/v1/remember"): ("write", True),
     ("POST", "/v1/forget"): ("forget", True),
     ("POST", "/v1/recall"): ("read", True),

@@ -22,7 +22,7 @@ from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
 from memjobs_worker.schema import schema_drift, schema_metadata
 
 #: The newest migration of the core branch (a new core migration moves it).
-CORE_HEAD = "0011_session_blackboard"
+CORE_HEAD = "0012_owner_erasures"
 #: The newest migration of the knowledge branch.
 KNOWLEDGE_HEAD = "0009_knowledge_embedding_cache"
 

@@ -28,10 +28,13 @@ And this module is the one place that reads Dramatiq's stored messages (the
 hashes ``<namespace>:<queue>.msgs``, their delay queues' and dead letters'),
 for operators only: the console's job lists and a job's page
 (:func:`page_messages`, :func:`find_message`: a page at a time, at most
-:data:`PAGE_BUDGET` messages read, never a whole queue) and whether an owner
+:data:`PAGE_BUDGET` messages read, never a whole queue), whether an owner
 still has work queued (:func:`owner_has_messages`, ``memjobs demo``, a bounded
-scan of :data:`SCAN_LIMIT` messages per hash). No job or API request path reads
-them: a forget decides on the owner's queued-remember count
+scan of :data:`SCAN_LIMIT` messages per hash), and an owner's erasure, which
+drops every message naming the owner, queued, delayed or dead-lettered
+(:func:`drop_owner_messages`), while :class:`~memjobs_worker.erased.DropErasedOwners`
+has the workers drop the owner's jobs instead of running them. No job or API
+request path reads them: a forget decides on the owner's queued-remember count
 (:mod:`memjobs_worker.memory.queued`), and the jobs retrying are a record the
 workers keep (:mod:`memjobs_worker.observability.retrying`), read by the
 console and ``memjobs drain``, whatever the backlog.
@@ -44,13 +47,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
-from dramatiq.common import current_millis, dq_name
+from dramatiq.common import current_millis, dq_name, xq_name
 from dramatiq.errors import DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
@@ -59,6 +62,7 @@ from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import BackendUnavailable, InvalidPayload
 from memjobs_worker.embedding.fair import OwnerTurns
+from memjobs_worker.erased import DropErasedOwners
 from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
@@ -240,6 +244,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     # First: a paused queue's message goes back before any other middleware sees it.
     broker.add_middleware(HonourPauses(broker.pause_gate), before=type(broker.middleware[0]))
     broker.add_middleware(CurrentMessage())
+    broker.add_middleware(DropErasedOwners(broker.client))  # before any other job logic
     broker.add_middleware(DeferNewerSchema(settings.newer_schema_delay_ms, settings.newer_schema_max_age_ms))
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
     # already decided retry or dead-letter when ObserveJobs records the outcome.
@@ -453,3 +458,45 @@ def find_message(client: redis.Redis, ident: str, budget: int = 2 * PAGE_BUDGET)
             if cursor is None or page.scanned == 0:
                 break
     return None
+
+
+class OwnerMessages(NamedTuple):
+    """What :func:`drop_owner_messages` found of one owner."""
+
+    dropped: int  # ready, delayed or dead-lettered messages deleted
+    running: int  # messages a consumer holds now (running or prefetched): left to it
+
+
+def drop_owner_messages(client: redis.Redis, owner_key: str) -> OwnerMessages:
+    """Delete every stored message naming ``owner_key`` (every payload carries
+    it), in every queue: ready, delayed, dead-lettered. A ready message is
+    deleted only if it is still in its queue's list (taken out in one
+    ``LREM``): one a consumer took meanwhile is counted as running and left to
+    it (:class:`DropErasedOwners` drops it unrun, or the erasure waits for it).
+    A delayed message a consumer holds until it is due is deleted from Redis;
+    when due, it comes back through its queue, where it is dropped.
+
+    Reads every message of every queue (an erasure is rare; no request path
+    calls it).
+
+    Raises:
+        BackendUnavailable: Redis did not answer.
+    """
+    needle = owner_key.encode()
+    dropped = running = 0
+    try:
+        for queue in QUEUES:
+            for name, kind in ((queue, "ready"), (dq_name(queue), "delayed"), (xq_name(queue), "dead")):
+                stored = keys.messages(name)
+                found = [mid for mid, raw in client.hscan_iter(stored, count=500) if needle in raw]
+                for mid in found:
+                    if kind == "dead":
+                        client.zrem(keys.dead_letters(queue), mid)
+                    elif not client.lrem(keys.queue(name), 0, mid) and kind == "ready":
+                        running += 1
+                        continue
+                    client.hdel(stored, mid)
+                    dropped += 1
+    except redis.RedisError as exc:
+        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    return OwnerMessages(dropped, running)

@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+import memjobs_worker.db.erasures
 import memjobs_worker.embedding.record
 import memjobs_worker.knowledge.schema
 import memjobs_worker.memory.store.schema

@@ -109,6 +109,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_PATH"))
     blackboard_owner_id: str | None = Field(
         default=None, validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID"))
+    # An owner's erasure (memjobs erase, DELETE /v1/owners): how long the owner's
+    # jobs are dropped after it ends, and how long it waits for jobs already running.
+    erase_hold_ms: int = Field(default=3_600_000, ge=1000)
+    erase_wait_ms: int = Field(default=60_000, ge=0)
 
     # Knowledge (the user's own documents), opt-in: off creates no table, no
     # worker consumes its queue, no MCP server; personal memory is unaffected.

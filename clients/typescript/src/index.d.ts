@@ -1,7 +1,7 @@
 // Declarations of src/index.js; the bodies' types come from src/schema.d.ts, which
 // scripts/gen-types.mjs generates from docs/openapi.json.
 import type {
-  DeadLetterDetail, DeadLetterList, ForgetAccepted, Purged, Retried, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
+  DeadLetterDetail, DeadLetterList, Erased, ForgetAccepted, Purged, Retried, Health, KnowledgeResults, KnowledgeText, Memories, Preferences, Problem, Ready,
   MemoryAudit, MemoryContext, MemoryDocument, MemoryDocuments, MemoryEdit, MemoryEditsApplied,
   ReindexAccepted, RememberAccepted, SessionEndAccepted, Sessions, Sources, TaskAccepted, TaskRef,
   TaskUpdate, Turn,
@@ -77,6 +77,11 @@ export declare class MemjobsClient {
 
   /** The memory audit trail of every host (the host token): never memory text. */
   memoryAudit(args?: { ownerKey?: string; session?: string; source?: string; since?: string; beforeId?: number; limit?: number }): Promise<MemoryAudit>;
+
+  /** Erase the owner from every store (the host token); idempotent: call again after a 503. */
+  eraseOwner(args: { ownerId: string }): Promise<Erased>;
+  /** Everything memjobs holds about the owner, as JSON Lines text (the host token; within maxResponseBytes). */
+  exportOwner(args: { ownerId: string }): Promise<string>;
 
   /** Dead letters: the host token. */
   deadLetters(args?: { queue?: string }): Promise<DeadLetterList>;

@@ -95,7 +95,7 @@ export class MemjobsClient {
     this.fetch = fetchImpl ?? globalThis.fetch.bind(globalThis);
   }
 
-  async request(method, path, { body, owner, query } = {}) {
+  async request(method, path, { body, owner, query, raw } = {}) {
     const headers = { accept: "application/json, application/problem+json" };
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (owner !== undefined) headers["x-memjobs-owner"] = encodeURIComponent(owner);
@@ -118,6 +118,7 @@ export class MemjobsClient {
       throw new MemjobsApiError(`memjobs: ${method} ${path} failed (${reason})`, { reason });
     }
     const text = await readCapped(response, this.maxResponseBytes);
+    if (raw && response.ok) return text;  // a reply that is not one JSON document (JSON Lines)
     let document;
     try {
       document = text ? JSON.parse(text) : undefined;
@@ -210,6 +211,14 @@ export class MemjobsClient {
     return this.request("GET", "/v1/ops/memory-audit", {
       query: { owner_key: ownerKey, session, source, since, before_id: beforeId, limit },
     });
+  }
+
+  // -- an owner's whole data (the host token): docs/data-lifecycle.md -----------------------
+  eraseOwner({ ownerId }) {
+    return this.request("DELETE", "/v1/owners", { owner: ownerId });
+  }
+  exportOwner({ ownerId }) {
+    return this.request("GET", "/v1/owners/export", { owner: ownerId, raw: true });
   }
 
   // -- dead letters (the host token) ---------------------------------------------------------

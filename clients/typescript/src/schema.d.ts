@@ -102,6 +102,16 @@ export interface EndSessionRequest {
   transcript: Turn[];
 }
 
+export interface Erased {
+  /** records dropped, by store */
+  counts: Record<string, unknown>;
+  /** the row of owner_erasures recording the counts (no owner) */
+  erasure_id: number;
+  /** erased */
+  status: string;
+  total: number;
+}
+
 export interface ForgetAccepted {
   purge: "queued";
   source_id: string;

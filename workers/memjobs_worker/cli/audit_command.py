@@ -5,7 +5,10 @@ MEMORY.md was applied, why not, the version, who asked; never the text.
 ``--jsonl`` prints the lines of the seeds' ``memory-audit.jsonl`` (the file
 each host once wrote), oldest first, and ``--follow`` keeps printing the rows
 every host writes after it started, as ``tail -f`` did on the file: it polls
-the trail by id (``--poll-ms``)."""
+the trail by id (``--poll-ms``).
+
+``--erasures``: the owners' erasures instead (when, and how many records of
+each store; never whose: docs/data-lifecycle.md)."""
 
 from __future__ import annotations
 
@@ -38,7 +41,12 @@ def jsonl_line(entry: AuditEntry) -> str:
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
+ERASURE_COLUMNS = ["id", "started_at", "finished_at", "total", "counts"]
+
+
 def audit(settings: Settings, args: argparse.Namespace) -> int:
+    if args.erasures:
+        return _erasures(settings, args)
     since = datetime.now(UTC) - timedelta(days=args.days) if args.days is not None else None
     filters: dict[str, Any] = {"owner_key": owner_arg(args.owner) if args.owner else None,
                                "session": args.session, "source": args.source}
@@ -85,7 +93,22 @@ def _print(entry: AuditEntry) -> None:
     sys.stdout.flush()
 
 
+def _erasures(settings: Settings, args: argparse.Namespace) -> int:
+    from memjobs_worker.lifecycle import erasures
+
+    with runtime_for(settings) as rt:
+        rows = erasures(rt.db, max(1, min(args.limit, 1000)))
+    for row in rows:
+        row["total"] = sum(row["counts"].values())
+        if not args.json:
+            row["counts"] = " ".join(f"{k}={v}" for k, v in row["counts"].items() if v)
+    emit(rows, as_json=args.json, columns=ERASURE_COLUMNS, empty="no erasures")
+    return exits.OK
+
+
 def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--erasures", action="store_true",
+                   help="list the owners' erasures instead: when, and records per store (never whose)")
     p.add_argument("--owner", help="only this owner (its id; the trail keeps only its sha256)")
     p.add_argument("--session", help="only this session")
     p.add_argument("--source", help="only this source (consolidation, memory_tool, cli, …)")

@@ -112,6 +112,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("import-gateway", "backup_commands:import_gateway", "import a single-host gateway's "
             "USER.md / MEMORY.md folders (and, with --consent, its knowledge folder)",
             "backup_commands:import_gateway_options", listing=True),
+    Command("erase", "lifecycle_commands:erase", "erase an owner from every store (sources, "
+            "memories, documents, digests, tasks, knowledge, audit, jobs, Redis keys); only counts "
+            "stay", "lifecycle_commands:erase_options", listing=True),
+    Command("export", "lifecycle_commands:export", "write everything memjobs holds about an owner "
+            "as JSON Lines (docs/data-lifecycle.md)", "lifecycle_commands:export_options"),
+    Command("import", "lifecycle_commands:import_", "restore an owner's export into this stack "
+            "(idempotent)", "lifecycle_commands:import_options", listing=True),
     Command("demo", "commands:demo", "a scripted scenario on the embedded stack"),
 )
 

@@ -34,6 +34,7 @@ from memjobs_worker.http.routes import (
     memory,
     memory_docs,
     ops,
+    owners,
     reads,
     sessions,
 )
@@ -76,7 +77,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = context
-    for module in (memory, memory_docs, sessions, blackboard, knowledge, reads, ops, dead_letters, console):
+    for module in (memory, memory_docs, sessions, blackboard, knowledge, reads, ops, owners, dead_letters, console):
         app.include_router(module.router)
     mcp.mount(app)
     memory_mcp.mount(app)

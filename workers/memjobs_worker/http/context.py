@@ -39,6 +39,7 @@ from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.knowledge.citations import CitedChunk, read_cited
 from memjobs_worker.knowledge.search import SearchOutcome
+from memjobs_worker.lifecycle import EraseReport, Owner, erase_owner, export_lines, owner_parts
 from memjobs_worker.memory.pipeline import RecallHit
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
@@ -99,6 +100,14 @@ class ApiContext:
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
             lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
         self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
+        # An owner's erasure and export (docs/data-lifecycle.md): an erasure waits for the
+        # owner's running jobs half the backend timeout at most, so that it answers in time.
+        wait_ms = min(settings.erase_wait_ms, settings.api_backend_timeout_ms // 2)
+        self.erase_owner: Callable[[Owner], EraseReport] = lambda owner: erase_owner(
+            owner, owner_parts(runtime, wait_ms=wait_ms), redis_client=runtime.redis, db=runtime.db,
+            hold_ms=settings.erase_hold_ms)
+        self.export_owner: Callable[[Owner], list[str]] = lambda owner: list(
+            export_lines(owner, owner_parts(runtime)))
         self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
                                                      lambda: runtime.store.ping())
         #: The model services' circuit breakers, for /readyz.

@@ -83,6 +83,8 @@ PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
     ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
     ProblemType("embedding_model_changed", 503,
                 "Stored vectors came from another embedding model: run `memjobs reembed`"),
+    ProblemType("erase_incomplete", 503,
+                "The owner's jobs were still running; nothing more was erased: call again"),
     ProblemType("internal", 500, "Internal error"),
 )}
 
@@ -137,9 +139,10 @@ BY_CLASS: tuple[tuple[type[MemjobsError], str], ...] = (
 
 def reason_of(exc: MemjobsError) -> str:
     """The problem reason of a memjobs error, by its class (``consent_required``
-    is an :class:`InvalidPayload` with its own reason)."""
-    if exc.reason == "consent_required":
-        return "consent_required"
+    is an :class:`InvalidPayload` with its own reason, ``erase_incomplete`` a
+    :class:`TransientError` with its own)."""
+    if exc.reason in ("consent_required", "erase_incomplete"):
+        return exc.reason
     return next((reason for cls, reason in BY_CLASS if isinstance(exc, cls)), "internal")
 
 

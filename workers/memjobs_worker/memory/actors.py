@@ -60,7 +60,9 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
         except StaleFencingToken:
             report("stale_commit_refused")  # a newer holder owns the work now
             return
-        log.info("extraction", extra={"owner_key": payload.owner_key, "outcome": done.outcome,
+        # The key's first characters (as dead letters show it): never the whole key,
+        # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
+        log.info("extraction", extra={"owner": payload.owner_key[:12], "outcome": done.outcome,
                                       "attempts": done.attempts, "learned": done.learned,
                                       "discarded": done.discarded, "recovered": done.recovered,
                                       "failed": done.failed})

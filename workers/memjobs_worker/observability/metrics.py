@@ -43,6 +43,11 @@ DEAD_LETTERS_PURGED = ("memjobs_dead_letters_purged", "Dead letters purged by an
 REFUSED = Counter(
     "memjobs_refused_total", "Inputs refused, by reason (e.g. sensitive_content).", ["reason"]
 )
+ERASED_OWNER_JOBS_DROPPED = Counter(
+    "memjobs_erased_owner_jobs_dropped_total",
+    "Jobs dropped unrun because their owner was being (or had just been) erased, by actor.",
+    ["actor"],
+)
 NEWER_SCHEMA_DEFERRED = Counter(
     "memjobs_newer_schema_deferred_total",
     "Messages of a newer schema version than this worker reads, requeued for a newer worker, by actor.",

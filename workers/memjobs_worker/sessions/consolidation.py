@@ -180,8 +180,10 @@ def consolidate(
             # Redaction does not see a secret split over lines: the document is not sent.
             audit.record([AuditEntry.of(owner_key=payload.owner_key, doc=doc, op="-", applied=False,
                                         reason=SENSITIVE_DOCUMENT, version=None, context=context)])
+            # The key's first characters (as dead letters show it): never the whole key,
+            # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
             log.warning("consolidation skipped: a memory document fails the sensitivity check",
-                        extra={"doc": doc, "rule": finding.rule, "owner_key": payload.owner_key})
+                        extra={"doc": doc, "rule": finding.rule, "owner": payload.owner_key[:12]})
             report.skipped = SENSITIVE_DOCUMENT
             return report
 

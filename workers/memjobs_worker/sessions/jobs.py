@@ -83,7 +83,9 @@ def run_consolidation(store: SessionStore, payload: ConsolidateSession, *,
             store.runs.fail(claim, done.skipped)  # not run again: the document must be cleared first
             return done.skipped
         store.runs.finish(claim)
-        log.info("consolidation", extra={"owner_key": payload.owner_key, "applied": done.applied,
+        # The key's first characters (as dead letters show it): never the whole key,
+        # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
+        log.info("consolidation", extra={"owner": payload.owner_key[:12], "applied": done.applied,
                                          "refused": done.refused})
         return "succeeded"
 

@@ -52,6 +52,16 @@ class MemoryEngine(ABC):
         """Delete whatever a crashed attempt created; returns how many."""
 
     @abstractmethod
+    def restore(self, owner_key: str, texts: Sequence[str]) -> list[str]:
+        """Store ``texts`` as memories as they are, without a model (an import of
+        an owner's export); returns their ids, one per text, in order.
+
+        Raises:
+            ModelUnavailable: the embedding service failed (transient).
+            BackendUnavailable: the vector store did not answer.
+        """
+
+    @abstractmethod
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]: ...
 
     @abstractmethod

@@ -216,6 +216,20 @@ class Mem0Engine(MemoryEngine):
         self.delete(owner_key, ids)
         return len(ids)
 
+    def restore(self, owner_key: str, texts: Sequence[str]) -> list[str]:
+        ids: list[str] = []
+        vectors: _TextVectors = self.memory.embedding_model
+        with _translated("restore", self._pool):
+            vectors.prime(list(texts))  # one embedding call for them all
+            try:
+                for text in texts:
+                    result = self.memory.add(text, user_id=owner_key, metadata={"restored": True},
+                                             infer=False)
+                    ids.append(result["results"][0]["id"])
+            finally:
+                vectors.prime([])
+        return ids
+
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
         """Vectors and keywords fused (:mod:`~memjobs_worker.memory.engine.fused_search`)."""
         with _translated("search", self._pool):

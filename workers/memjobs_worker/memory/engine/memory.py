@@ -134,6 +134,10 @@ class InMemoryEngine(MemoryEngine):
                 del self._memories[memory_id]
         return len(doomed)
 
+    def restore(self, owner_key: str, texts: Sequence[str]) -> list[str]:
+        self._record("restore", owner_key, tuple(texts))
+        return [self._add(owner_key, "restored", text) for text in texts]
+
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
         self._record("search", owner_key, query, limit)
         wanted = self.embedder.embed(query)

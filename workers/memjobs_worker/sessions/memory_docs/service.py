@@ -195,6 +195,45 @@ class MemoryService:
                 raise InvalidPayload("op: append or replace", reason="invalid_payload")
         return self._run(owner, list(edits), context, strict=True)
 
+    def restore(self, owner: str, doc: str, content: str, *, context: ChangeContext) -> OpResult:
+        """Write ``doc`` whole as ``content`` (an import of an owner's export): nothing
+        when it already reads so (``duplicate``). Bounded and checked as any edit
+        (``too_long``, ``sensitive_content``: nothing written); audited as a replace.
+
+        Raises:
+            InvalidPayload: ``doc`` is not USER.md or MEMORY.md, or a wrong type.
+            VersionConflict: the document kept changing.
+        """
+        if doc not in WRITABLE_DOCS:
+            raise InvalidPayload(f"not a memory document: {doc!r}", reason="forbidden_document")
+        _check_text(text=content)
+        key = storage_key(self._owner(owner))
+        for _ in range(self.max_attempts):
+            with ExitStack() as held:
+                held.enter_context(self._stripes[hash(key) % _STRIPES])
+                held.enter_context(serialise(self.provider, owner))
+                current = self.read(owner, doc)
+                if current.content == content:
+                    return OpResult(False, doc, current.version, "duplicate")
+                reason: Reason | None = None
+                if len(content) > self.max_doc_chars:
+                    reason = "too_long"
+                elif find_sensitive_document(content) is not None:
+                    reason = "sensitive_content"
+                if reason is not None:
+                    result = OpResult(False, doc, current.version, reason)
+                    self._record(key, [Edit("replace", doc)], context, [result])
+                    return result
+                try:
+                    written = apply_changes(self.provider, owner, [Change(doc, content, current.version)],
+                                            context)
+                except VersionConflict:
+                    continue
+            result = OpResult(True, doc, written.get(doc, current.version + 1), None)
+            self._record(key, [Edit("replace", doc)], context, [result])
+            return result
+        raise VersionConflict(f"{doc} kept changing: gave up after {self.max_attempts} attempts")
+
     # -- the machinery --------------------------------------------------------------
 
     def _owner(self, owner: str) -> str:
