@@ -75,7 +75,7 @@ def redis_client(
         return redis.Redis.from_url(url, **common)
     params = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
     auth = {k: params[k] for k in ("db", "username", "password") if params.get(k) is not None}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         addresses,
         socket_timeout=timeout_s,
         # Each sentinel asked once per lookup: redis-py's default (three retries,
@@ -84,7 +84,7 @@ def redis_client(
         sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
                          "retry": Retry(NoBackoff(), 0)},
     )
-    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
         sentinel_master, **common, **auth)
     return master
 

@@ -39,7 +39,7 @@ from memjobs_worker.embedded.leftovers import Leftover, find_leftovers, stop_lef
 from memjobs_worker.embedded.logpump import LogPump
 from memjobs_worker.embedded.process import pid_alive
 from memjobs_worker.embedded.stack import StackLock, lock_file, lock_is_held, private_dir, read_state_file, tighten
-from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.endpoints import Endpoints, stack_settings
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.ops.aof import ForgetRewriter
 from memjobs_worker.ops.server import claim_metrics_address, prepare_metrics_dir
@@ -165,7 +165,8 @@ class Stack:
             worker_pid=self.worker.pid if self.worker is not None else None,
             redis_pid=self.redis.pid if self.redis is not None else None,
             postgres_restarts=self.postgres_restarts,
-            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts))
+            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts,
+            settings=stack_settings(self.settings)))
 
     def _start_worker(self) -> None:
         assert self.endpoints is not None and self._logs is not None

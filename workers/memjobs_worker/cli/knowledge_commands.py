@@ -14,6 +14,7 @@ from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, knowledge_path_id
 from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import owner_arg, runtime_for
+from memjobs_worker.cli.options import limited
 from memjobs_worker.cli.output import emit, say, table
 from memjobs_worker.knowledge.search import MAX_K
 from memjobs_worker.knowledge.targets import collect
@@ -81,7 +82,8 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         if not key:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
-            emit([_document(d, settings) for d in rt.knowledge.documents(key)], as_json=args.json,
+            documents = limited(rt.knowledge.documents(key), args, "documents")
+            emit([_document(d, settings) for d in documents], as_json=args.json,
                  columns=["doc_id", "title", "state", "reason", "limit", "chunks"],
                  empty="no documents")
             return exits.OK
@@ -121,7 +123,7 @@ def _document(d: Any, settings: Settings) -> dict[str, Any]:
 
 
 def reindex_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
+    p.add_argument("--owner", required=True, help="the owner (user) id whose documents these are")
     p.add_argument("--path", action="append", required=True,
                    help="a file or directory (repeatable); the owner's whole corpus")
     p.add_argument("--consent", action="store_true",
@@ -135,9 +137,13 @@ def reindex_options(p: argparse.ArgumentParser) -> None:
 
 
 def knowledge_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["search", "list", "rebuild"])
-    p.add_argument("--owner")
-    p.add_argument("--query")
+    p.add_argument("op", choices=["search", "list", "rebuild"],
+                   help="search the owner's documents, list them (with their state), or rebuild "
+                        "the full-text index of every owner")
+    p.add_argument("--owner", help="the owner (user) id (search and list)")
+    p.add_argument("--query", help="search: what to look for, in any language")
+    p.add_argument("--limit", type=int, default=100,
+                   help="list: at most this many documents, the latest first (default 100)")
     p.add_argument("--k", type=int, default=5, help=f"results, 1 to {MAX_K} (default 5)")
     p.add_argument("--all-chunks", action="store_true",
                    help="every matching chunk; by default one result per document (its best chunk)")

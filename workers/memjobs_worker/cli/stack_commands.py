@@ -152,8 +152,10 @@ def refuse_other_embedders(settings: Settings, database_url: str) -> None:
 
 
 def pool_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--processes", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--processes", type=int, default=None,
+                   help="worker processes of the model jobs' pool (default MEMJOBS_WORKER_PROCESSES)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per worker process (default MEMJOBS_WORKER_THREADS)")
 
 
 def down_options(p: argparse.ArgumentParser) -> None:

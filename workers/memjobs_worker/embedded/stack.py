@@ -46,6 +46,9 @@ class StackInfo:
     postgres_restarted_at: float | None = None
     #: How often ``up`` restarted its embedded Redis after it died.
     redis_restarts: int = 0
+    #: The stack's effective switches, which the commands run against it follow
+    #: (:func:`memjobs_worker.endpoints.stack_settings`): never a secret's value.
+    settings: dict[str, Any] | None = None
 
 
 def stack_file(data_dir: Path) -> Path:
