@@ -21,7 +21,7 @@ from memjobs_worker.settings import Settings
 #: directory: a command follows the stack's value, not its shell's.
 SHARED_SETTINGS = ("knowledge", "memory_provider", "memory_auto", "session_digest",
                    "memory_base_url", "memory_model", "embedding_base_url", "embedding_model",
-                   "embedding_dims", "local_embedder", "api_host", "metrics")
+                   "embedding_dims", "local_embedder", "knowledge_roots", "api_host", "metrics")
 #: Secrets: the state file says only whether the stack has one.
 SHARED_SECRETS = ("api_gateway_token", "api_host_token", "api_token_key", "memory_api_key",
                   "dashscope_api_key", "embedding_api_key")

@@ -12,6 +12,7 @@ import signal
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.cli import api_command, exits
 from memjobs_worker.cli.output import error, say
+from memjobs_worker.cli.progress import Progress
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
@@ -42,7 +43,8 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
         for notice in stack.notices:
             say(f"memjobs: {notice}", err=True)
         metrics = stack.metrics_url or "off"
-        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, metrics {metrics}, data in "
+        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, console {api.url}/console, "
+            f"metrics {metrics}, data in "
             f"{settings.data_dir} (worker log: {settings.data_dir / 'logs' / 'worker.log'}, "
             f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C or `memjobs down` stops it")
         received = stack.supervise()
@@ -63,15 +65,23 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
 
 def down(settings: Settings, args: argparse.Namespace) -> int:
     """Stop the data directory's stack and wait until every process is gone:
-    exit 0; nothing running, exit 6 (not found); still running at the deadline, exit 1."""
+    exit 0; nothing running, exit 6 (not found); still running at the deadline,
+    or stopped by force (workers killed mid-job), exit 1. While it waits, what
+    still runs is said on stderr (:mod:`memjobs_worker.cli.progress`)."""
     where = settings.data_dir
-    result = stop_stack(where, timeout_s=args.timeout)
+    progress = Progress("processes", every_s=5.0)
+    result = stop_stack(where, timeout_s=args.timeout, waiting=lambda alive: progress.update(
+        len(alive), detail="waiting for " + ", ".join(alive)))
+    progress.clear()
     if result.found == "nothing":
         error(f"no memjobs stack is running in {where}: nothing to stop")
         return exits.NOT_FOUND
     if result.remaining:
         error(f"still running after {args.timeout:g} s: {', '.join(result.remaining)}; see "
               f"{where / 'logs' / 'worker.log'}, then run `memjobs down` again")
+        return exits.FAILED
+    if result.problems:
+        error(f"memjobs stack in {where} stopped, but not cleanly: " + "; ".join(result.problems))
         return exits.FAILED
     if result.found == "leftovers":
         for line in result.stopped:
