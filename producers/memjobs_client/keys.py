@@ -142,3 +142,9 @@ HEARTBEAT_PREFIX = f"{NAMESPACE}:heartbeat:"
 def job_stats(minute: int) -> str:
     """The hash of per-actor outcome counts for one minute (epoch minutes)."""
     return f"{NAMESPACE}:stats:{minute}"
+
+
+def reindex_progress(owner_key: str) -> str:
+    """A hash: the owner's reindex from the moment it is queued until its last
+    part is written (:mod:`memjobs_client.reindexing`), for ``knowledge list``."""
+    return f"{NAMESPACE}:knowledge:reindex:{owner_key}"
