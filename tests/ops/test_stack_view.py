@@ -133,7 +133,7 @@ def test_every_command_starts_within_3x_the_client_import(stack: EmbeddedStack) 
     env = shell(stack, MEMJOBS_API_HOST_TOKEN=HOST_TOKEN)
     client = best_of([sys.executable, "-c", "import memjobs_client"], env)
     ratios = {}
-    for args in (["--help"], ["--version"], ["config"], ["sources", "--owner", owner]):
+    for args in (["--help"], ["--version"], ["url"], ["config"], ["sources", "--owner", owner]):
         took = best_of([sys.executable, "-m", "memjobs_worker.cli.main", *args], env)
         ratios[" ".join(args[:1])] = round(took / client, 2)
     assert max(ratios.values()) <= 3.0, f"start-up over the client import ({client:.3f} s): {ratios}"
