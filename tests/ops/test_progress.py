@@ -46,25 +46,26 @@ def test_a_pipe_gets_a_plain_line_every_few_seconds_with_rate_and_time_left() ->
 
 def test_a_terminal_gets_one_line_rewritten_in_place_and_cleared() -> None:
     clock, out = Clock(), Terminal()
-    progress = Progress("jobs", stream=out, clock=clock)
+    progress = Progress("jobs", doing="draining", stream=out, clock=clock)
     progress.update(40, total=40)
     clock.now += 1
     progress.update(20, total=40)
     progress.clear()
     text = out.getvalue()
     assert "\n" not in text and text.count("\r\033[K") == 3, repr(text)
-    assert "40 jobs left of 40, measuring the rate" in text and "20 jobs left of 40, 20.0/s, about 1 s left" in text
+    assert "draining: 40 jobs left of 40, measuring the rate" in text
+    assert "draining: 20 jobs left of 40, 20.0/s, about 1 s left" in text
 
 
 def test_json_lines_carry_the_same_figures() -> None:
     clock, out = Clock(), Terminal()  # --json: JSON lines even on a terminal
-    progress = Progress("memories to re-embed", as_json=True, every_s=1, stream=out, clock=clock)
+    progress = Progress("memories", doing="re-embedding", as_json=True, every_s=1, stream=out, clock=clock)
     progress.update(300, total=300, force=True)
     clock.now += 2
     progress.update(100, total=300)
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
     assert first["remaining"] == 300 and first["rate_per_s"] is None
-    assert second == {"progress": "memories to re-embed", "remaining": 100, "total": 300, "rate_per_s": 100.0,
+    assert second == {"progress": "memories", "remaining": 100, "total": 300, "rate_per_s": 100.0,
                       "eta_s": 1.0, "elapsed_s": 2.0, "detail": ""}
 
 

@@ -81,7 +81,8 @@ def _detail(remaining: dict[str, Any]) -> str:
 
 
 def drain(settings: Settings, args: argparse.Namespace) -> int:
-    progress = Progress("jobs and pending sources", as_json=args.json, every_s=args.every)
+    progress = Progress("jobs and pending sources", doing="draining", as_json=args.json,
+                        every_s=args.every)
     started = time.monotonic()
     deadline = started + args.timeout
     with runtime_for(settings) as rt:

@@ -92,7 +92,7 @@ def _say_queued(document: dict[str, Any], skipped: list[dict[str, Any]]) -> None
 def _wait(rt: Any, key: str, args: argparse.Namespace) -> bool:
     """Follow the owner's reindex until its last part is written (True) or
     ``--wait`` seconds have passed (False), with progress on stderr."""
-    progress = Progress("documents", as_json=args.json)
+    progress = Progress("documents", doing="indexing", as_json=args.json)
     deadline = time.monotonic() + args.wait
     try:
         while (record := reindexing.read(rt.redis, key)) is not None:

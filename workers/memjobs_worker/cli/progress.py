@@ -38,15 +38,17 @@ class Progress:
 
     Parameters:
         what: what is counted (``jobs``, ``memories``), in the reports.
+        doing: what is under way, said first on a line for people (``draining``).
         as_json: report JSON objects.
         every_s: in a pipe, seconds between two reports.
         stream: where reports go (stderr); a terminal gets the line in place.
         clock: monotonic seconds (a test passes its own).
     """
 
-    def __init__(self, what: str, *, as_json: bool = False, every_s: float = 5.0,
+    def __init__(self, what: str, *, doing: str = "", as_json: bool = False, every_s: float = 5.0,
                  stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.what = what
+        self.doing = doing
         self.as_json = as_json
         self.stream = stream if stream is not None else sys.stderr
         self.tty = not as_json and self.stream.isatty()
@@ -105,7 +107,7 @@ class Progress:
         parts = [done, pace]
         if figures["eta_s"] is not None:
             parts.append(f"about {duration(figures['eta_s'])} left")
-        text = ", ".join(parts)
+        text = (f"{self.doing}: " if self.doing else "") + ", ".join(parts)
         return f"{text} ({figures['detail']})" if figures["detail"] else text
 
     def _write(self, figures: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
     def progress(what: str, done: int, total: int) -> None:
         if not total:
             return
-        report = reports.setdefault(what, Progress(f"{what} to re-embed", as_json=args.json))
+        report = reports.setdefault(what, Progress(f"{what}", doing="re-embedding", as_json=args.json))
         report.update(total - done, total=total, detail=f"with {left.model}", force=done in (0, total))
 
     memories, chunks = run(settings, database_url, progress=progress)

@@ -74,7 +74,7 @@ def down(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.supervisor import stop_stack
 
     where = settings.data_dir
-    progress = Progress("processes", every_s=5.0)
+    progress = Progress("processes", doing="stopping", every_s=5.0)
     result = stop_stack(where, timeout_s=args.timeout, waiting=lambda alive: progress.update(
         len(alive), detail="waiting for " + ", ".join(alive)))
     progress.clear()
