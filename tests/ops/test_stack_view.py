@@ -104,16 +104,21 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 
-def test_sources_against_a_running_stack_reads_through_its_api(stack: EmbeddedStack) -> None:
+def test_reads_against_a_running_stack_go_through_its_api(stack: EmbeddedStack) -> None:
+    """sources and recall: their answer, without the database drivers or mem0."""
     owner = new_owner("view")
     source_id = stack.remember(owner, "I drink green tea every morning")
     env = shell(stack, MEMJOBS_API_HOST_TOKEN=HOST_TOKEN)
-    done = subprocess.run([sys.executable, "-c", PROBE, "sources", "--owner", owner, "--json"], cwd=REPO,
-                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report["code"] == exits.OK, done.stderr
-    assert [s["source_id"] for s in json.loads(done.stdout)] == [source_id]
-    assert not {"sqlalchemy", "psycopg", "mem0"} & set(report["modules"]), "it opened the database"
+    stack.drain()
+    for args, check in ((("sources", "--owner", owner), lambda doc: [s["source_id"] for s in doc] == [source_id]),
+                        (("recall", "--owner", owner, "--query", "green tea"),
+                         lambda doc: doc and doc[0]["source_ids"] == [source_id])):
+        done = subprocess.run([sys.executable, "-c", PROBE, *args, "--json"], cwd=REPO, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        assert report["code"] == exits.OK, done.stderr
+        assert check(json.loads(done.stdout)), done.stdout
+        assert not {"sqlalchemy", "psycopg", "mem0"} & set(report["modules"]), f"{args[0]} opened the database"
 
 
 def took(command: list[str], env: dict[str, str]) -> float:

@@ -24,9 +24,10 @@ TIMEOUT_S = 10.0
 
 
 def api_get(view: StackView | None, settings: Settings, path: str, owner: str,
-            params: dict[str, Any]) -> dict[str, Any] | None:
-    """``GET path?params`` on the running stack's API for ``owner``; None when
-    the API cannot answer this read (see the module's docstring)."""
+            params: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``GET path?params`` on the running stack's API for ``owner`` (``POST``
+    of the JSON ``body`` when one is given: recall); None when the API cannot
+    answer this read (see the module's docstring)."""
     if view is None or view.stack is None or not view.stack.api_url:
         return None
     if not view.stack.api_url.startswith("http://"):
@@ -43,8 +44,12 @@ def api_get(view: StackView | None, settings: Settings, path: str, owner: str,
     headers = {"X-Memjobs-Owner": owner, "Accept": "application/json"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token.get_secret_value()}"
-    request = urllib.request.Request(f"{view.stack.api_url}{path}?{urlencode(params)}",
-                                     headers=headers)
+    data = None
+    if body is not None:
+        data = json.dumps(body, ensure_ascii=False).encode()
+        headers["Content-Type"] = "application/json"
+    query = f"?{urlencode(params)}" if params else ""
+    request = urllib.request.Request(f"{view.stack.api_url}{path}{query}", data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:  # noqa: S310 - our own API
             if reply.status != 200:

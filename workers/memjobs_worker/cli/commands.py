@@ -102,11 +102,17 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise InvalidPayload("--query must not be empty")
     key = owner_arg(args.owner)
-    with runtime_for(settings) as rt:
-        hits = rt.personal_memory.recall(key, args.query, args.limit)
-    emit([{"memory_id": h.memory_id, "text": h.text, "score": h.score,
-           "source_ids": h.source_ids} for h in hits],
-         as_json=args.json, columns=["memory_id", "score", "text", "source_ids"],
+    via_api = api_get(getattr(args, "stack_view", None), settings, "/v1/recall", args.owner, {},
+                      body={"owner_id": args.owner, "query": args.query, "limit": args.limit})
+    if via_api is not None:  # the stack's own embedder, already loaded: no model to load here
+        found = [{"memory_id": m["memory_id"], "text": m["text"], "score": m["score"],
+                  "source_ids": m["source_ids"]} for m in via_api["memories"]]
+    else:
+        with runtime_for(settings) as rt:
+            hits = rt.personal_memory.recall(key, args.query, args.limit)
+        found = [{"memory_id": h.memory_id, "text": h.text, "score": h.score,
+                  "source_ids": h.source_ids} for h in hits]
+    emit(found, as_json=args.json, columns=["memory_id", "score", "text", "source_ids"],
          empty="no memory matches")
     return exits.OK
 
