@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from wcwidth import wcswidth
 
-from memjobs_worker.cli import exits
+from memjobs_worker.cli import dead_commands, exits
 from memjobs_worker.cli.main import build_parser
 from memjobs_worker.cli.output import table
 from tests.support.cli import cli_env, run_cli
@@ -126,3 +126,37 @@ def test_end_session_says_which_transcript_it_could_not_read(tmp_path: Path) -> 
                      "--transcript", str(tmp_path / "missing.json"))
     assert result.code == exits.REFUSED, str(result)
     assert "missing.json" in result.stderr and "Traceback" not in result.stderr
+
+
+LISTINGS = ("sources", "memories", "sessions", "knowledge", "audit", "dead list")
+
+
+def test_every_listing_takes_a_limit() -> None:
+    found = {path.removeprefix("memjobs "): {o for a in parser._actions for o in a.option_strings}
+             for path, parser in parsers(build_parser())}
+    assert [name for name in LISTINGS if "--limit" not in found[name]] == []
+
+
+class Letter:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def as_dict(self) -> dict[str, object]:
+        return {"message_id": f"msg-{self.n}", "queue": "memjobs_extract", "actor": "extract_facts",
+                "reason": "model_unavailable", "attempts": 3, "owner": "0123456789ab",
+                "first_failed_at": "2026-12-04T10:00:00+00:00", "last_failed_at": "2026-12-04T10:01:00+00:00"}
+
+
+class Letters:
+    def letters(self, queue: str | None = None) -> list[Letter]:
+        return [Letter(n) for n in range(5)]
+
+
+def test_dead_list_limit_shows_the_first_n_and_says_how_many_were_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = build_parser(["dead", "list"]).parse_args(["dead", "list", "--limit", "2"])
+    assert dead_commands._list(Letters(), args) == exits.OK  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()] == ["message_id", "msg-0", "msg-1", "2"]
+    assert "showing 2 of 5 dead letters" in err
