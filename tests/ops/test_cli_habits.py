@@ -160,3 +160,14 @@ def test_dead_list_limit_shows_the_first_n_and_says_how_many_were_left_out(
     out, err = capsys.readouterr()
     assert [line.split()[0] for line in out.splitlines()] == ["message_id", "msg-0", "msg-1", "2"]
     assert "showing 2 of 5 dead letters" in err
+
+
+def test_a_page_with_more_behind_it_says_so_without_a_total(capsys: pytest.CaptureFixture[str]) -> None:
+    from argparse import Namespace
+
+    from memjobs_worker.cli.options import limited
+
+    assert limited([1, 2, 3], Namespace(limit=2), "sources", more=True) == [1, 2]
+    assert "showing the first 2 sources; there are more" in capsys.readouterr().err
+    assert limited([1, 2], Namespace(limit=2), "sources") == [1, 2]
+    assert capsys.readouterr().err == ""

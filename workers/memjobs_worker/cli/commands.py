@@ -49,18 +49,25 @@ def config(settings: Settings, args: argparse.Namespace) -> int:
 
 
 SOURCE_COLUMNS = ["source_id", "state", "created_at", "learned_at", "reason"]
+#: The most an API listing returns by default (MEMJOBS_API_MAX_LISTING): a longer
+#: --limit reads directly, so that it is honoured whatever the stack's cap.
+API_PAGE = 200
+
+
+def _paged(args: argparse.Namespace) -> StackView | None:
+    """The running stack to ask, when its API's page holds what ``--limit`` asks for."""
+    return getattr(args, "stack_view", None) if args.limit < API_PAGE else None
 
 
 def sources(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
     listing: list[dict[str, Any]]
-    via_api = api_get(getattr(args, "stack_view", None), settings, "/v1/sources", args.owner,
+    via_api = api_get(_paged(args), settings, "/v1/sources", args.owner,
                       {"limit": args.limit + 1, "include_text": str(args.show_text).lower()})
     if via_api is not None:
         listing = [{name: row.get(name) for name in (*SOURCE_COLUMNS, "text")}
                    for row in via_api["sources"]]
-        if via_api.get("truncated") and len(listing) <= args.limit:
-            listing.append({})  # more than shown: said by limited() below
+        more = bool(via_api.get("truncated")) or len(listing) > args.limit
     else:
         with runtime_for(settings) as rt:
             rows = rt.personal_memory.sources(key)
@@ -69,7 +76,8 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
                     "learned_at": r.learned_at.isoformat() if r.learned_at else None,
                     "reason": r.reason,  # why a source is failed (None otherwise)
                     "text": r.text} for r in rows]
-    shown = limited(listing, args, "sources")
+        more = False
+    shown = limited(listing, args, "sources", more=more)
     if not args.show_text:
         for item in shown:
             item.pop("text", None)
@@ -80,18 +88,17 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
 
 def memories(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
-    via_api = api_get(getattr(args, "stack_view", None), settings, "/v1/memories", args.owner,
-                      {"limit": args.limit + 1})
+    via_api = api_get(_paged(args), settings, "/v1/memories", args.owner, {"limit": args.limit + 1})
     if via_api is not None:
         found = [{"memory_id": m["memory_id"], "text": m["text"], "source_ids": m["source_ids"]}
                  for m in via_api["memories"]]
-        if via_api.get("truncated") and len(found) <= args.limit:
-            found.append({})
+        more = bool(via_api.get("truncated")) or len(found) > args.limit
     else:
         with runtime_for(settings) as rt:
             hits = rt.personal_memory.memories(key)
         found = [{"memory_id": h.memory_id, "text": h.text, "source_ids": h.source_ids} for h in hits]
-    emit(limited(found, args, "memories"), as_json=args.json,
+        more = False
+    emit(limited(found, args, "memories", more=more), as_json=args.json,
          columns=["memory_id", "text", "source_ids"], empty="no memories")
     return exits.OK
 

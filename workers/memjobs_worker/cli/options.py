@@ -37,11 +37,16 @@ def limit_option(p: argparse.ArgumentParser, default: int | None = DEFAULT_LIMIT
                         "were left out")
 
 
-def limited(rows: Sequence[T], args: Any, what: str) -> list[T]:
+def limited(rows: Sequence[T], args: Any, what: str, *, more: bool = False) -> list[T]:
     """``rows`` cut to ``--limit``, saying on stderr what was left out (stdout
-    stays one document with ``--json``)."""
+    stays one document with ``--json``); ``more``: ``rows`` is itself the first
+    part of a longer listing (an API's page)."""
     limit = getattr(args, "limit", None)
-    if limit is None or len(rows) <= limit:
+    if limit is None or (len(rows) <= limit and not more):
         return list(rows)
-    say(f"memjobs: showing {limit} of {len(rows)} {what}; --limit N shows more", err=True)
+    if more:
+        say(f"memjobs: showing the first {min(limit, len(rows))} {what}; there are more "
+            "(--limit N shows more)", err=True)
+    else:
+        say(f"memjobs: showing {limit} of {len(rows)} {what}; --limit N shows more", err=True)
     return list(rows[:limit])
