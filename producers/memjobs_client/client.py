@@ -21,7 +21,7 @@ import redis
 from dramatiq import Message
 from dramatiq.brokers.redis import RedisBroker
 
-from memjobs_client import contracts, keys
+from memjobs_client import contracts, keys, reindexing
 from memjobs_client import queued as queued_remembers
 from memjobs_client.connect import Durability, MemoryGuard, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
@@ -367,6 +367,12 @@ class MemjobsClient:
                 "re-indexing sends the documents' text to the embedding service: it needs the "
                 "user's consent (consent=True)", reason="consent_required")
         payloads = corpus_payloads(owner_key_of(owner_id), documents, allowed_roots, part_size, self.rules)
+        named = [_named(doc) for p in payloads for doc in p["documents"]]
+        # Recorded before the first part can start, so a worker's "indexing" follows it.
+        try:
+            reindexing.record_queued(self.broker.client, payloads[0]["owner_key"], named, len(payloads))
+        except redis.RedisError as exc:
+            raise _unavailable(exc, "reindex_knowledge") from exc
         for i, payload in enumerate(payloads, start=1):
             self._send(ACTOR_REINDEX, payload)
             if on_part is not None:
@@ -426,6 +432,14 @@ class MemjobsClient:
             self.durability.wait(self.broker.client)
         except redis.RedisError as exc:
             raise _unavailable(exc, f"the {actor_name} job") from exc
+
+
+def _named(doc: Mapping[str, Any]) -> tuple[str, str]:
+    """A reindexed document's id and title as ``knowledge list`` shows it."""
+    if "path" in doc:
+        path = str(doc["path"])
+        return contracts.knowledge_path_id(path), path.rstrip("/").rsplit("/", 1)[-1]
+    return str(doc.get("doc_id", "")), str(doc.get("title", ""))
 
 
 def _unavailable(exc: redis.RedisError, what: str) -> BackendUnavailable:

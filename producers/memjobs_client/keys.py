@@ -180,3 +180,9 @@ def timeline(resolution_s: int, bucket: int) -> str:
     """The hash of job counts and summed durations for one time bucket of
     ``resolution_s`` seconds (``bucket``: epoch seconds // resolution_s)."""
     return f"{NAMESPACE}:timeline:{resolution_s}:{bucket}"
+
+
+def reindex_progress(owner_key: str) -> str:
+    """A hash: the owner's reindex from the moment it is queued until its last
+    part is written (:mod:`memjobs_client.reindexing`), for ``knowledge list``."""
+    return f"{NAMESPACE}:knowledge:reindex:{owner_key}"

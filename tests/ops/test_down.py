@@ -37,6 +37,16 @@ def state(data_dir: Path) -> dict[str, Any]:
     return dict(json.loads((data_dir / "run" / "stack.json").read_text()))
 
 
+def scraped(url: str) -> bytes:
+    """The metrics page, or nothing while the workers' endpoint does not listen yet
+    (a live worker's heartbeat can come before its metrics server)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return bytes(reply.read())
+    except OSError:
+        return b""
+
+
 def started_processes(data_dir: Path, up: Up) -> list[int]:
     """Every process of the stack: ``up``, the workers' group, Redis, PostgreSQL."""
     info = state(data_dir)
@@ -84,8 +94,7 @@ def test_down_stops_the_stack_and_every_process_it_started() -> None:
             assert f"metrics {metrics_url}" in banner
             assert run_cli(env, "url", "--metrics").stdout.strip() == metrics_url
             assert run_cli(env, "url").stdout.strip() == state(data_dir)["api_url"]
-            wait_for(lambda: b"memjobs_" in urllib.request.urlopen(metrics_url, timeout=5).read(),
-                     60, "the moved metrics endpoint")
+            wait_for(lambda: b"memjobs_" in scraped(metrics_url), 60, "the moved metrics endpoint")
 
             pids = started_processes(data_dir, up)
             down = run_cli(env, "down")

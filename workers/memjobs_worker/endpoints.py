@@ -1,7 +1,8 @@
 """Where Redis and the state database are (configured URLs, or the embedded
-stack), and the clients that connect to them without the rest of the worker:
-the producer client (``memjobs remember`` needs nothing more) and Redis clients
-bounded in time."""
+stack), the switches a running stack shares with the commands run against it
+(:func:`stack_settings`), and the clients that connect to them without the rest
+of the worker: the producer client (``memjobs remember`` needs nothing more)
+and Redis clients bounded in time."""
 
 from __future__ import annotations
 
@@ -15,6 +16,28 @@ from memjobs_client.connect import Durability, MemoryGuard, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.settings import Settings
+
+#: The switches a running stack shares with the commands run against its data
+#: directory: a command follows the stack's value, not its shell's.
+SHARED_SETTINGS = ("knowledge", "memory_provider", "memory_auto", "session_digest",
+                   "memory_base_url", "memory_model", "embedding_base_url", "embedding_model",
+                   "embedding_dims", "local_embedder", "knowledge_roots", "api_host", "metrics")
+#: Secrets: the state file says only whether the stack has one.
+SHARED_SECRETS = ("api_gateway_token", "api_host_token", "api_token_key", "memory_api_key",
+                  "dashscope_api_key", "embedding_api_key")
+
+
+def stack_settings(settings: Settings) -> dict[str, dict[str, Any]]:
+    """What ``memjobs up`` records of its settings in the state file: each shared
+    switch's value and where it came from (``environment`` or ``default``), and
+    for each secret only whether it is set."""
+    origin = {name: "environment" if name in settings.model_fields_set else "default"
+              for name in (*SHARED_SETTINGS, *SHARED_SECRETS)}
+    shared: dict[str, dict[str, Any]] = {
+        name: {"value": getattr(settings, name), "from": origin[name]} for name in SHARED_SETTINGS}
+    for name in SHARED_SECRETS:
+        shared[name] = {"set": getattr(settings, name) is not None, "from": origin[name]}
+    return shared
 
 if TYPE_CHECKING:
     from dramatiq.brokers.redis import RedisBroker

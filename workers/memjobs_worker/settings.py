@@ -511,6 +511,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
 
 
+def env_name(field: str) -> str:
+    """The environment variable that sets the setting ``field``."""
+    return _ENV_NAMES.get(field, f"MEMJOBS_{field.upper()}")
+
+
 _ENV_NAMES = {
     "memory_provider": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
     "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",

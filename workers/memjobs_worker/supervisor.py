@@ -38,8 +38,17 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, 
 from memjobs_worker.embedded.leftovers import Leftover, find_leftovers, stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
 from memjobs_worker.embedded.process import pid_alive
-from memjobs_worker.embedded.stack import StackLock, lock_file, lock_is_held, private_dir, read_state_file, tighten
-from memjobs_worker.endpoints import Endpoints
+from memjobs_worker.embedded.stack import (
+    StackLock,
+    lock_file,
+    lock_is_held,
+    private_dir,
+    read_state_file,
+    read_stop_record,
+    tighten,
+    write_stop_record,
+)
+from memjobs_worker.endpoints import Endpoints, stack_settings
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.ops.aof import ForgetRewriter
 from memjobs_worker.ops.server import claim_metrics_address, prepare_metrics_dir
@@ -165,7 +174,8 @@ class Stack:
             worker_pid=self.worker.pid if self.worker is not None else None,
             redis_pid=self.redis.pid if self.redis is not None else None,
             postgres_restarts=self.postgres_restarts,
-            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts))
+            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts,
+            settings=stack_settings(self.settings)))
 
     def _start_worker(self) -> None:
         assert self.endpoints is not None and self._logs is not None
@@ -305,7 +315,9 @@ class Stack:
             try:
                 self.worker.wait(60)
             except subprocess.TimeoutExpired:
-                problems.append("the workers did not stop within 60 s and were killed")
+                problems.append("forced: the workers did not finish their jobs within 60 s and were "
+                                "killed (a long job, such as a reindex, was cut short: it runs again "
+                                "at the next start)")
                 os.killpg(self.worker.pid, signal.SIGKILL)
                 self.worker.wait()
         if self._runtime is not None:
@@ -321,6 +333,10 @@ class Stack:
                 problems.append(f"{name} did not stop: {exc}")
         if self._logs is not None:
             self._logs.close()
+        try:
+            write_stop_record(self.settings.data_dir, os.getpid(), problems)
+        except OSError:
+            pass  # the terminal says it all the same
         self._lock.release()
         return problems
 
@@ -331,13 +347,16 @@ class Down:
 
     ``found``: ``"stack"`` (an ``up`` ran and was signalled), ``"leftovers"``
     (a dead ``up``'s processes) or ``"nothing"``; ``pid``: the ``up`` signalled;
-    ``stopped``: what is gone now; ``remaining``: what still runs at the deadline.
+    ``stopped``: what is gone now; ``remaining``: what still runs at the deadline;
+    ``problems``: what that ``up`` said of its own stop (a forced one: workers
+    killed mid-job), empty when it stopped cleanly.
     """
 
     found: str
     pid: int | None = None
     stopped: list[str] = field(default_factory=list)
     remaining: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 def _up_pid(data_dir: Path) -> int | None:
@@ -352,13 +371,15 @@ def _up_pid(data_dir: Path) -> int | None:
         return None
 
 
-def stop_stack(data_dir: Path, *, timeout_s: float) -> Down:
+def stop_stack(data_dir: Path, *, timeout_s: float,
+               waiting: Callable[[list[str]], None] | None = None) -> Down:
     """Stop the stack of ``data_dir`` and wait until every process it started is gone.
 
     A running ``up`` gets SIGTERM (it stops in order: sweeper, workers, API,
     PostgreSQL, Redis) and is waited for, with what it started, up to
-    ``timeout_s``. With no ``up`` running, what a dead one left is stopped
-    (under the data directory's lock, so that no ``up`` starts meanwhile).
+    ``timeout_s``, ``waiting`` told what still runs at each look. With no
+    ``up`` running, what a dead one left is stopped (under the data
+    directory's lock, so that no ``up`` starts meanwhile).
     """
     lock = StackLock(data_dir)
     if lock.acquire():
@@ -389,9 +410,12 @@ def stop_stack(data_dir: Path, *, timeout_s: float) -> Down:
         return alive
 
     deadline = time.monotonic() + timeout_s
-    while left() and time.monotonic() < deadline:
+    while (alive := left()) and time.monotonic() < deadline:
+        if waiting is not None:
+            waiting([str(p) for p in alive])
         time.sleep(0.1)
     remaining = left()
     return Down("stack", pid=pid, stopped=[str(p) for p in processes if p not in remaining],
-                remaining=[str(p) for p in remaining])
+                remaining=[str(p) for p in remaining],
+                problems=read_stop_record(data_dir, pid) or [])
 

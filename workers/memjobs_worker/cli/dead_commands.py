@@ -17,7 +17,8 @@ from typing import Any
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.cli import exits
-from memjobs_worker.cli.output import error
+from memjobs_worker.cli.options import limited
+from memjobs_worker.cli.output import error, table
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.settings import Settings
@@ -44,7 +45,9 @@ def options(p: argparse.ArgumentParser) -> None:
     """``dead``'s actions and their options."""
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every dead letter, the latest first (no text)")
-    listing.add_argument("--queue", choices=QUEUES, default=None)
+    listing.add_argument("--queue", choices=QUEUES, default=None, help="only this queue's letters")
+    listing.add_argument("--limit", type=int, default=None,
+                         help="at most this many, the latest first (default: every letter)")
     show = actions.add_parser("show", help="one dead letter, its payload redacted")
     show.add_argument("id", help="message id (or dead-letter id)")
     show.add_argument("--reveal", action="store_true",
@@ -82,21 +85,12 @@ def dead(settings: Settings, args: argparse.Namespace) -> int:
         return handler(letters, args)
 
 
-def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    """Rows as aligned columns under a header (``-`` for nothing)."""
-    cells = [[str(c) for c in columns]] + [["-" if r.get(c) is None else str(r[c]) for c in columns]
-                                           for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-                     for row in cells)
-
-
 def _print(document: Any, as_json: bool, human: str) -> None:
     print(json.dumps(document, ensure_ascii=False, default=str) if as_json else human)
 
 
 def _list(letters: DeadLetters, args: argparse.Namespace) -> int:
-    found = [x.as_dict() for x in letters.letters(args.queue)]
+    found = [x.as_dict() for x in limited(letters.letters(args.queue), args, "dead letters")]
     rows = [{**row, **{name: row[name][:19].replace("T", " ") if row[name] else None
                        for name in ("first_failed_at", "last_failed_at")}} for row in found]
     human = table(rows, LIST_COLUMNS) + f"\n{len(rows)} dead letter(s)" if rows else "no dead letters"

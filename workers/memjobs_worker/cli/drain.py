@@ -1,11 +1,13 @@
 """``memjobs drain``: wait until every queue is empty and nothing is pending,
 saying what is left.
 
-On a terminal, one progress line (rewritten in place on stderr) shows what is
-left per queue and how many jobs are retrying. On success it prints how long it
-took; on timeout or Ctrl-C it says what is left — each non-empty queue, the
-pending sources, every retrying job with its last failure — and exits 1
-(timeout) or 130 (interrupted).
+Progress goes to stderr (:mod:`memjobs_worker.cli.progress`): what is left
+(jobs in the queues and pending sources), the rate and the time left, per queue
+and with how many jobs are retrying — on a terminal one line rewritten in
+place, in a pipe a line every ``--every`` seconds, with ``--json`` JSON lines.
+On success it prints how long it took; on timeout or Ctrl-C it says what is
+left — each non-empty queue, the pending sources, every retrying job with its
+last failure — and exits 1 (timeout) or 130 (interrupted).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from memjobs_client.contracts import QUEUE_KNOWLEDGE
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import runtime_for
 from memjobs_worker.cli.output import emit, error
+from memjobs_worker.cli.progress import Progress
 from memjobs_worker.observability.retrying import RetryingRecord, stale_after_ms
 from memjobs_worker.ops import status as ops
 from memjobs_worker.runtime import Runtime
@@ -64,54 +67,49 @@ def describe(remaining: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _progress(remaining: dict[str, Any]) -> str:
+def amount(remaining: dict[str, Any]) -> int:
+    """Jobs in the queues and sources pending: what drain waits for, in one number."""
+    return int(sum(sum(c.values()) for c in remaining["queues"].values()) + remaining["pending_sources"])
+
+
+def _detail(remaining: dict[str, Any]) -> str:
     queues = "; ".join(f"{name} {sum(c.values())}" for name, c in remaining["queues"].items())
     parts = [f"queues: {queues or 'empty'}", f"pending sources: {remaining['pending_sources']}"]
     if remaining["retrying"]:
         parts.append(f"retrying: {len(remaining['retrying'])}")
-    return "draining… " + ", ".join(parts)
+    return ", ".join(parts)
 
 
 def drain(settings: Settings, args: argparse.Namespace) -> int:
-    tty = sys.stderr.isatty()
+    progress = Progress("jobs and pending sources", doing="draining", as_json=args.json,
+                        every_s=args.every)
     started = time.monotonic()
     deadline = started + args.timeout
     with runtime_for(settings) as rt:
         try:
             streak = 0
-            shown = 0.0
             while True:
                 now = time.monotonic()
-                show = tty and now - shown >= 0.5
-                remaining = left(rt, with_retrying=show)
+                remaining = left(rt, with_retrying=progress.due(now))
                 streak = streak + 1 if is_empty(remaining) else 0
                 if streak >= 2:
                     break
                 if now >= deadline:
-                    _clear(tty)
+                    progress.clear()
                     return _report(args, f"not drained after {args.timeout:g} s", left(rt),
                                    exits.FAILED)
-                if show:
-                    sys.stderr.write("\r\033[K" + _progress(remaining)[:200])
-                    sys.stderr.flush()
-                    shown = now
+                progress.update(amount(remaining), detail=_detail(remaining))
                 time.sleep(POLL_S)
         except KeyboardInterrupt:
-            _clear(tty)
+            progress.clear()
             return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
-    _clear(tty)
+    progress.clear()
     seconds = round(time.monotonic() - started, 2)
     if args.json:
         emit({"drained": True, "seconds": seconds}, as_json=True)
     else:
         print(f"drained in {seconds:g} s")
     return exits.OK
-
-
-def _clear(tty: bool) -> None:
-    if tty:
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()
 
 
 def _report(args: argparse.Namespace, headline: str, remaining: dict[str, Any], code: int) -> int:
@@ -124,4 +122,8 @@ def _report(args: argparse.Namespace, headline: str, remaining: dict[str, Any], 
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="give up after this many seconds, saying what is left (default 120)")
+    p.add_argument("--every", type=float, default=5.0, metavar="SECONDS",
+                   help="in a pipe (or with --json), a progress line this often (default 5; "
+                        "a terminal's line is rewritten in place)")

@@ -1,20 +1,26 @@
 """``memjobs`` subcommands of knowledge: reindex, knowledge search | list | rebuild.
 
 With knowledge off, every one of them refuses the same way (exit 3, "knowledge
-is off"), before reading a folder or touching Redis.
+is off"), before reading a folder or touching Redis. ``knowledge list`` shows
+the documents of a reindex still on its way (``queued``, then ``indexing``:
+:mod:`memjobs_client.reindexing`); ``reindex --wait`` follows it to its end.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
+from memjobs_client import reindexing
 from memjobs_client.contracts import MAX_CORPUS_DOCUMENTS, knowledge_path_id
 from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import owner_arg, runtime_for
-from memjobs_worker.cli.output import emit, say, table
+from memjobs_worker.cli.options import limited
+from memjobs_worker.cli.output import emit, error, say, table
+from memjobs_worker.cli.progress import Progress
 from memjobs_worker.knowledge.search import MAX_K
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
@@ -49,21 +55,57 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
                 raise InvalidPayload(str(exc).replace("consent=True", "--consent"),
                                      reason=exc.reason) from None
             raise
-    parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
-    document = {"documents": sent, "add": len(named - stored), "replace": len(named & stored),
-                "delete": len(stored - named), "parts": parts, "status": "queued",
-                "skipped": found.listing.skipped, "skipped_counts": dict(found.listing.skipped_counts)}
+        parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
+        document = {"documents": sent, "add": len(named - stored), "replace": len(named & stored),
+                    "delete": len(stored - named), "parts": parts, "status": "queued",
+                    "skipped": found.listing.skipped,
+                    "skipped_counts": dict(found.listing.skipped_counts)}
+        if not args.json:
+            _say_queued(document, found.listing.skipped)
+        if args.wait is None:
+            if args.json:
+                emit(document, as_json=True)
+            return exits.OK
+        waited = _wait(rt, owner_arg(args.owner), args)
+    document["status"] = "indexed" if waited else "indexing"
     if args.json:
         emit(document, as_json=True)
-        return exits.OK
-    say(f"queued {sent} documents in {parts} part{'s' if parts > 1 else ''}: "
+    elif waited:
+        say("indexed: `memjobs knowledge list` shows each document's state")
+    else:
+        error(f"still indexing after {args.wait:g} s: `memjobs knowledge list` shows where it is; "
+              "the workers go on")
+    return exits.OK if waited else exits.FAILED
+
+
+def _say_queued(document: dict[str, Any], skipped: list[dict[str, Any]]) -> None:
+    parts = document["parts"]
+    say(f"queued {document['documents']} documents in {parts} part{'s' if parts > 1 else ''}: "
         f"{document['add']} to add, {document['replace']} to replace, {document['delete']} to delete")
-    counts = found.listing.skipped_counts
+    counts = document["skipped_counts"]
     if counts:
         say("skipped: " + ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(counts.items())))
-    for item in found.listing.skipped[:20]:
+    for item in skipped[:20]:
         say(f"  {item.get('name', '?')}: {str(item.get('reason', '')).replace('_', ' ')}")
-    return exits.OK
+
+
+def _wait(rt: Any, key: str, args: argparse.Namespace) -> bool:
+    """Follow the owner's reindex until its last part is written (True) or
+    ``--wait`` seconds have passed (False), with progress on stderr."""
+    progress = Progress("documents", doing="indexing", as_json=args.json)
+    deadline = time.monotonic() + args.wait
+    try:
+        while (record := reindexing.read(rt.redis, key)) is not None:
+            if time.monotonic() >= deadline:
+                return False
+            total = len(record["documents"])
+            left = total - total * record["parts_done"] // max(record["parts"], 1)
+            progress.update(left, total=total, detail=f"{record['state']}, part "
+                            f"{min(record['parts_done'] + 1, record['parts'])} of {record['parts']}")
+            time.sleep(0.2)
+        return True
+    finally:
+        progress.clear()
 
 
 def _progress(index: int, count: int, documents: int) -> None:
@@ -81,7 +123,9 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         if not key:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
-            emit([_document(d, settings) for d in rt.knowledge.documents(key)], as_json=args.json,
+            rows = _with_the_reindex_on_its_way(
+                rt, key, [_document(d, settings) for d in rt.knowledge.documents(key)])
+            emit(limited(rows, args, "documents"), as_json=args.json,
                  columns=["doc_id", "title", "state", "reason", "limit", "chunks"],
                  empty="no documents")
             return exits.OK
@@ -114,6 +158,24 @@ def size_limit(reason: str | None, settings: Settings) -> str | None:
     return None
 
 
+def _with_the_reindex_on_its_way(rt: Any, key: str, stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``stored`` with the documents of the owner's reindex still queued or being
+    indexed: new ones first, stored ones it names in its state (``queued``,
+    ``indexing``) until it is written."""
+    record = reindexing.read(rt.redis, key)
+    if record is None:
+        return stored
+    by_id = {row["doc_id"]: row for row in stored}
+    new = []
+    for doc_id, title in record["documents"]:
+        if doc_id in by_id:
+            by_id[doc_id]["state"] = record["state"]
+        else:
+            new.append({"doc_id": doc_id, "title": title, "source": None, "state": record["state"],
+                        "reason": None, "limit": None, "chars": None, "chunks": None, "updated_at": None})
+    return new + stored
+
+
 def _document(d: Any, settings: Settings) -> dict[str, Any]:
     return {"doc_id": d.doc_id, "title": d.title, "source": d.source_label, "state": d.state,
             "reason": d.reason, "limit": size_limit(d.reason, settings), "chars": d.chars,
@@ -121,7 +183,7 @@ def _document(d: Any, settings: Settings) -> dict[str, Any]:
 
 
 def reindex_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
+    p.add_argument("--owner", required=True, help="the owner (user) id whose documents these are")
     p.add_argument("--path", action="append", required=True,
                    help="a file or directory (repeatable); the owner's whole corpus")
     p.add_argument("--consent", action="store_true",
@@ -132,12 +194,19 @@ def reindex_options(p: argparse.ArgumentParser) -> None:
                    help=f"files listed in all (default {MAX_FILES}); the rest are reported skipped")
     p.add_argument("--allow-empty", action="store_true",
                    help="allow a corpus of no documents (empties the owner's collection)")
+    p.add_argument("--wait", type=float, nargs="?", const=3600.0, default=None, metavar="SECONDS",
+                   help="wait until the workers have indexed it, showing progress (at most SECONDS, "
+                        "default 3600; exit 1 if still indexing)")
 
 
 def knowledge_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["search", "list", "rebuild"])
-    p.add_argument("--owner")
-    p.add_argument("--query")
+    p.add_argument("op", choices=["search", "list", "rebuild"],
+                   help="search the owner's documents, list them (with their state), or rebuild "
+                        "the full-text index of every owner")
+    p.add_argument("--owner", help="the owner (user) id (search and list)")
+    p.add_argument("--query", help="search: what to look for, in any language")
+    p.add_argument("--limit", type=int, default=100,
+                   help="list: at most this many documents, the latest first (default 100)")
     p.add_argument("--k", type=int, default=5, help=f"results, 1 to {MAX_K} (default 5)")
     p.add_argument("--all-chunks", action="store_true",
                    help="every matching chunk; by default one result per document (its best chunk)")

@@ -114,7 +114,7 @@ def erase_options(p: argparse.ArgumentParser) -> None:
 
 
 def export_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
+    p.add_argument("--owner", required=True, help="the owner id whose data to export")
     p.add_argument("-o", "--output", help="the file to write (default: standard output)")
 
 

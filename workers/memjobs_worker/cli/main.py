@@ -7,12 +7,15 @@ command's module is imported (``memjobs --help`` imports none of them).
 Registering a subcommand is one entry in that table.
 
 Every command reads the settings once, here, and passes them down. Errors are
-one line on stderr and a named exit code (:mod:`memjobs_worker.cli.exits`).
+one line on stderr and a named exit code (:mod:`memjobs_worker.cli.exits`). A
+bare ``memjobs`` prints the help; a reader that closes the pipe early
+(``memjobs status | head -1``) ends the command quietly, here, once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +35,10 @@ class Command:
         help: one line, for ``memjobs --help`` and the command's own ``--help``.
         options: ``"module:function"`` adding the command's options to its parser, or None.
         listing: the command prints a document: it gets ``--json``.
+        own_settings: the command starts servers or workers of its own (``up``,
+            ``worker``, ``api``…) and runs with its shell's settings; every other
+            command follows the switches of the stack running in its data
+            directory (:mod:`memjobs_worker.cli.stack_view`).
     """
 
     name: str
@@ -39,18 +46,20 @@ class Command:
     help: str
     options: str | None = None
     listing: bool = False
+    own_settings: bool = False
 
 
 COMMANDS: tuple[Command, ...] = (
     Command("config", "commands:config", "print the effective settings, secrets redacted",
             listing=True),
     Command("up", "stack_commands:up", "run the embedded stack in the foreground (Redis, "
-            "PostgreSQL, workers, sweeper, HTTP API)", "stack_commands:pool_options"),
+            "PostgreSQL, workers, sweeper, HTTP API)", "stack_commands:pool_options",
+            own_settings=True),
     Command("down", "stack_commands:down", "stop the data directory's stack (or what a dead "
             "`memjobs up` left running) and wait until every process is gone",
-            "stack_commands:down_options"),
+            "stack_commands:down_options", own_settings=True),
     Command("worker", "stack_commands:worker", "run worker processes against the configured Redis",
-            "stack_commands:pool_options"),
+            "stack_commands:pool_options", own_settings=True),
     Command("remember", "producer_commands:remember", "queue a source for an owner",
             "producer_commands:remember_options", listing=True),
     Command("forget", "producer_commands:forget", "forget a source at once and queue the deletion "
@@ -63,7 +72,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sources", "commands:sources", "list an owner's sources", "commands:sources_options",
             listing=True),
     Command("memories", "commands:memories", "list an owner's learned memories",
-            "commands:owner_options", listing=True),
+            "commands:listing_options", listing=True),
     Command("recall", "commands:recall", "search an owner's learned memories",
             "commands:recall_options", listing=True),
     Command("status", "commands:status", "queues, pending sources, live workers, recent "
@@ -101,14 +110,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("mcp", "mcp_command:mcp", "serve knowledge recall (or, with --memory, personal memory) to a "
             "model client over MCP on stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
     Command("api", "api_command:api", "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) "
-            "against the configured or running stack", "api_command:options"),
+            "against the configured or running stack", "api_command:options", own_settings=True),
     Command("token", "token_command:token", "issue a scoped, expiring token for the HTTP API "
-            "(owners, scopes; docs/security.md)", "token_command:options"),
+            "(owners, scopes; docs/security.md)", "token_command:options", own_settings=True),
     Command("backup", "backup_commands:backup", "write the running embedded stack to one archive "
             "(PostgreSQL dump, Redis snapshot, memory files, settings without secrets)",
             "backup_commands:backup_options", listing=True),
     Command("restore", "backup_commands:restore", "restore a `memjobs backup` archive into a new "
-            "or empty data directory", "backup_commands:restore_options", listing=True),
+            "or empty data directory", "backup_commands:restore_options", listing=True,
+            own_settings=True),
     Command("import-gateway", "backup_commands:import_gateway", "import a single-host gateway's "
             "USER.md / MEMORY.md folders (and, with --consent, its knowledge folder)",
             "backup_commands:import_gateway_options", listing=True),
@@ -119,7 +129,8 @@ COMMANDS: tuple[Command, ...] = (
             "as JSON Lines (docs/data-lifecycle.md)", "lifecycle_commands:export_options"),
     Command("import", "lifecycle_commands:import_", "restore an owner's export into this stack "
             "(idempotent)", "lifecycle_commands:import_options", listing=True),
-    Command("demo", "commands:demo", "a scripted scenario on the embedded stack"),
+    Command("demo", "commands:demo", "a scripted scenario on the embedded stack",
+            own_settings=True),
 )
 
 
@@ -131,8 +142,32 @@ def resolve(target: str) -> Callable[..., Any]:
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
-    """The subcommand ``argv`` names (the top level has no option but ``--help``)."""
+    """The subcommand ``argv`` names (the top level's options take no value)."""
     return next((word for word in argv if not word.startswith("-")), None)
+
+
+def version() -> str:
+    """The installed distribution's version (``memjobs --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("memjobs")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"memjobs {version()}")
+        parser.exit()
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -142,10 +177,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memjobs", description="Background jobs for a voice assistant's memory."
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.help)
-        p.set_defaults(handler=command.handler)
+        p.set_defaults(handler=command.handler, own_settings=command.own_settings)
         if argv is not None and command.name != chosen:
             continue
         if command.listing:
@@ -157,18 +193,38 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(words).parse_args(words)
-    return run(resolve(args.handler), args)
+    try:
+        try:
+            parser = build_parser(words)
+            args = parser.parse_args(words)
+            if args.command is None:  # a bare `memjobs`: the help, not an error
+                parser.print_help()
+                return exits.OK
+            return run(resolve(args.handler), args)
+        finally:  # --help exits through SystemExit: flushed here too
+            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        # The reader left (`memjobs status | head -1`): what it did not read is not
+        # an error worth a traceback. stdout goes to /dev/null so that the
+        # interpreter's own flush at exit does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exits.CLOSED_PIPE
 
 
 def run(handler: Callable[..., int], args: argparse.Namespace) -> int:
     """Run ``handler`` with the settings; a memjobs error is one line and an exit code."""
     from memjobs_client.errors import BackendUnavailable, ConfigurationError, MemjobsError, PermanentError
     from memjobs_worker.cli.output import error, for_people
+    from memjobs_worker.cli.stack_view import follow_stack
     from memjobs_worker.settings import load_settings
 
     try:
         settings = load_settings()
+        if not getattr(args, "own_settings", True):
+            args.stack_view = view = follow_stack(settings)
+            settings = view.settings
+            for notice in view.notices:
+                error(notice)
         code: int = handler(settings, args)
         return code
     except ConfigurationError as exc:

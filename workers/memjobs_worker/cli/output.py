@@ -1,6 +1,7 @@
 """Printing: one JSON document with ``--json``; for people, aligned tables and
 ``name: value`` lines with no Python in them (no ``None``, ``[]``, ``{}``, no
-class names)."""
+class names). Tables measure what a terminal shows, not characters: a CJK
+character or an emoji takes two columns (:func:`width`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from wcwidth import wcswidth, wcwidth
 
 #: Model names in the producer client's refusals, and the fields it names, as
 #: a person at the command line knows them.
@@ -49,14 +52,43 @@ def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None,
     print(document)
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """Rows under a header, columns aligned; long cells cut to :data:`MAX_CELL`
-    characters (``--json`` has them whole)."""
+def width(text: str) -> int:
+    """Columns ``text`` takes on a terminal (CJK and emoji: two; combining marks: none)."""
+    shown = wcswidth(text)
+    if shown >= 0:
+        return int(shown)
+    return sum(max(wcwidth(ch), 0) for ch in text)  # a control character counts as nothing
+
+
+def pad(text: str, columns: int, *, right: bool = False) -> str:
+    """``text`` padded with spaces to ``columns`` terminal columns (on the left with ``right``)."""
+    fill = " " * max(columns - width(text), 0)
+    return fill + text if right else text + fill
+
+
+def cut(text: str, columns: int) -> str:
+    """``text`` cut to at most ``columns`` terminal columns, ``…`` marking the cut."""
+    if width(text) <= columns:
+        return text
+    kept, used = [], 0
+    for ch in text:
+        w = max(wcwidth(ch), 0)
+        if used + w > columns - 1:
+            break
+        kept.append(ch)
+        used += w
+    return "".join(kept) + "…"
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+          headers: Sequence[str] | None = None) -> str:
+    """Rows under a header, columns aligned by display width; long cells cut to
+    :data:`MAX_CELL` columns (``--json`` has them whole)."""
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
+    header = list(headers or columns)
+    widths = [max(width(h), *(width(r[i]) for r in cells)) for i, h in enumerate(header)]
+    return "\n".join("  ".join(pad(v, w) for v, w in zip(line, widths, strict=True)).rstrip()
+                     for line in [header, *cells])
 
 
 def _cell(value: Any) -> str:
@@ -68,8 +100,7 @@ def _cell(value: Any) -> str:
         shown = "-"
     else:
         shown = str(value)
-    shown = " ".join(shown.split())  # one line per row
-    return shown if len(shown) <= MAX_CELL else shown[:MAX_CELL - 1] + "…"
+    return cut(" ".join(shown.split()), MAX_CELL)  # one line per row
 
 
 def _value(value: Any) -> str:
@@ -100,10 +131,10 @@ def status_table(document: dict[str, Any]) -> str:
     workers and the recent outcomes."""
     columns = ["ready", "delayed", "in_flight", "dead"]
     queues = document["queues"]
-    width = max([len("queue")] + [len(name) for name in queues])
-    lines = ["queue".ljust(width) + "".join(c.rjust(11) for c in columns)]
+    first = max([width("queue")] + [width(name) for name in queues])
+    lines = [pad("queue", first) + "".join(c.rjust(11) for c in columns)]
     for name, counts in queues.items():
-        lines.append(name.ljust(width) + "".join(str(counts.get(c, 0)).rjust(11) for c in columns))
+        lines.append(pad(name, first) + "".join(str(counts.get(c, 0)).rjust(11) for c in columns))
     sources = ", ".join(f"{state} {count}" for state, count in document["sources"].items())
     lines += ["", f"sources: {sources}", f"live workers: {document['workers']}"]
     for service, breaker in document.get("model_breakers", {}).items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,18 +83,35 @@ def switched_off(settings: Settings) -> list[dict[str, str]]:
     return off
 
 
-def _load_json(path: str, what: str) -> Any:
+def load_json(value: str, what: str, stdin: list[str]) -> Any:
+    """A JSON option's value: ``-`` (stdin, read once: ``stdin`` remembers who
+    took it), the JSON itself (a value starting with ``[`` or ``{``), or a file.
+
+    Raises:
+        InvalidPayload: unreadable, not JSON, or stdin named twice.
+    """
+    if value == "-":
+        if stdin:
+            raise InvalidPayload(f"--{stdin[0]} already reads stdin: give --{what} a file or JSON")
+        stdin.append(what)
+        text, where = sys.stdin.read(), "stdin"
+    elif value.lstrip().startswith(("[", "{")):
+        text, where = value, "the inline JSON"
+    else:
+        try:
+            text, where = Path(value).read_text(encoding="utf-8"), f"the file {value}"
+        except OSError as exc:
+            raise InvalidPayload(f"cannot read the {what} file {value}: {exc.strerror}") from None
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InvalidPayload(f"cannot read the {what} file {path}: {exc.strerror}") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidPayload(f"the {what} file {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        raise InvalidPayload(f"--{what}: {where} is not JSON: {exc.msg} at line {exc.lineno}") from None
 
 
 def end_session(settings: Settings, args: argparse.Namespace) -> int:
-    transcript = _load_json(args.transcript, "transcript")
-    tasks = _load_json(args.tasks, "tasks") if args.tasks else []
+    stdin: list[str] = []
+    transcript = load_json(args.transcript, "transcript", stdin)
+    tasks = load_json(args.tasks, "tasks", stdin) if args.tasks else []
     if not isinstance(transcript, list) or not isinstance(tasks, list):
         raise InvalidPayload("the transcript and the tasks must be JSON lists")
     with producer_for(settings) as client:
@@ -135,22 +153,27 @@ def task(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def remember_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
-    p.add_argument("--text", required=True)
-    p.add_argument("--session", default=None)
-    p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance")
+    p.add_argument("--owner", required=True, help="the owner (user) id the source belongs to")
+    p.add_argument("--text", required=True, help="what to remember (UTF-8, at most MEMJOBS_MAX_TEXT_BYTES)")
+    p.add_argument("--session", default=None, help="the conversation it came from (optional)")
+    p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance",
+                   help="utterance (default): something the user said in passing, facts are "
+                        "extracted from it; explicit: the user asked to remember exactly this")
 
 
 def forget_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
-    p.add_argument("--source", required=True)
+    p.add_argument("--owner", required=True, help="the owner (user) id")
+    p.add_argument("--source", required=True, help="the source id to forget (src_…, as remember printed it)")
 
 
 def end_session_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
-    p.add_argument("--session", required=True)
-    p.add_argument("--transcript", required=True, help="JSON list of {role, text, ts}")
-    p.add_argument("--tasks", help="JSON list of {task_id, goal}")
+    p.add_argument("--owner", required=True, help="the owner (user) id")
+    p.add_argument("--session", required=True, help="the session that ended")
+    p.add_argument("--transcript", required=True, metavar="FILE|-|JSON",
+                   help="the turns, a JSON list of {role, text, ts}: a file, - for stdin, or the JSON itself")
+    p.add_argument("--tasks", metavar="FILE|-|JSON",
+                   help="the tasks dispatched, a JSON list of {task_id, goal}: a file, - for stdin, "
+                        "or the JSON itself")
     p.add_argument("--no-consolidate", dest="consolidate", action="store_false",
                    help="do not queue consolidation (queued by default; the workers decide)")
     p.add_argument("--no-digest", dest="digest", action="store_false",
@@ -158,8 +181,8 @@ def end_session_options(p: argparse.ArgumentParser) -> None:
 
 
 def task_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
-    p.add_argument("--task", required=True)
-    p.add_argument("--goal", required=True)
-    p.add_argument("--status", required=True,
+    p.add_argument("--owner", required=True, help="the owner (user) id")
+    p.add_argument("--task", required=True, help="the task id")
+    p.add_argument("--goal", required=True, help="what the task is for, in a few words")
+    p.add_argument("--status", required=True, help="the task's status now",
                    choices=["dispatched", "running", "succeeded", "failed", "cancelled"])

@@ -4,8 +4,8 @@ Memories and knowledge chunks whose vectors another embedder made (the stack
 refuses to use them, naming this command) are re-embedded with the current one
 (:mod:`memjobs_worker.ops.reembed`); knowledge chunks without a vector get one.
 Resumable: an interrupted run is finished by the next. Progress goes to
-stderr; ``--check`` only says what is left (exit 1 when a re-embedding is
-required).
+stderr — what is left, the rate, the time left (:mod:`memjobs_worker.cli.progress`);
+``--check`` only says what is left (exit 1 when a re-embedding is required).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.output import emit, say
+from memjobs_worker.cli.progress import Progress
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.settings import Settings
 
@@ -35,11 +36,17 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
             say(f"nothing to re-embed: every stored vector is {left.model}'s")
         return exits.OK
 
+    reports: dict[str, Progress] = {}
+
     def progress(what: str, done: int, total: int) -> None:
-        if total:
-            say(f"re-embedding {what} with {left.model}: {done:,} of {total:,}", err=True)
+        if not total:
+            return
+        report = reports.setdefault(what, Progress(f"{what}", doing="re-embedding", as_json=args.json))
+        report.update(total - done, total=total, detail=f"with {left.model}", force=done in (0, total))
 
     memories, chunks = run(settings, database_url, progress=progress)
+    for report in reports.values():
+        report.clear()
     if args.json:
         emit({"model": left.model, "memories": memories, "chunks": chunks}, as_json=True)
     else:

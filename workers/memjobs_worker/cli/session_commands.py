@@ -8,6 +8,7 @@ import argparse
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import owner_arg, runtime_for
+from memjobs_worker.cli.options import limit_option, limited
 from memjobs_worker.cli.output import emit, error, say
 from memjobs_worker.cli.producer_commands import switched_off
 from memjobs_worker.settings import Settings
@@ -65,7 +66,7 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
         if args.runs:  # the session-end runs: done, skipped or failed (with the reason), or running
             runs = rt.sessions.run_records(owner_arg(args.owner), args.days)
-            emit([r.as_dict() for r in runs], as_json=args.json,
+            emit([r.as_dict() for r in limited(runs, args, "session-end runs")], as_json=args.json,
                  columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"])
             return exits.OK
         recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
@@ -74,7 +75,7 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
             # stderr: stdout stays one JSON document with --json
             say(f"memjobs: session digests are switched off: {item['why']}; "
                 "only digests kept from before are listed", err=True)
-    emit([r.as_dict() for r in recalled], as_json=args.json,
+    emit([r.as_dict() for r in limited(recalled, args, "sessions")], as_json=args.json,
          columns=["session_id", "created_at", "topic", "gist", "tasks"])
     return exits.OK
 
@@ -83,16 +84,19 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["read", "append", "replace"])
-    p.add_argument("--owner", required=True)
-    p.add_argument("--doc", choices=["USER.md", "MEMORY.md"])
+    p.add_argument("op", choices=["read", "append", "replace"],
+                   help="read a document (or both), append Markdown to one, or replace a unique text in one")
+    p.add_argument("--owner", required=True, help="the owner (user) id")
+    p.add_argument("--doc", choices=["USER.md", "MEMORY.md"],
+                   help="USER.md (how to talk to the user) or MEMORY.md (facts and decisions)")
     p.add_argument("--text", help="Markdown to append")
     p.add_argument("--old", help="replace: the document's unique text to replace")
     p.add_argument("--new", default="", help="replace: the replacement (empty deletes)")
 
 
 def sessions_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--owner", required=True)
-    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--owner", required=True, help="the owner (user) id")
+    p.add_argument("--days", type=int, default=7, help="sessions of the last DAYS days (default 7)")
+    limit_option(p)
     p.add_argument("--runs", action="store_true",
                    help="list the session-end runs (state, attempts, reason: why skipped or failed) instead")

@@ -1,6 +1,10 @@
 """The stack's commands: ``up`` (the embedded stack in the foreground),
 ``down`` (stop it, or what a dead ``up`` left), ``worker`` (worker processes
-against a configured Redis) and ``url`` (where the running stack serves)."""
+against a configured Redis) and ``url`` (where the running stack serves).
+
+``url`` reads the state file alone (scripts call it: ``API=$(memjobs url)``),
+so what the others start — the supervisor, the metrics server, the worker
+pools — is imported inside them."""
 
 from __future__ import annotations
 
@@ -10,20 +14,20 @@ import os
 import signal
 
 from memjobs_client.errors import ConfigurationError
-from memjobs_worker.cli import api_command, exits
+from memjobs_worker.cli import exits
 from memjobs_worker.cli.output import error, say
+from memjobs_worker.cli.progress import Progress
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.endpoints import resolve_endpoints
-from memjobs_worker.logs import configure_logging
-from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
-from memjobs_worker.pools import worker_command
 from memjobs_worker.settings import Settings
-from memjobs_worker.supervisor import Stack, stop_stack
 
 DOWN_TIMEOUT_S = 180.0  # up's own stop: sweeper 30 s, workers 60 s, PostgreSQL 60 s, Redis 20 s
 
 
 def up(settings: Settings, args: argparse.Namespace) -> int:
+    from memjobs_worker.cli import api_command
+    from memjobs_worker.logs import configure_logging
+    from memjobs_worker.supervisor import Stack
+
     configure_logging(level=settings.log_level)
     stack = Stack(settings, processes=args.processes or settings.worker_processes,
                   threads=args.threads or settings.worker_threads)
@@ -42,7 +46,8 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
         for notice in stack.notices:
             say(f"memjobs: {notice}", err=True)
         metrics = stack.metrics_url or "off"
-        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, metrics {metrics}, data in "
+        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, console {api.url}/console, "
+            f"metrics {metrics}, data in "
             f"{settings.data_dir} (worker log: {settings.data_dir / 'logs' / 'worker.log'}, "
             f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C or `memjobs down` stops it")
         received = stack.supervise()
@@ -63,15 +68,25 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
 
 def down(settings: Settings, args: argparse.Namespace) -> int:
     """Stop the data directory's stack and wait until every process is gone:
-    exit 0; nothing running, exit 6 (not found); still running at the deadline, exit 1."""
+    exit 0; nothing running, exit 6 (not found); still running at the deadline,
+    or stopped by force (workers killed mid-job), exit 1. While it waits, what
+    still runs is said on stderr (:mod:`memjobs_worker.cli.progress`)."""
+    from memjobs_worker.supervisor import stop_stack
+
     where = settings.data_dir
-    result = stop_stack(where, timeout_s=args.timeout)
+    progress = Progress("processes", doing="stopping", every_s=5.0)
+    result = stop_stack(where, timeout_s=args.timeout, waiting=lambda alive: progress.update(
+        len(alive), detail="waiting for " + ", ".join(alive)))
+    progress.clear()
     if result.found == "nothing":
         error(f"no memjobs stack is running in {where}: nothing to stop")
         return exits.NOT_FOUND
     if result.remaining:
         error(f"still running after {args.timeout:g} s: {', '.join(result.remaining)}; see "
               f"{where / 'logs' / 'worker.log'}, then run `memjobs down` again")
+        return exits.FAILED
+    if result.problems:
+        error(f"memjobs stack in {where} stopped, but not cleanly: " + "; ".join(result.problems))
         return exits.FAILED
     if result.found == "leftovers":
         for line in result.stopped:
@@ -102,6 +117,11 @@ def url(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def worker(settings: Settings, args: argparse.Namespace) -> int:
+    from memjobs_worker.endpoints import resolve_endpoints
+    from memjobs_worker.logs import configure_logging
+    from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
+    from memjobs_worker.pools import worker_command
+
     endpoints = resolve_endpoints(settings)  # fail here, clearly, rather than in every process
     refuse_other_embedders(settings, endpoints.database_url)
     os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
@@ -152,8 +172,10 @@ def refuse_other_embedders(settings: Settings, database_url: str) -> None:
 
 
 def pool_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--processes", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--processes", type=int, default=None,
+                   help="worker processes of the model jobs' pool (default MEMJOBS_WORKER_PROCESSES)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per worker process (default MEMJOBS_WORKER_THREADS)")
 
 
 def down_options(p: argparse.ArgumentParser) -> None:

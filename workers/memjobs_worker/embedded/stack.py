@@ -46,10 +46,18 @@ class StackInfo:
     postgres_restarted_at: float | None = None
     #: How often ``up`` restarted its embedded Redis after it died.
     redis_restarts: int = 0
+    #: The stack's effective switches, which the commands run against it follow
+    #: (:func:`memjobs_worker.endpoints.stack_settings`): never a secret's value.
+    settings: dict[str, Any] | None = None
 
 
 def stack_file(data_dir: Path) -> Path:
     return data_dir / "run" / "stack.json"
+
+
+def stop_file(data_dir: Path) -> Path:
+    """How the last ``up`` of this data directory stopped (``memjobs down`` reads it)."""
+    return data_dir / "run" / "last-stop.json"
 
 
 def lock_file(data_dir: Path) -> Path:
@@ -172,6 +180,29 @@ def record_api_url(data_dir: Path, url: str) -> None:
     info = read_stack(data_dir)
     if info is not None:
         write_stack(data_dir, replace(info, api_url=url))
+
+
+def write_stop_record(data_dir: Path, pid: int, problems: list[str]) -> None:
+    """Record how the ``up`` of ``pid`` stopped: cleanly (no problems) or not
+    (what had to be forced, what did not stop), for ``memjobs down`` to say."""
+    path = stop_file(data_dir)
+    private_dir(path.parent)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps({"pid": pid, "problems": problems}))
+    os.replace(tmp, path)
+
+
+def read_stop_record(data_dir: Path, pid: int) -> list[str] | None:
+    """The problems the ``up`` of ``pid`` recorded as it stopped (None: no record of it)."""
+    try:
+        raw = json.loads(stop_file(data_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("pid") != pid:
+        return None
+    return [str(p) for p in raw.get("problems") or []]
 
 
 def remove_stack(data_dir: Path) -> None:

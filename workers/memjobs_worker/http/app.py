@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memjobs_worker.endpoints import Endpoints
@@ -52,6 +52,7 @@ DESCRIPTION = (
     "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`.")
 
 OPENAPI_PATH = "/openapi.json"
+CONSOLE_PATH = "/console"
 #: Routes that need no token (no owner data).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -105,6 +106,12 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         return Response(rendered[0], media_type="application/json")
 
     app.add_route(OPENAPI_PATH, openapi_json, include_in_schema=False)
+
+    async def root(request: Request) -> Response:
+        """``/`` is the console (which asks for a token when it needs one), not a 404."""
+        return RedirectResponse(CONSOLE_PATH, status_code=307)
+
+    app.add_route("/", root, include_in_schema=False)
     return app
 
 

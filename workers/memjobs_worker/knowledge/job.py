@@ -10,7 +10,9 @@ rather than spend one of its retries on every collision. A whole-corpus
 message still retries at once (``reindex_busy``).
 
 The log line counts documents and reasons; it never carries a path, a title
-or the owner id.
+or the owner id. The owner's reindex record (:mod:`memjobs_client.reindexing`)
+says ``indexing`` while a part runs and ends with the last part, so that
+``knowledge list`` shows the documents being indexed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 
 import redis
 
+from memjobs_client import reindexing
 from memjobs_client.contracts import ReindexKnowledge
 from memjobs_client.errors import TransientError
 from memjobs_worker.embedding import model_id
@@ -38,6 +41,15 @@ log = logging.getLogger(__name__)
 #: How long a part waits for the owner's lock before it is retried later.
 PART_WAIT_S = 60.0
 _POLL_S = 0.2
+
+
+def _progress(step: Callable[[redis.Redis, str], None], client: redis.Redis, owner_key: str) -> None:
+    """Keep the owner's reindex record; a Redis that does not answer it costs
+    the record, not the reindex (the lock's own calls say an outage)."""
+    try:
+        step(client, owner_key)
+    except redis.RedisError:
+        log.warning("reindex progress not recorded", extra={"owner_key": owner_key})
 
 
 def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: redis.Redis,
@@ -60,6 +72,7 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
             # Each message carries a whole corpus (or part): retry it later rather than merge.
             raise TransientError("another reindex of this owner is running", reason="reindex_busy")
         time.sleep(_POLL_S)
+    _progress(reindexing.mark_indexing, redis_client, payload.owner_key)
     try:
         with lock:
             service = embedder()
@@ -74,6 +87,7 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
                            settings=settings, parts=CorpusParts(redis_client).record, cache=cache)
     finally:
         lock.abandon()
+    _progress(reindexing.part_done, redis_client, payload.owner_key)
     part = payload.part
     log.info("reindex", extra={
         "owner_key": payload.owner_key, "indexed": done.indexed, "unchanged": done.unchanged,
