@@ -44,10 +44,18 @@ def regex_scanner(
     flags: int = 0,
     *,
     accept: Callable[[re.Match[str]], bool] | None = None,
+    lead: str | None = None,
 ) -> Scanner:
     """A scanner yielding, per hit, the span of the first group named
     ``secret…`` that took part in the match (alternatives may each name one:
-    ``secret``, ``secret2``, ...), or the whole match when none did."""
+    ``secret``, ``secret2``, ...), or the whole match when none did.
+
+    ``lead``: a pattern that matches wherever ``pattern`` can (``pattern``
+    without the look-behind it opens with, say). The regular expression
+    engine skips ahead fast to where a pattern's literal first characters
+    occur ("AKIA", "ghp_"), but not past a look-behind: it tries one at every
+    position. So the lead is searched for, and ``pattern`` tried only where it
+    is found; the matches are those of ``finditer``."""
     compiled = re.compile(pattern, flags)
     span_of = _secret_span(compiled, accept)
 
@@ -57,7 +65,24 @@ def regex_scanner(
             if span is not None:
                 yield span
 
-    return scan
+    if lead is None:
+        return scan
+    leads = re.compile(lead, flags)
+
+    def led(text: str) -> Iterator[tuple[int, int]]:
+        pos = 0
+        while (found := leads.search(text, pos)) is not None:
+            at = found.start()
+            match = compiled.match(text, at)
+            if match is None:
+                pos = at + 1
+                continue
+            pos = max(match.end(), at + 1)
+            span = span_of(match)
+            if span is not None:
+                yield span
+
+    return led
 
 
 def _secret_span(compiled: re.Pattern[str], accept: Callable[[re.Match[str]], bool] | None,
