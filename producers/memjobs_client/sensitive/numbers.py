@@ -428,12 +428,29 @@ def _otp_starts(text: str) -> Iterator[int]:
     return heapq.merge(_lead_starts(text), (start.start() for start in _DIGITS_FIRST.finditer(text)))
 
 
+# What follows a keyword in every match of the first two alternatives of
+# :data:`_OTP`: the keyword's word, ending as a code word ends ("passcode",
+# "password"; "2fa code", "otp pin"), then a connector and a code. A keyword
+# where it does not match begins no match and leads to none (issue 31: the
+# Python step per keyword of ``password=x password=x …`` cost 0.27 s a megabyte).
+_CODE_TAIL = re.compile(
+    r"(?i:(?:passcode|password|pass|code|pin|otp|2fa|mfa)(?:word|code)?"
+    r"(?:[ \-]?(?:code|pin|passcode|password))?s?)"
+    r"(?:" + _CODE_CONNECTOR + _code_value("a")
+    + r"|(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("b") + ")"
+)
+
+
 def _lead_starts(text: str) -> Iterator[int]:
     """Word starts in each keyword's lead, and the keyword: at most
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     letter = _CODE_LEAD.match
+    tail = _CODE_TAIL.match
     for keyword in _CODE_KEYWORD.finditer(text):
         at = keyword.start()
+        if tail(text, at) is None:
+            continue
         yield at
         i = at
         while i > 0 and at - i < _CODE_LEAD_MAX:
