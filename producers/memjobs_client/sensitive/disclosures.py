@@ -97,6 +97,31 @@ _EN_VALUE = re.compile(
 )
 
 
+# What must follow a keyword for any of its values to be judged (a necessary
+# condition, tried by the C library once per keyword): a connector, after a
+# qualifier of one to three words or none, then the first four characters of a
+# value (:func:`_en_value_ok` refuses shorter ones, whatever their family); only
+# the first four, so that it never reads on over the keywords that follow
+# (``pw=pw=…``). The keywords of ``password=x password=x …`` or of JSON keys stop
+# here (issue 31: a Python step per keyword).
+_EN_PLAUSIBLE = re.compile(
+    "(?:" + _EN_QUALIFIER.pattern + "(?:" + _EN_WORD.pattern + "){1,3})?(?:" + _EN_CONNECTOR.pattern + ")"
+    + r"""
+    [ \t]*
+    (?:
+        ["'`“‘][^"'`“”‘’\n]{4}
+      | ["'`“‘]?
+        (?:
+            \d[\d \-]{3}
+          | (?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS + r"""
+          | [!#-&(-_a-~\u00c0-\u024f]{4}
+        )
+    )
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
 @lru_cache(maxsize=256)
 def _en_family(keyword: str) -> str:
     key = re.sub(r"[ _\-]", "", keyword.lower())
@@ -206,11 +231,12 @@ def _keywords(text: str) -> list[re.Match[str]]:
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
+        plausible = _EN_PLAUSIBLE.match
         for keyword in _keywords(text):
             if keyword.start() < judged_to:
                 continue
             family = _en_family(text[keyword.start():keyword.end()])
-            if family not in families:
+            if family not in families or plausible(text, keyword.end()) is None:
                 continue
             for start in _en_candidates(text, keyword.end()):
                 connector = _EN_CONNECTOR.match(text, start)
