@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from memjobs_client.sensitive.rules import Scanner, folded
 from memjobs_client.sensitive.values import (
+    NOT_A_MARKER,
     SYMBOLS,
     at_clause_end,
     digit_count,
@@ -102,12 +103,15 @@ _EN_VALUE = re.compile(
 # qualifier of one to three words or none, then the first four characters of a
 # value (:func:`_en_value_ok` refuses shorter ones, whatever their family); only
 # the first four, so that it never reads on over the keywords that follow
-# (``pw=pw=…``). The keywords of ``password=x password=x …`` or of JSON keys stop
-# here (issue 31: a Python step per keyword).
+# (``pw=pw=…``); and not a marker such as ``[REDACTED]`` (filler, whatever
+# follows it: redaction reads its own output again). The keywords of
+# ``password=x password=x …`` or of JSON keys stop here (issue 31: a Python step
+# per keyword).
 _EN_PLAUSIBLE = re.compile(
     "(?:" + _EN_QUALIFIER.pattern + "(?:" + _EN_WORD.pattern + "){1,3})?(?:" + _EN_CONNECTOR.pattern + ")"
     + r"""
     [ \t]*
+    (?-i:(?!["'`“‘]?\[[A-Za-z\ _\-]{3,20}\]))  # NOT_A_MARKER, after a quote or none
     (?:
         ["'`“‘][^"'`“”‘’\n]{4}
       | ["'`“‘]?
@@ -259,7 +263,8 @@ def english_scanner(families: frozenset[str]) -> Scanner:
 
 _EN_REVERSE = re.compile(
     r"""
-    (?<![^\s"'“‘(])["'“‘]?(?P<value>[!#-&(-~]{4,64}?)["'”’]?[ \t]+(?:is|was|will[ \t]+be|=)[ \t]+
+    (?<![^\s"'“‘(])["'“‘]?""" + NOT_A_MARKER + r"""
+    (?P<value>[!#-&(-~]{4,64}?)["'”’]?[ \t]+(?:is|was|will[ \t]+be|=)[ \t]+
     (?:now[ \t]+|still[ \t]+)?(?:my|our|his|her|their|your|mom's|dad's|the[ \t]+new)[ \t]+
     (?:[A-Za-z\-]+[ \t]+){0,2}?(?:password|passcode|pin|passphrase|pin[ \t]+code|wi-?fi[ \t]+key)\b
     """,
@@ -269,7 +274,8 @@ _EN_REVERSE = re.compile(
 
 # "it's hunter2, my password"
 _EN_ITS_REVERSE = re.compile(
-    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
+    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?" + NOT_A_MARKER
+    + r"(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
     r"(?i:my|our|his|her|their|the)[ \t]+(?:[A-Za-z\-]+[ \t]+){0,2}?(?i:password|passcode|pin|wi-?fi[ \t]+key)\b"
 )
 
