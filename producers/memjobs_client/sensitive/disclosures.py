@@ -151,27 +151,36 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
         conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None
     ):
         return False
-    if value.group("digits") is not None:
-        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound", "key")
+    digits = value.group("digits")
+    if digits is not None:
+        return digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key")
     if value.group("spoken") is not None:
         return True
-    quoted = value.group("quoted") is not None
-    raw = value.group("quoted") if quoted else value.group("plain")
+    raw = value.group("quoted")
+    quoted = raw is not None
+    if raw is None:
+        raw = value.group("plain")
     core, punct_after = value_core(raw, quoted)
-    if len(core) < 4 or is_filler(core, raw):
-        return False
-    has_digit = any(c.isdigit() for c in core)
-    has_alpha = any(c.isalpha() for c in core)
-    has_symbol = any(c in SYMBOLS for c in core)
-    clause_ends = punct_after or at_clause_end(text, value.end())
+    # Filler (a stop word, a placeholder, code) is judged last, when the rest
+    # would take the value: most values a keyword is followed by fail sooner.
+    return len(core) >= 4 and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text) and not (
+        is_filler(core, raw))
+
+
+def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: bool, end: int, text: str) -> bool:
+    """Whether a value ``core`` (four characters at least) looks like a secret
+    of ``family`` after a ``conn`` connector, filler aside."""
+    has_digit = any(map(str.isdigit, core))
     if family == "pin":
         return digit_count(core) >= 4
+    has_alpha = any(map(str.isalpha, core))
     if family == "key":
         # "the key is superSecret99" is a secret; "key: value", "the key is F5",
         # "the key is Ctrl+Shift+S" are not: letters and digits, six at least.
         return conn in ("eq", "colon", "verb") and has_digit and has_alpha and len(core) >= 6
     if family in ("ambiguous", "compound") and _COUNT.fullmatch(core):
         return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
+    has_symbol = not SYMBOLS.isdisjoint(core)
     if family == "short" and not (has_digit or has_symbol):
         return False
     if family == "short" and conn == "none":
@@ -180,14 +189,14 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
         return has_digit
     if conn == "none":
         if core.isdigit():
-            return len(core) >= 6 and clause_ends
+            return len(core) >= 6 and (punct_after or at_clause_end(text, end))
         return has_digit and has_alpha and len(core) >= 6
     if family == "ambiguous" and conn != "eq":
         mixed_case = core != core.lower() and core != core.upper()
         if not (has_digit or has_symbol or (len(core) >= 12 and mixed_case)):
             return False
     if conn == "verb" and not quoted and core.isalpha():
-        return clause_ends
+        return punct_after or at_clause_end(text, end)
     return True
 
 

@@ -414,7 +414,6 @@ def _otp_ok(match: re.Match[str]) -> bool:
 # after their code word ("authentication code", "log-in pin", "totp"): letters,
 # spaces and dashes, 15 characters at most; the third starts with the digits
 # before "is" or 为/是.
-_CODE_KEYWORD = re.compile(r"(?=(?i:code|pin|pass|otp|2fa|mfa))")  # overlapping ones too
 # A lead, read backwards from the keyword. (?i): "ı" is an "i" to the pattern too.
 _CODE_LEAD = re.compile(r"(?i:[a-z])")
 _CODE_LEAD_MAX = 20  # characters, from a match's start to its keyword (15 at most) with room to spare
@@ -442,15 +441,18 @@ _CODE_TAIL = re.compile(
 )
 
 
+# The keywords (their first letter, in either case) followed by such a tail,
+# found by the C library alone: the first letter leads the search, the rest
+# is looked for from it.
+_CODE_KEYWORD_TAIL = re.compile(r"[cpo2mCPOM](?<=(?=" + _CODE_TAIL.pattern + r").)")
+
+
 def _lead_starts(text: str) -> Iterator[int]:
     """Word starts in each keyword's lead, and the keyword: at most
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     letter = _CODE_LEAD.match
-    tail = _CODE_TAIL.match
-    for keyword in _CODE_KEYWORD.finditer(text):
+    for keyword in _CODE_KEYWORD_TAIL.finditer(text):
         at = keyword.start()
-        if tail(text, at) is None:
-            continue
         yield at
         i = at
         while i > 0 and at - i < _CODE_LEAD_MAX:
