@@ -20,7 +20,6 @@ from functools import lru_cache
 
 from memjobs_client.sensitive.rules import Scanner, folded
 from memjobs_client.sensitive.values import (
-    NOT_A_MARKER,
     SYMBOLS,
     at_clause_end,
     digit_count,
@@ -56,11 +55,12 @@ text (:func:`~memjobs_client.sensitive.rules.folded`), where they are
 matched as with ``re.IGNORECASE``, three times faster."""
 _EN_QUALIFIER = re.compile(r"[ \t]+(?:for|of|on|at|to|in|with|from)(?=[ \t])", re.IGNORECASE)
 _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
-_EN_CONNECTOR = re.compile(
-    r"""
-      (?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))
-    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))
-    | (?P<verb>
+# The connectors, one pattern each: "=", ":", a verb ("is", "was set to" …),
+# "to", or none (a space).
+_CONN_EQ = r"""(?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))"""
+_CONN_COLON = r"""(?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))"""
+_CONN_VERB = r"""
+      (?P<verb>
           (?:'s|[ \t]+(?:is|was|are|were|will[ \t]+be|should[ \t]+be|would[ \t]+be))
           (?:[ \t]+(?:now|still|just|currently|actually|simply|always))?
           (?:[ \t]+(?:set|changed|reset|updated|switched)[ \t]+to)?
@@ -70,12 +70,11 @@ _EN_CONNECTOR = re.compile(
         | [ \t]+equals
         | [ \t]*[,?;.!]?[ \t]+(?:it'?s|it[ \t]+is|that'?s|which[ \t]+is)
         | [ \t]*(?:就是|是|为|設為|设为|设置为|设置成|改成|改为)
-      )
-    | (?P<to>[ \t]+(?:to|as|into))
-    | (?P<none>(?=[ \t]))
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
+      )"""
+_CONN_TO = r"(?P<to>[ \t]+(?:to|as|into))"
+_CONN_NONE = r"(?P<none>(?=[ \t]))"
+_EN_CONNECTOR = re.compile("|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO, _CONN_NONE)),
+                           re.IGNORECASE | re.VERBOSE)
 _NUMBER_WORDS = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
 _EN_VALUE = re.compile(
     r"""
@@ -98,32 +97,57 @@ _EN_VALUE = re.compile(
 )
 
 
-# What must follow a keyword for any of its values to be judged (a necessary
-# condition, tried by the C library once per keyword): a connector, after a
-# qualifier of one to three words or none, then the first four characters of a
-# value (:func:`_en_value_ok` refuses shorter ones, whatever their family); only
-# the first four, so that it never reads on over the keywords that follow
-# (``pw=pw=…``); and not a marker such as ``[REDACTED]`` (filler, whatever
-# follows it: redaction reads its own output again). The keywords of
-# ``password=x password=x …`` or of JSON keys stop here (issue 31: a Python step
-# per keyword).
-_EN_PLAUSIBLE = re.compile(
-    "(?:" + _EN_QUALIFIER.pattern + "(?:" + _EN_WORD.pattern + "){1,3})?(?:" + _EN_CONNECTOR.pattern + ")"
-    + r"""
+# A value that opens with a marker is filler (values.is_filler) when the
+# marker is the whole of it but sentence punctuation (placeholder), or when
+# something other than trailing punctuation follows it (it leads the core).
+# "[REDACTED]>" is neither: its core is "[REDACTED", judged as any other.
+_FILLER_MARKER = (r"\[[A-Za-z\ _\-]{3,20}\](?:[.,;:!?]*+(?![!#-&(-_a-~\u00c0-\u024f])"
+                  r"|[.,!?;:)\]}>]*+(?![.,!?;:)\]}>])[!#-&(-_a-~\u00c0-\u024f])")
+
+
+def _value_opens(least: int) -> str:
+    """A pattern: how a value of :data:`_EN_VALUE` that :func:`_en_value_ok` may
+    take opens (``least``: the fewest characters of a quoted or plain one), read
+    no further than that: never on over the keywords that follow (``pw=pw=…``).
+    Not a marker such as ``[REDACTED]`` that makes it filler (redaction reads
+    its own output again)."""
+    return r"""
     [ \t]*
-    (?-i:(?!["'`“‘]?\[[A-Za-z\ _\-]{3,20}\]))  # NOT_A_MARKER, after a quote or none
+    (?-i:(?!["'`“‘]?""" + _FILLER_MARKER + r"""))
     (?:
-        ["'`“‘][^"'`“”‘’\n]{4}
+        ["'`“‘][^"'`“”‘’\n]{""" + str(least) + r"""}
       | ["'`“‘]?
         (?:
             \d[\d \-]{3}
           | (?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS + r"""
-          | [!#-&(-_a-~\u00c0-\u024f]{4}
+          | [!#-&(-_a-~\u00c0-\u024f]{""" + str(least) + r"""}
         )
     )
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
+    """
+
+
+_SPOKEN_OPENS = r"""[ \t]*["'`“‘]?(?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS
+_QUALIFIED = "(?:" + _EN_QUALIFIER.pattern + "(?:" + _EN_WORD.pattern + "){1,3})?"
+
+
+def _plausible(pattern: str) -> re.Pattern[str]:
+    return re.compile(_QUALIFIED + "(?:" + pattern + ")", re.IGNORECASE | re.VERBOSE)
+
+
+# What must follow a keyword of each family for any of its values to be judged
+# (a necessary condition, tried by the C library once per keyword): a connector,
+# after a qualifier of one to three words or none, then the opening of a value
+# long enough for :func:`_en_value_ok`: four characters (six after no
+# connector, for all but a PIN; a key wants "=", ":" or a verb and six, or a
+# number spelt out). The keywords of ``password=x password=x …``, of JSON keys,
+# of "password 1234 key 5678" stop here (issue 31: a Python step per keyword).
+_EN_PLAUSIBLE: dict[str, re.Pattern[str]] = {
+    "pin": _plausible("(?:" + _EN_CONNECTOR.pattern + ")" + _value_opens(4)),
+    "key": _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB)) + ")" + _value_opens(6)
+                      + "|(?:" + _CONN_TO + "|" + _CONN_NONE + ")" + _SPOKEN_OPENS),
+}
+_EN_PLAUSIBLE_OTHERS = _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO)) + ")"
+                                  + _value_opens(4) + "|" + _CONN_NONE + _value_opens(6))
 
 
 @lru_cache(maxsize=256)
@@ -244,12 +268,13 @@ def _keywords(text: str) -> list[re.Match[str]]:
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        plausible = _EN_PLAUSIBLE.match
         for keyword in _keywords(text):
             if keyword.start() < judged_to:
                 continue
             family = _en_family(text[keyword.start():keyword.end()])
-            if family not in families or plausible(text, keyword.end()) is None:
+            if family not in families:
+                continue
+            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, keyword.end()) is None:
                 continue
             for start in _en_candidates(text, keyword.end()):
                 connector = _EN_CONNECTOR.match(text, start)
@@ -272,8 +297,7 @@ def english_scanner(families: frozenset[str]) -> Scanner:
 
 _EN_REVERSE = re.compile(
     r"""
-    (?<![^\s"'“‘(])["'“‘]?""" + NOT_A_MARKER + r"""
-    (?P<value>[!#-&(-~]{4,64}?)["'”’]?[ \t]+(?:is|was|will[ \t]+be|=)[ \t]+
+    (?<![^\s"'“‘(])["'“‘]?(?P<value>[!#-&(-~]{4,64}?)["'”’]?[ \t]+(?:is|was|will[ \t]+be|=)[ \t]+
     (?:now[ \t]+|still[ \t]+)?(?:my|our|his|her|their|your|mom's|dad's|the[ \t]+new)[ \t]+
     (?:[A-Za-z\-]+[ \t]+){0,2}?(?:password|passcode|pin|passphrase|pin[ \t]+code|wi-?fi[ \t]+key)\b
     """,
@@ -283,8 +307,8 @@ _EN_REVERSE = re.compile(
 
 # "it's hunter2, my password"
 _EN_ITS_REVERSE = re.compile(
-    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?" + NOT_A_MARKER
-    + r"(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
+    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?"
+    r"(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
     r"(?i:my|our|his|her|their|the)[ \t]+(?:[A-Za-z\-]+[ \t]+){0,2}?(?i:password|passcode|pin|wi-?fi[ \t]+key)\b"
 )
 

@@ -52,11 +52,6 @@ PLACEHOLDER = re.compile(
 )
 # A value that starts with a marker ("[REDACTED]&x=1" in a redacted URL).
 _MARKER_FIRST = re.compile(r"\[[A-Za-z _\-]{3,20}\]")
-NOT_A_MARKER = r"(?-i:(?!\[[A-Za-z _\-]{3,20}\]))"
-"""A look-ahead: no marker here. Where a value opens with one, it is filler
-(:func:`is_filler`), so a pattern can refuse it before Python judges it: redaction
-reads its own output again, ``[REDACTED]`` and all. Case-sensitive, as
-:func:`is_filler` is, in a pattern that is not."""
 # Code that reads a secret from somewhere rather than containing it:
 # os.environ["X"], getpass(), settings.password, user_input ...
 _CODE_REF = re.compile(

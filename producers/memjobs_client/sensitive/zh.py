@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from memjobs_client.sensitive.values import NOT_A_MARKER, at_clause_end, is_filler, value_core, value_span
+from memjobs_client.sensitive.values import at_clause_end, is_filler, value_core, value_span
 
 _ZH_KEYWORD = re.compile(
     r"(?:暗号|密码|密碼|口令|密钥|密鑰|私钥|私鑰|秘钥|秘鑰|令牌|验证码|驗證碼|校验码|校驗碼|动态码|動態碼|安全码"
@@ -109,7 +109,7 @@ def chinese_scanner(text: str) -> Iterator[tuple[int, int]]:
 
 
 _ZH_REVERSE = re.compile(
-    r"(?<![!#-~])" + NOT_A_MARKER + r"(?P<value>[!#-~]{4,40}?)[ \t]*[,，]?[ \t]*(?:就是|是|为|為|即)[ \t]*"
+    r"(?<![!#-~])(?P<value>[!#-~]{4,40}?)[ \t]*[,，]?[ \t]*(?:就是|是|为|為|即)[ \t]*"
     r"(?:我|你|他|她|我们|咱|我家|家里|公司|俺|您)的?[^\n，。,.!?！？]{0,8}?"
     r"(?:密码|口令|验证码|动态码|校验码|PIN码|支付码)",
     re.IGNORECASE,
