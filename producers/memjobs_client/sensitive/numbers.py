@@ -447,12 +447,27 @@ _CODE_TAIL = re.compile(
 _CODE_KEYWORD_TAIL = re.compile(r"[cpo2mCPOM](?<=(?=" + _CODE_TAIL.pattern + r").)")
 
 
+# A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
+# alternative), or "code" or "pin" with a connector (the second). Any other
+# begins with a code word before the keyword ("door code", "one-time pass"),
+# so a letter, or a letter and a space or dash, stands right before it.
+_SELF_LED = re.compile(
+    r"(?i:otp|2fa|mfa)|(?i:code|pin)\b(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("c")
+)
+
+
 def _lead_starts(text: str) -> Iterator[int]:
     """Word starts in each keyword's lead, and the keyword: at most
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     letter = _CODE_LEAD.match
+    self_led = _SELF_LED.match
     for keyword in _CODE_KEYWORD_TAIL.finditer(text):
         at = keyword.start()
+        before = text[max(0, at - 2):at]
+        if not (before and (letter(before[-1]) or (before[-1] in " -" and len(before) == 2 and letter(before[0])))
+                or self_led(text, at)):
+            continue  # "password 1234", "x=1 pin 9012": no code word before, none from here
         yield at
         i = at
         while i > 0 and at - i < _CODE_LEAD_MAX:
