@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from itertools import chain
 
 from memjobs_client.sensitive.rules import Scanner, folded
 from memjobs_client.sensitive.values import (
@@ -252,15 +253,18 @@ _LONG_VALUE = 256
 #: The last text's keywords, one tuple read and replaced whole (threads never see
 #: one text's half with another's): the password and the secret rules look for
 #: the same keywords in the same text, one after the other.
-_last_keywords: tuple[str, list[re.Match[str]]] = ("", [])
+_last_keywords: tuple[str, list[tuple[int, int]]] = ("", [])
 
 
-def _keywords(text: str) -> list[re.Match[str]]:
+def _keywords(text: str) -> list[tuple[int, int]]:
+    """The span of each keyword in ``text``. Spans, not matches: a list of
+    hundreds of thousands of match objects kept the garbage collector busy
+    (``pw=pw=…``: three times the cost of the search)."""
     global _last_keywords
     last = _last_keywords
     if last[0] is text:
         return last[1]
-    found = list(_EN_KEYWORD.finditer(folded(text)))
+    found = [keyword.span() for keyword in _EN_KEYWORD.finditer(folded(text))]
     _last_keywords = (text, found)
     return found
 
@@ -268,15 +272,15 @@ def _keywords(text: str) -> list[re.Match[str]]:
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        for keyword in _keywords(text):
-            if keyword.start() < judged_to:
+        for kw_start, kw_end in _keywords(text):
+            if kw_start < judged_to:
                 continue
-            family = _en_family(text[keyword.start():keyword.end()])
+            family = _en_family(text[kw_start:kw_end])
             if family not in families:
                 continue
-            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, keyword.end()) is None:
+            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, kw_end) is None:
                 continue
-            for start in _en_candidates(text, keyword.end()):
+            for start in _en_candidates(text, kw_end):
                 connector = _EN_CONNECTOR.match(text, start)
                 if connector is None:
                     continue
@@ -315,7 +319,7 @@ _EN_ITS_REVERSE = re.compile(
 
 def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
-    for match in [*_EN_REVERSE.finditer(text), *_EN_ITS_REVERSE.finditer(text)]:
+    for match in chain(_EN_REVERSE.finditer(text), _EN_ITS_REVERSE.finditer(text)):
         core = match.group("value").rstrip(".,;:!?")
         has_digit = any(c.isdigit() for c in core)
         weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))

@@ -203,21 +203,22 @@ _LETTER_RUN = re.compile(r"(?<!\S)(?:\S )(?:\S ){2,}\S(?!\S)")
 _RUN_REACH = 256
 
 
-def _run_windows(runs: list[re.Match[str]], size: int) -> Iterator[tuple[int, int, int, int, list[re.Match[str]]]]:
+def _run_windows(runs: list[tuple[int, int]], size: int) -> Iterator[tuple[int, int, int, int, list[tuple[int, int]]]]:
     """``(start, end, keep_start, keep_end, runs)``: a window of the text around
-    one or more runs, merged where they overlap (a run never straddles one)."""
-    window: list[re.Match[str]] = []
+    one or more runs (``(start, end)`` each), merged where they overlap (a run
+    never straddles one)."""
+    window: list[tuple[int, int]] = []
     start = end = keep_start = keep_end = 0
-    for run in runs:
-        low = max(0, run.start() - 2 * _RUN_REACH)
+    for run_start, run_end in runs:
+        low = max(0, run_start - 2 * _RUN_REACH)
         if window and low <= end:
-            window.append(run)
+            window.append((run_start, run_end))
         else:
             if window:
                 yield start, end, keep_start, keep_end, window
-            window = [run]
-            start, keep_start = low, run.start() - _RUN_REACH
-        end, keep_end = min(size, run.end() + 2 * _RUN_REACH), run.end() + _RUN_REACH
+            window = [(run_start, run_end)]
+            start, keep_start = low, run_start - _RUN_REACH
+        end, keep_end = min(size, run_end + 2 * _RUN_REACH), run_end + _RUN_REACH
     if window:
         yield start, end, keep_start, keep_end, window
 
@@ -231,19 +232,17 @@ def letter_spaced_scanner(spans: Callable[[str], Iterator[tuple[int, int]]]) -> 
     characters of it; one further away the rules find in the text as it is."""
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
-        runs = list(_LETTER_RUN.finditer(text))
+        runs = [run.span() for run in _LETTER_RUN.finditer(text)]
         for start, end, keep_start, keep_end, inside in _run_windows(runs, len(text)):
             joined: list[str] = []
             where: list[int] = []  # index in ``text`` of each character of the joined text
             cursor = start
-            for run in [*inside, None]:
-                stop = run.start() if run is not None else end
-                joined.append(text[cursor:stop])
-                where.extend(range(cursor, stop))
-                if run is not None:
-                    joined.append(run.group()[::2])
-                    where.extend(range(run.start(), run.end(), 2))
-                    cursor = run.end()
+            for run_start, run_end in [*inside, (end, end)]:
+                joined.append(text[cursor:run_start])
+                where.extend(range(cursor, run_start))
+                joined.append(text[run_start:run_end:2])
+                where.extend(range(run_start, run_end, 2))
+                cursor = run_end
             for s, e in spans("".join(joined)):
                 first, last = where[s], where[e - 1] + 1
                 if last > keep_start and first < keep_end:
