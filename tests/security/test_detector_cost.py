@@ -108,6 +108,10 @@ def hot_paths(size: int) -> list[tuple[str, str]]:
         ("wifi_qr", _sized(size, "WIFI:T:WPA;S:x;P:;")),
         # near misses, markers, look-alikes
         ("near_miss_prefixed", _sized(size, "ghp_a1 ")),
+        ("prefixes_unspaced", _sized(size, "eyJ")),  # a lead that read each tail read the rest of the text
+        ("prefixes_in_a_word", _sized(size, "glpat-", "x")),
+        ("keywords_unspaced", _sized(size, "password", "'")),  # a code's look-ahead read every letter after
+        ("code_keywords_unspaced", _sized(size, "codepin")),
         ("near_miss_vendor", _sized(size, "AKIAAAAAAAAAAAAAAAA sk-abc eyJabc.def. xoxb-12 ghp_abc1 "
                                           "-----BEGIN RSA PRIVATE KEY----- ")),
         ("markers", _sized(size, "password: [REDACTED] token=[REDACTED]&")),

@@ -369,10 +369,12 @@ _WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
 
 def _code_value(group: str) -> str:
     """A code after its words: 4–8 digits (one space or dash inside) or 6–8 letters and
-    digits, not followed by a unit ("2048 lines", "5 分钟")."""
+    digits, not followed by a unit ("2048 lines", "5 分钟"). The look-aheads for a
+    digit and a letter read no further than the code can be long (a run of
+    letters after every keyword of "passwordpassword…" was read to its end)."""
     return (
     r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
-    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]*\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
+    r"|(?=[A-Za-z]{0,7}\d)(?=\d{0,7}[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]{0,10}\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
     r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
     r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
     r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"

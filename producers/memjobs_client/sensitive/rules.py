@@ -50,12 +50,12 @@ def regex_scanner(
     ``secret…`` that took part in the match (alternatives may each name one:
     ``secret``, ``secret2``, ...), or the whole match when none did.
 
-    ``lead``: a pattern that matches wherever ``pattern`` can (``pattern``
-    without the look-behind it opens with, say). The regular expression
-    engine skips ahead fast to where a pattern's literal first characters
-    occur ("AKIA", "ghp_"), but not past a look-behind: it tries one at every
-    position. So the lead is searched for, and ``pattern`` tried only where it
-    is found; the matches are those of ``finditer``."""
+    ``lead``: a pattern that matches, in bounded time, wherever ``pattern`` can
+    begin (the literal prefixes after the look-behind it opens with, say). The
+    regular expression engine skips ahead fast to where a pattern's literal
+    first characters occur ("AKIA", "ghp_"), but not past a look-behind: it
+    tries one at every position. So the lead is searched for, and ``pattern``
+    tried only where it is found; the matches are those of ``finditer``."""
     compiled = re.compile(pattern, flags)
     span_of = _secret_span(compiled, accept)
 
