@@ -1,34 +1,34 @@
 """Every detector is linear in its input: text built to hit a detector's hot
-path costs a bounded CPU time a megabyte (issue 31, item 1).
+path costs under a second of CPU a megabyte (issue 31, item 1).
 
 The finding: four session turns of ``"card " + "4 " * 120000`` froze the API for
 70 s (the card scan re-read a window of digits per candidate), and runs of
 ``pw=pw=…``, prefixed near-miss tokens or full-width text grew with the square
 of their length. Each case below is one input kind (a plain check, a
-redaction, machine text and JSON, a session's turns, a memory document) fed a
-worst case for one detector, a quarter megabyte of it (:data:`SIZE`: the file
-runs in well under a minute); the bound is per megabyte, and
+redaction, machine text and JSON, a session's four turns, a memory document)
+fed a worst case for one detector (:func:`hot_paths`: digit runs with every
+separator near card words, keywords repeated near digits, full-width digits
+and CJK keywords, numbers spelt out in English and Chinese, base64 and hex
+runs and blobs, one 1 MB line, many short lines, huge and deep JSON,
+``key=value`` runs, near-miss and real secrets repeated, markers, look-alike
+letters …), a quarter megabyte of it (:data:`SIZE`: the file runs in well under
+a minute); the bound is per megabyte, and
 :func:`test_four_times_the_text_costs_about_four_times_the_cpu` checks that a
-megabyte costs about four quarters, not sixteen.
+larger text costs about proportionally more, not its square.
 
-The bound is CPU time (``time.process_time``: other work on the machine does not
-count). Issue 31 sets 1 s a megabyte, which is not met yet: on this 2-core
-machine, shared (2026-12-01, after the one-time-code pattern was anchored),
-the costliest cases are 1.6–1.8 s a megabyte to check (``password=x`` runs,
-full-width text) and 2–4.5 s for the kinds that read
-the text twice or more (redaction scans again after blanking out; a document
-is read whole and joined; machine text is masked and checked), the spread
-partly the machine's load. So the bounds are :data:`BOUNDS_S`, above that and
-far below what a quadratic detector costs (the finding's 960 KB took 35 s of
-CPU before; 64 KB of ``pw=`` 39 s). On a slower or busier machine the cost of a
-plain tokenisation measured just before each case (:func:`_yardstick`) scales
-them.
+The bound is CPU time (``time.process_time``: other work on the machine does
+not count), the least of up to :data:`TRIES` runs (a loaded machine slows one
+run, seldom three). Measured on this 2-core machine, the costliest cases are
+about half of :data:`BOUND_S` (``docs/security.md``), so a slower machine of
+the kind passes too. Text dense with real secrets (one every 18 to 90
+characters) costs more to redact: each is judged, blanked out and read around
+again, which is the whole text again when they are that close
+(:data:`DENSE_SECRETS`, bound :data:`DENSE_BOUND_S`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 
@@ -42,12 +42,12 @@ from memjobs_client.sensitive import (
 )
 
 MB = 1 << 20
-#: CPU seconds a megabyte, by input kind (the check reads the text once).
-BOUNDS_S = {"check": 2.5, "redaction": 4.5, "structured": 3.5, "transcript": 6.5, "memory_doc": 4.0}
-#: :func:`_yardstick` cost 0.017–0.023 s on the machine the bounds were set on (a third of
-#: the 0.05–0.07 s the 1.5 MB it read before cost: it runs before each of 77 cases).
-YARDSTICK_S = 0.017
-_PROSE = "I walk the dog at seven, then call mom; 我住在杭州，喜欢喝龙井茶。 " * 6667
+#: CPU seconds a megabyte, every input kind: issue 31's contract.
+BOUND_S = 1.0
+#: CPU seconds a megabyte to redact text that is real secrets end to end.
+DENSE_BOUND_S = 2.0
+#: Runs of a case at most: the least counts.
+TRIES = 3
 
 
 def _sized(size: int, unit: str, head: str = "") -> str:
@@ -68,22 +68,74 @@ def _json_deep(size: int) -> str:
 def hot_paths(size: int) -> list[tuple[str, str]]:
     """(name, text): each ``size`` bytes aimed at one detector's hot path."""
     return [
+        # digits: cards, identity numbers, codes
         ("card_spaced_digits", _sized(size, "4 ", "card ")),  # the finding
         ("card_no_luhn_digits", _sized(size, "5 ", "card ")),  # no window passes: every one is tried
         ("card_dashed_cjk", _sized(size, "5-", "卡号")),
+        ("digits_every_separator", _sized(size, "4 4-4.4,4/4:4_4 ", "card ")),
+        ("digits_dotted", _sized(size, "4.", "card ")),
         ("ssn_like", _sized(size, "123-45-6789 ")),
-        ("base64_runs", _sized(size, "QUJD" * 12000 + " ")),
-        ("hex_runs", _sized(size, "ab " * 5000 + "abc ")),
-        ("key_value_runs", _sized(size, "password=x ")),
-        ("keyword_chain", _sized(size, "pw=")),  # each keyword's value ran to the end of the text
-        ("near_miss_prefixed", _sized(size, "ghp_a1 ")),
-        ("letters_spelt", _sized(size, "a ")),
+        ("keywords_near_digits_short", _sized(size, "card 4111 password 12 key 56 pin 9 ")),
         ("otp_digits", _sized(size, "1 ", "code is ")),
+        ("code_words", _sized(size, "one-time code: ")),
         ("cjk_password_digits", _sized(size, "密码是1")),
         ("full_width", _sized(size, "ｐａｓｓ１２ ")),
+        ("full_width_digits_cjk", _sized(size, "卡号１２３４ 密码５６７８ 验证码９０１２ ")),
+        ("full_width_digit_run", _sized(size, "１", "银行卡号")),
+        # spelt out
+        ("letters_spelt", _sized(size, "a ")),
+        ("spelt_letters_keyword", _sized(size, "p a s s w o r d : 1 2 ")),
+        ("spelt_english", _sized(size, "one two three four ", "my pin is ")),
+        ("spelt_chinese", _sized(size, "一二三四五六", "密码是")),
+        # encodings and long runs
+        ("base64_runs", _sized(size, "QUJD" * 12000 + " ")),
+        ("base64_blob", _sized(size, "QUJD")),
+        ("hex_runs", _sized(size, "ab " * 5000 + "abc ")),
+        ("hex_blob", _sized(size, "ab")),
+        ("one_line_letters", "x" * size),
+        ("prefixed_huge_tail", _sized(size, "A", "ghp_")),
+        ("pem_without_end", _sized(size, "QUJD", "-----BEGIN PRIVATE KEY-----\n")),
+        ("short_lines", _sized(size, "a\n")),
+        ("doc_split_keywords", _sized(size, "- 我的银行卡密码是\n- 7391\n")),
+        # machine text
+        ("key_value_runs", _sized(size, "password=x ")),
+        ("key_value_ampersand", _sized(size, "token=abcd1234&")),
+        ("keyword_chain", _sized(size, "pw=")),  # each keyword's value ran to the end of the text
         ("json_huge", _json_huge(size)),
         ("json_deep", _json_deep(size)),
+        ("json_huge_string", json.dumps({"password": "a1" * (size // 2 - 10)})),
+        ("json_nested_arrays", "[" * (size // 2) + "]" * (size // 2)),
+        ("json_nested_keys", _sized(size, '{"token":')),
+        ("wifi_qr", _sized(size, "WIFI:T:WPA;S:x;P:;")),
+        # near misses, markers, look-alikes
+        ("near_miss_prefixed", _sized(size, "ghp_a1 ")),
+        ("prefixes_unspaced", _sized(size, "eyJ")),  # a lead that read each tail read the rest of the text
+        ("prefixes_in_a_word", _sized(size, "glpat-", "x")),
+        ("keywords_unspaced", _sized(size, "password", "'")),  # a code's look-ahead read every letter after
+        ("code_keywords_unspaced", _sized(size, "codepin")),
+        ("near_miss_vendor", _sized(size, "AKIAAAAAAAAAAAAAAAA sk-abc eyJabc.def. xoxb-12 ghp_abc1 "
+                                          "-----BEGIN RSA PRIVATE KEY----- ")),
+        ("markers", _sized(size, "password: [REDACTED] token=[REDACTED]&")),
+        ("chinese_keywords_alone", _sized(size, "我的密码是验证码口令")),
+        ("bip39_words", _sized(size, "abandon ")),
+        ("login_pairs", _sized(size, "admin/")),
+        ("zero_width", _sized(size, "p\u200ba\u200bs\u200bs ")),
+        ("ligatures", _sized(size, "ﬁ")),
+        ("dotless_i", _sized(size, "PİN ıs ")),
     ]
+
+
+#: Text dense with real secrets (one every 18 to 90 characters): each is found,
+#: blanked out, and its surroundings read again, which reads the whole text
+#: again when they are that close. Checked (and masked as machine text) under
+#: :data:`BOUND_S` like any other, redacted under :data:`DENSE_BOUND_S`.
+DENSE_SECRETS: dict[str, Callable[[int], str]] = {
+    "json_huge": _json_huge,  # a secret-like key with a value in each row: about 0.9 s a megabyte to redact
+    "keywords_near_digits": lambda size: _sized(size, "card 4111 password 1234 key 5678 pin 9012 "),
+    "key_value_secrets": lambda size: _sized(size, "password=hunter22 "),
+    "value_first": lambda size: _sized(size, "abcd1234 is my password "),
+    "url_user_info": lambda size: _sized(size, "http://u:p@h "),
+}
 
 
 #: The size each case is measured at: a quarter megabyte keeps the file under
@@ -92,21 +144,20 @@ SIZE = MB // 4
 HOT_PATHS = hot_paths(SIZE)
 
 
-def _yardstick() -> float:
-    """CPU seconds of a plain tokenisation of half a megabyte of prose, the least of three:
-    how fast this machine runs Python and the regular expression engine."""
-    costs = []
-    for _ in range(3):
-        started = time.process_time()
-        sum(1 for _ in re.finditer(r"\w+", _PROSE))
-        costs.append(time.process_time() - started)
-    return min(costs)
-
-
 def _cpu(fn: Callable[[str], object], text: str) -> float:
     started = time.process_time()
     fn(text)
     return time.process_time() - started
+
+
+def _least_cpu(fn: Callable[[str], object], text: str, enough_s: float) -> float:
+    """The least CPU seconds of up to :data:`TRIES` runs, stopping at one under ``enough_s``."""
+    least = _cpu(fn, text)
+    for _ in range(TRIES - 1):
+        if least < enough_s:
+            break
+        least = min(least, _cpu(fn, text))
+    return least
 
 
 def _transcript(text: str) -> object:
@@ -133,39 +184,64 @@ KINDS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _slowdown() -> float:
-    """How much slower than the machine the bounds were set on this one runs
-    now (1 at least): measured just before each case, as the load changes."""
-    return max(1.0, _yardstick() / YARDSTICK_S)
+def _megabytes(text: str) -> float:
+    return len(text.encode()) / MB
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize(("name", "text"), HOT_PATHS, ids=[name for name, _ in HOT_PATHS])
-def test_text_aimed_at_a_detector_costs_a_bounded_cpu_time_a_megabyte(kind: str, name: str, text: str) -> None:
-    megabytes = len(text.encode()) / MB
+#: Every input with every kind but the redactions of text dense with secrets.
+UNDER_A_SECOND = [pytest.param(kind, name, text, id=f"{name}-{kind}") for name, text in HOT_PATHS for kind in KINDS
+                  if not (name in DENSE_SECRETS and kind in ("redaction", "transcript"))]
+
+
+@pytest.mark.parametrize(("kind", "name", "text"), UNDER_A_SECOND)
+def test_text_aimed_at_a_detector_costs_under_a_second_a_megabyte(kind: str, name: str, text: str) -> None:
+    megabytes = _megabytes(text)
     assert 0.9 * SIZE / MB <= megabytes <= 1.05 * SIZE / MB, megabytes
-    bound = megabytes * BOUNDS_S[kind] * _slowdown()
-    spent = _cpu(KINDS[kind], text)
-    assert spent < bound, f"{kind} of {name}: {spent:.2f} s of CPU for {megabytes:.2f} MB (bound {bound:.2f} s)"
+    bound = megabytes * BOUND_S
+    spent = _least_cpu(KINDS[kind], text, bound)
+    assert spent < bound, f"{kind} of {name}: {spent / megabytes:.2f} s of CPU a megabyte (bound {BOUND_S} s)"
 
 
-#: Four times the text costs at most this many times as much: a detector whose
-#: cost grows with the square of its input (16 times) fails, noise does not.
-GROWTH = 4.5
+@pytest.mark.parametrize("kind", ["check", "structured", "memory_doc"])
+@pytest.mark.parametrize("name", [name for name in DENSE_SECRETS if name not in dict(HOT_PATHS)])
+def test_text_of_secrets_costs_under_a_second_a_megabyte_to_check(kind: str, name: str) -> None:
+    text = DENSE_SECRETS[name](SIZE)
+    bound = _megabytes(text) * BOUND_S
+    spent = _least_cpu(KINDS[kind], text, bound)
+    assert spent < bound, f"{kind} of {name}: {spent / _megabytes(text):.2f} s of CPU a megabyte"
 
 
-#: Cases worth a megabyte: text of ``size`` bytes for each.
-GROWN: dict[str, Callable[[int], str]] = {
-    "otp_digits": lambda size: _sized(size, "1 ", "code is "),
-    "json_huge": _json_huge,
+@pytest.mark.parametrize("kind", ["redaction", "transcript"])
+@pytest.mark.parametrize("name", list(DENSE_SECRETS))
+def test_text_of_secrets_costs_a_bounded_cpu_time_a_megabyte_to_redact(kind: str, name: str) -> None:
+    text = DENSE_SECRETS[name](SIZE)
+    assert redact_secrets(text[:200]) != text[:200]  # secrets indeed
+    bound = _megabytes(text) * DENSE_BOUND_S
+    spent = _least_cpu(KINDS[kind], text, bound)
+    assert spent < bound, f"{kind} of {name}: {spent / _megabytes(text):.2f} s of CPU a megabyte"
+
+
+#: A text four times as long costs at most this many times as much: a detector
+#: whose cost grows with the square of its input (16 times) fails, noise does not.
+GROWTH = 6.0
+
+
+#: Cases grown from a sixteenth to a quarter megabyte, with the kind that reads
+#: them the most ways.
+GROWN: dict[str, tuple[str, Callable[[int], str]]] = {
+    "otp_digits": ("transcript", lambda size: _sized(size, "1 ", "code is ")),
+    "json_huge": ("transcript", _json_huge),
+    "keyword_chain": ("redaction", lambda size: _sized(size, "pw=")),
+    "letters_spelt": ("memory_doc", lambda size: _sized(size, "a ")),
+    "doc_split_keywords": ("memory_doc", lambda size: _sized(size, "- 我的银行卡密码是\n- 7391\n")),
+    "key_value_secrets": ("redaction", DENSE_SECRETS["key_value_secrets"]),
 }
 
 
 @pytest.mark.parametrize("name", list(GROWN))
 def test_four_times_the_text_costs_about_four_times_the_cpu(name: str) -> None:
-    small, large = GROWN[name](SIZE), GROWN[name](4 * SIZE)
-    for _ in range(2):  # measured again once: the load may change between the two
-        small_s, large_s = _cpu(_transcript, small), _cpu(_transcript, large)
-        if large_s <= GROWTH * small_s:
-            return
-    pytest.fail(f"{name}: {large_s:.2f} s of CPU for 4 times the text of {small_s:.2f} s")
+    kind, build = GROWN[name]
+    small, large = build(SIZE // 4), build(SIZE)
+    small_s = min(_cpu(KINDS[kind], small) for _ in range(TRIES))
+    large_s = _least_cpu(KINDS[kind], large, GROWTH * small_s)
+    assert large_s <= GROWTH * small_s, f"{name}: {large_s:.3f} s of CPU for 4 times the text of {small_s:.3f} s"

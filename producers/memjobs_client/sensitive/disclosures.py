@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from itertools import chain
 
-from memjobs_client.sensitive.rules import Scanner
+from memjobs_client.sensitive.rules import Scanner, folded
 from memjobs_client.sensitive.values import (
     SYMBOLS,
     at_clause_end,
@@ -48,15 +49,19 @@ _EN_KEYWORD = re.compile(
     )
     (?![A-Za-z0-9])
     """,
-    re.IGNORECASE | re.VERBOSE,
+    re.VERBOSE,
 )
+"""The keywords, in lower case: matched, case-sensitively, against the folded
+text (:func:`~memjobs_client.sensitive.rules.folded`), where they are
+matched as with ``re.IGNORECASE``, three times faster."""
 _EN_QUALIFIER = re.compile(r"[ \t]+(?:for|of|on|at|to|in|with|from)(?=[ \t])", re.IGNORECASE)
 _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
-_EN_CONNECTOR = re.compile(
-    r"""
-      (?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))
-    | (?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))
-    | (?P<verb>
+# The connectors, one pattern each: "=", ":", a verb ("is", "was set to" …),
+# "to", or none (a space).
+_CONN_EQ = r"""(?P<eq>["']?[ \t]*(?::=|=>|=(?!=)))"""
+_CONN_COLON = r"""(?P<colon>["']?[ \t]*(?::(?!//)|[–—→]|->|-(?=[ \t])))"""
+_CONN_VERB = r"""
+      (?P<verb>
           (?:'s|[ \t]+(?:is|was|are|were|will[ \t]+be|should[ \t]+be|would[ \t]+be))
           (?:[ \t]+(?:now|still|just|currently|actually|simply|always))?
           (?:[ \t]+(?:set|changed|reset|updated|switched)[ \t]+to)?
@@ -66,12 +71,11 @@ _EN_CONNECTOR = re.compile(
         | [ \t]+equals
         | [ \t]*[,?;.!]?[ \t]+(?:it'?s|it[ \t]+is|that'?s|which[ \t]+is)
         | [ \t]*(?:就是|是|为|設為|设为|设置为|设置成|改成|改为)
-      )
-    | (?P<to>[ \t]+(?:to|as|into))
-    | (?P<none>(?=[ \t]))
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
+      )"""
+_CONN_TO = r"(?P<to>[ \t]+(?:to|as|into))"
+_CONN_NONE = r"(?P<none>(?=[ \t]))"
+_EN_CONNECTOR = re.compile("|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO, _CONN_NONE)),
+                           re.IGNORECASE | re.VERBOSE)
 _NUMBER_WORDS = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
 _EN_VALUE = re.compile(
     r"""
@@ -92,6 +96,59 @@ _EN_VALUE = re.compile(
     """,
     re.IGNORECASE | re.VERBOSE,
 )
+
+
+# A value that opens with a marker is filler (values.is_filler) when the
+# marker is the whole of it but sentence punctuation (placeholder), or when
+# something other than trailing punctuation follows it (it leads the core).
+# "[REDACTED]>" is neither: its core is "[REDACTED", judged as any other.
+_FILLER_MARKER = (r"\[[A-Za-z\ _\-]{3,20}\](?:[.,;:!?]*+(?![!#-&(-_a-~\u00c0-\u024f])"
+                  r"|[.,!?;:)\]}>]*+(?![.,!?;:)\]}>])[!#-&(-_a-~\u00c0-\u024f])")
+
+
+def _value_opens(least: int) -> str:
+    """A pattern: how a value of :data:`_EN_VALUE` that :func:`_en_value_ok` may
+    take opens (``least``: the fewest characters of a quoted or plain one), read
+    no further than that: never on over the keywords that follow (``pw=pw=…``).
+    Not a marker such as ``[REDACTED]`` that makes it filler (redaction reads
+    its own output again)."""
+    return r"""
+    [ \t]*
+    (?-i:(?!["'`“‘]?""" + _FILLER_MARKER + r"""))
+    (?:
+        ["'`“‘][^"'`“”‘’\n]{""" + str(least) + r"""}
+      | ["'`“‘]?
+        (?:
+            \d[\d \-]{3}
+          | (?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS + r"""
+          | [!#-&(-_a-~\u00c0-\u024f]{""" + str(least) + r"""}
+        )
+    )
+    """
+
+
+_SPOKEN_OPENS = r"""[ \t]*["'`“‘]?(?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS
+_QUALIFIED = "(?:" + _EN_QUALIFIER.pattern + "(?:" + _EN_WORD.pattern + "){1,3})?"
+
+
+def _plausible(pattern: str) -> re.Pattern[str]:
+    return re.compile(_QUALIFIED + "(?:" + pattern + ")", re.IGNORECASE | re.VERBOSE)
+
+
+# What must follow a keyword of each family for any of its values to be judged
+# (a necessary condition, tried by the C library once per keyword): a connector,
+# after a qualifier of one to three words or none, then the opening of a value
+# long enough for :func:`_en_value_ok`: four characters (six after no
+# connector, for all but a PIN; a key wants "=", ":" or a verb and six, or a
+# number spelt out). The keywords of ``password=x password=x …``, of JSON keys,
+# of "password 1234 key 5678" stop here (issue 31: a Python step per keyword).
+_EN_PLAUSIBLE: dict[str, re.Pattern[str]] = {
+    "pin": _plausible("(?:" + _EN_CONNECTOR.pattern + ")" + _value_opens(4)),
+    "key": _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB)) + ")" + _value_opens(6)
+                      + "|(?:" + _CONN_TO + "|" + _CONN_NONE + ")" + _SPOKEN_OPENS),
+}
+_EN_PLAUSIBLE_OTHERS = _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO)) + ")"
+                                  + _value_opens(4) + "|" + _CONN_NONE + _value_opens(6))
 
 
 @lru_cache(maxsize=256)
@@ -119,27 +176,36 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
         conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None
     ):
         return False
-    if value.group("digits") is not None:
-        return digit_count(value.group("digits")) >= 4 and family not in ("ambiguous", "compound", "key")
+    digits = value.group("digits")
+    if digits is not None:
+        return digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key")
     if value.group("spoken") is not None:
         return True
-    quoted = value.group("quoted") is not None
-    raw = value.group("quoted") if quoted else value.group("plain")
+    raw = value.group("quoted")
+    quoted = raw is not None
+    if raw is None:
+        raw = value.group("plain")
     core, punct_after = value_core(raw, quoted)
-    if len(core) < 4 or is_filler(core, raw):
-        return False
-    has_digit = any(c.isdigit() for c in core)
-    has_alpha = any(c.isalpha() for c in core)
-    has_symbol = any(c in SYMBOLS for c in core)
-    clause_ends = punct_after or at_clause_end(text, value.end())
+    # Filler (a stop word, a placeholder, code) is judged last, when the rest
+    # would take the value: most values a keyword is followed by fail sooner.
+    return len(core) >= 4 and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text) and not (
+        is_filler(core, raw))
+
+
+def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: bool, end: int, text: str) -> bool:
+    """Whether a value ``core`` (four characters at least) looks like a secret
+    of ``family`` after a ``conn`` connector, filler aside."""
+    has_digit = any(map(str.isdigit, core))
     if family == "pin":
         return digit_count(core) >= 4
+    has_alpha = any(map(str.isalpha, core))
     if family == "key":
         # "the key is superSecret99" is a secret; "key: value", "the key is F5",
         # "the key is Ctrl+Shift+S" are not: letters and digits, six at least.
         return conn in ("eq", "colon", "verb") and has_digit and has_alpha and len(core) >= 6
     if family in ("ambiguous", "compound") and _COUNT.fullmatch(core):
         return False  # "MAX_TOKENS=4096", "input tokens: 15320": a count, not a token
+    has_symbol = not SYMBOLS.isdisjoint(core)
     if family == "short" and not (has_digit or has_symbol):
         return False
     if family == "short" and conn == "none":
@@ -148,14 +214,14 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
         return has_digit
     if conn == "none":
         if core.isdigit():
-            return len(core) >= 6 and clause_ends
+            return len(core) >= 6 and (punct_after or at_clause_end(text, end))
         return has_digit and has_alpha and len(core) >= 6
     if family == "ambiguous" and conn != "eq":
         mixed_case = core != core.lower() and core != core.upper()
         if not (has_digit or has_symbol or (len(core) >= 12 and mixed_case)):
             return False
     if conn == "verb" and not quoted and core.isalpha():
-        return clause_ends
+        return punct_after or at_clause_end(text, end)
     return True
 
 
@@ -187,15 +253,18 @@ _LONG_VALUE = 256
 #: The last text's keywords, one tuple read and replaced whole (threads never see
 #: one text's half with another's): the password and the secret rules look for
 #: the same keywords in the same text, one after the other.
-_last_keywords: tuple[str, list[re.Match[str]]] = ("", [])
+_last_keywords: tuple[str, list[tuple[int, int]]] = ("", [])
 
 
-def _keywords(text: str) -> list[re.Match[str]]:
+def _keywords(text: str) -> list[tuple[int, int]]:
+    """The span of each keyword in ``text``. Spans, not matches: a list of
+    hundreds of thousands of match objects kept the garbage collector busy
+    (``pw=pw=…``: three times the cost of the search)."""
     global _last_keywords
     last = _last_keywords
     if last[0] is text:
         return last[1]
-    found = list(_EN_KEYWORD.finditer(text))
+    found = [keyword.span() for keyword in _EN_KEYWORD.finditer(folded(text))]
     _last_keywords = (text, found)
     return found
 
@@ -203,13 +272,15 @@ def _keywords(text: str) -> list[re.Match[str]]:
 def english_scanner(families: frozenset[str]) -> Scanner:
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        for keyword in _keywords(text):
-            if keyword.start() < judged_to:
+        for kw_start, kw_end in _keywords(text):
+            if kw_start < judged_to:
                 continue
-            family = _en_family(keyword.group("kw"))
+            family = _en_family(text[kw_start:kw_end])
             if family not in families:
                 continue
-            for start in _en_candidates(text, keyword.end()):
+            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, kw_end) is None:
+                continue
+            for start in _en_candidates(text, kw_end):
                 connector = _EN_CONNECTOR.match(text, start)
                 if connector is None:
                     continue
@@ -240,14 +311,15 @@ _EN_REVERSE = re.compile(
 
 # "it's hunter2, my password"
 _EN_ITS_REVERSE = re.compile(
-    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
+    r"(?i:\bit'?s|\bit[ \t]+is|\bthat'?s)[ \t]+[\"'“‘]?"
+    r"(?P<value>[!#-&(-~]{4,64}?)[\"'”’]?[,;]?[ \t]+"
     r"(?i:my|our|his|her|their|the)[ \t]+(?:[A-Za-z\-]+[ \t]+){0,2}?(?i:password|passcode|pin|wi-?fi[ \t]+key)\b"
 )
 
 
 def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
-    for match in [*_EN_REVERSE.finditer(text), *_EN_ITS_REVERSE.finditer(text)]:
+    for match in chain(_EN_REVERSE.finditer(text), _EN_ITS_REVERSE.finditer(text)):
         core = match.group("value").rstrip(".,;:!?")
         has_digit = any(c.isdigit() for c in core)
         weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))

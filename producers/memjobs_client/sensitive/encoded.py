@@ -198,26 +198,54 @@ def _piece_span(text: str, group: re.Match[str], index: int) -> tuple[int, int]:
 _LETTER_RUN = re.compile(r"(?<!\S)(?:\S )(?:\S ){2,}\S(?!\S)")
 
 
+#: Characters each side of a spelt-out run in which a secret it takes part in is
+#: looked for, in a window twice as wide (the context the rules read).
+_RUN_REACH = 256
+
+
+def _run_windows(runs: list[tuple[int, int]], size: int) -> Iterator[tuple[int, int, int, int, list[tuple[int, int]]]]:
+    """``(start, end, keep_start, keep_end, runs)``: a window of the text around
+    one or more runs (``(start, end)`` each), merged where they overlap (a run
+    never straddles one)."""
+    window: list[tuple[int, int]] = []
+    start = end = keep_start = keep_end = 0
+    for run_start, run_end in runs:
+        low = max(0, run_start - 2 * _RUN_REACH)
+        if window and low <= end:
+            window.append((run_start, run_end))
+        else:
+            if window:
+                yield start, end, keep_start, keep_end, window
+            window = [(run_start, run_end)]
+            start, keep_start = low, run_start - _RUN_REACH
+        end, keep_end = min(size, run_end + 2 * _RUN_REACH), run_end + _RUN_REACH
+    if window:
+        yield start, end, keep_start, keep_end, window
+
+
 def letter_spaced_scanner(spans: Callable[[str], Iterator[tuple[int, int]]]) -> Scanner:
     """The secrets that ``spans`` finds in the text once its spelt-out runs are
-    joined, mapped back onto the text (spaces and all)."""
+    joined, mapped back onto the text (spaces and all).
+
+    Only around the runs (issue 31: one run made every rule read the whole text
+    again): a secret a run takes part in lies within :data:`_RUN_REACH`
+    characters of it; one further away the rules find in the text as it is."""
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
-        runs = list(_LETTER_RUN.finditer(text))
-        if not runs:
-            return
-        joined: list[str] = []
-        where: list[int] = []  # index in ``text`` of each character of the joined text
-        cursor = 0
-        for run in [*runs, None]:
-            stop = run.start() if run is not None else len(text)
-            joined.append(text[cursor:stop])
-            where.extend(range(cursor, stop))
-            if run is not None:
-                joined.append(run.group()[::2])
-                where.extend(range(run.start(), run.end(), 2))
-                cursor = run.end()
-        for start, end in spans("".join(joined)):
-            yield where[start], where[end - 1] + 1
+        runs = [run.span() for run in _LETTER_RUN.finditer(text)]
+        for start, end, keep_start, keep_end, inside in _run_windows(runs, len(text)):
+            joined: list[str] = []
+            where: list[int] = []  # index in ``text`` of each character of the joined text
+            cursor = start
+            for run_start, run_end in [*inside, (end, end)]:
+                joined.append(text[cursor:run_start])
+                where.extend(range(cursor, run_start))
+                joined.append(text[run_start:run_end:2])
+                where.extend(range(run_start, run_end, 2))
+                cursor = run_end
+            for s, e in spans("".join(joined)):
+                first, last = where[s], where[e - 1] + 1
+                if last > keep_start and first < keep_end:
+                    yield first, last
 
     return scan

@@ -2,24 +2,31 @@
 
 What: :func:`normalise` applies NFKC one character at a time and drops
 invisible format characters (Unicode category Cf: zero-width spaces and
-joiners, bidi controls, soft hyphen, BOM, ...), and records where each piece
-of the result came from.  :meth:`Normalised.orig_span` maps a match in the
-normalised text back to the original text.
+joiners, bidi controls, soft hyphen, BOM, ...).  :meth:`Normalised.orig_span`
+maps a match in the normalised text back to the original text.
 
 Why: full-width ``ｐａｓｓｗｏｒｄ：`` and ``pass\\u200bword`` must match the
 rules written for ``password:``, and :func:`~memjobs_client.sensitive.redact_secrets`
 must still blank out exactly the original characters of each secret.
 Latin look-alikes from Cyrillic and Greek (``pаsswоrd`` with a Cyrillic ``а``
 and ``о``) are folded to Latin, one character for one, so offsets still hold.
+
+How, linear and with no Python step per character (issue 31): each distinct
+character of the text is normalised once, into a table that ``str.translate``
+applies in C. A character that becomes one character keeps every offset; only
+when some become two or more (ligatures, "㎏") or none (format characters) is
+the offset map built, and then only when a span is mapped back (redaction): the
+normalised length of every character, summed by the C library.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass
+from array import array
+from bisect import bisect_right
+from itertools import accumulate, repeat
 
 # Unicode general category Cf (format characters: zero-width space and joiners,
 # bidi controls, soft hyphen, BOM, tag characters, ...).  They are invisible,
@@ -30,7 +37,6 @@ _FORMAT_CHARS = re.compile(
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
-_RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 
 # Cyrillic and Greek letters that look like Latin ones, folded one for one
 # (the map keeps lengths, so offsets are unchanged).
@@ -43,83 +49,53 @@ _CONFUSABLES = str.maketrans(
 _NEEDS_FOLD = re.compile("[\u0370-\u03ff\u0400-\u052f]")
 
 
-@dataclass(frozen=True)
-class _Segment:
-    norm_start: int
-    orig_start: int
-    orig_len: int
-    identity: bool  # True: character i of the segment maps to character i
-
-
-@dataclass(frozen=True)
 class Normalised:
-    """Normalised text and where each of its segments came from."""
+    """Normalised text and the way back to the original's offsets."""
 
-    text: str
-    segments: tuple[_Segment, ...]
-    starts: tuple[int, ...]  # norm_start of each segment, for bisect
+    __slots__ = ("text", "_original", "_widths", "_starts")
+
+    def __init__(self, text: str, original: str, widths: dict[str, int] | None) -> None:
+        self.text = text
+        self._original = original
+        #: Normalised length of each character that does not become exactly one
+        #: (None: every character became one, offsets are the original's).
+        self._widths = widths
+        self._starts: array[int] | None = None
 
     def orig_span(self, start: int, end: int) -> tuple[int, int]:
-        """Map a non-empty span of the normalised text back to the original."""
-        seg = self.segments[bisect.bisect_right(self.starts, start) - 1]
-        o_start = seg.orig_start + (start - seg.norm_start if seg.identity else 0)
-        last = end - 1
-        seg = self.segments[bisect.bisect_right(self.starts, last) - 1]
-        if seg.identity:
-            o_end = seg.orig_start + (last - seg.norm_start) + 1
-        else:
-            o_end = seg.orig_start + seg.orig_len
-        return o_start, o_end
+        """Map a non-empty span of the normalised text back to the original: from
+        the start of the character ``start`` came from to the end of the one
+        ``end - 1`` came from."""
+        if self._widths is None:
+            return start, end
+        starts = self._starts
+        if starts is None:
+            widths = self._widths
+            # Where each original character's piece starts in the normalised text.
+            starts = self._starts = array("q", accumulate(map(widths.get, self._original, repeat(1)), initial=0))
+        # The last character whose piece starts at or before the offset (one
+        # dropped to nothing shares its start with the next, which wins).
+        return bisect_right(starts, start) - 1, bisect_right(starts, end - 1)
 
 
 def normalise(text: str) -> Normalised:
-    """NFKC character by character, dropping format characters, with an offset map.
-
-    Linear in the text: text that NFKC leaves alone (checked by the C library at
-    once) is one segment; otherwise only the characters NFKC changes or drops get
-    segments of their own, and the unchanged stretches between them are one each.
-    """
+    """NFKC character by character, dropping format characters, with an offset map."""
+    if text.isascii():
+        return Normalised(text, text, None)
     if unicodedata.is_normalized("NFKC", text) and not _FORMAT_CHARS.search(text):
-        return Normalised(_fold(text), (_Segment(0, 0, len(text), True),), (0,))
-    pieces: list[str] = []
-    segments: list[_Segment] = []
-    norm_len = 0
-
-    def add(piece: str, orig_start: int, orig_len: int, identity: bool) -> None:
-        nonlocal norm_len
-        if not piece:
-            return
-        pieces.append(piece)
-        last = segments[-1] if segments else None
-        if (identity and last is not None and last.identity
-                and last.orig_start + last.orig_len == orig_start):
-            segments[-1] = _Segment(last.norm_start, last.orig_start, last.orig_len + orig_len, True)
-        else:
-            segments.append(_Segment(norm_len, orig_start, orig_len, identity))
-        norm_len += len(piece)
-
-    for run in _RUNS.finditer(text):
-        chunk = run.group()
-        if chunk.isascii() or (
-            unicodedata.is_normalized("NFKC", chunk) and not _FORMAT_CHARS.search(chunk)
-        ):
-            add(chunk, run.start(), len(chunk), True)
-            continue
-        same = run.start()  # start of the stretch of characters NFKC leaves alone
-        for offset, char in enumerate(chunk):
-            piece = _char_nfkc(char)
-            if piece == char:
-                continue
-            at = run.start() + offset
-            add(text[same:at], same, at - same, True)
-            add(piece, at, 1, False)
-            same = at + 1
-        add(text[same:run.end()], same, run.end() - same, True)
-    segs = tuple(segments)
-    return Normalised(_fold("".join(pieces)), segs, tuple(s.norm_start for s in segs))
+        return Normalised(_fold(text), text, None)
+    table: dict[int, str] = {}
+    widths: dict[str, int] = {}
+    for char in set(text):
+        piece = _char_nfkc(char)
+        if piece != char:
+            table[ord(char)] = piece
+            if len(piece) != 1:
+                widths[char] = len(piece)
+    return Normalised(_fold(text.translate(table)), text, widths or None)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=65536)
 def _char_nfkc(char: str) -> str:
     """One character as the matching sees it: NFKC, or nothing for a format character."""
     return "" if _FORMAT_CHARS.match(char) else unicodedata.normalize("NFKC", char)

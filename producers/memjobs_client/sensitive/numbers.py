@@ -369,10 +369,12 @@ _WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
 
 def _code_value(group: str) -> str:
     """A code after its words: 4–8 digits (one space or dash inside) or 6–8 letters and
-    digits, not followed by a unit ("2048 lines", "5 分钟")."""
+    digits, not followed by a unit ("2048 lines", "5 分钟"). The look-aheads for a
+    digit and a letter read no further than the code can be long (a run of
+    letters after every keyword of "passwordpassword…" was read to its end)."""
     return (
     r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
-    r"|(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]*\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
+    r"|(?=[A-Za-z]{0,7}\d)(?=\d{0,7}[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]{0,10}\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
     r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
     r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
     r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"
@@ -414,7 +416,6 @@ def _otp_ok(match: re.Match[str]) -> bool:
 # after their code word ("authentication code", "log-in pin", "totp"): letters,
 # spaces and dashes, 15 characters at most; the third starts with the digits
 # before "is" or 为/是.
-_CODE_KEYWORD = re.compile(r"(?=(?i:code|pin|pass|otp|2fa|mfa))")  # overlapping ones too
 # A lead, read backwards from the keyword. (?i): "ı" is an "i" to the pattern too.
 _CODE_LEAD = re.compile(r"(?i:[a-z])")
 _CODE_LEAD_MAX = 20  # characters, from a match's start to its keyword (15 at most) with room to spare
@@ -428,12 +429,47 @@ def _otp_starts(text: str) -> Iterator[int]:
     return heapq.merge(_lead_starts(text), (start.start() for start in _DIGITS_FIRST.finditer(text)))
 
 
+# What follows a keyword in every match of the first two alternatives of
+# :data:`_OTP`: the keyword's word, ending as a code word ends ("passcode",
+# "password"; "2fa code", "otp pin"), then a connector and a code. A keyword
+# where it does not match begins no match and leads to none (issue 31: the
+# Python step per keyword of ``password=x password=x …`` cost 0.27 s a megabyte).
+_CODE_TAIL = re.compile(
+    r"(?i:(?:passcode|password|pass|code|pin|otp|2fa|mfa)(?:word|code)?"
+    r"(?:[ \-]?(?:code|pin|passcode|password))?s?)"
+    r"(?:" + _CODE_CONNECTOR + _code_value("a")
+    + r"|(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("b") + ")"
+)
+
+
+# The keywords (their first letter, in either case) followed by such a tail,
+# found by the C library alone: the first letter leads the search, the rest
+# is looked for from it.
+_CODE_KEYWORD_TAIL = re.compile(r"[cpo2mCPOM](?<=(?=" + _CODE_TAIL.pattern + r").)")
+
+
+# A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
+# alternative), or "code" or "pin" with a connector (the second). Any other
+# begins with a code word before the keyword ("door code", "one-time pass"),
+# so a letter, or a letter and a space or dash, stands right before it.
+_SELF_LED = re.compile(
+    r"(?i:otp|2fa|mfa)|(?i:code|pin)\b(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("c")
+)
+
+
 def _lead_starts(text: str) -> Iterator[int]:
     """Word starts in each keyword's lead, and the keyword: at most
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     letter = _CODE_LEAD.match
-    for keyword in _CODE_KEYWORD.finditer(text):
+    self_led = _SELF_LED.match
+    for keyword in _CODE_KEYWORD_TAIL.finditer(text):
         at = keyword.start()
+        before = text[max(0, at - 2):at]
+        if not (before and (letter(before[-1]) or (before[-1] in " -" and len(before) == 2 and letter(before[0])))
+                or self_led(text, at)):
+            continue  # "password 1234", "x=1 pin 9012": no code word before, none from here
         yield at
         i = at
         while i > 0 and at - i < _CODE_LEAD_MAX:

@@ -1,4 +1,13 @@
-"""Blank the secret values out of text that must still reach a model."""
+"""Blank the secret values out of text that must still reach a model.
+
+How: every content rule is run over the whole text once, and each secret found
+is replaced by :data:`REDACTED`. A replacement can, rarely, expose another
+match (a hex run cut short by the secret before it now reads whole; a match
+that an overlapping one hid), so the text is read again, but only around what
+was blanked out: :data:`_REACH` characters each side are judged, with as many
+again read around them for context (issue 31: reading the whole text again
+doubled redaction's cost). Up to four rounds.
+"""
 
 from __future__ import annotations
 
@@ -8,36 +17,77 @@ from memjobs_client.sensitive.normalize import normalise
 REDACTED = "[REDACTED]"
 """What :func:`redact_secrets` puts in place of each secret value."""
 
+#: Characters each side of a replacement in which a match it exposed is looked
+#: for, in a window twice as wide (the context the rules read, up to a keyword's
+#: 256-character value, lies inside it).
+_REACH = 256
+
+#: A part of the text to read: ``(start, end)``, and the part of it whose
+#: matches count, ``(keep_start, keep_end)``.
+_Window = tuple[int, int, int, int]
+
+
+def _found(text: str, windows: list[_Window]) -> list[tuple[int, int]]:
+    """The secrets the content rules find in ``windows`` of ``text``, as spans
+    of ``text``, merged where they overlap or touch."""
+    spans: list[tuple[int, int]] = []
+    for start, end, keep_start, keep_end in windows:
+        normalised = normalise(text[start:end])
+        for rule in TEXT_RULES:
+            for s, e in rule.scan(normalised.text):
+                a, b = normalised.orig_span(s, e)
+                if start + b > keep_start and start + a < keep_end:
+                    spans.append((start + a, start + b))
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _around(replaced: list[int], size: int) -> list[_Window]:
+    """Windows around each replacement starting at an offset of ``replaced``
+    in a text of ``size`` characters, merged where they overlap."""
+    windows: list[_Window] = []
+    for at in replaced:
+        keep_start, keep_end = at - _REACH, at + len(REDACTED) + _REACH
+        start, end = max(0, keep_start - _REACH), min(size, keep_end + _REACH)
+        if windows and start <= windows[-1][1]:
+            last = windows[-1]
+            windows[-1] = (last[0], end, last[2], keep_end)
+        else:
+            windows.append((start, end, keep_start, keep_end))
+    return windows
+
 
 def redact_secrets(text: str) -> str:
     """``text`` with each secret value matched by a content rule replaced by
     ``[REDACTED]``; the words around it (and the keyword, e.g. "password is")
     are kept, and characters outside the secrets are left exactly as they were.
     """
-    for _ in range(4):  # a replacement could, in theory, expose another match
-        if not text:
+    if not text:
+        return text
+    windows: list[_Window] = [(0, len(text), 0, len(text))]
+    for _ in range(4):  # a replacement could expose another match
+        merged = _found(text, windows)
+        if not merged:
             return text
-        normalised = normalise(text)
-        spans: list[tuple[int, int]] = []
-        for rule in TEXT_RULES:
-            spans.extend(rule.scan(normalised.text))
-        if not spans:
-            return text
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(normalised.orig_span(s, e) for s, e in spans):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
         out: list[str] = []
-        cursor = 0
+        replaced: list[int] = []  # where each replacement starts in the new text
+        cursor = length = 0
         for start, end in merged:
             out.append(text[cursor:start])
+            length += start - cursor
+            replaced.append(length)
             out.append(REDACTED)
+            length += len(REDACTED)
             cursor = end
         out.append(text[cursor:])
         redacted = "".join(out)
         if redacted == text:
             return text
         text = redacted
+        windows = _around(replaced, len(text))
     return text

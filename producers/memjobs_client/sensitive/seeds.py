@@ -54,12 +54,24 @@ def checksum_ok(indices: list[int]) -> bool:
     return hashlib.sha256(entropy).digest()[0] >> (8 - checksum_bits) == value & ((1 << checksum_bits) - 1)
 
 
+# Where a run can be: twelve or more words of three to eight letters (the
+# list's lengths) with only what _BETWEEN allows between them, found by the C
+# library; the words are looked up only there (issue 31: a Python step per
+# word of any text cost up to 0.1 s a megabyte).
+_REGION = re.compile(r"(?<![A-Za-z])(?:[A-Za-z]{3,8}(?:[ \t\r\n,;]|\d{1,2}[.)])+){11,}[A-Za-z]{3,8}(?![A-Za-z])")
+
+
 def _runs(text: str) -> Iterator[list[tuple[int, int, int]]]:
     """Runs of 12 or more list words, as (index in the list, start, end) each."""
+    for region in _REGION.finditer(text):
+        yield from _region_runs(text, region.start(), region.end())
+
+
+def _region_runs(text: str, start: int, end: int) -> Iterator[list[tuple[int, int, int]]]:
     index = _index()
     run: list[tuple[int, int, int]] = []
     last_end = 0
-    for word in _WORD.finditer(text):
+    for word in _WORD.finditer(text, start, end):
         found = index.get(word.group().lower())
         if run and (found is None or _BETWEEN.fullmatch(text, last_end, word.start()) is None):
             if len(run) >= _LENGTHS[-1]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from memjobs_client.sensitive.rules import TextRule, gated, regex_scanner
+from memjobs_client.sensitive.rules import Scanner, TextRule, gated, regex_scanner
 from memjobs_client.sensitive.values import PLACEHOLDER
 
 # Not preceded by a character that would make the prefix part of a longer word.
@@ -140,11 +140,37 @@ _GATES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The literal prefixes that open each alternative of a vendor pattern, after
+# its look-behind: they lead the scan (:func:`~memjobs_client.sensitive.rules.regex_scanner`),
+# a third of the cost or less, as the engine skips ahead to a literal but tries
+# a look-behind at every position. Prefixes only: a lead that read the random
+# tail too would read a long run once for every prefix in it. Patterns that
+# open with a character class ("[MNO]", "\\d", hex digits) are tried
+# everywhere, as before.
+_LEADS: dict[str, str] = {
+    "aws_access_key": r"AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA",
+    "github_token": r"gh[pousr]_|github_pat_",
+    "gitlab_token": r"gl(?:pat|dt|ptt|rt|oas|cbt|imt|ft|agent|soat)-|GR1348941",
+    "registry_token": r"npm_|pypi-|rubygems_|oy2|dckr_pat_",
+    "sk_api_key": r"sk-|hf_|gsk_|r8_|pplx-|xai-",
+    "slack_token": r"xox[abpores]-|xapp-",
+    "twilio_key": r"SK|AC",
+    "google_api_key": r"AIza|ya29\.|GOCSPX-|1//0",
+    "cloud_key": r"LTAI|AKID|AKLT|dop_v1_|do[or]_v1_|hvs\.|hvb\.|dapi|glsa_|sntrys_|PMAK-|ATATT|lin_api_|ntn_"
+                 r"|secret_|figd_|sbp_|dp\.pt\.|pul-",
+    "jwt": r"eyJ",
+}
+
+
+def _vendor_scanner(rule: str, pattern: str) -> Scanner:
+    scan = regex_scanner(pattern, lead=_LEADS.get(rule))
+    return gated(scan, *_GATES[rule]) if rule in _GATES else scan
+
+
 def _rules() -> tuple[TextRule, ...]:
     rules = [TextRule("private_key_block", "PEM, OpenSSH or PuTTY private key",
                       gated(regex_scanner(_PEM, re.DOTALL), "private key", "putty", "age-secret"), True)]
-    rules += [TextRule(rule, description, gated(regex_scanner(pattern), *_GATES[rule])
-                       if rule in _GATES else regex_scanner(pattern), True)
+    rules += [TextRule(rule, description, _vendor_scanner(rule, pattern), True)
               for rule, description, pattern in _VENDOR_KEYS]
     rules.append(TextRule("url_credentials", "URL or connection string with a password",
                           gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), "://", "=", "-p"), True))

@@ -105,4 +105,4 @@ def at_clause_end(text: str, pos: int) -> bool:
 
 def digit_count(value: str) -> int:
     """How many digits ``value`` holds (``"12 34"`` has four)."""
-    return sum(1 for c in value if c.isdigit())
+    return sum(map(str.isdigit, value))

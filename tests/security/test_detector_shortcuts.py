@@ -1,0 +1,110 @@
+"""The detectors' shortcuts find what the plain patterns find (issue 31).
+
+To be linear and cheap (``tests/security/test_detector_cost.py``) the detectors
+try a costly pattern only where a cheap one says a match can begin, match
+case-folded text instead of using ``re.IGNORECASE``, normalise by a
+translation table, and look up seed words only in runs of list-length words.
+Each shortcut is checked here against the plain way on random text made of
+the pieces it is about (its prefixes, keywords, separators, look-alike
+letters), so that a shortcut that misses a match fails.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from mnemonic import Mnemonic
+
+from memjobs_client.sensitive import numbers, seeds, tokens
+from memjobs_client.sensitive.normalize import normalise
+from memjobs_client.sensitive.rules import folded, regex_scanner
+
+
+def _texts(pieces: list[str], count: int, seed: int, most: int = 12) -> list[str]:
+    rnd = random.Random(seed)
+    glue = [" ", "", "", "-", "_", ".", "\t", "=", "\n", "x", "9", "/"]
+    return ["".join(rnd.choice(pieces) + rnd.choice(glue) for _ in range(rnd.randint(1, most))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("rule", sorted(tokens._LEADS))
+def test_a_vendor_pattern_led_by_its_prefixes_finds_what_finditer_finds(rule: str) -> None:
+    pattern = next(p for r, _, p in tokens._VENDOR_KEYS if r == rule)
+    plain, led = regex_scanner(pattern), regex_scanner(pattern, lead=tokens._LEADS[rule])
+    # One prefix per alternative: the first choice of each group and class.
+    lead = re.sub(r"\(\?:([^|)]*)[^)]*\)", r"\1", tokens._LEADS[rule])
+    prefixes = re.sub(r"\[(.)[^\]]*\]", r"\1", lead).replace("\\", "").split("|")
+    pieces = [*prefixes, "A" * 16, "a1B2" * 5, "0123456789abcdef" * 2, "eyJhbGci", "Ab9-_" * 9]
+    found = 0
+    for text in _texts(pieces, 1500, seed=len(rule)):
+        assert list(led(text)) == list(plain(text)), text
+        found += bool(list(plain(text)))
+    assert found  # the texts hold matches: the comparison means something
+
+
+def test_folding_takes_for_an_ascii_letter_exactly_what_ignorecase_does() -> None:
+    letter = re.compile("(?i:[a-z])")
+    for code in range(0x80, 0x110000):
+        char = chr(code)
+        if letter.fullmatch(char):
+            assert folded(char).isascii() and re.fullmatch("(?i)" + folded(char), char), hex(code)
+        else:
+            assert folded(char) == char or not folded(char).isascii(), hex(code)
+
+
+def test_normalising_by_a_table_keeps_every_offset_of_the_original() -> None:
+    pieces = ["ab1 :=", "\u200b", "ｐａｓｓ", "１２", "ﬁ", "㎏", "а", "\u00ad", "é", "e\u0301", "密码", "\U0001d400",
+              "½", "\ufeff"]
+    for text in _texts(pieces, 800, seed=3, most=8):
+        normalised = normalise(text)
+        for start in range(len(normalised.text)):
+            for end in range(start + 1, min(len(normalised.text), start + 6) + 1):
+                a, b = normalised.orig_span(start, end)
+                # The original characters of a span normalise to text that holds it.
+                assert normalised.text[start:end] in normalise(text[a:b]).text, (text, start, end)
+
+
+def test_one_time_codes_led_by_their_keywords_are_those_finditer_finds() -> None:
+    plain = regex_scanner(numbers._OTP, accept=numbers._otp_ok)
+    anchored = numbers.NUMBER_RULES[-1].scan
+    pieces = ["code", "pin", "2fa", "mfa", "otp", "totp", "pass", "password", "passcode", "door", "is", "was", "for",
+              "my", ":", "=", "是", "1234", "123456", "12 34", "1 2 3 4", "ab12cd", "abc-12d", "G-", "your", "zip",
+              "CODE", "PIN", "ıs", "verification", "one-time", "one time pass", "sms", "log-in", "4821", "minutes"]
+    found = 0
+    for text in _texts(pieces, 3000, seed=5, most=10):
+        assert list(anchored(text)) == list(plain(text)), text
+        found += bool(list(plain(text)))
+    assert found > 100
+
+
+def _plain_runs(text: str) -> list[list[tuple[int, int, int]]]:
+    """Runs of list words, word by word over the whole text (no regions)."""
+    index = seeds._index()
+    runs, run, last_end = [], [], 0
+    for word in seeds._WORD.finditer(text):
+        found = index.get(word.group().lower())
+        if run and (found is None or seeds._BETWEEN.fullmatch(text, last_end, word.start()) is None):
+            if len(run) >= 12:
+                runs.append(run)
+            run = []
+        if found is not None:
+            run.append((found, word.start(), word.end()))
+            last_end = word.end()
+    if len(run) >= 12:
+        runs.append(run)
+    return runs
+
+
+def test_seed_words_looked_up_in_regions_make_the_same_runs() -> None:
+    words = Mnemonic("english").wordlist
+    rnd = random.Random(3)
+    found = 0
+    for _ in range(1500):
+        parts = [rnd.choice(words) if rnd.random() < 0.85 else rnd.choice(["ab", "abandonment", "ABANDON", "the", "7"])
+                 for _ in range(rnd.randint(8, 30))]
+        text = "".join(p + rnd.choice([" "] * 8 + [",", "\n", " 1. ", "12)", "-", ".", "123.", ""]) for p in parts)
+        runs = _plain_runs(text)
+        assert list(seeds._runs(text)) == runs, text
+        found += bool(runs)
+    assert found > 20
