@@ -533,7 +533,10 @@ def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
     assert events[-1][3] == "committed"
     assert_learned_exactly_once(h, ids)
     assert_one_memory_per_fact(h, texts)
-    assert not orphans & {m.memory_id for m in h.runtime.engine.list(KEY)}
+    live = {m.memory_id for m in h.runtime.engine.list(KEY)}
+    # The cut commit was lost and the retry deleted its memories (the usual case), or the
+    # server's stop let it finish first and its memories are the learned ones: never both.
+    assert not orphans & live or live == orphans
 
 
 # --------------------------------------------------------------------------- 7. forget vs remember

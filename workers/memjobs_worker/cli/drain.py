@@ -13,8 +13,12 @@ last failure — and exits 1 (timeout) or 130 (interrupted).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from memjobs_client.contracts import QUEUE_KNOWLEDGE
@@ -80,29 +84,50 @@ def _detail(remaining: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+@contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """The first Ctrl-C sets the event the loop waits on, so drain stops between two
+    reads and says what is left (a KeyboardInterrupt raised inside a Redis or
+    database call could leave a pool to wait on at exit); the second exits at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread
+        yield stop
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def drain(settings: Settings, args: argparse.Namespace) -> int:
     progress = Progress("jobs and pending sources", doing="draining", as_json=args.json,
                         every_s=args.every)
     started = time.monotonic()
     deadline = started + args.timeout
-    with runtime_for(settings) as rt:
-        try:
-            streak = 0
-            while True:
-                now = time.monotonic()
-                remaining = left(rt, with_retrying=progress.due(now))
-                streak = streak + 1 if is_empty(remaining) else 0
-                if streak >= 2:
-                    break
-                if now >= deadline:
-                    progress.clear()
-                    return _report(args, f"not drained after {args.timeout:g} s", left(rt),
-                                   exits.FAILED)
-                progress.update(amount(remaining), detail=_detail(remaining))
-                time.sleep(POLL_S)
-        except KeyboardInterrupt:
-            progress.clear()
-            return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
+    with runtime_for(settings) as rt, _ctrl_c() as stop:
+        streak = 0
+        while True:
+            now = time.monotonic()
+            remaining = left(rt, with_retrying=progress.due(now))
+            streak = streak + 1 if is_empty(remaining) else 0
+            if streak >= 2:
+                break
+            if stop.is_set():
+                progress.clear()
+                return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
+            if now >= deadline:
+                progress.clear()
+                return _report(args, f"not drained after {args.timeout:g} s", left(rt),
+                               exits.FAILED)
+            progress.update(amount(remaining), detail=_detail(remaining))
+            stop.wait(POLL_S)
     progress.clear()
     seconds = round(time.monotonic() - started, 2)
     if args.json:
