@@ -35,6 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -72,31 +73,32 @@ def owner_key_of_header(value: str | None) -> str | None:
     return None if owner is None else owner_key(owner)
 
 
-class McpEndpoint:
-    """The ``/mcp`` endpoint of one API instance (an ASGI app; see the module docstring).
+class StatelessMcpEndpoint:
+    """An MCP server on the HTTP API, stateless with JSON answers (an ASGI app): what
+    ``/mcp`` and ``/mcp/memory`` share. Loopback peers only; a credential checked as
+    the module docstring says, then :meth:`_admit` for what the endpoint itself needs;
+    POST only. A subclass sets :attr:`path` and builds :attr:`_server` when
+    :attr:`served`.
 
     Parameters:
-        settings: the API's settings (knowledge on or off).
-        context: the API's context: its tokens, its knowledge search, its backend calls.
+        settings: the API's settings.
+        context: the API's context: its tokens and its backend calls.
+        enabled: whether the feature behind the endpoint is on.
     """
 
-    def __init__(self, settings: Settings, context: ApiContext) -> None:
+    path = PATH
+
+    def __init__(self, settings: Settings, context: ApiContext, *, enabled: bool) -> None:
         self.context = context
-        self.served = settings.knowledge_enabled and (context.tokens.host is not None
-                                                      or context.tokens.scoped is not None)
+        self.served = enabled and (context.tokens.host is not None or context.tokens.scoped is not None)
         self.max_body_bytes = settings.api_max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
-        self._server = build_server("agent", Backend(
-            search=context.search_knowledge, read_chunk=context.read_cited_chunk,
-            owner_of=_owner_of, run=self._run)) if self.served else None
-        if settings.knowledge_enabled and not self.served:
-            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or "
-                     "MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
+        self._server: MCPServer[Any] | None = None
 
     def mount(self, app: FastAPI) -> None:
-        """Add ``/mcp`` to ``app`` when it is served (never in the OpenAPI document)."""
+        """Add the endpoint to ``app`` when it is served (never in the OpenAPI document)."""
         if self.served:
-            app.router.routes.append(Route(PATH, endpoint=self, methods=["GET", "POST", "DELETE"],
+            app.router.routes.append(Route(self.path, endpoint=self, methods=["GET", "POST", "DELETE"],
                                            include_in_schema=False))
 
     @asynccontextmanager
@@ -148,18 +150,43 @@ class McpEndpoint:
             if owner is None:
                 return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
                                         "percent-encoded UTF-8 owner id")
-            if principal.kind == "scoped":
-                principal.require(Need("knowledge"))
-                principal.require_owner(owner)
+            self._admit(principal, owner, scope)
         except ProblemError as exc:
             return problem_response(exc.reason, exc.detail, headers=exc.headers)
         return None
+
+    def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
+        """What this endpoint needs of an authenticated ``principal`` for ``owner``.
+
+        Raises:
+            ProblemError: refused (403).
+        """
+        raise NotImplementedError
 
     async def _run(self, fn: Callable[[], T]) -> Any:
         try:
             return await self.context.call(fn)
         except ProblemError as exc:
             raise BackendUnavailable(f"the backend did not answer ({exc.reason})") from None
+
+
+class McpEndpoint(StatelessMcpEndpoint):
+    """The ``/mcp`` endpoint of one API instance (see the module docstring)."""
+
+    def __init__(self, settings: Settings, context: ApiContext) -> None:
+        super().__init__(settings, context, enabled=settings.knowledge_enabled)
+        if self.served:
+            self._server = build_server("agent", Backend(
+                search=context.search_knowledge, read_chunk=context.read_cited_chunk,
+                owner_of=_owner_of, run=self._run))
+        elif settings.knowledge_enabled:
+            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or "
+                     "MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
+
+    def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
+        if principal.kind == "scoped":
+            principal.require(Need("knowledge"))
+            principal.require_owner(owner)
 
 
 def _owner_of(ctx: Ctx) -> str:

@@ -20,24 +20,14 @@ token nor a token key is set. Stateless with JSON answers, POST only, as ``/mcp`
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
 
-from fastapi import FastAPI
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.datastructures import Headers
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope
 
-from memjobs_client.errors import BackendUnavailable
 from memjobs_client.gateway.tools import MemoryTools
-from memjobs_worker.http.auth import PRINCIPAL, Need, Principal, is_loopback, owner_id_of_header
+from memjobs_worker.http.auth import Need, Principal, owner_id_of_header
 from memjobs_worker.http.context import ApiContext
-from memjobs_worker.http.mcp_door import LOOPBACK_HOSTS, OWNER_HEADER
-from memjobs_worker.http.problems import ProblemError, problem_response
+from memjobs_worker.http.mcp_door import OWNER_HEADER, StatelessMcpEndpoint
 from memjobs_worker.mcp_server.memory_server import (
     TOOL_SCOPES,
     MemoryBackend,
@@ -49,7 +39,6 @@ from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 PATH = "/mcp/memory"
 #: Where the endpoint leaves the scopes a call may use, in the ASGI scope's state.
@@ -57,88 +46,26 @@ SCOPES_STATE = "memjobs_memory_scopes"
 ALL_SCOPES = frozenset(TOOL_SCOPES.values())
 
 
-class MemoryMcpEndpoint:
-    """The ``/mcp/memory`` endpoint of one API instance (an ASGI app; see the module docstring)."""
+class MemoryMcpEndpoint(StatelessMcpEndpoint):
+    """The ``/mcp/memory`` endpoint of one API instance (see the module docstring)."""
+
+    path = PATH
 
     def __init__(self, settings: Settings, context: ApiContext) -> None:
-        self.context = context
-        self.served = settings.memory_enabled and (context.tokens.host is not None
-                                                   or context.tokens.scoped is not None)
-        self.max_body_bytes = settings.api_max_body_bytes
-        self._manager: StreamableHTTPSessionManager | None = None
-        tools = MemoryTools(ServiceToolBackend(context.memory_docs, context.recall_memories,
-                                              context.sessions),
-                            source="mcp")
-        self._server = build_memory_server(MemoryBackend(
-            tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run)) if self.served else None
-
-    def mount(self, app: FastAPI) -> None:
-        """Add ``/mcp/memory`` to ``app`` when it is served (never in the OpenAPI document)."""
+        super().__init__(settings, context, enabled=settings.memory_enabled)
         if self.served:
-            app.router.routes.append(Route(PATH, endpoint=self, methods=["GET", "POST", "DELETE"],
-                                           include_in_schema=False))
+            tools = MemoryTools(ServiceToolBackend(context.memory_docs, context.recall_memories,
+                                                  context.sessions), source="mcp")
+            self._server = build_memory_server(MemoryBackend(
+                tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run))
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The SDK's request handling, for the app's lifespan (a no-op when not served)."""
-        if self._server is None:
-            yield
-            return
-        self._server.streamable_http_app(stateless_http=True, json_response=True,
-                                         transport_security=LOOPBACK_HOSTS,
-                                         max_request_body_size=self.max_body_bytes)
-        manager = self._server.session_manager
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST":
-            await problem_response("method_not_allowed", "this MCP endpoint is stateless: "
-                                   "POST each request", headers={"Allow": "POST"})(scope, receive, send)
-            return
-        refusal = self._refusal(scope)
-        if refusal is None and self._manager is None:
-            refusal = problem_response("backend_unavailable", "the MCP endpoint is not running")
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        assert self._manager is not None
-        await self._manager.handle_request(scope, receive, send)
-
-    def _refusal(self, scope: Scope) -> Response | None:
-        client = scope.get("client")
-        if client is None or not is_loopback(str(client[0])):
-            return problem_response("forbidden", "the MCP endpoint answers loopback clients only")
-        headers = Headers(scope=scope)
-        try:
-            principal: Principal | None = scope.get("state", {}).get(PRINCIPAL)
-            if principal is None:  # not through the guard (an app built without it)
-                principal = self.context.tokens.authenticate(headers.get("authorization"))
-            if principal.kind != "scoped":
-                principal.require(Need("admin", per_owner=False))  # the host token
-            owner = owner_id_of_header(headers.get(OWNER_HEADER))
-            if owner is None:
-                return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
-                                        "percent-encoded UTF-8 owner id")
-            scopes = ALL_SCOPES
-            if principal.kind == "scoped":
-                principal.require(Need("read"))
-                principal.require_owner(owner)
-                scopes = frozenset(principal.scopes) & ALL_SCOPES
-        except ProblemError as exc:
-            return problem_response(exc.reason, exc.detail, headers=exc.headers)
+    def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
+        scopes = ALL_SCOPES
+        if principal.kind == "scoped":
+            principal.require(Need("read"))
+            principal.require_owner(owner)
+            scopes = frozenset(principal.scopes) & ALL_SCOPES
         scope.setdefault("state", {})[SCOPES_STATE] = scopes
-        return None
-
-    async def _run(self, fn: Callable[[], T]) -> Any:
-        try:
-            return await self.context.call(fn)
-        except ProblemError as exc:
-            raise BackendUnavailable(f"the backend did not answer ({exc.reason})") from None
 
 
 def _owner_of(ctx: Ctx) -> str:
