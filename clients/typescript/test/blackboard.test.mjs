@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { MemjobsApiError, MemjobsClient, SessionBlackboard } from "../src/index.js";
+import { until } from "./polling.mjs";
 
 const baseUrl = process.env.MEMJOBS_API_URL;
 const skip = baseUrl ? false : "MEMJOBS_API_URL is unset (tests/http/test_http_blackboard.py starts a server)";
@@ -12,15 +13,6 @@ const client = () => new MemjobsClient({ baseUrl, token: process.env.MEMJOBS_API
 const entry = (seq) => ({ entry_id: `e-${seq}`, seq, at: new Date().toISOString(), trust: "runtime",
   priority: seq % 3, result: `step ${seq}`, evidence: [`turn:${seq}`] });
 
-async function until(probe, what, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 test("entries appended by one client are restored by another, in event order, once", { skip }, async () => {
   const ownerId = `ts-${randomUUID()}`;
@@ -32,7 +24,7 @@ test("entries appended by one client are restored by another, in event order, on
   const restored = await until(async () => {
     const entries = await there.restore({ ownerId, sessionId });
     return entries.length === 3 && entries;
-  }, "three entries");
+  }, "three entries", 60_000);
   assert.deepEqual(restored.map((e) => [e.seq, e.entry_id, e.result]),
     [[1, "e-1", "step 1"], [2, "e-2", "step 2"], [3, "e-3", "step 3"]]);
   assert.deepEqual(await there.restore({ ownerId: `${ownerId}-other`, sessionId }), []);

@@ -7,6 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { MemjobsApiError, MemjobsClient } from "../src/index.js";
+import { until } from "./polling.mjs";
 
 const baseUrl = process.env.MEMJOBS_API_URL;
 const skip = baseUrl ? false : "MEMJOBS_API_URL is unset (tests/http/test_http_typescript.py starts a server)";
@@ -16,23 +17,13 @@ const gateway = baseUrl && new MemjobsClient({ baseUrl, token: process.env.MEMJO
 const host = baseUrl && new MemjobsClient({ baseUrl, token: process.env.MEMJOBS_API_HOST_TOKEN || undefined });
 const ts = "2026-11-30T10:00:00Z";
 
-// The worker learns asynchronously and the API has no event to wait on: poll with a deadline.
-async function until(what, probe, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 test("remember, recall, memories, sources and forget", { skip }, async () => {
   const ownerId = `ts-${randomUUID()}`;
   const { source_id: sourceId, status } = await gateway.remember({ ownerId, text: "我每天早上喝绿茶", kind: "explicit" });
   assert.equal(status, "queued");
   assert.match(sourceId, /^src_[0-9a-f]{32}$/);
-  await until("learned", async () => (await gateway.sources({ ownerId })).sources.some((s) => s.state === "learned"));
+  await until(async () => (await gateway.sources({ ownerId })).sources.some((s) => s.state === "learned"), "learned");
   const recalled = await gateway.recall({ ownerId, query: "绿茶", limit: 3 });
   assert.deepEqual(recalled.memories.map((m) => m.source_ids), [[sourceId]]);
   assert.equal((await gateway.memories({ ownerId })).memories.length, 1);
@@ -68,10 +59,10 @@ test("knowledge: reindex needs the host token and consent; search finds the docu
   }
   await assert.rejects(host.reindexKnowledge({ ownerId, consent: false, documents }), (e) => e.reason === "consent_required");
   assert.deepEqual(await host.reindexKnowledge({ ownerId, consent: true, documents }), { documents: 1, status: "queued" });
-  const found = await until("indexed", async () => {
+  const found = await until(async () => {
     const r = await gateway.searchKnowledge({ ownerId, query: "oolong", k: 2 });
     return r.results.length ? r : undefined;
-  });
+  }, "indexed");
   assert.equal(found.results[0].title, "Tea notes");
   assert.equal(found.results[0].trust, "untrusted_external");
 });

@@ -4,22 +4,12 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { MemjobsApiError, MemjobsClient } from "../src/index.js";
+import { until } from "./polling.mjs";
 import { MEMORY_PROVIDER_PROTOCOL_VERSION, PROTOCOL_VERSION, MemjobsMemoryProvider } from "../src/provider.js";
 
 const baseUrl = process.env.MEMJOBS_API_URL;
 const skip = baseUrl ? false : "MEMJOBS_API_URL is unset (tests/gateway/test_gateway_typescript.py starts a server)";
 const token = process.env.MEMJOBS_API_GATEWAY_TOKEN || undefined;
-
-/** Poll `probe` until it returns a truthy value (generous bound: a loaded 2-core machine). */
-async function until(probe, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** A fetch that records each reply's status for the conditional GETs. */
 function recordingFetch() {
