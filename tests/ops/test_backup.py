@@ -26,7 +26,7 @@ import psycopg
 import pytest
 import redis
 
-from memjobs_client import keys
+from memjobs_client import MemjobsClient, keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUE_TASKS
 from memjobs_worker.cli import exits
 from memjobs_worker.db import create_db_engine
@@ -53,7 +53,8 @@ class Door:
     def __init__(self, data_dir: Path) -> None:
         state = json.loads((data_dir / "run" / "stack.json").read_text())
         self.http = httpx.Client(base_url=state["api_url"], timeout=60)
-        self.redis = redis.Redis.from_url(state["redis_url"])
+        self.redis_url = state["redis_url"]
+        self.redis = redis.Redis.from_url(self.redis_url)
 
     def close(self) -> None:
         self.http.close()
@@ -105,11 +106,9 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             answers = wait_for(learned, 60, "both owners' sources to be learned")
 
             # Work queued that no worker of this stack takes (its knowledge is off) ...
-            notes = base / "notes"
-            notes.mkdir()
-            (notes / "doctor.md").write_text(NOTE)
-            ok(run_cli(dict(env, MEMJOBS_KNOWLEDGE="on"), "reindex", "--owner", bob,
-                       "--path", str(notes), "--consent"))
+            # (a producer that has knowledge on: the CLI would follow the stack and refuse)
+            MemjobsClient(door.redis_url, knowledge_enabled=True).reindex_knowledge(
+                bob, [{"doc_id": "doctor", "title": "doctor.md", "text": NOTE}], consent=True)
             # ... and a dead letter: bytes that are not a job, dead-lettered by the consumer.
             door.redis.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
             door.redis.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
