@@ -70,9 +70,11 @@ def test_one_time_codes_led_by_their_keywords_are_those_finditer_finds() -> None
     anchored = numbers.NUMBER_RULES[-1].scan
     pieces = ["code", "pin", "2fa", "mfa", "otp", "totp", "pass", "password", "passcode", "door", "is", "was", "for",
               "my", ":", "=", "是", "1234", "123456", "12 34", "1 2 3 4", "ab12cd", "abc-12d", "G-", "your", "zip",
-              "CODE", "PIN", "ıs", "verification", "one-time", "one time pass", "sms", "log-in", "4821", "minutes"]
+              "CODE", "PIN", "ıs", "verification", "one-time", "one time pass", "sms", "log-in", "4821", "minutes",
+              # code words before a keyword, as (?i) reads them (a keyword with none before it leads no match)
+              "google", "two factor", "sign in", "authorisation", "ſms", "\u212aeypad", "pİn", "abcd1234", "card"]
     found = 0
-    for text in _texts(pieces, 3000, seed=5, most=10):
+    for text in _texts(pieces, 8000, seed=5, most=10):
         assert list(anchored(text)) == list(plain(text)), text
         found += bool(list(plain(text)))
     assert found > 100
