@@ -290,10 +290,8 @@ def english_scanner(families: frozenset[str]) -> Scanner:
                     judged_to = max(judged_to, value.end())
                 if value is None or not _en_value_ok(family, conn, value, text):
                     continue
-                group = next(
-                    g for g in ("quoted", "digits", "spoken", "plain") if value.group(g) is not None
-                )
-                yield value_span(value, group)
+                # The one of quoted, digits, spoken and plain that took part.
+                yield value_span(value, value.lastgroup or "plain")
                 break
 
     return scan
@@ -321,8 +319,9 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
     for match in chain(_EN_REVERSE.finditer(text), _EN_ITS_REVERSE.finditer(text)):
         core = match.group("value").rstrip(".,;:!?")
-        has_digit = any(c.isdigit() for c in core)
-        weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))
+        # Cheapest test first, filler (six patterns) last.
+        weak = len(core) < 4 or not (any(map(str.isdigit, core)) or not SYMBOLS.isdisjoint(core)) or is_filler(
+            core, core)
         if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
         yield match.start("value"), match.start("value") + len(core)

@@ -79,11 +79,12 @@ def value_core(value: str, quoted: bool) -> tuple[str, bool]:
 
 def is_filler(core: str, raw: str) -> bool:
     """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code."""
+    stripped = raw.rstrip(".,;:!?")
     return (
         core.lower() in _STOP_WORDS
         or PLACEHOLDER.fullmatch(core) is not None
-        or PLACEHOLDER.fullmatch(raw) is not None
-        or PLACEHOLDER.fullmatch(raw.rstrip(".,;:!?")) is not None
+        or (raw != core and PLACEHOLDER.fullmatch(raw) is not None)
+        or (stripped != core and stripped != raw and PLACEHOLDER.fullmatch(stripped) is not None)
         or _CODE_REF.fullmatch(core) is not None
         or _MARKER_FIRST.match(core) is not None
     )
