@@ -78,12 +78,12 @@ _BASIC = TextRule(
 )
 _AWS_SECRET = TextRule(
     "aws_secret_key", "AWS secret access key",
-    regex_scanner(
+    gated(regex_scanner(
         r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?access[ _\-]?key)[\"']?[ \t]*"
         r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,60}?(?<![A-Za-z0-9/+=])"
         r"(?P<secret2>(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-    ),
+    ), "secret", "akia", "asia"),  # each of the first alternative's names holds "secret"
     True,
 )
 _ENTROPY = TextRule(
