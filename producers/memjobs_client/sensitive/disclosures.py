@@ -228,20 +228,22 @@ def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: b
 _COUNT = re.compile(r"[\d,._]+[kKmM]?")
 
 
-def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
+def _en_candidates(text: str, kw_end: int) -> list[int]:
     """Where a connector may start: right after the keyword, or after a
-    qualifier such as "for my gmail account" (up to three words)."""
-    yield kw_end
+    qualifier such as "for my gmail account" (up to three words). A list, not
+    a generator: one is made for each keyword of a text of secrets."""
     qualifier = _EN_QUALIFIER.match(text, kw_end)
     if qualifier is None:
-        return
+        return [kw_end]
+    candidates = [kw_end]
     pos = qualifier.end()
     for _ in range(3):
         word = _EN_WORD.match(text, pos)
         if word is None:
-            return
+            break
         pos = word.end()
-        yield pos
+        candidates.append(pos)
+    return candidates
 
 
 #: A value at least this long is judged once: the keywords inside it
