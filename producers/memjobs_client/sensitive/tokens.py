@@ -163,7 +163,7 @@ _LEADS: dict[str, str] = {
     "registry_token": r"npm_|pypi-|rubygems_|oy2|dckr_pat_",
     "sk_api_key": r"sk-|hf_|gsk_|r8_|pplx-|xai-",
     "slack_token": r"xox[abpores]-|xapp-",
-    "twilio_key": r"SK|AC",
+    "twilio_key": r"(?:SK|AC)(?=[0-9a-fA-F])",  # a hex digit next: not the "AC" of every [REDACTED]
     "google_api_key": r"AIza|ya29\.|GOCSPX-|1//0",
     "cloud_key": r"LTAI|AKID|AKLT|dop_v1_|do[or]_v1_|hvs\.|hvb\.|dapi|glsa_|sntrys_|PMAK-|ATATT|lin_api_|ntn_"
                  r"|secret_|figd_|sbp_|dp\.pt\.|pul-",
