@@ -98,12 +98,9 @@ _EN_VALUE = re.compile(
 )
 
 
-# A value that opens with a marker is filler (values.is_filler) when the
-# marker is the whole of it but sentence punctuation (placeholder), or when
-# something other than trailing punctuation follows it (it leads the core).
-# "[REDACTED]>" is neither: its core is "[REDACTED", judged as any other.
-_FILLER_MARKER = (r"\[[A-Za-z\ _\-]{3,20}\](?:[.,;:!?]*+(?![!#-&(-_a-~\u00c0-\u024f])"
-                  r"|[.,!?;:)\]}>]*+(?![.,!?;:)\]}>])[!#-&(-_a-~\u00c0-\u024f])")
+# A value that opens with a marker ("[REDACTED]", "[REDACTED])") is filler
+# (values.is_filler).
+_FILLER_MARKER = r"\[[A-Za-z\ _\-]{3,20}\]"
 
 
 def _value_opens(least: int) -> str:

@@ -82,8 +82,10 @@ def value_core(value: str, quoted: bool) -> tuple[str, bool]:
 
 
 def is_filler(core: str, raw: str) -> bool:
-    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code."""
-    if core.lower() in _STOP_WORDS or _FILLER_CORE.match(core) is not None:
+    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code,
+    or a value that opens with a marker ("[REDACTED])": its core, "[REDACTED",
+    was taken for a secret, and each redaction round added a "]")."""
+    if core.lower() in _STOP_WORDS or _FILLER_CORE.match(core) is not None or _MARKER_FIRST.match(raw) is not None:
         return True
     stripped = raw.rstrip(".,;:!?")
     return (raw != core and PLACEHOLDER.fullmatch(raw) is not None) or (
