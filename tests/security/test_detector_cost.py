@@ -130,7 +130,7 @@ def hot_paths(size: int) -> list[tuple[str, str]]:
 #: again when they are that close. Checked (and masked as machine text) under
 #: :data:`BOUND_S` like any other, redacted under :data:`DENSE_BOUND_S`.
 DENSE_SECRETS: dict[str, Callable[[int], str]] = {
-    "json_huge": _json_huge,  # a secret-like key with a value in each row: about 0.9 s a megabyte to redact
+    "json_huge": _json_huge,  # a secret-like key with a value in each row: about 0.8 s a megabyte to redact
     "keywords_near_digits": lambda size: _sized(size, "card 4111 password 1234 key 5678 pin 9012 "),
     "key_value_secrets": lambda size: _sized(size, "password=hunter22 "),
     "value_first": lambda size: _sized(size, "abcd1234 is my password "),

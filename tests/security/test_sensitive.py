@@ -226,6 +226,23 @@ def test_redaction_is_exact(text: str, expected: str) -> None:
     assert redact_secrets(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("(my password: hunter22)", "(my password: [REDACTED])"),
+        ("password: [REDACTED])", "password: [REDACTED])"),
+        ("wifi key was Password->", "wifi key was [REDACTED]>"),
+        ("password=[REDACTED]] ok", "password=[REDACTED]] ok"),
+    ],
+)
+def test_a_value_that_opens_with_a_marker_is_not_redacted_again(text: str, expected: str) -> None:
+    # Its core lost the marker's "]" ("[REDACTED"), was judged a secret, and
+    # each redaction round added a "]": "[REDACTED]]]])".
+    assert redact_secrets(text) == expected
+    assert redact_secrets(expected) == expected
+    assert find_sensitive_text(expected) is None
+
+
 def test_ensure_not_sensitive_raises_with_rule_not_value() -> None:
     with pytest.raises(SensitiveContent) as caught:
         ensure_not_sensitive(text="my password is hunter2!")

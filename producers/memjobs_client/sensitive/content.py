@@ -78,12 +78,12 @@ _BASIC = TextRule(
 )
 _AWS_SECRET = TextRule(
     "aws_secret_key", "AWS secret access key",
-    regex_scanner(
+    gated(regex_scanner(
         r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?access[ _\-]?key)[\"']?[ \t]*"
         r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,60}?(?<![A-Za-z0-9/+=])"
         r"(?P<secret2>(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-    ),
+    ), "secret", "akia", "asia"),  # each of the first alternative's names holds "secret"
     True,
 )
 _ENTROPY = TextRule(
@@ -94,6 +94,11 @@ _ENTROPY = TextRule(
 # Words one of which a disclosure needs (substring tests, on lower-cased text).
 _ZH_GATE = ("密", "口令", "令牌", "码", "碼", "钥", "鑰", "暗号", "暗號")
 _PASSWORD_GATE = ("pass", "pw", "psk", "pin", "key", "p@", "p4", "pa$", "p@$")
+
+# Whose password a value-first disclosure names ("… is my password", "it's
+# hunter2, the pin"): one of these words ("your" holds "our", "their" "the").
+# A C scan of every word start otherwise, 0.06 s a megabyte of JSON.
+_OWNER_GATE = ("my", "our", "his", "her", "the", "mom's", "dad's")
 
 SHAPE_RULES: tuple[TextRule, ...] = (*TOKEN_RULES, _AWS_SECRET, _BEARER, _BASIC)
 """Rules that need no keyword; also run inside paths and decoded text."""
@@ -106,7 +111,8 @@ DISCLOSURE_RULES: tuple[TextRule, ...] = (
              gated(chinese_reverse_scanner, *_ZH_GATE), False),
     TextRule("password_assignment", "password or PIN disclosure",
              gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE), False),
-    TextRule("password_assignment", "password or PIN disclosure", gated(reverse_scanner, *_PASSWORD_GATE), False),
+    TextRule("password_assignment", "password or PIN disclosure",
+             gated(gated(reverse_scanner, *_PASSWORD_GATE), *_OWNER_GATE), False),
     TextRule("secret_assignment", "API key, token, secret or credential disclosure",
              gated(english_scanner(frozenset({"compound", "ambiguous", "key"})), "secret", "token", "key", "cred"),
              False),

@@ -98,12 +98,9 @@ _EN_VALUE = re.compile(
 )
 
 
-# A value that opens with a marker is filler (values.is_filler) when the
-# marker is the whole of it but sentence punctuation (placeholder), or when
-# something other than trailing punctuation follows it (it leads the core).
-# "[REDACTED]>" is neither: its core is "[REDACTED", judged as any other.
-_FILLER_MARKER = (r"\[[A-Za-z\ _\-]{3,20}\](?:[.,;:!?]*+(?![!#-&(-_a-~\u00c0-\u024f])"
-                  r"|[.,!?;:)\]}>]*+(?![.,!?;:)\]}>])[!#-&(-_a-~\u00c0-\u024f])")
+# A value that opens with a marker ("[REDACTED]", "[REDACTED])") is filler
+# (values.is_filler).
+_FILLER_MARKER = r"\[[A-Za-z\ _\-]{3,20}\]"
 
 
 def _value_opens(least: int) -> str:
@@ -228,20 +225,22 @@ def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: b
 _COUNT = re.compile(r"[\d,._]+[kKmM]?")
 
 
-def _en_candidates(text: str, kw_end: int) -> Iterator[int]:
+def _en_candidates(text: str, kw_end: int) -> list[int]:
     """Where a connector may start: right after the keyword, or after a
-    qualifier such as "for my gmail account" (up to three words)."""
-    yield kw_end
+    qualifier such as "for my gmail account" (up to three words). A list, not
+    a generator: one is made for each keyword of a text of secrets."""
     qualifier = _EN_QUALIFIER.match(text, kw_end)
     if qualifier is None:
-        return
+        return [kw_end]
+    candidates = [kw_end]
     pos = qualifier.end()
     for _ in range(3):
         word = _EN_WORD.match(text, pos)
         if word is None:
-            return
+            break
         pos = word.end()
-        yield pos
+        candidates.append(pos)
+    return candidates
 
 
 #: A value at least this long is judged once: the keywords inside it
@@ -290,10 +289,8 @@ def english_scanner(families: frozenset[str]) -> Scanner:
                     judged_to = max(judged_to, value.end())
                 if value is None or not _en_value_ok(family, conn, value, text):
                     continue
-                group = next(
-                    g for g in ("quoted", "digits", "spoken", "plain") if value.group(g) is not None
-                )
-                yield value_span(value, group)
+                # The one of quoted, digits, spoken and plain that took part.
+                yield value_span(value, value.lastgroup or "plain")
                 break
 
     return scan
@@ -321,8 +318,9 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """ "hunter2 is my password", "0852 is my new phone PIN": the value first."""
     for match in chain(_EN_REVERSE.finditer(text), _EN_ITS_REVERSE.finditer(text)):
         core = match.group("value").rstrip(".,;:!?")
-        has_digit = any(c.isdigit() for c in core)
-        weak = len(core) < 4 or is_filler(core, core) or not (has_digit or any(c in SYMBOLS for c in core))
+        # Cheapest test first, filler (six patterns) last.
+        weak = len(core) < 4 or not (any(map(str.isdigit, core)) or not SYMBOLS.isdisjoint(core)) or is_filler(
+            core, core)
         if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
         yield match.start("value"), match.start("value") + len(core)

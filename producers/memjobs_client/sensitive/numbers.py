@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from datetime import date
 from itertools import accumulate, repeat
 
-from memjobs_client.sensitive.rules import TextRule, anchored_scanner, gated, regex_scanner
+from memjobs_client.sensitive.rules import TextRule, anchored_scanner, folded, gated, regex_scanner
 
 # --- cards ------------------------------------------------------------------
 
@@ -342,13 +342,17 @@ def _passport_ok(match: re.Match[str]) -> bool:
 
 # --- one-time codes ---------------------------------------------------------
 
-_CODE_WORDS = (
-    r"(?:verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
+# The words that name a code ("door", "one-time", "2fa"): fourteen letters at most.
+_CODE_NAMES = (
+    r"verification|verify|security|confirmation|login|log[ \-]?in|sign[ \-]?in|access|auth"
     r"|authentication|authori[sz]ation|one[ \-]?time|otp|sms|text|2fa|mfa|totp|two[ \-]?factor"
     r"|activation|unlock|door|gate|alarm|lock|keypad|entry|garage|safe|building|bank|backup|recovery"
     r"|atm|debit|credit|card|sim|voicemail|locker|padlock|combination"
     r"|authenticator|google|microsoft|apple|wechat|alipay|telegram|whatsapp|signal|uber|facebook|instagram"
-    r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq)"
+    r"|twitter|tiktok|discord|steam|amazon|paypal|github|slack|zoom|taobao|jd|weibo|qq"
+)
+_CODE_WORDS = (
+    r"(?:" + _CODE_NAMES + r")"
     r"[ \-]?(?:code|pin|passcode|password)s?"
     r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
 )
@@ -416,9 +420,26 @@ def _otp_ok(match: re.Match[str]) -> bool:
 # after their code word ("authentication code", "log-in pin", "totp"): letters,
 # spaces and dashes, 15 characters at most; the third starts with the digits
 # before "is" or 为/是.
-# A lead, read backwards from the keyword. (?i): "ı" is an "i" to the pattern too.
-_CODE_LEAD = re.compile(r"(?i:[a-z])")
 _CODE_LEAD_MAX = 20  # characters, from a match's start to its keyword (15 at most) with room to spare
+# The letters, spaces and dashes that end where a search stops (its ``endpos``):
+# always found, empty at worst. (?i): "ı" is an "i" to the pattern too.
+_LEAD_BACK = re.compile(r"(?:(?i:[a-z])|[ \-])*+\Z")
+_LEAD_SEPARATOR = re.compile(r"[ \-]")
+
+
+def _backwards(pattern: str) -> str:
+    """An alternation of words (letters, and classes such as ``[ \\-]?``) spelt backwards."""
+    return "|".join("".join(reversed(re.findall(r"\[[^\]]*\]\??|.", word))) for word in pattern.split("|"))
+
+
+# A code word, and a space or dash or nothing, ending where a keyword starts,
+# read backwards on the folded text (:func:`~memjobs_client.sensitive.rules.folded`,
+# as ``(?i)``). Every match of :data:`_OTP` that begins before its keyword
+# ("door code", "one-time pass", "2fa code") holds one there; one that begins
+# at its keyword ("code: 1234", "otp 123456", "pin is 0000") is :data:`_SELF_LED`;
+# a keyword with neither leads no match (issue 31: each word before each
+# keyword of "abcd1234 is my password …" was tried, 0.3 s a megabyte).
+_NAMED_BEFORE = re.compile(r"[ \-]?(?:" + _backwards(_CODE_NAMES) + ")")
 _DIGITS_FIRST = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
 
 
@@ -462,24 +483,20 @@ _SELF_LED = re.compile(
 def _lead_starts(text: str) -> Iterator[int]:
     """Word starts in each keyword's lead, and the keyword: at most
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
-    letter = _CODE_LEAD.match
     self_led = _SELF_LED.match
+    named_before = _NAMED_BEFORE.match
+    backwards, size = folded(text)[::-1], len(text)
     for keyword in _CODE_KEYWORD_TAIL.finditer(text):
         at = keyword.start()
-        before = text[max(0, at - 2):at]
-        if not (before and (letter(before[-1]) or (before[-1] in " -" and len(before) == 2 and letter(before[0])))
-                or self_led(text, at)):
-            continue  # "password 1234", "x=1 pin 9012": no code word before, none from here
+        if not (named_before(backwards, size - at) or self_led(text, at)):
+            continue  # "password 1234", "abcd1234 is my password": no code word before it, no match it leads
         yield at
-        i = at
-        while i > 0 and at - i < _CODE_LEAD_MAX:
-            char = text[i - 1]
-            if char in " -":
-                yield i
-            elif letter(char) is None:
-                break
-            i -= 1
-        yield i
+        # Back from the keyword over letters, spaces and dashes, found by the C
+        # library: each position after a space or dash, and where the lead begins.
+        begin = _LEAD_BACK.search(text, max(0, at - _CODE_LEAD_MAX), at).start()  # type: ignore[union-attr]
+        for separator in _LEAD_SEPARATOR.finditer(text, begin, at):
+            yield separator.end()
+        yield begin
 
 
 _CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")

@@ -95,8 +95,12 @@ def _secret_span(compiled: re.Pattern[str], accept: Callable[[re.Match[str]], bo
     def span_of(match: re.Match[str]) -> tuple[int, int] | None:
         if accept is not None and not accept(match):
             return None
-        span = next((match.span(g) for g in groups if match.group(g) is not None), match.span())
-        return span if span[1] > span[0] else None
+        start, end = match.span()
+        for group in groups:  # a loop, not a generator: one step per secret of a text of them
+            if match.group(group) is not None:
+                start, end = match.span(group)
+                break
+        return (start, end) if end > start else None
 
     return span_of
 

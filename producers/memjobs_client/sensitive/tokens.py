@@ -19,6 +19,7 @@ words need a tail that is long, or that holds a digit.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from memjobs_client.sensitive.rules import Scanner, TextRule, gated, regex_scanner
 from memjobs_client.sensitive.values import PLACEHOLDER
@@ -111,9 +112,15 @@ _VENDOR_KEYS: tuple[tuple[str, str, str], ...] = (
 _URL_PLACEHOLDERS = frozenset({"password", "pass", "passwd", "pwd", "secret", "pw", "xxx", "***"})
 
 
+@lru_cache(maxsize=8)
+def _secret_groups(pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The names of ``pattern``'s groups named ``secret…``, in their order."""
+    return tuple(name for name in pattern.groupindex if name.startswith("secret"))
+
+
 def _not_placeholder(match: re.Match[str]) -> bool:
     """The matched password is not a stand-in (``password``, ``****``, ``${PW}``)."""
-    value = next((v for k, v in match.groupdict().items() if k.startswith("secret") and v), "")
+    value = next(filter(None, map(match.group, _secret_groups(match.re))), "")
     return value.lower() not in _URL_PLACEHOLDERS and PLACEHOLDER.fullmatch(value) is None
 
 
@@ -137,6 +144,8 @@ _GATES: dict[str, tuple[str, ...]] = {
     "webhook_url": ("hooks.slack", "discord", "feishu", "larksuite", "qyapi", "dingtalk"),
     "jwt": ("eyj",),
     "mail_key": ("key-", "sg.", "-us", "-"),
+    "telegram_bot_token": (":",),
+    "discord_token": (".",),
 }
 
 
@@ -154,7 +163,7 @@ _LEADS: dict[str, str] = {
     "registry_token": r"npm_|pypi-|rubygems_|oy2|dckr_pat_",
     "sk_api_key": r"sk-|hf_|gsk_|r8_|pplx-|xai-",
     "slack_token": r"xox[abpores]-|xapp-",
-    "twilio_key": r"SK|AC",
+    "twilio_key": r"(?:SK|AC)(?=[0-9a-fA-F])",  # a hex digit next: not the "AC" of every [REDACTED]
     "google_api_key": r"AIza|ya29\.|GOCSPX-|1//0",
     "cloud_key": r"LTAI|AKID|AKLT|dop_v1_|do[or]_v1_|hvs\.|hvb\.|dapi|glsa_|sntrys_|PMAK-|ATATT|lin_api_|ntn_"
                  r"|secret_|figd_|sbp_|dp\.pt\.|pul-",

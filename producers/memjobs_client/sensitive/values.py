@@ -59,6 +59,10 @@ _CODE_REF = re.compile(
     r"|[A-Za-z_$][\w$]*[(\[].*"
     r"|[a-z]+(?:_[a-z]+)+"
 )
+# A core that is a placeholder or code, or opens with a marker: one pattern
+# (a step per value of a text of secrets).
+_FILLER_CORE = re.compile(r"(?ix:" + PLACEHOLDER.pattern + r")\Z|(?:" + _CODE_REF.pattern + r")\Z|"
+                          + _MARKER_FIRST.pattern)
 # Particles and punctuation that end a clause ("密码是hunter啊", "... is swordfish.").
 _CLAUSE_END = re.compile(
     r"[ \t]*(?:$|\n|[.,!?;:)\]}，。！？；：、…~]|[了啊呀哦吧啦哈喔嘛呢]"
@@ -78,15 +82,14 @@ def value_core(value: str, quoted: bool) -> tuple[str, bool]:
 
 
 def is_filler(core: str, raw: str) -> bool:
-    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code."""
-    return (
-        core.lower() in _STOP_WORDS
-        or PLACEHOLDER.fullmatch(core) is not None
-        or PLACEHOLDER.fullmatch(raw) is not None
-        or PLACEHOLDER.fullmatch(raw.rstrip(".,;:!?")) is not None
-        or _CODE_REF.fullmatch(core) is not None
-        or _MARKER_FIRST.match(core) is not None
-    )
+    """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code,
+    or a value that opens with a marker ("[REDACTED])": its core, "[REDACTED",
+    was taken for a secret, and each redaction round added a "]")."""
+    if core.lower() in _STOP_WORDS or _FILLER_CORE.match(core) is not None or _MARKER_FIRST.match(raw) is not None:
+        return True
+    stripped = raw.rstrip(".,;:!?")
+    return (raw != core and PLACEHOLDER.fullmatch(raw) is not None) or (
+        stripped != core and stripped != raw and PLACEHOLDER.fullmatch(stripped) is not None)
 
 
 def value_span(value: re.Match[str], group: str) -> tuple[int, int]:
