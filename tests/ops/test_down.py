@@ -89,6 +89,8 @@ def test_down_stops_the_stack_and_every_process_it_started() -> None:
             # A taken default metrics port moves, like the API's: said, recorded, served.
             metrics_url = state(data_dir)["metrics_url"]
             assert metrics_url and f":{DEFAULT_METRICS_PORT}/" not in metrics_url, up.text()
+            # up writes the state file before it prints the notice and the banner
+            wait_for(lambda: "memjobs is up" in up.text(), 30, "the banner")
             assert f"port {DEFAULT_METRICS_PORT} is taken" in up.text()
             banner = next(line for line in up.text().splitlines() if line.startswith("memjobs is up"))
             assert f"metrics {metrics_url}" in banner
