@@ -62,8 +62,8 @@ class ApiServer:
         self.tls = settings.api_tls_cert is not None
         app = create_app(settings, endpoints)
         refusals: RefusalLog = app.state.refusals
-        self._quiet = CountedServerLines(refusals)
-        logging.getLogger("uvicorn.error").addFilter(self._quiet)
+        self._refusals = refusals
+        SERVER_LINES.attach(refusals)
         protocol = header_deadline(settings.api_http_parser, settings.api_header_timeout_ms / 1000,
                                    on_expired=lambda: refusals.note("header_timeout"))
         config = uvicorn.Config(
@@ -114,7 +114,7 @@ class ApiServer:
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop the thread's server; True when it finished in time."""
         self.server.should_exit = True
-        logging.getLogger("uvicorn.error").removeFilter(self._quiet)
+        SERVER_LINES.detach(self._refusals)
         if self._thread is not None:
             self._thread.join(timeout_s)
             return not self._thread.is_alive()
@@ -163,18 +163,42 @@ _COUNTED_LINES = {
 
 
 class CountedServerLines(logging.Filter):
-    """A filter on uvicorn's error log: the lines of :data:`_COUNTED_LINES` become
-    counted refusals (one log line per reason per interval) instead of a line each."""
+    """The filter on uvicorn's error log: the lines of :data:`_COUNTED_LINES` become
+    counted refusals (one log line per reason per interval) instead of a line each.
 
-    def __init__(self, refusals: RefusalLog) -> None:
+    One for the process (:data:`SERVER_LINES`), on the logger once: the first filter
+    of a logger to refuse a line ends it, so a filter per server would leave the line
+    to whichever server came first. Noted on the newest server attached (a process
+    serves one API; a test may start several)."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.refusals = refusals
+        self._logs: list[RefusalLog] = []
+        self._lock = threading.Lock()
+
+    def attach(self, refusals: RefusalLog) -> None:
+        with self._lock:
+            self._logs.append(refusals)
+            logger = logging.getLogger("uvicorn.error")
+            if self not in logger.filters:
+                logger.addFilter(self)
+
+    def detach(self, refusals: RefusalLog) -> None:
+        with self._lock:
+            if refusals in self._logs:
+                self._logs.remove(refusals)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.msg if isinstance(record.msg, str) else ""
         if message not in _COUNTED_LINES:
             return True
         reason = _COUNTED_LINES[message]
-        if reason is not None:
-            self.refusals.note(reason)
+        with self._lock:
+            newest = self._logs[-1] if self._logs else None
+        if reason is not None and newest is not None:
+            newest.note(reason)
         return False
+
+
+#: The process's one filter of uvicorn's counted lines.
+SERVER_LINES = CountedServerLines()
