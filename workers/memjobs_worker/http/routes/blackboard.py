@@ -12,13 +12,14 @@ The ``session`` scope, like the other session routes.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 
 from memjobs_client.blackboard import SessionBlackboard
 from memjobs_worker.http.auth import needs
 from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
+from memjobs_worker.http.routes.sessions import SessionId
 from memjobs_worker.http.schemas import (
     BlackboardAppended,
     BlackboardAppendRequest,
@@ -30,9 +31,6 @@ from memjobs_worker.sessions.blackboard import MAX_PAGE_ENTRIES
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")],
                    route_class=JsonRoute)
-
-SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
-
 
 @router.post("/sessions/{session_id:path}/blackboard", status_code=202, response_model=BlackboardAppended,
              responses=errors(*COMMON, "sensitive_content", "redis_full", "not_found"))
