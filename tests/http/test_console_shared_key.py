@@ -29,6 +29,7 @@ from tests.http.test_console_session import (  # noqa: F401  (own_redis: a fixtu
     send,
 )
 from tests.support.http import HOST_TOKEN, Api
+from tests.support.polling import wait_for
 
 OTHER_HOST_TOKEN = "another-host-token-0123456789abcdef"
 
@@ -118,6 +119,9 @@ def test_redis_down_when_the_key_is_first_needed_is_the_503_page(
         assert "Redis is not answering" in refused.text
         assert refused.headers.get_all("set-cookie") is None
 
-    own_redis.start()  # back: the key is read (and created) on the next request
+    own_redis.start()  # back: the key is read (and created) once Redis answers the API again
+    wait_for(lambda: send(api, "POST", "/console/login",
+                          body=f"token={HOST_TOKEN}".encode()).status != 503,
+             30, "the console to reach the restarted Redis", poll_s=0.2)
     cookie = log_in(api)
     assert send(api, "GET", "/console", cookie=cookie.encode()).status == 200
