@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck bench bench-scale soak clean promtool typescript chromium
+.PHONY: demo test test-parallel test-fast lint typecheck bench bench-scale soak clean promtool typescript chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -15,10 +15,14 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/memjobs demo
 
-# Two test processes: the suite mostly waits on its servers and worker processes,
-# so two share a 2-core machine well. --dist loadfile keeps a file's tests (and its
-# module fixtures) in one process; each process starts its own Redis and PostgreSQL.
 test: $(BIN)/.installed promtool typescript chromium
+	$(BIN)/python -m pytest
+
+# The suite in two processes (about 10 minutes instead of 20): each starts its own
+# Redis and PostgreSQL, and --dist loadfile keeps a file's tests in one process. Not
+# yet the default: with two processes' workers on two cores, a few timing-bound fault
+# tests still miss their deadline now and then (docs/development.md).
+test-parallel: $(BIN)/.installed promtool typescript chromium
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # The tests that need no server (twins, pure functions, static checks): no Redis,
