@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 from dramatiq import Message
 
@@ -27,7 +28,7 @@ READY, DELAYED = 3_000, 1_000
 def queue_backlog(api: Api) -> None:
     broker = api.harness.broker
     for i in range(READY + DELAYED):
-        message = Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_RECORD_TASK,
+        message: Message[Any] = Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_RECORD_TASK,
                           args=({"owner_key": "0" * 64, "goal": f"goal {i}"},), kwargs={}, options={})
         broker.enqueue(message, delay=600_000 if i >= READY else None)
 

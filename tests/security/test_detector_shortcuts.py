@@ -83,7 +83,9 @@ def test_one_time_codes_led_by_their_keywords_are_those_finditer_finds() -> None
 def _plain_runs(text: str) -> list[list[tuple[int, int, int]]]:
     """Runs of list words, word by word over the whole text (no regions)."""
     index = seeds._index()
-    runs, run, last_end = [], [], 0
+    runs: list[list[tuple[int, int, int]]] = []
+    run: list[tuple[int, int, int]] = []
+    last_end = 0
     for word in seeds._WORD.finditer(text):
         found = index.get(word.group().lower())
         if run and (found is None or seeds._BETWEEN.fullmatch(text, last_end, word.start()) is None):

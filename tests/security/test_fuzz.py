@@ -30,6 +30,7 @@ from memjobs_client.contracts import QUEUES, owner_key, source_id_for
 from memjobs_client.errors import MemjobsError
 from memjobs_client.sensitive import find_sensitive_text
 from memjobs_worker.jobs import parse
+from tests.support.redis_values import as_bytes
 from tests.support.sensitive_corpus import positives
 
 OWNER = "erin@example.com"
@@ -64,7 +65,10 @@ documents = st.one_of(
     anything,
 )
 owners = st.one_of(st.just(OWNER), texts, anything)
-lists_of = lambda items: st.one_of(st.lists(items, max_size=4), anything)  # noqa: E731
+
+
+def lists_of(items: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.lists(items, max_size=4), anything)
 
 
 def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
@@ -103,7 +107,7 @@ def enqueued(r: redis.Redis) -> list[dict[str, Any]]:
     found = []
     for queue in QUEUES:
         for raw in r.hvals(f"memjobs:{queue}.msgs"):
-            message = dramatiq.Message.decode(raw)
+            message = dramatiq.Message.decode(as_bytes(raw))
             assert (message.kwargs, len(message.args)) == ({}, 1)
             found.append(message.args[0])
     r.flushdb()
@@ -173,8 +177,14 @@ def test_send(client: Any, actor: Any, payload: Any) -> None:
     check_call(client, lambda c: c.send(actor, payload))
 
 
-@pytest.mark.parametrize("model", sorted(set(contracts.PAYLOADS.values()), key=lambda m: m.__name__),
-                         ids=lambda m: m.__name__)
+def _name(model: type[contracts._Payload]) -> str:
+    return model.__name__
+
+
+MODELS = sorted(set(contracts.PAYLOADS.values()), key=_name)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=_name)
 @FUZZ
 @given(args=st.one_of(st.tuples(payloads()), st.tuples(anything), st.lists(anything, max_size=2).map(tuple)),
        kwargs=st.one_of(st.just({}), st.dictionaries(st.text(max_size=5), anything, max_size=2)))

@@ -331,7 +331,7 @@ def test_dramatiq_messages_in_log_arguments_lose_their_payload() -> None:
 
     from memjobs_worker.logs import JsonFormatter
 
-    message = dramatiq.Message(queue_name="q", actor_name="remember_source",
+    message: dramatiq.Message[Any] = dramatiq.Message(queue_name="q", actor_name="remember_source",
                                args=({"text": "我对花生过敏"},), kwargs={}, options={})
     record = logging.LogRecord("dramatiq.worker.WorkerThread", logging.ERROR, __file__, 1,
                                "Failed to process message %s with unhandled exception.", (message,), None)

@@ -56,7 +56,7 @@ def redis_keys_holding(client: redis.Redis, needles: Iterable[str | bytes]) -> l
     for key in client.scan_iter(count=500):
         kind = client.type(key)
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)
-        values: list[bytes] = []
+        values: list[bytes | str] = []
         if kind == "string":
             values = [client.get(key) or b""]
         elif kind == "hash":
@@ -66,7 +66,14 @@ def redis_keys_holding(client: redis.Redis, needles: Iterable[str | bytes]) -> l
         elif kind == "set":
             values = list(client.smembers(key))
         elif kind == "zset":
-            values = [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
-        blob = b"\n".join(values) + b"\n" + (key if isinstance(key, bytes) else str(key).encode())
+            # redis-py types the reply without telling the scored pairs apart.
+            scored: list[tuple[bytes | str, float]] = client.zrange(  # type: ignore[assignment]
+                key, 0, -1, withscores=True)
+            values = [m for m, _ in scored]
+        blob = b"\n".join(_bytes(v) for v in values) + b"\n" + _bytes(key)
         found += [f"{key!r}: {n.decode(errors='replace')}" for n in wanted if n in blob]
     return found
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()

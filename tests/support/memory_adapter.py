@@ -31,6 +31,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -64,7 +65,7 @@ class RecordsMemoryAdapter:
                  "version": r["rev"]} for r in records if r.get("kind") in SCOPE_OF_KIND]
         return docs[: options.max_docs]
 
-    async def apply(self, owner_id: str, changes: list[Any], context: Any) -> dict[str, Any]:
+    async def apply(self, owner_id: str, changes: Sequence[Any], context: Any) -> dict[str, Any]:
         request = {
             "writes": [{"kind": KIND_OF_SCOPE[c.scope], "body": c.content, "ifRev": c.expected_version}
                        for c in changes],

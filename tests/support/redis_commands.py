@@ -44,7 +44,8 @@ def monitored(client: redis.Redis, action: Callable[[], None]) -> list[str]:
     started = threading.Event()
 
     def watch() -> None:
-        with client.monitor() as monitor:  # MONITOR is on when this returns
+        # redis-py leaves monitor() unannotated.
+        with client.monitor() as monitor:  # type: ignore[no-untyped-call]  # MONITOR is on when this returns
             started.set()
             for event in monitor.listen():
                 if marker in event["command"]:
