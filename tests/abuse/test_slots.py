@@ -27,7 +27,8 @@ import pytest
 
 from memjobs_worker.http.tokens import issue
 from memjobs_worker.settings import Settings
-from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, ApiProcess, connect, reply_of, still_open
+from tests.support.api_process import ApiProcess
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, connect, reply_of, still_open
 from tests.support.polling import wait_for
 
 TOKEN_KEY = "abuse-token-key-0123456789abcdef-012345"
@@ -165,7 +166,9 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
     stream outlives its request."""
     port = api.port
     quiet = warm(port)
-    knowledge = issue(Settings(api_token_key=TOKEN_KEY), scopes=["knowledge"], owners=["alice"])
+    # A raw key, as from the environment: pydantic validates it into a SecretStr.
+    knowledge = issue(Settings(api_token_key=TOKEN_KEY),  # type: ignore[arg-type]
+                      scopes=["knowledge"], owners=["alice"])
     # Host with its port: the SDK's DNS-rebinding check (before this work the stream opened)
     request = (f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
                f"Authorization: Bearer {knowledge}\r\nX-Memjobs-Owner: alice\r\n"

@@ -36,10 +36,11 @@ from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.memory.store.schema import attempts
+from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.ops.server import prepare_metrics_dir
+from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
-from memjobs_worker.supervisor import worker_command
 from tests.support.harness import worker_env
 from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
 from tests.support.netns import Topology, netns_unavailable, run_in
@@ -129,6 +130,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     runtime = Runtime(ctl, Endpoints(common["redis_url"], database_url),
                       producer_client(ctl, redis_url=common["redis_url"]))
     store = runtime.store
+    assert isinstance(store, SqlStateStore)  # the ledger in PostgreSQL, whose engine the test reads
     owners = [f"netns-owner-{i}@example.com" for i in range(OWNERS)]
     texts = {o: [f"{o.split('@')[0]} fact {j}: likes item {j * 7 % 13}" for j in range(PER_OWNER)]
              for o in owners}
@@ -214,7 +216,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     # Forget one source per owner; its text must be nowhere afterwards.
     gone = {o: (ids[o][3], texts[o][3]) for o in owners[:FORGET]}
     for o, (sid, _) in gone.items():
-        _as_a_gateway(lambda o=o, sid=sid: client.forget(o, sid))
+        _as_a_gateway(lambda o=o, sid=sid: client.forget(o, sid))  # type: ignore[misc]  # python/mypy#15459
     sweep_until(lambda: store.counts_by_state() == {"pending": 0, "learned": total - FORGET,
                                                     "forgotten": FORGET, "failed": 0}, 300,
                 "forgets settled")
@@ -228,7 +230,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     for port in redis_set.ports[:2]:
         server = redis_set.client(port)
         server.bgrewriteaof()
-        wait_for(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])
+        wait_for(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])  # type: ignore[misc]
                  and not int(s.info("persistence")["aof_rewrite_scheduled"]), 60, "AOF rewrite",
                  poll_s=0.2)
     assert files_holding([root / "redis"], needles) == []

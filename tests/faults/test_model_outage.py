@@ -34,6 +34,7 @@ from tests.support.joblog import JobLog
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
+from tests.support.redis_values import as_bytes
 
 pytestmark = pytest.mark.fault
 
@@ -54,14 +55,15 @@ def extractions_per_owner(h: Harness) -> Counter[str]:
     owners: dict[str, str] = {}
     for queue in (EXTRACT_QUEUE, dq_name(EXTRACT_QUEUE)):
         for raw in client.hvals(keys.messages(queue)):
-            message = Message.decode(raw)
+            message = Message.decode(as_bytes(raw))
             owners[message.message_id] = message.args[0]["owner_key"]
     return Counter(owners.values())
 
 
 def chat_calls(outcome: str) -> float:
     """The in-process worker's chat calls so far with ``outcome`` (a process-wide counter)."""
-    return MODEL_CALLS.labels("extract", outcome)._value.get()  # noqa: SLF001
+    calls: float = MODEL_CALLS.labels("extract", outcome)._value.get()  # noqa: SLF001
+    return calls
 
 
 def breaker_open(h: Harness) -> bool:
@@ -98,7 +100,7 @@ def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
     wait_for(lambda: breaker_open(h), 30, "the chat breaker to open")
     at_open = calls()
     for i in range(1, PROBES + 1):
-        wait_for(lambda i=i: calls() >= at_open + i, 30, f"probe {i}")
+        wait_for(lambda i=i: calls() >= at_open + i, 30, f"probe {i}")  # type: ignore[misc]  # python/mypy#15459
         h.runtime.sweeper.once()  # skips every owner: each has its one extraction retrying
         per_owner = extractions_per_owner(h)
         assert max(per_owner.values(), default=0) <= 1, per_owner

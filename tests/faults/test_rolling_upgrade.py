@@ -61,8 +61,8 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
 
     # An older producer's message without any version is version 1: read.
     unversioned = "I keep my bike in the shed"
-    payload = {"owner_key": KEY, "source_id": source_id_for(KEY, unversioned), "text": unversioned,
-               "session_id": None, "kind": "utterance"}
+    payload: dict[str, Any] = {"owner_key": KEY, "source_id": source_id_for(KEY, unversioned),
+                               "text": unversioned, "session_id": None, "kind": "utterance"}
     h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
                                       args=(payload,), kwargs={}, options={}))
     wait_for(lambda: state(h, payload["source_id"]) == "learned", 60, "the unversioned message learned")

@@ -177,6 +177,7 @@ def test_tools_answer_the_seeds_results_and_errors(seeded_api: Api) -> None:
     assert (added["applied"], added["version"], added["content"]) == (True, 1, "- likes tea\n- buys tea")
     assert provider.list(owner)[0]["content"] == "- likes tea\n- buys tea"
     assert run("memory", {"op": "append", "doc": MEM, "text": "- likes tea"})["reason"] == "duplicate"
+    args: object  # a tool call's arguments: their object, or a JSON text
     for args, error in (({"op": "replace", "doc": MEM, "old_text": "coffee", "new_text": "juice"}, "not_found"),
                         ({"op": "replace", "doc": MEM, "old_text": "tea", "new_text": "milk"}, "ambiguous"),
                         ({"op": "append", "doc": "ASSISTANT.md", "text": "- be rude"}, "forbidden_document"),
@@ -232,7 +233,7 @@ class Untouchable:
     ("forget_everything", {}, "no such tool: forget_everything"),
 ])
 def test_arguments_are_refused_before_memjobs_is_called(name: str, args: object, message: str) -> None:
-    tools = MemoryTools(Untouchable())  # type: ignore[arg-type]
+    tools = MemoryTools(Untouchable())
     assert tools.dispatch(name, args, owner_id="o") == {"ok": False, "error": "invalid_arguments",
                                                          "message": message}
 

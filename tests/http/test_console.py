@@ -203,6 +203,7 @@ def _poison_tasks(api: Api) -> list[str]:
     redis = api.harness.runtime.redis
     moved = []
     while (redis_id := redis.lpop(keys.queue(QUEUE_TASKS))) is not None:
+        assert isinstance(redis_id, bytes)  # one id (no count given), as the client returns it
         data = redis.hget(keys.messages(QUEUE_TASKS), redis_id)
         redis.hdel(keys.messages(QUEUE_TASKS), redis_id)
         redis.zadd(keys.dead_letters(QUEUE_TASKS), {redis_id: 1_000})

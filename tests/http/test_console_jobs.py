@@ -39,6 +39,7 @@ from tests.support.http import Api, remember
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 from tests.support.redis_commands import monitored
+from tests.support.redis_values import as_bytes
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -110,6 +111,13 @@ def no_private_text(html: str) -> None:
         assert private not in html, f"{private!r} is on the page"
 
 
+def first_group(pattern: str, html: str) -> str:
+    """The first group of ``pattern``'s first match in ``html`` (which must have one)."""
+    found = re.search(pattern, html)
+    assert found is not None, pattern
+    return found[1]
+
+
 def rows(html: str) -> list[str]:
     """The message ids of a job list's rows."""
     return re.findall(r'<tr data-id="([^"]+)"', html)
@@ -146,7 +154,7 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
     assert [c.split(" ", 2)[:2] for c in msgs_reads] == [["HMGET", keys.messages(QUEUE_TASKS)]], reads
     assert len(msgs_reads[0].split()) == 2 + 50
 
-    following = api.http.get(re.search(r'href="([^"]+)" rel="next"', first.text)[1].replace("&amp;", "&"))
+    following = api.http.get(first_group(r'href="([^"]+)" rel="next"', first.text).replace("&amp;", "&"))
     assert rows(following.text) == [m.message_id for m in sent[50:100]]
 
     delayed = api.http.get("/console/jobs?state=delayed")
@@ -219,6 +227,7 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
     assert "paused" in page.locator(f"tr[data-queue={QUEUE_TASKS}]").inner_text()
     # Obeyed within the gate's poll (1 s): wait until this worker process's gate has read it.
     gate = api.harness.broker.pause_gate
+    assert gate is not None  # a worker broker's
     wait_for(lambda: gate.is_paused(QUEUE_TASKS), 10, "the worker's gate sees the pause")
 
     for i in range(5):
@@ -266,8 +275,8 @@ def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
     consumer.close()
     assert queue_stats(client)[QUEUE_TASKS] == {"ready": 1, "delayed": 0, "in_flight": 0, "dead": 0}
     [(redis_id, data)] = client.hgetall(keys.messages(QUEUE_TASKS)).items()
-    assert redis_id.decode() == sent.options["redis_message_id"]
-    assert Message.decode(data).options.get("retries") is None  # no attempt counted
+    assert as_bytes(redis_id).decode() == sent.options["redis_message_id"]
+    assert Message.decode(as_bytes(data)).options.get("retries") is None  # no attempt counted
 
 
 def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
@@ -296,7 +305,7 @@ def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callabl
     client = api.harness.runtime.redis
     letters = dead_tasks(api, 2)
     page = api.http.get("/console/dead-letters")
-    csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)[1]
+    csrf = first_group(r'name="csrf" value="([0-9a-f]{64})"', page.text)
     form = {"csrf": csrf, "back": "/console/dead-letters", "id": [f"{QUEUE_TASKS}:{i}" for i in letters]}
     asked = api.http.post("/console/dead-letters/purge", data=form)
     assert asked.status_code == 200 and "Purge 2 dead letters?" in text_of(asked.text)
@@ -336,7 +345,7 @@ def test_purge_asks_first_and_deletes_only_the_letters_shown(
     page.get_by_role("button", name="Purge shown").click()
     page.wait_for_url(re.compile(r"done=purged"))
     assert "purged 3" in page.inner_text("body")
-    left = {m.decode() for m in client.zrange(keys.dead_letters(QUEUE_TASKS), 0, -1)}
+    left = {as_bytes(m).decode() for m in client.zrange(keys.dead_letters(QUEUE_TASKS), 0, -1)}
     assert left == set(arrived) and not left & set(shown)
 
 
@@ -368,7 +377,7 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
     page.wait_for_url(re.compile(r"done=retried"))
     assert "Retry 1 dead letters" in asked[0]  # the ticked one, not the four shown
     assert "retried 1 (skipped 0)" in page.inner_text("body")
-    left = {m.decode() for m in client.zrange(keys.dead_letters(QUEUE_TASKS), 0, -1)}
+    left = {as_bytes(m).decode() for m in client.zrange(keys.dead_letters(QUEUE_TASKS), 0, -1)}
     assert left == {letters[0], letters[2], arrived[0]}
     assert queue_stats(client)[QUEUE_TASKS]["ready"] == 1
 

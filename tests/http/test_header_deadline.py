@@ -15,7 +15,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -225,12 +225,14 @@ def test_headers_trickled_over_tls_are_cut_at_the_deadline(
 
 @pytest.mark.parametrize("parser", PARSERS)
 def test_the_protocol_holds_uvicorns_and_subclasses_none_of_it(parser: str) -> None:
+    import asyncio
+
     from uvicorn.config import HTTP_PROTOCOLS
     from uvicorn.importer import import_from_string
 
     from memjobs_worker.http.deadline import HeaderDeadline, header_deadline
 
-    uvicorns = import_from_string(HTTP_PROTOCOLS[parser])
+    uvicorns: type[asyncio.Protocol] = import_from_string(HTTP_PROTOCOLS[parser])
     protocol = header_deadline(parser, 1.0, lambda: None)
     assert protocol.rule.held_class is uvicorns
     assert not issubclass(protocol, uvicorns)
@@ -265,7 +267,7 @@ def test_a_request_is_at_work_from_the_call_until_its_last_body_message() -> Non
     connection = Connection()
     seen: list[int] = []
 
-    async def app(scope: dict[str, object], receive: object, send: Callable[..., object]) -> None:
+    async def app(scope: dict[str, object], receive: object, send: Callable[..., Awaitable[object]]) -> None:
         if scope["path"] == "/fails":
             raise RuntimeError("before any reply")
         seen.append(connection.open_requests)

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.api_process import ApiProcess
 from tests.support.http import (
     GATEWAY_TOKEN,
     HOST_TOKEN,
     Api,
-    ApiProcess,
     connect,
     problem,
     reply_of,

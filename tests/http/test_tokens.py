@@ -29,7 +29,8 @@ OTHER_KEY = "a-key-this-server-never-had-0123456789"
 def token(key: str = KEY, **kw: Any) -> str:
     values: dict[str, Any] = {"scopes": ["read", "write"], "owners": ["alice"]}
     values.update(kw)
-    return issue(Settings(api_token_key=key), **values)
+    # A raw key, as from the environment: pydantic validates it into a SecretStr.
+    return issue(Settings(api_token_key=key), **values)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_scoped_tokens_alone_close_the_door(api_factory: Callable[..., Api]) -> 
 
 
 def test_issue_refuses_what_cannot_be_meant() -> None:
-    settings = Settings(api_token_key=KEY)
+    settings = Settings(api_token_key=KEY)  # type: ignore[arg-type]  # as in token() above
     for kw, words in (({"scopes": ["read"], "owners": ["a"], "all_owners": True}, "not both"),
                       ({"scopes": ["read"]}, "name the owners"),
                       ({"scopes": ["root"], "owners": ["a"]}, "scopes must be"),
@@ -203,6 +204,7 @@ def test_every_v1_route_declares_one_deliberate_scope() -> None:
         assert isinstance(route, JsonRoute), route.path_format  # the class that runs the check
         need = declared_need(route)
         assert need is not None, f"{route.path_format} declares no scope: needs(...)"
+        assert route.methods is not None  # an APIRoute's methods are always set
         for method in route.methods:
             if route.path_format.startswith("/v1/ops/"):
                 assert (need.scope, need.per_owner) == ("admin", False), route.path_format

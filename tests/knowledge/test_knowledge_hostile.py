@@ -195,7 +195,9 @@ def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
     h.client.reindex_knowledge(OWNER, [{"doc_id": "n", "title": "n", "text": "a note about keys"}],
                                consent=True)
     h.drain()
-    embed = h.runtime.knowledge_embedder.embed
+    embedder = h.runtime.knowledge_embedder
+    assert embedder is not None  # the embedding settings give one
+    embed = embedder.embed
     before = len(fake_model.requests_for("embeddings"))
     with pytest.raises(SensitiveContent):
         search_knowledge(h.runtime.knowledge, KEY, KEYED_QUERY, 5, embed=embed)

@@ -73,8 +73,9 @@ def test_hybrid_search_finds_chinese_and_english_and_marks_results_untrusted(
     h.start_worker()
     h.client.reindex_knowledge(OWNER, corpus(), consent=True)
     h.drain()
-    outcome = search_knowledge(h.runtime.knowledge, KEY, "花生过敏", 3,
-                               embed=h.runtime.knowledge_embedder.embed)
+    embedder = h.runtime.knowledge_embedder
+    assert embedder is not None  # the embedding settings give one
+    outcome = search_knowledge(h.runtime.knowledge, KEY, "花生过敏", 3, embed=embedder.embed)
     assert outcome.mode == "hybrid" and outcome.notice is None
     top = outcome.results[0]
     assert (top.source, top.title, top.trust) == ("doc:allergy", "过敏与饮食", "untrusted_external")

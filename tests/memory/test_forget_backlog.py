@@ -105,7 +105,8 @@ def test_a_forget_issues_the_same_few_redis_commands_at_any_backlog(door: tuple[
 
     def forgets(sources: list[str]) -> dict[str, int]:
         return fewest_commands_of(runtime.redis, [
-            lambda s=s: runtime.personal_memory.forget(OWNER, s) for s in sources])
+            lambda s=s: runtime.personal_memory.forget(OWNER, s)  # type: ignore[misc]  # python/mypy#15459
+            for s in sources])
 
     small = forgets(ids[1:4])
     unknown_small = forgets([source_id_for(KEY, f"never said, small {i}") for i in range(3)])

@@ -45,7 +45,8 @@ def test_the_language_of_a_text_picks_its_centring(text: str, language: str | No
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row by row cosine of two stacks of vectors."""
-    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    cos: np.ndarray = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return cos
 
 
 def test_the_shipped_language_means_are_the_models_own() -> None:

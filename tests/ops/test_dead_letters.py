@@ -28,6 +28,7 @@ from tests.support.harness import Harness
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
+from tests.support.redis_values import as_bytes
 
 OWNER = "dora-dead-letters@example.com"
 KEY = owner_key(OWNER)
@@ -82,7 +83,9 @@ def test_a_replay_after_the_model_is_back_learns_each_source_once_even_replayed_
 ) -> None:
     h, ids = dead_extraction(model_settings, harness_factory, fake_model)
     dead = keys.dead_letters(QUEUE_EXTRACT)
-    redis_id, score = h.runtime.redis.zrange(dead, 0, 0, withscores=True)[0]
+    # redis-py types the reply without telling the scored pairs apart.
+    scored: list[tuple[bytes, float]] = h.runtime.redis.zrange(dead, 0, 0, withscores=True)  # type: ignore[assignment]
+    redis_id, score = scored[0]
     data = h.runtime.redis.hget(f"{dead}.msgs", redis_id)
     assert states(h) == {sid: "pending" for sid in ids}
 
@@ -137,11 +140,12 @@ def _poison_first(h: Harness, queue: str) -> str:
     client = h.runtime.redis
     redis_id = client.lpop(keys.queue(queue))
     assert redis_id is not None
+    assert isinstance(redis_id, bytes)  # one id (no count given), as the client returns it
     data = client.hget(keys.messages(queue), redis_id)
     client.hdel(keys.messages(queue), redis_id)
     client.zadd(keys.dead_letters(queue), {redis_id: 1_000})
     client.hset(f"{keys.dead_letters(queue)}.msgs", redis_id, data)
-    message: dict[str, Any] = json.loads(data)
+    message: dict[str, Any] = json.loads(as_bytes(data))
     return str(message["message_id"])
 
 

@@ -25,6 +25,7 @@ from memjobs_worker.logs import JsonFormatter
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
 from tests.support.openai_server import FakeOpenAI
+from tests.support.redis_values import as_bytes
 
 OWNER = "carol@example.com"
 KEY = owner_key(OWNER)
@@ -81,7 +82,7 @@ def test_producer_refuses_a_secret_in_every_field_and_enqueues_nothing(case: str
 def test_producer_blanks_a_secret_out_of_a_task_goal_and_keeps_its_words(h: Harness) -> None:
     h.client.record_task(OWNER, "t1", f"log in to the bank, {SENTENCE}, and pay rent", "running")
     [raw] = h.runtime.redis.hvals(f"memjobs:{QUEUE_OF[contracts.ACTOR_RECORD_TASK]}.msgs")
-    goal = dramatiq.Message.decode(raw).args[0]["goal"]
+    goal = dramatiq.Message.decode(as_bytes(raw)).args[0]["goal"]
     assert PASSWORD not in goal
     assert goal.startswith("log in to the bank") and goal.endswith("and pay rent")
 

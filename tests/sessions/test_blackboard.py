@@ -167,8 +167,9 @@ def seed_sqlite(path: Path, now: datetime) -> None:
     ms = int(now.timestamp() * 1000)
     with sqlite3.connect(path) as conn:
         conn.execute(SEED_SCHEMA)
-        rows = [(OWNER, "s-home", f"e-{seq}", seq, ms - (10 - seq) * 1000, "runtime", seq, "task_admitted",
-                 f"step {seq}", json.dumps([f"turn:{seq}"])) for seq in (3, 1, 2)]
+        rows: list[tuple[object, ...]] = [
+            (OWNER, "s-home", f"e-{seq}", seq, ms - (10 - seq) * 1000, "runtime", seq, "task_admitted",
+             f"step {seq}", json.dumps([f"turn:{seq}"])) for seq in (3, 1, 2)]
         rows.append((OWNER, "s-home", "e-9", 9, ms, "model", 0, None, "my password is hunter2!", "[]"))
         rows.append((OWNER, "s-away", "e-1", 1, ms, "user", 0, None, "hello", "[]"))
         rows.append(("another-owner", "s-home", "e-5", 5, ms, "runtime", 0, None, "not theirs", "[]"))

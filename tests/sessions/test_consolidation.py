@@ -238,7 +238,9 @@ def test_a_redelivered_consolidation_adds_nothing_more(h: Harness, script: Scrip
     script.consolidation += [reply, reply]
     payload = ConsolidateSession.model_validate({"owner_key": KEY, "session_id": "s-9", "transcript": TRANSCRIPT})
     for _ in range(2):  # as if the message came back after a crash before the run was marked done
-        consolidate(payload, model=h.runtime.chat("consolidate"), service=h.runtime.memory_docs,
+        model = h.runtime.chat("consolidate")
+        assert model is not None  # the model settings give one
+        consolidate(payload, model=model, service=h.runtime.memory_docs,
                     audit=h.runtime.audit, max_patches=10, max_patch_chars=1000)
     assert docs(h)["MEMORY.md"] == "- Lives in Hangzhou"
     assert [x["reason"] for x in audit_lines(h)] == [None, "duplicate"]

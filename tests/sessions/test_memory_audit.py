@@ -50,7 +50,7 @@ def test_two_worker_hosts_write_one_audit_trail(
         procs.append(worker)
         h.client.end_session(OWNER, f"s-{n}", [{"role": "user", "text": "I live in Hangzhou",
                                                "ts": "2026-12-01T10:00:00Z"}])
-        [entry] = wait_for(lambda n=n: [e for e in h.runtime.audit.entries(owner_key=KEY)
+        [entry] = wait_for(lambda n=n: [e for e in h.runtime.audit.entries(owner_key=KEY)  # type: ignore[misc]
                                         if e.session == f"s-{n}"], 90, f"the audit row of s-{n}")
         pids.append(entry.pid)
         kill_group(worker)

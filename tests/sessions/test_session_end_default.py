@@ -33,6 +33,7 @@ from tests.support.harness import REPO, Harness, worker_env
 from tests.support.http import Api
 from tests.support.openai_server import FakeOpenAI
 from tests.support.polling import wait_for
+from tests.support.redis_values import as_bytes
 
 OWNER = "mei@example.com"
 KEY = owner_key(OWNER)
@@ -227,7 +228,7 @@ def test_a_job_redis_refused_is_queued_when_the_session_is_ended_again(
     assert client.end_session(OWNER, "retry-1", TRANSCRIPT) == ["digest_session", "extract_facts"]
     assert h.queues()["memjobs_session"]["ready"] == 2
     marker = keys.session_ended(KEY, content_hash("retry-1"))
-    assert {m.decode() for m in h.runtime.redis.smembers(marker)} == set(ALL)
+    assert {as_bytes(m).decode() for m in h.runtime.redis.smembers(marker)} == set(ALL)
     assert 0 < h.runtime.redis.ttl(marker) <= 7 * 24 * 3600
 
 

@@ -25,6 +25,7 @@ from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
 from tests.support.openai_server import FakeOpenAI
 from tests.support.polling import wait_for
+from tests.support.redis_values import as_bytes
 
 OWNER = "runs@example.com"
 KEY = owner_key(OWNER)
@@ -160,9 +161,9 @@ def _redis_files(server: EmbeddedRedis) -> bytes:
     return b"".join(p.read_bytes() for p in Path(server.directory).rglob("*") if p.is_file())
 
 
-def _readable(raw: bytes) -> str:
+def _readable(raw: bytes | str) -> str:
     """A stored value as text; a message body's JSON with its ``\\u`` escapes decoded."""
-    text = raw.decode("utf-8", "replace")
+    text = as_bytes(raw).decode("utf-8", "replace")
     try:
         return json.dumps(json.loads(text), ensure_ascii=False)
     except ValueError:

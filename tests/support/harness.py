@@ -107,7 +107,7 @@ def spawn_workers(settings: Settings, log_path: Path, *, processes: int = 1,
     )
 
 
-def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+def kill_group(proc: subprocess.Popen[Any], sig: int = signal.SIGKILL) -> None:
     """SIGKILL the worker's whole process group (the main process and its children);
     any other signal goes to the main process only, which forwards it once (a
     second SIGTERM makes Dramatiq's children exit hard)."""

@@ -14,8 +14,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T], timeout_s: float, what: str, *, poll_s: float = 0.05) -> T:
-    """Call ``probe`` until it returns something truthy, and return that.
+def wait_for(probe: Callable[[], T | None], timeout_s: float, what: str, *, poll_s: float = 0.05) -> T:
+    """Call ``probe`` until it returns something truthy, and return that (never None).
 
     Raises:
         AssertionError: ``probe`` was still falsy ``timeout_s`` seconds on
