@@ -185,6 +185,7 @@ def main() -> int:
         print(f"  vectors alone, e5 (centred)              {share(vectors_alone(local))}")
 
         stacks: dict[str, Harness] = {}
+        overrides: dict[str, Any]
         for label, overrides in (("hashed", {"local_embedder": "hashing"}), ("e5", {"local_embedder": "e5"})):
             h = Harness(settings(**overrides))
             h.start_worker()
@@ -194,7 +195,7 @@ def main() -> int:
             h.stop_worker()
             stacks[label] = h
             recall = h.runtime.personal_memory.recall
-            fused = score(lambda q, r=recall: [BY_TEXT[x.text] for x in r(owner_key(OWNER), q, 3)])
+            fused = score(lambda q, r=recall: [BY_TEXT[x.text] for x in r(owner_key(OWNER), q, 3)])  # type: ignore[misc]
             print(f"  recall path (fused), {label:6}             {share(fused)}")
 
         print("== CPU ms per embedding (process time; noisy machine) ==")

@@ -89,7 +89,7 @@ def fsync_cost(workdir: Path, calls: int) -> dict[str, float]:
 def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI,
                  **extra: Any) -> Settings:
     return Settings(redis_url=redis_url, database_url=database_url, data_dir=data_dir,
-                    memory_base_url=model.base_url, memory_api_key="bench-key",
+                    memory_base_url=model.base_url, memory_api_key="bench-key",  # type: ignore[arg-type]
                     memory_model="fake-flash", metrics_port=0, **extra)
 
 

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,6 +111,7 @@ def main() -> int:
                                   api_key=os.environ.get("MEMJOBS_EMBEDDING_API_KEY", "bench"),
                                   model=args.embedding_model if real else "bench-embed", dims=dims,
                                   timeout_ms=30_000, max_attempts=3)
+        embed_query: Callable[[str], list[float]]
         embed_batch, embed_query = embedder.embed_batch, embedder.embed
         if args.local_model:
             from memjobs_worker.embedding.local import LocalEmbedder
@@ -132,7 +134,7 @@ def main() -> int:
         index("quality", labelled)
         key = owner_key("quality")
         for mode, embed in (("keywords alone", None), ("hybrid (RRF)", embed_query)):
-            recall = recall_at(5, lambda q, k, e=embed: [
+            recall = recall_at(5, lambda q, k, e=embed: [  # type: ignore[misc]  # python/mypy#15459
                 r.source.removeprefix("doc:") for r in search_knowledge(store, key, q, k, embed=e).results])
             print(f"recall@5, {mode:15} {recall:.2f}  ({len(DOCS)} documents, labelled queries)")
         if args.local_model:

@@ -127,7 +127,7 @@ class Bench:
 
     # -- scenarios -------------------------------------------------------------
 
-    def backlog(self, *, model: bool, processes: int, n: int) -> dict[str, float]:
+    def backlog(self, *, model: bool, processes: int, n: int) -> dict[str, Any]:
         """Workers up and warm (a probe source learned), then paused (SIGSTOP)
         while N sources are enqueued, then released: remember/s counts until
         the last is in the ledger, learned/s until the last is learned, both
@@ -275,7 +275,8 @@ def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
     """CPU ticks (user + system, exited children included) of every process on
     the machine, by its role in the run: the worker pools, PostgreSQL, Redis,
     this process (the producer and the model stand-in), the rest."""
-    pools = {p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"
+    # Popen types args as any command form; these were started with a list.
+    pools = {p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"  # type: ignore[arg-type]
              for p in workers}
     ticks: dict[str, int] = collections.Counter()
     for proc in Path("/proc").iterdir():

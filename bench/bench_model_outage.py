@@ -38,6 +38,7 @@ from memjobs_client import keys  # noqa: E402
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, QUEUES  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.redis_values import as_bytes  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from bench_pg_outage import Producer, all_final, ledger  # noqa: E402  (one producer, one ledger read)
@@ -50,7 +51,7 @@ def extractions(client: redis.Redis) -> Counter[str]:
     owners: dict[str, str] = {}
     for queue in (EXTRACT, dq_name(EXTRACT)):
         for raw in client.hvals(keys.messages(queue)):
-            message = Message.decode(raw)
+            message = Message.decode(as_bytes(raw))
             owners[message.message_id] = message.args[0]["owner_key"]
     return Counter(owners.values())
 

@@ -147,7 +147,7 @@ def main() -> None:
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mem0_memories_%'")]
             dupes = sum(int(r[0]) for t in tables for r in conn.execute(
                 f"SELECT count(*) - count(DISTINCT payload->>'source_id') FROM {t}"))  # noqa: S608
-            memories = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]  # noqa: S608
+            memories = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index,misc]  # noqa: S608
                            for t in tables)
         client = redis.Redis.from_url(redis_url)
         dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -57,7 +58,7 @@ class RoundTrips:
         def counted(conn: object, command: object, check_health: bool = True) -> None:
             with self._lock:
                 self.count += 1
-            original(conn, command, check_health)  # type: ignore[arg-type]
+            original(conn, command, check_health)  # type: ignore[arg-type,no-untyped-call]
 
         redis.connection.AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
 
@@ -85,7 +86,7 @@ def wait_queue_empty(client: redis.Redis, queue: str, acks_prefix: str) -> None:
 def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
     """Stock Dramatiq: its RedisBroker with its default middleware, in memjobs'
     namespace on the same Redis (so the same waits below apply)."""
-    broker = RedisBroker(url=settings.redis_url or "", namespace="memjobs")
+    broker = RedisBroker(url=settings.redis_url or "", namespace="memjobs")  # type: ignore[no-untyped-call]
     noop_queue = "bench_noop"
 
     @dramatiq.actor(broker=broker, queue_name=noop_queue, actor_name="bench_noop", max_retries=0)
@@ -158,7 +159,7 @@ def main() -> int:
     try:
         redis_url = redis_server.start()
         pg_server.start()
-        common = dict(redis_url=redis_url, data_dir=workdir / "data", max_retries=3,
+        common: dict[str, Any] = dict(redis_url=redis_url, data_dir=workdir / "data", max_retries=3,
                       extract_delay_ms=500)
         print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, "
               f"{os.cpu_count()} CPUs", flush=True)
@@ -179,7 +180,7 @@ def main() -> int:
                   f"ratio {ratios[-1]:.2f}", flush=True)
         calls, per_source = run_burst(
             Settings(database_url=fresh_database(pg_server), memory_base_url=fake.base_url,
-                     memory_api_key="bench", memory_model="bench-flash", **common),
+                     memory_api_key="bench", memory_model="bench-flash", **common),  # type: ignore[arg-type]
             fake, args.burst)
 
         print(f"ratio remember/no-op, median of {args.repeat}: {statistics.median(ratios):.2f} "

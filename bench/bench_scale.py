@@ -73,6 +73,7 @@ from memjobs_worker.embedded.process import free_port  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.redis_values import as_bytes  # noqa: E402
 
 #: What a forget may answer, at any door, on this tree or a later one.
 FOUND = ("forgotten", "already_forgotten", "queued")
@@ -505,7 +506,7 @@ def extraction_per_owner(client: redis.Redis) -> tuple[collections.Counter[str],
         held: set[bytes] = set()
         for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
             if str(name, "utf-8", "replace").endswith(f".{QUEUE_EXTRACT}"):
-                held |= set(client.smembers(name))
+                held |= {as_bytes(m) for m in client.smembers(name)}
         return held
 
     held = held_now()  # and again after the hashes: a message fetched while they were

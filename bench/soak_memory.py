@@ -360,7 +360,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         db_url = bench.fresh_database()
         settings = Settings(redis_url=bench.redis_url, database_url=db_url, data_dir=bench.workdir / "data",
-                            metrics_port=0, memory_base_url=bench.fake.base_url, memory_api_key="bench",
+                            metrics_port=0, memory_base_url=bench.fake.base_url, memory_api_key="bench",  # type: ignore[arg-type]
                             memory_model="bench-flash", memory_auto="on")
         env = {**os.environ, **settings_env(settings), "QWEN_AUDIO_MEMORY_AUTO": "on"}
         model_pool, cheap_pool = worker_pools(settings, 1, args.threads)

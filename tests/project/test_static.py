@@ -1,4 +1,4 @@
-"""The code stays typed (mypy --strict on producers/ and workers/) and lint-clean."""
+"""The code stays typed (mypy --strict on producers/, workers/, tests/ and bench/) and lint-clean."""
 
 from __future__ import annotations
 
