@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
-
+import psycopg
 import sqlalchemy as sa
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
@@ -35,42 +35,47 @@ def _strip_scheme(url: str) -> str:
     )
 
 
+def _libpq_params(url: str) -> dict[str, str]:
+    """libpq's own reading of the URL (every multi-host form), through psycopg."""
+    try:
+        return {k: str(v) for k, v in conninfo_to_dict(libpq_url(url)).items()}
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(
+            f"MEMJOBS_DATABASE_URL {redact_url(url)!r} cannot be read: {str(exc).split(':')[0]}") from None
+
+
 def hosts_of(url: str) -> list[str]:
     """The ``host:port`` (or bare host) entries a URL names, in order."""
-    parts = urlsplit("postgresql://" + _strip_scheme(url))
-    netloc = parts.netloc.rpartition("@")[2]
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    if "host" in query:
-        hosts = query["host"].split(",")
-        ports = query.get("port", "").split(",") if query.get("port") else []
-        if len(ports) == 1:
-            ports = ports * len(hosts)
-        if ports and len(ports) != len(hosts):
-            raise ConfigurationError(
-                f"MEMJOBS_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
-                "give one port, or one per host")
-        return [f"{h}:{p}" if p else h for h, p in zip(hosts, ports or [""] * len(hosts), strict=True)]
-    return [h for h in netloc.split(",") if h]
+    params = _libpq_params(url)
+    hosts = params["host"].split(",") if params.get("host") else []
+    ports = params["port"].split(",") if params.get("port") else []
+    if len(ports) == 1:
+        ports = ports * len(hosts)
+    if ports and len(ports) != len(hosts):
+        raise ConfigurationError(
+            f"MEMJOBS_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
+            "give one port, or one per host")
+    bracket = [f"[{h}]" if ":" in h else h for h in hosts]
+    return [f"{h}:{p}" if p else h for h, p in zip(bracket, ports or [""] * len(hosts), strict=True)]
 
 
 def sqlalchemy_url(url: str) -> str:
     """Use the psycopg 3 driver whatever the URL's scheme says; several hosts
     become SQLAlchemy's repeated ``host=`` query parameters."""
-    rest = _strip_scheme(url)
     hosts = hosts_of(url)
     if len(hosts) <= 1:
-        return "postgresql+psycopg://" + rest
+        return "postgresql+psycopg://" + _strip_scheme(url)
     if any(h.startswith("[") for h in hosts):
         raise ConfigurationError(
             "MEMJOBS_DATABASE_URL names several hosts, one of them an IPv6 address: "
             "name them by host name (SQLAlchemy cannot parse that list)")
-    parts = urlsplit("postgresql://" + rest)
-    creds, at, _ = parts.netloc.rpartition("@")
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-             if k not in ("host", "port")]
-    query = [("host", h) for h in hosts] + query
-    return (f"postgresql+psycopg://{creds}{at}{parts.path}?"
-            + urlencode(query, quote_via=quote, safe=":[]/"))
+    params = _libpq_params(url)
+    query: dict[str, str | tuple[str, ...]] = {
+        k: v for k, v in params.items() if k not in ("host", "port", "user", "password", "dbname")}
+    return sa.URL.create(
+        "postgresql+psycopg", username=params.get("user"), password=params.get("password"),
+        database=params.get("dbname"), query={"host": tuple(hosts), **query},
+    ).render_as_string(hide_password=False)
 
 
 def libpq_url(url: str) -> str:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from memjobs_worker.embedded.process import pid_alive
+from memjobs_worker.embedded.process import group_members, pid_alive, process_cmdline, process_name
 from memjobs_worker.embedded.redis import leftover_redis_pid
 from memjobs_worker.embedded.stack import read_state_file, remove_stack
 
@@ -39,37 +39,14 @@ class Leftover:
         return bool(group_members(self.pid)) if self.group else pid_alive(self.pid)
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid`` (its leader may be gone)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
 def postmaster_pid(cluster: Path) -> int | None:
     """The pid of a PostgreSQL still running on ``cluster`` (its
     ``postmaster.pid`` names a live process called postgres), or None."""
     try:
         pid = int((cluster / "postmaster.pid").read_text().splitlines()[0])
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except (OSError, IndexError, ValueError):
         return None
-    return pid if comm.startswith("postgres") and pid_alive(pid) else None
+    return pid if (process_name(pid) or "").startswith("postgres") and pid_alive(pid) else None
 
 
 def find_leftovers(data_dir: Path, *, postgres: bool = True) -> list[Leftover]:
@@ -78,7 +55,7 @@ def find_leftovers(data_dir: Path, *, postgres: bool = True) -> list[Leftover]:
     found: list[Leftover] = []
     old = read_state_file(data_dir)
     if old is not None and old.worker_pid and any(
-            "memjobs_worker" in _cmdline(pid) for pid in group_members(old.worker_pid)):
+            "memjobs_worker" in process_cmdline(pid) for pid in group_members(old.worker_pid)):
         found.append(Leftover("the workers", old.worker_pid, group=True))
     redis_pid = leftover_redis_pid(data_dir / "redis")
     if redis_pid is not None and pid_alive(redis_pid):

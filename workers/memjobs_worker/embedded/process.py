@@ -1,4 +1,7 @@
-"""Small helpers shared by the embedded servers: free ports, readiness waits, live pids."""
+"""Small helpers shared by the embedded servers: free ports, readiness waits, live pids.
+
+Processes are read through psutil, so the same code serves Linux and macOS.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,8 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+import psutil
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -37,12 +41,36 @@ def wait_until(ready: Callable[[], bool], *, timeout_s: float, what: str) -> Non
 def pid_alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, exited but not reaped, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    try:  # a zombie has exited
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
+
+
+def process_name(pid: int) -> str | None:
+    """The command name of ``pid`` (``redis-server``, ``postgres``), or None if it is gone."""
+    try:
+        return str(psutil.Process(pid).name())
+    except psutil.Error:
+        return None
+
+
+def process_cmdline(pid: int) -> str:
+    """The command line of ``pid`` joined by spaces; empty if it is gone or unreadable."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (its leader may be gone)."""
+    members = []
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == pgid and pid_alive(pid):
+                members.append(pid)
+        except OSError:  # gone meanwhile
+            continue
+    return members

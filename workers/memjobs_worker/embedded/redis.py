@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from memjobs_client.errors import ConfigurationError
-from memjobs_worker.embedded.process import free_port, wait_until
+from memjobs_worker.embedded.process import free_port, process_name, wait_until
 from memjobs_worker.embedded.stack import private_dir
 
 _HOW_TO_GET_REDIS = (
@@ -143,7 +143,6 @@ def leftover_redis_pid(directory: Path) -> int | None:
     names a live process called redis-server), or None."""
     try:
         pid = int((directory / "redis.pid").read_text().strip())
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except (OSError, ValueError):
         return None
-    return pid if comm.startswith("redis-server") else None
+    return pid if (process_name(pid) or "").startswith("redis-server") else None
