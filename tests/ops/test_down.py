@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from memjobs_worker.cli import exits
-from memjobs_worker.embedded.leftovers import group_members, postmaster_pid
+from memjobs_worker.embedded.leftovers import postmaster_pid
+from memjobs_worker.embedded.process import group_members
 from memjobs_worker.settings import Settings
 from tests.support.cli import Up, alive, cli_env, pids_mentioning, run_cli, scratch_dir
 from tests.support.polling import wait_for
