@@ -43,9 +43,16 @@ from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import TransientError
+from memjobs_worker.embedding.batching import Dropped, QueryBatcher
 
 #: The party of work done outside any request (worker jobs, the CLI).
 ANONYMOUS = ""
+#: A batch is split over idle slots only in parts of at least this many texts.
+MIN_SPLIT = 8
+#: Questions at most this long are embedded together with concurrent ones (a
+#: batch costs the sum of its texts: a long question runs on its own turn, as
+#: before, so it never holds up the short ones of other owners).
+BATCHED_QUERY_CHARS = 512
 
 
 class ModelBusy(TransientError):
@@ -196,10 +203,53 @@ class ModelShare:
         first = min(ready, key=lambda p: self._last_start.get(p, 0))  # ties: first arrived
         return first == party and self._waiting[first][0] is me
 
+    def borrow(self, limit: int) -> int:
+        """Up to ``limit`` more slots for this thread's party, now, while it holds
+        a turn: only slots nobody waits for (no other party's turn is waiting),
+        so a large batch of one owner may run on every idle core; give them back
+        with :meth:`give_back`. Returns how many it got (0: none idle)."""
+        hold = _CURRENT.get() or _Hold(ANONYMOUS, None)
+        with self._cond:
+            if limit < 1 or any(p != hold.party for p in self._waiting):
+                return 0
+            got = min(limit, self.slots - sum(self._running.values()))
+            if got > 0:
+                self._running[hold.party] += got
+            return max(got, 0)
+
+    def give_back(self, borrowed: int) -> None:
+        """Return slots :meth:`borrow` lent this thread's party."""
+        if borrowed <= 0:
+            return
+        hold = _CURRENT.get() or _Hold(ANONYMOUS, None)
+        with self._cond:
+            self._running[hold.party] -= borrowed
+            self._cond.notify_all()
+
     def open_requests(self, party: str) -> int:
         """Requests of ``party`` open now (for tests and metrics)."""
         with self._cond:
             return self._open[party]
+
+
+def _never() -> bool:
+    return False
+
+
+def current_claim() -> Claim | None:
+    """The claim of the request this thread works for (None outside any, or without one)."""
+    hold = _CURRENT.get()
+    return hold.claim if hold is not None else None
+
+
+@contextmanager
+def as_anonymous() -> Iterator[None]:
+    """Turns taken in the block are the anonymous party's (work for several owners at once)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def current_party() -> str:
@@ -242,17 +292,82 @@ class BoundedEmbedder:
         self.inner = inner
         self.share = share
         self.max_chars = max_chars
+        #: Whether a large batch may be split over the share's idle slots (the
+        #: local model: one call runs on one core; a service's requests are left whole).
+        self.splits = bool(getattr(inner, "splits_batches", False))
+        #: Concurrent short questions embedded in one call (the local model only).
+        self.queries: QueryBatcher | None = (
+            QueryBatcher(self._query_turn, self._embed_queries)
+            if getattr(inner, "batches_queries", False) else None)
 
     def __getattr__(self, name: str) -> Any:  # model_id, dims, warm, …
         return getattr(self.inner, name)
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        text = text[:self.max_chars]
+        if self.queries is not None and memory_action == "search" and len(text) <= BATCHED_QUERY_CHARS:
+            claim = current_claim()
+            try:
+                return self.queries.embed(text, (lambda: claim.abandoned) if claim is not None else _never)
+            except Dropped:
+                with self.share._cond:
+                    self.share.dropped += 1
+                raise Abandoned() from None
         with self.share.turn():
-            vector: list[float] = self.inner.embed(text[:self.max_chars], memory_action)
+            vector: list[float] = self.inner.embed(text, memory_action)
             return vector
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
+        cut = [t[:self.max_chars] for t in texts]
         with self.share.turn():
-            vectors: list[list[float]] = self.inner.embed_batch(
-                [t[:self.max_chars] for t in texts], memory_action)
-            return vectors
+            if not self.splits or len(cut) < 2 * MIN_SPLIT:
+                vectors: list[list[float]] = self.inner.embed_batch(cut, memory_action)
+                return vectors
+            return self._split(cut, memory_action)
+
+    def _split(self, texts: list[str], memory_action: str | None) -> list[list[float]]:
+        """One batch over this turn's slot and the idle slots it can borrow: the
+        parts run at once in threads of their own (the model's C engine releases
+        the GIL), each at least :data:`MIN_SPLIT` texts, the vectors in order."""
+        borrowed = self.share.borrow(min(len(texts) // MIN_SPLIT, self.share.slots) - 1)
+        try:
+            if not borrowed:
+                vectors: list[list[float]] = self.inner.embed_batch(texts, memory_action)
+                return vectors
+            parts = borrowed + 1
+            size = -(-len(texts) // parts)
+            chunks = [texts[i:i + size] for i in range(0, len(texts), size)]
+            results: list[list[list[float]] | BaseException | None] = [None] * len(chunks)
+
+            def run(i: int) -> None:
+                try:
+                    results[i] = self.inner.embed_batch(chunks[i], memory_action)
+                except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                    results[i] = exc
+
+            helpers = [threading.Thread(target=run, args=(i,), daemon=True, name="memjobs-embed-part")
+                       for i in range(1, len(chunks))]
+            for helper in helpers:
+                helper.start()
+            run(0)
+            for helper in helpers:
+                helper.join()
+            out: list[list[float]] = []
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+                assert result is not None
+                out += result
+            return out
+        finally:
+            self.share.give_back(borrowed)
+
+    @contextmanager
+    def _query_turn(self) -> Iterator[None]:
+        """A batch of questions' turn: the anonymous party's (it serves several owners)."""
+        with as_anonymous(), self.share.turn():
+            yield
+
+    def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self.inner.embed_batch(texts, "search")
+        return vectors
