@@ -168,7 +168,65 @@ def test_a_large_batch_is_split_over_idle_slots_in_order() -> None:
     embedder = BoundedEmbedder(model, ModelShare(slots=2), max_chars=100)
     texts = [f"turn {i}" for i in range(40)]
     assert embedder.embed_batch(texts, "add") == [model.inner.embed(t, "add") for t in texts]
-    assert sorted(map(len, model.calls)) == [20, 20]
+    assert sorted(map(len, model.calls)) == [8] * 5 and sorted(sum(model.calls, [])) == sorted(texts)
+
+
+class GatedParts(Recording):
+    """Each call announces itself, then waits until it is let go (by its number)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cond = threading.Condition()
+        self.released: set[int] = set()
+
+    def embed_batch(self, texts: list[str], memory_action: str | None = None) -> list[list[float]]:
+        with self.cond:
+            number = len(self.calls)
+            self.calls.append(list(texts))
+            self.cond.notify_all()
+            assert self.cond.wait_for(lambda: number in self.released, WAIT_S)
+        return [self.inner.embed(t, memory_action) for t in texts]
+
+    def wait_calls(self, count: int) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.calls) >= count, WAIT_S)
+
+    def release(self, *numbers: int) -> None:
+        with self.cond:
+            self.released.update(numbers)
+            self.cond.notify_all()
+
+
+def test_a_borrowed_slot_goes_back_after_one_part_when_another_owner_waits() -> None:
+    share, model = ModelShare(slots=2, per_party=2), GatedParts()
+    embedder = BoundedEmbedder(model, share, max_chars=100)
+    texts = [f"turn {i}" for i in range(40)]
+    learned: list[list[list[float]]] = []
+
+    def learner() -> None:
+        with share.party("learner"):
+            learned.append(embedder.embed_batch(texts, "add"))
+
+    def victim() -> None:
+        with share.party("victim"):
+            embedder.embed_batch(["the victim's source"], "add")
+
+    first = threading.Thread(target=learner, daemon=True)
+    first.start()
+    model.wait_calls(2)  # two parts at once: the learner's slot and the idle one
+    second = threading.Thread(target=victim, daemon=True)
+    second.start()
+    with share._cond:
+        assert share._cond.wait_for(lambda: "victim" in share._waiting, WAIT_S)
+    model.release(0, 1)
+    model.wait_calls(4)  # the next two: one more part of the learner's, and the victim's
+    assert ["the victim's source"] in model.calls[2:4]
+    model.release(*range(10))
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert learned == [[model.inner.embed(t, "add") for t in texts]]
+    assert share.borrow(2) == 2  # every slot free again
+    share.give_back(2)
 
 
 def test_a_split_batch_of_the_local_model_matches_the_whole_batch() -> None:

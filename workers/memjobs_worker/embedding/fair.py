@@ -52,7 +52,7 @@ MIN_SPLIT = 8
 #: Questions at most this long are embedded together with concurrent ones (a
 #: batch costs the sum of its texts: a long question runs on its own turn, as
 #: before, so it never holds up the short ones of other owners).
-BATCHED_QUERY_CHARS = 512
+BATCHED_QUERY_CHARS = 256
 
 
 class ModelBusy(TransientError):
@@ -206,25 +206,33 @@ class ModelShare:
     def borrow(self, limit: int) -> int:
         """Up to ``limit`` more slots for this thread's party, now, while it holds
         a turn: only slots nobody waits for (no other party's turn is waiting),
-        so a large batch of one owner may run on every idle core; give them back
-        with :meth:`give_back`. Returns how many it got (0: none idle)."""
-        hold = _CURRENT.get() or _Hold(ANONYMOUS, None)
+        so a large batch of one owner may run on every idle core. Give each back
+        with :meth:`give_back` as soon as :meth:`others_waiting` says so. Returns
+        how many it got (0: none idle)."""
+        party = current_party()
         with self._cond:
-            if limit < 1 or any(p != hold.party for p in self._waiting):
+            if limit < 1 or self._others_waiting(party):
                 return 0
             got = min(limit, self.slots - sum(self._running.values()))
             if got > 0:
-                self._running[hold.party] += got
+                self._running[party] += got
             return max(got, 0)
 
-    def give_back(self, borrowed: int) -> None:
-        """Return slots :meth:`borrow` lent this thread's party."""
+    def give_back(self, borrowed: int, party: str | None = None) -> None:
+        """Return slots :meth:`borrow` lent ``party`` (this thread's by default)."""
         if borrowed <= 0:
             return
-        hold = _CURRENT.get() or _Hold(ANONYMOUS, None)
         with self._cond:
-            self._running[hold.party] -= borrowed
+            self._running[current_party() if party is None else party] -= borrowed
             self._cond.notify_all()
+
+    def others_waiting(self, party: str) -> bool:
+        """Whether a party other than ``party`` waits for a turn."""
+        with self._cond:
+            return self._others_waiting(party)
+
+    def _others_waiting(self, party: str) -> bool:
+        return any(p != party for p in self._waiting)
 
     def open_requests(self, party: str) -> int:
         """Requests of ``party`` open now (for tests and metrics)."""
@@ -326,41 +334,55 @@ class BoundedEmbedder:
             return self._split(cut, memory_action)
 
     def _split(self, texts: list[str], memory_action: str | None) -> list[list[float]]:
-        """One batch over this turn's slot and the idle slots it can borrow: the
-        parts run at once in threads of their own (the model's C engine releases
-        the GIL), each at least :data:`MIN_SPLIT` texts, the vectors in order."""
-        borrowed = self.share.borrow(min(len(texts) // MIN_SPLIT, self.share.slots) - 1)
-        try:
-            if not borrowed:
-                vectors: list[list[float]] = self.inner.embed_batch(texts, memory_action)
-                return vectors
-            parts = borrowed + 1
-            size = -(-len(texts) // parts)
-            chunks = [texts[i:i + size] for i in range(0, len(texts), size)]
-            results: list[list[list[float]] | BaseException | None] = [None] * len(chunks)
+        """One batch in parts of :data:`MIN_SPLIT` texts, run by this thread (on
+        its turn's slot) and by helper threads on the idle slots it can borrow
+        (the model's C engine releases the GIL). A helper gives its slot back
+        as soon as another owner waits for one, so a waiting owner waits for
+        one part at most, never for the whole batch. The vectors come in order;
+        a part that fails fails the call."""
+        parts = [texts[i:i + MIN_SPLIT] for i in range(0, len(texts), MIN_SPLIT)]
+        results: list[list[list[float]] | None] = [None] * len(parts)
+        failures: list[BaseException] = []
+        taken = iter(range(len(parts)))
+        lock = threading.Lock()
+        party = current_party()
 
-            def run(i: int) -> None:
+        def work(helper: bool) -> None:
+            while True:
+                with lock:
+                    i = None if failures else next(taken, None)
+                if i is None:
+                    return
                 try:
-                    results[i] = self.inner.embed_batch(chunks[i], memory_action)
+                    results[i] = self.inner.embed_batch(parts[i], memory_action)
                 except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
-                    results[i] = exc
+                    with lock:
+                        failures.append(exc)
+                    return
+                if helper and self.share.others_waiting(party):
+                    return
 
-            helpers = [threading.Thread(target=run, args=(i,), daemon=True, name="memjobs-embed-part")
-                       for i in range(1, len(chunks))]
-            for helper in helpers:
-                helper.start()
-            run(0)
-            for helper in helpers:
-                helper.join()
-            out: list[list[float]] = []
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-                assert result is not None
-                out += result
-            return out
-        finally:
-            self.share.give_back(borrowed)
+        def helper() -> None:
+            try:
+                work(True)
+            finally:
+                self.share.give_back(1, party)
+
+        borrowed = self.share.borrow(min(len(parts), self.share.slots) - 1)
+        helpers = [threading.Thread(target=helper, daemon=True, name="memjobs-embed-part")
+                   for _ in range(borrowed)]
+        for thread in helpers:
+            thread.start()
+        work(False)
+        for thread in helpers:
+            thread.join()
+        if failures:
+            raise failures[0]
+        out: list[list[float]] = []
+        for result in results:
+            assert result is not None
+            out += result
+        return out
 
     @contextmanager
     def _query_turn(self) -> Iterator[None]:
