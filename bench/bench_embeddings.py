@@ -52,6 +52,8 @@ import psycopg  # noqa: E402
 from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from memjobs_worker.embedding.batching import QueryBatcher  # noqa: E402
+from memjobs_worker.embedding.fair import BoundedEmbedder  # noqa: E402
 from memjobs_worker.embedding.hashing import HashingEmbedder  # noqa: E402
 from memjobs_worker.embedding.local import LocalEmbedder  # noqa: E402
 from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
@@ -207,12 +209,14 @@ def main() -> int:
 
         print("== recall latency, PersonalMemory.recall, ms (p50 / p95) ==")
         for label, h in stacks.items():
-            bounded = getattr(h.runtime.engine.memory.embedding_model.embedder, "queries", None)
-            # The local model with concurrent questions embedded one call each (as
-            # before the batcher), then batched; side by side in this run.
-            for batching in ((False, True) if bounded is not None else (None,)):
+            bounded = h.runtime.engine.memory.embedding_model.embedder
+            # The local model with concurrent questions embedded one call each (the
+            # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
+            batcher = (QueryBatcher(bounded._query_turn, bounded._embed_queries)
+                       if isinstance(bounded, BoundedEmbedder) else None)
+            for batching in ((False, True) if batcher is not None else (None,)):
                 if batching is not None:
-                    h.runtime.engine.memory.embedding_model.embedder.queries = bounded if batching else None
+                    bounded.queries = batcher if batching else None
                 name = label if batching is None else f"{label} ({'batched' if batching else 'one call each'})"
                 for callers in (1, 8):
                     p50, p95 = latency(h, callers, args.repeat)

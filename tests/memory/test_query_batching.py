@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from memjobs_worker.embedding import build_embedder
 from memjobs_worker.embedding.fair import (
     ANONYMOUS,
     Abandoned,
@@ -22,6 +23,7 @@ from memjobs_worker.embedding.fair import (
 )
 from memjobs_worker.embedding.hashing import HashingEmbedder
 from memjobs_worker.embedding.local import LocalEmbedder
+from memjobs_worker.settings import Settings
 
 WAIT_S = 30  # a generous bound on an event that follows at once
 QUESTIONS = ["what am I allergic to?", "我对什么过敏？", "when does my son play football?",
@@ -106,7 +108,7 @@ def test_concurrent_questions_to_the_local_model_share_one_call_and_each_gets_it
     share, release = blocked
     model = LocalEmbedder()
     alone = {q: model.embed(q, "search") for q in QUESTIONS}  # one call each
-    embedder = BoundedEmbedder(model, share, max_chars=8192)
+    embedder = BoundedEmbedder(model, share, max_chars=8192, batch_queries=True)
     answers = ask_all(embedder, QUESTIONS, release)
     assert embedder.queries is not None and embedder.queries.calls == 1  # all eight in one call
     for question in QUESTIONS:
@@ -118,7 +120,7 @@ def test_concurrent_questions_to_the_local_model_share_one_call_and_each_gets_it
 def test_a_text_that_fails_fails_its_own_caller_only(blocked: tuple[ModelShare, threading.Event]) -> None:
     share, release = blocked
     model = Recording(poison={"poison"})
-    embedder = BoundedEmbedder(model, share, max_chars=100)
+    embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)
     answers = ask_all(embedder, [*QUESTIONS[:5], "poison"], release)
     assert isinstance(answers["poison"], ValueError)
     for question in QUESTIONS[:5]:
@@ -131,7 +133,7 @@ def test_an_abandoned_caller_is_dropped_before_its_batch_and_the_others_are_answ
         blocked: tuple[ModelShare, threading.Event]) -> None:
     share, release = blocked
     model = Recording()
-    embedder = BoundedEmbedder(model, share, max_chars=100)
+    embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)
     gone = Claim()
     gone.abandon()
     answers = ask_all(embedder, QUESTIONS[:4], release, claims={QUESTIONS[0]: gone})
@@ -145,7 +147,7 @@ def test_more_callers_than_a_batch_holds_are_all_answered_in_several_batches(
         blocked: tuple[ModelShare, threading.Event]) -> None:
     share, release = blocked
     model = Recording()
-    embedder = BoundedEmbedder(model, share, max_chars=100)
+    embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)
     assert embedder.queries is not None
     embedder.queries.max_batch = 3
     texts = [f"question {i}" for i in range(8)]
@@ -154,9 +156,14 @@ def test_more_callers_than_a_batch_holds_are_all_answered_in_several_batches(
     assert max(map(len, model.calls)) <= 3 and sorted(sum(model.calls, [])) == sorted(texts)
 
 
+def test_questions_are_batched_only_when_the_setting_says_so() -> None:
+    assert build_embedder(Settings(local_embedder="e5")).queries is None
+    assert build_embedder(Settings(local_embedder="e5", embedding_batch_queries=True)).queries is not None
+
+
 def test_a_long_question_and_a_passage_take_turns_of_their_own() -> None:
     model = Recording()
-    embedder = BoundedEmbedder(model, ModelShare(slots=2), max_chars=100_000)
+    embedder = BoundedEmbedder(model, ModelShare(slots=2), max_chars=100_000, batch_queries=True)
     long_question = "why " * 300
     assert embedder.embed(long_question, "search") == model.inner.embed(long_question, "search")
     assert embedder.embed("a passage", "add") == model.inner.embed("a passage", "add")

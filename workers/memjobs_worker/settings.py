@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     #: Embeddings one process runs at once; one owner holds at most one of them
     #: (docs/security.md, "Bounded work").
     embedding_slots: int = Field(default=2, ge=1, le=64)
+    #: Concurrent short questions embedded in one local-model call (off: measured
+    #: no faster on 2 cores, docs/benchmarks.md "Concurrent recall").
+    embedding_batch_queries: bool = False
 
     # Ledger and extraction.
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)

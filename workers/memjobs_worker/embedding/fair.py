@@ -296,17 +296,18 @@ class BoundedEmbedder:
             it to its 512-token window; a service gets no more than this).
     """
 
-    def __init__(self, inner: Any, share: ModelShare, max_chars: int) -> None:
+    def __init__(self, inner: Any, share: ModelShare, max_chars: int, *, batch_queries: bool = False) -> None:
         self.inner = inner
         self.share = share
         self.max_chars = max_chars
         #: Whether a large batch may be split over the share's idle slots (the
         #: local model: one call runs on one core; a service's requests are left whole).
         self.splits = bool(getattr(inner, "splits_batches", False))
-        #: Concurrent short questions embedded in one call (the local model only).
+        #: Concurrent short questions embedded in one call (``batch_queries``, the
+        #: local model only; off by default: docs/benchmarks.md, "Concurrent recall").
         self.queries: QueryBatcher | None = (
             QueryBatcher(self._query_turn, self._embed_queries)
-            if getattr(inner, "batches_queries", False) else None)
+            if batch_queries and getattr(inner, "batches_queries", False) else None)
 
     def __getattr__(self, name: str) -> Any:  # model_id, dims, warm, …
         return getattr(self.inner, name)
