@@ -8,7 +8,8 @@ worker; the local OpenAI-compatible stand-in for an embedding service):
      for the hashed embedder (the old default) and the local model (the new);
   2. CPU milliseconds per embedded source (a batch of the 24 facts) and per query;
   3. recall latency p50 / p95 (PersonalMemory.recall, the path /v1/recall takes)
-     with 1 and 8 concurrent callers;
+     with 1 and 8 concurrent callers; for the local model with concurrent
+     questions embedded one call each and batched into one call (the default);
   4. backlog learned per second (sources remembered first, then one worker
      process's worth of threads drains them; no chat model) with the local model,
      the hashed embedder and the stand-in service;
@@ -19,7 +20,7 @@ worker; the local OpenAI-compatible stand-in for an embedding service):
 
 The machine may be shared: absolute times are noisy, the ratios side by side count.
 
-    python bench/bench_embeddings.py [--sources 200] [--repeat 3]
+    python bench/bench_embeddings.py [--sources 200] [--repeat 3] [--latency-only]
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ import psycopg  # noqa: E402
 from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from memjobs_worker.embedding.batching import QueryBatcher  # noqa: E402
+from memjobs_worker.embedding.fair import BoundedEmbedder  # noqa: E402
 from memjobs_worker.embedding.hashing import HashingEmbedder  # noqa: E402
 from memjobs_worker.embedding.local import LocalEmbedder  # noqa: E402
 from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
@@ -156,6 +159,8 @@ def main() -> int:
     parser.add_argument("--sources", type=int, default=200, help="backlog size for learned/s")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4, help="worker threads for the backlog")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the quality of the recall path and its latency")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-ebench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -199,17 +204,28 @@ def main() -> int:
             print(f"  recall path (fused), {label:6}             {share(fused)}")
 
         print("== CPU ms per embedding (process time; noisy machine) ==")
-        for label, embedder in (("hashed", hashed), ("e5, 1 thread", local)):
+        for label, embedder in () if args.latency_only else (("hashed", hashed), ("e5, 1 thread", local)):
             source, query = cpu_ms(embedder, args.repeat)
             print(f"  {label:14} {source:6.2f} ms per source (batch of {len(FACTS)})   {query:6.2f} ms per query")
 
         print("== recall latency, PersonalMemory.recall, ms (p50 / p95) ==")
         for label, h in stacks.items():
-            for callers in (1, 8):
-                p50, p95 = latency(h, callers, args.repeat)
-                print(f"  {label:6} {callers} caller(s): p50 {p50:6.1f}  p95 {p95:6.1f}")
+            bounded = h.runtime.engine.memory.embedding_model.embedder
+            # The local model with concurrent questions embedded one call each (the
+            # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
+            batcher = (QueryBatcher(bounded._query_turn, bounded._embed_queries)
+                       if isinstance(bounded, BoundedEmbedder) else None)
+            for batching in ((False, True) if batcher is not None else (None,)):
+                if batching is not None:
+                    bounded.queries = batcher if batching else None
+                name = label if batching is None else f"{label} ({'batched' if batching else 'one call each'})"
+                for callers in (1, 8):
+                    p50, p95 = latency(h, callers, args.repeat)
+                    print(f"  {name:24} {callers} caller(s): p50 {p50:6.1f}  p95 {p95:6.1f}")
         for h in stacks.values():
             h.close()
+        if args.latency_only:
+            return 0
 
         print(f"== backlog: {args.sources} sources from 10 owners, {args.threads} worker threads, "
               "no chat model ==")

@@ -104,6 +104,37 @@ def test_without_a_model_each_source_becomes_one_verbatim_memory(verbatim: Subje
     assert verbatim.model_calls() == 0
 
 
+def test_mem0_stores_a_verbatim_batch_as_mem0_would_store_each_source(
+        database_url: str, tmp_path: Path) -> None:
+    """A batch is embedded in one call and inserted in one statement, not one
+    ``Memory.add`` a source: its rows must read as mem0's own (the same payload,
+    the same vector), or mem0's get_all, deletes and search would miss them."""
+    import psycopg
+
+    engine = _mem0(database_url, tmp_path / "mem0", None)
+    try:
+        batch = [source("我对花生过敏。"), source("I live in Hangzhou."), source("My son plays football.")]
+        produced = engine.extract(KEY, "a1", batch)
+        first = batch[0]
+        theirs = engine.memory.add(first.text, user_id=KEY, infer=False,  # type: ignore[attr-defined]
+                                   metadata={"attempt_id": "a1", "source_id": first.source_id})
+        their_id = theirs["results"][0]["id"]
+        with psycopg.connect(libpq_url(database_url)) as conn:
+            rows = {str(r[0]): (r[1], r[2]) for r in conn.execute(
+                f"SELECT id, payload, vector::text FROM mem0_memories_{DIMS}")}
+        mine_payload, mine_vector = rows[produced[0].memory_id]
+        their_payload, their_vector = rows[their_id]
+        for times in ("created_at", "updated_at"):
+            assert datetime.fromisoformat(mine_payload.pop(times)) <= datetime.fromisoformat(
+                their_payload.pop(times))
+        assert mine_payload == their_payload
+        assert mine_vector == their_vector
+        assert [p.source_ids for p in produced] == [(s.source_id,) for s in batch]
+        assert engine.delete_attempt(KEY, "a1") == 4  # found by mem0's own filter, theirs too
+    finally:
+        engine.close()
+
+
 def test_sources_without_text_make_nothing(verbatim: Subject) -> None:
     assert verbatim.engine.extract(KEY, "a1", [source(None, seed="forgotten")]) == []
     assert verbatim.engine.extract(KEY, "a2", []) == []

@@ -147,10 +147,16 @@ class Settings(BaseSettings):
     #: Embeddings one process runs at once; one owner holds at most one of them
     #: (docs/security.md, "Bounded work").
     embedding_slots: int = Field(default=2, ge=1, le=64)
+    #: Concurrent short questions embedded in one local-model call (off: measured
+    #: no faster on 2 cores, docs/benchmarks.md "Concurrent recall").
+    embedding_batch_queries: bool = False
 
     # Ledger and extraction.
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
     extract_batch_size: int = Field(default=10, ge=1, le=100)
+    #: Sources per learning batch without a chat model (stored verbatim: one
+    #: embedding call and one insert a batch).
+    verbatim_batch_size: int = Field(default=50, ge=1, le=1000)
     # Micro-batching: an owner's extraction starts when its pending sources
     # fill a batch, or it has had no new source for extract_delay_ms (the quiet
     # period), or its oldest pending source has waited extract_max_wait_ms.

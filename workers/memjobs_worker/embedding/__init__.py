@@ -65,7 +65,7 @@ def build_embedder(settings: Settings, share: ModelShare | None = None,
         from memjobs_worker.embedding.local import LocalEmbedder
 
         return BoundedEmbedder(LocalEmbedder(settings.local_embedder_threads), share,
-                               settings.embedding_max_chars)
+                               settings.embedding_max_chars, batch_queries=settings.embedding_batch_queries)
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
     return HashingEmbedder(settings.offline_embedding_dims)

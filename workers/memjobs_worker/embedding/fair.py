@@ -43,9 +43,16 @@ from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import TransientError
+from memjobs_worker.embedding.batching import Dropped, QueryBatcher
 
 #: The party of work done outside any request (worker jobs, the CLI).
 ANONYMOUS = ""
+#: A batch is split over idle slots only in parts of at least this many texts.
+MIN_SPLIT = 8
+#: Questions at most this long are embedded together with concurrent ones (a
+#: batch costs the sum of its texts: a long question runs on its own turn, as
+#: before, so it never holds up the short ones of other owners).
+BATCHED_QUERY_CHARS = 256
 
 
 class ModelBusy(TransientError):
@@ -196,10 +203,61 @@ class ModelShare:
         first = min(ready, key=lambda p: self._last_start.get(p, 0))  # ties: first arrived
         return first == party and self._waiting[first][0] is me
 
+    def borrow(self, limit: int) -> int:
+        """Up to ``limit`` more slots for this thread's party, now, while it holds
+        a turn: only slots nobody waits for (no other party's turn is waiting),
+        so a large batch of one owner may run on every idle core. Give each back
+        with :meth:`give_back` as soon as :meth:`others_waiting` says so. Returns
+        how many it got (0: none idle)."""
+        party = current_party()
+        with self._cond:
+            if limit < 1 or self._others_waiting(party):
+                return 0
+            got = min(limit, self.slots - sum(self._running.values()))
+            if got > 0:
+                self._running[party] += got
+            return max(got, 0)
+
+    def give_back(self, borrowed: int, party: str | None = None) -> None:
+        """Return slots :meth:`borrow` lent ``party`` (this thread's by default)."""
+        if borrowed <= 0:
+            return
+        with self._cond:
+            self._running[current_party() if party is None else party] -= borrowed
+            self._cond.notify_all()
+
+    def others_waiting(self, party: str) -> bool:
+        """Whether a party other than ``party`` waits for a turn."""
+        with self._cond:
+            return self._others_waiting(party)
+
+    def _others_waiting(self, party: str) -> bool:
+        return any(p != party for p in self._waiting)
+
     def open_requests(self, party: str) -> int:
         """Requests of ``party`` open now (for tests and metrics)."""
         with self._cond:
             return self._open[party]
+
+
+def _never() -> bool:
+    return False
+
+
+def current_claim() -> Claim | None:
+    """The claim of the request this thread works for (None outside any, or without one)."""
+    hold = _CURRENT.get()
+    return hold.claim if hold is not None else None
+
+
+@contextmanager
+def as_anonymous() -> Iterator[None]:
+    """Turns taken in the block are the anonymous party's (work for several owners at once)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def current_party() -> str:
@@ -238,21 +296,101 @@ class BoundedEmbedder:
             it to its 512-token window; a service gets no more than this).
     """
 
-    def __init__(self, inner: Any, share: ModelShare, max_chars: int) -> None:
+    def __init__(self, inner: Any, share: ModelShare, max_chars: int, *, batch_queries: bool = False) -> None:
         self.inner = inner
         self.share = share
         self.max_chars = max_chars
+        #: Whether a large batch may be split over the share's idle slots (the
+        #: local model: one call runs on one core; a service's requests are left whole).
+        self.splits = bool(getattr(inner, "splits_batches", False))
+        #: Concurrent short questions embedded in one call (``batch_queries``, the
+        #: local model only; off by default: docs/benchmarks.md, "Concurrent recall").
+        self.queries: QueryBatcher | None = (
+            QueryBatcher(self._query_turn, self._embed_queries)
+            if batch_queries and getattr(inner, "batches_queries", False) else None)
 
     def __getattr__(self, name: str) -> Any:  # model_id, dims, warm, …
         return getattr(self.inner, name)
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        text = text[:self.max_chars]
+        if self.queries is not None and memory_action == "search" and len(text) <= BATCHED_QUERY_CHARS:
+            claim = current_claim()
+            try:
+                return self.queries.embed(text, (lambda: claim.abandoned) if claim is not None else _never)
+            except Dropped:
+                with self.share._cond:
+                    self.share.dropped += 1
+                raise Abandoned() from None
         with self.share.turn():
-            vector: list[float] = self.inner.embed(text[:self.max_chars], memory_action)
+            vector: list[float] = self.inner.embed(text, memory_action)
             return vector
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
+        cut = [t[:self.max_chars] for t in texts]
         with self.share.turn():
-            vectors: list[list[float]] = self.inner.embed_batch(
-                [t[:self.max_chars] for t in texts], memory_action)
-            return vectors
+            if not self.splits or len(cut) < 2 * MIN_SPLIT:
+                vectors: list[list[float]] = self.inner.embed_batch(cut, memory_action)
+                return vectors
+            return self._split(cut, memory_action)
+
+    def _split(self, texts: list[str], memory_action: str | None) -> list[list[float]]:
+        """One batch in parts of :data:`MIN_SPLIT` texts, run by this thread (on
+        its turn's slot) and by helper threads on the idle slots it can borrow
+        (the model's C engine releases the GIL). A helper gives its slot back
+        as soon as another owner waits for one, so a waiting owner waits for
+        one part at most, never for the whole batch. The vectors come in order;
+        a part that fails fails the call."""
+        parts = [texts[i:i + MIN_SPLIT] for i in range(0, len(texts), MIN_SPLIT)]
+        results: list[list[list[float]] | None] = [None] * len(parts)
+        failures: list[BaseException] = []
+        taken = iter(range(len(parts)))
+        lock = threading.Lock()
+        party = current_party()
+
+        def work(helper: bool) -> None:
+            while True:
+                with lock:
+                    i = None if failures else next(taken, None)
+                if i is None:
+                    return
+                try:
+                    results[i] = self.inner.embed_batch(parts[i], memory_action)
+                except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                    with lock:
+                        failures.append(exc)
+                    return
+                if helper and self.share.others_waiting(party):
+                    return
+
+        def helper() -> None:
+            try:
+                work(True)
+            finally:
+                self.share.give_back(1, party)
+
+        borrowed = self.share.borrow(min(len(parts), self.share.slots) - 1)
+        helpers = [threading.Thread(target=helper, daemon=True, name="memjobs-embed-part")
+                   for _ in range(borrowed)]
+        for thread in helpers:
+            thread.start()
+        work(False)
+        for thread in helpers:
+            thread.join()
+        if failures:
+            raise failures[0]
+        out: list[list[float]] = []
+        for result in results:
+            assert result is not None
+            out += result
+        return out
+
+    @contextmanager
+    def _query_turn(self) -> Iterator[None]:
+        """A batch of questions' turn: the anonymous party's (it serves several owners)."""
+        with as_anonymous(), self.share.turn():
+            yield
+
+    def _embed_queries(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = self.inner.embed_batch(texts, "search")
+        return vectors

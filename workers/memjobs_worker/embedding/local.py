@@ -114,6 +114,11 @@ class LocalEmbedder:
 
     model_id = MODEL_ID
     dims = DIMS
+    #: One call runs on one core (its OpenMP threads): a large batch may be split
+    #: over idle slots, and concurrent questions share a call
+    #: (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`).
+    splits_batches = True
+    batches_queries = True
 
     def __init__(self, threads: int = 1) -> None:
         """Raises:

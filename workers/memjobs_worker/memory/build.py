@@ -72,8 +72,12 @@ def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqu
 
 def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
                    redis_client: redis.Redis, scheduler: ExtractionScheduler) -> MemoryPipeline:
+    """The pipeline; a batch is ``MEMJOBS_EXTRACT_BATCH_SIZE`` sources for a model,
+    ``MEMJOBS_VERBATIM_BATCH_SIZE`` when sources are stored as they are (one
+    embedding call and one insert a batch, no model call to keep small)."""
+    batch_size = settings.extract_batch_size if engine.infers else settings.verbatim_batch_size
     return MemoryPipeline(store=store, engine=engine, leases=redis_leases(redis_client), scheduler=scheduler,
-                          batch_size=settings.extract_batch_size, lease_ms=settings.lease_ms,
+                          batch_size=batch_size, lease_ms=settings.lease_ms,
                           max_wait_ms=settings.extract_max_wait_ms)
 
 

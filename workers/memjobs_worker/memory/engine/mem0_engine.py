@@ -21,10 +21,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ from memjobs_worker.memory.engine.extraction_output import CheckedExtractionMode
 from memjobs_worker.memory.engine.fused_search import fused_search, patch_mem0_tokens
 from memjobs_worker.memory.engine.reembed import check_memory_vectors
 from memjobs_worker.memory.store.base import Produced, SourceRecord
+from memjobs_worker.tokens import index_tokens
 
 _LIST_LIMIT = 10_000
 _import_lock = threading.Lock()
@@ -186,19 +191,30 @@ class Mem0Engine(MemoryEngine):
                 )
                 batch_ids = tuple(sid for sid, _ in texts)
                 return [Produced(m["id"], batch_ids) for m in result["results"]]
-            produced = []
-            vectors: _TextVectors = self.memory.embedding_model
-            vectors.prime([text for _, text in texts])  # the batch's vectors in one call
-            try:
-                for source_id, text in texts:
-                    result = self.memory.add(
-                        text, user_id=owner_key, metadata={**metadata, "source_id": source_id},
-                        infer=False,
-                    )
-                    produced += [Produced(m["id"], (source_id,)) for m in result["results"]]
-            finally:
-                vectors.prime([])
-            return produced
+            return self._store_verbatim(owner_key, attempt_id, [s for s in batch if s.text])
+
+    def _store_verbatim(self, owner_key: str, attempt_id: str,
+                        batch: Sequence[SourceRecord]) -> list[Produced]:
+        """Each source as one memory, as mem0's ``add(infer=False)`` would store it
+        (the same row: id, vector, payload), but the batch's vectors in one
+        embedding call and its rows in one statement: one round trip and one
+        transaction for the batch, where mem0 paid one call and one insert a
+        source (docs/benchmarks.md, "Verbatim learning")."""
+        vectors = self.memory.embedding_model.embedder.embed_batch(
+            [passage_text(s) for s in batch], "add")
+        now = datetime.now(UTC).isoformat()
+        ids = [str(uuid.uuid4()) for _ in batch]
+        payloads = [json.dumps(verbatim_payload(owner_key, attempt_id, s.source_id, s.text or "", now))
+                    for s in batch]
+        rows = [_VectorDumper.text(v) for v in vectors]
+        with self._pool.connection() as conn:
+            conn.execute(
+                sql.SQL("INSERT INTO {} (id, vector, payload) "
+                        "SELECT CAST(i AS uuid), CAST(v AS vector), CAST(p AS jsonb) "
+                        "FROM unnest(CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[])) "
+                        "AS r(i, v, p)").format(sql.Identifier(self._table)),
+                (ids, rows, payloads))
+        return [Produced(memory_id, (s.source_id,)) for memory_id, s in zip(ids, batch, strict=True)]
 
     def delete(self, owner_key: str, memory_ids: Sequence[str]) -> None:
         with _translated("delete", self._pool):
@@ -250,6 +266,24 @@ class Mem0Engine(MemoryEngine):
         self.memory.close()
 
 
+def passage_text(source: SourceRecord) -> str:
+    """The text embedded for a source stored verbatim: the one place that says
+    what a memory's vector is made from (the stored text stays the source's)."""
+    return source.text or ""
+
+
+def verbatim_payload(owner_key: str, attempt_id: str, source_id: str, text: str,
+                     created_at: str) -> dict[str, Any]:
+    """The payload mem0's ``add(text, user_id=…, metadata=…, infer=False)`` stores
+    for one message (mem0 2.x: its metadata, the owner, the role, the text, its
+    hash, the times and the keyword form), so every reader of mem0's rows (its
+    ``get_all``, fused search, deletes by attempt) finds a batch-stored memory
+    as it finds one mem0 stored."""
+    return {"attempt_id": attempt_id, "source_id": source_id, "user_id": owner_key, "role": "user",
+            "data": text, "hash": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 (mem0's hash)
+            "created_at": created_at, "updated_at": created_at, "text_lemmatized": index_tokens(text)}
+
+
 class _Vector(list[float]):
     """An embedding on its way to pgvector, sent in pgvector's text form."""
 
@@ -261,7 +295,12 @@ class _VectorDumper(psycopg.adapt.Dumper):
     the server to infer (the column or the ``::vector`` cast says it)."""
 
     def dump(self, obj: Any) -> bytes:
-        return ("[" + ",".join(map(str, obj)) + "]").encode()
+        return self.text(obj).encode()
+
+    @staticmethod
+    def text(vector: Sequence[float]) -> str:
+        """pgvector's text form of ``vector``."""
+        return "[" + ",".join(map(str, vector)) + "]"
 
 
 psycopg.adapters.register_dumper(_Vector, _VectorDumper)
