@@ -60,6 +60,7 @@ from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
 from memjobs_worker.knowledge.schema import ensure_schema  # noqa: E402
 from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
+from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES, top_k_share  # noqa: E402
@@ -210,7 +211,9 @@ def main() -> int:
 
         print("== recall latency, PersonalMemory.recall, ms (p50 / p95) ==")
         for label, h in stacks.items():
-            bounded = h.runtime.engine.memory.embedding_model.embedder
+            engine = h.runtime.engine
+            assert isinstance(engine, Mem0Engine)
+            bounded = engine.memory.embedding_model.embedder
             # The local model with concurrent questions embedded one call each (the
             # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
             batcher = (QueryBatcher(bounded._query_turn, bounded._embed_queries)
