@@ -211,9 +211,9 @@ def main() -> int:
 
         print("== recall latency, PersonalMemory.recall, ms (p50 / p95) ==")
         for label, h in stacks.items():
-            engine = h.runtime.engine
-            assert isinstance(engine, Mem0Engine)
-            bounded = engine.memory.embedding_model.embedder
+            mem_engine = h.runtime.engine
+            assert isinstance(mem_engine, Mem0Engine)
+            bounded = mem_engine.memory.embedding_model.embedder
             # The local model with concurrent questions embedded one call each (the
             # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
             batcher = (QueryBatcher(bounded._query_turn, bounded._embed_queries)
