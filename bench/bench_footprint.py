@@ -4,10 +4,12 @@
 in a temporary directory, the embedded Redis and PostgreSQL, the local e5
 embedder), with the local model stand-in as its chat model
 (``tests/support/openai_server.py``, mem0-style facts echoed back). Once it is
-ready (the banner printed, every worker process's heartbeat in Redis, one
-source learned and one recall answered through the HTTP API, so that mem0 and
-the model are loaded where they are used), nothing is sent for ``--idle``
-seconds, and then the resident memory of every process of the stack is read:
+ready (the API's URL in the state file, a worker's heartbeat in Redis),
+nothing is sent for ``--idle`` seconds and memory is read ("never used");
+then one source is learned and one recall answered through the HTTP API (mem0
+and the model loaded where they are used), nothing is sent for ``--idle``
+seconds again, and memory is read again. A reading is the resident memory of
+every process of the stack:
 ``memjobs up`` and its descendants, and the PostgreSQL and Redis servers with
 theirs. RSS counts the pages a process maps, shared ones (the model file, the
 interpreter, PostgreSQL's shared buffers) in every process that maps them; PSS
@@ -215,11 +217,16 @@ def main() -> int:
     parser.add_argument("--owners", type=int, default=20)
     parser.add_argument("--recall-every", type=int, default=10)
     parser.add_argument("--env", action="append", default=[], help="NAME=value for memjobs up (repeatable)")
+    parser.add_argument("--dir", type=Path, help="run in this (empty) directory and keep it "
+                        "(up.out, the data directory and its logs); default a temporary one")
     parser.add_argument("--json", type=Path, help="append the readings here, one JSON object a run")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
           f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB", flush=True)
     with FakeOpenAI() as model, tempfile.TemporaryDirectory(prefix="memjobs-footprint-") as tmp:
+        if args.dir is not None:
+            args.dir.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.dir)
         model.set_chat_handler(echo_facts_handler)
         data_dir = Path(tmp) / "data"
         started = time.monotonic()
@@ -228,15 +235,18 @@ def main() -> int:
             engine = sa.create_engine(up.database_url.replace("postgresql://", "postgresql+psycopg://", 1),
                                       pool_size=1)
             wait_for("a worker heartbeat", lambda: heartbeats(client), 300)
-            # Warm, as a user's first minute would: a source learned, a recall answered.
+            print(f"ready in {time.monotonic() - started:.1f} s; {heartbeats(client)} worker heartbeats; "
+                  f"idle {args.idle:.0f} s", flush=True)
+            time.sleep(args.idle)  # the measured condition itself: no work for this long
+            fresh = read_memory(up.process.pid, data_dir)
+            print(report("idle, never used", fresh), flush=True)
+            # A user's first minute: a source learned, a recall answered (mem0 and the model loaded).
             post(f"{up.api_url}/v1/remember", {"owner_id": "warm", "text": "I keep my keys on the hook"})
             wait_for("the first source learned", lambda: learned_count(engine) >= 1, 300)
             post(f"{up.api_url}/v1/recall", {"owner_id": "warm", "query": "keys", "limit": 3})
-            print(f"ready and warm in {time.monotonic() - started:.1f} s; "
-                  f"{heartbeats(client)} worker heartbeats; idle {args.idle:.0f} s", flush=True)
-            time.sleep(args.idle)  # the measured condition itself: no work for this long
+            time.sleep(args.idle)
             idle = read_memory(up.process.pid, data_dir)
-            print(report("idle", idle), flush=True)
+            print(report("idle after one source learned and one recall", idle), flush=True)
 
             busy = idle
             sent = 0
@@ -263,7 +273,8 @@ def main() -> int:
             engine.dispose()
             if args.json:
                 with args.json.open("a") as f:
-                    f.write(json.dumps({"env": args.env, "idle": [r.__dict__ for r in idle],
+                    f.write(json.dumps({"env": args.env, "fresh": [r.__dict__ for r in fresh],
+                                        "idle": [r.__dict__ for r in idle],
                                         "busy": [r.__dict__ for r in busy]}) + "\n")
     return 0
 

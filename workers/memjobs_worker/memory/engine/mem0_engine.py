@@ -94,7 +94,56 @@ class Mem0Engine(MemoryEngine):
         min_score: float = 0.1,
         model_id: str | None = None,
     ) -> None:
-        mem0, sqlite_manager = _import_mem0(data_dir)
+        self._data_dir = data_dir
+        self._dims = dims
+        self._table = f"mem0_memories_{dims}"
+        (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
+
+        # mem0's vector store on connections that commit each statement (or
+        # each pipelined batch) by itself: one round trip for a search or an
+        # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
+        # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
+        # not commit is deleted whole by its attempt id.
+        # A connection the server closed (a restart, a failover) is replaced
+        # before use, not handed to mem0 to fail a job with; lost connections
+        # are replaced promptly once the server is back (RecoveringPool).
+        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
+                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
+        pool.open(wait=False)
+        try:
+            _create_collection(pool, self._table, dims)  # what mem0 makes, before a search needs it
+        except psycopg.Error as exc:
+            pool.close()
+            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
+        _index_by_owner(database_url, self._table)
+        if model_id is not None:
+            try:
+                check_memory_vectors(database_url, model_id, dims)
+            except BaseException:
+                pool.close()
+                raise
+        self._vectors = _TextVectors(embedder)
+        self._chat = chat
+        self.infers = chat is not None
+        self.min_score = min_score
+        self._pool = pool
+        self._memory: Any = None
+        self._memory_lock = threading.Lock()
+
+    @property
+    def memory(self) -> Any:
+        """mem0's ``Memory``, built on first use: a process that only searches
+        (the HTTP API) never imports mem0 (50 MB, docs/benchmarks.md)."""
+        with self._memory_lock:
+            if self._memory is None:
+                self._memory = self._build_memory()
+            return self._memory
+
+    def warm(self) -> None:
+        self.memory  # noqa: B018 - built now, not in the first extraction
+
+    def _build_memory(self) -> Any:
+        mem0, sqlite_manager = _import_mem0(self._data_dir)
 
         class _NoHistory(sqlite_manager):  # type: ignore[misc, valid-type]
             """mem0's history interface, keeping nothing (in memory, and not even there)."""
@@ -114,26 +163,13 @@ class Mem0Engine(MemoryEngine):
             def purge(self, memory_ids: Sequence[str]) -> None:
                 return None
 
-        (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
-
-        # mem0's vector store on connections that commit each statement (or
-        # each pipelined batch) by itself: one round trip for a search or an
-        # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
-        # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
-        # not commit is deleted whole by its attempt id.
-        # A connection the server closed (a restart, a failover) is replaced
-        # before use, not handed to mem0 to fail a job with; lost connections
-        # are replaced promptly once the server is back (RecoveringPool).
-        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
-                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
-        pool.open(wait=False)
         config = {
             "vector_store": {
                 "provider": "pgvector",
                 "config": {
-                    "connection_pool": pool,
-                    "collection_name": f"mem0_memories_{dims}",
-                    "embedding_model_dims": dims,
+                    "connection_pool": self._pool,
+                    "collection_name": self._table,
+                    "embedding_model_dims": self._dims,
                     "hnsw": False,  # see _index_by_owner
                 },
             },
@@ -143,30 +179,15 @@ class Mem0Engine(MemoryEngine):
             "history_db_path": ":memory:",
         }
         try:
-            self.memory = mem0.Memory.from_config(config)
-        except psycopg.Error as exc:
-            pool.close()
-            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
-        try:
-            self.memory.vector_store.create_col()  # idempotent: the table, before its index
+            memory = mem0.Memory.from_config(config)
         except psycopg.Error as exc:
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
-        _index_by_owner(database_url, f"mem0_memories_{dims}")
-        if model_id is not None:
-            try:
-                check_memory_vectors(database_url, model_id, dims)
-            except BaseException:
-                pool.close()
-                raise
-        self._table = f"mem0_memories_{dims}"
-        self.memory.db.close()
-        self.memory.db = _NoHistory(":memory:")
-        self.memory.embedding_model = _TextVectors(embedder)
-        if chat is not None:
-            self.memory.llm = CheckedExtractionModel(chat)
-        self.infers = chat is not None
-        self.min_score = min_score
-        self._pool = pool
+        memory.db.close()
+        memory.db = _NoHistory(":memory:")
+        memory.embedding_model = self._vectors
+        if self._chat is not None:
+            memory.llm = CheckedExtractionModel(self._chat)
+        return memory
 
     def extract(
         self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
@@ -187,7 +208,7 @@ class Mem0Engine(MemoryEngine):
                 batch_ids = tuple(sid for sid, _ in texts)
                 return [Produced(m["id"], batch_ids) for m in result["results"]]
             produced = []
-            vectors: _TextVectors = self.memory.embedding_model
+            vectors = self._vectors
             vectors.prime([text for _, text in texts])  # the batch's vectors in one call
             try:
                 for source_id, text in texts:
@@ -218,7 +239,7 @@ class Mem0Engine(MemoryEngine):
 
     def restore(self, owner_key: str, texts: Sequence[str]) -> list[str]:
         ids: list[str] = []
-        vectors: _TextVectors = self.memory.embedding_model
+        vectors = self._vectors
         with _translated("restore", self._pool):
             vectors.prime(list(texts))  # one embedding call for them all
             try:
@@ -233,7 +254,7 @@ class Mem0Engine(MemoryEngine):
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
         """Vectors and keywords fused (:mod:`~memjobs_worker.memory.engine.fused_search`)."""
         with _translated("search", self._pool):
-            vector = self.memory.embedding_model.embed(query, "search")
+            vector = self._vectors.embed(query, "search")
             return fused_search(self._pool, self._table, owner_key, query, vector, limit, self.min_score)
 
     def list(self, owner_key: str) -> list[MemoryHit]:
@@ -244,10 +265,9 @@ class Mem0Engine(MemoryEngine):
     def close(self) -> None:
         # mem0's close() shuts its history database only; the pgvector pool's
         # threads would otherwise keep reconnecting to a database that is gone.
-        pool = getattr(getattr(self.memory, "vector_store", None), "connection_pool", None)
-        if pool is not None:
-            pool.close()
-        self.memory.close()
+        self._pool.close()
+        if self._memory is not None:
+            self._memory.close()
 
 
 class _Vector(list[float]):
@@ -293,6 +313,18 @@ class _TextVectors:
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[_Vector]:
         return [_Vector(v) for v in self.embedder.embed_batch(texts, memory_action)]
+
+
+def _create_collection(pool: ConnectionPool[Any], table: str, dims: int) -> None:
+    """mem0's pgvector table and its keyword index, as mem0's ``create_col``
+    makes them (no vector index: see :func:`_index_by_owner`), if missing."""
+    with pool.connection() as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), "
+                             "payload JSONB)").format(sql.Identifier(table), sql.Literal(dims)))
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} "
+                             "USING gin(to_tsvector('simple', payload->>'text_lemmatized'))")
+                     .format(sql.Identifier(f"{table}_text_lemmatized_idx"), sql.Identifier(table)))
 
 
 def _index_by_owner(database_url: str, table: str) -> None:
