@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,12 +47,38 @@ _LIST_LIMIT = 10_000
 _import_lock = threading.Lock()
 
 
+#: mem0's Qdrant settings module: stood in for (see :func:`_without_qdrant`).
+_QDRANT_CONFIG = "mem0.configs.vector_stores.qdrant"
+
+
+def _without_qdrant() -> None:
+    """mem0 builds a default ``MemoryConfig()`` as it is imported (a default
+    argument), whose vector store defaults to Qdrant, so importing mem0 imports
+    ``qdrant_client``: 41 MB and a second and a half of a worker's start, for a
+    store memjobs never uses (mem0's vectors live in pgvector). Its settings
+    class is stood in for by one that takes any settings; a Qdrant store asked
+    for by name would still fail, as it should here."""
+    if _QDRANT_CONFIG in sys.modules:
+        return
+    from pydantic import BaseModel, ConfigDict
+
+    class QdrantConfig(BaseModel):
+        """What mem0's default configuration asks for; never a store."""
+
+        model_config = ConfigDict(extra="allow")
+
+    stand_in = types.ModuleType(_QDRANT_CONFIG, "memjobs: Qdrant is not used (mem0_engine._without_qdrant)")
+    stand_in.QdrantConfig = QdrantConfig  # type: ignore[attr-defined]
+    sys.modules[_QDRANT_CONFIG] = stand_in
+
+
 def _import_mem0(data_dir: Path) -> Any:
-    """Import mem0 with telemetry off and its files in ``data_dir``."""
+    """Import mem0 with telemetry off, its files in ``data_dir`` and without Qdrant."""
     with _import_lock:
         os.environ["MEM0_TELEMETRY"] = "False"
         os.environ.setdefault("MEM0_DIR", str(data_dir))
         data_dir.mkdir(parents=True, exist_ok=True)
+        _without_qdrant()
         import mem0  # noqa: F401  (imported here, after the environment is set)
 
         # spaCy is optional in mem0 (BM25 lemmas, entity links); memjobs does not
