@@ -232,8 +232,9 @@ def main() -> int:
         started = time.monotonic()
         with start_up(data_dir, stack_env(data_dir, model.base_url, args.env)) as up:
             client = redis.Redis.from_url(up.redis_url)
+            # No connection kept between reads: it would be one of the stack's PostgreSQL backends.
             engine = sa.create_engine(up.database_url.replace("postgresql://", "postgresql+psycopg://", 1),
-                                      pool_size=1)
+                                      poolclass=sa.pool.NullPool)
             wait_for("a worker heartbeat", lambda: heartbeats(client), 300)
             print(f"ready in {time.monotonic() - started:.1f} s; {heartbeats(client)} worker heartbeats; "
                   f"idle {args.idle:.0f} s", flush=True)

@@ -139,7 +139,7 @@ class Mem0Engine(MemoryEngine):
                               kwargs={"autocommit": True}, open=False, name="mem0-vectors")
         pool.open(wait=False)
         try:
-            _create_collection(pool, self._table, dims)  # what mem0 makes, before a search needs it
+            _create_collection(database_url, self._table, dims)  # what mem0 makes, before a search needs it
         except psycopg.Error as exc:
             pool.close()
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
@@ -343,10 +343,11 @@ class _TextVectors:
         return [_Vector(v) for v in self.embedder.embed_batch(texts, memory_action)]
 
 
-def _create_collection(pool: ConnectionPool[Any], table: str, dims: int) -> None:
+def _create_collection(database_url: str, table: str, dims: int) -> None:
     """mem0's pgvector table and its keyword index, as mem0's ``create_col``
-    makes them (no vector index: see :func:`_index_by_owner`), if missing."""
-    with pool.connection() as conn:
+    makes them (no vector index: see :func:`_index_by_owner`), if missing; on a
+    connection of its own, so that the pool keeps one while idle."""
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), "
                              "payload JSONB)").format(sql.Identifier(table), sql.Literal(dims)))
