@@ -14,6 +14,7 @@ own, or, on a small host, all in this one (:func:`run_shared`).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -25,6 +26,8 @@ from memjobs_client.errors import ConfigurationError
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.pools import FORWARDED, SharedWorker, pool_queues, run_pools, shares_process
 from memjobs_worker.settings import Settings, load_settings
+
+log = logging.getLogger("memjobs_worker.pools")
 
 #: What Dramatiq gives its workers to finish their jobs once asked to stop.
 SHUTDOWN_TIMEOUT_MS = 600_000
@@ -76,6 +79,7 @@ def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
         serve_on_thread(app.settings)
     worker = SharedWorker(app.broker, pool_queues(settings, threads))
     worker.start()
+    log.info("Worker process is ready for action.")  # Dramatiq's words, as its processes say them
     while not received:
         time.sleep(0.2)
     worker.stop(timeout=SHUTDOWN_TIMEOUT_MS)
