@@ -14,6 +14,7 @@ own, or, on a small host, all in this one (:func:`run_shared`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
@@ -29,6 +30,8 @@ from memjobs_worker.settings import Settings, load_settings
 
 log = logging.getLogger("memjobs_worker.pools")
 
+#: The workers' entry module: Dramatiq's broker module, imported by each worker process.
+BROKER_MODULE = "memjobs_worker.app"
 #: What Dramatiq gives its workers to finish their jobs once asked to stop.
 SHUTDOWN_TIMEOUT_MS = 600_000
 
@@ -50,7 +53,7 @@ def main(argv: list[str]) -> int:
             return run_shared(settings, given.threads, argv)
         return run_pools(settings, given.processes, given.threads)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]
-    args = parser.parse_args(["memjobs_worker.app", "--skip-logging", *argv])
+    args = parser.parse_args([BROKER_MODULE, "--skip-logging", *argv])
     code: int = cli.main(args)  # type: ignore[no-untyped-call]
     return code
 
@@ -70,7 +73,8 @@ def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
 
     for sig in FORWARDED:
         signal.signal(sig, record)
-    from memjobs_worker import app  # the process's wiring: broker, runtime, actors
+    # The process's wiring (broker, runtime, actors), imported by name as Dramatiq imports it.
+    app = importlib.import_module(BROKER_MODULE)
 
     app.broker.emit_after("process_boot")
     if settings.metrics_endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
