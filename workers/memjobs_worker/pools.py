@@ -18,7 +18,7 @@ at most :data:`SMALL_HOST_CORES` cores or :data:`SMALL_HOST_MEMORY` of memory;
 ``MEMJOBS_WORKER_LAYOUT`` forces either way) the pools share one process
 instead: a :class:`SharedWorker`, one Dramatiq worker per pool, each with its
 own consumers, prefetch and threads, so the isolation above holds while the
-interpreter, the imports, mem0 and the embedding model are there once (five
+interpreter, the imports, mem0 and the embedding model are there once (six
 processes become one: 500 MB of RSS become 130-190, docs/benchmarks.md). More hosts
 scale the same process out: each consumes every queue, pool by pool.
 """
