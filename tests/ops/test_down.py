@@ -54,7 +54,8 @@ def started_processes(data_dir: Path, up: Up) -> list[int]:
     pids = {up.proc.pid, *group_members(info["worker_pid"]), info["redis_pid"]}
     pids |= {postmaster_pid(data_dir / "postgres") or 0} - {0}
     pids |= set(pids_mentioning(str(data_dir)))
-    assert len(group_members(info["worker_pid"])) >= 2, "the workers' main process and a worker"
+    # One process on a small host (the pools share it), Dramatiq's main and workers elsewhere.
+    assert group_members(info["worker_pid"]), "the workers' process group"
     return sorted(pids)
 
 

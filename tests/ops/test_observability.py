@@ -317,4 +317,6 @@ def test_memjobs_worker_on_a_held_metrics_port_logs_one_json_warning_and_works(
     assert len(warnings) == 1 and warnings[0]["level"] == "WARNING", records
     assert f"127.0.0.1:{port}" in warnings[0]["msg"]
     assert not any("exc" in r for r in records), "a traceback was logged"
-    assert any(r["logger"] == "dramatiq.MainProcess" for r in records)
+    # Dramatiq's own records are JSON too (its main process's, or, the pools in one
+    # process on a small host, its workers' shutdown).
+    assert any(r["logger"].startswith("dramatiq.") for r in records), records

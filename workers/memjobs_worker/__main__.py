@@ -7,20 +7,33 @@ plain-text handlers), and uncaught exceptions are logged with the traceback as
 a field. Arguments after the module are Dramatiq's (``--processes``,
 ``--threads``, ``--queues`` …); the broker module is always
 ``memjobs_worker.app``. Without ``--queues`` it runs the host's pools
-(:mod:`memjobs_worker.pools`), each on its own queues.
+(:mod:`memjobs_worker.pools`), each on its own queues: in processes of their
+own, or, on a small host, all in this one (:func:`run_shared`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
+import os
+import signal
 import sys
+import time
 
 from dramatiq import cli
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.logs import configure_logging
-from memjobs_worker.pools import run_pools
-from memjobs_worker.settings import load_settings
+from memjobs_worker.pools import FORWARDED, SharedWorker, pool_queues, run_pools, shares_process
+from memjobs_worker.settings import Settings, load_settings
+
+log = logging.getLogger("memjobs_worker.pools")
+
+#: The workers' entry module: Dramatiq's broker module, imported by each worker process.
+BROKER_MODULE = "memjobs_worker.app"
+#: What Dramatiq gives its workers to finish their jobs once asked to stop.
+SHUTDOWN_TIMEOUT_MS = 600_000
 
 
 def main(argv: list[str]) -> int:
@@ -36,11 +49,48 @@ def main(argv: list[str]) -> int:
         sizes.add_argument("--processes", "-p", type=int, default=settings.worker_processes)
         sizes.add_argument("--threads", "-t", type=int, default=settings.worker_threads)
         given, _rest = sizes.parse_known_args(argv)
+        if shares_process(settings, given.processes):
+            return run_shared(settings, given.threads, argv)
         return run_pools(settings, given.processes, given.threads)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]
-    args = parser.parse_args(["memjobs_worker.app", "--skip-logging", *argv])
+    args = parser.parse_args([BROKER_MODULE, "--skip-logging", *argv])
     code: int = cli.main(args)  # type: ignore[no-untyped-call]
     return code
+
+
+def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
+    """Every pool of the host in this process (:class:`~memjobs_worker.pools.SharedWorker`)
+    and its metrics endpoint on a thread, as Dramatiq runs a worker process:
+    SIGTERM or SIGINT stops it (the jobs in hand finish, what was prefetched
+    goes back to Redis; a second signal exits at once), SIGHUP stops it and
+    starts it again (Dramatiq's reload)."""
+    received: list[int] = []
+
+    def record(signum: int, _frame: object) -> None:
+        if received and signum != signal.SIGHUP:
+            os._exit(1)  # asked twice: Dramatiq's "killing worker process"
+        received.append(signum)
+
+    for sig in FORWARDED:
+        signal.signal(sig, record)
+    # The process's wiring (broker, runtime, actors), imported by name as Dramatiq imports it.
+    app = importlib.import_module(BROKER_MODULE)
+
+    app.broker.emit_after("process_boot")
+    if settings.metrics_endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from memjobs_worker.ops.server import serve_on_thread
+
+        serve_on_thread(app.settings)
+    worker = SharedWorker(app.broker, pool_queues(settings, threads))
+    worker.start()
+    log.info("Worker process is ready for action.")  # Dramatiq's words, as its processes say them
+    while not received:
+        time.sleep(0.2)
+    worker.stop(timeout=SHUTDOWN_TIMEOUT_MS)
+    app.broker.close()
+    if received[0] == signal.SIGHUP:
+        os.execv(sys.executable, [sys.executable, "-m", "memjobs_worker", *argv])
+    return 0
 
 
 if __name__ == "__main__":

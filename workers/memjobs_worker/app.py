@@ -37,7 +37,7 @@ def warm_up(queues: Set[str] | None) -> None:
     reindexing runs. A process that takes only cheap jobs never loads mem0."""
     runtime.store  # noqa: B018
     if settings.memory_enabled and (queues is None or QUEUE_EXTRACT in queues):
-        runtime.pipeline  # noqa: B018
+        runtime.pipeline.engine.warm()
     if settings.knowledge_enabled and (queues is None or QUEUE_KNOWLEDGE in queues):
         runtime.knowledge  # noqa: B018
 

@@ -12,15 +12,19 @@ probe calls, and every other attempt raises ``ModelUnavailable`` (reason
 ``model_circuit_open``) without a request. Every call, and every refusal
 (outcome ``circuit_open``), reports (purpose, outcome, seconds) to a hook: built
 from settings, :func:`~memjobs_worker.observability.metrics.record_model_call`.
+
+The ``openai`` package (20 MB of a process) is imported when a client is first
+used: the HTTP API and ``memjobs up`` build the clients of memory's engine and
+never call them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import openai
 from pydantic import SecretStr
 from tenacity import (
     Retrying,
@@ -34,14 +38,23 @@ from memjobs_worker.model_breaker import ModelBreaker, Ticket
 from memjobs_worker.observability.metrics import record_model_call
 from memjobs_worker.settings import Settings
 
+if TYPE_CHECKING:
+    import openai
+
 CallHook = Callable[[str, str, float], None]
 T = TypeVar("T")
 
-_TRANSIENT = (
-    openai.APIConnectionError,  # includes APITimeoutError
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
+
+
+def _transient() -> tuple[type[openai.APIError], ...]:
+    """The failures retried here (and counted by the breaker)."""
+    import openai
+
+    return (
+        openai.APIConnectionError,  # includes APITimeoutError
+        openai.RateLimitError,
+        openai.InternalServerError,
+    )
 
 
 def _no_hook(purpose: str, outcome: str, seconds: float) -> None:
@@ -59,24 +72,36 @@ class _OpenAICompatible:
         on_call: CallHook = _no_hook,
         breaker: ModelBreaker | None = None,
     ) -> None:
-        # The client's own retries are off: tenacity owns the policy. Without a
-        # key no Authorization header is sent at all (and OPENAI_API_KEY is not read).
-        self.client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or "unused",
-            timeout=timeout_ms / 1000,
-            max_retries=0,
-        )
-        self.headers: dict[str, Any] = {} if api_key else {"Authorization": openai.Omit()}
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout_ms = timeout_ms
         self.max_attempts = max_attempts
         self.on_call = on_call
         self.breaker = breaker
 
+    @cached_property
+    def client(self) -> openai.OpenAI:
+        """The client's own retries are off: tenacity owns the policy."""
+        import openai
+
+        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "unused",
+                             timeout=self.timeout_ms / 1000, max_retries=0)
+
+    @cached_property
+    def headers(self) -> dict[str, Any]:
+        """Without a key no Authorization header is sent at all (and OPENAI_API_KEY is not read)."""
+        import openai
+
+        return {} if self.api_key else {"Authorization": openai.Omit()}
+
     def _call(self, purpose: str, fn: Callable[[], T]) -> T:
+        import openai
+
+        transient = _transient()
         retrying = Retrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=wait_exponential(multiplier=0.2, max=5),
-            retry=retry_if_exception_type(_TRANSIENT),
+            retry=retry_if_exception_type(transient),
             reraise=True,
         )
         try:
@@ -89,7 +114,7 @@ class _OpenAICompatible:
                         result = fn()
                     except openai.APIError as exc:
                         self.on_call(purpose, _outcome(exc), time.perf_counter() - started)
-                        if self.breaker is not None and isinstance(exc, _TRANSIENT):
+                        if self.breaker is not None and isinstance(exc, transient):
                             self.breaker.failed(ticket)
                         raise
                     self.on_call(purpose, "ok", time.perf_counter() - started)
@@ -99,7 +124,7 @@ class _OpenAICompatible:
         except openai.APIError as exc:
             raise ModelUnavailable(
                 f"{purpose} call failed after {self.max_attempts} attempt(s): {type(exc).__name__}",
-                reason=None if isinstance(exc, _TRANSIENT) else ModelUnavailable.REJECTED,
+                reason=None if isinstance(exc, transient) else ModelUnavailable.REJECTED,
             ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -120,10 +145,13 @@ class _OpenAICompatible:
         return ticket
 
     def close(self) -> None:
-        self.client.close()
+        if "client" in self.__dict__:  # built on first use
+            self.client.close()
 
 
 def _outcome(exc: openai.APIError) -> str:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "timeout"
     if isinstance(exc, openai.RateLimitError):

@@ -191,6 +191,9 @@ class Settings(BaseSettings):
     # one pool takes every queue.
     fast_worker_processes: int = Field(default=1, ge=0)
     fast_worker_threads: int = Field(default=4, ge=1)
+    # The pools in one process (shared), each in processes of its own (split), or
+    # shared on a small host when each pool has one process (auto; pools.py).
+    worker_layout: Literal["auto", "shared", "split"] = "auto"
 
     # Operations: Prometheus endpoint, worker heartbeats.
     metrics: Literal["on", "off"] = "on"

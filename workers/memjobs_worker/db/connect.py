@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
 import psycopg
 import sqlalchemy as sa
 from psycopg.conninfo import conninfo_to_dict

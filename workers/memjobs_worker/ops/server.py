@@ -131,17 +131,25 @@ def serve() -> int:
     """
     settings = load_settings()
     configure_logging(level=settings.log_level, adopt=True)
+    if not serve_on_thread(settings):
+        return 0
+    while True:
+        signal.pause()
+
+
+def serve_on_thread(settings: Settings) -> bool:
+    """Serve /metrics from a daemon thread of this process (the pools of a
+    small host share one process, and it serves); False when the address was
+    taken between the probe and now (one warning, and the workers run on)."""
     try:
         start_http_server(settings.metrics_port, addr=settings.metrics_host,
                           registry=build_registry(settings))
     except OSError as exc:
-        # Taken between the probe and now: one warning, and the workers run on.
         log.warning("metrics endpoint not served: address in use",
                     extra={"address": f"{settings.metrics_host}:{settings.metrics_port}",
                            "error": exc.strerror or str(exc)})
-        return 0
-    while True:
-        signal.pause()
+        return False
+    return True
 
 
 class MetricsEndpoint(Middleware):

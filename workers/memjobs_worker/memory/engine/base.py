@@ -67,5 +67,10 @@ class MemoryEngine(ABC):
     @abstractmethod
     def list(self, owner_key: str) -> list[MemoryHit]: ...
 
+    def warm(self) -> None:
+        """Load now what extraction needs and would otherwise load on its first
+        call (a worker's warm-up; a process that only searches never calls it)."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...

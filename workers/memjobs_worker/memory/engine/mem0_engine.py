@@ -25,7 +25,9 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
+import types
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -50,12 +52,38 @@ _LIST_LIMIT = 10_000
 _import_lock = threading.Lock()
 
 
+#: mem0's Qdrant settings module: stood in for (see :func:`_without_qdrant`).
+_QDRANT_CONFIG = "mem0.configs.vector_stores.qdrant"
+
+
+def _without_qdrant() -> None:
+    """mem0 builds a default ``MemoryConfig()`` as it is imported (a default
+    argument), whose vector store defaults to Qdrant, so importing mem0 imports
+    ``qdrant_client``: 41 MB and a second and a half of a worker's start, for a
+    store memjobs never uses (mem0's vectors live in pgvector). Its settings
+    class is stood in for by one that takes any settings; a Qdrant store asked
+    for by name would still fail, as it should here."""
+    if _QDRANT_CONFIG in sys.modules:
+        return
+    from pydantic import BaseModel, ConfigDict
+
+    class QdrantConfig(BaseModel):
+        """What mem0's default configuration asks for; never a store."""
+
+        model_config = ConfigDict(extra="allow")
+
+    stand_in = types.ModuleType(_QDRANT_CONFIG, "memjobs: Qdrant is not used (mem0_engine._without_qdrant)")
+    stand_in.QdrantConfig = QdrantConfig  # type: ignore[attr-defined]
+    sys.modules[_QDRANT_CONFIG] = stand_in
+
+
 def _import_mem0(data_dir: Path) -> Any:
-    """Import mem0 with telemetry off and its files in ``data_dir``."""
+    """Import mem0 with telemetry off, its files in ``data_dir`` and without Qdrant."""
     with _import_lock:
         os.environ["MEM0_TELEMETRY"] = "False"
         os.environ.setdefault("MEM0_DIR", str(data_dir))
         data_dir.mkdir(parents=True, exist_ok=True)
+        _without_qdrant()
         import mem0  # noqa: F401  (imported here, after the environment is set)
 
         # spaCy is optional in mem0 (BM25 lemmas, entity links); memjobs does not
@@ -99,7 +127,56 @@ class Mem0Engine(MemoryEngine):
         min_score: float = 0.1,
         model_id: str | None = None,
     ) -> None:
-        mem0, sqlite_manager = _import_mem0(data_dir)
+        self._data_dir = data_dir
+        self._dims = dims
+        self._table = f"mem0_memories_{dims}"
+        (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
+
+        # mem0's vector store on connections that commit each statement (or
+        # each pipelined batch) by itself: one round trip for a search or an
+        # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
+        # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
+        # not commit is deleted whole by its attempt id.
+        # A connection the server closed (a restart, a failover) is replaced
+        # before use, not handed to mem0 to fail a job with; lost connections
+        # are replaced promptly once the server is back (RecoveringPool).
+        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
+                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
+        pool.open(wait=False)
+        try:
+            _create_collection(database_url, self._table, dims)  # what mem0 makes, before a search needs it
+        except psycopg.Error as exc:
+            pool.close()
+            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
+        _index_by_owner(database_url, self._table)
+        if model_id is not None:
+            try:
+                check_memory_vectors(database_url, model_id, dims)
+            except BaseException:
+                pool.close()
+                raise
+        self._vectors = _TextVectors(embedder)
+        self._chat = chat
+        self.infers = chat is not None
+        self.min_score = min_score
+        self._pool = pool
+        self._memory: Any = None
+        self._memory_lock = threading.Lock()
+
+    @property
+    def memory(self) -> Any:
+        """mem0's ``Memory``, built on first use: a process that only searches
+        (the HTTP API) never imports mem0 (50 MB, docs/benchmarks.md)."""
+        with self._memory_lock:
+            if self._memory is None:
+                self._memory = self._build_memory()
+            return self._memory
+
+    def warm(self) -> None:
+        self.memory  # noqa: B018 - built now, not in the first extraction
+
+    def _build_memory(self) -> Any:
+        mem0, sqlite_manager = _import_mem0(self._data_dir)
 
         class _NoHistory(sqlite_manager):  # type: ignore[misc, valid-type]
             """mem0's history interface, keeping nothing (in memory, and not even there)."""
@@ -119,26 +196,13 @@ class Mem0Engine(MemoryEngine):
             def purge(self, memory_ids: Sequence[str]) -> None:
                 return None
 
-        (data_dir / "history.db").unlink(missing_ok=True)  # an older version's, with texts
-
-        # mem0's vector store on connections that commit each statement (or
-        # each pipelined batch) by itself: one round trip for a search or an
-        # insert, where mem0's own pool wraps each in BEGIN and COMMIT (three).
-        # Nothing of an attempt needs mem0's atomicity: a batch the ledger did
-        # not commit is deleted whole by its attempt id.
-        # A connection the server closed (a restart, a failover) is replaced
-        # before use, not handed to mem0 to fail a job with; lost connections
-        # are replaced promptly once the server is back (RecoveringPool).
-        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
-                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
-        pool.open(wait=False)
         config = {
             "vector_store": {
                 "provider": "pgvector",
                 "config": {
-                    "connection_pool": pool,
-                    "collection_name": f"mem0_memories_{dims}",
-                    "embedding_model_dims": dims,
+                    "connection_pool": self._pool,
+                    "collection_name": self._table,
+                    "embedding_model_dims": self._dims,
                     "hnsw": False,  # see _index_by_owner
                 },
             },
@@ -148,30 +212,15 @@ class Mem0Engine(MemoryEngine):
             "history_db_path": ":memory:",
         }
         try:
-            self.memory = mem0.Memory.from_config(config)
-        except psycopg.Error as exc:
-            pool.close()
-            raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
-        try:
-            self.memory.vector_store.create_col()  # idempotent: the table, before its index
+            memory = mem0.Memory.from_config(config)
         except psycopg.Error as exc:
             raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
-        _index_by_owner(database_url, f"mem0_memories_{dims}")
-        if model_id is not None:
-            try:
-                check_memory_vectors(database_url, model_id, dims)
-            except BaseException:
-                pool.close()
-                raise
-        self._table = f"mem0_memories_{dims}"
-        self.memory.db.close()
-        self.memory.db = _NoHistory(":memory:")
-        self.memory.embedding_model = _TextVectors(embedder)
-        if chat is not None:
-            self.memory.llm = CheckedExtractionModel(chat)
-        self.infers = chat is not None
-        self.min_score = min_score
-        self._pool = pool
+        memory.db.close()
+        memory.db = _NoHistory(":memory:")
+        memory.embedding_model = self._vectors
+        if self._chat is not None:
+            memory.llm = CheckedExtractionModel(self._chat)
+        return memory
 
     def extract(
         self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
@@ -200,8 +249,7 @@ class Mem0Engine(MemoryEngine):
         embedding call and its rows in one statement: one round trip and one
         transaction for the batch, where mem0 paid one call and one insert a
         source (docs/benchmarks.md, "Verbatim learning")."""
-        vectors = self.memory.embedding_model.embedder.embed_batch(
-            [passage_text(s) for s in batch], "add")
+        vectors = self._vectors.embedder.embed_batch([passage_text(s) for s in batch], "add")
         now = datetime.now(UTC).isoformat()
         ids = [str(uuid.uuid4()) for _ in batch]
         payloads = [json.dumps(verbatim_payload(owner_key, attempt_id, s.source_id, s.text or "", now))
@@ -234,7 +282,7 @@ class Mem0Engine(MemoryEngine):
 
     def restore(self, owner_key: str, texts: Sequence[str]) -> list[str]:
         ids: list[str] = []
-        vectors: _TextVectors = self.memory.embedding_model
+        vectors = self._vectors
         with _translated("restore", self._pool):
             vectors.prime(list(texts))  # one embedding call for them all
             try:
@@ -249,7 +297,7 @@ class Mem0Engine(MemoryEngine):
     def search(self, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
         """Vectors and keywords fused (:mod:`~memjobs_worker.memory.engine.fused_search`)."""
         with _translated("search", self._pool):
-            vector = self.memory.embedding_model.embed(query, "search")
+            vector = self._vectors.embed(query, "search")
             return fused_search(self._pool, self._table, owner_key, query, vector, limit, self.min_score)
 
     def list(self, owner_key: str) -> list[MemoryHit]:
@@ -260,10 +308,9 @@ class Mem0Engine(MemoryEngine):
     def close(self) -> None:
         # mem0's close() shuts its history database only; the pgvector pool's
         # threads would otherwise keep reconnecting to a database that is gone.
-        pool = getattr(getattr(self.memory, "vector_store", None), "connection_pool", None)
-        if pool is not None:
-            pool.close()
-        self.memory.close()
+        self._pool.close()
+        if self._memory is not None:
+            self._memory.close()
 
 
 def passage_text(source: SourceRecord) -> str:
@@ -332,6 +379,19 @@ class _TextVectors:
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[_Vector]:
         return [_Vector(v) for v in self.embedder.embed_batch(texts, memory_action)]
+
+
+def _create_collection(database_url: str, table: str, dims: int) -> None:
+    """mem0's pgvector table and its keyword index, as mem0's ``create_col``
+    makes them (no vector index: see :func:`_index_by_owner`), if missing; on a
+    connection of its own, so that the pool keeps one while idle."""
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), "
+                             "payload JSONB)").format(sql.Identifier(table), sql.Literal(dims)))
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} "
+                             "USING gin(to_tsvector('simple', payload->>'text_lemmatized'))")
+                     .format(sql.Identifier(f"{table}_text_lemmatized_idx"), sql.Identifier(table)))
 
 
 def _index_by_owner(database_url: str, table: str) -> None:
