@@ -258,13 +258,17 @@ class Bench:
             while ledger_counts(db)[1] < total + 1:
                 time.sleep(0.1)
         with db.connect() as conn:
-            rows = [r for r in conn.execute(sa.select(sources.c.source_id, sources.c.created_at,
-                                                      sources.c.learned_at)).all()
+            rows = [r for r in conn.execute(sa.select(sources.c.owner_key, sources.c.source_id,
+                                                      sources.c.created_at, sources.c.learned_at)).all()
                 if r.source_id in returned]
         db.dispose()
         to_ledger = sorted(r.created_at.timestamp() - returned[r.source_id] for r in rows)
         to_learned = sorted(r.learned_at.timestamp() - returned[r.source_id] for r in rows)
         calls = len(self.fake.requests_for("chat"))
+        # A batch's sources are learned in one commit: one learned_at per owner's batch.
+        batches = sorted(collections.Counter((r.owner_key, r.learned_at) for r in rows).values())
+        print(f"  sources per batch: p10 {pct(batches, 10):.0f}, p50 {pct(batches, 50):.0f}, "
+              f"p90 {pct(batches, 90):.0f}; {batches.count(1)} of {len(batches)} batches of one", flush=True)
         return {"ledger_p50_s": pct(to_ledger, 50), "ledger_p99_s": pct(to_ledger, 99),
                 "learned_p50_s": pct(to_learned, 50), "learned_p95_s": pct(to_learned, 95),
                 "chat_per_source": calls / total}
@@ -304,7 +308,7 @@ class Bench:
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {"MEMJOBS_REDIS_URL": settings.redis_url or "", "MEMJOBS_DATABASE_URL": settings.database_url or "",
            "MEMJOBS_DATA_DIR": str(settings.data_dir), "MEMJOBS_METRICS_PORT": "0",
-           "MEMJOBS_LOG_LEVEL": "WARNING", "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+           "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"), "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
            "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims)}
     if settings.model_configured:
         env.update({"QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
