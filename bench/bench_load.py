@@ -308,7 +308,8 @@ class Bench:
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {"MEMJOBS_REDIS_URL": settings.redis_url or "", "MEMJOBS_DATABASE_URL": settings.database_url or "",
            "MEMJOBS_DATA_DIR": str(settings.data_dir), "MEMJOBS_METRICS_PORT": "0",
-           "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"), "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+           "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+           "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
            "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims)}
     if settings.model_configured:
         env.update({"QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,

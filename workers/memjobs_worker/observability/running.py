@@ -129,8 +129,9 @@ class TrackRunning(Middleware):
         try:
             with self.client.pipeline(transaction=True) as pipe:
                 pipe.delete(self.key)
+                for message_id, value in jobs.items():
+                    pipe.hset(self.key, message_id, value)
                 if jobs:
-                    pipe.hset(self.key, mapping=jobs)
                     pipe.pexpire(self.key, self.ttl_ms)
                 pipe.execute()
         except redis.RedisError:
