@@ -218,8 +218,9 @@ class Bench:
         if not self.args.profile:
             return []
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        gil = ["--gil"] if self.args.gil else []  # only the thread holding the GIL: Python's CPU
         return [subprocess.Popen([spy, "record", "--format", "raw", "--rate", "250", "--subprocesses",
-                                  "--nonblocking", "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
+                                  "--nonblocking", *gil, "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
                                   "--pid", str(p.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for p in procs]
 
@@ -464,6 +465,7 @@ def main() -> int:
     parser.add_argument("--inline-sources", type=int, default=400)
     parser.add_argument("--scaling", default="1,2,4")
     parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy")
+    parser.add_argument("--gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (raw profiles)")
     parser.add_argument("--only-backlog", action="store_true", help="skip inline, steady and scaling")
     parser.add_argument("--only-steady", action="store_true", help="the steady load alone")

@@ -155,37 +155,6 @@ class MicroBatching:
         assert s.extract() == "deferred"
         assert s.sent[-1][2] == QUIET_MS - 100
 
-    def test_a_steady_stream_fills_its_batch_until_the_oldest_wait_ends_it(self, s: Setup) -> None:
-        # One source a second (a gateway relaying a live conversation): twice the
-        # quiet period passes between two, yet the owner is still talking.
-        s.remember()
-        s.advance(QUIET_MS + 100)
-        assert s.extract() == "done"  # one source, no pace known yet: at once
-        outcomes = []
-        for _ in range(5):
-            s.advance(1_000 - QUIET_MS - 100)
-            s.remember()
-            s.advance(QUIET_MS + 100)
-            outcomes.append(s.extract())
-        assert outcomes == ["deferred"] * 5
-        assert s.pending() == 5
-        s.advance(1_000 - QUIET_MS - 100)
-        s.remember()
-        s.advance(MAX_WAIT_MS - 5 * 1_000)  # the oldest has waited its longest
-        assert s.extract() == "done"
-        assert s.pending() == 0
-
-    def test_an_owner_slower_than_a_stream_is_learned_after_the_quiet_period(self, s: Setup) -> None:
-        # A source every two seconds: fewer than four more would come within the
-        # longest wait, so each is learned after the quiet period, as before.
-        outcomes = []
-        for _ in range(3):
-            s.remember()
-            s.advance(QUIET_MS + 100)
-            outcomes.append(s.extract())
-            s.advance(2_000 - QUIET_MS - 100)
-        assert outcomes == ["done"] * 3
-
 
 class TestTwin(MicroBatching):
     @pytest.fixture

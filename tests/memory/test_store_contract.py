@@ -460,25 +460,6 @@ def test_pending_window_ignores_learned_and_forgotten_sources(store: StateStore)
     assert store.pending_window(KEY).count == 0
 
 
-def test_pending_window_tells_when_the_newest_source_learned_lately_arrived(
-    store: StateStore, clock: ManualClock
-) -> None:
-    remember(store, "learned a while ago")
-    learn(store, 1)
-    clock.advance(seconds=10)
-    remember(store, "learned just now")
-    clock.advance(seconds=1)
-    learn(store, 2)
-    remember(store, "pending")
-    clock.advance(milliseconds=300)
-    window = store.pending_window(KEY, lookback_ms=5_000)
-    assert window.count == 1
-    assert 1_300 <= (window.previous_age_ms or 0) <= 1_320  # "learned just now" arrived then
-    assert store.pending_window(KEY).previous_age_ms is None  # no lookback asked
-    clock.advance(seconds=10)
-    assert store.pending_window(KEY, lookback_ms=5_000).previous_age_ms is None  # learned too long ago
-
-
 def test_newest_token_is_the_floor_of_the_next_one(store: StateStore) -> None:
     assert store.newest_token(KEY) == 0
     remember(store, "a fact")

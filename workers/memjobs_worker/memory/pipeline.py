@@ -44,11 +44,6 @@ log = logging.getLogger(__name__)
 
 #: Micro-batching looks again at an owner's batch no sooner than this.
 _RECHECK_MIN_MS = 50
-#: An owner still talks while its silence is under this many of its usual gaps.
-_PACE_GAPS = 2
-#: ... and it is a stream worth waiting for when at least this many more of its
-#: sources come within the longest wait (its gap at most ``max_wait_ms`` / this).
-_STREAM_SOURCES = 4
 
 
 @dataclass
@@ -180,38 +175,17 @@ class MemoryPipeline:
     def _defer(self, owner_key: str) -> bool:
         """Micro-batching: wait (by rescheduling, not sleeping) while the owner's
         batch is not full, new sources keep arriving and the oldest has not
-        waited ``max_wait_ms``. Other triggers (sweep, forget, session end) run now.
-
-        "Keep arriving" adapts to the owner's pace: the quiet period, or, for an
-        owner whose sources come in a steady stream (a gateway relaying a live
-        conversation), twice its usual gap between them, read from its pending
-        sources and the newest it had learned just before. Such an owner's batch
-        then fills until the oldest source's wait ends it, where a fixed quiet
-        period shorter than its gap would have sent one model call a source."""
-        if self.max_wait_ms <= 0 or self.scheduler.delay_ms <= 0:
+        waited ``max_wait_ms``. Other triggers (sweep, forget, session end) run now."""
+        quiet_ms = self.scheduler.delay_ms
+        if self.max_wait_ms <= 0 or quiet_ms <= 0:
             return False
-        window = self.store.pending_window(owner_key, lookback_ms=self.max_wait_ms * 2)
+        window = self.store.pending_window(owner_key)
         if window.count == 0 or window.count >= self.batch_size:
             return False
-        quiet_ms = max(self.scheduler.delay_ms, self._quiet_at_pace(window))
         wait_ms = min(quiet_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
         if wait_ms <= 0:
             return False
         return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window)))
-
-    def _quiet_at_pace(self, window: PendingWindow) -> int:
-        """The silence after which a streaming owner has stopped: ``_PACE_GAPS``
-        of its mean gap between sources (0 when it is no stream, or no pace shows)."""
-        if window.previous_age_ms is not None:
-            span_ms, gaps = window.previous_age_ms - window.newest_age_ms, window.count
-        elif window.count >= 2:
-            span_ms, gaps = window.oldest_age_ms - window.newest_age_ms, window.count - 1
-        else:
-            return 0
-        gap_ms = span_ms / gaps
-        if gap_ms <= 0 or gap_ms * _STREAM_SOURCES > self.max_wait_ms:
-            return 0
-        return math.ceil(gap_ms * _PACE_GAPS)
 
     def _until_full(self, window: PendingWindow) -> int:
         """When the batch should be full at the pace the owner's sources have come

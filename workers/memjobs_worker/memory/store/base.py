@@ -84,10 +84,6 @@ class PendingWindow:
     oldest_age_ms: int
     #: Milliseconds since the most recent one did (the owner's quiet time).
     newest_age_ms: int
-    #: Milliseconds since the newest of the owner's sources learned within the
-    #: lookback arrived (None: none was): where the owner's pace is read when
-    #: one source is pending.
-    previous_age_ms: int | None = None
 
 
 AddOutcome = Literal["created", "duplicate", "revived", "forgotten"]
@@ -122,10 +118,8 @@ class StateStore(ABC):
         """When the longest-waiting pending source was last touched (None: none pending)."""
 
     @abstractmethod
-    def pending_window(self, owner_key: str, lookback_ms: int = 0) -> PendingWindow:
-        """How many of the owner's sources are pending, and since when (store
-        clock); with ``lookback_ms``, also when the newest source learned within
-        that long arrived."""
+    def pending_window(self, owner_key: str) -> PendingWindow:
+        """How many of the owner's sources are pending, and since when (store clock)."""
 
     @abstractmethod
     def owners_pending_since(self, before: datetime) -> list[str]:

@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
@@ -126,19 +126,14 @@ class InMemoryStateStore(StateStore):
             return min((r.record.updated_at for r in self._sources.values()
                         if r.record.state == "pending"), default=None)
 
-    def pending_window(self, owner_key: str, lookback_ms: int = 0) -> PendingWindow:
+    def pending_window(self, owner_key: str) -> PendingWindow:
         with self._lock:
-            now = self.clock()
             times = [r.record.updated_at for r in self._sources.values()
                      if r.record.owner_key == owner_key and r.record.state == "pending"]
             if not times:
                 return PendingWindow(0, 0, 0)
-            since = now - timedelta(milliseconds=lookback_ms)
-            learned = [r.record.created_at for r in self._sources.values()
-                       if r.record.owner_key == owner_key and r.record.state == "learned"
-                       and r.record.updated_at >= since] if lookback_ms > 0 else []
-            return PendingWindow(len(times), age_ms(now, min(times)), age_ms(now, max(times)),
-                                 age_ms(now, max(learned)) if learned else None)
+            now = self.clock()
+            return PendingWindow(len(times), age_ms(now, min(times)), age_ms(now, max(times)))
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._lock:

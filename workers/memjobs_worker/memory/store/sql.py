@@ -16,7 +16,7 @@ import os
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -218,24 +218,17 @@ class SqlStateStore(SqlForgetting, StateStore):
             ).scalar()
         return value if isinstance(value, datetime) else None
 
-    def pending_window(self, owner_key: str, lookback_ms: int = 0) -> PendingWindow:
-        now = self.clock()
-        pending = sources.c.state == "pending"
-        learned = sa.and_(sources.c.state == "learned",
-                          sources.c.updated_at >= now - timedelta(milliseconds=lookback_ms))
+    def pending_window(self, owner_key: str) -> PendingWindow:
         with self._one() as conn:
             row = conn.execute(
-                sa.select(sa.func.count().filter(pending), sa.func.min(sources.c.updated_at).filter(pending),
-                          sa.func.max(sources.c.updated_at).filter(pending),
-                          sa.func.max(sources.c.created_at).filter(learned))
-                .where(sources.c.owner_key == owner_key,
-                       sa.or_(pending, learned) if lookback_ms > 0 else pending)
+                sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at))
+                .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
             ).one()
-        count, oldest, newest, previous = row
+        count, oldest, newest = row
         if not count:
             return PendingWindow(0, 0, 0)
-        return PendingWindow(int(count), age_ms(now, oldest), age_ms(now, newest),
-                             age_ms(now, previous) if previous is not None else None)
+        now = self.clock()
+        return PendingWindow(int(count), age_ms(now, oldest), age_ms(now, newest))
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._one() as conn:
