@@ -5,10 +5,14 @@ pool of their own, as ``memjobs up`` runs them), an embedded Redis and
 PostgreSQL, and the local model stand-in answering every chat call after
 ``--model-ms`` milliseconds. Prints:
 
+  stock     stock Dramatiq's no-op actor (bench/stock_noop.py), 1 process x
+            --threads, the same backlog of N jobs enqueued while it is paused,
+            then released: jobs/s, against which remember is set;
   backlog   N sources from M owners enqueued while the (warm) workers are
-            paused, then released: remember jobs/s while extraction runs beside them,
-            sources learned/s, chat calls per source (model on), and learned/s
-            with the model off;
+            paused, then released: remember jobs/s while extraction runs beside them
+            (and its ratio to the stock no-op), sources learned/s, chat calls per
+            source and CPU ms per learned source (model on), and learned/s with
+            the model off;
   steady    a gateway sending --rate sources/s from M owners for --seconds:
             p50/p99 from `remember` returning to the source being in the
             ledger, p50/p95 to it being learned;
@@ -36,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,10 +93,12 @@ class Bench:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def settings(self, *, model: bool, database_url: str) -> Settings:
-        extra: dict[str, Any] = {}
+        # Embeddings from the stand-in service (64 dimensions), model on or off.
+        extra: dict[str, Any] = {"embedding_base_url": self.fake.base_url, "embedding_api_key": "bench",
+                                 "embedding_dims": 64}
         if model:
-            extra = {"memory_base_url": self.fake.base_url, "memory_api_key": "bench",
-                     "memory_model": "bench-flash"}
+            extra |= {"memory_base_url": self.fake.base_url, "memory_api_key": "bench",
+                      "memory_model": "bench-flash"}
         return Settings(redis_url=self.redis_url, database_url=database_url,
                         data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
                         metrics_port=0, **extra)
@@ -126,6 +132,40 @@ class Bench:
             log.close()
 
     # -- scenarios -------------------------------------------------------------
+
+    def stock(self, n: int) -> dict[str, float]:
+        """Stock Dramatiq's no-op, 1 process x --threads, run as the backlog is:
+        warm (a probe run), paused while N jobs are enqueued, released; jobs/s
+        until the last is acknowledged."""
+        redis.Redis.from_url(self.redis_url).flushall()
+        os.environ["STOCK_REDIS_URL"] = self.redis_url
+        sys.path.insert(0, str(REPO / "bench"))
+        import stock_noop  # noqa: PLC0415  (its broker reads the URL above)
+
+        probe = redis.Redis.from_url(self.redis_url)
+        stored = f"{stock_noop.NAMESPACE}:{stock_noop.QUEUE}.msgs"
+        log = open(self.workdir / "stock.log", "ab")  # noqa: SIM115
+        proc = subprocess.Popen([sys.executable, "-m", "dramatiq", "stock_noop", "--processes", "1",
+                                 "--threads", str(self.args.threads), "--path", str(REPO / "bench")],
+                                env=dict(os.environ), stdout=log, stderr=log, start_new_session=True)
+        try:
+            stock_noop.noop.send({"i": -1})
+            wait_for_empty(probe, stored)
+            os.killpg(proc.pid, signal.SIGSTOP)
+            for i in range(n):
+                stock_noop.noop.send({"i": i})
+            cpu_before = cpu_of_group(proc.pid)
+            started = time.perf_counter()
+            os.killpg(proc.pid, signal.SIGCONT)
+            wait_for_empty(probe, stored, poll_s=0.02)
+            elapsed = time.perf_counter() - started
+            cpu_ms = (cpu_of_group(proc.pid) - cpu_before) * 1000 / os.sysconf("SC_CLK_TCK") / n
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+            log.close()
+            stock_noop.broker.close()
+        return {"jobs_per_s": n / elapsed, "cpu_ms": cpu_ms}
 
     def backlog(self, *, model: bool, processes: int, n: int) -> dict[str, Any]:
         """Workers up and warm (a probe source learned), then paused (SIGSTOP)
@@ -178,8 +218,9 @@ class Bench:
         if not self.args.profile:
             return []
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        gil = ["--gil"] if self.args.gil else []  # only the thread holding the GIL: Python's CPU
         return [subprocess.Popen([spy, "record", "--format", "raw", "--rate", "250", "--subprocesses",
-                                  "--nonblocking", "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
+                                  "--nonblocking", *gil, "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
                                   "--pid", str(p.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 for p in procs]
 
@@ -218,13 +259,17 @@ class Bench:
             while ledger_counts(db)[1] < total + 1:
                 time.sleep(0.1)
         with db.connect() as conn:
-            rows = [r for r in conn.execute(sa.select(sources.c.source_id, sources.c.created_at,
-                                                      sources.c.learned_at)).all()
+            rows = [r for r in conn.execute(sa.select(sources.c.owner_key, sources.c.source_id,
+                                                      sources.c.created_at, sources.c.learned_at)).all()
                 if r.source_id in returned]
         db.dispose()
         to_ledger = sorted(r.created_at.timestamp() - returned[r.source_id] for r in rows)
         to_learned = sorted(r.learned_at.timestamp() - returned[r.source_id] for r in rows)
         calls = len(self.fake.requests_for("chat"))
+        # A batch's sources are learned in one commit: one learned_at per owner's batch.
+        batches = sorted(collections.Counter((r.owner_key, r.learned_at) for r in rows).values())
+        print(f"  sources per batch: p10 {pct(batches, 10):.0f}, p50 {pct(batches, 50):.0f}, "
+              f"p90 {pct(batches, 90):.0f}; {batches.count(1)} of {len(batches)} batches of one", flush=True)
         return {"ledger_p50_s": pct(to_ledger, 50), "ledger_p99_s": pct(to_ledger, 99),
                 "learned_p50_s": pct(to_learned, 50), "learned_p95_s": pct(to_learned, 95),
                 "chat_per_source": calls / total}
@@ -264,7 +309,9 @@ class Bench:
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {"MEMJOBS_REDIS_URL": settings.redis_url or "", "MEMJOBS_DATABASE_URL": settings.database_url or "",
            "MEMJOBS_DATA_DIR": str(settings.data_dir), "MEMJOBS_METRICS_PORT": "0",
-           "MEMJOBS_LOG_LEVEL": "WARNING"}
+           "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+           "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+           "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims)}
     if settings.model_configured:
         env.update({"QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
                     "QWEN_AUDIO_MEMORY_API_KEY": "bench", "QWEN_AUDIO_MEMORY_MODEL": settings.memory_model})
@@ -304,6 +351,31 @@ def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
             role = "other"
         ticks[role] += used
     return dict(ticks)
+
+
+def cpu_of_group(pgid: int) -> int:
+    """CPU ticks of every process in the group ``pgid``."""
+    ticks = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid:
+            ticks += sum(int(f) for f in fields[11:15])
+    return ticks
+
+
+def wait_for_empty(client: redis.Redis, stored: str, poll_s: float = 0.05, timeout_s: float = 120) -> None:
+    """Until Dramatiq's hash of stored messages ``stored`` is empty (every job acknowledged)."""
+    deadline = time.time() + timeout_s
+    while client.hlen(stored):
+        if time.time() > deadline:
+            raise TimeoutError(f"{stored} still holds messages after {timeout_s} s")
+        time.sleep(poll_s)
 
 
 def ledger_counts(db: sa.Engine) -> tuple[int, int]:
@@ -351,9 +423,16 @@ def categorise(stack: str) -> str:
     return "other"
 
 
+#: CPU that is not memjobs': the rest of the machine, the sampler, this process.
+_NOT_MEMJOBS = ("other", "py-spy", "producer + model stand-in")
+
+
 def cpu_line(cpu_ms: dict[str, float]) -> str:
-    parts = ", ".join(f"{role} {ms:.2f}" for role, ms in sorted(cpu_ms.items(), key=lambda kv: -kv[1]))
-    return f"{sum(cpu_ms.values()):.2f} in all = {parts}"
+    """memjobs' CPU per learned source (its worker pools, PostgreSQL, Redis), then the rest."""
+    ours = {role: ms for role, ms in cpu_ms.items() if role not in _NOT_MEMJOBS}
+    parts = ", ".join(f"{role} {ms:.2f}" for role, ms in sorted(ours.items(), key=lambda kv: -kv[1]))
+    rest = ", ".join(f"{role} {cpu_ms[role]:.2f}" for role in _NOT_MEMJOBS if role in cpu_ms)
+    return f"{sum(ours.values()):.2f} = {parts} (not memjobs': {rest})"
 
 
 def timeline(run: dict[str, Any]) -> str:
@@ -364,10 +443,16 @@ def timeline(run: dict[str, Any]) -> str:
             f"90 % at {marks[90]:.2f} s, all at {run['learned_s']:.2f} s")
 
 
-def pct(values: list[float], p: float) -> float:
+def pct(values: Sequence[float], p: float) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
+
+
+def steady_line(args: argparse.Namespace, steady: dict[str, float]) -> str:
+    return (f"steady {args.rate}/s x {args.seconds} s: ledger p50 {steady['ledger_p50_s']:.3f} s, "
+            f"p99 {steady['ledger_p99_s']:.3f} s; learned p50 {steady['learned_p50_s']:.2f} s, "
+            f"p95 {steady['learned_p95_s']:.2f} s; {steady['chat_per_source']:.3f} chat calls/source")
 
 
 def main() -> int:
@@ -381,23 +466,32 @@ def main() -> int:
     parser.add_argument("--inline-sources", type=int, default=400)
     parser.add_argument("--scaling", default="1,2,4")
     parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy")
+    parser.add_argument("--gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (raw profiles)")
     parser.add_argument("--only-backlog", action="store_true", help="skip inline, steady and scaling")
+    parser.add_argument("--only-steady", action="store_true", help="the steady load alone")
     args = parser.parse_args()
     bench = Bench(args)
     try:
         print(f"memjobs load benchmark: {args.sources} sources, {args.owners} owners, "
-              f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs",
-              flush=True)
+              f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs, "
+              "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+        if args.only_steady:
+            print(steady_line(args, bench.steady()), flush=True)
+            return 0
+        stock = bench.stock(args.sources)
+        print(f"stock Dramatiq no-op, 1 x {args.threads}: {stock['jobs_per_s']:7.0f} jobs/s "
+              f"({stock['cpu_ms']:.2f} ms CPU a job)", flush=True)
         on = bench.backlog(model=True, processes=1, n=args.sources)
-        print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting, "
+        print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting "
+              f"({on['remember_per_s'] / stock['jobs_per_s']:.2f}x the stock no-op), "
               f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source", flush=True)
-        print("  CPU ms per source: " + cpu_line(on["cpu_ms"]), flush=True)
+        print("  CPU ms per learned source: " + cpu_line(on["cpu_ms"]), flush=True)
         print("  " + timeline(on), flush=True)
         off = bench.backlog(model=False, processes=1, n=args.sources)
         print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
               f"learned {off['learned_per_s']:6.1f}/s", flush=True)
-        print("  CPU ms per source: " + cpu_line(off["cpu_ms"]), flush=True)
+        print("  CPU ms per learned source: " + cpu_line(off["cpu_ms"]), flush=True)
         print("  " + timeline(off), flush=True)
         if args.profile:
             print(bench.profile_report("model-on", args.sources), flush=True)
@@ -407,11 +501,7 @@ def main() -> int:
         inline = bench.inline(args.inline_sources)
         print(f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
               f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)", flush=True)
-        steady = bench.steady()
-        print(f"steady {args.rate}/s x {args.seconds} s: ledger p50 {steady['ledger_p50_s']:.3f} s, "
-              f"p99 {steady['ledger_p99_s']:.3f} s; learned p50 {steady['learned_p50_s']:.2f} s, "
-              f"p95 {steady['learned_p95_s']:.2f} s; {steady['chat_per_source']:.3f} chat calls/source",
-              flush=True)
+        print(steady_line(args, bench.steady()), flush=True)
         for processes in (int(p) for p in args.scaling.split(",") if p):
             run = bench.backlog(model=True, processes=processes, n=args.sources // 2)
             print(f"scaling, {processes} extraction process(es): learned {run['learned_per_s']:6.1f}/s, "

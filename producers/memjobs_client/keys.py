@@ -122,6 +122,12 @@ def owner_erased(owner_key: str) -> str:
     return f"{NAMESPACE}:erased:{digest}"
 
 
+#: The erasure markers set now (:func:`owner_erased` names), each scored by
+#: when it expires (epoch ms): what a worker reads once a second instead of
+#: one marker per job.
+ERASING = f"{NAMESPACE}:erasing"
+
+
 class BreakerKeys(NamedTuple):
     """The keys of one model service's circuit breaker (no owner in them)."""
 

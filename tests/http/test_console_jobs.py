@@ -30,6 +30,7 @@ from memjobs_client.contracts import ACTOR_EXTRACT, ACTOR_RECORD_TASK, QUEUE_REM
 from memjobs_worker.cli import exits
 from memjobs_worker.observability import jobstats, timeline
 from memjobs_worker.observability.retrying import RetryingRecord
+from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.pauses import HonourPauses, PauseGate, QueuePauses
 from memjobs_worker.ops.status import queue_stats
@@ -395,6 +396,7 @@ def test_the_overview_shows_what_each_worker_runs_and_for_how_long(
     QueuePauses(client).pause(QUEUE_REMEMBER)
     _seed_timeline(client)
     try:
+        wait_for(lambda: running_jobs(client), 30, "the extraction published as running")  # once a second
         page.goto(f"{api.url}/console?refresh=300")
         running = page.locator("section", has_text="Running now")
         assert ACTOR_EXTRACT in running.inner_text() and KEY[:12] in running.inner_text()

@@ -9,6 +9,12 @@ a field. Arguments after the module are Dramatiq's (``--processes``,
 ``memjobs_worker.app``. Without ``--queues`` it runs the host's pools
 (:mod:`memjobs_worker.pools`), each on its own queues: in processes of their
 own, or, on a small host, all in this one (:func:`run_shared`).
+
+A pool in processes of its own that takes only jobs that call a model runs at
+a lower CPU priority (:data:`MODEL_POOL_NICENESS`): on a host whose cores are
+busy, a remember (the cheap pool, a producer waiting on it) goes first and
+extraction, which waits on the model most of its time anyway, takes what is
+left. (Pools sharing one process share its priority.)
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 
 from dramatiq import cli
 
+from memjobs_client.contracts import CHEAP_QUEUES
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.pools import FORWARDED, SharedWorker, pool_queues, run_pools, shares_process
@@ -34,6 +42,14 @@ log = logging.getLogger("memjobs_worker.pools")
 BROKER_MODULE = "memjobs_worker.app"
 #: What Dramatiq gives its workers to finish their jobs once asked to stop.
 SHUTDOWN_TIMEOUT_MS = 600_000
+
+#: Added to the niceness of a process that takes no cheap job (see the module).
+MODEL_POOL_NICENESS = 10
+
+
+def niceness_for(queues: Sequence[str] | None) -> int:
+    """How much lower a worker process on ``queues`` runs (None: every queue)."""
+    return MODEL_POOL_NICENESS if queues and not set(queues) & set(CHEAP_QUEUES) else 0
 
 
 def main(argv: list[str]) -> int:
@@ -54,6 +70,8 @@ def main(argv: list[str]) -> int:
         return run_pools(settings, given.processes, given.threads)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]
     args = parser.parse_args([BROKER_MODULE, "--skip-logging", *argv])
+    if lower := niceness_for(args.queues):
+        os.nice(lower)  # before Dramatiq forks: its processes inherit it
     code: int = cli.main(args)  # type: ignore[no-untyped-call]
     return code
 

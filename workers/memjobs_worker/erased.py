@@ -10,11 +10,22 @@ due, a delayed extraction): every job carries its owner's key, and a worker
 checks the marker before it runs one. The marker is named by a hash of the
 owner key, so it holds neither the id nor the key an erasure removes
 everywhere else.
+
+How cheaply: :func:`hold` also adds the marker to :data:`~memjobs_client.keys.ERASING`
+(scored by when it expires), and each worker process reads the markers set now
+from there at most every :data:`POLL_MS` (:class:`ErasureGate`), as it reads
+the paused queues: no Redis round trip per job. A job is never checked against
+a read begun more than :data:`POLL_MS` before it starts, so a job starting
+:data:`POLL_MS` after :func:`hold` returned is dropped; :func:`settle` waits
+that long, and an erasure calls it before it looks for the owner's running
+jobs (those that started in between are waited for like any other).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import dramatiq
@@ -30,16 +41,65 @@ from memjobs_worker.observability.metrics import ERASED_OWNER_JOBS_DROPPED
 log = logging.getLogger(__name__)
 
 
+#: How long a worker trusts what it last read of the erasures under way.
+POLL_MS = 1_000
+
+
 def hold(client: redis.Redis, owner_key: str, hold_ms: int) -> None:
-    """Set (or renew) the owner's erasure marker for ``hold_ms``.
+    """Set (or renew) the owner's erasure marker for ``hold_ms``, and list it
+    (with the markers expired meanwhile dropped from the list).
 
     Raises:
         BackendUnavailable: Redis did not answer.
     """
+    marker = keys.owner_erased(owner_key)
+    now_ms = int(time.time() * 1000)
     try:
-        client.set(keys.owner_erased(owner_key), "1", px=hold_ms)
+        with client.pipeline(transaction=True) as pipe:
+            pipe.set(marker, "1", px=hold_ms)
+            pipe.zadd(keys.ERASING, {marker: now_ms + hold_ms})
+            pipe.zremrangebyscore(keys.ERASING, "-inf", now_ms)
+            pipe.execute()
     except redis.RedisError as exc:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+
+
+def settle(held_at: float, poll_ms: int = POLL_MS) -> None:
+    """Wait until every worker's next job is checked against a read of the
+    erasures that began after :func:`hold` returned at ``held_at``
+    (:func:`time.monotonic`): see the module."""
+    time.sleep(max(0.0, held_at + poll_ms / 1000 - time.monotonic()))
+
+
+class ErasureGate:
+    """The erasure markers set now, as this process last read them, re-read when
+    the read began ``poll_ms`` ago or more. A read that fails raises, as the
+    job's own check would have: the job is not run unchecked."""
+
+    def __init__(self, client: redis.Redis, poll_ms: int = POLL_MS) -> None:
+        self.client = client
+        self.poll_ms = poll_ms
+        self._markers: frozenset[str] = frozenset()
+        self._read_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def erasing(self, owner_key: str) -> bool:
+        """Whether ``owner_key`` is being erased (or was, within the hold).
+
+        Raises:
+            BackendUnavailable: Redis did not answer.
+        """
+        marker = keys.owner_erased(owner_key)
+        with self._lock:
+            began = time.monotonic() * 1000
+            if began - self._read_at >= self.poll_ms:
+                try:
+                    raw = self.client.zrangebyscore(keys.ERASING, int(time.time() * 1000), "+inf")
+                except redis.RedisError as exc:
+                    raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+                self._markers = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
+                self._read_at = began
+            return marker in self._markers
 
 
 class DropErasedOwners(Middleware):
@@ -49,22 +109,20 @@ class DropErasedOwners(Middleware):
     before it touches any store, and keeps it ``MEMJOBS_ERASE_HOLD_MS`` after it
     ends: a job queued meanwhile (a gateway still sending the owner's turns, a
     retry coming due, a delayed extraction) is acknowledged here without running,
-    so it cannot write the owner's data back. One ``EXISTS`` per job.
+    so it cannot write the owner's data back. The markers are read once every
+    :data:`POLL_MS` per process (:class:`ErasureGate`), not once per job.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, gate: ErasureGate | None = None) -> None:
         self.client = client
+        self.gate = gate or ErasureGate(client)
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         payload = message.args[0] if len(message.args) == 1 else None
         key = payload.get("owner_key") if isinstance(payload, dict) else None
         if not isinstance(payload, dict) or not isinstance(key, str):
             return  # malformed: the actor's validation says so
-        try:
-            erased = self.client.exists(keys.owner_erased(key))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-        if not erased:
+        if not self.gate.erasing(key):
             return
         actor = message.actor_name if message.actor_name in broker.actors else "unknown"
         self._settle(key, payload)

@@ -5,7 +5,9 @@ The order, and why:
 1. Set the owner's erasure marker (:func:`memjobs_worker.erased.hold`)
    for ``hold_ms``: from now on every worker drops the owner's jobs unrun
    (:class:`memjobs_worker.erased.DropErasedOwners`), so nothing queued during
-   the erasure writes the owner's data back.
+   the erasure writes the owner's data back. Workers read the markers once a
+   second, so the parts wait that long after the marker was set
+   (:func:`memjobs_worker.erased.settle`) before they begin.
 2. Record that an erasure started (``owner_erasures``: a time and counts,
    never the owner).
 3. Walk the parts (:func:`~memjobs_worker.lifecycle.build.owner_parts`) in
@@ -23,6 +25,7 @@ again; one run twice finds nothing the second time.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +37,7 @@ from sqlalchemy.engine import Engine
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.db.erasures import owner_erasures
-from memjobs_worker.erased import hold
+from memjobs_worker.erased import hold, settle
 from memjobs_worker.lifecycle.parts import Owner, OwnerPart
 
 log = logging.getLogger(__name__)
@@ -66,9 +69,11 @@ def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis
         (In each case, run it again: what was erased stays erased.)
     """
     hold(redis_client, owner.key, hold_ms)
+    held_at = time.monotonic()
     with transaction(db) as conn:
         erasure_id = int(conn.execute(owner_erasures.insert().values(started_at=clock(), counts={})
                                       .returning(owner_erasures.c.id)).scalar_one())
+    settle(held_at)  # every worker drops the owner's next jobs from here on
     counts = {part.name: 0 for part in parts}
     for part in [*parts, *(p for p in parts if p.again_last)]:
         counts[part.name] += part.erase(owner)

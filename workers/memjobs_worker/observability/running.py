@@ -1,10 +1,13 @@
 """What each worker process is running now, for the console.
 
-:class:`TrackRunning` (a Dramatiq middleware) writes a job into its process's
-hash :func:`memjobs_client.keys.running` (``<host>:<pid>``) when a worker
-thread starts it, and deletes it when the job ends or is skipped. The hash
-expires with the process's heartbeat (:mod:`~.heartbeat` renews both), so a
-killed process's jobs vanish within the heartbeat's TTL. A field is the
+:class:`TrackRunning` (a Dramatiq middleware) keeps the jobs its process's
+worker threads run in memory, and a thread of its own publishes them every
+:data:`PUBLISH_MS` into the process's hash :func:`memjobs_client.keys.running`
+(``<host>:<pid>``), replaced whole, and only when it changed: a job costs no
+Redis round trip, and one shorter than the period may never be shown (the
+console lists what runs long enough to look at). The hash expires with the
+process's heartbeat (:mod:`~.heartbeat` renews both), so a killed process's
+jobs vanish within the heartbeat's TTL. A field is the
 message id; its value the actor, the queue, when it started (epoch ms) and the
 owner key's first characters: never the payload or the owner id.
 
@@ -18,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +37,9 @@ log = logging.getLogger(__name__)
 
 #: Characters of the owner key recorded (as the dead-letter listings show).
 OWNER_PREFIX_CHARS = 12
+
+#: How often a process publishes the jobs it runs (when they changed).
+PUBLISH_MS = 1_000
 
 
 @dataclass(frozen=True)
@@ -54,16 +61,26 @@ class TrackRunning(Middleware):
 
     Parameters:
         client: the broker's Redis.
-        ttl_ms: the hash's TTL, renewed by each write and each heartbeat.
+        ttl_ms: the hash's TTL, renewed by each publication and each heartbeat.
+        publish_ms: how often the jobs running are published (when they changed).
     """
 
-    def __init__(self, client: redis.Redis, *, ttl_ms: int) -> None:
+    def __init__(self, client: redis.Redis, *, ttl_ms: int, publish_ms: int = PUBLISH_MS) -> None:
         self.client = client
         self.ttl_ms = ttl_ms
+        self.publish_ms = publish_ms
         self.key = keys.running(socket.gethostname(), os.getpid())
+        self._jobs: dict[str, str] = {}  # message id -> the field's value
+        self._changed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.key = keys.running(socket.gethostname(), os.getpid())  # a forked child's own
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="running-jobs", daemon=True)
+        self._thread.start()
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         payload = message.args[0] if len(message.args) == 1 else None
@@ -72,14 +89,9 @@ class TrackRunning(Middleware):
             "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
             "queue": message.queue_name, "started_ms": int(time.time() * 1000),
             "owner": owner[:OWNER_PREFIX_CHARS] if isinstance(owner, str) else None})
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.hset(self.key, message.message_id, value)
-                pipe.pexpire(self.key, self.ttl_ms)
-                pipe.execute()
-        except redis.RedisError:
-            log.warning("running job not recorded: Redis did not answer",
-                        extra={"message_id": message.message_id})
+        with self._lock:
+            self._jobs[message.message_id] = value
+            self._changed = True
 
     def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
                               result: Any = None, exception: BaseException | None = None) -> None:
@@ -89,17 +101,43 @@ class TrackRunning(Middleware):
         self._done(message)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
         try:
             self.client.delete(self.key)
         except redis.RedisError:
             pass  # it expires by itself
 
     def _done(self, message: MessageProxy) -> None:
+        with self._lock:
+            if self._jobs.pop(message.message_id, None) is not None:
+                self._changed = True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.publish_ms / 1000):
+            self.publish()
+
+    def publish(self) -> None:
+        """Replace the process's hash with the jobs running now, if they changed
+        since the last publication (one pipelined round trip)."""
+        with self._lock:
+            if not self._changed:
+                return
+            jobs, self._changed = dict(self._jobs), False
         try:
-            self.client.hdel(self.key, message.message_id)
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self.key)
+                for message_id, value in jobs.items():
+                    pipe.hset(self.key, message_id, value)
+                if jobs:
+                    pipe.pexpire(self.key, self.ttl_ms)
+                pipe.execute()
         except redis.RedisError:
-            log.warning("running job not cleared: Redis did not answer (it expires with "
-                        "the process's heartbeat)", extra={"message_id": message.message_id})
+            log.warning("running jobs not published: Redis did not answer (tried again next period)")
+            with self._lock:
+                self._changed = True
 
 
 def _text(raw: Any) -> str:
