@@ -42,6 +42,12 @@ KEYWORD_WEIGHT = 0.5
 NEIGHBOUR_WEIGHT = 0.6
 #: How many memories made before and after a memory are its neighbours.
 NEIGHBOURS = 2
+#: A memory takes its neighbour's share only as far as it relates to the question
+#: itself: in full from this own score up, in proportion below, none at 0 or less
+#: (a fact remembered beside the answer is not the answer).
+RELATED = 0.05
+#: A memory scoring this or less is not shown (unrelated to the question).
+FLOOR = 0.1
 #: At most this many question tokens are looked up.
 MAX_QUERY_TOKENS = 64
 
@@ -88,11 +94,11 @@ def rank_memories(memories: Sequence[tuple[str, float]], keyword: Mapping[str, f
     last year", after "Have you been painting?"): each memory also takes
     ``neighbour_weight`` of the best own score among the ``neighbours``
     memories made just before and after it (measured on LoCoMo's development
-    conversations: docs/benchmarks.md). The score shown is that sum, at most 1.
+    conversations: docs/benchmarks.md), as far as it relates to the question itself
+    (:data:`RELATED`). The score shown is that sum, at most 1.
 
-    The floor: a memory is left out when its score is not above 0 (no nearer than
-    the owner's average memory, and no keyword), or when its cosine is under
-    ``min_score`` and it holds no keyword of the question.
+    The floor: a memory is left out when its score is :data:`FLOOR` or less, or
+    when its cosine is under ``min_score`` and it holds no keyword of the question.
     """
     if not memories:
         return []
@@ -105,8 +111,9 @@ def rank_memories(memories: Sequence[tuple[str, float]], keyword: Mapping[str, f
         if cosine < min_score and keyword.get(memory_id, 0.0) <= 0:
             continue
         beside = own[max(0, i - neighbours):i] + own[i + 1:i + 1 + neighbours]
-        score = own[i] + neighbour_weight * max([0.0, *beside])
-        if score > 0:
+        related = min(1.0, max(0.0, own[i] / RELATED))
+        score = own[i] + neighbour_weight * related * max([0.0, *beside])
+        if score > FLOOR:
             scored.append((score, i, memory_id))
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [(memory_id, min(1.0, score)) for score, _, memory_id in scored]
