@@ -1,15 +1,22 @@
-"""Recall over mem0's collection: vectors and keywords, merged by RRF.
+"""Recall over mem0's collection: nearness, keywords and the memories beside.
 
-What: :func:`fused_search` ranks one owner's memories for a question twice —
-by cosine similarity to the question's vector, and by the question's words
-and Chinese character pairs in PostgreSQL full text — and merges the two by
-reciprocal rank fusion (:func:`memjobs_worker.ranking.fuse`), as knowledge
-search does. A memory's ``score`` is its fused score.
+What: :func:`fused_search` reads, for a question, every one of the owner's
+memories with its cosine similarity to the question's vector (in the order they
+were made) and, from PostgreSQL full text, the weight of the question's words and
+Chinese character pairs each memory holds; :func:`rank_memories` scores each
+memory from its nearness, its share of the question's keyword weight and the best
+of its neighbours (the memories made just before and after it: the turns of the
+same conversation). A memory's ``score`` is that score, in [0, 1]: a memory that
+is the question, word for word, reads 1; unrelated memories stay under a floor
+and are not shown.
 
-Why both: the embedding finds what a question means in other words or the
+Why these: the embedding finds what a question means in other words or the
 other language ("what am I allergic to?" → 我对花生过敏); the keywords find
 what an embedding blurs: names, numbers, exact phrases (docs/embeddings.md
-has the figures of each alone and fused).
+has the figures of each alone and fused); the neighbours find the turn that
+answers ("yes, last year") beside the turns that say what it is about. The
+weights were chosen on LoCoMo's development conversations and checked by
+leaving each conversation out (``bench/bench_locomo.py``, docs/benchmarks.md).
 
 How the keywords are stored: mem0 keeps, beside each memory's text, a
 "lemmatised" copy it searches with ``to_tsvector('simple', …)``. memjobs
