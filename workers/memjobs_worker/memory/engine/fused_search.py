@@ -152,15 +152,19 @@ def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[
     holds = [sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
              for t, q in zip(tokens, queries, strict=True)]
     params: list[Any] = [p for t in tokens for p in ("simple" if is_unspaced_token(t) else "english", t)]
+    # Each memory's text is parsed once per configuration the question needs (most of the time).
+    unspaced = {is_unspaced_token(t) for t in tokens}
+    parsed = sql.SQL(", ").join(
+        [sql.SQL("to_tsvector('english', {lem}) AS e").format(lem=sql.SQL(_LEMMAS))] * (False in unspaced)
+        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in unspaced))
     rows = conn.execute(
         sql.SQL(
-            "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text,"
-            " to_tsvector('english', {lem}) AS e, to_tsvector('simple', {lem}) AS s"
+            "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text, {parsed}"
             " FROM {table} WHERE payload->>'user_id' = %s),"
             " held AS (SELECT id, text, ARRAY[{holds}] AS holds FROM owned)"
             " SELECT (SELECT count(*) FROM owned), ARRAY[{words}], id, text, holds FROM held"
             " WHERE true = ANY(holds)"
-        ).format(lem=sql.SQL(_LEMMAS), table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
+        ).format(parsed=parsed, table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
                  words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries)),
         (owner_key, *params, *params)).fetchall()
     if not rows:
