@@ -119,8 +119,9 @@ class Tally:
 
     def line(self, label: str) -> str:
         overall = "  ".join(f"top-{k} {self.share(k):6.1%}" for k in TOPS)
-        by = "  ".join(f"{CATEGORIES[c]} {self.share(5, c):4.0%}" for c in CATEGORIES)
-        return f"  {label:28} {overall}   top-5 by category: {by}"
+        by = "\n".join(f"      {CATEGORIES[c]:12} ({self.asked[c]:3}) "
+                       + "  ".join(f"top-{k} {self.share(k, c):6.1%}" for k in TOPS) for c in CATEGORIES)
+        return f"  {label:30} {overall}\n{by}"
 
 
 # -- the two baselines --------------------------------------------------------------
