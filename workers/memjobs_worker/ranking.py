@@ -6,9 +6,10 @@ BM25's weight of a term by how many of a collection's items contain it;
 keyword ranking keeps when it is fused with a vector ranking.
 
 Why here: knowledge ranks chunks and personal memory ranks memories, each by
-keywords (PostgreSQL full text over :mod:`memjobs_worker.tokens`) and by
-vectors, and merges the two the same way; the two features may not import
-each other, so what they share sits below them. RRF uses positions only, so
+keywords (PostgreSQL full text over :mod:`memjobs_worker.tokens`, weighted by
+:func:`idf`) and by vectors; knowledge merges the two by :func:`fuse`, recall by
+scores of its own (:mod:`memjobs_worker.memory.engine.fused_search`). The two
+features may not import each other, so what they share sits below them. RRF uses positions only, so
 two scores on unrelated scales (``ts_rank_cd``, a token-weight sum, cosine
 similarity) merge without calibration (DESIGN.md, "Knowledge (K)").
 """
@@ -26,7 +27,8 @@ RRF_K = 60
 #: ranking that is fused with a vector ranking (Elasticsearch's "minimum should
 #: match", at its common 50 %): one shared "我的" or "work" out of a whole
 #: question does not outvote the vector ranking, while "馒头" or "Corolla" still
-#: find their item. Recall and hybrid knowledge search apply it alike.
+#: find their item. Hybrid knowledge search applies it; recall, which scores each
+#: memory by the share of the question's weight it holds (issue 32), does not.
 MIN_SHOULD_MATCH = 0.5
 
 H = TypeVar("H")

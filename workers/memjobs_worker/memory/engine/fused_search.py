@@ -1,15 +1,22 @@
-"""Recall over mem0's collection: vectors and keywords, merged by RRF.
+"""Recall over mem0's collection: nearness, keywords and the memories beside.
 
-What: :func:`fused_search` ranks one owner's memories for a question twice —
-by cosine similarity to the question's vector, and by the question's words
-and Chinese character pairs in PostgreSQL full text — and merges the two by
-reciprocal rank fusion (:func:`memjobs_worker.ranking.fuse`), as knowledge
-search does. A memory's ``score`` is its fused score.
+What: :func:`fused_search` reads, for a question, every one of the owner's
+memories with its cosine similarity to the question's vector (in the order they
+were made) and, from PostgreSQL full text, the weight of the question's words and
+Chinese character pairs each memory holds; :func:`rank_memories` scores each
+memory from its nearness, its share of the question's keyword weight and the best
+of its neighbours (the memories made just before and after it: the turns of the
+same conversation). A memory's ``score`` is that score, in [0, 1]: a memory that
+is the question, word for word, reads 1; unrelated memories stay under a floor
+and are not shown.
 
-Why both: the embedding finds what a question means in other words or the
+Why these: the embedding finds what a question means in other words or the
 other language ("what am I allergic to?" → 我对花生过敏); the keywords find
 what an embedding blurs: names, numbers, exact phrases (docs/embeddings.md
-has the figures of each alone and fused).
+has the figures of each alone and fused); the neighbours find the turn that
+answers ("yes, last year") beside the turns that say what it is about. The
+weights were chosen on LoCoMo's development conversations and checked by
+leaving each conversation out (``bench/bench_locomo.py``, docs/benchmarks.md).
 
 How the keywords are stored: mem0 keeps, beside each memory's text, a
 "lemmatised" copy it searches with ``to_tsvector('simple', …)``. memjobs
@@ -25,18 +32,29 @@ collection is indexed by owner: see ``_index_by_owner``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from memjobs_worker.memory.engine.base import MemoryHit
-from memjobs_worker.ranking import MIN_SHOULD_MATCH, fuse, idf, question_weight
+from memjobs_worker.ranking import idf, question_weight
 from memjobs_worker.tokens import index_tokens, is_searchable, is_unspaced_token, query_tokens
 
-#: Each ranking reads at least this many of the owner's memories before fusion.
-MIN_CANDIDATES = 50
+#: What holding every keyword of the question weighs against being its nearest
+#: memory (1), in a memory's own score (:func:`rank_memories`).
+KEYWORD_WEIGHT = 0.5
+#: The share of the best neighbour's own score a memory takes (:func:`rank_memories`).
+NEIGHBOUR_WEIGHT = 0.6
+#: How many memories made before and after a memory are its neighbours.
+NEIGHBOURS = 2
+#: A memory takes its neighbour's share only as far as it relates to the question
+#: itself: in full from this own score up, in proportion below, none at 0 or less
+#: (a fact remembered beside the answer is not the answer).
+RELATED = 0.05
+#: A memory scoring this or less is not shown (unrelated to the question).
+FLOOR = 0.1
 #: At most this many question tokens are looked up.
 MAX_QUERY_TOKENS = 64
 
@@ -52,66 +70,108 @@ def patch_mem0_tokens(mem0_main: Any) -> None:
 
 def fused_search(pool: ConnectionPool[Any], table: str, owner_key: str, query: str,
                  vector: Sequence[float], limit: int, min_score: float) -> list[MemoryHit]:
-    """The owner's ``limit`` best memories for ``query`` (whose vector is ``vector``).
-
-    Memories whose cosine similarity is under ``min_score`` are left out of the
-    vector ranking (a keyword match still counts)."""
-    candidates = max(limit, MIN_CANDIDATES)
+    """The owner's ``limit`` best memories for ``query`` (whose vector is ``vector``), by
+    :func:`rank_memories`; each hit's ``score`` is the one it gives (1.0 reads "a perfect match")."""
     with pool.connection() as conn:
-        by_vector = nearest(conn, table, owner_key, vector, candidates, min_score)
-        by_keyword = keyword_ranking(conn, table, owner_key, query, candidates)
-    fused = fuse([by_vector, by_keyword], key=lambda hit: hit.memory_id)
-    return [MemoryHit(hit.memory_id, hit.text, score) for hit, score in fused[:limit]]
+        memories = similarities(conn, table, owner_key, vector)
+        by_keyword, whole = keyword_weights(conn, table, owner_key, query)
+    texts = {hit.memory_id: hit.text for hit in memories}
+    ranked = rank_memories([(hit.memory_id, hit.score or 0.0) for hit in memories],
+                           {hit.memory_id: hit.score or 0.0 for hit in by_keyword}, whole, min_score)
+    return [MemoryHit(memory_id, texts[memory_id], score) for memory_id, score in ranked[:limit]]
 
 
-def nearest(conn: Any, table: str, owner_key: str, vector: Sequence[float], limit: int,
-             min_score: float) -> list[MemoryHit]:
-    """The vector ranking: the owner's memories nearest ``vector`` (cosine), at least ``min_score``."""
+def rank_memories(memories: Sequence[tuple[str, float]], keyword: Mapping[str, float], whole: float,
+                  min_score: float, *, keyword_weight: float = KEYWORD_WEIGHT,
+                  neighbour_weight: float = NEIGHBOUR_WEIGHT, neighbours: int = NEIGHBOURS,
+                  ) -> list[tuple[str, float]]:
+    """The owner's memories that answer a question, best first, each with its score in [0, 1].
+
+    ``memories``: every memory of the owner as (memory id, cosine similarity to the
+    question), in the order they were made; ``keyword``: the weight of the question's
+    tokens each memory holds (:func:`keyword_weights`); ``whole``: what the whole
+    question weighs.
+
+    A memory's own score is its nearness (its cosine, rescaled so that the owner's
+    average memory reads 0 and an identical vector 1) and the share of the question's
+    keyword weight it holds, weighed ``keyword_weight`` to 1 and averaged: a
+    memory that is the question, word for word, scores 1. Memories come in
+    conversations, and the turn that answers is often beside the turns that say
+    what it is about ("What did Melanie paint?" is answered by "Yes, that sunrise
+    last year", after "Have you been painting?"): each memory also takes
+    ``neighbour_weight`` of the best own score among the ``neighbours``
+    memories made just before and after it (measured on LoCoMo's development
+    conversations: docs/benchmarks.md), as far as it relates to the question itself
+    (:data:`RELATED`). The score shown is that sum, at most 1.
+
+    The floor: a memory is left out when its score is :data:`FLOOR` or less, or
+    when its cosine is under ``min_score`` and it holds no keyword of the question.
+    """
+    if not memories:
+        return []
+    mean = sum(cosine for _, cosine in memories) / len(memories)
+    span = max(1.0 - mean, 1e-9)
+    own = [((cosine - mean) / span + keyword_weight * (min(1.0, keyword.get(m, 0.0) / whole) if whole > 0 else 0.0))
+           / (1.0 + keyword_weight) for m, cosine in memories]
+    scored = []
+    for i, (memory_id, cosine) in enumerate(memories):
+        if cosine < min_score and keyword.get(memory_id, 0.0) <= 0:
+            continue
+        beside = own[max(0, i - neighbours):i] + own[i + 1:i + 1 + neighbours]
+        related = min(1.0, max(0.0, own[i] / RELATED))
+        score = own[i] + neighbour_weight * related * max([0.0, *beside])
+        if score > FLOOR:
+            scored.append((score, i, memory_id))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [(memory_id, min(1.0, score)) for score, _, memory_id in scored]
+
+
+def similarities(conn: Any, table: str, owner_key: str, vector: Sequence[float]) -> list[MemoryHit]:
+    """Every memory of the owner with its cosine similarity to ``vector`` (as ``score``),
+    in the order they were made."""
     rows = conn.execute(
-        sql.SQL("SELECT id, payload->>'data', 1 - (vector <=> %s::vector) AS score FROM {} "
-                "WHERE payload->>'user_id' = %s ORDER BY vector <=> %s::vector, id LIMIT %s")
+        sql.SQL("SELECT id, payload->>'data', 1 - (vector <=> %s::vector) FROM {} "
+                "WHERE payload->>'user_id' = %s ORDER BY (payload->>'created_at')::timestamptz, id")
         .format(sql.Identifier(table)),
-        (vector, owner_key, vector, limit)).fetchall()
-    return [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows
-            if r[1] and r[2] is not None and float(r[2]) >= min_score]
+        (vector, owner_key)).fetchall()
+    return [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows if r[1] and r[2] is not None]
 
 
-def keyword_ranking(conn: Any, table: str, owner_key: str, query: str, limit: int) -> list[MemoryHit]:
-    """The keyword ranking, in one round trip: the owner's memory count and, for each memory holding any
-    token, which tokens it holds; weights, the share matched and the order are computed here.
+def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[list[MemoryHit], float]:
+    """The keyword side, in one round trip: each of the owner's memories that holds any of the
+    question's tokens, scored by the weight of the tokens it holds, and what the whole question
+    weighs (a token no memory holds weighs as if one did; a stop word weighs nothing).
 
-    A memory is kept when the tokens it holds carry at least :data:`MIN_SHOULD_MATCH`
-    of the question's weight (a token no memory holds weighs as if one did; a stop
-    word weighs nothing): "馒头" or "Corolla" find their memory, while one shared
-    "我的" or "work" out of a whole question does not outvote the vector ranking.
+    One round trip: the owner's memory count and, for each memory holding any token, which tokens
+    it holds; weights are computed here (:func:`~memjobs_worker.ranking.idf`).
     """
     tokens = [t for t in query_tokens(query) if is_searchable(t)][:MAX_QUERY_TOKENS]
     if not tokens:
-        return []
+        return [], 0.0
     queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in tokens]
     holds = [sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
              for t, q in zip(tokens, queries, strict=True)]
     params: list[Any] = [p for t in tokens for p in ("simple" if is_unspaced_token(t) else "english", t)]
+    # Each memory's text is parsed once per configuration the question needs (most of the time).
+    unspaced = {is_unspaced_token(t) for t in tokens}
+    parsed = sql.SQL(", ").join(
+        [sql.SQL("to_tsvector('english', {lem}) AS e").format(lem=sql.SQL(_LEMMAS))] * (False in unspaced)
+        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in unspaced))
     rows = conn.execute(
         sql.SQL(
-            "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text,"
-            " to_tsvector('english', {lem}) AS e, to_tsvector('simple', {lem}) AS s"
+            "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text, {parsed}"
             " FROM {table} WHERE payload->>'user_id' = %s),"
             " held AS (SELECT id, text, ARRAY[{holds}] AS holds FROM owned)"
             " SELECT (SELECT count(*) FROM owned), ARRAY[{words}], id, text, holds FROM held"
             " WHERE true = ANY(holds)"
-        ).format(lem=sql.SQL(_LEMMAS), table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
+        ).format(parsed=parsed, table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
                  words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries)),
         (owner_key, *params, *params)).fetchall()
     if not rows:
-        return []
+        return [], 0.0
     total, words = int(rows[0][0]), rows[0][1]
     containing = [sum(1 for r in rows if r[4][i]) for i in range(len(tokens))]
     weights = [idf(total, n) for n in containing]
-    # What the whole question weighs: a token no memory holds as if one did, a stop word nothing.
-    whole = question_weight(total, containing, words)
-    scored = [(sum(w for w, held in zip(weights, r[4], strict=True) if held), str(r[2]), r[3])
+    scored = [MemoryHit(str(r[2]), r[3], sum(w for w, held in zip(weights, r[4], strict=True) if held))
               for r in rows if r[3]]
-    kept = [s for s in scored if s[0] > 0 and s[0] >= MIN_SHOULD_MATCH * whole]
-    kept.sort(key=lambda s: (-s[0], s[1]))
-    return [MemoryHit(memory_id, text, score) for score, memory_id, text in kept[:limit]]
+    return scored, question_weight(total, containing, words)

@@ -1,0 +1,59 @@
+"""Recall's ranking on its own (issue 32), without a server: what a score means,
+what the neighbours add, and the floor. ``rank_memories`` takes what the recall
+SQL returns (every memory of the owner with its cosine, in the order made; the
+keyword weight each holds; the question's whole weight), so it is tested on
+such inputs here and end to end in ``test_recall_quality.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from memjobs_worker.memory.engine.fused_search import FLOOR, rank_memories
+
+MIN_SCORE = 0.1
+
+
+def ids(ranked: list[tuple[str, float]]) -> list[str]:
+    return [memory_id for memory_id, _ in ranked]
+
+
+def spread(named: dict[str, float]) -> list[tuple[str, float]]:
+    """Memories in the order given, with a dozen ordinary ones after them (the owner's average)."""
+    return [*named.items(), *((f"other{i}", 0.3) for i in range(12))]
+
+
+def test_a_memory_that_is_the_question_reads_one_and_scores_stay_in_0_1() -> None:
+    memories = spread({"exact": 1.0, "near": 0.6})
+    ranked = rank_memories(memories, {"exact": 4.0}, 4.0, MIN_SCORE)
+    assert ids(ranked)[:2] == ["exact", "near"]
+    assert ranked[0][1] == pytest.approx(1.0)
+    assert all(0.0 < score <= 1.0 for _, score in ranked)
+
+
+def test_the_turn_beside_the_topic_comes_before_an_equally_near_memory_elsewhere() -> None:
+    # "Have you been painting?" / "Yes, that sunrise last year": the answer alone
+    # is no nearer to "what did Melanie paint?" than an unrelated turn far away.
+    memories = [("topic", 0.8), ("answer", 0.55), *((f"other{i}", 0.3) for i in range(12)), ("alone", 0.55)]
+    assert ids(rank_memories(memories, {}, 0.0, MIN_SCORE))[:3] == ["topic", "answer", "alone"]
+
+
+def test_a_memory_unrelated_to_the_question_is_not_lifted_by_its_neighbour() -> None:
+    # A fact remembered beside the answer (no nearer than the owner's average) is not the answer.
+    memories = spread({"wifi": 0.3, "allergy": 0.9, "peanuts": 0.45})
+    ranked = ids(rank_memories(memories, {}, 0.0, MIN_SCORE))
+    assert ranked[:2] == ["allergy", "peanuts"]
+    assert "wifi" not in ranked
+
+
+def test_memories_no_nearer_than_the_rest_and_without_keywords_stay_under_the_floor() -> None:
+    memories = [(f"m{i}", 0.2 + 0.001 * (i % 3)) for i in range(20)]
+    assert rank_memories(memories, {}, 0.0, MIN_SCORE) == []
+    assert rank_memories([], {}, 0.0, MIN_SCORE) == []
+    assert FLOOR > 0
+
+
+def test_a_keyword_match_counts_even_when_the_vector_is_not_near() -> None:
+    # "Corolla" or "馒头": the keyword finds the memory the embedding blurs.
+    memories = spread({"car": 0.25, "near": 0.5})  # the car: less near than the owner's average memory
+    assert ids(rank_memories(memories, {"car": 2.0}, 2.0, MIN_SCORE))[0] == "car"
+    assert "car" not in ids(rank_memories(memories, {}, 2.0, MIN_SCORE))
