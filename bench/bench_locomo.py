@@ -178,7 +178,7 @@ class Vectors:
             for text, vector in zip(part, self.embedder._raw(part, query), strict=True):
                 self.known[self.key(text, query)] = np.asarray(vector, dtype=np.float32)
         if missing:
-            np.savez(self.path, **self.known)
+            np.savez(self.path, **self.known)  # type: ignore[arg-type]  # numpy's stub: **arrays
         return np.stack([self.known[self.key(t, query)] for t in texts])
 
     def centred(self, texts: Sequence[str], query: bool) -> np.ndarray:
@@ -250,7 +250,7 @@ def fast_candidates(conversations: Sequence[Conversation], vectors: Vectors,
                 passages = vectors.centred(texts, False)
                 turn_of: dict[str, str] = {}
                 with conn.cursor() as cur:
-                    rows = []
+                    rows: list[tuple[str, str, Jsonb]] = []
                     for (dia_id, text), v in zip(c.turns, passages, strict=True):
                         memory_id = str(uuid.uuid4())
                         turn_of[memory_id] = dia_id

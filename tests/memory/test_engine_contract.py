@@ -122,6 +122,8 @@ def test_mem0_stores_a_verbatim_batch_as_mem0_would_store_each_source(
         with psycopg.connect(libpq_url(database_url)) as conn:
             rows = {str(r[0]): (r[1], r[2]) for r in conn.execute(
                 f"SELECT id, payload, vector::text FROM mem0_memories_{DIMS}")}
+        made = [datetime.fromisoformat(rows[p.memory_id][0]["created_at"]) for p in produced]
+        assert made == sorted(made) and len(set(made)) == len(made)  # in order: recall reads neighbours by it
         mine_payload, mine_vector = rows[produced[0].memory_id]
         their_payload, their_vector = rows[their_id]
         for times in ("created_at", "updated_at"):

@@ -30,7 +30,7 @@ import threading
 import types
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -250,10 +250,13 @@ class Mem0Engine(MemoryEngine):
         transaction for the batch, where mem0 paid one call and one insert a
         source (docs/benchmarks.md, "Verbatim learning")."""
         vectors = self._vectors.embedder.embed_batch([passage_text(s) for s in batch], "add")
-        now = datetime.now(UTC).isoformat()
+        # Distinct times in the batch's order: recall reads a memory's neighbours
+        # by creation order (fused_search.similarities), as mem0's one-by-one adds gave.
+        now = datetime.now(UTC)
         ids = [str(uuid.uuid4()) for _ in batch]
-        payloads = [json.dumps(verbatim_payload(owner_key, attempt_id, s.source_id, s.text or "", now))
-                    for s in batch]
+        payloads = [json.dumps(verbatim_payload(owner_key, attempt_id, s.source_id, s.text or "",
+                                                (now + timedelta(microseconds=i)).isoformat()))
+                    for i, s in enumerate(batch)]
         rows = [_VectorDumper.text(v) for v in vectors]
         with self._pool.connection() as conn:
             conn.execute(
