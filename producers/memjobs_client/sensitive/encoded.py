@@ -24,7 +24,7 @@ from functools import partial
 from itertools import accumulate
 from operator import add
 
-from memjobs_client.sensitive.rules import Scanner
+from memjobs_client.sensitive.rules import Scanner, touching_marker
 
 Matches = Callable[[str], bool]
 """Whether (decoded or joined) text matches one of the inner rules."""
@@ -32,6 +32,13 @@ Matches = Callable[[str], bool]
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}[ :]?){10,}(?![0-9A-Fa-f])")
 _MAX_DECODE = 64 * 1024
+#: A base64 run is a whole run of its characters ("=" too: the look-behind and
+#: look-ahead refuse it), 16 at least; a hex one lies in a run of hex digits,
+#: spaces and colons, 20 at least, and is judged by that run alone (the
+#: characters that end it are not hex digits, whichever they are). A marker's
+#: own hex letters ("EDAC") are too few. What a redaction's later round looks
+#: for before reading them again (:func:`~memjobs_client.sensitive.rules.touching_marker`).
+ENCODED_RUNS = touching_marker((r"A-Za-z0-9+/=_\-", 16), (r"0-9A-Fa-f :", 20))
 
 
 def _printable(text: str) -> bool:
