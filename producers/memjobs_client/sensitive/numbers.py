@@ -464,10 +464,31 @@ _CODE_TAIL = re.compile(
 )
 
 
+def _last_letters(names: str) -> str:
+    """A character class: the last character of each of the words of ``names``,
+    in either case, and what a pattern's ``(?i)`` takes for them (the long s,
+    the Kelvin sign: :func:`~memjobs_client.sensitive.rules.folded`)."""
+    last = {re.findall(r"\[[^\]]*\]\??|.", word)[-1] for word in names.split("|")}
+    assert all(len(char) == 1 for char in last), last
+    chars = {*last, *(char.upper() for char in last)}
+    chars |= {"\u017f"} if "s" in chars else set()
+    chars |= {"\u212a"} if "k" in chars else set()
+    return "[" + "".join(sorted(chars)) + "]"
+
+
 # The keywords (their first letter, in either case) followed by such a tail,
 # found by the C library alone: the first letter leads the search, the rest
-# is looked for from it.
-_CODE_KEYWORD_TAIL = re.compile(r"[cpo2mCPOM](?<=(?=" + _CODE_TAIL.pattern + r").)")
+# is looked for from it. Only those that can lead a match (:func:`_lead_starts`):
+# a code word's last letter right before, or a space or dash and such a letter
+# before it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
+# (:data:`_SELF_LED`): a keyword after a value or a number
+# ("hunter22 password=…", "1234 pin") is not read on (issue 31: the tail of
+# each keyword of a text of secrets, read in each round of a redaction).
+_NAME_END = _last_letters(_CODE_NAMES)
+_CODE_KEYWORD_TAIL = re.compile(
+    r"[cpo2mCPOM](?:(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
+    r"(?<=(?=" + _CODE_TAIL.pattern + r").)"
+)
 
 
 # A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
