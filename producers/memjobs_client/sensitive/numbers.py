@@ -481,12 +481,13 @@ def _last_letters(names: str) -> str:
 # is looked for from it. Only those that can lead a match (:func:`_lead_starts`):
 # a code word's last letter right before, or a space or dash and such a letter
 # before it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
-# (:data:`_SELF_LED`): a keyword after a value or a number
-# ("hunter22 password=…", "1234 pin") is not read on (issue 31: the tail of
-# each keyword of a text of secrets, read in each round of a redaction).
+# (:data:`_SELF_LED`), the first that holds taken (atomic: the tail is read
+# once): a keyword after a number or a value ("hunter22 password=…", "1234
+# pin") is not read on (issue 31: the tail of each keyword of a text of
+# secrets, in each round of a redaction).
 _NAME_END = _last_letters(_CODE_NAMES)
 _CODE_KEYWORD_TAIL = re.compile(
-    r"[cpo2mCPOM](?:(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
+    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
     r"(?<=(?=" + _CODE_TAIL.pattern + r").)"
 )
 
