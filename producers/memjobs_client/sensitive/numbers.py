@@ -476,19 +476,20 @@ def _last_letters(names: str) -> str:
     return "[" + "".join(sorted(chars)) + "]"
 
 
-# The keywords (their first letter, in either case) followed by such a tail,
-# found by the C library alone: the first letter leads the search, the rest
-# is looked for from it. Only those that can lead a match (:func:`_lead_starts`):
-# a code word's last letter right before, or a space or dash and such a letter
-# before it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
-# (:data:`_SELF_LED`), the first that holds taken (atomic: the tail is read
-# once): a keyword after a number or a value ("hunter22 password=…", "1234
-# pin") is not read on (issue 31: the tail of each keyword of a text of
-# secrets, in each round of a redaction).
+# The keywords (their first letter, in either case) that can lead a match,
+# found by the C library alone (the first letter leads the search): a code
+# word's last letter right before, or a space or dash and such a letter before
+# it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
+# (:data:`_SELF_LED`); atomic, so each is tried once. A keyword after a number
+# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
+# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
+# is found (issue 31: the tail of each keyword of a text of secrets was read in
+# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
+# megabyte).
 _NAME_END = _last_letters(_CODE_NAMES)
-_CODE_KEYWORD_TAIL = re.compile(
+_CODE_KEYWORD = re.compile(
     r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
-    r"(?<=(?=" + _CODE_TAIL.pattern + r").)"
+    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
 )
 
 
@@ -507,10 +508,11 @@ def _lead_starts(text: str) -> Iterator[int]:
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     self_led = _SELF_LED.match
     named_before = _NAMED_BEFORE.match
+    tail = _CODE_TAIL.match
     backwards, size = folded(text)[::-1], len(text)
-    for keyword in _CODE_KEYWORD_TAIL.finditer(text):
+    for keyword in _CODE_KEYWORD.finditer(text):
         at = keyword.start()
-        if not (named_before(backwards, size - at) or self_led(text, at)):
+        if not (named_before(backwards, size - at) or self_led(text, at)) or tail(text, at) is None:
             continue  # "password 1234", "abcd1234 is my password": no code word before it, no match it leads
         yield at
         # Back from the keyword over letters, spaces and dashes, found by the C
