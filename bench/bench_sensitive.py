@@ -8,9 +8,12 @@ Prints, from one run:
   3. microseconds per log record through the JSON Lines formatter (which runs
      the same detector over every string): a repeated INFO line, a line with a
      fresh id each time, and a record with an exception;
-  4. CPU seconds of the inputs of issue 31's finding and of a megabyte aimed at
-     each detector's hot path (tests/security/test_detector_cost.py), checked
-     and redacted (issue 31: every detector linear in its input).
+  4. CPU seconds of the inputs of issue 31's finding, and CPU seconds a
+     megabyte of each input aimed at a detector's hot path and of each text of
+     secrets (tests/security/test_detector_cost.py, a quarter megabyte each,
+     least of three runs) for each input kind (a check, a redaction, machine
+     text, a session's four turns, a memory document), with the costliest of
+     each kind (issue 31: under 1 s a megabyte, every kind).
 
     python bench/bench_sensitive.py
 """
@@ -30,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from memjobs_client.sensitive import find_sensitive_text, redact_secrets  # noqa: E402
 from memjobs_worker.logs import JsonFormatter  # noqa: E402
-from tests.security.test_detector_cost import MB, hot_paths  # noqa: E402
+from tests.security.test_detector_cost import DENSE_SECRETS, HOT_PATHS, KINDS, MB, SIZE  # noqa: E402
 from tests.support.sensitive_corpus import negatives, positives  # noqa: E402
 
 
@@ -84,9 +87,15 @@ def main() -> None:
                        ("'card ' + '4 ' * 50000", "card " + "4 " * 50000), ("'pw=' * 21846", "pw=" * 21846)):
         print(f"{name} ({len(text.encode()):,} bytes): check {cpu_s(find_sensitive_text, text):.2f} s, "
               f"redaction {cpu_s(redact_secrets, text):.2f} s")
-    for name, text in hot_paths(MB):
-        print(f"1 MB hot path {name}: check {cpu_s(find_sensitive_text, text):.2f} s, "
-              f"redaction {cpu_s(redact_secrets, text):.2f} s")
+    inputs = HOT_PATHS + [(name, build(SIZE)) for name, build in DENSE_SECRETS.items() if name not in dict(HOT_PATHS)]
+    print(f"CPU s a megabyte, {SIZE // 1024} KiB each, least of three runs: " + ", ".join(KINDS))
+    worst = dict.fromkeys(KINDS, (0.0, ""))
+    for name, text in inputs:
+        megabytes = len(text.encode()) / MB
+        figures = {kind: min(cpu_s(fn, text) for _ in range(3)) / megabytes for kind, fn in KINDS.items()}
+        worst = {kind: max(worst[kind], (figures[kind], name)) for kind in KINDS}
+        print(f"  {name}: " + " ".join(f"{figures[kind]:.2f}" for kind in KINDS))
+    print("costliest: " + ", ".join(f"{kind} {worst[kind][0]:.2f} ({worst[kind][1]})" for kind in KINDS))
 
 
 def cpu_s(fn: Callable[[str], object], text: str) -> float:

@@ -19,11 +19,18 @@ import re
 from collections.abc import Iterator
 
 from memjobs_client.sensitive.disclosures import SEED_PHRASE, english_scanner, reverse_scanner
-from memjobs_client.sensitive.encoded import encoded_scanner, letter_spaced_scanner, spaced_scanner
+from memjobs_client.sensitive.encoded import ENCODED_RUNS, encoded_scanner, letter_spaced_scanner, spaced_scanner
 from memjobs_client.sensitive.normalize import nfkc
 from memjobs_client.sensitive.numbers import NUMBER_RULES
-from memjobs_client.sensitive.rules import Finding, TextRule, gated, regex_scanner, scan_first
-from memjobs_client.sensitive.seeds import seed_phrase_scanner
+from memjobs_client.sensitive.rules import (
+    Finding,
+    TextRule,
+    gated,
+    needs,
+    regex_scanner,
+    scan_first,
+)
+from memjobs_client.sensitive.seeds import SEED_RUN, seed_phrase_scanner
 from memjobs_client.sensitive.tokens import BEARER, SECRET_WORDS, TOKEN_RULES
 from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
@@ -37,6 +44,9 @@ _ENTROPY_ASSIGNMENT = re.compile(
     """,
     re.VERBOSE,
 )
+# A run of 32 of the characters every value of _ENTROPY_ASSIGNMENT is made of,
+# found from where a run starts (one try a run, not one a character).
+_LONG_RUN = (r"[^A-Za-z0-9+/_\-][A-Za-z0-9+/_\-]{32}", r"\A[A-Za-z0-9+/_\-]{32}")
 # Wider than the names alone: a long random value is evidence enough.
 _SECRET_NAME = re.compile(rf"{SECRET_WORDS}|key|pass|salt|private", re.IGNORECASE)
 
@@ -88,7 +98,8 @@ _AWS_SECRET = TextRule(
 )
 _ENTROPY = TextRule(
     "high_entropy_assignment", "long random value assigned to a secret-like name",
-    gated(regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), "=", ":"), False,
+    gated(needs(regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), *_LONG_RUN), "=", ":"),
+    False,
 )
 
 # Words one of which a disclosure needs (substring tests, on lower-cased text).
@@ -118,7 +129,7 @@ DISCLOSURE_RULES: tuple[TextRule, ...] = (
              False),
     TextRule("seed_phrase", "wallet seed or recovery phrase",
              gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"), False),
-    TextRule("seed_phrase", "wallet seed or recovery phrase", seed_phrase_scanner, False),
+    TextRule("seed_phrase", "wallet seed or recovery phrase", seed_phrase_scanner, False, SEED_RUN),
     *NUMBER_RULES,
 )
 """Rules that need words around the value: numbers, disclosures, assignments."""
@@ -141,7 +152,7 @@ TEXT_RULES: tuple[TextRule, ...] = (
     *SHAPE_RULES,
     *DISCLOSURE_RULES,
     TextRule("spaced_token", "credential broken up by spaces or line breaks", spaced_scanner(_shapes), True),
-    TextRule("encoded_secret", "credential hidden in base64 or hex", encoded_scanner(_inner), True),
+    TextRule("encoded_secret", "credential hidden in base64 or hex", encoded_scanner(_inner), True, ENCODED_RUNS),
     TextRule("spelt_out", "credential spelt out letter by letter", letter_spaced_scanner(_inner_spans), False),
 )
 """Every content rule, in the order they are tried."""

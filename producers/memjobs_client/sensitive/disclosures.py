@@ -103,12 +103,12 @@ _EN_VALUE = re.compile(
 _FILLER_MARKER = r"\[[A-Za-z\ _\-]{3,20}\]"
 
 
-def _value_opens(least: int) -> str:
+def _value_opens(least: int, digits: str = r"\d[\d \-]{3}") -> str:
     """A pattern: how a value of :data:`_EN_VALUE` that :func:`_en_value_ok` may
-    take opens (``least``: the fewest characters of a quoted or plain one), read
-    no further than that: never on over the keywords that follow (``pw=pw=…``).
-    Not a marker such as ``[REDACTED]`` that makes it filler (redaction reads
-    its own output again)."""
+    take opens (``least``: the fewest characters of a quoted or plain one;
+    ``digits``: how one of digits opens), read no further than that: never on
+    over the keywords that follow (``pw=pw=…``). Not a marker such as
+    ``[REDACTED]`` that makes it filler (redaction reads its own output again)."""
     return r"""
     [ \t]*
     (?-i:(?!["'`“‘]?""" + _FILLER_MARKER + r"""))
@@ -116,7 +116,7 @@ def _value_opens(least: int) -> str:
         ["'`“‘][^"'`“”‘’\n]{""" + str(least) + r"""}
       | ["'`“‘]?
         (?:
-            \d[\d \-]{3}
+            """ + digits + r"""
           | (?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS + r"""
           | [!#-&(-_a-~\u00c0-\u024f]{""" + str(least) + r"""}
         )
@@ -137,15 +137,17 @@ def _plausible(pattern: str) -> re.Pattern[str]:
 # after a qualifier of one to three words or none, then the opening of a value
 # long enough for :func:`_en_value_ok`: four characters (six after no
 # connector, for all but a PIN; a key wants "=", ":" or a verb and six, or a
-# number spelt out). The keywords of ``password=x password=x …``, of JSON keys,
-# of "password 1234 key 5678" stop here (issue 31: a Python step per keyword).
+# number spelt out; after no connector, digits in two groups at least, as
+# "12 34": one group is a plain value, six characters at least). The keywords
+# of ``password=x password=x …``, of JSON keys, of "password 1234 key 5678" stop
+# here (issue 31: a Python step per keyword, in both rounds of a redaction).
 _EN_PLAUSIBLE: dict[str, re.Pattern[str]] = {
     "pin": _plausible("(?:" + _EN_CONNECTOR.pattern + ")" + _value_opens(4)),
     "key": _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB)) + ")" + _value_opens(6)
                       + "|(?:" + _CONN_TO + "|" + _CONN_NONE + ")" + _SPOKEN_OPENS),
 }
 _EN_PLAUSIBLE_OTHERS = _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO)) + ")"
-                                  + _value_opens(4) + "|" + _CONN_NONE + _value_opens(6))
+                                  + _value_opens(4) + "|" + _CONN_NONE + _value_opens(6, r"\d++[ \-]\d"))
 
 
 @lru_cache(maxsize=256)

@@ -24,7 +24,7 @@ from functools import partial
 from itertools import accumulate
 from operator import add
 
-from memjobs_client.sensitive.rules import Scanner
+from memjobs_client.sensitive.rules import Scanner, touching_marker
 
 Matches = Callable[[str], bool]
 """Whether (decoded or joined) text matches one of the inner rules."""
@@ -32,6 +32,13 @@ Matches = Callable[[str], bool]
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
 _HEX = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}[ :]?){10,}(?![0-9A-Fa-f])")
 _MAX_DECODE = 64 * 1024
+#: A base64 run is a whole run of its characters ("=" too: the look-behind and
+#: look-ahead refuse it), 16 at least; a hex one lies in a run of hex digits,
+#: spaces and colons, 20 at least, and is judged by that run alone (the
+#: characters that end it are not hex digits, whichever they are). A marker's
+#: own hex letters ("EDAC") are too few. What a redaction's later round looks
+#: for before reading them again (:func:`~memjobs_client.sensitive.rules.touching_marker`).
+ENCODED_RUNS = touching_marker((r"A-Za-z0-9+/=_\-", 16), (r"0-9A-Fa-f :", 20))
 
 
 def _printable(text: str) -> bool:
@@ -84,6 +91,10 @@ _PREFIX = re.compile(
     r"(?:sk-|sk_live_|rk_live_|sk_test_|whsec_|gh[pousr]_|github_pat_|glpat-|xox[abpores]-"
     r"|AKIA|ASIA|AIza|hf_|npm_|pypi-|SG\.|key-|LTAI|AKID|eyJ|ya29\.|GOCSPX-|dop_v1_|hvs\.|-----BEGIN)"
 )
+#: A character every prefix of :data:`_PREFIX` holds: a text without one has no
+#: prefix, spaces taken out or not (a C search, where taking the spaces out
+#: copies the text: a second round over text of secrets and markers, above all).
+_PREFIX_MARK = re.compile(r"[\-_.IJ]")
 _SPACES = re.compile(r"\s+|\\n")
 _FRAGMENT = re.compile(r"[A-Za-z0-9_\-+/=.]+")
 _MAX_FRAGMENTS = 24
@@ -145,7 +156,7 @@ def spaced_scanner(matches: Matches) -> Scanner:
     prefix are looked at one by one."""
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
-        if _PREFIX.search(_SPACES.sub("", text)) is None:
+        if _PREFIX_MARK.search(text) is None or _PREFIX.search(_SPACES.sub("", text)) is None:
             return
         joins = 0
         for group in _GROUP.finditer(text):

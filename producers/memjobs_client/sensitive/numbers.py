@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from datetime import date
 from itertools import accumulate, repeat
 
-from memjobs_client.sensitive.rules import TextRule, anchored_scanner, folded, gated, regex_scanner
+from memjobs_client.sensitive.rules import DIGIT, TextRule, anchored_scanner, folded, gated, needs, regex_scanner
 
 # --- cards ------------------------------------------------------------------
 
@@ -464,10 +464,33 @@ _CODE_TAIL = re.compile(
 )
 
 
-# The keywords (their first letter, in either case) followed by such a tail,
-# found by the C library alone: the first letter leads the search, the rest
-# is looked for from it.
-_CODE_KEYWORD_TAIL = re.compile(r"[cpo2mCPOM](?<=(?=" + _CODE_TAIL.pattern + r").)")
+def _last_letters(names: str) -> str:
+    """A character class: the last character of each of the words of ``names``,
+    in either case, and what a pattern's ``(?i)`` takes for them (the long s,
+    the Kelvin sign: :func:`~memjobs_client.sensitive.rules.folded`)."""
+    last = {re.findall(r"\[[^\]]*\]\??|.", word)[-1] for word in names.split("|")}
+    assert all(len(char) == 1 for char in last), last
+    chars = {*last, *(char.upper() for char in last)}
+    chars |= {"\u017f"} if "s" in chars else set()
+    chars |= {"\u212a"} if "k" in chars else set()
+    return "[" + "".join(sorted(chars)) + "]"
+
+
+# The keywords (their first letter, in either case) that can lead a match,
+# found by the C library alone (the first letter leads the search): a code
+# word's last letter right before, or a space or dash and such a letter before
+# it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
+# (:data:`_SELF_LED`); atomic, so each is tried once. A keyword after a number
+# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
+# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
+# is found (issue 31: the tail of each keyword of a text of secrets was read in
+# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
+# megabyte).
+_NAME_END = _last_letters(_CODE_NAMES)
+_CODE_KEYWORD = re.compile(
+    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
+    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
+)
 
 
 # A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
@@ -485,10 +508,11 @@ def _lead_starts(text: str) -> Iterator[int]:
     :data:`_CODE_LEAD_MAX` characters before a position yielded earlier."""
     self_led = _SELF_LED.match
     named_before = _NAMED_BEFORE.match
+    tail = _CODE_TAIL.match
     backwards, size = folded(text)[::-1], len(text)
-    for keyword in _CODE_KEYWORD_TAIL.finditer(text):
+    for keyword in _CODE_KEYWORD.finditer(text):
         at = keyword.start()
-        if not (named_before(backwards, size - at) or self_led(text, at)):
+        if not (named_before(backwards, size - at) or self_led(text, at)) or tail(text, at) is None:
             continue  # "password 1234", "abcd1234 is my password": no code word before it, no match it leads
         yield at
         # Back from the keyword over letters, spaces and dashes, found by the C
@@ -508,22 +532,28 @@ _LOGIN_PAIR = (
 )
 
 NUMBER_RULES: tuple[TextRule, ...] = (
-    TextRule("card_number", "bank or credit card number", _card_scan, False),
-    TextRule("cn_resident_id", "Chinese resident identity number", _cn_id_scan, False),
+    TextRule("card_number", "bank or credit card number", needs(_card_scan, DIGIT), False),
+    TextRule("cn_resident_id", "Chinese resident identity number", needs(_cn_id_scan, DIGIT), False),
     TextRule("named_id_number", "identity number named as one",
-             gated(regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity", "national",
-                   "resident"), False),
+             needs(gated(regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity",
+                         "national", "resident"), DIGIT), False),
     TextRule("social_security_number", "social security number",
-             gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), False),
+             needs(gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), DIGIT), False),
     TextRule("passport_number", "passport or travel document number",
-             gated(regex_scanner(_PASSPORT, accept=_passport_ok), "passport", "travel", "护照", "通行证",
-                   "回乡证", "台胞证"), False),
+             needs(gated(regex_scanner(_PASSPORT, accept=_passport_ok), "passport", "travel", "护照", "通行证",
+                         "回乡证", "台胞证"), DIGIT), False),
     TextRule("bank_account", "bank account number",
-             gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"), False),
+             needs(gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"),
+                   DIGIT), False),
     TextRule("card_security_code", "card security code (CVV)",
-             gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), False),
+             needs(gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), DIGIT),
+             False),
     TextRule("login_pair", "user name and password pair",
              gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"), False),
     TextRule("one_time_code", "one-time, verification or access code",
-             gated(anchored_scanner(_OTP, _otp_starts, slack=_CODE_LEAD_MAX, accept=_otp_ok), *_CODE_GATE), False),
+             needs(gated(anchored_scanner(_OTP, _otp_starts, slack=_CODE_LEAD_MAX, accept=_otp_ok), *_CODE_GATE),
+                   DIGIT), False),
 )
+"""All but the login pair hold a digit in every match (:func:`~memjobs_client.sensitive.rules.needs`):
+a text without one (a redaction's second round over text whose numbers are
+markers now, above all) is not read for them."""

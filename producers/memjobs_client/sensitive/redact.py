@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from memjobs_client.sensitive.content import TEXT_RULES
 from memjobs_client.sensitive.normalize import normalise
+from memjobs_client.sensitive.rules import MARKER
 
-REDACTED = "[REDACTED]"
+REDACTED = MARKER
 """What :func:`redact_secrets` puts in place of each secret value."""
 
 #: Characters each side of a replacement in which a match it exposed is looked
@@ -27,13 +28,18 @@ _REACH = 256
 _Window = tuple[int, int, int, int]
 
 
-def _found(text: str, windows: list[_Window]) -> list[tuple[int, int]]:
+def _found(text: str, windows: list[_Window], again: bool = False) -> list[tuple[int, int]]:
     """The secrets the content rules find in ``windows`` of ``text``, as spans
-    of ``text``, merged where they overlap or touch."""
+    of ``text``, merged where they overlap or touch. ``again``: a later round,
+    in which a rule that says what a marker can wake
+    (:attr:`~memjobs_client.sensitive.rules.TextRule.wakes`) is run over a
+    window only where that is found in it."""
     spans: list[tuple[int, int]] = []
     for start, end, keep_start, keep_end in windows:
         normalised = normalise(text[start:end])
         for rule in TEXT_RULES:
+            if again and rule.wakes is not None and rule.wakes.search(normalised.text) is None:
+                continue
             for s, e in rule.scan(normalised.text):
                 a, b = normalised.orig_span(s, e)
                 if start + b > keep_start and start + a < keep_end:
@@ -70,8 +76,8 @@ def redact_secrets(text: str) -> str:
     if not text:
         return text
     windows: list[_Window] = [(0, len(text), 0, len(text))]
-    for _ in range(4):  # a replacement could expose another match
-        merged = _found(text, windows)
+    for round_ in range(4):  # a replacement could expose another match
+        merged = _found(text, windows, again=round_ > 0)
         if not merged:
             return text
         out: list[str] = []

@@ -37,6 +37,34 @@ class TextRule:
     description: str
     scan: Scanner
     shape: bool  # a token shape: also looked for inside paths
+    #: What a redaction's later rounds (:mod:`~memjobs_client.sensitive.redact`)
+    #: look for before running the rule again: something every match that a
+    #: marker can have exposed holds (:func:`touching_marker`). None: the rule
+    #: is run again wherever a marker was put.
+    wakes: re.Pattern[str] | None = None
+
+
+MARKER = "[REDACTED]"
+"""What a redaction puts in place of each secret value."""
+
+
+def touching_marker(*runs: tuple[str, int]) -> re.Pattern[str]:
+    """A pattern found at a :data:`MARKER` with, right before or right after
+    it, ``least`` characters of a class ``chars``, for one of ``runs``.
+
+    For a rule whose every match is made of the characters of a class that
+    holds neither bracket of the marker, and is judged by what lies in the
+    longest run of them around it (the characters that end the run are never
+    of the class, whichever they are): a run that touches no marker is as it
+    was before the markers were put, so it holds the matches it held then
+    (each blanked out already, or none); a new match lies in a run that
+    touches a marker, and is ``least`` characters long at least. Searched for
+    by the marker, a literal: a text with a marker every few words costs a
+    few steps per marker, not a scan of the rule."""
+    marker = re.escape(MARKER)
+    before = "|".join(f"(?<=[{chars}]{{{least}}}{marker})" for chars, least in runs)
+    after = "|".join(f"[{chars}]{{{least}}}" for chars, least in runs)
+    return re.compile(f"{marker}(?:{before}|(?={after}))")
 
 
 def regex_scanner(
@@ -191,6 +219,38 @@ def gated(scan: Scanner, *words: str) -> Scanner:
             if word in fold:
                 yield from scan(text)
                 return
+
+    return run
+
+
+DIGIT = r"\d"
+"""What :func:`needs` looks for before a rule whose every match holds a digit
+(cards, identity numbers, codes): the markers a redaction leaves hold none."""
+
+#: The last text searched for each pattern of :func:`needs` and whether it was
+#: found, one tuple per pattern (read and replaced whole, as :data:`_folded`):
+#: rules that need the same thing of the same text search it once.
+_needed: dict[re.Pattern[str], tuple[str, bool]] = {}
+
+
+def needs(scan: Scanner, *patterns: str) -> Scanner:
+    """``scan``, run only when one of ``patterns`` (something every match of
+    it holds: a digit, a run of 32 key characters) is found in the text. A
+    search by the C library, and a rule that cannot match skipped: above all
+    in the second round of a redaction, whose text holds markers where the
+    secrets (the digits, the long values) were."""
+    compiled = tuple(re.compile(pattern) for pattern in patterns)
+    key = compiled[0]
+
+    def run(text: str) -> Iterator[tuple[int, int]]:
+        last = _needed.get(key)
+        if last is not None and last[0] is text:
+            found = last[1]
+        else:
+            found = any(pattern.search(text) is not None for pattern in compiled)
+            _needed[key] = (text, found)
+        if found:
+            yield from scan(text)
 
     return run
 

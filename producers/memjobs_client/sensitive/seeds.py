@@ -28,6 +28,8 @@ from functools import lru_cache
 
 from mnemonic import Mnemonic
 
+from memjobs_client.sensitive.rules import touching_marker
+
 #: The phrase lengths BIP39 defines, longest first.
 _LENGTHS = (24, 21, 18, 15, 12)
 #: Words of the run tried before and after a phrase.
@@ -58,6 +60,12 @@ def checksum_ok(indices: list[int]) -> bool:
 # list's lengths) with only what _BETWEEN allows between them, found by the C
 # library; the words are looked up only there (issue 31: a Python step per
 # word of any text cost up to 0.1 s a megabyte).
+#: A region lies in a run of letters, separators, digits, "." and ")", twelve
+#: words of three letters and eleven separators long at least, and is judged by
+#: that run alone (what ends it is not a letter). What a redaction's later round
+#: looks for before reading the text again
+#: (:func:`~memjobs_client.sensitive.rules.touching_marker`).
+SEED_RUN = touching_marker((r"A-Za-z \t\r\n,;0-9.)", 47))
 _REGION = re.compile(r"(?<![A-Za-z])(?:[A-Za-z]{3,8}(?:[ \t\r\n,;]|\d{1,2}[.)])+){11,}[A-Za-z]{3,8}(?![A-Za-z])")
 
 

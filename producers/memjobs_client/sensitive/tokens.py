@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from memjobs_client.sensitive.rules import Scanner, TextRule, gated, regex_scanner
+from memjobs_client.sensitive.rules import DIGIT, Scanner, TextRule, gated, needs, regex_scanner, touching_marker
 from memjobs_client.sensitive.values import PLACEHOLDER
 
 # Not preceded by a character that would make the prefix part of a longer word.
@@ -134,6 +134,10 @@ _URL_CREDENTIALS = (
     r"|\bmysql(?:dump|admin)?\b[^\n]{0,60}?[ \t]-p(?P<secret4>[^\s\-][^\s]{3,})"
 )
 
+# Each alternative of :data:`_URL_CREDENTIALS` holds one of these as well as
+# "://", "=" or "-p": a text of ``password=x`` pairs is not scanned for it.
+_URL_MARKS = ("://", "?", "&", ";", "mysql")
+
 # WIFI:T:WPA;S:home;P:secret;;  (fields in any order, ";" escaped as "\;")
 _WIFI_QR = r"(?i:WIFI):[^\n]{0,300}?(?<=[:;])P:(?P<secret>(?:\\.|[^;\n])+)"
 
@@ -171,18 +175,32 @@ _LEADS: dict[str, str] = {
 }
 
 
+# For the costliest of the patterns tried at every position: the characters
+# each match is made of, and its fewest (what a marker can expose: see
+# :func:`~memjobs_client.sensitive.rules.touching_marker`). Their look-behinds
+# and look-aheads read one character, and whatever ends such a run passes them.
+_RUNS: dict[str, tuple[str, int]] = {
+    "stripe_key": (r"A-Za-z0-9_$\-", 24),  # sk_live_ and 16
+    "telegram_bot_token": (r"0-9:A-Za-z_\-", 39),  # 6 digits, ":", AA and 30
+}
+
+
 def _vendor_scanner(rule: str, pattern: str) -> Scanner:
     scan = regex_scanner(pattern, lead=_LEADS.get(rule))
+    if rule == "telegram_bot_token":
+        scan = needs(scan, DIGIT)
     return gated(scan, *_GATES[rule]) if rule in _GATES else scan
 
 
 def _rules() -> tuple[TextRule, ...]:
     rules = [TextRule("private_key_block", "PEM, OpenSSH or PuTTY private key",
                       gated(regex_scanner(_PEM, re.DOTALL), "private key", "putty", "age-secret"), True)]
-    rules += [TextRule(rule, description, _vendor_scanner(rule, pattern), True)
+    rules += [TextRule(rule, description, _vendor_scanner(rule, pattern), True,
+                       touching_marker(_RUNS[rule]) if rule in _RUNS else None)
               for rule, description, pattern in _VENDOR_KEYS]
     rules.append(TextRule("url_credentials", "URL or connection string with a password",
-                          gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), "://", "=", "-p"), True))
+                          gated(gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), *_URL_MARKS),
+                                "://", "=", "-p"), True))
     rules.append(TextRule("wifi_qr", "Wi-Fi QR code with a password",
                           gated(regex_scanner(_WIFI_QR, accept=_not_placeholder), "wifi:"), True))
     return tuple(rules)
