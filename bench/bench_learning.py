@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import shutil
@@ -40,10 +39,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("MEM0_TELEMETRY", "False")
-for _name in list(os.environ):
-    if _name.startswith(("MEMJOBS_", "QWEN_AUDIO_", "DASHSCOPE_", "NOVA_AUDIO_")):
-        del os.environ[_name]
+from tests.support.bench_env import isolate  # noqa: E402
+
+isolate()
 
 import psycopg  # noqa: E402
 

@@ -326,17 +326,7 @@ def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
     pools = {p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"  # type: ignore[arg-type]
              for p in workers}
     ticks: dict[str, int] = collections.Counter()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        pid, pgid = int(proc.name), int(fields[2])
-        used = sum(int(f) for f in fields[11:15])
+    for pid, comm, pgid, used in _processes():
         if pid == os.getpid():
             role = "producer + model stand-in"
         elif pgid in pools:
@@ -353,9 +343,9 @@ def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
     return dict(ticks)
 
 
-def cpu_of_group(pgid: int) -> int:
-    """CPU ticks of every process in the group ``pgid``."""
-    ticks = 0
+def _processes() -> Iterator[tuple[int, str, int, int]]:
+    """Every process on the machine: pid, command name, process group, and CPU
+    ticks (user + system, exited children included), from /proc."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -364,8 +354,16 @@ def cpu_of_group(pgid: int) -> int:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid:
-            ticks += sum(int(f) for f in fields[11:15])
+        yield (int(proc.name), stat[stat.index("(") + 1:stat.rindex(")")], int(fields[2]),
+               sum(int(f) for f in fields[11:15]))
+
+
+def cpu_of_group(pgid: int) -> int:
+    """CPU ticks of every process in the group ``pgid``."""
+    ticks = 0
+    for _pid, _comm, group, used in _processes():
+        if group == pgid:
+            ticks += used
     return ticks
 
 
