@@ -99,7 +99,8 @@ def test_forget_after_learning_deletes_its_memory(
 def test_mem0_writes_nothing_to_the_home_directory(
     make_settings: Callable[..., Settings], tmp_path: Path
 ) -> None:
-    """mem0 defaults to ~/.mem0 (history, config); memjobs keeps it in the data directory."""
+    """mem0 defaults to ~/.mem0 (history, config); memjobs keeps it in the data directory,
+    once mem0 is built (a worker's warm-up builds it)."""
     import json
     import os
     import subprocess
@@ -118,6 +119,7 @@ def test_mem0_writes_nothing_to_the_home_directory(
         "from memjobs_worker.runtime import Runtime, producer_client\n"
         "s = load_settings(); e = resolve_endpoints(s)\n"
         "rt = Runtime(s, e, producer_client(s, redis_url=e.redis_url))\n"
+        "rt.engine.warm()\n"  # mem0 built now, as a worker's warm-up does (verbatim learning needs none of it)
         "from memjobs_client.contracts import RememberSource, owner_key, source_id_for\n"
         "from datetime import datetime, UTC\n"
         "k = owner_key('hana'); t = 'hana plays the violin'\n"
