@@ -69,6 +69,9 @@ FACTS = [f["text"] for f in SET["facts"]]
 IDS = [f["id"] for f in SET["facts"]]
 QUESTIONS = SET["questions"]
 OWNER = "bench@example.com"
+#: The owners of the concurrent-recall figure with one owner per caller: one
+#: owner's questions share one model slot at a time (docs/security.md, "Bounded work").
+CALLERS_OWNERS = [OWNER, *(f"bench{n}@example.com" for n in range(1, 8))]
 BY_TEXT = dict(zip(FACTS, IDS, strict=True))
 
 
@@ -128,10 +131,11 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def latency(h: Harness, callers: int, rounds: int) -> tuple[float, float]:
-    key = owner_key(OWNER)
+def latency(h: Harness, callers: int, rounds: int, owners: int = 1) -> tuple[float, float]:
+    """Recall's p50 and p95 (ms) with ``callers`` threads asking at once, for one
+    owner, or each caller for one of ``owners`` (:data:`CALLERS_OWNERS`)."""
     memory = h.runtime.personal_memory
-    memory.recall(key, "warm up", 3)
+    memory.recall(owner_key(OWNER), "warm up", 3)
     times: list[float] = []
     lock = threading.Lock()
 
@@ -140,7 +144,7 @@ def latency(h: Harness, callers: int, rounds: int) -> tuple[float, float]:
         for i in range(rounds * len(QUESTIONS) // callers):
             question = QUESTIONS[(i + offset) % len(QUESTIONS)]["q"]
             started = time.perf_counter()
-            memory.recall(key, question, 3)
+            memory.recall(owner_key(CALLERS_OWNERS[offset % owners]), question, 3)
             mine.append((time.perf_counter() - started) * 1000)
         with lock:
             times.extend(mine)
@@ -193,8 +197,9 @@ def main() -> int:
         for label, overrides in (("hashed", {"local_embedder": "hashing"}), ("e5", {"local_embedder": "e5"})):
             h = Harness(settings(**overrides))
             h.start_worker()
-            for text in FACTS:
-                h.client.remember(OWNER, text)
+            for owner in CALLERS_OWNERS:
+                for text in FACTS:
+                    h.client.remember(owner, text)
             h.drain()
             h.stop_worker()
             stacks[label] = h
@@ -220,9 +225,9 @@ def main() -> int:
                 if batching is not None:
                     bounded.queries = batcher if batching else None
                 name = label if batching is None else f"{label} ({'batched' if batching else 'one call each'})"
-                for callers in (1, 8):
-                    p50, p95 = latency(h, callers, args.repeat)
-                    print(f"  {name:24} {callers} caller(s): p50 {p50:6.1f}  p95 {p95:6.1f}")
+                for callers, owners in ((1, 1), (8, 1), (8, 8)):
+                    p50, p95 = latency(h, callers, args.repeat, owners)
+                    print(f"  {name:24} {callers} caller(s), {owners} owner(s): p50 {p50:6.1f}  p95 {p95:6.1f}")
         for h in stacks.values():
             h.close()
         if args.latency_only:
