@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-parallel test-fast lint typecheck bench bench-scale soak clean promtool typescript chromium
+.PHONY: demo test test-parallel test-fast lint format typecheck bench bench-scale soak clean promtool typescript chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -54,6 +54,10 @@ chromium:
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check producers workers tests bench
+	$(BIN)/ruff format --check producers workers tests bench
+
+format: $(BIN)/.installed
+	$(BIN)/ruff format producers workers tests bench
 
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy

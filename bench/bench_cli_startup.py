@@ -43,17 +43,24 @@ def commands(transcript: Path) -> dict[str, list[str]]:
         "--help": ["--help"],
         "remember": ["remember", "--owner", owner, "--text", "I drink green tea every morning"],
         "forget": ["forget", "--owner", owner, "--source", "src_" + "0" * 32],
-        "end-session": ["end-session", "--owner", owner, "--session", uuid.uuid4().hex,
-                        "--transcript", str(transcript)],
-        "task": ["task", "--owner", owner, "--task", "t1", "--goal", "water the plants",
-                 "--status", "running"],
+        "end-session": [
+            "end-session",
+            "--owner",
+            owner,
+            "--session",
+            uuid.uuid4().hex,
+            "--transcript",
+            str(transcript),
+        ],
+        "task": ["task", "--owner", owner, "--task", "t1", "--goal", "water the plants", "--status", "running"],
     }
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+    )
     elapsed = time.perf_counter() - started
     if done.returncode not in (0, 6):  # forget of an unknown source: not_found, exit 6
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-500:]}")
@@ -63,8 +70,9 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each (the median is shown)")
-    parser.add_argument("--tree", type=Path, default=None,
-                        help="another revision's tree to measure (default: this one)")
+    parser.add_argument(
+        "--tree", type=Path, default=None, help="another revision's tree to measure (default: this one)"
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-cli-"))
@@ -72,13 +80,16 @@ def main() -> int:
     pg_server = EmbeddedPostgres(workdir / "pg")
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_"))}
-        env.update(MEMJOBS_REDIS_URL=redis_server.start(), MEMJOBS_DATABASE_URL=pg_server.start(),
-                   MEMJOBS_DATA_DIR=str(workdir / "data"), MEM0_TELEMETRY="False",
-                   PYTHONPATH=str(REPO))
+        env.update(
+            MEMJOBS_REDIS_URL=redis_server.start(),
+            MEMJOBS_DATABASE_URL=pg_server.start(),
+            MEMJOBS_DATA_DIR=str(workdir / "data"),
+            MEM0_TELEMETRY="False",
+            PYTHONPATH=str(REPO),
+        )
         if args.tree is not None:
             tree = args.tree.resolve()
-            env["PYTHONPATH"] = os.pathsep.join([str(tree / "workers"), str(tree / "producers"),
-                                                 str(REPO)])
+            env["PYTHONPATH"] = os.pathsep.join([str(tree / "workers"), str(tree / "producers"), str(REPO)])
         transcript = workdir / "transcript.json"
         transcript.write_text(json.dumps([{"role": "user", "text": "hello", "ts": 1.0}]))
         cli = [sys.executable, "-m", "memjobs_worker.cli.main"]

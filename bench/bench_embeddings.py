@@ -97,8 +97,7 @@ class Uncentred(LocalEmbedder):
     """The local model without language centring (for comparison only)."""
 
     def _means_for(self) -> dict[Any, Any]:
-        return {(q, lang): np.zeros(self.dims, dtype=np.float32)
-                for q in (False, True) for lang in ("en", "zh")}
+        return {(q, lang): np.zeros(self.dims, dtype=np.float32) for q in (False, True) for lang in ("en", "zh")}
 
 
 def vectors_alone(embedder: Any) -> tuple[int, int]:
@@ -162,8 +161,9 @@ def main() -> int:
     parser.add_argument("--sources", type=int, default=200, help="backlog size for learned/s")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=4, help="worker threads for the backlog")
-    parser.add_argument("--latency-only", action="store_true",
-                        help="only the quality of the recall path and its latency")
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the quality of the recall path and its latency"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-ebench-"))
     pg = EmbeddedPostgres(workdir / "pg")
@@ -179,15 +179,22 @@ def main() -> int:
                 conn.execute(f"CREATE DATABASE {name}")
             database_url = f"postgresql://postgres@127.0.0.1:{pg.port}/{name}"
             values: dict[str, Any] = {
-                "redis_url": redis_url, "database_url": database_url,
-                "data_dir": workdir / name, "extract_delay_ms": 20, "extract_max_wait_ms": 0,
-                "metrics": "off", "knowledge": "off"}
+                "redis_url": redis_url,
+                "database_url": database_url,
+                "data_dir": workdir / name,
+                "extract_delay_ms": 20,
+                "extract_max_wait_ms": 0,
+                "metrics": "off",
+                "knowledge": "off",
+            }
             values.update(overrides)
             return Settings(**values)
 
         local, hashed = LocalEmbedder(), HashingEmbedder()
-        print(f"== quality: {len(FACTS)} facts, {len(QUESTIONS)} questions "
-              f"({sum(q['kind'] == 'crosslingual' for q in QUESTIONS)} cross-lingual) ==")
+        print(
+            f"== quality: {len(FACTS)} facts, {len(QUESTIONS)} questions "
+            f"({sum(q['kind'] == 'crosslingual' for q in QUESTIONS)} cross-lingual) =="
+        )
         print(f"  vectors alone, hashed (old default)      {share(vectors_alone(hashed))}")
         print(f"  vectors alone, e5 without centring       {share(vectors_alone(Uncentred()))}")
         print(f"  vectors alone, e5 (centred)              {share(vectors_alone(local))}")
@@ -219,9 +226,12 @@ def main() -> int:
             bounded = mem_engine.memory.embedding_model.embedder
             # The local model with concurrent questions embedded one call each (the
             # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
-            batcher = (QueryBatcher(bounded._query_turn, bounded._embed_queries)
-                       if isinstance(bounded, BoundedEmbedder) else None)
-            for batching in ((False, True) if batcher is not None else (None,)):
+            batcher = (
+                QueryBatcher(bounded._query_turn, bounded._embed_queries)
+                if isinstance(bounded, BoundedEmbedder)
+                else None
+            )
+            for batching in (False, True) if batcher is not None else (None,):
                 if batching is not None:
                     bounded.queries = batcher if batching else None
                 name = label if batching is None else f"{label} ({'batched' if batching else 'one call each'})"
@@ -233,14 +243,16 @@ def main() -> int:
         if args.latency_only:
             return 0
 
-        print(f"== backlog: {args.sources} sources from 10 owners, {args.threads} worker threads, "
-              "no chat model ==")
+        print(f"== backlog: {args.sources} sources from 10 owners, {args.threads} worker threads, no chat model ==")
         texts = [f"{FACTS[i % len(FACTS)]} ({i})" for i in range(args.sources)]
-        for label, overrides in (("local e5", {"local_embedder": "e5"}),
-                                 ("hashed", {"local_embedder": "hashing"}),
-                                 ("stand-in service", {"embedding_base_url": fake.base_url,
-                                                       "embedding_dims": 384,
-                                                       "embedding_model": "stand-in"})):
+        for label, overrides in (
+            ("local e5", {"local_embedder": "e5"}),
+            ("hashed", {"local_embedder": "hashing"}),
+            (
+                "stand-in service",
+                {"embedding_base_url": fake.base_url, "embedding_dims": 384, "embedding_model": "stand-in"},
+            ),
+        ):
             rates = []
             for _ in range(args.repeat):
                 h = Harness(settings(**overrides))
@@ -252,25 +264,34 @@ def main() -> int:
                 h.drain(timeout_s=600)
                 rates.append(args.sources / (time.perf_counter() - started))
                 h.close()
-            print(f"  {label:16} learned/s median {statistics.median(rates):6.1f}  "
-                  f"(runs: {', '.join(f'{r:.1f}' for r in rates)})")
+            print(
+                f"  {label:16} learned/s median {statistics.median(rates):6.1f}  "
+                f"(runs: {', '.join(f'{r:.1f}' for r in rates)})"
+            )
 
-        print(f"== knowledge ranking checks ({len(RANKING_QUERIES)} queries, {len(DOCS)} notes and "
-              f"{len(DISTRACTORS)} long distractors) ==")
+        print(
+            f"== knowledge ranking checks ({len(RANKING_QUERIES)} queries, {len(DOCS)} notes and "
+            f"{len(DISTRACTORS)} long distractors) =="
+        )
         kset = settings(knowledge="on", local_embedder="e5")
         engine = create_db_engine(kset.database_url or "")
         ensure_schema(engine)
         store = KnowledgeStore(engine)
         docs = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in {**DOCS, **DISTRACTORS}.items()]
-        payload = ReindexKnowledge.model_validate({"owner_key": owner_key("k"), "consent": True,
-                                                   "documents": docs})
+        payload = ReindexKnowledge.model_validate({"owner_key": owner_key("k"), "consent": True, "documents": docs})
         reindex(payload, store=store, embed=local.embed_batch, dims=local.dims, settings=kset)
         for mode, embed in (("keywords alone", None), ("hybrid, local e5", lambda q: local.embed(q, "search"))):
+
             def found(q: str, k: int, e: Any = embed) -> list[str]:
-                return [r.source.removeprefix("doc:")
-                        for r in search_knowledge(store, owner_key("k"), q, k, embed=e).results]
-            print(f"  {mode:17} top-1 {top_k_share(1, RANKING_QUERIES, found):.2f}  "
-                  f"top-3 {top_k_share(3, RANKING_QUERIES, found):.2f}")
+                return [
+                    r.source.removeprefix("doc:")
+                    for r in search_knowledge(store, owner_key("k"), q, k, embed=e).results
+                ]
+
+            print(
+                f"  {mode:17} top-1 {top_k_share(1, RANKING_QUERIES, found):.2f}  "
+                f"top-3 {top_k_share(3, RANKING_QUERIES, found):.2f}"
+            )
         engine.dispose()
         return 0
     finally:

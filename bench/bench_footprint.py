@@ -87,9 +87,12 @@ def role_of(proc: psutil.Process, up_pid: int) -> str:
     if "memjobs_worker" in line:
         if "--queues" not in cmd:
             return "workers: runner (no --queues)"
-        queues = cmd[cmd.index("--queues") + 1:]
-        pool = "cheap" if "memjobs_remember" in queues and "memjobs_extract" not in queues else (
-            "model" if "memjobs_remember" not in queues else "all")
+        queues = cmd[cmd.index("--queues") + 1 :]
+        pool = (
+            "cheap"
+            if "memjobs_remember" in queues and "memjobs_extract" not in queues
+            else ("model" if "memjobs_remember" not in queues else "all")
+        )
         try:
             parent_line = " ".join(psutil.Process(parent).cmdline())
         except psutil.Error:
@@ -142,8 +145,9 @@ def report(title: str, readings: list[Reading]) -> str:
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         result: dict[str, Any] = json.loads(answer.read())
         return result
@@ -169,9 +173,17 @@ def heartbeats(client: redis.Redis) -> int:
 
 def stack_env(data_dir: Path, model_url: str, extra: list[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMJOBS_")}
-    env.update({"MEMJOBS_DATA_DIR": str(data_dir), "MEMJOBS_API_PORT": "0", "MEMJOBS_METRICS_PORT": "0",
-                "QWEN_AUDIO_MEMORY_BASE_URL": model_url, "QWEN_AUDIO_MEMORY_API_KEY": "bench",
-                "QWEN_AUDIO_MEMORY_MODEL": "stand-in", "MEM0_TELEMETRY": "False"})
+    env.update(
+        {
+            "MEMJOBS_DATA_DIR": str(data_dir),
+            "MEMJOBS_API_PORT": "0",
+            "MEMJOBS_METRICS_PORT": "0",
+            "QWEN_AUDIO_MEMORY_BASE_URL": model_url,
+            "QWEN_AUDIO_MEMORY_API_KEY": "bench",
+            "QWEN_AUDIO_MEMORY_MODEL": "stand-in",
+            "MEM0_TELEMETRY": "False",
+        }
+    )
     env.update(item.split("=", 1) for item in extra)  # type: ignore[misc]  # NAME=value pairs
     return env
 
@@ -189,8 +201,9 @@ class Up:
 def start_up(data_dir: Path, env: dict[str, str]) -> Iterator[Up]:
     """``memjobs up`` in its own session, until its state file names the API."""
     out = (data_dir.parent / "up.out").open("wb")
-    process = subprocess.Popen([str(MEMJOBS), "up"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [str(MEMJOBS), "up"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
     def started() -> Any:
         if process.poll() is not None:
@@ -217,12 +230,19 @@ def main() -> int:
     parser.add_argument("--owners", type=int, default=20)
     parser.add_argument("--recall-every", type=int, default=10)
     parser.add_argument("--env", action="append", default=[], help="NAME=value for memjobs up (repeatable)")
-    parser.add_argument("--dir", type=Path, help="run in this (empty) directory and keep it "
-                        "(up.out, the data directory and its logs); default a temporary one")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        help="run in this (empty) directory and keep it "
+        "(up.out, the data directory and its logs); default a temporary one",
+    )
     parser.add_argument("--json", type=Path, help="append the readings here, one JSON object a run")
     args = parser.parse_args()
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
-          f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB", flush=True)
+    print(
+        f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
+        f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GiB",
+        flush=True,
+    )
     with FakeOpenAI() as model, tempfile.TemporaryDirectory(prefix="memjobs-footprint-") as tmp:
         if args.dir is not None:
             args.dir.mkdir(parents=True, exist_ok=True)
@@ -233,11 +253,15 @@ def main() -> int:
         with start_up(data_dir, stack_env(data_dir, model.base_url, args.env)) as up:
             client = redis.Redis.from_url(up.redis_url)
             # No connection kept between reads: it would be one of the stack's PostgreSQL backends.
-            engine = sa.create_engine(up.database_url.replace("postgresql://", "postgresql+psycopg://", 1),
-                                      poolclass=sa.pool.NullPool)
+            engine = sa.create_engine(
+                up.database_url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sa.pool.NullPool
+            )
             wait_for("a worker heartbeat", lambda: heartbeats(client), 300)
-            print(f"ready in {time.monotonic() - started:.1f} s; {heartbeats(client)} worker heartbeats; "
-                  f"idle {args.idle:.0f} s", flush=True)
+            print(
+                f"ready in {time.monotonic() - started:.1f} s; {heartbeats(client)} worker heartbeats; "
+                f"idle {args.idle:.0f} s",
+                flush=True,
+            )
             time.sleep(args.idle)  # the measured condition itself: no work for this long
             fresh = read_memory(up.process.pid, data_dir)
             print(report("idle, never used", fresh), flush=True)
@@ -254,8 +278,10 @@ def main() -> int:
             begun = time.monotonic()
             while sent < args.sources:
                 owner = f"owner-{sent % args.owners}"
-                post(f"{up.api_url}/v1/remember",
-                     {"owner_id": owner, "text": f"fact {sent}: I keep item {sent} on shelf {sent % 7}"})
+                post(
+                    f"{up.api_url}/v1/remember",
+                    {"owner_id": owner, "text": f"fact {sent}: I keep item {sent} on shelf {sent % 7}"},
+                )
                 sent += 1
                 if sent % args.recall_every == 0:
                     post(f"{up.api_url}/v1/recall", {"owner_id": owner, "query": f"item {sent}", "limit": 5})
@@ -269,14 +295,28 @@ def main() -> int:
                 if time.monotonic() - begun > 600:
                     raise TimeoutError("the sources were not learned within 600 s")
             took = time.monotonic() - begun
-            print(report(f"busy (highest reading while {args.sources} sources from {args.owners} owners "
-                         f"were learned in {took:.1f} s, a recall every {args.recall_every})", busy), flush=True)
+            print(
+                report(
+                    f"busy (highest reading while {args.sources} sources from {args.owners} owners "
+                    f"were learned in {took:.1f} s, a recall every {args.recall_every})",
+                    busy,
+                ),
+                flush=True,
+            )
             engine.dispose()
             if args.json:
                 with args.json.open("a") as f:
-                    f.write(json.dumps({"env": args.env, "fresh": [r.__dict__ for r in fresh],
-                                        "idle": [r.__dict__ for r in idle],
-                                        "busy": [r.__dict__ for r in busy]}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "env": args.env,
+                                "fresh": [r.__dict__ for r in fresh],
+                                "idle": [r.__dict__ for r in idle],
+                                "busy": [r.__dict__ for r in busy],
+                            }
+                        )
+                        + "\n"
+                    )
     return 0
 
 

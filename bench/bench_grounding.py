@@ -20,9 +20,11 @@ def main() -> None:
     result = score(load(path))
     print(f"{'set':<10}{'grounded':>10}{'refused':>10}{'inferred':>10}{'refused':>10}")
     for lang in ("zh", "en", None):
-        print(f"{lang or 'all':<10}{result.count('grounded', lang):>10}"
-              f"{result.rate('grounded', lang):>10.1%}{result.count('inferred', lang):>10}"
-              f"{result.rate('inferred', lang):>10.1%}")
+        print(
+            f"{lang or 'all':<10}{result.count('grounded', lang):>10}"
+            f"{result.rate('grounded', lang):>10.1%}{result.count('inferred', lang):>10}"
+            f"{result.rate('inferred', lang):>10.1%}"
+        )
     for case in result.wrong:
         print("wrong:", case["label"], case["reason"], case["text"], "|", case["evidence"])
 

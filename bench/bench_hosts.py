@@ -86,21 +86,27 @@ def fsync_cost(workdir: Path, calls: int) -> dict[str, float]:
     return rates
 
 
-def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI,
-                 **extra: Any) -> Settings:
-    return Settings(redis_url=redis_url, database_url=database_url, data_dir=data_dir,
-                    memory_base_url=model.base_url, memory_api_key="bench-key",  # type: ignore[arg-type]
-                    memory_model="fake-flash", metrics_port=0, **extra)
+def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, **extra: Any) -> Settings:
+    return Settings(
+        redis_url=redis_url,
+        database_url=database_url,
+        data_dir=data_dir,
+        memory_base_url=model.base_url,
+        memory_api_key="bench-key",  # type: ignore[arg-type]
+        memory_model="fake-flash",
+        metrics_port=0,
+        **extra,
+    )
 
 
-def scaling(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpenAI,
-            sources: int, processes: int) -> tuple[float, float]:
+def scaling(
+    redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpenAI, sources: int, processes: int
+) -> tuple[float, float]:
     redis.Redis.from_url(redis_url).flushall()
     database_url = fresh_database(pg)
     settings = settings_for(redis_url, database_url, workdir / f"scale-{processes}", model)
     store = SqlStateStore(create_db_engine(database_url))
-    proc = spawn_workers(settings, workdir / f"scale-{processes}.log", processes=processes,
-                         threads=2)
+    proc = spawn_workers(settings, workdir / f"scale-{processes}.log", processes=processes, threads=2)
     probe = redis.Redis.from_url(redis_url)
     try:
         while ops.live_workers(probe) < processes:  # every process booted (mem0 loaded)
@@ -121,11 +127,9 @@ def scaling(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpen
     return remember_rate, learned_rate
 
 
-def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpenAI,
-             run: int) -> float:
+def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpenAI, run: int) -> float:
     redis.Redis.from_url(redis_url).flushall()
-    settings = settings_for(redis_url, fresh_database(pg), workdir / f"recovery-{run}", model,
-                            model_timeout_ms=300_000)
+    settings = settings_for(redis_url, fresh_database(pg), workdir / f"recovery-{run}", model, model_timeout_ms=300_000)
     h = Harness(settings)
     owners = [f"recover-{i}@example.com" for i in range(4)]
     for i in range(40):
@@ -137,8 +141,7 @@ def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpe
     try:
         model.wait_for_request("chat", calls + 1, timeout_s=120)
         survivor = spawn_workers(settings, workdir / f"survivor-{run}.log", threads=2)
-        while len(h.store.list_sources(owner_key(owners[0]))) == 0 or \
-                ops.live_workers(h.runtime.redis) < 2:
+        while len(h.store.list_sources(owner_key(owners[0]))) == 0 or ops.live_workers(h.runtime.redis) < 2:
             time.sleep(0.05)
         stop = threading.Event()
 
@@ -177,9 +180,11 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-hosts-"))
     os.chmod(workdir, 0o755)
     rates = fsync_cost(workdir, args.calls)
-    print(f"producer remember calls/s (4 threads, {args.calls} calls): "
-          f"appendfsync always {rates['always']:.0f}, everysec {rates['everysec']:.0f} "
-          f"(always/everysec = {rates['always'] / rates['everysec']:.2f})")
+    print(
+        f"producer remember calls/s (4 threads, {args.calls} calls): "
+        f"appendfsync always {rates['always']:.0f}, everysec {rates['everysec']:.0f} "
+        f"(always/everysec = {rates['always'] / rates['everysec']:.2f})"
+    )
     pg = EmbeddedPostgres(workdir / "pg")
     server = EmbeddedRedis(workdir / "redis")
     model = FakeOpenAI(embedding_dims=64).start()
@@ -193,14 +198,17 @@ def main() -> int:
         pg.start()
         server.start()
         for processes in (1, 2, 4):
-            remember_rate, learned_rate = scaling(server.url, pg, workdir, model, args.sources,
-                                                  processes)
-            print(f"{processes} worker process(es) x 2 threads: remember {remember_rate:.0f}/s, "
-                  f"learned {learned_rate:.1f} sources/s ({args.sources} sources, "
-                  f"model latency {args.latency_ms} ms)")
+            remember_rate, learned_rate = scaling(server.url, pg, workdir, model, args.sources, processes)
+            print(
+                f"{processes} worker process(es) x 2 threads: remember {remember_rate:.0f}/s, "
+                f"learned {learned_rate:.1f} sources/s ({args.sources} sources, "
+                f"model latency {args.latency_ms} ms)"
+            )
         for run in range(args.kills):
-            print(f"kill -9 of a host mid-extraction, default timings: every source learned "
-                  f"{recovery(server.url, pg, workdir, model, run):.1f} s after the kill")
+            print(
+                f"kill -9 of a host mid-extraction, default timings: every source learned "
+                f"{recovery(server.url, pg, workdir, model, run):.1f} s after the kill"
+            )
     finally:
         model.stop()
         server.stop()

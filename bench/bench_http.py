@@ -53,10 +53,17 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(name: str, latencies: list[float], seconds: float) -> dict[str, float]:
-    out = {"requests": len(latencies), "rps": len(latencies) / seconds,
-           "p50_ms": percentile(latencies, 0.50) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000}
-    print(f"  {name:<34} {out['rps']:8.0f} req/s   p50 {out['p50_ms']:6.2f} ms   p99 {out['p99_ms']:6.2f} ms"
-          f"   ({len(latencies)} requests)", flush=True)
+    out = {
+        "requests": len(latencies),
+        "rps": len(latencies) / seconds,
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+    print(
+        f"  {name:<34} {out['rps']:8.0f} req/s   p50 {out['p50_ms']:6.2f} ms   p99 {out['p99_ms']:6.2f} ms"
+        f"   ({len(latencies)} requests)",
+        flush=True,
+    )
     return out
 
 
@@ -72,8 +79,10 @@ async def http_load(port: int, path: str, bodies: list[bytes], concurrency: int)
         try:
             while not queue.empty():
                 body = queue.get_nowait()
-                head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                        f"Content-Length: {len(body)}\r\n\r\n").encode()
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n"
+                ).encode()
                 started = time.perf_counter()
                 writer.write(head + body)
                 status_line = await reader.readline()
@@ -93,8 +102,9 @@ async def http_load(port: int, path: str, bodies: list[bytes], concurrency: int)
     return latencies, time.perf_counter() - started
 
 
-def producer_load(settings: Settings, redis_url: str, texts: list[str], owner: str,
-                  concurrency: int) -> tuple[list[float], float]:
+def producer_load(
+    settings: Settings, redis_url: str, texts: list[str], owner: str, concurrency: int
+) -> tuple[list[float], float]:
     """MemjobsClient.remember from ``concurrency`` threads sharing one client (one pool)."""
     client = producer_client(settings, redis_url=redis_url)
     latencies: list[float] = []
@@ -135,8 +145,13 @@ def free_port() -> int:
 
 def start_api(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "api", "--port", str(port)],
-                            env=env, stdout=out, stderr=out, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memjobs_worker.cli.main", "api", "--port", str(port)],
+        env=env,
+        stdout=out,
+        stderr=out,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -167,12 +182,18 @@ def main() -> int:
         redis_url = redis_server.start()
         pg.start()
         database_url = fresh_database(pg)
-        settings = Settings(redis_url=redis_url, database_url=database_url, data_dir=base / "data",
-                            extract_delay_ms=20)
+        settings = Settings(redis_url=redis_url, database_url=database_url, data_dir=base / "data", extract_delay_ms=20)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-        env.update({"MEMJOBS_REDIS_URL": redis_url, "MEMJOBS_DATABASE_URL": database_url,
-                    "MEMJOBS_DATA_DIR": str(base / "data"), "MEMJOBS_LOG_LEVEL": "INFO",
-                    "MEMJOBS_API_MAX_IN_FLIGHT": "256", "PYTHONPATH": str(REPO)})
+        env.update(
+            {
+                "MEMJOBS_REDIS_URL": redis_url,
+                "MEMJOBS_DATABASE_URL": database_url,
+                "MEMJOBS_DATA_DIR": str(base / "data"),
+                "MEMJOBS_LOG_LEVEL": "INFO",
+                "MEMJOBS_API_MAX_IN_FLIGHT": "256",
+                "PYTHONPATH": str(REPO),
+            }
+        )
         port = free_port()
         api = start_api(env, port, base / "api.log")
         r = redis.Redis.from_url(redis_url)
@@ -184,12 +205,14 @@ def main() -> int:
         asyncio.run(http_load(port, "/v1/remember", bodies[:200], args.concurrency))  # warm-up
         producer_load(settings, redis_url, texts[:200], owner, args.concurrency)
         r.flushall()
-        direct = summary("Python producer (MemjobsClient)", *producer_load(
-            settings, redis_url, texts, owner, args.concurrency))
+        direct = summary(
+            "Python producer (MemjobsClient)", *producer_load(settings, redis_url, texts, owner, args.concurrency)
+        )
         r.flushall()
         cpu_before = cpu_seconds(api.pid)
-        http = summary("HTTP POST /v1/remember", *asyncio.run(
-            http_load(port, "/v1/remember", bodies, args.concurrency)))
+        http = summary(
+            "HTTP POST /v1/remember", *asyncio.run(http_load(port, "/v1/remember", bodies, args.concurrency))
+        )
         cpu_per_request = (cpu_seconds(api.pid) - cpu_before) / args.requests
         print(f"  API process CPU per request: {cpu_per_request * 1000:.2f} ms")
         queued = r.llen("memjobs:memjobs_remember")
@@ -209,8 +232,10 @@ def main() -> int:
         learned = len(harness.pipeline.memories(owner_key(owner)))
         print(f"  learned {learned} memories in {time.perf_counter() - started:.1f} s")
         harness.stop_worker()
-        queries = [json.dumps({"owner_id": owner, "query": f"oolong grade {i}", "limit": 5}).encode()
-                   for i in range(args.recalls)]
+        queries = [
+            json.dumps({"owner_id": owner, "query": f"oolong grade {i}", "limit": 5}).encode()
+            for i in range(args.recalls)
+        ]
         asyncio.run(http_load(port, "/v1/recall", queries[:20], 1))  # warm-up (mem0 loads)
         summary("POST /v1/recall, 1 client", *asyncio.run(http_load(port, "/v1/recall", queries, 1)))
         summary("POST /v1/recall, 8 clients", *asyncio.run(http_load(port, "/v1/recall", queries, 8)))

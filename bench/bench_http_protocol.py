@@ -55,8 +55,9 @@ async def client(port: int, path: str, count: int) -> None:
     for _ in range(count):
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length")))
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
         await reader.readexactly(length)
     writer.close()
 
@@ -68,8 +69,7 @@ async def rate(port: int, path: str, requests: int, concurrency: int) -> float:
 
 
 def run(protocol: str, path: str, requests: int, concurrency: int) -> float:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, protocol], stdout=subprocess.PIPE,
-                            cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, protocol], stdout=subprocess.PIPE, cwd=REPO)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
@@ -83,13 +83,11 @@ def run(protocol: str, path: str, requests: int, concurrency: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--deadline", action="store_true",
-                        help="each parser with and without the header deadline")
+    parser.add_argument("--deadline", action="store_true", help="each parser with and without the header deadline")
     args = parser.parse_args()
     if args.deadline:
         return compare_deadline(args)
@@ -99,9 +97,11 @@ def main() -> int:
             for protocol in rates:
                 rates[protocol].append(run(protocol, path, args.requests, args.concurrency))
         h11, tools = statistics.median(rates["h11"]), statistics.median(rates["httptools"])
-        print(f"GET {path}: httptools {tools:.0f} req/s, h11 {h11:.0f} req/s "
-              f"(median of {args.rounds}; h11 costs {100 * (1 - h11 / tools):.0f} %) "
-              f"runs: {[round(r) for r in rates['httptools']]} / {[round(r) for r in rates['h11']]}")
+        print(
+            f"GET {path}: httptools {tools:.0f} req/s, h11 {h11:.0f} req/s "
+            f"(median of {args.rounds}; h11 costs {100 * (1 - h11 / tools):.0f} %) "
+            f"runs: {[round(r) for r in rates['httptools']]} / {[round(r) for r in rates['h11']]}"
+        )
     return 0
 
 
@@ -113,10 +113,13 @@ def compare_deadline(args: argparse.Namespace) -> int:
                 for variant in rates:
                     rates[variant].append(run(variant, path, args.requests, args.concurrency))
             bare, held = (statistics.median(r) for r in rates.values())
-            print(f"GET {path} {parser}: {bare:.0f} req/s, with the deadline {held:.0f} req/s "
-                  f"(median of {args.rounds}; the deadline costs {100 * (1 - held / bare):.1f} %) "
-                  f"runs: {[round(r) for r in rates[parser]]} / "
-                  f"{[round(r) for r in rates[f'{parser}+deadline']]}", flush=True)
+            print(
+                f"GET {path} {parser}: {bare:.0f} req/s, with the deadline {held:.0f} req/s "
+                f"(median of {args.rounds}; the deadline costs {100 * (1 - held / bare):.1f} %) "
+                f"runs: {[round(r) for r in rates[parser]]} / "
+                f"{[round(r) for r in rates[f'{parser}+deadline']]}",
+                flush=True,
+            )
     return 0
 
 

@@ -51,9 +51,11 @@ from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 
 OWNER = "talker@example.com"
-PROSE = ("we went to the lake with the kids last weekend and it rained most of the time but the picnic "
-         "was still lovely my sister painted a sunset while I read about gardening and the new job starts "
-         "in June so I am nervous yet excited about the team")
+PROSE = (
+    "we went to the lake with the kids last weekend and it rained most of the time but the picnic "
+    "was still lovely my sister painted a sunset while I read about gardening and the new job starts "
+    "in June so I am nervous yet excited about the team"
+)
 
 
 def locomo_turns(data: Path, limit: int) -> list[str]:
@@ -62,8 +64,7 @@ def locomo_turns(data: Path, limit: int) -> list[str]:
     turns: list[str] = []
     for path in files:
         convo = json.loads(path.read_text(encoding="utf-8"))
-        sessions = sorted((k for k in convo if re.fullmatch(r"session_\d+", k)),
-                          key=lambda k: int(k.split("_")[1]))
+        sessions = sorted((k for k in convo if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
         for key in sessions:
             date = convo.get(f"{key}_date_time", "")
             for turn in convo[key]:
@@ -80,8 +81,11 @@ def locomo_turns(data: Path, limit: int) -> list[str]:
 def generated_turns(limit: int) -> list[str]:
     rng = random.Random(41)
     words = PROSE.split()
-    return [f"[{1 + i % 28} May 2023] {'Ann' if i % 2 else 'Bo'}: "
-            + " ".join(rng.choice(words) for _ in range(rng.randint(8, 30))) for i in range(limit)]
+    return [
+        f"[{1 + i % 28} May 2023] {'Ann' if i % 2 else 'Bo'}: "
+        + " ".join(rng.choice(words) for _ in range(rng.randint(8, 30)))
+        for i in range(limit)
+    ]
 
 
 class Profile:
@@ -113,8 +117,10 @@ class Profile:
 
     def report(self) -> None:
         for label in sorted(self.seconds, key=lambda k: -self.seconds[k]):
-            print(f"    {label:34} {self.seconds[label]:7.2f} s in {self.calls[label]:5} calls "
-                  f"({self.seconds[label] * 1000 / max(1, self.calls[label]):7.1f} ms each)")
+            print(
+                f"    {label:34} {self.seconds[label]:7.2f} s in {self.calls[label]:5} calls "
+                f"({self.seconds[label] * 1000 / max(1, self.calls[label]):7.1f} ms each)"
+            )
 
 
 def instrument(h: Harness, profile: Profile) -> None:
@@ -126,15 +132,23 @@ def instrument(h: Harness, profile: Profile) -> None:
         profile.wrap(inner, "embed_batch", "  embedding (embed_batch)")
         profile.wrap(engine.memory, "add", "  mem0 Memory.add")
     store = h.runtime.store
-    for name in ("begin_attempt", "commit_attempt", "close_abandoned", "owed", "pending_window",
-                 "add_source", "newest_token"):
+    for name in (
+        "begin_attempt",
+        "commit_attempt",
+        "close_abandoned",
+        "owed",
+        "pending_window",
+        "add_source",
+        "newest_token",
+    ):
         profile.wrap(store, name, f"ledger.{name}")
     pipeline = h.runtime.pipeline
     profile.wrap(pipeline, "extract", "pipeline.extract (a job, all batches)")
 
 
-def run_once(settings: Settings, texts: list[str], senders: int, worker_threads: int,
-             profile: Profile | None) -> tuple[float, float, int]:
+def run_once(
+    settings: Settings, texts: list[str], senders: int, worker_threads: int, profile: Profile | None
+) -> tuple[float, float, int]:
     """(seconds from first send to all learned, seconds to send them all, attempts)."""
     h = Harness(settings)
     try:
@@ -177,8 +191,13 @@ def main() -> int:
     parser.add_argument("--worker-threads", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="time the learning path's parts")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a setting to override (e.g. extract_batch_size=64)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a setting to override (e.g. extract_batch_size=64)",
+    )
     args = parser.parse_args()
     texts = locomo_turns(args.data, args.turns) if args.data else generated_turns(args.turns)
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-lbench-"))
@@ -187,27 +206,34 @@ def main() -> int:
     try:
         pg_url = pg.start()
         redis_url = redis_server.start()
-        print(f"== verbatim learning: {len(texts)} turns of one owner "
-              f"({'LoCoMo' if args.data else 'generated'}, mean {statistics.mean(map(len, texts)):.0f} chars), "
-              f"{args.threads} senders, worker {args.worker_threads} threads, embedder {args.embedder} ==")
+        print(
+            f"== verbatim learning: {len(texts)} turns of one owner "
+            f"({'LoCoMo' if args.data else 'generated'}, mean {statistics.mean(map(len, texts)):.0f} chars), "
+            f"{args.threads} senders, worker {args.worker_threads} threads, embedder {args.embedder} =="
+        )
         rates = []
         for _ in range(args.repeat):
             name = f"lbench_{uuid.uuid4().hex[:8]}"
             with psycopg.connect(pg_url, autocommit=True) as conn:
                 conn.execute(f"CREATE DATABASE {name}")
             values: dict[str, Any] = {
-                "redis_url": redis_url, "database_url": f"postgresql://postgres@127.0.0.1:{pg.port}/{name}",
-                "data_dir": workdir / name, "metrics": "off", "knowledge": "off",
-                "local_embedder": args.embedder}
+                "redis_url": redis_url,
+                "database_url": f"postgresql://postgres@127.0.0.1:{pg.port}/{name}",
+                "data_dir": workdir / name,
+                "metrics": "off",
+                "knowledge": "off",
+                "local_embedder": args.embedder,
+            }
             for pair in args.set:
                 field, _, value = pair.partition("=")
                 values[field] = value
             profile = Profile() if args.profile else None
-            took, sent, attempts = run_once(Settings(**values), texts, args.threads,
-                                            args.worker_threads, profile)
+            took, sent, attempts = run_once(Settings(**values), texts, args.threads, args.worker_threads, profile)
             rates.append(len(texts) / took)
-            print(f"  learned {len(texts)} in {took:6.1f} s: {len(texts) / took:6.1f} sources/s "
-                  f"(sent in {sent:.1f} s; {attempts} batches, {len(texts) / attempts:.1f} sources each)")
+            print(
+                f"  learned {len(texts)} in {took:6.1f} s: {len(texts) / took:6.1f} sources/s "
+                f"(sent in {sent:.1f} s; {attempts} batches, {len(texts) / attempts:.1f} sources each)"
+            )
             if profile is not None:
                 profile.report()
         print(f"  median {statistics.median(rates):.1f} sources/s")

@@ -94,14 +94,20 @@ class Bench:
 
     def settings(self, *, model: bool, database_url: str) -> Settings:
         # Embeddings from the stand-in service (64 dimensions), model on or off.
-        extra: dict[str, Any] = {"embedding_base_url": self.fake.base_url, "embedding_api_key": "bench",
-                                 "embedding_dims": 64}
+        extra: dict[str, Any] = {
+            "embedding_base_url": self.fake.base_url,
+            "embedding_api_key": "bench",
+            "embedding_dims": 64,
+        }
         if model:
-            extra |= {"memory_base_url": self.fake.base_url, "memory_api_key": "bench",
-                      "memory_model": "bench-flash"}
-        return Settings(redis_url=self.redis_url, database_url=database_url,
-                        data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
-                        metrics_port=0, **extra)
+            extra |= {"memory_base_url": self.fake.base_url, "memory_api_key": "bench", "memory_model": "bench-flash"}
+        return Settings(
+            redis_url=self.redis_url,
+            database_url=database_url,
+            data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
+            metrics_port=0,
+            **extra,
+        )
 
     def fresh_database(self) -> str:
         name = f"load_{uuid.uuid4().hex[:8]}"
@@ -119,9 +125,10 @@ class Bench:
     def workers(self, settings: Settings, processes: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         env = {**os.environ, **settings_env(settings)}
         log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
-        procs = [subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log,
-                                  start_new_session=True)
-                 for pool in worker_pools(settings, processes, self.args.threads)]
+        procs = [
+            subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log, start_new_session=True)
+            for pool in worker_pools(settings, processes, self.args.threads)
+        ]
         try:
             yield procs
         finally:
@@ -145,9 +152,24 @@ class Bench:
         probe = redis.Redis.from_url(self.redis_url)
         stored = f"{stock_noop.NAMESPACE}:{stock_noop.QUEUE}.msgs"
         log = open(self.workdir / "stock.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen([sys.executable, "-m", "dramatiq", "stock_noop", "--processes", "1",
-                                 "--threads", str(self.args.threads), "--path", str(REPO / "bench")],
-                                env=dict(os.environ), stdout=log, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dramatiq",
+                "stock_noop",
+                "--processes",
+                "1",
+                "--threads",
+                str(self.args.threads),
+                "--path",
+                str(REPO / "bench"),
+            ],
+            env=dict(os.environ),
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         try:
             stock_noop.noop.send({"i": -1})
             wait_for_empty(probe, stored)
@@ -210,19 +232,42 @@ class Bench:
         db.dispose()
         calls = len(self.fake.requests_for("chat"))
         tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
-        return {"remember_per_s": n / (in_ledger_s or learned_s), "learned_per_s": n / learned_s,
-                "chat_per_source": calls / n, "marks": marks, "learned_s": learned_s,
-                "cpu_ms": {role: t * tick_ms / n for role, t in cpu.items() if t > 0}}
+        return {
+            "remember_per_s": n / (in_ledger_s or learned_s),
+            "learned_per_s": n / learned_s,
+            "chat_per_source": calls / n,
+            "marks": marks,
+            "learned_s": learned_s,
+            "cpu_ms": {role: t * tick_ms / n for role, t in cpu.items() if t > 0},
+        }
 
     def profile(self, procs: list[subprocess.Popen[bytes]], name: str) -> list[subprocess.Popen[bytes]]:
         if not self.args.profile:
             return []
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         gil = ["--gil"] if self.args.gil else []  # only the thread holding the GIL: Python's CPU
-        return [subprocess.Popen([spy, "record", "--format", "raw", "--rate", "250", "--subprocesses",
-                                  "--nonblocking", *gil, "-o", str(self.workdir / f"{name}-{p.pid}.txt"),
-                                  "--pid", str(p.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                for p in procs]
+        return [
+            subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "250",
+                    "--subprocesses",
+                    "--nonblocking",
+                    *gil,
+                    "-o",
+                    str(self.workdir / f"{name}-{p.pid}.txt"),
+                    "--pid",
+                    str(p.pid),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for p in procs
+        ]
 
     def profile_report(self, name: str, learned: int) -> str:
         samples = collections.Counter[str]()
@@ -236,7 +281,7 @@ class Bench:
             return f"profile {name}: no samples (is py-spy allowed to attach here?)"
         ms = {cat: n * 4.0 / learned for cat, n in samples.items()}  # 250 Hz: 4 ms a sample
         parts = ", ".join(f"{cat} {v:.2f}" for cat, v in sorted(ms.items(), key=lambda kv: -kv[1]) if v >= 0.01)
-        return (f"profile {name}: {sum(ms.values()):.2f} ms of worker CPU per learned source = {parts}")
+        return f"profile {name}: {sum(ms.values()):.2f} ms of worker CPU per learned source = {parts}"
 
     def steady(self) -> dict[str, float]:
         url = self.fresh_database()
@@ -259,29 +304,51 @@ class Bench:
             while ledger_counts(db)[1] < total + 1:
                 time.sleep(0.1)
         with db.connect() as conn:
-            rows = [r for r in conn.execute(sa.select(sources.c.owner_key, sources.c.source_id,
-                                                      sources.c.created_at, sources.c.learned_at)).all()
-                if r.source_id in returned]
+            rows = [
+                r
+                for r in conn.execute(
+                    sa.select(sources.c.owner_key, sources.c.source_id, sources.c.created_at, sources.c.learned_at)
+                ).all()
+                if r.source_id in returned
+            ]
         db.dispose()
         to_ledger = sorted(r.created_at.timestamp() - returned[r.source_id] for r in rows)
         to_learned = sorted(r.learned_at.timestamp() - returned[r.source_id] for r in rows)
         calls = len(self.fake.requests_for("chat"))
         # A batch's sources are learned in one commit: one learned_at per owner's batch.
         batches = sorted(collections.Counter((r.owner_key, r.learned_at) for r in rows).values())
-        print(f"  sources per batch: p10 {pct(batches, 10):.0f}, p50 {pct(batches, 50):.0f}, "
-              f"p90 {pct(batches, 90):.0f}; {batches.count(1)} of {len(batches)} batches of one", flush=True)
-        return {"ledger_p50_s": pct(to_ledger, 50), "ledger_p99_s": pct(to_ledger, 99),
-                "learned_p50_s": pct(to_learned, 50), "learned_p95_s": pct(to_learned, 95),
-                "chat_per_source": calls / total}
+        print(
+            f"  sources per batch: p10 {pct(batches, 10):.0f}, p50 {pct(batches, 50):.0f}, "
+            f"p90 {pct(batches, 90):.0f}; {batches.count(1)} of {len(batches)} batches of one",
+            flush=True,
+        )
+        return {
+            "ledger_p50_s": pct(to_ledger, 50),
+            "ledger_p99_s": pct(to_ledger, 99),
+            "learned_p50_s": pct(to_learned, 50),
+            "learned_p95_s": pct(to_learned, 95),
+            "chat_per_source": calls / total,
+        }
 
     def inline(self, n: int) -> float:
         """mem0's Memory.add per source, inline, from --threads threads."""
         url = self.fresh_database()
         engine = build_engine(self.settings(model=True, database_url=url), url)
         now = datetime.now(UTC)
-        batch = [SourceRecord(f"src_{i}", owner_key(f"inline-{i % self.args.owners}"), "pending", "utterance",
-                              None, f"inline fact {i}: I keep item {i} on shelf {i % 7}", now, now, None)
-                 for i in range(n)]
+        batch = [
+            SourceRecord(
+                f"src_{i}",
+                owner_key(f"inline-{i % self.args.owners}"),
+                "pending",
+                "utterance",
+                None,
+                f"inline fact {i}: I keep item {i} on shelf {i % 7}",
+                now,
+                now,
+                None,
+            )
+            for i in range(n)
+        ]
         first = batch.pop()  # creates mem0's collection before the threads race to
         engine.extract(first.owner_key, uuid.uuid4().hex, [first])
         n -= 1
@@ -307,14 +374,24 @@ class Bench:
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    env = {"MEMJOBS_REDIS_URL": settings.redis_url or "", "MEMJOBS_DATABASE_URL": settings.database_url or "",
-           "MEMJOBS_DATA_DIR": str(settings.data_dir), "MEMJOBS_METRICS_PORT": "0",
-           "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-           "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
-           "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims)}
+    env = {
+        "MEMJOBS_REDIS_URL": settings.redis_url or "",
+        "MEMJOBS_DATABASE_URL": settings.database_url or "",
+        "MEMJOBS_DATA_DIR": str(settings.data_dir),
+        "MEMJOBS_METRICS_PORT": "0",
+        "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+        "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+        "MEMJOBS_EMBEDDING_API_KEY": "bench",
+        "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims),
+    }
     if settings.model_configured:
-        env.update({"QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
-                    "QWEN_AUDIO_MEMORY_API_KEY": "bench", "QWEN_AUDIO_MEMORY_MODEL": settings.memory_model})
+        env.update(
+            {
+                "QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
+                "QWEN_AUDIO_MEMORY_API_KEY": "bench",
+                "QWEN_AUDIO_MEMORY_MODEL": settings.memory_model,
+            }
+        )
     return env
 
 
@@ -323,8 +400,10 @@ def cpu_by_role(workers: list[subprocess.Popen[bytes]]) -> dict[str, int]:
     the machine, by its role in the run: the worker pools, PostgreSQL, Redis,
     this process (the producer and the model stand-in), the rest."""
     # Popen types args as any command form; these were started with a list.
-    pools = {p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"  # type: ignore[arg-type]
-             for p in workers}
+    pools = {
+        p.pid: "cheap pool" if "memjobs_remember" in " ".join(map(str, p.args)) else "model pool"  # type: ignore[arg-type]
+        for p in workers
+    }
     ticks: dict[str, int] = collections.Counter()
     for pid, comm, pgid, used in _processes():
         if pid == os.getpid():
@@ -353,9 +432,13 @@ def _processes() -> Iterator[tuple[int, str, int, int]]:
             stat = (proc / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        yield (int(proc.name), stat[stat.index("(") + 1:stat.rindex(")")], int(fields[2]),
-               sum(int(f) for f in fields[11:15]))
+        fields = stat[stat.rindex(")") + 2 :].split()
+        yield (
+            int(proc.name),
+            stat[stat.index("(") + 1 : stat.rindex(")")],
+            int(fields[2]),
+            sum(int(f) for f in fields[11:15]),
+        )
 
 
 def cpu_of_group(pgid: int) -> int:
@@ -379,8 +462,9 @@ def wait_for_empty(client: redis.Redis, stored: str, poll_s: float = 0.05, timeo
 def ledger_counts(db: sa.Engine) -> tuple[int, int]:
     with db.connect() as conn:
         total = conn.execute(sa.select(sa.func.count()).select_from(sources)).scalar_one()
-        learned = conn.execute(sa.select(sa.func.count()).select_from(sources)
-                               .where(sources.c.state == "learned")).scalar_one()
+        learned = conn.execute(
+            sa.select(sa.func.count()).select_from(sources).where(sources.c.state == "learned")
+        ).scalar_one()
     return int(total), int(learned)
 
 
@@ -437,8 +521,10 @@ def timeline(run: dict[str, Any]) -> str:
     """When 10, 50 and 90 % of the backlog was learned, and the last: the ramp
     (batches filling) against the pace once they are full."""
     marks = run["marks"]
-    return (f"learned 10 % at {marks[10]:.2f} s, 50 % at {marks[50]:.2f} s, "
-            f"90 % at {marks[90]:.2f} s, all at {run['learned_s']:.2f} s")
+    return (
+        f"learned 10 % at {marks[10]:.2f} s, 50 % at {marks[50]:.2f} s, "
+        f"90 % at {marks[90]:.2f} s, all at {run['learned_s']:.2f} s"
+    )
 
 
 def pct(values: Sequence[float], p: float) -> float:
@@ -448,9 +534,11 @@ def pct(values: Sequence[float], p: float) -> float:
 
 
 def steady_line(args: argparse.Namespace, steady: dict[str, float]) -> str:
-    return (f"steady {args.rate}/s x {args.seconds} s: ledger p50 {steady['ledger_p50_s']:.3f} s, "
-            f"p99 {steady['ledger_p99_s']:.3f} s; learned p50 {steady['learned_p50_s']:.2f} s, "
-            f"p95 {steady['learned_p95_s']:.2f} s; {steady['chat_per_source']:.3f} chat calls/source")
+    return (
+        f"steady {args.rate}/s x {args.seconds} s: ledger p50 {steady['ledger_p50_s']:.3f} s, "
+        f"p99 {steady['ledger_p99_s']:.3f} s; learned p50 {steady['learned_p50_s']:.2f} s, "
+        f"p95 {steady['learned_p95_s']:.2f} s; {steady['chat_per_source']:.3f} chat calls/source"
+    )
 
 
 def main() -> int:
@@ -471,24 +559,36 @@ def main() -> int:
     args = parser.parse_args()
     bench = Bench(args)
     try:
-        print(f"memjobs load benchmark: {args.sources} sources, {args.owners} owners, "
-              f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs, "
-              "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+        print(
+            f"memjobs load benchmark: {args.sources} sources, {args.owners} owners, "
+            f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs, "
+            "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()),
+            flush=True,
+        )
         if args.only_steady:
             print(steady_line(args, bench.steady()), flush=True)
             return 0
         stock = bench.stock(args.sources)
-        print(f"stock Dramatiq no-op, 1 x {args.threads}: {stock['jobs_per_s']:7.0f} jobs/s "
-              f"({stock['cpu_ms']:.2f} ms CPU a job)", flush=True)
+        print(
+            f"stock Dramatiq no-op, 1 x {args.threads}: {stock['jobs_per_s']:7.0f} jobs/s "
+            f"({stock['cpu_ms']:.2f} ms CPU a job)",
+            flush=True,
+        )
         on = bench.backlog(model=True, processes=1, n=args.sources)
-        print(f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting "
-              f"({on['remember_per_s'] / stock['jobs_per_s']:.2f}x the stock no-op), "
-              f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source", flush=True)
+        print(
+            f"backlog, model on : remember {on['remember_per_s']:7.0f}/s while extracting "
+            f"({on['remember_per_s'] / stock['jobs_per_s']:.2f}x the stock no-op), "
+            f"learned {on['learned_per_s']:6.1f}/s, {on['chat_per_source']:.3f} chat calls/source",
+            flush=True,
+        )
         print("  CPU ms per learned source: " + cpu_line(on["cpu_ms"]), flush=True)
         print("  " + timeline(on), flush=True)
         off = bench.backlog(model=False, processes=1, n=args.sources)
-        print(f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
-              f"learned {off['learned_per_s']:6.1f}/s", flush=True)
+        print(
+            f"backlog, model off: remember {off['remember_per_s']:7.0f}/s while extracting, "
+            f"learned {off['learned_per_s']:6.1f}/s",
+            flush=True,
+        )
         print("  CPU ms per learned source: " + cpu_line(off["cpu_ms"]), flush=True)
         print("  " + timeline(off), flush=True)
         if args.profile:
@@ -497,13 +597,19 @@ def main() -> int:
         if args.only_backlog:
             return 0
         inline = bench.inline(args.inline_sources)
-        print(f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
-              f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)", flush=True)
+        print(
+            f"mem0 inline       : {inline:6.1f} sources/s from {args.threads} threads "
+            f"(memjobs/inline = {on['learned_per_s'] / inline:.1f}x)",
+            flush=True,
+        )
         print(steady_line(args, bench.steady()), flush=True)
         for processes in (int(p) for p in args.scaling.split(",") if p):
             run = bench.backlog(model=True, processes=processes, n=args.sources // 2)
-            print(f"scaling, {processes} extraction process(es): learned {run['learned_per_s']:6.1f}/s, "
-                  f"remember {run['remember_per_s']:7.0f}/s", flush=True)
+            print(
+                f"scaling, {processes} extraction process(es): learned {run['learned_per_s']:6.1f}/s, "
+                f"remember {run['remember_per_s']:7.0f}/s",
+                flush=True,
+            )
         return 0
     finally:
         bench.close()

@@ -88,13 +88,15 @@ def load(data: Path) -> list[Conversation]:
         for i, sample in enumerate(raw if isinstance(raw, list) else [raw]):
             conv = sample.get("conversation", sample)
             c = Conversation(path.stem if len(files) > 1 or not isinstance(raw, list) else f"{path.stem}-{i}")
-            sessions = sorted(int(k.split("_")[1]) for k in conv
-                               if re.fullmatch(r"session_\d+", k))
+            sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
             for n in sessions:
                 date = conv.get(f"session_{n}_date_time", "")
                 c.turns += [(t["dia_id"], turn_text(date, t)) for t in conv[f"session_{n}"]]
-            c.questions = [(q["question"], int(q["category"]), set(q.get("evidence", [])))
-                           for q in sample["qa"] if int(q["category"]) in CATEGORIES]
+            c.questions = [
+                (q["question"], int(q["category"]), set(q.get("evidence", [])))
+                for q in sample["qa"]
+                if int(q["category"]) in CATEGORIES
+            ]
             out.append(c)
     return out
 
@@ -118,8 +120,11 @@ class Tally:
 
     def line(self, label: str) -> str:
         overall = "  ".join(f"top-{k} {self.share(k):6.1%}" for k in TOPS)
-        by = "\n".join(f"      {CATEGORIES[c]:12} ({self.asked[c]:3}) "
-                       + "  ".join(f"top-{k} {self.share(k, c):6.1%}" for k in TOPS) for c in CATEGORIES)
+        by = "\n".join(
+            f"      {CATEGORIES[c]:12} ({self.asked[c]:3}) "
+            + "  ".join(f"top-{k} {self.share(k, c):6.1%}" for k in TOPS)
+            for c in CATEGORIES
+        )
         return f"  {label:30} {overall}\n{by}"
 
 
@@ -173,7 +178,7 @@ class Vectors:
     def raw(self, texts: Sequence[str], query: bool) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if self.key(t, query) not in self.known))
         for start in range(0, len(missing), 64):
-            part = missing[start:start + 64]
+            part = missing[start : start + 64]
             for text, vector in zip(part, self.embedder._raw(part, query), strict=True):
                 self.known[self.key(text, query)] = np.asarray(vector, dtype=np.float32)
         if missing:
@@ -215,6 +220,7 @@ def baselines(conversations: Sequence[Conversation], vectors: Vectors) -> tuple[
 
 # -- fast mode: the ranking code on precomputed candidates -----------------------------
 
+
 @dataclass
 class Asked:
     """One question's candidates, as the recall SQL returns them."""
@@ -226,8 +232,9 @@ class Asked:
     whole: float
 
 
-def fast_candidates(conversations: Sequence[Conversation], vectors: Vectors,
-                    workdir: Path) -> dict[str, tuple[list[Asked], dict[str, str]]]:
+def fast_candidates(
+    conversations: Sequence[Conversation], vectors: Vectors, workdir: Path
+) -> dict[str, tuple[list[Asked], dict[str, str]]]:
     """Each conversation's questions with their candidates from the recall SQL
     (``similarities``, ``keyword_weights``), over a mem0-shaped table filled directly."""
     import psycopg
@@ -253,26 +260,47 @@ def fast_candidates(conversations: Sequence[Conversation], vectors: Vectors,
                     for (dia_id, text), v in zip(c.turns, passages, strict=True):
                         memory_id = str(uuid.uuid4())
                         turn_of[memory_id] = dia_id
-                        rows.append((memory_id, "[" + ",".join(map(str, v.tolist())) + "]",
-                                     Jsonb({"data": text, "text_lemmatized": index_tokens(text),
-                                            "user_id": c.name,
-                                            "created_at": f"2000-01-01T00:00:00.{len(rows):06d}+00:00"})))
+                        rows.append(
+                            (
+                                memory_id,
+                                "[" + ",".join(map(str, v.tolist())) + "]",
+                                Jsonb(
+                                    {
+                                        "data": text,
+                                        "text_lemmatized": index_tokens(text),
+                                        "user_id": c.name,
+                                        "created_at": f"2000-01-01T00:00:00.{len(rows):06d}+00:00",
+                                    }
+                                ),
+                            )
+                        )
                     cur.executemany("INSERT INTO memories VALUES (%s, %s::vector, %s)", rows)
                 questions = vectors.centred([q for q, _, _ in c.questions], True)
                 asked = []
                 for (question, category, evidence), qv in zip(c.questions, questions, strict=True):
                     near = fs.similarities(conn, "memories", c.name, qv.tolist())
                     keyword, whole = fs.keyword_weights(conn, "memories", c.name, question)
-                    asked.append(Asked(category, evidence, [(h.memory_id, h.score or 0.0) for h in near],
-                                       {h.memory_id: h.score or 0.0 for h in keyword}, whole))
+                    asked.append(
+                        Asked(
+                            category,
+                            evidence,
+                            [(h.memory_id, h.score or 0.0) for h in near],
+                            {h.memory_id: h.score or 0.0 for h in keyword},
+                            whole,
+                        )
+                    )
                 out[c.name] = (asked, turn_of)
     finally:
         pg.stop()
     return out
 
 
-def fast_tally(candidates: dict[str, tuple[list[Asked], dict[str, str]]], names: Sequence[str],
-               rank: Callable[..., list[tuple[str, float]]] | None = None, min_score: float = 0.1) -> Tally:
+def fast_tally(
+    candidates: dict[str, tuple[list[Asked], dict[str, str]]],
+    names: Sequence[str],
+    rank: Callable[..., list[tuple[str, float]]] | None = None,
+    min_score: float = 0.1,
+) -> Tally:
     from memjobs_worker.memory.engine.fused_search import rank_memories
 
     rank = rank or rank_memories
@@ -297,8 +325,9 @@ def leave_one_out(candidates: dict[str, tuple[list[Asked], dict[str, str]]], nam
     grid = list(itertools.product((0.25, 0.5, 1.0), (0.0, 0.3, 0.6, 1.0), (1, 2, 3)))
     found: dict[tuple[float, float, int], dict[str, tuple[int, int]]] = {}
     for choice in grid:
-        rank = functools.partial(rank_memories, keyword_weight=choice[0], neighbour_weight=choice[1],
-                                 neighbours=choice[2])
+        rank = functools.partial(
+            rank_memories, keyword_weight=choice[0], neighbour_weight=choice[1], neighbours=choice[2]
+        )
         found[choice] = {}
         for name in names:
             tally = fast_tally(candidates, [name], rank)
@@ -309,12 +338,15 @@ def leave_one_out(candidates: dict[str, tuple[list[Asked], dict[str, str]]], nam
         best = max(grid, key=lambda g: sum(found[g][n][0] for n in others) / sum(found[g][n][1] for n in others))
         hits, asked = found[best][name]
         held_hits, held_asked = held_hits + hits, held_asked + asked
-        print(f"  held out {name}: weights chosen on the others (keyword, neighbour, neighbours) {best}, "
-              f"top-5 on it {hits / asked:.1%}")
+        print(
+            f"  held out {name}: weights chosen on the others (keyword, neighbour, neighbours) {best}, "
+            f"top-5 on it {hits / asked:.1%}"
+        )
     print(f"  leave-one-conversation-out top-5: {held_hits / held_asked:.1%}")
 
 
 # -- full mode: memjobs as it runs -----------------------------------------------------
+
 
 def percentile(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
@@ -334,8 +366,14 @@ def full(conversations: Sequence[Conversation], workdir: Path, threads: int) -> 
         pg_url, redis_url = pg.start(), redis_server.start()
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE locomo")
-        settings = Settings(redis_url=redis_url, database_url=f"postgresql://postgres@127.0.0.1:{pg.port}/locomo",
-                            data_dir=workdir / "data", metrics="off", knowledge="off", local_embedder="e5")
+        settings = Settings(
+            redis_url=redis_url,
+            database_url=f"postgresql://postgres@127.0.0.1:{pg.port}/locomo",
+            data_dir=workdir / "data",
+            metrics="off",
+            knowledge="off",
+            local_embedder="e5",
+        )
         h = Harness(settings)
         h.runtime.engine  # noqa: B018  (the engine and its model loaded before the clock)
         turns_of: dict[str, set[str]] = {}
@@ -354,8 +392,9 @@ def full(conversations: Sequence[Conversation], workdir: Path, threads: int) -> 
                 t0 = time.perf_counter()
                 hits = h.runtime.personal_memory.recall(key, question, LIMIT)
                 times.append((time.perf_counter() - t0) * 1000)
-                tally.add(category, evidence,
-                          [set().union(*(turns_of.get(s, set()) for s in hit.source_ids)) for hit in hits])
+                tally.add(
+                    category, evidence, [set().union(*(turns_of.get(s, set()) for s in hit.source_ids)) for hit in hits]
+                )
         h.close()
         return tally, rate, times
     finally:
@@ -365,20 +404,28 @@ def full(conversations: Sequence[Conversation], workdir: Path, threads: int) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, required=True,
-                        help=f"the directory of LoCoMo's conversation files ({PUBLISHED})")
+    parser.add_argument(
+        "--data", type=Path, required=True, help=f"the directory of LoCoMo's conversation files ({PUBLISHED})"
+    )
     parser.add_argument("--mode", choices=("full", "fast"), default="full")
-    parser.add_argument("--loco", action="store_true",
-                        help="fast mode: check the ranking's weights by leave-one-conversation-out")
+    parser.add_argument(
+        "--loco", action="store_true", help="fast mode: check the ranking's weights by leave-one-conversation-out"
+    )
     parser.add_argument("--only", nargs="*", help="conversation file names (stems) to use")
     parser.add_argument("--threads", type=int, default=4, help="worker threads (full mode)")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "memjobs-locomo-e5",
-                        help="where the model's vectors of turns and questions are kept")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "memjobs-locomo-e5",
+        help="where the model's vectors of turns and questions are kept",
+    )
     args = parser.parse_args()
     print(f"# {PUBLISHED}; load average {os.getloadavg()[0]:.1f}")
     conversations = [c for c in load(args.data) if not args.only or c.name in args.only]
-    print(f"# {len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns, "
-          f"{sum(len(c.questions) for c in conversations)} questions of categories 1-4")
+    print(
+        f"# {len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns, "
+        f"{sum(len(c.questions) for c in conversations)} questions of categories 1-4"
+    )
     vectors = Vectors(args.cache)
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-locomo-"))
     try:
@@ -394,8 +441,10 @@ def main() -> int:
         print(bm25.line("BM25 over the same turns"))
         print(bare.line("e5 alone (no centring/fusion)"))
         if args.mode == "full":
-            print(f"  learned {rate:.1f} sources/s; recall p50 {percentile(times, 0.5):.0f} ms, "
-                  f"p95 {percentile(times, 0.95):.0f} ms (mean {statistics.mean(times):.0f} ms)")
+            print(
+                f"  learned {rate:.1f} sources/s; recall p50 {percentile(times, 0.5):.0f} ms, "
+                f"p95 {percentile(times, 0.95):.0f} ms (mean {statistics.mean(times):.0f} ms)"
+            )
         print(f"# load average at the end {os.getloadavg()[0]:.1f}")
         return 0
     finally:

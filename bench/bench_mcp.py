@@ -85,37 +85,75 @@ def main() -> int:
         with psycopg.connect(pg.url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         database_url = f"postgresql://postgres@127.0.0.1:{pg.port}/{name}"
-        env = {"MEMJOBS_REDIS_URL": redis_server.url, "MEMJOBS_DATABASE_URL": database_url,
-               "MEMJOBS_DATA_DIR": str(workdir / "data"), "MEMJOBS_EMBEDDING_BASE_URL": fake.base_url,
-               "MEMJOBS_EMBEDDING_API_KEY": "bench", "MEMJOBS_EMBEDDING_DIMS": str(DIMS),
-               "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off", "MEMJOBS_LOG_LEVEL": "WARNING",
-               "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN, "MEMJOBS_API_PORT": "0",
-               "MEMJOBS_KNOWLEDGE": "on"}  # opt-in
-        settings = Settings.model_validate({**{k.removeprefix("MEMJOBS_").lower(): v for k, v in env.items()
-                                               if k.startswith("MEMJOBS_")}, "memory_provider": "off"})
+        env = {
+            "MEMJOBS_REDIS_URL": redis_server.url,
+            "MEMJOBS_DATABASE_URL": database_url,
+            "MEMJOBS_DATA_DIR": str(workdir / "data"),
+            "MEMJOBS_EMBEDDING_BASE_URL": fake.base_url,
+            "MEMJOBS_EMBEDDING_API_KEY": "bench",
+            "MEMJOBS_EMBEDDING_DIMS": str(DIMS),
+            "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off",
+            "MEMJOBS_LOG_LEVEL": "WARNING",
+            "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN,
+            "MEMJOBS_API_PORT": "0",
+            "MEMJOBS_KNOWLEDGE": "on",
+        }  # opt-in
+        settings = Settings.model_validate(
+            {
+                **{k.removeprefix("MEMJOBS_").lower(): v for k, v in env.items() if k.startswith("MEMJOBS_")},
+                "memory_provider": "off",
+            }
+        )
         endpoints = Endpoints(redis_url=redis_server.url, database_url=database_url)
         runtime = open_door(settings, endpoints)
         docs = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in {**DOCS, **DISTRACTORS}.items()]
         embedder = runtime.knowledge_embedder
         assert embedder is not None
-        reindex(ReindexKnowledge.model_validate({"owner_key": owner_key(OWNER), "consent": True,
-                                                 "documents": docs}),
-                store=runtime.knowledge, embed=embedder.embed_batch, dims=DIMS, settings=settings)
+        reindex(
+            ReindexKnowledge.model_validate({"owner_key": owner_key(OWNER), "consent": True, "documents": docs}),
+            store=runtime.knowledge,
+            embed=embedder.embed_batch,
+            dims=DIMS,
+            settings=settings,
+        )
         key = owner_key(OWNER)
         rows: list[tuple[str, list[float]]] = []
 
         runtime.search_knowledge(key, queries[0], 5)  # warm
-        rows.append(("in process (the search both doors call)",
-                     [timed(partial(runtime.search_knowledge, key, q, 5))
-                      for _ in range(args.rounds) for q in queries]))
+        rows.append(
+            (
+                "in process (the search both doors call)",
+                [timed(partial(runtime.search_knowledge, key, q, 5)) for _ in range(args.rounds) for q in queries],
+            )
+        )
 
-        child_env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMJOBS_")}, **env,
-                     "PYTHONPATH": str(REPO)}
-        cli = [sys.executable, "-m", "memjobs_worker.cli.main", "knowledge", "search", "--owner", OWNER,
-               "--k", "5", "--json", "--query"]
-        rows.append(("CLI: memjobs knowledge search (a process each)",
-                     [timed(partial(subprocess.run, [*cli, q], env=child_env, capture_output=True, check=True))
-                      for q in queries[: args.cli_queries]]))
+        child_env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("MEMJOBS_")},
+            **env,
+            "PYTHONPATH": str(REPO),
+        }
+        cli = [
+            sys.executable,
+            "-m",
+            "memjobs_worker.cli.main",
+            "knowledge",
+            "search",
+            "--owner",
+            OWNER,
+            "--k",
+            "5",
+            "--json",
+            "--query",
+        ]
+        rows.append(
+            (
+                "CLI: memjobs knowledge search (a process each)",
+                [
+                    timed(partial(subprocess.run, [*cli, q], env=child_env, capture_output=True, check=True))
+                    for q in queries[: args.cli_queries]
+                ],
+            )
+        )
 
         async def over(client: Client) -> list[float]:
             await client.call_tool("recall", {"query": queries[0], "k": 5})  # warm
@@ -129,8 +167,12 @@ def main() -> int:
             return samples
 
         async def stdio() -> list[float]:
-            params = StdioServerParameters(command=sys.executable, env=child_env, cwd=REPO,
-                                           args=["-m", "memjobs_worker.cli.main", "mcp", "--owner", OWNER])
+            params = StdioServerParameters(
+                command=sys.executable,
+                env=child_env,
+                cwd=REPO,
+                args=["-m", "memjobs_worker.cli.main", "mcp", "--owner", OWNER],
+            )
             with open(workdir / "mcp.log", "w") as errlog:
                 async with Client(stdio_client(params, errlog=errlog)) as client:
                     return await over(client)
@@ -140,10 +182,13 @@ def main() -> int:
         api = ApiServer(settings, endpoints)
         url = api.start()
         try:
+
             async def http() -> list[float]:
                 headers = {"Authorization": f"Bearer {HOST_TOKEN}", "X-Memjobs-Owner": OWNER}
-                async with httpx2.AsyncClient(headers=headers, timeout=30) as client_http, \
-                        Client(streamable_http_client(f"{url}/mcp", http_client=client_http)) as client:
+                async with (
+                    httpx2.AsyncClient(headers=headers, timeout=30) as client_http,
+                    Client(streamable_http_client(f"{url}/mcp", http_client=client_http)) as client,
+                ):
                     return await over(client)
 
             rows.append(("MCP HTTP: recall at /mcp, one client session", anyio.run(http)))

@@ -77,8 +77,7 @@ def main() -> None:
             for name, make in providers.items():
                 row = []
                 for with_audit in (False, True):
-                    service = MemoryService(make(), max_doc_chars=20_000,
-                                            audit=audit if with_audit else None)
+                    service = MemoryService(make(), max_doc_chars=20_000, audit=audit if with_audit else None)
                     p50, p95 = run(service, args.edits, f"bench/{name}/{with_audit}")
                     row.append(f"{p50:6.2f} / {p95:6.2f}")
                 print(f"  {name:<14} no audit {row[0]}   audit table {row[1]}", flush=True)

@@ -73,17 +73,33 @@ def main() -> None:
         try:
             redis_url, pg_url = rds.start(), pg.start()
             env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-            env.update(PYTHONPATH=str(REPO), MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=pg_url,
-                       MEMJOBS_DATA_DIR=str(base / "data"), MEMJOBS_LOCAL_EMBEDDER="hashing",
-                       MEMJOBS_METRICS="off", MEMJOBS_KNOWLEDGE="off", MEM0_TELEMETRY="False",
-                       QWEN_AUDIO_MEMORY_BASE_URL=model.base_url, QWEN_AUDIO_MEMORY_API_KEY="bench",
-                       QWEN_AUDIO_MEMORY_MODEL="fake-flash")
+            env.update(
+                PYTHONPATH=str(REPO),
+                MEMJOBS_REDIS_URL=redis_url,
+                MEMJOBS_DATABASE_URL=pg_url,
+                MEMJOBS_DATA_DIR=str(base / "data"),
+                MEMJOBS_LOCAL_EMBEDDER="hashing",
+                MEMJOBS_METRICS="off",
+                MEMJOBS_KNOWLEDGE="off",
+                MEM0_TELEMETRY="False",
+                QWEN_AUDIO_MEMORY_BASE_URL=model.base_url,
+                QWEN_AUDIO_MEMORY_API_KEY="bench",
+                QWEN_AUDIO_MEMORY_MODEL="fake-flash",
+            )
             if args.max_retries is not None:
                 env["MEMJOBS_MAX_RETRIES"] = str(args.max_retries)
             log = open(base / "workers.log", "ab")  # noqa: SIM115 - for the run's lifetime
             for command in (["worker"], ["sweep", "--every", "5"]):
-                procs.append(subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", *command],
-                                              env=env, cwd=REPO, stdout=log, stderr=log, start_new_session=True))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "memjobs_worker.cli.main", *command],
+                        env=env,
+                        cwd=REPO,
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
+                    )
+                )
             client = redis.Redis.from_url(redis_url)
             producer = Producer(redis_url, args.owners, args.rate, "I like the colour number {i}")
             producer.start()
@@ -119,11 +135,13 @@ def main() -> None:
                 time.sleep(0.5)
             dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)
             states = Counter((ledger(pg_url) or {}).get(s, "missing") for s in producer.sent)
-            print(f"outage {args.outage:g} s, {args.owners} owners at {args.rate:g} sources/s, "
-                  f"max_retries {args.max_retries if args.max_retries is not None else 'default'}: "
-                  f"{calls} chat calls during it ({calls / args.outage:.2f}/s); at most {most} extraction "
-                  f"messages in Redis, {most_per_owner} per owner; dead letters {dead}; every source final "
-                  f"{final_s:.1f} s after the model returned; sources {dict(states)}")
+            print(
+                f"outage {args.outage:g} s, {args.owners} owners at {args.rate:g} sources/s, "
+                f"max_retries {args.max_retries if args.max_retries is not None else 'default'}: "
+                f"{calls} chat calls during it ({calls / args.outage:.2f}/s); at most {most} extraction "
+                f"messages in Redis, {most_per_owner} per owner; dead letters {dead}; every source final "
+                f"{final_s:.1f} s after the model returned; sources {dict(states)}"
+            )
         finally:
             for proc in procs:
                 proc.terminate()

@@ -98,13 +98,25 @@ def main() -> None:
     try:
         redis_url, pg_url = rds.start(), pg.start()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-        env.update(PYTHONPATH=str(REPO), MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=pg_url,
-                   MEMJOBS_DATA_DIR=str(base / "data"), MEMJOBS_LOCAL_EMBEDDER="hashing",
-                   MEMJOBS_METRICS="off", MEMJOBS_KNOWLEDGE="off", MEM0_TELEMETRY="False")
+        env.update(
+            PYTHONPATH=str(REPO),
+            MEMJOBS_REDIS_URL=redis_url,
+            MEMJOBS_DATABASE_URL=pg_url,
+            MEMJOBS_DATA_DIR=str(base / "data"),
+            MEMJOBS_LOCAL_EMBEDDER="hashing",
+            MEMJOBS_METRICS="off",
+            MEMJOBS_KNOWLEDGE="off",
+            MEM0_TELEMETRY="False",
+        )
         log = open(base / "workers.log", "ab")  # noqa: SIM115 - for the run's lifetime
         workers = subprocess.Popen(
             [sys.executable, "-m", "memjobs_worker.cli.main", "worker", "--processes", str(args.processes)],
-            env=env, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         producer = Producer(redis_url, args.owners, args.rate)
         producer.start()
         deadline = time.monotonic() + 120
@@ -116,8 +128,10 @@ def main() -> None:
                 late = [(sid, found.get(sid)) for sid in first if found.get(sid, "pending") == "pending"]
                 raise SystemExit(f"workers never caught up ({late[:3]} of {len(late)}); see {base / 'workers.log'}")
             time.sleep(0.5)
-        print(f"steady: {args.rate:g} sources/s over {args.owners} owners, default timings "
-              f"(outage budget 30 min, outage backoff cap 5 s, max_retries 10)")
+        print(
+            f"steady: {args.rate:g} sources/s over {args.owners} owners, default timings "
+            f"(outage budget 30 min, outage backoff cap 5 s, max_retries 10)"
+        )
         for outage_s in outages:
             time.sleep(10)  # steady state between outages
             before = len(producer.snapshot())
@@ -131,8 +145,10 @@ def main() -> None:
                     raise SystemExit(f"not final 600 s after a {outage_s:g} s outage")
                 time.sleep(0.2)
             final_s = time.monotonic() - back
-            print(f"outage {outage_s:>5g} s: {len(snapshot) - before:>5} sources sent during it; every "
-                  f"source final {final_s:5.1f} s after PostgreSQL answered again")
+            print(
+                f"outage {outage_s:>5g} s: {len(snapshot) - before:>5} sources sent during it; every "
+                f"source final {final_s:5.1f} s after PostgreSQL answered again"
+            )
         producer.stopping.set()
         producer.join()
         deadline = time.monotonic() + 120
@@ -143,16 +159,24 @@ def main() -> None:
         for sid in producer.sent:
             states[found.get(sid, "missing")] = states.get(found.get(sid, "missing"), 0) + 1
         with psycopg.connect(pg_url) as conn:
-            tables = [r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mem0_memories_%'")]
-            dupes = sum(int(r[0]) for t in tables for r in conn.execute(
-                f"SELECT count(*) - count(DISTINCT payload->>'source_id') FROM {t}"))  # noqa: S608
-            memories = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index,misc]  # noqa: S608
-                           for t in tables)
+            tables = [
+                r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'mem0_memories_%'")
+            ]
+            dupes = sum(
+                int(r[0])
+                for t in tables
+                for r in conn.execute(f"SELECT count(*) - count(DISTINCT payload->>'source_id') FROM {t}")
+            )  # noqa: S608
+            memories = sum(
+                int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index,misc]  # noqa: S608
+                for t in tables
+            )
         client = redis.Redis.from_url(redis_url)
         dead = sum(int(client.zcard(keys.dead_letters(q))) for q in QUEUES)
-        print(f"sent {len(producer.sent)} (producer failures {producer.failures}); states {states}; "
-              f"memories {memories}, duplicates {dupes}; dead letters {dead}")
+        print(
+            f"sent {len(producer.sent)} (producer failures {producer.failures}); states {states}; "
+            f"memories {memories}, duplicates {dupes}; dead letters {dead}"
+        )
     finally:
         if workers is not None:
             workers.terminate()

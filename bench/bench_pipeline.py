@@ -115,8 +115,7 @@ def run_remember(settings: Settings, jobs: int, threads: int, trips: RoundTrips)
     for i in range(jobs):
         h.client.remember(owners[i % len(owners)], f"bench source number {i}: I like item {i}")
     probe = redis.Redis.from_url(settings.redis_url or "")
-    worker = dramatiq.Worker(h.broker, worker_threads=threads, queues={QUEUE_REMEMBER},
-                             worker_timeout=50)
+    worker = dramatiq.Worker(h.broker, worker_threads=threads, queues={QUEUE_REMEMBER}, worker_timeout=50)
     start_trips = trips.count
     started = time.perf_counter()
     worker.start()
@@ -159,34 +158,50 @@ def main() -> int:
     try:
         redis_url = redis_server.start()
         pg_server.start()
-        common: dict[str, Any] = dict(redis_url=redis_url, data_dir=workdir / "data", max_retries=3,
-                      extract_delay_ms=500)
-        print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, "
-              f"{os.cpu_count()} CPUs", flush=True)
+        common: dict[str, Any] = dict(
+            redis_url=redis_url, data_dir=workdir / "data", max_retries=3, extract_delay_ms=500
+        )
+        print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, {os.cpu_count()} CPUs", flush=True)
 
         # Side by side, alternating: the machine's load drifts, a ratio of two
         # runs taken back to back does not. The median ratio is the figure.
         ratios = []
         for _ in range(args.repeat):
             noop_rate, noop_trips = run_noop(
-                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips)
+                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips
+            )
             redis.Redis.from_url(redis_url).flushall()
             remember_rate, remember_trips = run_remember(
-                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips)
+                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips
+            )
             redis.Redis.from_url(redis_url).flushall()
             ratios.append(remember_rate / noop_rate)
-            print(f"stock Dramatiq no-op {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job; "
-                  f"remember_source {remember_rate:8.0f} jobs/s   {remember_trips:5.2f}; "
-                  f"ratio {ratios[-1]:.2f}", flush=True)
+            print(
+                f"stock Dramatiq no-op {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job; "
+                f"remember_source {remember_rate:8.0f} jobs/s   {remember_trips:5.2f}; "
+                f"ratio {ratios[-1]:.2f}",
+                flush=True,
+            )
         calls, per_source = run_burst(
-            Settings(database_url=fresh_database(pg_server), memory_base_url=fake.base_url,
-                     memory_api_key="bench", memory_model="bench-flash", **common),  # type: ignore[arg-type]
-            fake, args.burst)
+            Settings(
+                database_url=fresh_database(pg_server),
+                memory_base_url=fake.base_url,
+                memory_api_key="bench",  # type: ignore[arg-type]
+                memory_model="bench-flash",
+                **common,
+            ),
+            fake,
+            args.burst,
+        )
 
-        print(f"ratio remember/no-op, median of {args.repeat}: {statistics.median(ratios):.2f} "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f}; target >= 0.5)")
-        print(f"burst of {args.burst} sources, one owner: {calls} model calls, "
-              f"{per_source:.2f} calls/source (target <= 0.2)")
+        print(
+            f"ratio remember/no-op, median of {args.repeat}: {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f}; target >= 0.5)"
+        )
+        print(
+            f"burst of {args.burst} sources, one owner: {calls} model calls, "
+            f"{per_source:.2f} calls/source (target <= 0.2)"
+        )
         return 0
     finally:
         fake.stop()

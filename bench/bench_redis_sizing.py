@@ -64,8 +64,10 @@ def main() -> int:
 
             print(f"  queued remember, {size:>5} B of text : {per_item(r, args.n, remember):8.0f}")
         now = datetime.now(UTC).isoformat()
-        turns = [{"role": "user" if t % 2 == 0 else "assistant", "text": f"turn {t} of a talk about trips",
-                  "ts": now} for t in range(20)]
+        turns = [
+            {"role": "user" if t % 2 == 0 else "assistant", "text": f"turn {t} of a talk about trips", "ts": now}
+            for t in range(20)
+        ]
 
         def end_session(i: int) -> None:
             client.end_session(f"owner-{i % 1000}", f"session-{i}", turns)
@@ -76,8 +78,7 @@ def main() -> int:
         for key in markers:
             pipe.memory_usage(key, samples=0)
         marker = sum(int(v or 0) for v in pipe.execute()) / max(1, len(markers))
-        print(f"  queued session end, 20 turns (consolidation, digest, extraction jobs + marker): "
-              f"{total:8.0f}")
+        print(f"  queued session end, 20 turns (consolidation, digest, extraction jobs + marker): {total:8.0f}")
         print(f"  per session end, session-ended marker (7 days; MEMORY USAGE): {marker:8.0f}")
         owner_keys = [owner_key(f"owner-{i}") for i in range(args.n + 1)]
 

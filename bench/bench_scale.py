@@ -98,8 +98,10 @@ def pct(values: list[float], p: float) -> float:
 
 
 def latency(name: str, seconds: list[float]) -> str:
-    return (f"{name:<44} p50 {pct(seconds, 50) * 1000:8.1f} ms   p99 {pct(seconds, 99) * 1000:8.1f} ms"
-            f"   ({len(seconds)} calls)")
+    return (
+        f"{name:<44} p50 {pct(seconds, 50) * 1000:8.1f} ms   p99 {pct(seconds, 99) * 1000:8.1f} ms"
+        f"   ({len(seconds)} calls)"
+    )
 
 
 def verdict(ok: bool, promise: str, detail: str) -> None:
@@ -126,16 +128,29 @@ class Stack:
         engine.dispose()
         self.redis = redis.Redis.from_url(self.redis_url)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-        env.update(PYTHONPATH=str(REPO), MEMJOBS_REDIS_URL=self.redis_url, MEMJOBS_DATABASE_URL=self.pg_url,
-                   MEMJOBS_DATA_DIR=str(self.base / "data"), MEMJOBS_METRICS="off",
-                   MEMJOBS_KNOWLEDGE="off", MEMJOBS_LOG_LEVEL="WARNING", MEM0_TELEMETRY="False",
-                   MEMJOBS_API_GATEWAY_TOKEN=GATEWAY_TOKEN, MEMJOBS_API_HOST_TOKEN=HOST_TOKEN)
+        env.update(
+            PYTHONPATH=str(REPO),
+            MEMJOBS_REDIS_URL=self.redis_url,
+            MEMJOBS_DATABASE_URL=self.pg_url,
+            MEMJOBS_DATA_DIR=str(self.base / "data"),
+            MEMJOBS_METRICS="off",
+            MEMJOBS_KNOWLEDGE="off",
+            MEMJOBS_LOG_LEVEL="WARNING",
+            MEM0_TELEMETRY="False",
+            MEMJOBS_API_GATEWAY_TOKEN=GATEWAY_TOKEN,
+            MEMJOBS_API_HOST_TOKEN=HOST_TOKEN,
+        )
         if self.model is not None:
             self.model.set_chat_handler(echo_facts_handler)
-            env.update(QWEN_AUDIO_MEMORY_BASE_URL=self.model.base_url, QWEN_AUDIO_MEMORY_API_KEY="bench",
-                       QWEN_AUDIO_MEMORY_MODEL="bench-flash", MEMJOBS_EMBEDDING_BASE_URL=self.model.base_url,
-                       MEMJOBS_EMBEDDING_API_KEY="bench", MEMJOBS_EMBEDDING_MODEL="bench-embed",
-                       MEMJOBS_EMBEDDING_DIMS="64")
+            env.update(
+                QWEN_AUDIO_MEMORY_BASE_URL=self.model.base_url,
+                QWEN_AUDIO_MEMORY_API_KEY="bench",
+                QWEN_AUDIO_MEMORY_MODEL="bench-flash",
+                MEMJOBS_EMBEDDING_BASE_URL=self.model.base_url,
+                MEMJOBS_EMBEDDING_API_KEY="bench",
+                MEMJOBS_EMBEDDING_MODEL="bench-embed",
+                MEMJOBS_EMBEDDING_DIMS="64",
+            )
         else:
             env.update(MEMJOBS_LOCAL_EMBEDDER="hashing")
         if args.max_retries is not None:
@@ -157,9 +172,17 @@ class Stack:
     def start_workers(self) -> None:
         settings = self.settings()
         for pool in worker_pools(settings, settings.worker_processes, settings.worker_threads):
-            self.workers.append(subprocess.Popen(pool.command, env={**self.env, **pool.env}, cwd=REPO,
-                                                 stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL,
-                                                 start_new_session=True))
+            self.workers.append(
+                subprocess.Popen(
+                    pool.command,
+                    env={**self.env, **pool.env},
+                    cwd=REPO,
+                    stdout=self.log,
+                    stderr=self.log,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
 
     def stop_workers(self) -> None:
         for p in self.workers:
@@ -175,9 +198,15 @@ class Stack:
 
     def start_api(self, deadline: Deadline) -> None:
         port = free_port()
-        self.api = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "api", "--host", "127.0.0.1",
-                                     "--port", str(port)], env=self.env, cwd=REPO, stdout=self.log,
-                                    stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.api = subprocess.Popen(
+            [sys.executable, "-m", "memjobs_worker.cli.main", "api", "--host", "127.0.0.1", "--port", str(port)],
+            env=self.env,
+            cwd=REPO,
+            stdout=self.log,
+            stderr=self.log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.api_url = f"http://127.0.0.1:{port}"
         until = time.monotonic() + deadline.left(120)
         while time.monotonic() < until:
@@ -192,8 +221,15 @@ class Stack:
         raise SystemExit("memjobs api not ready in 120 s")
 
     def cli(self, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *argv], env=self.env, cwd=REPO,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", *argv],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
 
     def used_memory(self) -> int:
         return int(self.redis.info("memory")["used_memory"])
@@ -240,7 +276,7 @@ def committed(pg_url: str) -> collections.Counter[tuple[str, str]]:
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
     with psycopg.connect(pg_url, connect_timeout=5) as conn:
         for owner, ids in conn.execute("SELECT owner_key, source_ids FROM attempts WHERE state = 'committed'"):
-            for sid in (json.loads(ids) if isinstance(ids, str) else ids):
+            for sid in json.loads(ids) if isinstance(ids, str) else ids:
                 counts[(str(owner), str(sid))] += 1
     return counts
 
@@ -250,8 +286,13 @@ def provenance(pg_url: str) -> set[tuple[str, str]]:
         return {(str(o), str(s)) for o, s in conn.execute("SELECT DISTINCT owner_key, source_id FROM provenance")}
 
 
-def wait_final(pg_url: str, sent: Iterable[tuple[str, str]], seconds: float, poll_s: float = 1.0,
-               progress: Callable[[dict[str, int]], None] | None = None) -> tuple[bool, dict[str, int]]:
+def wait_final(
+    pg_url: str,
+    sent: Iterable[tuple[str, str]],
+    seconds: float,
+    poll_s: float = 1.0,
+    progress: Callable[[dict[str, int]], None] | None = None,
+) -> tuple[bool, dict[str, int]]:
     """Until every sent source is in the ledger and none is pending; at most ``seconds``."""
     wanted = list(sent)
     until = time.monotonic() + seconds
@@ -338,23 +379,32 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         sent = queue_backlog(client, args.messages, args.owners, args.threads)
         queued_s = time.perf_counter() - started
         after = stack.used_memory()
-        print(f"queued {len(sent)} remembers from {args.owners} owners in {queued_s:.1f} s "
-              f"({len(sent) / queued_s:.0f}/s, {args.threads} threads, workers not started)", flush=True)
-        print(f"Redis used_memory {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB: "
-              f"{(after - before) / len(sent):.0f} B per queued remember", flush=True)
+        print(
+            f"queued {len(sent)} remembers from {args.owners} owners in {queued_s:.1f} s "
+            f"({len(sent) / queued_s:.0f}/s, {args.threads} threads, workers not started)",
+            flush=True,
+        )
+        print(
+            f"Redis used_memory {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB: "
+            f"{(after - before) / len(sent):.0f} B per queued remember",
+            flush=True,
+        )
 
         # Queued sources to forget, spread over the whole backlog (front to back).
         rng = random.Random(30)
         picks = sorted(rng.sample(range(len(sent)), 2 * args.forgets + args.cli_forgets))
         rng.shuffle(picks)
-        via_http = [sent[i] for i in picks[:args.forgets]]
-        via_door = [sent[i] for i in picks[args.forgets:2 * args.forgets]]
-        via_cli = [sent[i] for i in picks[2 * args.forgets:]]
+        via_http = [sent[i] for i in picks[: args.forgets]]
+        via_door = [sent[i] for i in picks[args.forgets : 2 * args.forgets]]
+        via_cli = [sent[i] for i in picks[2 * args.forgets :]]
         never = [(f"scale-owner-{i % args.owners}", f"never sent {i}") for i in range(args.forgets // 4 or 1)]
         never_ids = [(o, source_id_for(owner_key(o), t)) for o, t in never]
         positions = sorted(picks)
-        print(f"forgetting {len(picks)} queued sources at backlog positions {positions[0]}..{positions[-1]} "
-              f"(median {positions[len(positions) // 2]}), and {len(never_ids)} never sent", flush=True)
+        print(
+            f"forgetting {len(picks)} queued sources at backlog positions {positions[0]}..{positions[-1]} "
+            f"(median {positions[len(positions) // 2]}), and {len(never_ids)} never sent",
+            flush=True,
+        )
 
         auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
         http = httpx.Client(base_url=stack.api_url, headers=auth, timeout=60)
@@ -370,8 +420,7 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
             door_results = [door_forget(door.personal_memory, o, s) for o, _k, s in via_door]
             ok_door = report_forgets("the doors' forget service, queued source", door_results, FOUND)
             door_never = [door_forget(door.personal_memory, o, s) for o, s in never_ids]
-            ok_door_never = report_forgets("the doors' forget service, never sent", door_never,
-                                           ("not_found",))
+            ok_door_never = report_forgets("the doors' forget service, never sent", door_never, ("not_found",))
         finally:
             door.close()
             door.client.close()
@@ -388,10 +437,16 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         forget_answers = http_results + door_results + cli_results
         targeted = via_http + via_door + via_cli
         not_found = sum(1 for _, st in forget_answers if st == "not_found")
-        verdict(ok_http and ok_door and ok_cli, "a forget of a queued source is found at every door",
-                f"{not_found} of {len(forget_answers)} answered not_found")
-        verdict(ok_http_never and ok_door_never, "a forget of a source never sent is not_found",
-                f"{len(http_never) + len(door_never)} forgets")
+        verdict(
+            ok_http and ok_door and ok_cli,
+            "a forget of a queued source is found at every door",
+            f"{not_found} of {len(forget_answers)} answered not_found",
+        )
+        verdict(
+            ok_http_never and ok_door_never,
+            "a forget of a source never sent is not_found",
+            f"{len(http_never) + len(door_never)} forgets",
+        )
 
         status_s = []
         for _ in range(args.calls):
@@ -424,30 +479,44 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         stack.start_workers()
         released = time.perf_counter()
         wanted = [(k, s) for _o, k, s in sent]
-        final, states = wait_final(stack.pg_url, wanted, deadline.left(args.final_timeout), poll_s=2.0,
-                                   progress=lambda st: print(f"  ... {time.perf_counter() - released:.0f} s: "
-                                                             f"{st}", flush=True))
+        final, states = wait_final(
+            stack.pg_url,
+            wanted,
+            deadline.left(args.final_timeout),
+            poll_s=2.0,
+            progress=lambda st: print(f"  ... {time.perf_counter() - released:.0f} s: {st}", flush=True),
+        )
         took = time.perf_counter() - released
-        print(f"workers started: {'every source final' if final else 'NOT every source final'} after {took:.1f} s "
-              f"({len(sent) / took:.0f} sources/s); states {states}", flush=True)
+        print(
+            f"workers started: {'every source final' if final else 'NOT every source final'} after {took:.1f} s "
+            f"({len(sent) / took:.0f} sources/s); states {states}",
+            flush=True,
+        )
         verdict(final, "every queued source becomes final", f"states {states} after {took:.0f} s")
 
         found = ledger(stack.pg_url)
         counts = committed(stack.pg_url)
         derived = provenance(stack.pg_url)
         forgotten_keys = {(k, s) for _o, k, s in targeted}
-        bad_forgotten = [(k, s) for k, s in forgotten_keys
-                         if found.get((k, s)) != "forgotten" or counts[(k, s)] or (k, s) in derived]
-        verdict(not bad_forgotten, "every source whose forget was asked is forgotten and never learned",
-                f"{len(bad_forgotten)} of {len(forgotten_keys)} not (states "
-                f"{dict(collections.Counter(found.get(x, 'missing') for x in bad_forgotten))}, "
-                f"{sum(1 for x in bad_forgotten if counts[x])} learned)")
+        bad_forgotten = [
+            (k, s) for k, s in forgotten_keys if found.get((k, s)) != "forgotten" or counts[(k, s)] or (k, s) in derived
+        ]
+        verdict(
+            not bad_forgotten,
+            "every source whose forget was asked is forgotten and never learned",
+            f"{len(bad_forgotten)} of {len(forgotten_keys)} not (states "
+            f"{dict(collections.Counter(found.get(x, 'missing') for x in bad_forgotten))}, "
+            f"{sum(1 for x in bad_forgotten if counts[x])} learned)",
+        )
         others = [k for k in wanted if k not in forgotten_keys]
         not_once = [k for k in others if found.get(k) != "learned" or counts[k] != 1]
-        verdict(not not_once, "every other source learned exactly once",
-                f"{len(not_once)} of {len(others)} not (states "
-                f"{dict(collections.Counter(found.get(k, 'missing') for k in not_once))}, attempts "
-                f"{dict(collections.Counter(counts[k] for k in not_once))})")
+        verdict(
+            not not_once,
+            "every other source learned exactly once",
+            f"{len(not_once)} of {len(others)} not (states "
+            f"{dict(collections.Counter(found.get(k, 'missing') for k in not_once))}, attempts "
+            f"{dict(collections.Counter(counts[k] for k in not_once))})",
+        )
         strays = [k for k in ((owner_key(o), s) for o, s in never_ids) if k in found]
         verdict(not strays, "a source never sent is not in the ledger", f"{len(strays)} found")
         # The owners' own view agrees (GET /v1/sources of a few owners whose sources were forgotten).
@@ -455,11 +524,17 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         disagree = 0
         for o in sample:
             r = http.get("/v1/sources", params={"limit": 200}, headers={"X-Memjobs-Owner": o})
-            listed = {x["source_id"]: x["state"] for x in r.json().get("sources", r.json().get("items", []))} \
-                if r.status_code == 200 else {}
+            listed = (
+                {x["source_id"]: x["state"] for x in r.json().get("sources", r.json().get("items", []))}
+                if r.status_code == 200
+                else {}
+            )
             disagree += sum(1 for oo, k, s in targeted if oo == o and listed.get(s) != found.get((k, s)))
-        verdict(disagree == 0, "GET /v1/sources agrees with the ledger for the forgotten sources",
-                f"{len(sample)} owners, {disagree} disagreements")
+        verdict(
+            disagree == 0,
+            "GET /v1/sources agrees with the ledger for the forgotten sources",
+            f"{len(sample)} owners, {disagree} disagreements",
+        )
         print(f"dead letters {stack.dead_letters()}", flush=True)
         http.close()
         client.close()
@@ -502,6 +577,7 @@ class Producer(threading.Thread):
 def extraction_per_owner(client: redis.Redis) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """Extraction messages not yet acknowledged, by owner key: those waiting (ready
     or delayed) and, apart, those a worker holds (in flight, running)."""
+
     def held_now() -> set[bytes]:
         held: set[bytes] = set()
         for name in client.scan_iter(match=keys.ACKS_PATTERN, count=1000):
@@ -539,8 +615,11 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         if not ok:
             raise SystemExit(f"the workers did not learn a probe in 300 s; see {stack.base / 'processes.log'}")
         retries = args.max_retries if args.max_retries is not None else stack.settings().max_retries
-        print(f"outage: {args.rate:g} remembers/s over {args.load_owners} owners, stand-in model (chat and "
-              f"embeddings), max_retries {retries}, outage {args.outage_seconds:g} s", flush=True)
+        print(
+            f"outage: {args.rate:g} remembers/s over {args.load_owners} owners, stand-in model (chat and "
+            f"embeddings), max_retries {retries}, outage {args.outage_seconds:g} s",
+            flush=True,
+        )
         producer = Producer(stack.redis_url, args.load_owners, args.rate)
         producer.start()
         time.sleep(min(args.steady_seconds, deadline.left()))
@@ -568,34 +647,44 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         snapshot = producer.snapshot()
         at_return = ledger(stack.pg_url)
         pending_at_return = sum(1 for k in snapshot if at_return.get(k, "pending") == "pending")
-        print(f"outage {outage_s:.0f} s: {len(snapshot) - sent_before} sources sent during it; "
-              f"{len(calls)} model calls ({by_route.get('chat', 0)} chat, {by_route.get('embeddings', 0)} "
-              f"embeddings), {len(calls) / outage_s:.2f} calls/s; most extraction messages waiting for one owner "
-              f"{peak_owner} (with those running {peak_held}; all owners {peak_total}, "
-              f"{samples} samples every {args.sample_seconds:g} s); "
-              f"at the model's return: {pending_at_return} sources not final, {dead_at_return} dead letters",
-              flush=True)
+        print(
+            f"outage {outage_s:.0f} s: {len(snapshot) - sent_before} sources sent during it; "
+            f"{len(calls)} model calls ({by_route.get('chat', 0)} chat, {by_route.get('embeddings', 0)} "
+            f"embeddings), {len(calls) / outage_s:.2f} calls/s; most extraction messages waiting for one owner "
+            f"{peak_owner} (with those running {peak_held}; all owners {peak_total}, "
+            f"{samples} samples every {args.sample_seconds:g} s); "
+            f"at the model's return: {pending_at_return} sources not final, {dead_at_return} dead letters",
+            flush=True,
+        )
         final, states = wait_final(stack.pg_url, snapshot, deadline.left(args.final_timeout), poll_s=0.5)
         recovered_s = time.monotonic() - back
-        print(f"every source sent by the model's return final: {'yes' if final else 'NO'}, "
-              f"{recovered_s:.1f} s after it; states {states}", flush=True)
+        print(
+            f"every source sent by the model's return final: {'yes' if final else 'NO'}, "
+            f"{recovered_s:.1f} s after it; states {states}",
+            flush=True,
+        )
         producer.stopping.set()
         producer.join(10)
         sent = producer.snapshot()
-        final_all, states_all = wait_final(stack.pg_url, sent, deadline.left(min(120, args.final_timeout)),
-                                           poll_s=0.5)
+        final_all, states_all = wait_final(stack.pg_url, sent, deadline.left(min(120, args.final_timeout)), poll_s=0.5)
         found = ledger(stack.pg_url)
         counts = committed(stack.pg_url)
         not_once = [k for k in sent if found.get(k) != "learned" or counts[k] != 1]
         dead = stack.dead_letters()
-        print(f"sent {len(sent)} (producer failures {producer.failures}); all final: {'yes' if final_all else 'NO'}, "
-              f"states {states_all}; dead letters {dead}", flush=True)
+        print(
+            f"sent {len(sent)} (producer failures {producer.failures}); all final: {'yes' if final_all else 'NO'}, "
+            f"states {states_all}; dead letters {dead}",
+            flush=True,
+        )
         verdict(dead == 0, "no dead letter from a model outage", f"{dead} dead letters {stack.dead_by_queue()}")
         verdict(final, "every source final once the model is back", f"{recovered_s:.0f} s; states {states}")
-        verdict(not not_once, "every source learned exactly once",
-                f"{len(not_once)} of {len(sent)} not (states "
-                f"{dict(collections.Counter(found.get(k, 'missing') for k in not_once))}, committed attempts "
-                f"{dict(collections.Counter(counts[k] for k in not_once))})")
+        verdict(
+            not not_once,
+            "every source learned exactly once",
+            f"{len(not_once)} of {len(sent)} not (states "
+            f"{dict(collections.Counter(found.get(k, 'missing') for k in not_once))}, committed attempts "
+            f"{dict(collections.Counter(counts[k] for k in not_once))})",
+        )
     finally:
         if producer is not None:
             producer.stopping.set()
@@ -617,8 +706,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--load-owners", type=int, default=50)
     parser.add_argument("--sample-seconds", type=float, default=3.0)
-    parser.add_argument("--fault-budget", type=int, default=50_000,
-                        help="500s queued per route (more than an outage uses)")
+    parser.add_argument(
+        "--fault-budget", type=int, default=50_000, help="500s queued per route (more than an outage uses)"
+    )
     parser.add_argument("--max-retries", type=int, default=None, help="MEMJOBS_MAX_RETRIES for the workers")
     parser.add_argument("--final-timeout", type=float, default=1800, help="bound on each wait for final")
     parser.add_argument("--timeout", type=float, default=3600, help="bound on the whole run, seconds")

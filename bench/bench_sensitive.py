@@ -62,31 +62,46 @@ def main() -> None:
     families = Counter(family for family, _, _ in rows)
     lines = negatives()
     refused = sum(1 for line in lines if find_sensitive_text(line) is not None)
-    print(f"credential lines refused: {len(rows) - sum(missed.values())}/{len(rows)} "
-          f"({len(families)} families; missed by family: {dict(missed) or 'none'})")
+    print(
+        f"credential lines refused: {len(rows) - sum(missed.values())}/{len(rows)} "
+        f"({len(families)} families; missed by family: {dict(missed) or 'none'})"
+    )
     print(f"ordinary lines refused:   {refused}/{len(lines)} ({100 * refused / len(lines):.1f} %)")
 
     short = "remind me to buy green tea and call mom at seven tomorrow"
-    source = ("我住在杭州，每天早上七点跑步，喜欢喝龙井茶。I walk the dog at seven. " * 400)[:32 * 1024 // 2]
+    source = ("我住在杭州，每天早上七点跑步，喜欢喝龙井茶。I walk the dog at seven. " * 400)[: 32 * 1024 // 2]
     transcript = source * 8
-    for name, text, repeat in (("short utterance", short, 2000), ("32 KiB source", source, 20),
-                               ("256 KiB transcript", transcript, 3)):
-        print(f"find_sensitive_text, {name} ({len(text.encode())} bytes): "
-              f"{per_call_us(lambda t=text: find_sensitive_text(t), repeat):,.0f} µs")  # type: ignore[misc]
+    for name, text, repeat in (
+        ("short utterance", short, 2000),
+        ("32 KiB source", source, 20),
+        ("256 KiB transcript", transcript, 3),
+    ):
+        print(
+            f"find_sensitive_text, {name} ({len(text.encode())} bytes): "
+            f"{per_call_us(lambda t=text: find_sensitive_text(t), repeat):,.0f} µs"  # type: ignore[misc]
+        )
 
     formatter = JsonFormatter()
     done = record("job done", actor="remember_source", outcome="created", message_id="m-1")
     print(f"log record, repeated INFO line: {per_call_us(lambda: formatter.format(done), 2000):,.0f} µs")
-    print("log record, fresh ids each time: "
-          f"{per_call_us(lambda: formatter.format(record('job done', message_id=str(uuid.uuid4()), owner_key=uuid.uuid4().hex * 2)), 2000):,.0f} µs")  # noqa: E501
+
+    def fresh() -> str:
+        return formatter.format(record("job done", message_id=str(uuid.uuid4()), owner_key=uuid.uuid4().hex * 2))
+
+    print(f"log record, fresh ids each time: {per_call_us(fresh, 2000):,.0f} µs")
     failed = record("job failed", exc=True, actor="reindex_knowledge", reason="backend_unavailable")
     print(f"log record with an exception: {per_call_us(lambda: formatter.format(failed), 500):,.0f} µs")
 
     turn = "card " + "4 " * 120000
-    for name, text in (("the finding's turn, 'card ' + '4 ' * 120000", turn),
-                       ("'card ' + '4 ' * 50000", "card " + "4 " * 50000), ("'pw=' * 21846", "pw=" * 21846)):
-        print(f"{name} ({len(text.encode()):,} bytes): check {cpu_s(find_sensitive_text, text):.2f} s, "
-              f"redaction {cpu_s(redact_secrets, text):.2f} s")
+    for name, text in (
+        ("the finding's turn, 'card ' + '4 ' * 120000", turn),
+        ("'card ' + '4 ' * 50000", "card " + "4 " * 50000),
+        ("'pw=' * 21846", "pw=" * 21846),
+    ):
+        print(
+            f"{name} ({len(text.encode()):,} bytes): check {cpu_s(find_sensitive_text, text):.2f} s, "
+            f"redaction {cpu_s(redact_secrets, text):.2f} s"
+        )
     inputs = HOT_PATHS + [(name, build(SIZE)) for name, build in DENSE_SECRETS.items() if name not in dict(HOT_PATHS)]
     print(f"CPU s a megabyte, {SIZE // 1024} KiB each, least of three runs: " + ", ".join(KINDS))
     worst = dict.fromkeys(KINDS, (0.0, ""))

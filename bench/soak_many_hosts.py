@@ -38,8 +38,10 @@ def main() -> int:
     for round_no in range(1, args.rounds + 1):
         started = time.monotonic()
         scenario.test_many_hosts_survive_kill_partition_and_failover()
-        print(f"round {round_no}: {args.owners * args.per_owner} sources, all invariants held, "
-              f"{time.monotonic() - started:.0f} s in all")
+        print(
+            f"round {round_no}: {args.owners * args.per_owner} sources, all invariants held, "
+            f"{time.monotonic() - started:.0f} s in all"
+        )
     return 0
 
 

@@ -75,7 +75,7 @@ MUST_EXPIRE = ("flags", "markers", "locks", "job stats", "heartbeats")
 
 
 def kind_of(key: str) -> str:
-    rest = key[len("memjobs:"):]
+    rest = key[len("memjobs:") :]
     if rest.startswith("lock:") and rest.endswith(":fence"):
         return "fences"
     return next((k for k, prefix in KINDS[1:] if rest.startswith(prefix)), "other")
@@ -91,8 +91,15 @@ class Group:
 
     def start(self) -> None:
         out = open(self.log, "ab")  # noqa: SIM115 - the child holds it
-        self.proc = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=out,
-                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+        self.proc = subprocess.Popen(
+            self.command,
+            env=self.env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO,
+        )
         out.close()
 
     def stop(self) -> None:
@@ -155,8 +162,10 @@ class Load(threading.Thread):
             self.counts["forget"] += 1
         elif roll < 0.16:
             now = datetime.now(UTC).isoformat()
-            turns = [{"role": "user", "text": f"we planned trip {i} to city {i % 40}", "ts": now},
-                     {"role": "assistant", "text": f"noted: trip {i} to city {i % 40}", "ts": now}]
+            turns = [
+                {"role": "user", "text": f"we planned trip {i} to city {i % 40}", "ts": now},
+                {"role": "assistant", "text": f"noted: trip {i} to city {i % 40}", "ts": now},
+            ]
             self.client.end_session(who, f"session-{i}", turns)
             self.counts["end_session"] += 1
         else:
@@ -194,19 +203,25 @@ def redis_figures(client: redis.Redis) -> dict[str, Any]:
     marker_bytes = 0
     for i in range(0, len(markers), 1000):
         pipe = client.pipeline(transaction=False)
-        for key in markers[i:i + 1000]:
+        for key in markers[i : i + 1000]:
             pipe.memory_usage(key, samples=0)
         marker_bytes += sum(int(v or 0) for v in pipe.execute())
     used = int(info["used_memory"])
-    return {"used_memory": used, "used_memory_rss": int(info["used_memory_rss"]),
-            "marker_bytes": marker_bytes, "used_without_markers": used - marker_bytes,
-            "keys": dict(kinds), "keys_without_ttl": dict(no_ttl)}
+    return {
+        "used_memory": used,
+        "used_memory_rss": int(info["used_memory_rss"]),
+        "marker_bytes": marker_bytes,
+        "used_without_markers": used - marker_bytes,
+        "keys": dict(kinds),
+        "keys_without_ttl": dict(no_ttl),
+    }
 
 
 def postgres_figures(url: str) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+        tables = [
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+        ]
         out: dict[str, Any] = {}
         for table in tables:
             rows = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
@@ -216,8 +231,7 @@ def postgres_figures(url: str) -> dict[str, Any]:
     return {"tables": out, "database_bytes": int(db[0]) if db else 0}
 
 
-def sample(elapsed: float, groups: list[Group], client: redis.Redis, db_url: str,
-           load: Load) -> dict[str, Any]:
+def sample(elapsed: float, groups: list[Group], client: redis.Redis, db_url: str, load: Load) -> dict[str, Any]:
     queues = queue_stats(client)
     return {
         "t_s": round(elapsed, 1),
@@ -225,8 +239,7 @@ def sample(elapsed: float, groups: list[Group], client: redis.Redis, db_url: str
         "restarts": {g.name: g.restarts for g in groups if g.restart},
         "redis": redis_figures(client),
         "postgres": postgres_figures(db_url),
-        "queues": {q.removeprefix("memjobs_"): v["ready"] + v["delayed"] + v["in_flight"]
-                   for q, v in queues.items()},
+        "queues": {q.removeprefix("memjobs_"): v["ready"] + v["delayed"] + v["in_flight"] for q, v in queues.items()},
         "dead": {q.removeprefix("memjobs_"): v["dead"] for q, v in queues.items() if v["dead"]},
         "calls": dict(load.counts),
     }
@@ -234,16 +247,17 @@ def sample(elapsed: float, groups: list[Group], client: redis.Redis, db_url: str
 
 def line(s: dict[str, Any]) -> str:
     mib = 1024 * 1024
-    rss = " ".join(f"{g}:{'/'.join(f'{v / mib:.0f}' for v in p.values()) or '-'}"
-                   for g, p in s["rss"].items())
+    rss = " ".join(f"{g}:{'/'.join(f'{v / mib:.0f}' for v in p.values()) or '-'}" for g, p in s["rss"].items())
     r = s["redis"]
     keys = ",".join(f"{k}={v}" for k, v in sorted(r["keys"].items()))
     pg = s["postgres"]
     rows = ",".join(f"{t}={v['rows']}" for t, v in pg["tables"].items() if v["rows"])
-    return (f"[{s['t_s'] / 60:5.1f} min] RSS MiB {rss} | Redis {r['used_memory'] / mib:.2f} MiB "
-            f"(markers {r['marker_bytes'] / mib:.2f}) keys {keys} no-TTL {r['keys_without_ttl'] or 0} | "
-            f"PG {pg['database_bytes'] / mib:.1f} MiB rows {rows} | queued {sum(s['queues'].values())} "
-            f"dead {s['dead'] or 0} | calls {s['calls']}")
+    return (
+        f"[{s['t_s'] / 60:5.1f} min] RSS MiB {rss} | Redis {r['used_memory'] / mib:.2f} MiB "
+        f"(markers {r['marker_bytes'] / mib:.2f}) keys {keys} no-TTL {r['keys_without_ttl'] or 0} | "
+        f"PG {pg['database_bytes'] / mib:.1f} MiB rows {rows} | queued {sum(s['queues'].values())} "
+        f"dead {s['dead'] or 0} | calls {s['calls']}"
+    )
 
 
 def series(samples: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
@@ -259,10 +273,10 @@ def series(samples: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]
                     if proc != "main":
                         out.setdefault(f"RSS {group} {proc} (MiB)", []).append((t, rss / 2**20))
         r = s["redis"]
-        out.setdefault("Redis used_memory without markers (MiB)", []).append(
-            (t, r["used_without_markers"] / 2**20))
+        out.setdefault("Redis used_memory without markers (MiB)", []).append((t, r["used_without_markers"] / 2**20))
         out.setdefault("Redis flags + locks (keys)", []).append(
-            (t, r["keys"].get("flags", 0) + r["keys"].get("locks", 0)))
+            (t, r["keys"].get("flags", 0) + r["keys"].get("locks", 0))
+        )
         tomb = s["postgres"]["tables"].get("tombstones", {}).get("rows", 0)
         out.setdefault("PG tombstones (rows)", []).append((t, tomb))
         out.setdefault("queued messages", []).append((t, sum(s["queues"].values())))
@@ -292,14 +306,18 @@ def plot(samples: list[dict[str, Any]], svg_path: Path) -> None:
     beside it (matplotlib when importable, else ImageMagick when installed)."""
     panels = series(samples)
     panels["Redis session-end markers (MiB, 7-day TTL)"] = [
-        (s["t_s"] / 60, s["redis"]["marker_bytes"] / 2**20) for s in samples]
+        (s["t_s"] / 60, s["redis"]["marker_bytes"] / 2**20) for s in samples
+    ]
     panels["Redis used_memory (MiB)"] = [(s["t_s"] / 60, s["redis"]["used_memory"] / 2**20) for s in samples]
     panels["PostgreSQL database (MiB; the ledger grows with sources)"] = [
-        (s["t_s"] / 60, s["postgres"]["database_bytes"] / 2**20) for s in samples]
+        (s["t_s"] / 60, s["postgres"]["database_bytes"] / 2**20) for s in samples
+    ]
     w, h, cols = 420, 200, 2
     rows = (len(panels) + cols - 1) // cols
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w * cols}" height="{h * rows}" '
-             f'font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w * cols}" height="{h * rows}" '
+        f'font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>'
+    ]
     for n, (name, points) in enumerate(panels.items()):
         x0, y0 = (n % cols) * w + 50, (n // cols) * h + 25
         pw, ph = w - 70, h - 60
@@ -308,12 +326,14 @@ def plot(samples: list[dict[str, Any]], svg_path: Path) -> None:
         tmax = max(t for t, _ in points) or 1
         vmax = max(v for _, v in points) * 1.15 or 1
         path = " ".join(f"{x0 + t / tmax * pw:.1f},{y0 + ph - v / vmax * ph:.1f}" for t, v in points)
-        parts += [f'<text x="{x0}" y="{y0 - 8}" font-weight="bold">{name}</text>',
-                  f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
-                  f'<polyline points="{path}" fill="none" stroke="#1565c0" stroke-width="1.5"/>',
-                  f'<text x="{x0 - 4}" y="{y0 + 4}" text-anchor="end">{vmax:.3g}</text>',
-                  f'<text x="{x0 - 4}" y="{y0 + ph}" text-anchor="end">0</text>',
-                  f'<text x="{x0 + pw}" y="{y0 + ph + 14}" text-anchor="end">{tmax:.0f} min</text>']
+        parts += [
+            f'<text x="{x0}" y="{y0 - 8}" font-weight="bold">{name}</text>',
+            f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>',
+            f'<polyline points="{path}" fill="none" stroke="#1565c0" stroke-width="1.5"/>',
+            f'<text x="{x0 - 4}" y="{y0 + 4}" text-anchor="end">{vmax:.3g}</text>',
+            f'<text x="{x0 - 4}" y="{y0 + ph}" text-anchor="end">0</text>',
+            f'<text x="{x0 + pw}" y="{y0 + ph + 14}" text-anchor="end">{tmax:.0f} min</text>',
+        ]
     parts.append("</svg>")
     svg_path.write_text("\n".join(parts) + "\n")
     try:
@@ -333,7 +353,7 @@ def plot(samples: list[dict[str, Any]], svg_path: Path) -> None:
         ax.set_ylim(bottom=0, top=max((v for _, v in points), default=1) * 1.15 or 1)
         ax.set_xlabel("minutes", fontsize=8)
         ax.tick_params(labelsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(svg_path.with_suffix(".png"), dpi=80)
@@ -346,8 +366,9 @@ def run(args: argparse.Namespace) -> int:
     groups: list[Group] = []
     load: Load | None = None
     delay_s = args.model_ms / 1000
-    patch = json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Plans trips",
-                                     "evidence": "we planned trip"}]})
+    patch = json.dumps(
+        {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Plans trips", "evidence": "we planned trip"}]}
+    )
 
     def model(request: dict[str, Any]) -> str:
         """Facts for extraction, one patch for a consolidation, after ``--model-ms``."""
@@ -359,9 +380,16 @@ def run(args: argparse.Namespace) -> int:
     bench.fake.set_chat_handler(model)
     try:
         db_url = bench.fresh_database()
-        settings = Settings(redis_url=bench.redis_url, database_url=db_url, data_dir=bench.workdir / "data",
-                            metrics_port=0, memory_base_url=bench.fake.base_url, memory_api_key="bench",  # type: ignore[arg-type]
-                            memory_model="bench-flash", memory_auto="on")
+        settings = Settings(
+            redis_url=bench.redis_url,
+            database_url=db_url,
+            data_dir=bench.workdir / "data",
+            metrics_port=0,
+            memory_base_url=bench.fake.base_url,
+            memory_api_key="bench",  # type: ignore[arg-type]
+            memory_model="bench-flash",
+            memory_auto="on",
+        )
         env = {**os.environ, **settings_env(settings), "QWEN_AUDIO_MEMORY_AUTO": "on"}
         model_pool, cheap_pool = worker_pools(settings, 1, args.threads)
         for pool, kind in ((model_pool, "model"), (cheap_pool, "cheap")):
@@ -376,9 +404,12 @@ def run(args: argparse.Namespace) -> int:
         client = redis.Redis.from_url(bench.redis_url)
         load = Load(settings, bench.redis_url, args.rate, args.owners)
         load.start()
-        print(f"soak: {args.minutes} min, {args.rate} calls/s from {args.owners} owners, "
-              f"restarts every {args.restart_every} s, samples every {args.interval} s, "
-              f"{os.cpu_count()} CPUs (shared: timings are noisy) → {out_path}", flush=True)
+        print(
+            f"soak: {args.minutes} min, {args.rate} calls/s from {args.owners} owners, "
+            f"restarts every {args.restart_every} s, samples every {args.interval} s, "
+            f"{os.cpu_count()} CPUs (shared: timings are noisy) → {out_path}",
+            flush=True,
+        )
         started = time.monotonic()
         end = started + args.minutes * 60
         next_sample, next_restart, restart_i = started, started + args.restart_every, 0
@@ -440,8 +471,9 @@ def main() -> int:
     parser.add_argument("--owners", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--model-ms", type=int, default=20)
-    parser.add_argument("--restart-every", type=float, default=300,
-                        help="seconds between two restarts of each restarted group")
+    parser.add_argument(
+        "--restart-every", type=float, default=300, help="seconds between two restarts of each restarted group"
+    )
     parser.add_argument("--interval", type=float, default=60, help="seconds between samples")
     parser.add_argument("--out", default="soak-memory.jsonl")
     parser.add_argument("--plot-to", default="", help="draw an SVG (and PNG) here at the end")

@@ -58,9 +58,13 @@ os.environ["MEMJOBS_LOCAL_EMBEDDER"] = "hashing"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--server-free", action="store_true", default=False,
-                     help="run only the tests that need no server (no Redis, no PostgreSQL, "
-                          "no worker process); starting one fails the test")
+    parser.addoption(
+        "--server-free",
+        action="store_true",
+        default=False,
+        help="run only the tests that need no server (no Redis, no PostgreSQL, "
+        "no worker process); starting one fails the test",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,8 +107,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _refuse_in_server_free_run(config: pytest.Config, what: str) -> None:
     if config.getoption("--server-free"):
-        pytest.fail(f"{what} in a --server-free run (make test-fast): this test needs a "
-                    f"server; mark it or run it with `make test`", pytrace=False)
+        pytest.fail(
+            f"{what} in a --server-free run (make test-fast): this test needs a "
+            f"server; mark it or run it with `make test`",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -117,6 +124,7 @@ def _no_servers_in_a_server_free_run(request: pytest.FixtureRequest) -> Iterator
     def refuse(what: str) -> Callable[..., Any]:
         def start(*_: Any, **__: Any) -> Any:
             _refuse_in_server_free_run(request.config, f"{what} was started")
+
         return start
 
     with pytest.MonkeyPatch.context() as patch:
@@ -132,8 +140,7 @@ def _mem0_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_server(request: pytest.FixtureRequest,
-                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+def redis_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
     _refuse_in_server_free_run(request.config, "the session's Redis was asked for")
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     server.start()
@@ -222,13 +229,11 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
 
 
 @pytest.fixture
-def model_settings(make_settings: Callable[..., Settings],
-                   fake_model: FakeOpenAI) -> Callable[..., Settings]:
+def model_settings(make_settings: Callable[..., Settings], fake_model: FakeOpenAI) -> Callable[..., Settings]:
     """Settings whose light model is the fake server (extraction with infer=True)."""
 
     def make(**overrides: Any) -> Settings:
-        values = {"memory_base_url": fake_model.base_url, "memory_api_key": "test-key",
-                  "memory_model": "fake-flash"}
+        values = {"memory_base_url": fake_model.base_url, "memory_api_key": "test-key", "memory_model": "fake-flash"}
         values.update(overrides)
         return make_settings(**values)
 

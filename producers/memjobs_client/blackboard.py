@@ -73,9 +73,16 @@ class SessionBlackboard:
         max_response_bytes: a longer reply is refused (``response_too_large``).
     """
 
-    def __init__(self, client: MemjobsClient, *, api_url: str | None = None, token: str | None = None,
-                 cafile: str | None = None, timeout_s: float = 10.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self,
+        client: MemjobsClient,
+        *,
+        api_url: str | None = None,
+        token: str | None = None,
+        cafile: str | None = None,
+        timeout_s: float = 10.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         self.client = client
         self.api_url = _checked_url(api_url) if api_url is not None else None
         self.token = token
@@ -102,16 +109,17 @@ class SessionBlackboard:
         self.send(payloads)
         return sum(len(p["entries"]) for p in payloads)
 
-    def payloads(self, owner_id: str, session_id: str,
-                 entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def payloads(self, owner_id: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The append's messages, every entry validated and checked for credentials
         (CPU: a door runs this off its event loop). Raises as :meth:`append`."""
         items = as_list("AppendBlackboard", "entries", entries, MAX_APPEND_CALL)
         if not items:
             raise InvalidPayload("entries: at least one entry")
         key = owner_key_of(owner_id)
-        return [build_payload(AppendBlackboard, rules=self.client.rules, owner_key=key,
-                              session_id=session_id, entries=part) for part in _parts(items)]
+        return [
+            build_payload(AppendBlackboard, rules=self.client.rules, owner_key=key, session_id=session_id, entries=part)
+            for part in _parts(items)
+        ]
 
     def send(self, payloads: Sequence[dict[str, Any]]) -> None:
         """Enqueue messages made by :meth:`payloads`. Raises ``BackendUnavailable``."""
@@ -142,8 +150,7 @@ class SessionBlackboard:
     def _get(self, path: str, owner_id: str, query: Mapping[str, Any]) -> dict[str, Any]:
         assert self.api_url is not None
         url = self.api_url + path + (f"?{urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json, application/problem+json",
-                   "X-Memjobs-Owner": quote(owner_id, safe="")}
+        headers = {"Accept": "application/json, application/problem+json", "X-Memjobs-Owner": quote(owner_id, safe="")}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(url, headers=headers, method="GET")
@@ -152,13 +159,17 @@ class SessionBlackboard:
                 body = reply.read(self.max_response_bytes + 1)
         except urllib.error.HTTPError as exc:
             problem = _json(exc.read(64 * 1024)) or {}
-            raise BlackboardApiError(f"memjobs: GET {path}: {problem.get('title', exc.code)}",
-                                     status=exc.code, reason=str(problem.get("reason", "http_error"))) from None
+            raise BlackboardApiError(
+                f"memjobs: GET {path}: {problem.get('title', exc.code)}",
+                status=exc.code,
+                reason=str(problem.get("reason", "http_error")),
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             raise BackendUnavailable(f"the memjobs API did not answer: {type(exc).__name__}") from None
         if len(body) > self.max_response_bytes:
-            raise BlackboardApiError("memjobs: the reply is over max_response_bytes", status=0,
-                                     reason="response_too_large")
+            raise BlackboardApiError(
+                "memjobs: the reply is over max_response_bytes", status=0, reason="response_too_large"
+            )
         document = _json(body)
         if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
             raise BlackboardApiError("memjobs: the reply is not a blackboard page", status=0, reason="bad_reply")

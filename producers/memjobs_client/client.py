@@ -154,8 +154,7 @@ class MemjobsClient:
             if redis_url is None:
                 raise ValueError("MemjobsClient needs a redis_url or a broker")
             memory_guard = memory_guard or MemoryGuard()
-            client = redis_client(redis_url, timeout_s=timeout_s, sentinels=sentinels,
-                                  sentinel_master=sentinel_master)
+            client = redis_client(redis_url, timeout_s=timeout_s, sentinels=sentinels, sentinel_master=sentinel_master)
             broker = RedisBroker(  # type: ignore[no-untyped-call]
                 client=client, namespace=keys.NAMESPACE, middleware=[]
             )
@@ -223,8 +222,7 @@ class MemjobsClient:
             BackendUnavailable: Redis did not answer.
         """
         self._require_memory()
-        payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id),
-                                source_id=source_id)
+        payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id), source_id=source_id)
         self._send(ACTOR_FORGET, payload)
         return ForgetOutcome(str(payload["source_id"]), "queued", "queued")
 
@@ -274,10 +272,11 @@ class MemjobsClient:
         digest_job = build_payload(DigestSession, rules=self.rules, **session, tasks=task_list)
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
         marker = keys.session_ended(key, contracts.content_hash(session_id))
-        jobs = [(ACTOR_CONSOLIDATE, consolidation,
-                 self.consolidation_enabled if consolidate is None else consolidate),
-                (ACTOR_DIGEST, digest_job, self.digest_enabled if digest is None else digest),
-                (ACTOR_EXTRACT, nudge, self.memory_enabled)]
+        jobs = [
+            (ACTOR_CONSOLIDATE, consolidation, self.consolidation_enabled if consolidate is None else consolidate),
+            (ACTOR_DIGEST, digest_job, self.digest_enabled if digest is None else digest),
+            (ACTOR_EXTRACT, nudge, self.memory_enabled),
+        ]
         claimed = self._claim_session_jobs(marker, [actor for actor, _, wanted in jobs if wanted])
         sent: list[str] = []
         for actor, payload, _ in jobs:
@@ -323,8 +322,9 @@ class MemjobsClient:
             SensitiveContent: the task id carries a credential.
             BackendUnavailable: Redis did not answer.
         """
-        payload = build_payload(RecordTask, rules=self.rules, owner_key=owner_key_of(owner_id),
-                                task_id=task_id, goal=goal, status=status)
+        payload = build_payload(
+            RecordTask, rules=self.rules, owner_key=owner_key_of(owner_id), task_id=task_id, goal=goal, status=status
+        )
         self._send(ACTOR_RECORD_TASK, payload)
 
     def reindex_knowledge(
@@ -365,7 +365,9 @@ class MemjobsClient:
         if consent is not True:
             raise InvalidPayload(
                 "re-indexing sends the documents' text to the embedding service: it needs the "
-                "user's consent (consent=True)", reason="consent_required")
+                "user's consent (consent=True)",
+                reason="consent_required",
+            )
         payloads = corpus_payloads(owner_key_of(owner_id), documents, allowed_roots, part_size, self.rules)
         named = [_named(doc) for p in payloads for doc in p["documents"]]
         # Recorded before the first part can start, so a worker's "indexing" follows it.
@@ -395,8 +397,9 @@ class MemjobsClient:
         if delay_ms is not None and (not isinstance(delay_ms, int) or isinstance(delay_ms, bool) or delay_ms < 0):
             raise InvalidPayload("delay_ms: must be a whole number of milliseconds, at least 0")
         checked = validate(model, payload, self.rules).model_dump(mode="json")
-        queued = ((str(checked["owner_key"]), str(checked["source_id"]))
-                  if actor_name == ACTOR_REMEMBER else None)  # counted as remember() counts it
+        queued = (
+            (str(checked["owner_key"]), str(checked["source_id"])) if actor_name == ACTOR_REMEMBER else None
+        )  # counted as remember() counts it
         self._send(actor_name, checked, delay_ms=delay_ms, queued=queued)
 
     def close(self) -> None:
@@ -407,8 +410,14 @@ class MemjobsClient:
         if not self.memory_enabled:
             raise MemoryOff()
 
-    def _send(self, actor_name: str, payload: dict[str, Any], *, delay_ms: int | None = None,
-              queued: tuple[str, str] | None = None) -> None:
+    def _send(
+        self,
+        actor_name: str,
+        payload: dict[str, Any],
+        *,
+        delay_ms: int | None = None,
+        queued: tuple[str, str] | None = None,
+    ) -> None:
         """Enqueue one message; with ``queued`` (owner key, source id), a remember
         recorded as queued first, and taken back if the enqueue fails."""
         message: Message[Any] = Message(
@@ -446,6 +455,8 @@ def _unavailable(exc: redis.RedisError, what: str) -> BackendUnavailable:
     """Redis's refusal as the producer's error: RedisFull when Redis is at its
     ``maxmemory`` (``OOM`` reply), else BackendUnavailable."""
     if isinstance(exc, redis.OutOfMemoryError):
-        return RedisFull(f"Redis is full (maxmemory reached) and refused {what}: nothing was queued; "
-                         "retry once the workers have drained it")
+        return RedisFull(
+            f"Redis is full (maxmemory reached) and refused {what}: nothing was queued; "
+            "retry once the workers have drained it"
+        )
     return BackendUnavailable(f"Redis did not take {what}: {exc}")

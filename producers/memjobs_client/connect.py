@@ -81,11 +81,15 @@ def redis_client(
         # Each sentinel asked once per lookup: redis-py's default (three retries,
         # backing off up to 10 s) made one call from a host cut off from Redis
         # take 25 s instead of the few timeouts the lookup is worth.
-        sentinel_kwargs={"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
-                         "retry": Retry(NoBackoff(), 0)},
+        sentinel_kwargs={
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+            "retry": Retry(NoBackoff(), 0),
+        },
     )
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-        sentinel_master, **common, **auth)
+        sentinel_master, **common, **auth
+    )
     return master
 
 
@@ -125,7 +129,8 @@ class MemoryGuard:
         if limit and used >= limit * self.high_water:
             raise RedisFull(
                 f"Redis is full ({used / 2**20:.1f} of {limit / 2**20:.1f} MiB used, new jobs stop at "
-                f"{self.high_water:.0%}): nothing was queued; retry once the workers have drained it")
+                f"{self.high_water:.0%}): nothing was queued; retry once the workers have drained it"
+            )
 
 
 class Durability:
@@ -166,14 +171,16 @@ class Durability:
             pipe = client.pipeline(transaction=False)
             pipe.set(marker, "1")
             pipe.execute_command(  # type: ignore[no-untyped-call]
-                "WAITAOF", self.local, self.replicas, self.timeout_ms)
+                "WAITAOF", self.local, self.replicas, self.timeout_ms
+            )
             try:
                 _, acks = pipe.execute()
             except redis.ResponseError as exc:
                 if "unknown command" not in str(exc).lower():
                     raise
-                log.warning("WAITAOF is not supported by this Redis (< 7.2): "
-                            "relying on appendfsync and WAIT for replicas")
+                log.warning(
+                    "WAITAOF is not supported by this Redis (< 7.2): relying on appendfsync and WAIT for replicas"
+                )
                 self._waitaof = False
             else:
                 self._waitaof = True
@@ -181,7 +188,8 @@ class Durability:
                 if local < self.local or replicas < self.replicas:
                     raise BackendUnavailable(
                         f"write not durable in {self.timeout_ms} ms: fsynced locally {local}, "
-                        f"on {replicas} of {self.replicas} replica(s)")
+                        f"on {replicas} of {self.replicas} replica(s)"
+                    )
                 return
         if self.replicas:
             pipe = client.pipeline(transaction=False)
@@ -190,5 +198,5 @@ class Durability:
             _, acked = pipe.execute()
             if int(acked) < self.replicas:
                 raise BackendUnavailable(
-                    f"write held by {int(acked)} of {self.replicas} replica(s) after "
-                    f"{self.timeout_ms} ms")
+                    f"write held by {int(acked)} of {self.replicas} replica(s) after {self.timeout_ms} ms"
+                )

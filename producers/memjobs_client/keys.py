@@ -25,6 +25,7 @@ NAMESPACE = "memjobs"
 
 # Dramatiq's keys -----------------------------------------------------------
 
+
 def queue(queue_name: str) -> str:
     """The list of ready message ids of ``queue_name``."""
     return f"{NAMESPACE}:{queue_name}"
@@ -67,6 +68,7 @@ def acked_queue(acks_key: str, queue_names: tuple[str, ...]) -> str | None:
 
 
 # memjobs' keys ------------------------------------------------------------
+
 
 def lock(name: str, owner_key: str) -> str:
     """A lease lock (``learning``, ``reindex``) of one owner."""

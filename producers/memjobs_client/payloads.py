@@ -20,8 +20,9 @@ from memjobs_client.validation import as_list, validate
 MAX_ROOTS = 32
 
 
-def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None = None,
-                  **fields: Any) -> dict[str, Any]:
+def build_payload(
+    model: type[contracts._Payload], *, rules: SourceRules | None = None, **fields: Any
+) -> dict[str, Any]:
     """Validate ``fields`` against a contract under ``rules`` and return the message payload.
 
     Raises:
@@ -31,8 +32,9 @@ def build_payload(model: type[contracts._Payload], *, rules: SourceRules | None 
     return validate(model, fields, rules).model_dump(mode="json")
 
 
-def corpus_payloads(key: str, documents: Any, allowed_roots: Any, part_size: int,
-                    rules: SourceRules) -> list[dict[str, Any]]:
+def corpus_payloads(
+    key: str, documents: Any, allowed_roots: Any, part_size: int, rules: SourceRules
+) -> list[dict[str, Any]]:
     """The reindex messages of one corpus: one, or parts of ``part_size``
     documents (every part validated before any is sent).
 
@@ -41,19 +43,32 @@ def corpus_payloads(key: str, documents: Any, allowed_roots: Any, part_size: int
         SensitiveContent: a document or a path carries a credential.
     """
     size = max(1, min(part_size, contracts.MAX_CORPUS_DOCUMENTS))
-    docs = [document_payload(d) for d in as_list("ReindexKnowledge", "documents", documents,
-                                                 contracts.MAX_CORPUS_DOCUMENTS * contracts.MAX_CORPUS_PARTS)]
+    docs = [
+        document_payload(d)
+        for d in as_list(
+            "ReindexKnowledge", "documents", documents, contracts.MAX_CORPUS_DOCUMENTS * contracts.MAX_CORPUS_PARTS
+        )
+    ]
     roots = as_list("ReindexKnowledge", "allowed_roots", allowed_roots, MAX_ROOTS)
-    groups = [docs[i:i + size] for i in range(0, len(docs), size)] or [[]]
+    groups = [docs[i : i + size] for i in range(0, len(docs), size)] or [[]]
     if len(groups) > contracts.MAX_CORPUS_PARTS:
         raise InvalidPayload(
             f"documents: {len(docs)}, over the limit of "
-            f"{contracts.MAX_CORPUS_PARTS * size} ({contracts.MAX_CORPUS_PARTS} parts of {size})")
+            f"{contracts.MAX_CORPUS_PARTS * size} ({contracts.MAX_CORPUS_PARTS} parts of {size})"
+        )
     corpus_id = uuid.uuid4().hex
-    return [build_payload(
-        ReindexKnowledge, rules=rules, owner_key=key, consent=True, documents=group, allowed_roots=roots,
-        part=None if len(groups) == 1 else {"corpus_id": corpus_id, "index": i, "count": len(groups)},
-    ) for i, group in enumerate(groups, start=1)]
+    return [
+        build_payload(
+            ReindexKnowledge,
+            rules=rules,
+            owner_key=key,
+            consent=True,
+            documents=group,
+            allowed_roots=roots,
+            part=None if len(groups) == 1 else {"corpus_id": corpus_id, "index": i, "count": len(groups)},
+        )
+        for i, group in enumerate(groups, start=1)
+    ]
 
 
 def document_payload(doc: Any) -> Any:
@@ -66,8 +81,7 @@ def document_payload(doc: Any) -> Any:
     except UnicodeEncodeError:
         # A name of undecodable bytes (os.fsdecode's surrogates) cannot travel as text.
         name = os.fsencode(os.path.basename(doc)).decode("utf-8", "backslashreplace")[:300]
-        return {"doc_id": contracts.knowledge_path_id(doc), "title": name or "file",
-                "reason": "undecodable_name"}
+        return {"doc_id": contracts.knowledge_path_id(doc), "title": name or "file", "reason": "undecodable_name"}
     return {"path": doc}
 
 
@@ -79,8 +93,7 @@ def redacted(items: Any, fields: tuple[str, ...]) -> Any:
     out: list[Any] = []
     for item in items:
         if isinstance(item, Mapping):
-            item = {k: redact_secrets(v) if k in fields and isinstance(v, str) else v
-                    for k, v in item.items()}
+            item = {k: redact_secrets(v) if k in fields and isinstance(v, str) else v for k, v in item.items()}
         out.append(item)
     return out
 

@@ -35,15 +35,21 @@ return done
 """
 
 
-def record_queued(client: redis.Redis, owner_key: str, documents: list[tuple[str, str]],
-                  parts: int) -> None:
+def record_queued(client: redis.Redis, owner_key: str, documents: list[tuple[str, str]], parts: int) -> None:
     """The owner's corpus is queued: ``documents`` as (doc id, title), in ``parts`` messages."""
     key = keys.reindex_progress(owner_key)
     with client.pipeline(transaction=True) as pipe:
         pipe.delete(key)
-        pipe.hset(key, mapping={"state": "queued", "parts": parts, "parts_done": 0,
-                                "queued_at": time.time(),
-                                "documents": json.dumps(documents, ensure_ascii=False)})
+        pipe.hset(
+            key,
+            mapping={
+                "state": "queued",
+                "parts": parts,
+                "parts_done": 0,
+                "queued_at": time.time(),
+                "documents": json.dumps(documents, ensure_ascii=False),
+            },
+        )
         pipe.expire(key, REINDEX_PROGRESS_TTL_S)
         pipe.execute()
 
@@ -66,11 +72,16 @@ def read(client: redis.Redis, owner_key: str) -> dict[str, Any] | None:
     raw = client.hgetall(keys.reindex_progress(owner_key))
     if not raw:
         return None
-    found = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-             for k, v in raw.items()}
+    found = {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()
+    }
     try:
-        return {"state": found.get("state", "queued"), "documents": json.loads(found.get("documents", "[]")),
-                "parts": int(found.get("parts", 1)), "parts_done": int(found.get("parts_done", 0)),
-                "queued_at": float(found.get("queued_at", 0))}
+        return {
+            "state": found.get("state", "queued"),
+            "documents": json.loads(found.get("documents", "[]")),
+            "parts": int(found.get("parts", 1)),
+            "parts_done": int(found.get("parts_done", 0)),
+            "queued_at": float(found.get("queued_at", 0)),
+        }
     except ValueError:
         return None

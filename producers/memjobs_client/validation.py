@@ -68,8 +68,7 @@ def _sensitive(finding: Finding) -> PydanticCustomError:
     value; the detector rule travels in the error's context (``rule``)."""
     return PydanticCustomError(
         "sensitive_content",
-        "refused: it looks like a credential ({description}); "
-        "it was not stored or sent to a model",
+        "refused: it looks like a credential ({description}); it was not stored or sent to a model",
         {"rule": finding.rule, "description": finding.description},
     )
 
@@ -119,8 +118,9 @@ def refuse_large_transcript(data: Any, limit: int, max_turns: int) -> Any:
         if isinstance(text, str):
             size += len(text.encode("utf-8", "surrogatepass"))
     if size > limit:
-        raise PydanticCustomError("too_large", "transcript: {size} bytes, over the limit of {limit} bytes",
-                                  {"size": size, "limit": limit})
+        raise PydanticCustomError(
+            "too_large", "transcript: {size} bytes, over the limit of {limit} bytes", {"size": size, "limit": limit}
+        )
     return data
 
 
@@ -192,7 +192,9 @@ def payload_error(name: str, exc: ValidationError, data: Any) -> InvalidPayload 
     if finding is not None:
         return SensitiveContent(
             f"refused: a field carries what looks like a credential ({finding.description}); "
-            "it was not stored or sent to a model", rule=finding.rule)
+            "it was not stored or sent to a model",
+            rule=finding.rule,
+        )
     return InvalidPayload(shown)
 
 
@@ -217,8 +219,7 @@ def _check_list_sizes(model: type[BaseModel], data: Mapping[Any, Any]) -> None:
         value = data.get(name)
         if not isinstance(value, list | tuple):
             continue
-        limit = next((m.max_length for m in field.metadata if isinstance(getattr(m, "max_length", None), int)),
-                     None)
+        limit = next((m.max_length for m in field.metadata if isinstance(getattr(m, "max_length", None), int)), None)
         if limit is not None and len(value) > limit:
             raise InvalidPayload(f"{name}: {len(value)} items, over the limit of {limit}")
 

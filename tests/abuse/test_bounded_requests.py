@@ -26,8 +26,7 @@ def test_a_transcript_over_the_cap_is_refused_before_any_scan(api: Api, monkeypa
     monkeypatch.setattr(sessions, "redact_secrets", scan)
     huge = {"owner_id": "mallory", "transcript": [turn("card " + "4 " * 120000)] * 4}
     body = problem(api.post("/v1/sessions/x/end", huge), "validation", 422)
-    assert body["detail"] == ("transcript: 960020 bytes, over the limit of 262144 bytes "
-                              "(MEMJOBS_MAX_TRANSCRIPT_BYTES)")
+    assert body["detail"] == ("transcript: 960020 bytes, over the limit of 262144 bytes (MEMJOBS_MAX_TRANSCRIPT_BYTES)")
     assert scanned == []
     assert api.post("/v1/sessions/x/end", {"owner_id": "alice", "transcript": [turn("hi")]}).status_code == 202
     assert scanned == ["hi"]
@@ -36,6 +35,5 @@ def test_a_transcript_over_the_cap_is_refused_before_any_scan(api: Api, monkeypa
 @pytest.mark.parametrize("path", ["/v1/recall", "/v1/knowledge/search"])
 def test_a_query_over_the_cap_is_refused_naming_it(api: Api, path: str) -> None:
     body = problem(api.post(path, {"owner_id": "alice", "query": "tea " * 13}), "validation", 422)
-    assert body["detail"] == ("query: 52 characters, over the limit of 50 characters "
-                              "(MEMJOBS_API_MAX_QUERY_CHARS)")
+    assert body["detail"] == ("query: 52 characters, over the limit of 50 characters (MEMJOBS_API_MAX_QUERY_CHARS)")
     assert api.post(path, {"owner_id": "alice", "query": "t" * 50}).status_code == 200

@@ -76,8 +76,9 @@ class Attack:
     def wait_for(self, what: str, holds: Callable[[Counter[int]], bool], timeout_s: float = 120) -> None:
         """Block until the statuses seen satisfy ``holds`` (woken by each answer)."""
         with self.changed:
-            assert self.changed.wait_for(lambda: holds(self.statuses), timeout_s), \
+            assert self.changed.wait_for(lambda: holds(self.statuses), timeout_s), (
                 f"the attack never reached: {what} (statuses {dict(self.statuses)})"
+            )
 
     @property
     def running(self) -> bool:
@@ -98,10 +99,13 @@ class Attack:
 def start_api(make_settings: Callable[..., Settings], tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     """A ``memjobs api`` process with both tokens; stopped when the test ends."""
     with ExitStack() as stack:
+
         def start(**overrides: Any) -> ApiProcess:
-            settings = make_settings(api_port=0, api_gateway_token=GATEWAY_TOKEN,
-                                     api_host_token=HOST_TOKEN, **overrides)
+            settings = make_settings(
+                api_port=0, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, **overrides
+            )
             return stack.enter_context(api_process(settings, tmp_path / "api.log"))
+
         yield start
 
 
@@ -121,8 +125,11 @@ def warm_up(url: str) -> None:
     """Until a recall answers: the first builds mem0 and loads the model, which can take
     longer than the backend timeout on a loaded machine (the build goes on, the next one
     finds it)."""
-    wait_for(lambda: httpx.post(f"{url}/v1/recall", json=VICTIM_RECALL, headers=AUTH,
-                                timeout=60).status_code == 200, 120, "a first recall answered")
+    wait_for(
+        lambda: httpx.post(f"{url}/v1/recall", json=VICTIM_RECALL, headers=AUTH, timeout=60).status_code == 200,
+        120,
+        "a first recall answered",
+    )
 
 
 def in_flight(url: str) -> float:
@@ -132,12 +139,12 @@ def in_flight(url: str) -> float:
 
 
 def test_f2_a_huge_transcript_is_refused_before_any_scan_and_scans_leave_the_loop_free(
-        start_api: Callable[..., ApiProcess]) -> None:
+    start_api: Callable[..., ApiProcess],
+) -> None:
     api = start_api()
     warm_up(api.url)
     huge = {"owner_id": "mallory", "transcript": [turn("card " + "4 " * 120000)] * 4}  # 960 KB
-    body = problem(httpx.post(f"{api.url}/v1/sessions/x/end", json=huge, headers=AUTH, timeout=60),
-                   "validation", 422)
+    body = problem(httpx.post(f"{api.url}/v1/sessions/x/end", json=huge, headers=AUTH, timeout=60), "validation", 422)
     assert "over the limit of 262144 bytes (MEMJOBS_MAX_TRANSCRIPT_BYTES)" in body["detail"]
     # At the cap (8 turns of 30 KB): accepted for redaction, which costs seconds of CPU.
     at_cap = {"owner_id": "mallory", "transcript": [turn("card " + "4 " * 15000)] * 8}
@@ -155,12 +162,15 @@ def test_f2_a_huge_transcript_is_refused_before_any_scan_and_scans_leave_the_loo
 
 
 def test_f3_one_owner_s_long_recalls_leave_other_owners_recall_and_probes_answering(
-        start_api: Callable[..., ApiProcess]) -> None:
+    start_api: Callable[..., ApiProcess],
+) -> None:
     api = start_api(local_embedder="e5")
-    body = problem(httpx.post(f"{api.url}/v1/recall", json={"owner_id": "mallory", "query": "x" * 2000},
-                              headers=AUTH, timeout=60), "validation", 422)
-    assert body["detail"] == ("query: 2000 characters, over the limit of 1000 characters "
-                              "(MEMJOBS_API_MAX_QUERY_CHARS)")
+    body = problem(
+        httpx.post(f"{api.url}/v1/recall", json={"owner_id": "mallory", "query": "x" * 2000}, headers=AUTH, timeout=60),
+        "validation",
+        422,
+    )
+    assert body["detail"] == ("query: 2000 characters, over the limit of 1000 characters (MEMJOBS_API_MAX_QUERY_CHARS)")
     warm_up(api.url)
 
     def send(client: httpx.Client, n: int) -> httpx.Response:
@@ -178,23 +188,35 @@ def test_f3_one_owner_s_long_recalls_leave_other_owners_recall_and_probes_answer
     assert_answered_in_time("F3 victim recall", recall)
     assert_answered_in_time("F3 /healthz", health)
     # Its recalls left nothing behind: once the last of them is answered, it is served again.
-    wait_for(lambda: httpx.post(f"{api.url}/v1/recall", json={"owner_id": "mallory", "query": "tea"},
-                                headers=AUTH, timeout=60).status_code == 200,
-             60, "the attacker served again once its own recalls are answered")
+    wait_for(
+        lambda: (
+            httpx.post(
+                f"{api.url}/v1/recall", json={"owner_id": "mallory", "query": "tea"}, headers=AUTH, timeout=60
+            ).status_code
+            == 200
+        ),
+        60,
+        "the attacker served again once its own recalls are answered",
+    )
 
 
 def test_f6_long_sources_of_one_owner_leave_another_owner_s_source_learned(
-        start_api: Callable[..., ApiProcess], make_settings: Callable[..., Settings], tmp_path: Path,
-        procs: list[Any]) -> None:
+    start_api: Callable[..., ApiProcess], make_settings: Callable[..., Settings], tmp_path: Path, procs: list[Any]
+) -> None:
     api = start_api(local_embedder="e5")
     procs.append(spawn_workers(make_settings(local_embedder="e5"), tmp_path / "worker.log"))
     for i in range(8):
-        r = httpx.post(f"{api.url}/v1/remember", headers=AUTH, timeout=60,
-                       json={"owner_id": "mallory", "text": f"long note {chr(97 + i)}: " + "1 " * 15990})
+        r = httpx.post(
+            f"{api.url}/v1/remember",
+            headers=AUTH,
+            timeout=60,
+            json={"owner_id": "mallory", "text": f"long note {chr(97 + i)}: " + "1 " * 15990},
+        )
         assert r.status_code == 202, r.text
     started = time.monotonic()
-    r = httpx.post(f"{api.url}/v1/remember", headers=AUTH, timeout=60,
-                   json={"owner_id": "alice", "text": "I like green tea"})
+    r = httpx.post(
+        f"{api.url}/v1/remember", headers=AUTH, timeout=60, json={"owner_id": "alice", "text": "I like green tea"}
+    )
     assert r.status_code == 202, r.text
     wait_for(lambda: states(api.url, "alice") == ["learned"], 60, "alice's source learned")
     print(f"\nF6 another owner's source learned in {time.monotonic() - started:.1f} s")
@@ -203,13 +225,13 @@ def test_f6_long_sources_of_one_owner_leave_another_owner_s_source_learned(
 
 
 def test_f6_a_flood_of_long_remembers_leaves_other_owners_recall_answering(
-        start_api: Callable[..., ApiProcess]) -> None:
+    start_api: Callable[..., ApiProcess],
+) -> None:
     api = start_api(local_embedder="e5")
     warm_up(api.url)
 
     def send(client: httpx.Client, n: int) -> httpx.Response:
-        return client.post("/v1/remember", json={"owner_id": "mallory",
-                                                 "text": f"long note {n}: " + "1 " * 15990})
+        return client.post("/v1/remember", json={"owner_id": "mallory", "text": f"long note {n}: " + "1 " * 15990})
 
     with Attack(api.url, 4, send) as attack:
         # Each remember's credential check costs seconds of CPU in a backend thread.

@@ -42,8 +42,7 @@ SAMPLES = 20
 @pytest.fixture
 def api(api_process_factory: Callable[..., ApiProcess]) -> ApiProcess:
     """The API as shipped (default limits and timeouts), with tokens, /mcp served."""
-    return api_process_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                               api_token_key=TOKEN_KEY)
+    return api_process_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, api_token_key=TOKEN_KEY)
 
 
 def attacker(port: int, source: str) -> socket.socket:
@@ -94,23 +93,26 @@ def measure(port: int, samples: int = SAMPLES) -> dict[str, list[tuple[int, floa
     :data:`SAMPLES` times, from another address than the attack's."""
     recall = json.dumps({"owner_id": "bob", "query": "green tea"}).encode()
     heads = {
-        "recall": (f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                   f"Authorization: Bearer {GATEWAY_TOKEN}\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(recall)}\r\n\r\n", recall),
+        "recall": (
+            f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Authorization: Bearer {GATEWAY_TOKEN}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(recall)}\r\n\r\n",
+            recall,
+        ),
         "healthz": ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", b""),
-        "console_login": ("GET /console/login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                          "Connection: close\r\n\r\n", b""),
+        "console_login": ("GET /console/login HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", b""),
     }
-    return {name: [status_within(port, head, body) for _ in range(samples)]
-            for name, (head, body) in heads.items()}
+    return {name: [status_within(port, head, body) for _ in range(samples)] for name, (head, body) in heads.items()}
 
 
 def report(title: str, samples: dict[str, list[tuple[int, float]]]) -> None:
     rows = {}
     for name, got in samples.items():
         ms = sorted(m for _, m in got)
-        rows[name] = (f"statuses {sorted({s for s, _ in got})}, median {statistics.median(ms):.1f} ms, "
-                      f"p90 {ms[int(len(ms) * 0.9)]:.1f} ms, max {ms[-1]:.1f} ms")
+        rows[name] = (
+            f"statuses {sorted({s for s, _ in got})}, median {statistics.median(ms):.1f} ms, "
+            f"p90 {ms[int(len(ms) * 0.9)]:.1f} ms, max {ms[-1]:.1f} ms"
+        )
     print(f"\n{title}: {json.dumps(rows, indent=1)}")
 
 
@@ -122,8 +124,11 @@ def assert_served(samples: dict[str, list[tuple[int, float]]]) -> None:
 
 def assert_quiet_log(api: ApiProcess) -> None:
     """No traceback, and refusals summed up (a line per reason per interval), not a line each."""
-    refused = [line for line in httpx.get(f"{api.url}/metrics", timeout=30).text.splitlines()
-               if line.startswith("memjobs_api_refused_total{")]
+    refused = [
+        line
+        for line in httpx.get(f"{api.url}/metrics", timeout=30).text.splitlines()
+        if line.startswith("memjobs_api_refused_total{")
+    ]
     print(f"refused, by reason: {refused}")
     text = api.log.read_text(errors="replace")
     assert "Traceback" not in text
@@ -154,8 +159,7 @@ def test_unread_pipelined_replies_hold_no_slot_another_owner_is_served(api: ApiP
         for sock in held:
             sock.close()
     report("quiet", quiet)
-    report(f"F1, {ATTACKERS} x {PIPELINED} pipelined /openapi.json unread ({stuck} still open "
-           "when measured)", during)
+    report(f"F1, {ATTACKERS} x {PIPELINED} pipelined /openapi.json unread ({stuck} still open when measured)", during)
     assert stuck > 0  # the attack was still there while the others were measured
     assert_served(during)
     assert_quiet_log(api)
@@ -167,12 +171,17 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
     port = api.port
     quiet = warm(port)
     # A raw key, as from the environment: pydantic validates it into a SecretStr.
-    knowledge = issue(Settings(api_token_key=TOKEN_KEY),  # type: ignore[arg-type]
-                      scopes=["knowledge"], owners=["alice"])
+    knowledge = issue(
+        Settings(api_token_key=TOKEN_KEY),  # type: ignore[arg-type]
+        scopes=["knowledge"],
+        owners=["alice"],
+    )
     # Host with its port: the SDK's DNS-rebinding check (before this work the stream opened)
-    request = (f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
-               f"Authorization: Bearer {knowledge}\r\nX-Memjobs-Owner: alice\r\n"
-               "MCP-Protocol-Version: 2025-11-25\r\n\r\n").encode()
+    request = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
+        f"Authorization: Bearer {knowledge}\r\nX-Memjobs-Owner: alice\r\n"
+        "MCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    ).encode()
     held = []
     try:
         for _ in range(ATTACKERS):

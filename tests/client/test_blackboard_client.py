@@ -20,8 +20,7 @@ def board() -> Iterator[SessionBlackboard]:
 
 
 def entry(seq: int, result: str = "ok") -> dict[str, object]:
-    return {"entry_id": f"e-{seq}", "seq": seq, "at": "2026-12-04T10:00:00Z", "trust": "runtime",
-            "result": result}
+    return {"entry_id": f"e-{seq}", "seq": seq, "at": "2026-12-04T10:00:00Z", "trust": "runtime", "result": result}
 
 
 def test_an_append_is_cut_by_count_and_by_bytes_in_order(board: SessionBlackboard) -> None:

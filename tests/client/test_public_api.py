@@ -58,26 +58,27 @@ WORKERS_API = {
 
 # As producers/errors.py's docstring draws the tree.
 TRANSIENT = {"BackendUnavailable", "ModelUnavailable", "LockLost"}
-PERMANENT = {"InvalidPayload", "SensitiveContent", "FeatureOff", "StaleFencingToken",
-             "ConfigurationError"}
+PERMANENT = {"InvalidPayload", "SensitiveContent", "FeatureOff", "StaleFencingToken", "ConfigurationError"}
 #: Each feature-off error is a FeatureOff; knowledge off is also a ConfigurationError.
-FEATURE_OFF = {"MemoryOff": (errors.FeatureOff,),
-               "KnowledgeOff": (errors.FeatureOff, errors.ConfigurationError)}
+FEATURE_OFF = {"MemoryOff": (errors.FeatureOff,), "KnowledgeOff": (errors.FeatureOff, errors.ConfigurationError)}
 HEAVY = ("mem0", "openai", "sqlalchemy", "psycopg", "psycopg_pool", "alembic", "memjobs_worker")
 
 
 def _error_classes() -> dict[str, type[BaseException]]:
     """Every exception class defined in memjobs_client.errors."""
-    return {name: obj for name, obj in vars(errors).items()
-            if inspect.isclass(obj) and issubclass(obj, BaseException)
-            and obj.__module__ == errors.__name__}
+    return {
+        name: obj
+        for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+    }
 
 
 def test_importing_producers_pulls_in_no_engine_model_or_database_library() -> None:
     code = "import json, sys, memjobs_client; print(json.dumps(sorted(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
     assert "memjobs_client" in loaded  # the probe did import it
@@ -112,8 +113,15 @@ def test_producers_exports_every_error_class() -> None:
 
 
 def test_error_module_defines_exactly_the_documented_tree() -> None:
-    assert set(_error_classes()) == {"MemjobsError", "TransientError", "PermanentError",
-                                     *TRANSIENT, *PERMANENT, *FEATURE_OFF, "RedisFull"}
+    assert set(_error_classes()) == {
+        "MemjobsError",
+        "TransientError",
+        "PermanentError",
+        *TRANSIENT,
+        *PERMANENT,
+        *FEATURE_OFF,
+        "RedisFull",
+    }
 
 
 def test_redis_full_is_a_backend_unavailable() -> None:
@@ -164,5 +172,4 @@ def test_every_error_has_its_own_machine_readable_reason() -> None:
 
 def test_an_error_reason_can_be_given_per_instance() -> None:
     err = errors.InvalidPayload("bad owner", reason="owner_missing")
-    assert (str(err), err.reason, errors.InvalidPayload.reason) == (
-        "bad owner", "owner_missing", "invalid_payload")
+    assert (str(err), err.reason, errors.InvalidPayload.reason) == ("bad owner", "owner_missing", "invalid_payload")

@@ -62,21 +62,23 @@ def test_a_mark_outside_zero_to_one_is_refused(high_water: float) -> None:
         MemoryGuard(high_water)
 
 
-@pytest.mark.parametrize(("payload", "version"), [
-    ({"owner_key": KEY}, 1),  # written before versions travelled
-    ({"schema_version": 1}, 1),
-    ({"schema_version": 7}, 7),
-    ({"schema_version": 0}, None),
-    ({"schema_version": "2"}, None),
-    ({"schema_version": True}, None),
-    ("not a payload", None),
-])
+@pytest.mark.parametrize(
+    ("payload", "version"),
+    [
+        ({"owner_key": KEY}, 1),  # written before versions travelled
+        ({"schema_version": 1}, 1),
+        ({"schema_version": 7}, 7),
+        ({"schema_version": 0}, None),
+        ({"schema_version": "2"}, None),
+        ({"schema_version": True}, None),
+        ("not a payload", None),
+    ],
+)
 def test_the_version_a_payload_says(payload: Any, version: int | None) -> None:
     assert schema_version_of(payload) == version
 
 
-def test_payloads_are_written_in_the_current_version_and_read_from_older_ones(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_payloads_are_written_in_the_current_version_and_read_from_older_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     import memjobs_client.contracts.base as base
 
     assert validate(ExtractFacts, {"owner_key": KEY, "trigger": "remember"}).schema_version == 1

@@ -59,13 +59,19 @@ def cn_id() -> str:
 
 
 def password() -> str:
-    return R.choice([rnd(8), rnd(10), rnd(6, string.ascii_lowercase + string.digits) + R.choice("!@#$"),
-                     R.choice(["Sunny", "Tiger", "Panda", "Lucky"]) + digits(4) + "!",
-                     "".join(R.choice(string.digits) for _ in range(R.choice([6, 8])))])
+    return R.choice(
+        [
+            rnd(8),
+            rnd(10),
+            rnd(6, string.ascii_lowercase + string.digits) + R.choice("!@#$"),
+            R.choice(["Sunny", "Tiger", "Panda", "Lucky"]) + digits(4) + "!",
+            "".join(R.choice(string.digits) for _ in range(R.choice([6, 8]))),
+        ]
+    )
 
 
 def grouped(card: str, sep: str) -> str:
-    return sep.join(card[i:i + 4] for i in range(0, len(card), 4))
+    return sep.join(card[i : i + 4] for i in range(0, len(card), 4))
 
 
 def keys() -> list[tuple[str, str, str]]:
@@ -92,8 +98,11 @@ def keys() -> list[tuple[str, str, str]]:
         ("vendor_cloud", aws_secret, aws_id + " / {s}"),
         ("vendor_cloud", "AIza" + rnd(35), "maps key {s}"),
         ("vendor_cloud", "AIza" + rnd(35), "谷歌的 key 是 {s}"),
-        ("vendor_cloud", rnd(86, ALNUM + "+/") + "==",
-         "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net"),
+        (
+            "vendor_cloud",
+            rnd(86, ALNUM + "+/") + "==",
+            "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net",
+        ),
         ("vendor_cloud", "LTAI" + rnd(20), "阿里云 AccessKey ID {s}"),
         ("vendor_cloud", "LTAI" + rnd(16), "aliyun {s}"),
         ("vendor_ci", "ghp_" + rnd(36), "github token {s}"),
@@ -131,72 +140,152 @@ def urls() -> list[tuple[str, str, str]]:
 def numbers() -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     for prefix, length, template in [
-        ("4", 16, "my card number is {s}"), ("51", 16, "credit card {s} exp 09/28"),
-        ("62", 16, "银行卡号 {s}"), ("62", 19, "我的储蓄卡是 {s}"), ("37", 15, "amex {s}"),
-        ("4", 16, "{s}"), ("55", 16, "{s} 这个卡"), ("6011", 16, "discover card: {s}"),
-        ("4", 16, "visa {s}"), ("35", 16, "JCB {s}"), ("62", 16, "信用卡 {s} 帮我记着"),
+        ("4", 16, "my card number is {s}"),
+        ("51", 16, "credit card {s} exp 09/28"),
+        ("62", 16, "银行卡号 {s}"),
+        ("62", 19, "我的储蓄卡是 {s}"),
+        ("37", 15, "amex {s}"),
+        ("4", 16, "{s}"),
+        ("55", 16, "{s} 这个卡"),
+        ("6011", 16, "discover card: {s}"),
+        ("4", 16, "visa {s}"),
+        ("35", 16, "JCB {s}"),
+        ("62", 16, "信用卡 {s} 帮我记着"),
     ]:
         card = luhn_complete(prefix, length)
         shown = grouped(card, R.choice([" ", "-", ""])) if length == 16 else card
         out.append(("card", shown, template))
-    for template in ["身份证号 {s}", "我的身份证号码是 {s}", "{s}", "ID card: {s}", "证件号 {s} 请核对",
-                     "residence id {s}"]:
+    for template in [
+        "身份证号 {s}",
+        "我的身份证号码是 {s}",
+        "{s}",
+        "ID card: {s}",
+        "证件号 {s} 请核对",
+        "residence id {s}",
+    ]:
         out.append(("cn_id", cn_id(), template))
     typo = cn_id()
     out.append(("cn_id", typo[:17] + ("0" if typo[17] != "0" else "1"), "ID: {s}"))  # a wrong check digit
     for template in ["my passport number is {s}", "护照号：{s}", "passport no. {s}", "港澳通行证 {s}"]:
         out.append(("passport", R.choice("EGPC") + digits(8), template))
-    for template in ["验证码 {s}，五分钟内有效", "您的验证码是{s}", "动态码：{s}", "校验码为 {s}",
-                     "your verification code is {s}.", "OTP: {s}", "2FA code {s}", "the code is {s}",
-                     "{s} is your login code", "【银行】您的短信验证码为{s}，请勿泄露", "my one-time code is {s}",
-                     "security code: {s}"]:
+    for template in [
+        "验证码 {s}，五分钟内有效",
+        "您的验证码是{s}",
+        "动态码：{s}",
+        "校验码为 {s}",
+        "your verification code is {s}.",
+        "OTP: {s}",
+        "2FA code {s}",
+        "the code is {s}",
+        "{s} is your login code",
+        "【银行】您的短信验证码为{s}，请勿泄露",
+        "my one-time code is {s}",
+        "security code: {s}",
+    ]:
         out.append(("otp", digits(R.choice([4, 6, 6, 8])), template))
-    for template in ["my PIN is {s}", "phone pin: {s}", "the passcode is {s}", "door code is {s}",
-                     "解锁密码 {s}", "开机密码是{s}", "支付密码：{s}", "门禁密码是 {s}", "alarm code {s}"]:
+    for template in [
+        "my PIN is {s}",
+        "phone pin: {s}",
+        "the passcode is {s}",
+        "door code is {s}",
+        "解锁密码 {s}",
+        "开机密码是{s}",
+        "支付密码：{s}",
+        "门禁密码是 {s}",
+        "alarm code {s}",
+    ]:
         out.append(("pin", digits(R.choice([4, 6])), template))
     return out
 
 
 def words() -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
-    for template in ["wifi password is {s}", "the wi-fi network is HomeNet and the password is {s}",
-                     "WiFi 名称 TP-LINK_5G，密码 {s}", "家里wifi密码：{s}", "wifi key: {s}",
-                     "WIFI:T:WPA;S:HomeNet;P:{s};;", "WIFI:S:Office 5G;T:WPA2;P:{s};H:false;;",
-                     "无线网的密码改成了{s}"]:
+    for template in [
+        "wifi password is {s}",
+        "the wi-fi network is HomeNet and the password is {s}",
+        "WiFi 名称 TP-LINK_5G，密码 {s}",
+        "家里wifi密码：{s}",
+        "wifi key: {s}",
+        "WIFI:T:WPA;S:HomeNet;P:{s};;",
+        "WIFI:S:Office 5G;T:WPA2;P:{s};H:false;;",
+        "无线网的密码改成了{s}",
+    ]:
         out.append(("wifi", password(), template))
-    for template in ["我的密码是 {s}", "密码改成了{s}", "密码设为 {s}", "新密码设置成{s}", "口令：{s}",
-                     "邮箱密码是{s}", "把密码改为 {s} 了", "登录口令为 {s}", "{s} 是我的银行卡密码",
-                     "服务器 root 密码 {s}", "密码我设成了{s}", "淘宝密码就是{s}", "银行卡密码 6 位：{s}"]:
+    for template in [
+        "我的密码是 {s}",
+        "密码改成了{s}",
+        "密码设为 {s}",
+        "新密码设置成{s}",
+        "口令：{s}",
+        "邮箱密码是{s}",
+        "把密码改为 {s} 了",
+        "登录口令为 {s}",
+        "{s} 是我的银行卡密码",
+        "服务器 root 密码 {s}",
+        "密码我设成了{s}",
+        "淘宝密码就是{s}",
+        "银行卡密码 6 位：{s}",
+    ]:
         out.append(("password_zh", password(), template))
-    for template in ["my password is {s}", "password: {s}", "the password for my email is {s}",
-                     "I changed my password to {s}", "login admin / pass {s}", "{s} is my password",
-                     "pwd={s}", "set the password to {s} please", "username bob password {s}",
-                     "My new password will be {s}.", "remember my password, it's {s}", "Password → {s}"]:
+    for template in [
+        "my password is {s}",
+        "password: {s}",
+        "the password for my email is {s}",
+        "I changed my password to {s}",
+        "login admin / pass {s}",
+        "{s} is my password",
+        "pwd={s}",
+        "set the password to {s} please",
+        "username bob password {s}",
+        "My new password will be {s}.",
+        "remember my password, it's {s}",
+        "Password → {s}",
+    ]:
         out.append(("password_en", password(), template))
     out.append(("password_zh", "天王盖地虎", "口令是“{s}”"))
     out.append(("password_zh", "芝麻开门", "进门的口令是{s}"))
     out.append(("otp", "4 8 2 9 1 3", "verification code {s}"))
     out.append(("password_zh", "admin" + digits(6), "路由器后台 admin / {s}"))
     out.append(("otp", digits(5), "Telegram code {s}"))
-    out.append(("otp", rnd(4, string.ascii_uppercase + string.digits) + "-" + rnd(4, string.ascii_uppercase
-                                                                            + string.digits), "2FA backup code: {s}"))
+    out.append(
+        (
+            "otp",
+            rnd(4, string.ascii_uppercase + string.digits) + "-" + rnd(4, string.ascii_uppercase + string.digits),
+            "2FA backup code: {s}",
+        )
+    )
     out.append(("password_en", password(), "Wi-Fi password — {s}"))
     out.append(("password_en", "correct horse battery", "my password is 'correct horse battery'"))
     body = rnd(64, ALNUM + "+/")
-    out.append(("private_key", body, "-----BEGIN RSA PRIVATE KEY-----\\n{s}\\n" + rnd(64, ALNUM + "+/")
-                + "\\n-----END RSA PRIVATE KEY-----"))
+    out.append(
+        (
+            "private_key",
+            body,
+            "-----BEGIN RSA PRIVATE KEY-----\\n{s}\\n" + rnd(64, ALNUM + "+/") + "\\n-----END RSA PRIVATE KEY-----",
+        )
+    )
     out.append(("private_key", body, "-----BEGIN OPENSSH PRIVATE KEY----- {s} -----END OPENSSH PRIVATE KEY-----"))
     out.append(("private_key", body, "私钥：-----BEGIN EC PRIVATE KEY-----\\n{s}\\n-----END EC PRIVATE KEY-----"))
     out.append(("private_key", body, "-----BEGIN PRIVATE KEY-----\\n{s}"))
-    out.append(("private_key", body, "-----BEGIN PGP PRIVATE KEY BLOCK-----\\n\\n{s}\\n=ab12\\n"
-                                     "-----END PGP PRIVATE KEY BLOCK-----"))
+    out.append(
+        (
+            "private_key",
+            body,
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\\n\\n{s}\\n=ab12\\n-----END PGP PRIVATE KEY BLOCK-----",
+        )
+    )
     return out
 
 
 def disguised() -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
-    for raw in ["sk-proj-" + rnd(40), "ghp_" + rnd(36), "my password is " + password(),
-                "AKIA" + rnd(16, string.ascii_uppercase + string.digits), "密码是" + password()]:
+    for raw in [
+        "sk-proj-" + rnd(40),
+        "ghp_" + rnd(36),
+        "my password is " + password(),
+        "AKIA" + rnd(16, string.ascii_uppercase + string.digits),
+        "密码是" + password(),
+    ]:
         encoded = base64.b64encode(raw.encode()).decode()
         out.append(("encoded", encoded, R.choice(["config blob {s}", "base64: {s}", "解码一下 {s}"])))
         hexed = raw.encode().hex()
@@ -205,11 +294,17 @@ def disguised() -> list[tuple[str, str, str]]:
         out.append(("homoglyph", password(), f"my {word} is " + "{s}"))
     out.append(("spaced", password(), "p a s s w o r d : {s}"))
     out.append(("spaced", " ".join(password()), "my password is {s}"))
-    tokens = ["sk-proj-" + rnd(40), "ghp_" + rnd(36), "glpat-" + rnd(20), "xoxb-" + digits(12) + "-" + rnd(24),
-              "AIza" + rnd(35), "hf_" + rnd(34)]
+    tokens = [
+        "sk-proj-" + rnd(40),
+        "ghp_" + rnd(36),
+        "glpat-" + rnd(20),
+        "xoxb-" + digits(12) + "-" + rnd(24),
+        "AIza" + rnd(35),
+        "hf_" + rnd(34),
+    ]
     for token in tokens:
         step = R.choice([4, 6, 8])
-        spaced = R.choice([" ", "\\n", "  "]).join(token[i:i + step] for i in range(0, len(token), step))
+        spaced = R.choice([" ", "\\n", "  "]).join(token[i : i + step] for i in range(0, len(token), step))
         out.append(("spaced", spaced, R.choice(["key: {s}", "{s}", "这个 token {s}", "copy this {s} ok"])))
     return out
 
@@ -226,8 +321,9 @@ def gaps() -> list[tuple[str, str, str]]:
         return bip39.to_mnemonic(bytes(r.getrandbits(8) for _ in range(words * 4 // 3)))
 
     def secret() -> str:
-        return r.choice(["superSecret", "Hunter", "MyDog", "blueSky"]) + "".join(r.choice(string.digits)
-                                                                                for _ in range(r.choice([2, 4])))
+        return r.choice(["superSecret", "Hunter", "MyDog", "blueSky"]) + "".join(
+            r.choice(string.digits) for _ in range(r.choice([2, 4]))
+        )
 
     def pin() -> str:
         return "".join(r.choice(string.digits) for _ in range(r.choice([4, 6])))
@@ -235,13 +331,22 @@ def gaps() -> list[tuple[str, str, str]]:
     def born() -> str:
         return f"{r.randint(1950, 2015)}{r.randint(1, 12):02d}{r.randint(1, 28):02d}"
 
-    out = [("seed_phrase", phrase(12), "{s}"), ("seed_phrase", phrase(24), "{s}"),
-           ("seed_phrase", phrase(12), "write this down: {s}"), ("seed_phrase", phrase(18), "这是我的钱包 {s}"),
-           ("seed_phrase", phrase(24), "ok so {s} got it?")]
+    out = [
+        ("seed_phrase", phrase(12), "{s}"),
+        ("seed_phrase", phrase(24), "{s}"),
+        ("seed_phrase", phrase(12), "write this down: {s}"),
+        ("seed_phrase", phrase(18), "这是我的钱包 {s}"),
+        ("seed_phrase", phrase(24), "ok so {s} got it?"),
+    ]
     for template in ["the key is {s}", "my key is {s}", "the key for the server is {s}", "Key: {s}"]:
         out.append(("key_en", secret(), template))
-    for template in ["my ATM code {s}", "ATM pin: {s}", "my debit card code is {s}", "padlock code is {s}",
-                     "voicemail code: {s}"]:
+    for template in [
+        "my ATM code {s}",
+        "ATM pin: {s}",
+        "my debit card code is {s}",
+        "padlock code is {s}",
+        "voicemail code: {s}",
+    ]:
         out.append(("pin", pin(), template))
     for template in ["我的密码就是我家门牌号加生日 {s}", "支付密码是我女儿的生日 {s}", "银行卡密码就是我的生日 {s}"]:
         out.append(("password_zh", born(), template))

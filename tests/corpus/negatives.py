@@ -242,15 +242,24 @@ _CHINESE = [
 
 def negative_lines(rng: random.Random) -> list[str]:
     """The fixed lines, then templates filled with random numbers (two draws each)."""
+
     def fill(template: str) -> str:
         return template.format(
             o="".join(rng.choice(string.digits) for _ in range(rng.choice([10, 12, 14, 16, 18, 19]))),
             t=rng.choice(["SF", "YT", "JD", "1Z", ""]) + "".join(rng.choice(string.digits) for _ in range(13)),
-            p=rng.randint(5, 9999), c=rng.randint(10, 99), ts=rng.randint(1_600_000_000, 1_800_000_000),
-            ms=rng.randint(20, 9000), ph="".join(rng.choice(string.digits) for _ in range(10)),
-            d=f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", h=rng.randint(1, 23),
-            m=f"{rng.randint(0, 59):02d}", k=rng.randint(2, 99), v1=rng.randint(0, 9), v2=rng.randint(0, 40),
-            v3=rng.randint(0, 30), tk=rng.randint(100, 200_000),
+            p=rng.randint(5, 9999),
+            c=rng.randint(10, 99),
+            ts=rng.randint(1_600_000_000, 1_800_000_000),
+            ms=rng.randint(20, 9000),
+            ph="".join(rng.choice(string.digits) for _ in range(10)),
+            d=f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+            h=rng.randint(1, 23),
+            m=f"{rng.randint(0, 59):02d}",
+            k=rng.randint(2, 99),
+            v1=rng.randint(0, 9),
+            v2=rng.randint(0, 40),
+            v3=rng.randint(0, 30),
+            tk=rng.randint(100, 200_000),
             mid="".join(rng.choice(string.digits) for _ in range(9)),
             hex6="".join(rng.choice("0123456789ABCDEF") for _ in range(6)),
         )

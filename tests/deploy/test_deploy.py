@@ -67,8 +67,12 @@ def test_compose_services_build_one_image_and_are_all_health_checked() -> None:
 def test_compose_stateful_services_keep_their_data_in_volumes() -> None:
     data = compose()
     services, volumes = data["services"], set(data["volumes"])
-    for name, path in (("redis", "/data"), ("postgres", "/var/lib/postgresql/data"),
-                       ("prometheus", "/prometheus"), ("grafana", "/var/lib/grafana")):
+    for name, path in (
+        ("redis", "/data"),
+        ("postgres", "/var/lib/postgresql/data"),
+        ("prometheus", "/prometheus"),
+        ("grafana", "/var/lib/grafana"),
+    ):
         mounted = {v.split(":")[0] for v in services[name]["volumes"] if v.split(":")[1] == path}
         assert mounted and mounted <= volumes, f"{name}: {services[name]['volumes']}"
     redis_cmd = services["redis"]["command"]
@@ -102,8 +106,7 @@ def test_compose_secrets_come_from_an_env_file_that_is_not_committed() -> None:
     for secret in ("REDIS_PASSWORD", "POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"):
         assert f"${{{secret}:?" in text  # required, from the environment / .env
     example = (REPO / ".env.example").read_text()
-    example_names = {line.split("=", 1)[0].lstrip("# ").strip() for line in example.splitlines()
-                     if "=" in line}
+    example_names = {line.split("=", 1)[0].lstrip("# ").strip() for line in example.splitlines() if "=" in line}
     assert {"REDIS_PASSWORD", "POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"} <= example_names
     assert memjobs_env(example_names) <= known_env_names(), memjobs_env(example_names)
     ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO)
@@ -226,8 +229,7 @@ def test_kubernetes_serves_the_api_through_a_tls_ingress_only() -> None:
     assert settings.api_tls_terminated_by_proxy and not is_loopback(settings.api_host)
     ingress = by_kind("Ingress")["memjobs-api"]
     assert ingress["spec"]["tls"] and all(t["secretName"] for t in ingress["spec"]["tls"])
-    backends = {p["backend"]["service"]["name"] for rule in ingress["spec"]["rules"]
-                for p in rule["http"]["paths"]}
+    backends = {p["backend"]["service"]["name"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]}
     assert backends == {"memjobs-api"}
     policy = by_kind("NetworkPolicy")["memjobs-api"]
     labels = api["spec"]["template"]["metadata"]["labels"]
@@ -249,8 +251,7 @@ def test_caddy_sets_the_apis_limits_and_the_header_deadline() -> None:
     from memjobs_worker.http.serve import KEEP_ALIVE_S
 
     text = CADDYFILE.read_text()
-    timeouts = {k: int(v) for k, v in re.findall(
-        r"^\s*(read_header|read_body|write|idle)\s+(\d+)s\s*$", text, re.M)}
+    timeouts = {k: int(v) for k, v in re.findall(r"^\s*(read_header|read_body|write|idle)\s+(\d+)s\s*$", text, re.M)}
     assert set(timeouts) == {"read_header", "read_body", "write", "idle"}, timeouts
     assert 0 < timeouts["read_header"] * 1000 <= default("api_header_timeout_ms")
     assert timeouts["read_body"] * 1000 <= default("api_body_timeout_ms")

@@ -51,8 +51,9 @@ def test_the_image_runs_as_an_unprivileged_user_that_owns_the_data_directory() -
     assert data_dir, "MEMJOBS_DATA_DIR is not set in the image"
     assert "data_dir" in Settings.model_fields
     runs = " ".join(rest for word, rest in pairs if word == "RUN")
-    created = re.search(rf"install -d -o {user} -g {user} -m (0?700) {re.escape(data_dir)}(\s|$)", runs) \
-        or re.search(rf"mkdir -p {re.escape(data_dir)}.*chown {user}(:{user})? {re.escape(data_dir)}", runs)
+    created = re.search(rf"install -d -o {user} -g {user} -m (0?700) {re.escape(data_dir)}(\s|$)", runs) or re.search(
+        rf"mkdir -p {re.escape(data_dir)}.*chown {user}(:{user})? {re.escape(data_dir)}", runs
+    )
     assert created, f"{data_dir} is neither created nor given to {user}: {runs}"
     assert re.search(rf"useradd[^&]*\b{user}\b", runs), f"user {user} is not created"
     # The user is switched to after the install steps (they need root).

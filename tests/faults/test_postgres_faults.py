@@ -104,8 +104,7 @@ class Producer(threading.Thread):
 def not_final(h: Harness, sent: list[tuple[str, str, str]]) -> dict[str, str]:
     """The sources sent that are not final yet (missing: not in the ledger)."""
     found = {r.source_id: r.state for o in OWNERS for r in h.store.list_sources(owner_key(o))}
-    return {sid: found.get(sid, "missing") for _, _, sid in sent
-            if found.get(sid, "missing") in ("pending", "missing")}
+    return {sid: found.get(sid, "missing") for _, _, sid in sent if found.get(sid, "missing") in ("pending", "missing")}
 
 
 def wait_all_final(h: Harness, sent: list[tuple[str, str, str]], timeout_s: float, what: str) -> None:
@@ -137,29 +136,41 @@ def no_dead_letters(h: Harness) -> None:
 def outage_retries(job_log: JobLog) -> Counter[str]:
     """How often each message failed on the outage and was retried."""
     with job_log.cond:
-        return Counter(getattr(r, "message_id", "") for r in job_log.records
-                       if r.getMessage() == "job failed"
-                       and getattr(r, "reason", None) == "backend_unavailable"
-                       and getattr(r, "outcome", None) == "retried")
+        return Counter(
+            getattr(r, "message_id", "")
+            for r in job_log.records
+            if r.getMessage() == "job failed"
+            and getattr(r, "reason", None) == "backend_unavailable"
+            and getattr(r, "outcome", None) == "retried"
+        )
 
 
 @pytest.mark.slow
 def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_each_source_once(
-    make_settings: Callable[..., Settings], api_factory: Callable[..., Api],
-    own_pg: EmbeddedPostgres, job_log: JobLog, tmp_path: Path, fake_model: FakeOpenAI,
+    make_settings: Callable[..., Settings],
+    api_factory: Callable[..., Api],
+    own_pg: EmbeddedPostgres,
+    job_log: JobLog,
+    tmp_path: Path,
+    fake_model: FakeOpenAI,
     record_property: Callable[[str, object], None],
 ) -> None:
     # max_retries=1: were outage failures counted, a job would be dead-lettered
     # on its second. The outage budget and backoff cap are the defaults.
-    settings = make_settings(database_url=own_pg.url, max_retries=1, api_port=0,
-                             **fake_embeddings(fake_model))
+    settings = make_settings(database_url=own_pg.url, max_retries=1, api_port=0, **fake_embeddings(fake_model))
     api = api_factory(settings=settings)
     h = api.harness
     backlog = Producer(h.client, "before")
-    backlog.sent += [(o, f"backlog fact {i} for {o}", h.client.remember(o, f"backlog fact {i} for {o}"))
-                     for i in range(10) for o in OWNERS]
-    wait_for(lambda: any(r.state == "learned" for o in OWNERS for r in h.store.list_sources(owner_key(o))),
-             30, "the backlog to start being learned")
+    backlog.sent += [
+        (o, f"backlog fact {i} for {o}", h.client.remember(o, f"backlog fact {i} for {o}"))
+        for i in range(10)
+        for o in OWNERS
+    ]
+    wait_for(
+        lambda: any(r.state == "learned" for o in OWNERS for r in h.store.list_sources(owner_key(o))),
+        30,
+        "the backlog to start being learned",
+    )
 
     own_pg.kill()  # kill -9 of the postmaster, mid-backlog
     during = Producer(h.client, "during")
@@ -169,16 +180,19 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
         ready = api.get("/readyz")
         assert ready.status_code == 503, ready.text
         assert ready.json()["detail"] == "the state database (PostgreSQL) is unreachable"
-        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis_url or "",
-                      MEMJOBS_DATABASE_URL=own_pg.url)
+        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis_url or "", MEMJOBS_DATABASE_URL=own_pg.url)
         check = run_cli(env, "check")
         assert check.code == exits.FAILED, check
         assert "state database (PostgreSQL) is unreachable" in check.stderr, check
         # Jobs fail as an outage and are retried, more often than max_retries allows.
-        wait_for(lambda: max(outage_retries(job_log).values(), default=0) >= 3, 30,
-                 "a job to fail on the outage three times and still be retried")
-        assert not any(r.getMessage() == "job failed" and getattr(r, "outcome", None) == "dead_lettered"
-                       for r in job_log.records)
+        wait_for(
+            lambda: max(outage_retries(job_log).values(), default=0) >= 3,
+            30,
+            "a job to fail on the outage three times and still be retried",
+        )
+        assert not any(
+            r.getMessage() == "job failed" and getattr(r, "outcome", None) == "dead_lettered" for r in job_log.records
+        )
     finally:
         sent = backlog.sent + during.stop()
         if not own_pg.alive():
@@ -187,8 +201,10 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
     assert api.get("/readyz").status_code == 200
     wait_all_final(h, sent, 60, "every source final after the database returned")
     final_s = time.monotonic() - back_at
-    print(f"PostgreSQL kill -9: {len(sent)} sources, every one final {final_s:.1f} s after it answered "
-          f"again ({sum(outage_retries(job_log).values())} outage retries)")
+    print(
+        f"PostgreSQL kill -9: {len(sent)} sources, every one final {final_s:.1f} s after it answered "
+        f"again ({sum(outage_retries(job_log).values())} outage retries)"
+    )
     record_property("pg_return_to_final_s", round(final_s, 1))
     assert final_s < 60
     assert_learned_once_with_one_memory_each(h, sent)
@@ -197,40 +213,63 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
 
 @pytest.mark.slow
 def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
-    harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI,
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
 ) -> None:
     embeddings = fake_embeddings(fake_model)
     with scratch_dir("pgkill") as base:
         data_dir = base / "data"
-        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="300",
-                      MEM0_DIR=str(base / "mem0"), MEMJOBS_METRICS="off",
-                      MEMJOBS_MIN_BACKOFF_MS="100", MEMJOBS_MAX_RETRIES="1",
-                      MEMJOBS_FAST_WORKER_PROCESSES="0", MEMJOBS_KNOWLEDGE="off",
-                      **{f"MEMJOBS_{k.upper()}": str(v) for k, v in embeddings.items()})
+        env = cli_env(
+            data_dir,
+            MEMJOBS_EXTRACT_DELAY_MS="20",
+            MEMJOBS_SWEEP_INTERVAL_MS="300",
+            MEM0_DIR=str(base / "mem0"),
+            MEMJOBS_METRICS="off",
+            MEMJOBS_MIN_BACKOFF_MS="100",
+            MEMJOBS_MAX_RETRIES="1",
+            MEMJOBS_FAST_WORKER_PROCESSES="0",
+            MEMJOBS_KNOWLEDGE="off",
+            **{f"MEMJOBS_{k.upper()}": str(v) for k, v in embeddings.items()},
+        )
         up = Up(data_dir, env, base / "up.out")
         try:
             up.wait_ready()
             stack = json.loads(up.stack_file.read_text())
-            h = harness_factory(Settings(redis_url=stack["redis_url"], database_url=stack["database_url"],
-                                         data_dir=base / "reader", **embeddings))
+            h = harness_factory(
+                Settings(
+                    redis_url=stack["redis_url"],
+                    database_url=stack["database_url"],
+                    data_dir=base / "reader",
+                    **embeddings,
+                )
+            )
             pidfile = data_dir / "postgres" / "postmaster.pid"
             postmaster = int(pidfile.read_text().splitlines()[0])
             producer = Producer(h.client, "embedded")
-            producer.sent += [(o, f"queued fact {i} for {o}", h.client.remember(o, f"queued fact {i} for {o}"))
-                              for i in range(5) for o in OWNERS]
+            producer.sent += [
+                (o, f"queued fact {i} for {o}", h.client.remember(o, f"queued fact {i} for {o}"))
+                for i in range(5)
+                for o in OWNERS
+            ]
             os.kill(postmaster, signal.SIGKILL)
             wait_for(lambda: not pid_alive(postmaster), 10, "the postmaster's exit")
             producer.start()
             try:
-                restarted = wait_for(lambda: json.loads(up.stack_file.read_text()).get("postgres_restarts"),
-                                     60, "the supervisor to restart PostgreSQL")
+                restarted = wait_for(
+                    lambda: json.loads(up.stack_file.read_text()).get("postgres_restarts"),
+                    60,
+                    "the supervisor to restart PostgreSQL",
+                )
             finally:
                 sent = producer.stop()
             assert restarted == 1
             assert int(pidfile.read_text().splitlines()[0]) != postmaster
             assert json.loads(up.stack_file.read_text())["database_url"] == stack["database_url"]
-            wait_for(lambda: "embedded PostgreSQL exited unexpectedly and was restarted" in up.text(), 10,
-                     "the terminal notice")
+            wait_for(
+                lambda: "embedded PostgreSQL exited unexpectedly and was restarted" in up.text(),
+                10,
+                "the terminal notice",
+            )
             log = (data_dir / "logs" / "worker.log").read_text()
             assert "embedded PostgreSQL exited; restarting" in log
             assert "embedded PostgreSQL restarted" in log
@@ -244,8 +283,11 @@ def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
             # Its Redis too (from its append-only file, on its port).
             redis_pid = int(json.loads(up.stack_file.read_text())["redis_pid"])
             os.kill(redis_pid, signal.SIGKILL)
-            wait_for(lambda: json.loads(up.stack_file.read_text()).get("redis_restarts") == 1, 30,
-                     "the supervisor to restart Redis")
+            wait_for(
+                lambda: json.loads(up.stack_file.read_text()).get("redis_restarts") == 1,
+                30,
+                "the supervisor to restart Redis",
+            )
             assert json.loads(up.stack_file.read_text())["redis_url"] == stack["redis_url"]
             texts = [(o, f"after the Redis restart, fact for {o}") for o in OWNERS]
             after = [(o, text, h.client.remember(o, text)) for o, text in texts]

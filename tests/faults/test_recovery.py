@@ -27,9 +27,17 @@ from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
-DEFAULTS = {name: Settings.model_fields[name].default for name in (
-    "lease_ms", "broker_heartbeat_timeout_ms", "sweep_pending_after_ms", "sweep_interval_ms",
-    "heartbeat_interval_ms", "heartbeat_ttl_ms")}
+DEFAULTS = {
+    name: Settings.model_fields[name].default
+    for name in (
+        "lease_ms",
+        "broker_heartbeat_timeout_ms",
+        "sweep_pending_after_ms",
+        "sweep_interval_ms",
+        "heartbeat_interval_ms",
+        "heartbeat_ttl_ms",
+    )
+}
 EXTRACT_QUEUE = "memjobs_extract"
 
 pytestmark = pytest.mark.fault
@@ -49,8 +57,11 @@ def extract_holders(h: Harness) -> dict[str, set[bytes | str]]:
 
 @pytest.mark.slow
 def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    procs: list[Any],
+    tmp_path: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
@@ -77,6 +88,7 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
     kill_group(procs[0])
     thread.start()
     try:
+
         def all_learned() -> bool:
             found = [r.state for o in owners for r in h.store.list_sources(owner_key(o))]
             return len(found) == len(ids) and set(found) == {"learned"}
@@ -86,8 +98,7 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
     finally:
         stop.set()
         thread.join()
-    print(f"kill -9 of a host: every source learned {recovered_s:.1f} s after the kill "
-          f"(defaults: {DEFAULTS})")
+    print(f"kill -9 of a host: every source learned {recovered_s:.1f} s after the kill (defaults: {DEFAULTS})")
     record_property("host_kill_recovery_s", round(recovered_s, 1))
     assert recovered_s < 30
     assert ops.drain(h.runtime.redis, h.store, timeout_s=10), ops.status(h.runtime.redis, h.store)
@@ -95,22 +106,27 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
 
 @pytest.mark.slow
 def test_a_live_but_slow_worker_keeps_its_messages(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    procs: list[Any],
+    tmp_path: Path,
 ) -> None:
     """An extraction far longer than the broker's heartbeat timeout is never
     handed to another worker: the slow process keeps beating."""
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")
-    settings = model_settings(broker_heartbeat_timeout_ms=1500, heartbeat_interval_ms=300,
-                              lease_ms=1500, model_timeout_ms=60_000)
+    settings = model_settings(
+        broker_heartbeat_timeout_ms=1500, heartbeat_interval_ms=300, lease_ms=1500, model_timeout_ms=60_000
+    )
     h = harness_factory(settings)
     sid = remember_now(h, owner_key("slow@example.com"), "I repair old clocks")
     procs.append(spawn_workers(settings, tmp_path / "slow.log", threads=1))
     fake_model.wait_for_request("chat", 1, timeout_s=90)
     held_from_ms = time.time() * 1000  # the slow extraction began at or before this
-    [(slow, held)] = wait_for(lambda: list(extract_holders(h).items()), 30,
-                              "the slow worker's extraction among its unacknowledged messages")
+    [(slow, held)] = wait_for(
+        lambda: list(extract_holders(h).items()), 30, "the slow worker's extraction among its unacknowledged messages"
+    )
     procs.append(spawn_workers(settings, tmp_path / "other.log", threads=1))
     wait_for(lambda: ops.live_workers(h.runtime.redis) >= 2, 90, "the second worker's heartbeat")
     # Why this event suffices (instead of sleeping through "long enough"):
@@ -125,9 +141,11 @@ def test_a_live_but_slow_worker_keeps_its_messages(
     # clock the requeue uses. Had a gap let another worker's dispatch find it dead
     # meanwhile, its set would be gone or changed below.
     timeout_ms = settings.broker_heartbeat_timeout_ms
-    wait_for(lambda: (h.runtime.redis.zscore(keys.BROKER_HEARTBEATS, slow) or 0)
-             >= held_from_ms + 4 * timeout_ms, 60,
-             "the slow worker's heartbeat four heartbeat timeouts into its job")
+    wait_for(
+        lambda: (h.runtime.redis.zscore(keys.BROKER_HEARTBEATS, slow) or 0) >= held_from_ms + 4 * timeout_ms,
+        60,
+        "the slow worker's heartbeat four heartbeat timeouts into its job",
+    )
     # And one dead-worker check on the extraction queue now, with the workers'
     # heartbeat timeout, not left to the one-in-ten chance: it finds it alive.
     chance = h.broker.maintenance_chance
@@ -141,8 +159,11 @@ def test_a_live_but_slow_worker_keeps_its_messages(
     assert (queues["ready"], queues["in_flight"]) == (0, 1), queues
     assert len(fake_model.requests_for("chat")) == 1  # nobody else started the extraction
     fake_model.release()
-    wait_for(lambda: [r.state for r in h.store.list_sources(owner_key("slow@example.com"))]
-          == ["learned"], 60, "the slow extraction to commit")
+    wait_for(
+        lambda: [r.state for r in h.store.list_sources(owner_key("slow@example.com"))] == ["learned"],
+        60,
+        "the slow extraction to commit",
+    )
     assert [r.source_id for r in h.store.list_sources(owner_key("slow@example.com"))] == [sid]
 
 
@@ -190,7 +211,8 @@ def test_a_producer_call_against_a_silent_redis_fails_within_the_bound() -> None
 
 
 def test_drain_ends_when_only_needless_extractions_are_left(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     h.start_worker()

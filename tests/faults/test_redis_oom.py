@@ -91,8 +91,11 @@ def states(h: Harness, accepted: dict[str, str]) -> dict[str, str]:
 
 
 def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
-    own_redis: EmbeddedRedis, make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness], api_factory: Callable[..., Any], tmp_path: Path,
+    own_redis: EmbeddedRedis,
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    api_factory: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     # Retried while Redis is full, never dead-lettered within the test's few seconds of it.
     settings = make_settings(redis_url=own_redis.url, api_port=0, max_retries=1000)
@@ -122,9 +125,14 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     response = api.post("/v1/remember", {"owner_id": OWNERS[0], "text": "refused at the door"})
     problem(response, "redis_full", 503)
     assert int(response.headers["Retry-After"]) > 0
-    cli = run_cli(cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=own_redis.url,
-                          MEMJOBS_DATABASE_URL=settings.database_url or ""),
-                  "remember", "--owner", OWNERS[0], "--text", "refused on the command line")
+    cli = run_cli(
+        cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=own_redis.url, MEMJOBS_DATABASE_URL=settings.database_url or ""),
+        "remember",
+        "--owner",
+        OWNERS[0],
+        "--text",
+        "refused on the command line",
+    )
     assert cli.code == exits.UNAVAILABLE and "Redis is full" in cli.stderr, str(cli)
     assert queued(h) == len(accepted) - 1
 
@@ -148,8 +156,11 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     # 4. Workers at a Redis over its limit still fetch, acknowledge and retry (allow-oom):
     #    every accepted source reaches the ledger, no message is lost or dead-lettered.
     h.start_worker()
-    wait_for(lambda: "missing" not in states(h, accepted).values(), 60,
-             "every accepted source in the ledger while Redis is full")
+    wait_for(
+        lambda: "missing" not in states(h, accepted).values(),
+        60,
+        "every accepted source in the ledger while Redis is full",
+    )
     assert dead(h) == 0  # their follow-ups wait for memory: retried, not dead-lettered
 
     # 5. Memory frees: everything accepted is learned, exactly the accepted sources, nothing dead.

@@ -33,8 +33,10 @@ KEY = owner_key(OWNER)
 
 #: A worker whose contracts are version 2: set before the worker is imported;
 #: Dramatiq forks its processes from this interpreter, so they keep it.
-NEWER_WORKER = ("import sys; import memjobs_client.contracts.base as b; b.SCHEMA_VERSION = 2; "
-                "from memjobs_worker.__main__ import main; sys.exit(main(sys.argv[1:]))")
+NEWER_WORKER = (
+    "import sys; import memjobs_client.contracts.base as b; b.SCHEMA_VERSION = 2; "
+    "from memjobs_worker.__main__ import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def state(h: Harness, source_id: str) -> str | None:
@@ -50,8 +52,11 @@ def deferrals(log: Path) -> list[dict[str, Any]]:
 
 
 def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    procs: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    procs: list[Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = make_settings(newer_schema_delay_ms=300)
     h = harness_factory(settings)
@@ -61,10 +66,16 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
 
     # An older producer's message without any version is version 1: read.
     unversioned = "I keep my bike in the shed"
-    payload: dict[str, Any] = {"owner_key": KEY, "source_id": source_id_for(KEY, unversioned),
-                               "text": unversioned, "session_id": None, "kind": "utterance"}
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
-                                      args=(payload,), kwargs={}, options={}))
+    payload: dict[str, Any] = {
+        "owner_key": KEY,
+        "source_id": source_id_for(KEY, unversioned),
+        "text": unversioned,
+        "session_id": None,
+        "kind": "utterance",
+    }
+    h.broker.enqueue(
+        dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
+    )
     wait_for(lambda: state(h, payload["source_id"]) == "learned", 60, "the unversioned message learned")
 
     # A newer producer (version 2): the older worker leaves its message, it does not dead-letter it.
@@ -82,9 +93,15 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     (data_dir / "metrics").mkdir(parents=True)
     env = worker_env(settings, MEMJOBS_DATA_DIR=str(data_dir), PROMETHEUS_MULTIPROC_DIR=str(data_dir / "metrics"))
     with newer_log.open("ab") as out:
-        newer = subprocess.Popen([sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2",
-                                  "--queues", *QUEUES], env=env, stdout=out, stderr=out,
-                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+        newer = subprocess.Popen(
+            [sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2", "--queues", *QUEUES],
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO,
+        )
     procs.append(newer)
     wait_for(lambda: state(h, newer_id) == "learned", 90, "the newer message learned by the newer worker")
     assert older.poll() is None, "the older worker stopped"
@@ -96,10 +113,19 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     monkeypatch.setattr(contracts_base, "SCHEMA_VERSION", 1)
     older_id = h.client.remember(OWNER, "I lent my bike to Sam")
     unversioned = "I got my bike back"
-    payload = {"owner_key": KEY, "source_id": source_id_for(KEY, unversioned), "text": unversioned,
-               "session_id": None, "kind": "utterance"}
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
-                                      args=(payload,), kwargs={}, options={}))
-    wait_for(lambda: state(h, older_id) == state(h, payload["source_id"]) == "learned", 60,
-             "version 1 and unversioned messages learned by the newer worker")
+    payload = {
+        "owner_key": KEY,
+        "source_id": source_id_for(KEY, unversioned),
+        "text": unversioned,
+        "session_id": None,
+        "kind": "utterance",
+    }
+    h.broker.enqueue(
+        dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
+    )
+    wait_for(
+        lambda: state(h, older_id) == state(h, payload["source_id"]) == "learned",
+        60,
+        "version 1 and unversioned messages learned by the newer worker",
+    )
     assert dead(h) == 0 and not deferrals(newer_log)

@@ -46,13 +46,18 @@ def test_parse_sentinels() -> None:
 
 @pytest.mark.slow
 def test_everything_follows_a_sentinel_failover_and_nothing_acknowledged_is_lost(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     sentinel_set: SentinelSet,
 ) -> None:
     settings = make_settings(
         # The URL's host is not used with sentinels: the master is looked up by name.
-        redis_url="redis://unused.invalid:1/0", redis_sentinels=sentinel_set.sentinels,
-        redis_sentinel_master=MASTER_NAME, redis_waitaof_replicas=1, redis_timeout_ms=1000)
+        redis_url="redis://unused.invalid:1/0",
+        redis_sentinels=sentinel_set.sentinels,
+        redis_sentinel_master=MASTER_NAME,
+        redis_waitaof_replicas=1,
+        redis_timeout_ms=1000,
+    )
     h = harness_factory(settings)
     h.start_worker()
     before = [h.client.remember(OWNER, f"before the failover {i}") for i in range(10)]
@@ -72,8 +77,7 @@ def test_everything_follows_a_sentinel_failover_and_nothing_acknowledged_is_lost
         h.client.remember(OWNER, "while no replica holds a copy")
     assert time.monotonic() - started < 10
     sentinel_set.restart(killed)  # the sentinels make the old master a replica
-    wait_for(lambda: sentinel_set.replicas_in_sync(new), 60,
-             "the old master to rejoin as a replica", poll_s=0.1)
+    wait_for(lambda: sentinel_set.replicas_in_sync(new), 60, "the old master to rejoin as a replica", poll_s=0.1)
     after: list[str] = []
     deadline = time.monotonic() + 30
     # The gateway retries the refused call (same words, same source: stored once).
@@ -94,8 +98,10 @@ def test_everything_follows_a_sentinel_failover_and_nothing_acknowledged_is_lost
     lost = owner_key("lost-in-the-failover@example.com")
     text = "my extraction was lost in the failover"
     lost_sid = source_id_for(lost, text)
-    assert h.store.add_source(RememberSource(owner_key=lost, source_id=lost_sid, text=text),
-                              sent_at=datetime.now(UTC)) == "created"
+    assert (
+        h.store.add_source(RememberSource(owner_key=lost, source_id=lost_sid, text=text), sent_at=datetime.now(UTC))
+        == "created"
+    )
     assert h.runtime.sweeper.once()["owners_requeued"] == 1
     h.drain(90)
     assert [(r.source_id, r.state) for r in h.store.list_sources(lost)] == [(lost_sid, "learned")]
@@ -115,14 +121,16 @@ def test_a_call_from_a_host_cut_off_from_redis_and_its_sentinels_fails_in_second
     if reason:
         pytest.skip(reason)
     topo = Topology(["redis", "host"])
-    servers = SentinelSet(tmp_path / "sentinel", host=topo.address("redis"),
-                          prefix=topo.exec_prefix("redis"))
+    servers = SentinelSet(tmp_path / "sentinel", host=topo.address("redis"), prefix=topo.exec_prefix("redis"))
     timeout_s = 0.5
 
     def cut_off() -> list[float]:
-        client = redis_client(f"redis://{topo.address('redis')}:{servers.master_port}/0",
-                              timeout_s=timeout_s, sentinels=servers.sentinels,
-                              sentinel_master=MASTER_NAME)
+        client = redis_client(
+            f"redis://{topo.address('redis')}:{servers.master_port}/0",
+            timeout_s=timeout_s,
+            sentinels=servers.sentinels,
+            sentinel_master=MASTER_NAME,
+        )
         client.set("probe", "1")  # connections open to a sentinel and the master
         topo.partition("host", "redis")
         took = []

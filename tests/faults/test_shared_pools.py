@@ -30,17 +30,25 @@ pytestmark = pytest.mark.fault
 GiB = 2**30
 
 
-@pytest.mark.parametrize(("cores", "memory", "processes", "layout", "shared"), [
-    (2, 24 * GiB, 1, "auto", True),  # few cores
-    (16, 4 * GiB, 1, "auto", True),  # little memory
-    (16, 64 * GiB, 1, "auto", False),  # a large host: a process per pool
-    (2, 4 * GiB, 2, "auto", False),  # more processes asked for: Dramatiq's processes
-    (16, 64 * GiB, 4, "shared", True),  # forced either way
-    (2, 4 * GiB, 1, "split", False),
-])
+@pytest.mark.parametrize(
+    ("cores", "memory", "processes", "layout", "shared"),
+    [
+        (2, 24 * GiB, 1, "auto", True),  # few cores
+        (16, 4 * GiB, 1, "auto", True),  # little memory
+        (16, 64 * GiB, 1, "auto", False),  # a large host: a process per pool
+        (2, 4 * GiB, 2, "auto", False),  # more processes asked for: Dramatiq's processes
+        (16, 64 * GiB, 4, "shared", True),  # forced either way
+        (2, 4 * GiB, 1, "split", False),
+    ],
+)
 def test_a_small_host_shares_one_process_unless_told(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cores: int, memory: int, processes: int,
-    layout: str, shared: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    cores: int,
+    memory: int,
+    processes: int,
+    layout: str,
+    shared: bool,
 ) -> None:
     monkeypatch.setattr(pools, "host_size", lambda: (cores, memory))
     settings = Settings(data_dir=tmp_path, worker_layout=layout)  # type: ignore[arg-type]  # a str, as from the environment
@@ -69,8 +77,11 @@ def shared_worker() -> Iterator[Callable[..., Any]]:
 
 
 def test_a_hung_model_call_holds_no_remember_in_the_shared_process(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, shared_worker: Callable[..., Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    shared_worker: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")  # the one model thread stays in its call until released
@@ -83,9 +94,13 @@ def test_a_hung_model_call_holds_no_remember_in_the_shared_process(
 
     # One process: it beats once, for every queue of both pools.
     assert group_members(proc.pid) == [proc.pid]
+
     def beats() -> list[dict[str, Any]]:
-        return [json.loads(v) for k in h.runtime.redis.scan_iter(f"{keys.HEARTBEAT_PREFIX}*")
-                if (v := h.runtime.redis.get(k)) is not None]
+        return [
+            json.loads(v)
+            for k in h.runtime.redis.scan_iter(f"{keys.HEARTBEAT_PREFIX}*")
+            if (v := h.runtime.redis.get(k)) is not None
+        ]
 
     [beat] = wait_for(beats, 60, "the worker's heartbeat")
     assert beat["pid"] == proc.pid and set(CHEAP_QUEUES) | {QUEUE_EXTRACT} <= set(beat["queues"])
@@ -103,5 +118,6 @@ def test_a_hung_model_call_holds_no_remember_in_the_shared_process(
 
     fake_model.release()
     h.drain(120)
-    assert [r.state for r in h.store.list_sources(owner_key("holder@example.com"))
-            if r.source_id == first] == ["learned"]
+    assert [r.state for r in h.store.list_sources(owner_key("holder@example.com")) if r.source_id == first] == [
+        "learned"
+    ]

@@ -20,8 +20,9 @@ def seeded_api(api_factory: Callable[..., Api]) -> Api:
     api = api_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     h = api.harness
     key = owner_key(SEEDED_OWNER)
-    h.runtime.sessions.save_digest(key, "s-movers", "搬家", "约了周六的搬家公司",
-                                   [TaskRef(task_id="t-movers", goal="book movers")])
+    h.runtime.sessions.save_digest(
+        key, "s-movers", "搬家", "约了周六的搬家公司", [TaskRef(task_id="t-movers", goal="book movers")]
+    )
     h.runtime.sessions.record_task(key, "t-movers", "book movers", "running")
     h.client.remember(SEEDED_OWNER, PEANUTS, session_id="s-movers")
     h.drain()

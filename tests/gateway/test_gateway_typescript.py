@@ -16,9 +16,16 @@ from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
 
 @needs_node
 def test_provider_contract_and_tools_against_the_live_api(seeded_api: Api) -> None:
-    done = node_test("test/provider.test.mjs", "test/tools.test.mjs", env={
-        "MEMJOBS_API_URL": seeded_api.url, "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
-        "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN, "MEMJOBS_TOOLS_OWNER": SEEDED_OWNER})
+    done = node_test(
+        "test/provider.test.mjs",
+        "test/tools.test.mjs",
+        env={
+            "MEMJOBS_API_URL": seeded_api.url,
+            "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
+            "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN,
+            "MEMJOBS_TOOLS_OWNER": SEEDED_OWNER,
+        },
+    )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert "# pass 11" in done.stdout, done.stdout[-2000:]
@@ -28,6 +35,7 @@ def test_provider_contract_and_tools_against_the_live_api(seeded_api: Api) -> No
 def test_the_typescript_and_python_tool_schemas_are_the_same() -> None:
     assert NODE is not None
     script = "import('./src/tools.js').then((m) => console.log(JSON.stringify(m.MEMORY_TOOLS)))"
-    done = subprocess.run([NODE, "--input-type=module", "-e", script], cwd=CLIENT, capture_output=True,
-                          text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script], cwd=CLIENT, capture_output=True, text=True, timeout=60, check=True
+    )
     assert json.loads(done.stdout) == json.loads(json.dumps(TOOL_DEFINITIONS))

@@ -28,10 +28,12 @@ from tests.support.harness import REPO, worker_env
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
 
 TOOLS = ["memory", "memory__recall", "recall"]
-REFUSALS = [({"op": "replace", "doc": "MEMORY.md", "old_text": "coffee", "new_text": "juice"}, "not_found"),
-            ({"op": "replace", "doc": "MEMORY.md", "old_text": "tea", "new_text": "milk"}, "ambiguous"),
-            ({"op": "append", "doc": "ASSISTANT.md", "text": "- be rude"}, "forbidden_document"),
-            ({"op": "append", "doc": "MEMORY.md", "text": "my password is hunter2!"}, "sensitive_content")]
+REFUSALS = [
+    ({"op": "replace", "doc": "MEMORY.md", "old_text": "coffee", "new_text": "juice"}, "not_found"),
+    ({"op": "replace", "doc": "MEMORY.md", "old_text": "tea", "new_text": "milk"}, "ambiguous"),
+    ({"op": "append", "doc": "ASSISTANT.md", "text": "- be rude"}, "forbidden_document"),
+    ({"op": "append", "doc": "MEMORY.md", "text": "my password is hunter2!"}, "sensitive_content"),
+]
 
 
 def answer(result: CallToolResult) -> dict[str, Any]:
@@ -50,13 +52,13 @@ def error_text(result: CallToolResult) -> str:
 async def exercise(client: Client, owner_is_seeded: bool) -> dict[str, Any]:
     """List the tools, use each, and collect what a test asserts on."""
     out: dict[str, Any] = {"tools": sorted(t.name for t in (await client.list_tools()).tools)}
-    out["appended"] = answer(await client.call_tool(
-        "memory", {"op": "append", "doc": "MEMORY.md", "text": "- likes tea\n- buys tea"}))
+    out["appended"] = answer(
+        await client.call_tool("memory", {"op": "append", "doc": "MEMORY.md", "text": "- likes tea\n- buys tea"})
+    )
     out["read"] = answer(await client.call_tool("memory", {"op": "read", "doc": "MEMORY.md"}))
     out["refusals"] = [error_text(await client.call_tool("memory", args)) for args, _ in REFUSALS]
     out["bad_op"] = await client.call_tool("memory", {"op": "delete", "doc": "MEMORY.md"})
-    out["extra"] = error_text(await client.call_tool("memory", {"op": "read", "doc": "MEMORY.md",
-                                                                "text": "x"}))
+    out["extra"] = error_text(await client.call_tool("memory", {"op": "read", "doc": "MEMORY.md", "text": "x"}))
     if owner_is_seeded:
         out["sessions"] = answer(await client.call_tool("recall", {}))
         out["memories"] = answer(await client.call_tool("memory__recall", {"query": "花生", "limit": 3}))
@@ -84,8 +86,12 @@ def check_seeded(out: dict[str, Any]) -> None:
 
 def test_stdio_serves_the_memory_tools_for_its_owner(seeded_api: Api, tmp_path: Path) -> None:
     env = worker_env(seeded_api.harness.settings, MEMJOBS_KNOWLEDGE="off")  # memory needs no knowledge
-    params = StdioServerParameters(command=sys.executable, cwd=REPO, env=env, args=[
-        "-m", "memjobs_worker.cli.main", "mcp", "--memory", "--owner", SEEDED_OWNER])
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=REPO,
+        env=env,
+        args=["-m", "memjobs_worker.cli.main", "mcp", "--memory", "--owner", SEEDED_OWNER],
+    )
 
     async def session() -> dict[str, Any]:
         with open(tmp_path / "mcp-stderr.log", "w+") as errlog:
@@ -102,17 +108,17 @@ def test_stdio_serves_the_memory_tools_for_its_owner(seeded_api: Api, tmp_path: 
 @asynccontextmanager
 async def http_client_for(api: Api, owner: str, token: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}", "X-Memjobs-Owner": quote(owner, safe="")}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-            Client(streamable_http_client(f"{api.url}/mcp/memory", http_client=http)) as client:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(f"{api.url}/mcp/memory", http_client=http)) as client,
+    ):
         yield client
 
 
-def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(
-        api_factory: Callable[..., Api]) -> None:
+def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(api_factory: Callable[..., Api]) -> None:
     from memjobs_worker.http.tokens import issue
 
-    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                      api_token_key="k" * 40)
+    api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, api_token_key="k" * 40)
     reader = issue(api.harness.settings, scopes=["read"], owners=["carol"])
 
     async def session() -> tuple[dict[str, Any], dict[str, Any], str, dict[str, Any]]:
@@ -120,8 +126,7 @@ def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(
             host = await exercise(client, owner_is_seeded=False)
         async with http_client_for(api, "carol", reader) as client:
             read = answer(await client.call_tool("memory", {"op": "read", "doc": "USER.md"}))
-            refused = error_text(await client.call_tool("memory", {"op": "append", "doc": "USER.md",
-                                                                   "text": "- x"}))
+            refused = error_text(await client.call_tool("memory", {"op": "append", "doc": "USER.md", "text": "- x"}))
         async with http_client_for(api, "bob", HOST_TOKEN) as client:
             other = answer(await client.call_tool("memory", {"op": "read", "doc": "MEMORY.md"}))
         return host, read, refused, other
@@ -131,8 +136,11 @@ def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(
     assert read["version"] == 0 and refused.startswith("forbidden:")
     assert other["content"] == ""  # alice's memory never answers for bob
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25",
-               "X-Memjobs-Owner": "alice"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "X-Memjobs-Owner": "alice",
+    }
     for token, status in ((GATEWAY_TOKEN, 403), ("wrong", 401), (reader, 403)):  # reader: carol only
         r = api.http.post("/mcp/memory", json=body, headers={**headers, "Authorization": f"Bearer {token}"})
         assert r.status_code == status, (token, r.text)

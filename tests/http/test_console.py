@@ -31,8 +31,16 @@ from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 OWNER = "erin.console@example.com"
 KEY = owner_key(OWNER)
 TEXTS = ["I park my scooter behind the library", "我周五晚上练书法"]
@@ -73,23 +81,38 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Any, str], Path
 
 
 def model_api(api_factory: Callable[..., Api], fake_model: FakeOpenAI, **overrides: Any) -> Api:
-    return api_factory(memory_base_url=fake_model.base_url, memory_api_key="test-key",
-                       memory_model="fake-flash", max_retries=2, model_max_attempts=1,
-                       min_backoff_ms=20, max_backoff_ms=50,
-                       outage_retry_budget_ms=0,  # the model down past the outage budget: counted
-                       **overrides)
+    return api_factory(
+        memory_base_url=fake_model.base_url,
+        memory_api_key="test-key",
+        memory_model="fake-flash",
+        max_retries=2,
+        model_max_attempts=1,
+        min_backoff_ms=20,
+        max_backoff_ms=50,
+        outage_retry_budget_ms=0,  # the model down past the outage budget: counted
+        **overrides,
+    )
 
 
 def dead_scenario(api: Api, fake_model: FakeOpenAI) -> list[str]:
     """The model is down: the owner's extraction dies; a crafted task message dies too."""
     fake_model.fail_next("chat", 500, count=100_000)
     ids = [remember(api, OWNER, t) for t in TEXTS]
-    api.harness.broker.enqueue(Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_RECORD_TASK,
-                                       args=({"owner_key": KEY, "goal": TASK_GOAL},), kwargs={},
-                                       options={}))
+    api.harness.broker.enqueue(
+        Message(
+            queue_name=QUEUE_TASKS,
+            actor_name=ACTOR_RECORD_TASK,
+            args=({"owner_key": KEY, "goal": TASK_GOAL},),
+            kwargs={},
+            options={},
+        )
+    )
     redis = api.harness.runtime.redis
-    wait_for(lambda: queue_stats(redis)[QUEUE_EXTRACT]["dead"] == 1
-             and queue_stats(redis)[QUEUE_TASKS]["dead"] == 1, 60, "both jobs dead-lettered")
+    wait_for(
+        lambda: queue_stats(redis)[QUEUE_EXTRACT]["dead"] == 1 and queue_stats(redis)[QUEUE_TASKS]["dead"] == 1,
+        60,
+        "both jobs dead-lettered",
+    )
     return ids
 
 
@@ -103,7 +126,9 @@ def states(api: Api) -> dict[str, str]:
 
 
 def test_the_console_shows_a_dead_extraction_and_its_retry_button_learns_it_once(
-    api_factory: Callable[..., Api], fake_model: FakeOpenAI, browser: Any,
+    api_factory: Callable[..., Api],
+    fake_model: FakeOpenAI,
+    browser: Any,
     shots: Callable[[Any, str], Path],
 ) -> None:
     api = model_api(api_factory, fake_model)
@@ -146,7 +171,8 @@ def test_the_console_shows_a_dead_extraction_and_its_retry_button_learns_it_once
 
 
 def test_a_console_post_without_the_csrf_token_is_refused(
-    api_factory: Callable[..., Api], browser: Any,
+    api_factory: Callable[..., Api],
+    browser: Any,
 ) -> None:
     api = api_factory(worker=False)
     api.harness.client.record_task(OWNER, "task-7", TASK_GOAL, "running")
@@ -163,20 +189,20 @@ def test_a_console_post_without_the_csrf_token_is_refused(
         form = {"back": "dead"}
         refused = http.post(f"/console/dead-letters/{letter_id}/purge", data=form)
         assert refused.status_code == 403 and "CSRF" in refused.text
-        assert http.post(f"/console/dead-letters/{letter_id}/purge",
-                         data={**form, "csrf": "0" * 64}).status_code == 403
+        assert http.post(f"/console/dead-letters/{letter_id}/purge", data={**form, "csrf": "0" * 64}).status_code == 403
         assert DeadLetters(redis).count()[QUEUE_TASKS] == 1
         done = http.post(f"/console/dead-letters/{letter_id}/purge", data={**form, "csrf": csrf})
         assert done.status_code == 303 and "purged%201" in done.headers["location"]
     with httpx.Client(base_url=api.url) as stranger:  # no session at all
-        assert stranger.post(f"/console/dead-letters/{letter_id}/purge",
-                             data={"csrf": csrf}).status_code == 403
+        assert stranger.post(f"/console/dead-letters/{letter_id}/purge", data={"csrf": csrf}).status_code == 403
     assert DeadLetters(redis).count()[QUEUE_TASKS] == 0
     context.close()
 
 
 def test_with_tokens_the_console_asks_for_the_host_token(
-    api_factory: Callable[..., Api], browser: Any, shots: Callable[[Any, str], Path],
+    api_factory: Callable[..., Api],
+    browser: Any,
+    shots: Callable[[Any, str], Path],
 ) -> None:
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     assert api.http.get("/console").status_code == 303
@@ -240,8 +266,9 @@ def test_the_dead_letter_routes_need_the_host_token_and_never_show_text(
     problem(api.post(f"/v1/ops/dead-letters/{letter_id}/retry", {}, token=HOST_TOKEN), "not_found", 404)
     assert queue_stats(api.harness.runtime.redis)[QUEUE_TASKS]["ready"] == 1
     _poison_tasks(api)
-    purged = api.post("/v1/ops/dead-letters/purge", {"all": True, "queue": QUEUE_TASKS},
-                      token=HOST_TOKEN)
+    purged = api.post("/v1/ops/dead-letters/purge", {"all": True, "queue": QUEUE_TASKS}, token=HOST_TOKEN)
     assert purged.json() == {"purged": 1}
     assert api.post("/v1/ops/dead-letters/retry", {"all": True}, token=HOST_TOKEN).json() == {
-        "retried": 0, "skipped": 0}
+        "retried": 0,
+        "skipped": 0,
+    }

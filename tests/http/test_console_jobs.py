@@ -43,8 +43,16 @@ from tests.support.redis_commands import monitored
 from tests.support.redis_values import as_bytes
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 OWNER = "mei.jobs@example.com"
 KEY = owner_key(OWNER)
 OTHER_KEY = owner_key("somebody.else@example.com")
@@ -82,9 +90,13 @@ def shot(page: Any, name: str, tmp_path: Path, *, full_page: bool = True) -> Non
 
 
 def task(i: int, key: str = KEY) -> Message[Any]:
-    return Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_RECORD_TASK,
-                   args=({"owner_key": key, "task_id": f"t-{i}", "goal": f"{GOAL} #{i}",
-                          "status": "running"},), kwargs={}, options={})
+    return Message(
+        queue_name=QUEUE_TASKS,
+        actor_name=ACTOR_RECORD_TASK,
+        args=({"owner_key": key, "task_id": f"t-{i}", "goal": f"{GOAL} #{i}", "status": "running"},),
+        kwargs={},
+        options={},
+    )
 
 
 def dead_tasks(api: Api, n: int, key: str = KEY) -> list[str]:
@@ -132,8 +144,10 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
 ) -> None:
     api = api_factory(worker=False)  # nothing consumes: the backlog stays
     broker, client = api.harness.broker, api.harness.runtime.redis
-    sent = [broker.enqueue(task(i, KEY if i % 2 else OTHER_KEY), delay=600_000 if i >= QUEUED else None)
-            for i in range(QUEUED + DELAYED)]
+    sent = [
+        broker.enqueue(task(i, KEY if i % 2 else OTHER_KEY), delay=600_000 if i >= QUEUED else None)
+        for i in range(QUEUED + DELAYED)
+    ]
     assert api.http.get("/console/jobs").status_code == 200  # the session, connections
     broker.maintenance_chance = 0
 
@@ -146,8 +160,11 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
     assert rows(first.text)[0] == sent[0].message_id  # FIFO: the oldest first
     no_private_text(first.text)
     # With thousands queued, a page read its own ids (an LRANGE of 50) and their data (one HMGET), no walk.
-    reads = [c for c in seen if c.split(" ", 1)[0].lower() in
-             {"lrange", "hmget", "hscan", "hgetall", "hvals", "hkeys", "sscan", "smembers"}]
+    reads = [
+        c
+        for c in seen
+        if c.split(" ", 1)[0].lower() in {"lrange", "hmget", "hscan", "hgetall", "hvals", "hkeys", "sscan", "smembers"}
+    ]
     ranges = [c for c in reads if c.lower().startswith("lrange")]
     assert f"LRANGE {keys.queue(QUEUE_TASKS)} 0 49" in ranges, reads
     assert all(c.endswith(" 0 49") for c in ranges), ranges  # the queues before it: empty
@@ -183,8 +200,7 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
     # Retrying: the workers' record, not the messages.
     record, now_ms = RetryingRecord(client), int(time.time() * 1000)
     for i in range(3):
-        record.add(sent[i].message_id, ACTOR_RECORD_TASK, "OperationalError", i + 1,
-                   failed_ms=now_ms - i)
+        record.add(sent[i].message_id, ACTOR_RECORD_TASK, "OperationalError", i + 1, failed_ms=now_ms - i)
     retrying = api.http.get("/console/jobs?state=retrying")
     assert rows(retrying.text) == [m.message_id for m in sent[:3]]  # the newest failure first
     assert "OperationalError" in text_of(retrying.text)
@@ -195,7 +211,9 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
 
 
 def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(
-    api_factory: Callable[..., Api], page: Any, tmp_path: Path,
+    api_factory: Callable[..., Api],
+    page: Any,
+    tmp_path: Path,
 ) -> None:
     api = api_factory(worker=False)
     sent = [api.harness.broker.enqueue(task(i)) for i in range(120)]
@@ -217,7 +235,8 @@ def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(
 
 
 def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
-    api_factory: Callable[..., Api], page: Any,
+    api_factory: Callable[..., Api],
+    page: Any,
 ) -> None:
     api = api_factory()  # with a worker consuming every queue
     client = api.harness.runtime.redis
@@ -234,8 +253,11 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
     for i in range(5):
         api.harness.client.record_task(OWNER, f"t-{i}", GOAL, "running")
     source = remember(api, OWNER, TEXT)  # another queue: the worker is consuming
-    wait_for(lambda: any(r.source_id == source for r in api.harness.store.list_sources(KEY)), 30,
-             "the remember taken while the tasks queue is paused")
+    wait_for(
+        lambda: any(r.source_id == source for r in api.harness.store.list_sources(KEY)),
+        30,
+        "the remember taken while the tasks queue is paused",
+    )
     deadline = time.monotonic() + 3  # well past a pause poll (1 s) and many idle fetches
     while time.monotonic() < deadline:
         stats = queue_stats(client)[QUEUE_TASKS]
@@ -244,10 +266,14 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
 
     page.locator(f"tr[data-queue={QUEUE_TASKS}]").get_by_role("button", name="Resume").click()
     page.wait_for_url(re.compile(r"done=resumed"))
-    wait_for(lambda: queue_stats(client)[QUEUE_TASKS] == {"ready": 0, "delayed": 0, "in_flight": 0,
-                                                         "dead": 0}, 30, "the tasks run after resume")
-    wait_for(lambda: sum(jobstats.recent(client, 5).get(ACTOR_RECORD_TASK, {}).values()) >= 5, 30,
-             "five tasks recorded")
+    wait_for(
+        lambda: queue_stats(client)[QUEUE_TASKS] == {"ready": 0, "delayed": 0, "in_flight": 0, "dead": 0},
+        30,
+        "the tasks run after resume",
+    )
+    wait_for(
+        lambda: sum(jobstats.recent(client, 5).get(ACTOR_RECORD_TASK, {}).values()) >= 5, 30, "five tasks recorded"
+    )
     outcomes = jobstats.recent(client, 5)[ACTOR_RECORD_TASK]
     assert sum(outcomes.values()) == 5 and not outcomes.keys() & {"retried", "dead_lettered", "skipped"}
     # The graphs count what ran (JobStats' flush), drawn as inline SVG.
@@ -314,13 +340,15 @@ def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callabl
     confirmed = api.http.post("/console/dead-letters/purge", data={**form, "confirmed": "yes"})
     assert confirmed.status_code == 303 and "purged%202" in confirmed.headers["location"]
     assert DeadLetters(client).count()[QUEUE_TASKS] == 0
-    away = api.http.post("/console/dead-letters/purge",
-                         data={**form, "confirmed": "yes", "back": "https://evil.example/"})
+    away = api.http.post(
+        "/console/dead-letters/purge", data={**form, "confirmed": "yes", "back": "https://evil.example/"}
+    )
     assert away.headers["location"].startswith("/console?")  # never another site
 
 
 def test_purge_asks_first_and_deletes_only_the_letters_shown(
-    api_factory: Callable[..., Api], page: Any,
+    api_factory: Callable[..., Api],
+    page: Any,
 ) -> None:
     api = api_factory(worker=False)
     client = api.harness.runtime.redis
@@ -351,7 +379,8 @@ def test_purge_asks_first_and_deletes_only_the_letters_shown(
 
 
 def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
-    api_factory: Callable[..., Api], page: Any,
+    api_factory: Callable[..., Api],
+    page: Any,
 ) -> None:
     api = api_factory(worker=False)
     client = api.harness.runtime.redis
@@ -360,8 +389,9 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
     page.locator(f"input.pick[value='{QUEUE_TASKS}:{letters[1]}']").check()
     read_at = page.locator("#live").get_attribute("data-read-at")
     arrived = dead_tasks(api, 1)  # the next refresh shows it
-    page.wait_for_function("n => document.querySelectorAll('table.jobs tr[data-id]').length === n", arg=4,
-                           timeout=30_000)
+    page.wait_for_function(
+        "n => document.querySelectorAll('table.jobs tr[data-id]').length === n", arg=4, timeout=30_000
+    )
     assert page.locator("#live").get_attribute("data-read-at") != read_at  # swapped, not reloaded
     assert page.locator("select[name=queue]").input_value() == QUEUE_TASKS
     assert page.locator(f"input.pick[value='{QUEUE_TASKS}:{letters[1]}']").is_checked()
@@ -384,10 +414,17 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
 
 
 def test_the_overview_shows_what_each_worker_runs_and_for_how_long(
-    api_factory: Callable[..., Api], fake_model: FakeOpenAI, page: Any, tmp_path: Path,
+    api_factory: Callable[..., Api],
+    fake_model: FakeOpenAI,
+    page: Any,
+    tmp_path: Path,
 ) -> None:
-    api = api_factory(memory_base_url=fake_model.base_url, memory_api_key="test-key",
-                      memory_model="fake-flash", model_timeout_ms=120_000)  # it hangs until released
+    api = api_factory(
+        memory_base_url=fake_model.base_url,
+        memory_api_key="test-key",
+        memory_model="fake-flash",
+        model_timeout_ms=120_000,
+    )  # it hangs until released
     client = api.harness.runtime.redis
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")
@@ -412,8 +449,11 @@ def test_the_overview_shows_what_each_worker_runs_and_for_how_long(
     finally:
         fake_model.release()
         QueuePauses(client).resume(QUEUE_REMEMBER)
-    wait_for(lambda: ACTOR_EXTRACT not in api.http.get("/console").text.split("Running now")[1]
-             .split("</section>")[0], 30, "the extraction gone from the running jobs")
+    wait_for(
+        lambda: ACTOR_EXTRACT not in api.http.get("/console").text.split("Running now")[1].split("</section>")[0],
+        30,
+        "the extraction gone from the running jobs",
+    )
 
 
 def _seed_timeline(client: Any) -> None:
@@ -423,18 +463,21 @@ def _seed_timeline(client: Any) -> None:
     for back in range(1, 60):
         bucket = int(now // 60) - back
         jobs = 20 + (back * 7) % 30
-        client.hset(keys.timeline(60, bucket), mapping={"jobs": jobs, "failed": (back % 9 == 0) * 3,
-                                                        "ms": jobs * (80 + back % 5 * 20)})
+        client.hset(
+            keys.timeline(60, bucket),
+            mapping={"jobs": jobs, "failed": (back % 9 == 0) * 3, "ms": jobs * (80 + back % 5 * 20)},
+        )
         client.expire(keys.timeline(60, bucket), 600)
 
 
 def test_the_cli_pauses_resumes_and_lists_the_same_flag(
-    tmp_path: Path, redis_url: str, database_url: str,
+    tmp_path: Path,
+    redis_url: str,
+    database_url: str,
 ) -> None:
     env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url)
     client = redis.Redis.from_url(redis_url)
-    assert ok(run_cli(env, "queue", "pause", QUEUE_TASKS, "--json")).json() == {
-        "queue": QUEUE_TASKS, "paused": True}
+    assert ok(run_cli(env, "queue", "pause", QUEUE_TASKS, "--json")).json() == {"queue": QUEUE_TASKS, "paused": True}
     assert QueuePauses(client).paused().keys() == {QUEUE_TASKS}
     [row] = ok(run_cli(env, "queue", "list", "--json")).json()
     assert row["queue"] == QUEUE_TASKS and row["paused_for_s"] >= 0

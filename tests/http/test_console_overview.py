@@ -28,8 +28,13 @@ READY, DELAYED = 3_000, 1_000
 def queue_backlog(api: Api) -> None:
     broker = api.harness.broker
     for i in range(READY + DELAYED):
-        message: Message[Any] = Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_RECORD_TASK,
-                          args=({"owner_key": "0" * 64, "goal": f"goal {i}"},), kwargs={}, options={})
+        message: Message[Any] = Message(
+            queue_name=QUEUE_TASKS,
+            actor_name=ACTOR_RECORD_TASK,
+            args=({"owner_key": "0" * 64, "goal": f"goal {i}"},),
+            kwargs={},
+            options={},
+        )
         broker.enqueue(message, delay=600_000 if i >= READY else None)
 
 

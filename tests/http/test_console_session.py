@@ -55,8 +55,16 @@ class Reply:
         return first.partition("=")[2], {k.lower(): v for k, _, v in (a.partition("=") for a in attributes)}
 
 
-def send(api: Api, method: str, path: str, *, cookie: bytes | None = None, body: bytes | None = None,
-         headers: dict[str, str] | None = None, source: str = "127.0.0.1") -> Reply:
+def send(
+    api: Api,
+    method: str,
+    path: str,
+    *,
+    cookie: bytes | None = None,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    source: str = "127.0.0.1",
+) -> Reply:
     """One request on a new connection from ``source``, cookie and body sent as raw bytes."""
     port = int(api.url.rsplit(":", 1)[1])
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
@@ -92,8 +100,7 @@ def csrf_of(api: Api, cookie: str) -> str:
 
 
 def log_out(api: Api, cookie: str) -> Reply:
-    return send(api, "POST", "/console/logout", cookie=cookie.encode(),
-                body=f"csrf={csrf_of(api, cookie)}".encode())
+    return send(api, "POST", "/console/logout", cookie=cookie.encode(), body=f"csrf={csrf_of(api, cookie)}".encode())
 
 
 def keys_of(api: Api) -> ConsoleKeys:
@@ -126,11 +133,9 @@ def test_a_cookie_copied_before_logout_is_refused_after_it(api_factory: Callable
 
     replayed = send(api, "GET", "/console", cookie=copy)
     assert replayed.status == 303 and replayed.location == "/console/login"
-    action = send(api, "POST", "/console/dead-letters/purge", cookie=copy,
-                  body=f"csrf={csrf}&back=dead".encode())
+    action = send(api, "POST", "/console/dead-letters/purge", cookie=copy, body=f"csrf={csrf}&back=dead".encode())
     assert action.status == 403 and "logged out" in action.text
-    assert send(api, "POST", "/console/logout", cookie=copy,
-                body=f"csrf={csrf}".encode()).status == 403
+    assert send(api, "POST", "/console/logout", cookie=copy, body=f"csrf={csrf}".encode()).status == 403
 
 
 def test_logging_out_one_session_leaves_the_others(api_factory: Callable[..., Api]) -> None:
@@ -144,28 +149,31 @@ def test_logging_out_one_session_leaves_the_others(api_factory: Callable[..., Ap
 # -- Secure, HttpOnly, SameSite -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("case", "overrides", "source", "forwarded_proto", "secure"), [
-    ("https through the listed proxy", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.1",
-     "https", True),
-    ("the header from an unlisted address", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.2",
-     "https", False),
-    ("no proxy listed: the header ignored", {}, "127.0.0.1", "https", False),
-    ("plain http through the listed proxy", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.1",
-     "http", False),
-    ("plain http, no proxy", {}, "127.0.0.1", None, False),
-    ("a TLS proxy declared the only way in", {"api_tls_terminated_by_proxy": True}, "127.0.0.1",
-     None, True),
-])
+@pytest.mark.parametrize(
+    ("case", "overrides", "source", "forwarded_proto", "secure"),
+    [
+        ("https through the listed proxy", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.1", "https", True),
+        ("the header from an unlisted address", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.2", "https", False),
+        ("no proxy listed: the header ignored", {}, "127.0.0.1", "https", False),
+        ("plain http through the listed proxy", {"api_forwarded_allow_ips": "127.0.0.1"}, "127.0.0.1", "http", False),
+        ("plain http, no proxy", {}, "127.0.0.1", None, False),
+        ("a TLS proxy declared the only way in", {"api_tls_terminated_by_proxy": True}, "127.0.0.1", None, True),
+    ],
+)
 @pytest.mark.parametrize("door", ["login", "open"])
 def test_the_cookie_is_secure_exactly_when_the_browser_spoke_https(
-    api_factory: Callable[..., Api], case: str, overrides: dict[str, Any], source: str,
-    forwarded_proto: str | None, secure: bool, door: str,
+    api_factory: Callable[..., Api],
+    case: str,
+    overrides: dict[str, Any],
+    source: str,
+    forwarded_proto: str | None,
+    secure: bool,
+    door: str,
 ) -> None:
     api = api_factory(worker=False, **overrides, **(TOKENS if door == "login" else {}))
     headers = {"X-Forwarded-Proto": forwarded_proto} if forwarded_proto else {}
     if door == "login":
-        reply = send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode(),
-                     headers=headers, source=source)
+        reply = send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode(), headers=headers, source=source)
         assert reply.status == 303
     else:  # loopback, no token: the first page sets the cookie
         reply = send(api, "GET", "/console", headers=headers, source=source)
@@ -177,7 +185,8 @@ def test_the_cookie_is_secure_exactly_when_the_browser_spoke_https(
 
 
 def test_the_cookie_is_secure_when_the_api_serves_tls_itself(
-    api_factory: Callable[..., Api], certificate: tuple[Path, Path],  # noqa: F811
+    api_factory: Callable[..., Api],
+    certificate: tuple[Path, Path],  # noqa: F811
 ) -> None:
     cert, key = certificate
     api = api_factory(worker=False, api_tls_cert=cert, api_tls_key=key, **TOKENS)
@@ -217,8 +226,9 @@ def malformed_cookies(api: Api, good: str) -> dict[str, bytes]:
         "an upper-case MAC": f"{sid}.{expires}.{mac.upper()}".encode(),
         "a forged MAC": f"{sid}.{expires}.{'0' * 64}".encode(),
         "the expiry moved on": f"{sid}.{int(expires) + 3600}.{mac}".encode(),
-        "signed under another key": ConsoleKeys(Tokens.from_settings(api.harness.settings),
-                                                secrets.token_bytes(32)).new_session()[1].encode(),
+        "signed under another key": ConsoleKeys(Tokens.from_settings(api.harness.settings), secrets.token_bytes(32))
+        .new_session()[1]
+        .encode(),
         "expired": expired_cookie.encode(),
         "logged out": logged_out.encode(),
     }
@@ -230,13 +240,11 @@ def test_every_malformed_session_cookie_is_refused_with_403(api_factory: Callabl
     csrf = csrf_of(api, good)  # this session's: only the cookie is wrong
     answers = {}
     for what, cookie in malformed_cookies(api, good).items():
-        action = send(api, "POST", "/console/dead-letters/purge", cookie=cookie,
-                      body=f"csrf={csrf}".encode())
+        action = send(api, "POST", "/console/dead-letters/purge", cookie=cookie, body=f"csrf={csrf}".encode())
         page = send(api, "GET", "/console/dead-letters", cookie=cookie)
         answers[what] = (action.status, page.status, page.location)
     assert answers == {what: (403, 303, "/console/login") for what in answers}
-    done = send(api, "POST", "/console/dead-letters/purge", cookie=good.encode(),
-                body=f"csrf={csrf}".encode())
+    done = send(api, "POST", "/console/dead-letters/purge", cookie=good.encode(), body=f"csrf={csrf}".encode())
     assert done.status == 303 and "purged" in done.location  # the good cookie still works
 
 
@@ -258,12 +266,13 @@ def test_every_malformed_csrf_token_is_refused_with_403(api_factory: Callable[..
         "a NUL inside": f"csrf=%00{csrf[1:]}".encode(),
         "another session's": f"csrf={csrf_of(api, other)}".encode(),
     }
-    answers = {what: send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                          body=body) for what, body in table.items()}
+    answers = {
+        what: send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=body)
+        for what, body in table.items()
+    }
     assert {w: r.status for w, r in answers.items()} == {w: 403 for w in table}
     assert all("CSRF" in r.text for r in answers.values())
-    done = send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                body=f"csrf={csrf}".encode())
+    done = send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=f"csrf={csrf}".encode())
     assert done.status == 303 and "purged" in done.location
 
 
@@ -279,18 +288,23 @@ def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 
 def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
-    api_factory: Callable[..., Api], make_settings: Callable[..., Settings], own_redis: EmbeddedRedis,
+    api_factory: Callable[..., Api],
+    make_settings: Callable[..., Settings],
+    own_redis: EmbeddedRedis,
 ) -> None:
-    api = api_factory(worker=False, settings=make_settings(redis_url=own_redis.url, api_port=0,
-                                                           api_backend_timeout_ms=2_000, **TOKENS))
+    api = api_factory(
+        worker=False,
+        settings=make_settings(redis_url=own_redis.url, api_port=0, api_backend_timeout_ms=2_000, **TOKENS),
+    )
     cookie = log_in(api)
     csrf = csrf_of(api, cookie)
     own_redis.stop()
 
-    for refused in (send(api, "GET", "/console", cookie=cookie.encode()),
-                    send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                         body=f"csrf={csrf}".encode()),
-                    send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode())):
+    for refused in (
+        send(api, "GET", "/console", cookie=cookie.encode()),
+        send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=f"csrf={csrf}".encode()),
+        send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode()),
+    ):
         assert refused.status == 503 and refused.headers["retry-after"] == "5"
         assert "text/html" in refused.headers["content-type"]
         assert "Redis is not answering" in refused.text and "Nothing was done" in refused.text

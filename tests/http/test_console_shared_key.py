@@ -43,21 +43,24 @@ def replicas(api_factory: Callable[..., Api], tmp_path: Path, **tokens: str) -> 
 
 
 def test_a_cookie_and_csrf_token_from_one_replica_are_honoured_by_the_other(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     a, b = replicas(api_factory, tmp_path)
     cookie = log_in(a)
     csrf = csrf_of(a, cookie)
     assert csrf_of(b, cookie) == csrf  # the page b renders carries the same token
-    done = send(b, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                body=f"csrf={csrf}&back=dead".encode())
+    done = send(
+        b, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=f"csrf={csrf}&back=dead".encode()
+    )
     assert done.status == 303 and done.location.startswith("/console/dead-letters?done=purged")
     other = log_in(b)
     assert send(a, "GET", "/console", cookie=other.encode()).status == 200
 
 
 def test_a_logout_on_one_replica_ends_the_session_on_the_other(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     a, b = replicas(api_factory, tmp_path)
     cookie = log_in(a)
@@ -66,27 +69,27 @@ def test_a_logout_on_one_replica_ends_the_session_on_the_other(
     for api in (a, b):
         page = send(api, "GET", "/console", cookie=cookie.encode())
         assert page.status == 303 and page.location == "/console/login"
-        action = send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                      body=f"csrf={csrf}".encode())
+        action = send(api, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=f"csrf={csrf}".encode())
         assert action.status == 403 and "logged out" in action.text
 
 
 def test_a_different_host_token_refuses_the_others_cookies(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     a, b = replicas(api_factory, tmp_path, api_host_token=OTHER_HOST_TOKEN)
     cookie = log_in(a)
     csrf = csrf_of(a, cookie)
     page = send(b, "GET", "/console", cookie=cookie.encode())
     assert page.status == 303 and page.location == "/console/login"
-    action = send(b, "POST", "/console/dead-letters/purge", cookie=cookie.encode(),
-                  body=f"csrf={csrf}".encode())
+    action = send(b, "POST", "/console/dead-letters/purge", cookie=cookie.encode(), body=f"csrf={csrf}".encode())
     assert action.status == 403
     assert send(a, "GET", "/console", cookie=cookie.encode()).status == 200  # a still honours it
 
 
 def test_the_key_is_random_stored_without_ttl_under_a_name_from_the_tokens_hash(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     a, _ = replicas(api_factory, tmp_path)
     log_in(a)
@@ -101,27 +104,35 @@ def test_the_key_is_random_stored_without_ttl_under_a_name_from_the_tokens_hash(
 
 
 def test_redis_down_when_the_key_is_first_needed_is_the_503_page(
-    api_factory: Callable[..., Api], make_settings: Callable[..., Settings],
+    api_factory: Callable[..., Api],
+    make_settings: Callable[..., Settings],
     own_redis: EmbeddedRedis,  # noqa: F811
 ) -> None:
-    api = api_factory(worker=False, settings=make_settings(redis_url=own_redis.url, api_port=0,
-                                                           api_backend_timeout_ms=2_000, **TOKENS))
+    api = api_factory(
+        worker=False,
+        settings=make_settings(redis_url=own_redis.url, api_port=0, api_backend_timeout_ms=2_000, **TOKENS),
+    )
     own_redis.stop()  # before any console request: no key read yet
 
     assert send(api, "GET", "/console/login").status == 200  # the form needs no key
     wrong = send(api, "POST", "/console/login", body=b"token=not-the-host-token")
     assert wrong.status == 403  # a wrong token is refused without Redis
-    for refused in (send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode()),
-                    send(api, "GET", "/console"),
-                    send(api, "POST", "/console/dead-letters/purge", body=b"csrf=" + b"0" * 64)):
+    for refused in (
+        send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode()),
+        send(api, "GET", "/console"),
+        send(api, "POST", "/console/dead-letters/purge", body=b"csrf=" + b"0" * 64),
+    ):
         assert refused.status == 503 and refused.headers["retry-after"] == "5"
         assert "text/html" in refused.headers["content-type"]
         assert "Redis is not answering" in refused.text
         assert refused.headers.get_all("set-cookie") is None
 
     own_redis.start()  # back: the key is read (and created) once Redis answers the API again
-    wait_for(lambda: send(api, "POST", "/console/login",
-                          body=f"token={HOST_TOKEN}".encode()).status != 503,
-             30, "the console to reach the restarted Redis", poll_s=0.2)
+    wait_for(
+        lambda: send(api, "POST", "/console/login", body=f"token={HOST_TOKEN}".encode()).status != 503,
+        30,
+        "the console to reach the restarted Redis",
+        poll_s=0.2,
+    )
     cookie = log_in(api)
     assert send(api, "GET", "/console", cookie=cookie.encode()).status == 200

@@ -15,8 +15,14 @@ from memjobs_worker.http.slots import RefusalLog, Slots
 
 
 def scope_of(path: str, client: str = "127.0.0.1") -> dict[str, Any]:
-    return {"type": "http", "method": "GET", "path": path, "headers": [(b"host", b"localhost")],
-            "client": (client, 5000), "query_string": b""}
+    return {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "headers": [(b"host", b"localhost")],
+        "client": (client, 5000),
+        "query_string": b"",
+    }
 
 
 async def receive() -> Any:
@@ -49,12 +55,17 @@ async def status(guard: Limits, path: str, client: str = "127.0.0.1") -> int:
 
 def test_unauthenticated_paths_have_their_own_pool() -> None:
     app = Held()
-    guard = Limits(app, tokens=Tokens(None, None), slots=Slots({"api": 4, "public": 2}, 16),
-                   refusals=RefusalLog(), max_body_bytes=1024, body_timeout_s=5)
+    guard = Limits(
+        app,
+        tokens=Tokens(None, None),
+        slots=Slots({"api": 4, "public": 2}, 16),
+        refusals=RefusalLog(),
+        max_body_bytes=1024,
+        body_timeout_s=5,
+    )
 
     async def run() -> tuple[int, list[int]]:
-        held = [asyncio.create_task(status(guard, "/openapi.json", f"127.0.0.{i + 2}"))
-                for i in range(2)]
+        held = [asyncio.create_task(status(guard, "/openapi.json", f"127.0.0.{i + 2}")) for i in range(2)]
         while app.entered < 2:
             await asyncio.sleep(0)
         refused = await status(guard, "/console/login")  # the public pool is full
@@ -69,8 +80,14 @@ def test_unauthenticated_paths_have_their_own_pool() -> None:
 
 def test_one_address_is_capped_below_the_pool() -> None:
     app = Held()
-    guard = Limits(app, tokens=Tokens(None, None), slots=Slots({"api": 8, "public": 8}, 2),
-                   refusals=RefusalLog(), max_body_bytes=1024, body_timeout_s=5)
+    guard = Limits(
+        app,
+        tokens=Tokens(None, None),
+        slots=Slots({"api": 8, "public": 8}, 2),
+        refusals=RefusalLog(),
+        max_body_bytes=1024,
+        body_timeout_s=5,
+    )
 
     async def run() -> list[int]:
         held = [asyncio.create_task(status(guard, "/v1/sources", "127.0.0.9")) for _ in range(2)]
@@ -92,6 +109,9 @@ def test_refusals_are_one_log_line_per_reason_per_interval(caplog: pytest.LogCap
     refusals.note("too_many_requests")
     now[0] += 10
     refusals.note("overloaded")
-    lines = [(getattr(r, "reason", None), getattr(r, "count", None)) for r in caplog.records
-             if r.getMessage() == "requests refused"]
+    lines = [
+        (getattr(r, "reason", None), getattr(r, "count", None))
+        for r in caplog.records
+        if r.getMessage() == "requests refused"
+    ]
     assert lines == [("overloaded", 1), ("too_many_requests", 1), ("overloaded", 500)]

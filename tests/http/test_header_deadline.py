@@ -38,10 +38,15 @@ def port_of(api: Api) -> int:
     return int(api.url.rsplit(":", 1)[1])
 
 
-def serve(api_factory: Callable[..., Api], parser: str, deadline_ms: int = DEADLINE_MS,
-          **overrides: object) -> Api:
-    return api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN,
-                       api_header_timeout_ms=deadline_ms, api_http_parser=parser, **overrides)
+def serve(api_factory: Callable[..., Api], parser: str, deadline_ms: int = DEADLINE_MS, **overrides: object) -> Api:
+    return api_factory(
+        worker=False,
+        api_gateway_token=GATEWAY_TOKEN,
+        api_host_token=HOST_TOKEN,
+        api_header_timeout_ms=deadline_ms,
+        api_http_parser=parser,
+        **overrides,
+    )
 
 
 class Trickle:
@@ -103,8 +108,7 @@ def seconds_until_closed(sock: socket.socket, since: float) -> float:
 
 def refused(api: Api, verify: ssl.SSLContext | None = None) -> float:
     """``memjobs_api_refused_total{reason="header_timeout"}`` of ``api``."""
-    metrics = (httpx.get(f"{api.url}/metrics", verify=verify, timeout=30) if verify
-               else api.get("/metrics")).text
+    metrics = (httpx.get(f"{api.url}/metrics", verify=verify, timeout=30) if verify else api.get("/metrics")).text
     for line in metrics.splitlines():
         if line.startswith('memjobs_api_refused_total{reason="header_timeout"}'):
             return float(line.rsplit(" ", 1)[1])
@@ -113,7 +117,8 @@ def refused(api: Api, verify: ssl.SSLContext | None = None) -> float:
 
 @pytest.mark.parametrize("parser", PARSERS)
 def test_headers_trickled_a_byte_at_a_time_are_cut_at_the_deadline(
-        api_factory: Callable[..., Api], parser: str) -> None:
+    api_factory: Callable[..., Api], parser: str
+) -> None:
     api = serve(api_factory, parser)
     started = time.monotonic()
     with connect(port_of(api)) as sock:
@@ -124,8 +129,7 @@ def test_headers_trickled_a_byte_at_a_time_are_cut_at_the_deadline(
 
 
 @pytest.mark.parametrize("parser", PARSERS)
-def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(
-        api_factory: Callable[..., Api], parser: str) -> None:
+def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(api_factory: Callable[..., Api], parser: str) -> None:
     api = serve(api_factory, parser)
     started = time.monotonic()
     with connect(port_of(api)) as sock:
@@ -135,7 +139,8 @@ def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(
 
 @pytest.mark.parametrize("parser", PARSERS)
 def test_slow_but_honest_headers_and_a_body_after_the_deadline_are_served(
-        api_factory: Callable[..., Api], parser: str) -> None:
+    api_factory: Callable[..., Api], parser: str
+) -> None:
     """Headers in two pieces well inside the deadline: 200. The body is the body
     timeout's: one sent after the header deadline has passed is still read."""
     api = serve(api_factory, parser)
@@ -148,9 +153,12 @@ def test_slow_but_honest_headers_and_a_body_after_the_deadline_are_served(
     assert (status, closed) == (200, True), body
     payload = json.dumps({"owner_id": "alice", "query": "green tea"}).encode()
     with connect(port_of(api)) as sock:
-        sock.sendall(f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     f"Authorization: Bearer {GATEWAY_TOKEN}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload[:5])
+        sock.sendall(
+            f"POST /v1/recall HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Authorization: Bearer {GATEWAY_TOKEN}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload[:5]
+        )
         pause.wait(DEADLINE_S * 1.5)
         sock.sendall(payload[5:])
         status, _, body, _ = reply_of(sock)
@@ -161,7 +169,8 @@ def test_slow_but_honest_headers_and_a_body_after_the_deadline_are_served(
 @pytest.mark.parametrize("pipelined", [False, True], ids=["keep-alive", "pipelined"])
 @pytest.mark.parametrize("parser", PARSERS)
 def test_a_second_request_trickled_on_a_kept_alive_connection_is_cut(
-        api_factory: Callable[..., Api], parser: str, pipelined: bool) -> None:
+    api_factory: Callable[..., Api], parser: str, pipelined: bool
+) -> None:
     api = serve(api_factory, parser)
     with connect(port_of(api)) as sock:
         second = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -179,7 +188,8 @@ def test_a_second_request_trickled_on_a_kept_alive_connection_is_cut(
 
 @pytest.mark.parametrize("parser", PARSERS)
 def test_other_clients_are_answered_while_trickling_connections_are_held(
-        api_factory: Callable[..., Api], parser: str) -> None:
+    api_factory: Callable[..., Api], parser: str
+) -> None:
     deadline_s = 3.0  # wide enough to answer the others on a loaded machine while all are held
     api = serve(api_factory, parser, deadline_ms=int(deadline_s * 1000))
     recall = {"owner_id": "alice", "query": "green tea"}
@@ -191,9 +201,11 @@ def test_other_clients_are_answered_while_trickling_connections_are_held(
         for sock in held:
             sock.sendall(b"GET /v1/sources HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         with Trickle(held):
-            answered = [api.get("/healthz").status_code,
-                        api.http.post("/v1/recall", json=recall, headers=headers).status_code,
-                        api.get("/healthz").status_code]
+            answered = [
+                api.get("/healthz").status_code,
+                api.http.post("/v1/recall", json=recall, headers=headers).status_code,
+                api.get("/healthz").status_code,
+            ]
             during = time.monotonic() - started
             closes = [seconds_until_closed(sock, started) for sock in held]
     finally:
@@ -206,7 +218,9 @@ def test_other_clients_are_answered_while_trickling_connections_are_held(
 
 
 def test_headers_trickled_over_tls_are_cut_at_the_deadline(
-        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:  # noqa: F811
+    api_factory: Callable[..., Api],
+    certificate: tuple[Path, Path],  # noqa: F811
+) -> None:
     cert, key = certificate
     api = serve(api_factory, "h11", api_tls_cert=cert, api_tls_key=key)
     context = ssl.create_default_context(cafile=str(cert))
@@ -287,12 +301,17 @@ def test_a_request_is_at_work_from_the_call_until_its_last_body_message() -> Non
         marked = MarksRequests(app)  # type: ignore[arg-type]
         await marked({"type": "http", "path": "/", "state": {CONNECTION: connection}}, receive, send)
         with pytest.raises(RuntimeError):
-            await marked({"type": "http", "path": "/fails", "state": {CONNECTION: connection}},
-                         receive, send)
+            await marked({"type": "http", "path": "/fails", "state": {CONNECTION: connection}}, receive, send)
         await marked({"type": "http", "path": "/", "state": {}}, receive, send)  # not ours: untold
 
     asyncio.run(run())
-    assert seen == [1, 1, 0,  # ours: at work until the last body message
-                    0, 0, 0]  # a scope without the connection (not served by HeaderDeadline)
+    assert seen == [
+        1,
+        1,
+        0,  # ours: at work until the last body message
+        0,
+        0,
+        0,
+    ]  # a scope without the connection (not served by HeaderDeadline)
     assert connection.told == ["started", "finished", "started", "finished"]
     assert connection.open_requests == 0

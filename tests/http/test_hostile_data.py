@@ -35,9 +35,21 @@ from tests.support.openai_server import FakeOpenAI
 AWS_KEY = "AKIAZ5GMHYJ3KT7QWXRE"
 GITHUB_TOKEN = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 #: Words that must never be in a problem's detail: payload classes, rule ids.
-INTERNAL_NAMES = ("RememberSource", "ForgetSource", "ReindexKnowledge", "KnowledgeText", "RecordTask",
-                  "ConsolidateSession", "DigestSession", "TaskRef", "Turn", "rule ", "aws_access_key",
-                  "github_token", "sk_api_key")
+INTERNAL_NAMES = (
+    "RememberSource",
+    "ForgetSource",
+    "ReindexKnowledge",
+    "KnowledgeText",
+    "RecordTask",
+    "ConsolidateSession",
+    "DigestSession",
+    "TaskRef",
+    "Turn",
+    "rule ",
+    "aws_access_key",
+    "github_token",
+    "sk_api_key",
+)
 
 
 def no_internal_names(detail: str) -> None:
@@ -53,7 +65,8 @@ def send_raw(api: Api, path: str, body: str, token: str | None = None) -> Any:
 
 
 def test_a_forget_of_another_owners_queued_source_is_not_found_and_takes_nothing(
-        api_factory: Callable[..., Api]) -> None:
+    api_factory: Callable[..., Api],
+) -> None:
     api = api_factory(worker=False)
     text = "carol's gate code hint is her cat's birthday"
     sid = remember(api, "carol", text)  # queued: no worker yet
@@ -71,15 +84,19 @@ def test_a_forget_of_another_owners_queued_source_is_not_found_and_takes_nothing
 
 
 @pytest.fixture
-def embedding_api(api_factory: Callable[..., Api], make_settings: Callable[..., Settings],
-                  fake_model: FakeOpenAI) -> Api:
+def embedding_api(
+    api_factory: Callable[..., Api], make_settings: Callable[..., Settings], fake_model: FakeOpenAI
+) -> Api:
     """An API whose embeddings come from the recorded model stand-in."""
-    return api_factory(worker=False, settings=make_settings(
-        api_port=0, embedding_base_url=fake_model.base_url, embedding_api_key="test-key"))
+    return api_factory(
+        worker=False,
+        settings=make_settings(api_port=0, embedding_base_url=fake_model.base_url, embedding_api_key="test-key"),
+    )
 
 
 def test_a_key_in_a_recall_query_is_refused_before_any_embedding(
-        embedding_api: Api, fake_model: FakeOpenAI, tmp_path: Path) -> None:
+    embedding_api: Api, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
     api = embedding_api
     ok = api.post("/v1/recall", {"owner_id": "alice", "query": "what tea do I like"})
     assert ok.status_code == 200, ok.text  # a plain query is embedded: the stand-in sees it
@@ -90,11 +107,20 @@ def test_a_key_in_a_recall_query_is_refused_before_any_embedding(
     assert "query" in body["detail"] and AWS_KEY not in json.dumps(body)
     no_internal_names(body["detail"])
     settings = api.harness.settings
-    cli = run_cli(cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url),
-                          MEMJOBS_DATABASE_URL=str(settings.database_url),
-                          MEMJOBS_EMBEDDING_BASE_URL=fake_model.base_url,
-                          MEMJOBS_EMBEDDING_API_KEY="test-key"),
-                  "recall", "--owner", "alice", "--query", query)
+    cli = run_cli(
+        cli_env(
+            tmp_path / "cli",
+            MEMJOBS_REDIS_URL=str(settings.redis_url),
+            MEMJOBS_DATABASE_URL=str(settings.database_url),
+            MEMJOBS_EMBEDDING_BASE_URL=fake_model.base_url,
+            MEMJOBS_EMBEDDING_API_KEY="test-key",
+        ),
+        "recall",
+        "--owner",
+        "alice",
+        "--query",
+        query,
+    )
     assert cli.code == exits.REFUSED, str(cli)
     assert "--query: refused" in cli.stderr and "AWS access key" in cli.stderr
     assert AWS_KEY not in cli.stdout + cli.stderr and "aws_access_key" not in cli.stderr
@@ -114,32 +140,45 @@ def test_ids_that_carry_a_key_are_refused_and_stored_nowhere(api_factory: Callab
     owner = "alice"
     refusals = {
         "session_id of a remember": api.post(
-            "/v1/remember", {"owner_id": owner, "text": "I like oolong", "session_id": AWS_KEY},
-            GATEWAY_TOKEN),
+            "/v1/remember", {"owner_id": owner, "text": "I like oolong", "session_id": AWS_KEY}, GATEWAY_TOKEN
+        ),
         "doc_id of a reindex": api.post(
-            "/v1/knowledge/reindex", {"owner_id": owner, "consent": True, "documents": [
-                {"doc_id": f"notes/{GITHUB_TOKEN}", "title": "notes", "text": "tea notes"}]}, HOST_TOKEN),
+            "/v1/knowledge/reindex",
+            {
+                "owner_id": owner,
+                "consent": True,
+                "documents": [{"doc_id": f"notes/{GITHUB_TOKEN}", "title": "notes", "text": "tea notes"}],
+            },
+            HOST_TOKEN,
+        ),
         "task_id of a task report": api.http.put(
-            f"/v1/tasks/{AWS_KEY}", json={"owner_id": owner, "goal": "buy tea", "status": "running"},
-            headers=api.auth(GATEWAY_TOKEN)),
+            f"/v1/tasks/{AWS_KEY}",
+            json={"owner_id": owner, "goal": "buy tea", "status": "running"},
+            headers=api.auth(GATEWAY_TOKEN),
+        ),
         "task_id in a session's tasks": api.post(
-            "/v1/sessions/s-1/end", {"owner_id": owner, "transcript": [turn("hello")],
-                                     "tasks": [{"task_id": GITHUB_TOKEN, "goal": "buy tea"}]},
-            GATEWAY_TOKEN),
+            "/v1/sessions/s-1/end",
+            {"owner_id": owner, "transcript": [turn("hello")], "tasks": [{"task_id": GITHUB_TOKEN, "goal": "buy tea"}]},
+            GATEWAY_TOKEN,
+        ),
         "session id of a memory edit's context": api.post(
-            "/v1/memory/edits", {"owner_id": owner, "edits": [{"op": "append", "doc": "USER.md",
-                                                               "text": "likes oolong"}],
-                                 "context": {"session": AWS_KEY}}, GATEWAY_TOKEN),
+            "/v1/memory/edits",
+            {
+                "owner_id": owner,
+                "edits": [{"op": "append", "doc": "USER.md", "text": "likes oolong"}],
+                "context": {"session": AWS_KEY},
+            },
+            GATEWAY_TOKEN,
+        ),
         "session id of a session end": api.post(
-            f"/v1/sessions/{GITHUB_TOKEN}/end", {"owner_id": owner, "transcript": [turn("hello")]},
-            GATEWAY_TOKEN),
+            f"/v1/sessions/{GITHUB_TOKEN}/end", {"owner_id": owner, "transcript": [turn("hello")]}, GATEWAY_TOKEN
+        ),
     }
     for what, response in refusals.items():
         body = problem(response, "sensitive_content", 422)
         assert AWS_KEY not in json.dumps(body) and GITHUB_TOKEN not in json.dumps(body), what
         no_internal_names(body["detail"])
-    problem(api.post("/v1/forget", {"owner_id": owner, "source_id": AWS_KEY}, GATEWAY_TOKEN),
-            "validation", 422)
+    problem(api.post("/v1/forget", {"owner_id": owner, "source_id": AWS_KEY}, GATEWAY_TOKEN), "validation", 422)
     assert redis_keys_holding(api.harness.runtime.redis, [AWS_KEY, GITHUB_TOKEN]) == []
     assert tables_holding(str(api.harness.settings.database_url), [AWS_KEY, GITHUB_TOKEN]) == []
 
@@ -148,14 +187,23 @@ def test_ids_that_carry_a_key_are_refused_and_stored_nowhere(api_factory: Callab
 
 
 DUPLICATES = {
-    "owner_id twice": ("/v1/remember",
-                       '{"owner_id": "alice", "text": "I like oolong", "owner_id": "carol"}', "owner_id"),
+    "owner_id twice": (
+        "/v1/remember",
+        '{"owner_id": "alice", "text": "I like oolong", "owner_id": "carol"}',
+        "owner_id",
+    ),
     "text twice": ("/v1/remember", '{"owner_id": "alice", "text": "tea", "text": "coffee"}', "text"),
-    "in a nested object": ("/v1/sessions/s-1/end",
-                           '{"owner_id": "alice", "transcript": [{"role": "user", "text": "hi", '
-                           '"ts": "2026-11-30T10:00:00Z", "role": "assistant"}]}', "role"),
-    "an unknown key": ("/v1/remember", '{"owner_id": "alice", "text": "tea", '
-                       '"mY-pAsSwOrD": 1, "mY-pAsSwOrD": 2}', "a key"),
+    "in a nested object": (
+        "/v1/sessions/s-1/end",
+        '{"owner_id": "alice", "transcript": [{"role": "user", "text": "hi", '
+        '"ts": "2026-11-30T10:00:00Z", "role": "assistant"}]}',
+        "role",
+    ),
+    "an unknown key": (
+        "/v1/remember",
+        '{"owner_id": "alice", "text": "tea", "mY-pAsSwOrD": 1, "mY-pAsSwOrD": 2}',
+        "a key",
+    ),
 }
 
 
@@ -180,27 +228,56 @@ def test_a_json_object_that_names_a_key_twice_is_refused(api_factory: Callable[.
 
 
 def test_problem_details_name_fields_and_kinds_not_classes_or_rules(
-        api_factory: Callable[..., Api], tmp_path: Path) -> None:
+    api_factory: Callable[..., Api], tmp_path: Path
+) -> None:
     api = api_factory(worker=False)
     cases = {
-        "key in a text": (api.post("/v1/remember", {"owner_id": "a", "text": f"my key is {AWS_KEY}"}),
-                          "sensitive_content", ("text", "AWS access key")),
-        "turn not an object": (api.post("/v1/sessions/s-1/end", {"owner_id": "a", "transcript": ["hi"]}),
-                               "validation", ("transcript.0", "JSON object")),
-        "goal not text": (api.post("/v1/sessions/s-2/end", {
-            "owner_id": "a", "transcript": [turn("hi")], "tasks": [{"task_id": "t", "goal": 7}]}),
-            "validation", ("tasks.0.goal",)),
-        "key in a document": (api.post("/v1/knowledge/reindex", {"owner_id": "a", "consent": True, "documents": [
-            {"doc_id": "d1", "title": "t", "text": f"aws {AWS_KEY}"}]}), "sensitive_content", ("text",)),
+        "key in a text": (
+            api.post("/v1/remember", {"owner_id": "a", "text": f"my key is {AWS_KEY}"}),
+            "sensitive_content",
+            ("text", "AWS access key"),
+        ),
+        "turn not an object": (
+            api.post("/v1/sessions/s-1/end", {"owner_id": "a", "transcript": ["hi"]}),
+            "validation",
+            ("transcript.0", "JSON object"),
+        ),
+        "goal not text": (
+            api.post(
+                "/v1/sessions/s-2/end",
+                {"owner_id": "a", "transcript": [turn("hi")], "tasks": [{"task_id": "t", "goal": 7}]},
+            ),
+            "validation",
+            ("tasks.0.goal",),
+        ),
+        "key in a document": (
+            api.post(
+                "/v1/knowledge/reindex",
+                {
+                    "owner_id": "a",
+                    "consent": True,
+                    "documents": [{"doc_id": "d1", "title": "t", "text": f"aws {AWS_KEY}"}],
+                },
+            ),
+            "sensitive_content",
+            ("text",),
+        ),
     }
     for what, (response, reason, words) in cases.items():
         body = problem(response, reason, 422)
         no_internal_names(body["detail"])
         assert all(w in body["detail"] for w in words), (what, body["detail"])
     settings = api.harness.settings
-    cli = run_cli(cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url),
-                          MEMJOBS_DATABASE_URL=str(settings.database_url)),
-                  "remember", "--owner", "a", "--text", f"my key is {AWS_KEY}")
+    cli = run_cli(
+        cli_env(
+            tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+        ),
+        "remember",
+        "--owner",
+        "a",
+        "--text",
+        f"my key is {AWS_KEY}",
+    )
     assert cli.code == exits.REFUSED and "AWS access key" in cli.stderr, str(cli)
     no_internal_names(cli.stderr)
 

@@ -34,8 +34,9 @@ def found_anywhere(api: Api, redis_server: EmbeddedRedis, needle: str) -> list[s
         if path.is_file() and needle.encode() in path.read_bytes():
             places.append(f"redis file {path.name}")
     with api.harness.store.engine.connect() as conn:
-        tables = [r[0] for r in conn.exec_driver_sql(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'").all()]
+        tables = [
+            r[0] for r in conn.exec_driver_sql("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").all()
+        ]
         for table in tables:
             hit = conn.exec_driver_sql(
                 f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %(n)s', {"n": f"%{needle}%"}
@@ -46,16 +47,21 @@ def found_anywhere(api: Api, redis_server: EmbeddedRedis, needle: str) -> list[s
 
 
 def test_secret_in_a_turn_or_a_task_goal_is_redacted_before_it_is_enqueued(
-        api_factory: Callable[..., Api], model_settings: Callable[..., Settings],
-        redis_server: EmbeddedRedis, secret: tuple[str, str]) -> None:
+    api_factory: Callable[..., Api],
+    model_settings: Callable[..., Settings],
+    redis_server: EmbeddedRedis,
+    secret: tuple[str, str],
+) -> None:
     disclosure, value = secret
     api = api_factory(worker=False, settings=model_settings(api_port=0, session_digest="on"))
-    body = {"owner_id": "alice", "transcript": [turn(f"ok, {disclosure}"), turn("noted", "assistant")],
-            "tasks": [{"task_id": "t1", "goal": f"log in, {disclosure}"}]}
+    body = {
+        "owner_id": "alice",
+        "transcript": [turn(f"ok, {disclosure}"), turn("noted", "assistant")],
+        "tasks": [{"task_id": "t1", "goal": f"log in, {disclosure}"}],
+    }
     r = api.post("/v1/sessions/s-1/end", body)
     assert r.status_code == 202 and r.json()["status"] == "queued"
-    r = api.http.put("/v1/tasks/t1", json={"owner_id": "alice", "goal": f"log in, {disclosure}",
-                                           "status": "running"})
+    r = api.http.put("/v1/tasks/t1", json={"owner_id": "alice", "goal": f"log in, {disclosure}", "status": "running"})
     assert r.status_code == 202
     assert redis_keys_holding(api.harness.runtime.redis, [b"[REDACTED]"]), "the redacted turn should be queued"
     assert found_anywhere(api, redis_server, value) == []
@@ -67,15 +73,22 @@ def test_secret_in_a_turn_or_a_task_goal_is_redacted_before_it_is_enqueued(
 @pytest.mark.parametrize("route", ["remember", "document", "document title"])
 @pytest.mark.usefixtures("production_logging")
 def test_a_secret_is_refused_as_sensitive_content_and_found_nowhere(
-        api_factory: Callable[..., Api], redis_server: EmbeddedRedis, route: str,
-        caplog: pytest.LogCaptureFixture, secret: tuple[str, str]) -> None:
+    api_factory: Callable[..., Api],
+    redis_server: EmbeddedRedis,
+    route: str,
+    caplog: pytest.LogCaptureFixture,
+    secret: tuple[str, str],
+) -> None:
     disclosure, value = secret
     api = api_factory()
     if route == "remember":
         r = api.post("/v1/remember", {"owner_id": "alice", "text": f"note: {disclosure}"})
     else:
-        doc = ({"doc_id": "d", "title": "Login", "text": f"note: {disclosure}"} if route == "document"
-               else {"doc_id": "d", "title": f"note: {disclosure}", "text": "harmless"})
+        doc = (
+            {"doc_id": "d", "title": "Login", "text": f"note: {disclosure}"}
+            if route == "document"
+            else {"doc_id": "d", "title": f"note: {disclosure}", "text": "harmless"}
+        )
         r = api.post("/v1/knowledge/reindex", {"owner_id": "alice", "consent": True, "documents": [doc]})
     body = problem(r, "sensitive_content", 422)
     assert value not in r.text and "credential" in body["detail"]
@@ -102,15 +115,19 @@ def server_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 @pytest.mark.usefixtures("production_logging")
 def test_owner_and_text_never_reach_a_log_or_a_metric_label(
-        api_factory: Callable[..., Api], caplog: pytest.LogCaptureFixture) -> None:
+    api_factory: Callable[..., Api], caplog: pytest.LogCaptureFixture
+) -> None:
     api = api_factory()
     owner, text = "owner-zq9-unique", "the quokka text zq9"
     remember(api, owner, text)
     api.post("/v1/recall", {"owner_id": owner, "query": "quokka"})
     api.get("/v1/sources", owner=owner)
     api.post("/v1/remember", {"owner_id": owner, "text": text, "bogus-zq9": 1})
-    api.http.post("/v1/remember", content=b'{"owner_id": "owner-zq9-unique", "text": ', headers={
-        "content-type": "application/json"})
+    api.http.post(
+        "/v1/remember",
+        content=b'{"owner_id": "owner-zq9-unique", "text": ',
+        headers={"content-type": "application/json"},
+    )
     api.harness.drain()
     metrics = api.get("/metrics").text
     assert "zq9" not in metrics and owner_key(owner) not in metrics
@@ -130,15 +147,27 @@ def test_every_problem_is_rfc9457_and_quotes_no_request_text(api_factory: Callab
     cases = [
         (api.post("/v1/remember", {"owner_id": "a", "text": "t", bad: 1}), "validation", 422),
         (api.post("/v1/remember", {"owner_id": "a", "text": 7, "kind": bad}), "validation", 422),
-        (api.post("/v1/sessions/s/end", {"owner_id": "a", "transcript": [
-            {"role": bad, "text": bad, "ts": bad}]}), "validation", 422),
+        (
+            api.post("/v1/sessions/s/end", {"owner_id": "a", "transcript": [{"role": bad, "text": bad, "ts": bad}]}),
+            "validation",
+            422,
+        ),
         (api.post("/v1/forget", {"owner_id": "a", "source_id": bad}), "validation", 422),
-        (api.http.post("/v1/remember", content=bad.encode(), headers={"content-type": "application/json"}),
-         "malformed_json", 400),
-        (api.http.post("/v1/remember", content=b"[1, 2]", headers={"content-type": "application/json"}),
-         "validation", 422),
-        (api.http.post("/v1/remember", content=bad.encode(), headers={"content-type": "text/plain"}),
-         "unsupported_media_type", 415),
+        (
+            api.http.post("/v1/remember", content=bad.encode(), headers={"content-type": "application/json"}),
+            "malformed_json",
+            400,
+        ),
+        (
+            api.http.post("/v1/remember", content=b"[1, 2]", headers={"content-type": "application/json"}),
+            "validation",
+            422,
+        ),
+        (
+            api.http.post("/v1/remember", content=bad.encode(), headers={"content-type": "text/plain"}),
+            "unsupported_media_type",
+            415,
+        ),
         (api.get(f"/v1/{bad}"), "not_found", 404),
         (api.http.delete("/v1/remember"), "method_not_allowed", 405),
     ]
@@ -148,20 +177,26 @@ def test_every_problem_is_rfc9457_and_quotes_no_request_text(api_factory: Callab
     assert api.harness.queues()["memjobs_remember"]["ready"] == 0
 
 
-@pytest.mark.parametrize("raw", [
-    b'{"owner_id": "a", "text": "nul \\u0000 here"}',
-    b'{"owner_id": "a", "text": "lone \\ud800 surrogate"}',
-    b'{"owner_id": "a\\udfff", "text": "fine"}',
-    b'{"owner_id": "a", "text": "ok", "session_id": "s\\u0000"}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"owner_id": "a", "text": "nul \\u0000 here"}',
+        b'{"owner_id": "a", "text": "lone \\ud800 surrogate"}',
+        b'{"owner_id": "a\\udfff", "text": "fine"}',
+        b'{"owner_id": "a", "text": "ok", "session_id": "s\\u0000"}',
+    ],
+)
 def test_nul_bytes_and_lone_surrogates_are_refused_and_nothing_is_queued(
-        api_factory: Callable[..., Api], raw: bytes) -> None:
+    api_factory: Callable[..., Api], raw: bytes
+) -> None:
     api = api_factory(worker=False)
-    problem(api.http.post("/v1/remember", content=raw, headers={"content-type": "application/json"}),
-            "validation", 422)
+    problem(api.http.post("/v1/remember", content=raw, headers={"content-type": "application/json"}), "validation", 422)
     body = b'{"owner_id": "a", "transcript": [{"role": "user", "text": "x\\ud83d", "ts": "%s"}]}' % TS.encode()
-    problem(api.http.post("/v1/sessions/s/end", content=body, headers={"content-type": "application/json"}),
-            "validation", 422)
+    problem(
+        api.http.post("/v1/sessions/s/end", content=body, headers={"content-type": "application/json"}),
+        "validation",
+        422,
+    )
     assert all(q["ready"] == 0 for q in api.harness.queues().values())
 
 

@@ -25,8 +25,11 @@ from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
 SIGNING_KEY = "signing-key-0123456789abcdef-0123456789"
 
 REMEMBER = {"owner_id": "alice", "text": "I like green tea"}
-REINDEX = {"owner_id": "alice", "consent": True,
-           "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}]}
+REINDEX = {
+    "owner_id": "alice",
+    "consent": True,
+    "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}],
+}
 
 
 @pytest.fixture
@@ -43,13 +46,24 @@ def test_loopback_without_tokens_is_open(api_factory: Callable[..., Api]) -> Non
     assert api.post("/v1/knowledge/reindex", REINDEX).status_code == 202
 
 
-@pytest.mark.parametrize("header", [None, "Bearer wrong-token-0123456789", f"Basic {GATEWAY_TOKEN}",
-                                    "Bearer", f"bearer {GATEWAY_TOKEN}x", "Bearer \u00e9t\u00e9"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "Bearer wrong-token-0123456789",
+        f"Basic {GATEWAY_TOKEN}",
+        "Bearer",
+        f"bearer {GATEWAY_TOKEN}x",
+        "Bearer \u00e9t\u00e9",
+    ],
+)
 def test_missing_or_wrong_token_is_unauthorized(secured: Api, header: str | None) -> None:
     headers: dict[bytes, bytes] = {b"Authorization": header.encode("utf-8")} if header else {}
-    for r in (secured.http.post("/v1/remember", json=REMEMBER, headers=headers),
-              secured.http.get("/v1/sources", headers={**headers, b"X-Memjobs-Owner": b"alice"}),
-              secured.http.post("/v1/knowledge/reindex", json=REINDEX, headers=headers)):
+    for r in (
+        secured.http.post("/v1/remember", json=REMEMBER, headers=headers),
+        secured.http.get("/v1/sources", headers={**headers, b"X-Memjobs-Owner": b"alice"}),
+        secured.http.post("/v1/knowledge/reindex", json=REINDEX, headers=headers),
+    ):
         problem(r, "unauthorized", 401)
         assert r.headers["www-authenticate"] == "Bearer"
     assert secured.harness.queues()["memjobs_remember"]["ready"] == 0
@@ -93,16 +107,21 @@ def test_non_loopback_bind_without_tokens_refuses_to_start(host: str) -> None:
         check_bind(Settings(api_host=host, **proxied))
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_HOST_TOKEN"):
         check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, **proxied))  # type: ignore[arg-type]
-    check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN,  # type: ignore[arg-type]
-                        api_host_token=HOST_TOKEN, **proxied))  # type: ignore[arg-type]
+    check_bind(
+        Settings(
+            api_host=host,
+            api_gateway_token=GATEWAY_TOKEN,  # type: ignore[arg-type]
+            api_host_token=HOST_TOKEN,  # type: ignore[arg-type]
+            **proxied,
+        )
+    )
     check_bind(Settings(api_host=host, api_token_key=SIGNING_KEY, **proxied))  # type: ignore[arg-type]  # scoped tokens only
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.internal"])
 def test_non_loopback_plain_http_refuses_to_start_even_with_tokens(host: str) -> None:
     tokens: dict[str, Any] = {"api_gateway_token": GATEWAY_TOKEN, "api_host_token": HOST_TOKEN}
-    with pytest.raises(ConfigurationError, match="MEMJOBS_API_TLS_CERT.*"
-                       "MEMJOBS_API_TLS_TERMINATED_BY_PROXY"):
+    with pytest.raises(ConfigurationError, match="MEMJOBS_API_TLS_CERT.*MEMJOBS_API_TLS_TERMINATED_BY_PROXY"):
         check_bind(Settings(api_host=host, **tokens))
     check_bind(Settings(api_host=host, api_tls_cert="/c.pem", api_tls_key="/k.pem", **tokens))  # type: ignore[arg-type]
     check_bind(Settings(api_host=host, api_tls_terminated_by_proxy=True, **tokens))
@@ -114,10 +133,17 @@ def test_loopback_bind_may_run_without_tokens(host: str) -> None:
 
 
 def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        redis_url: str, database_url: str) -> None:
-    for name, value in (("MEMJOBS_DATA_DIR", str(tmp_path)), ("MEMJOBS_REDIS_URL", redis_url),
-                        ("MEMJOBS_DATABASE_URL", database_url)):
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    database_url: str,
+) -> None:
+    for name, value in (
+        ("MEMJOBS_DATA_DIR", str(tmp_path)),
+        ("MEMJOBS_REDIS_URL", redis_url),
+        ("MEMJOBS_DATABASE_URL", database_url),
+    ):
         monkeypatch.setenv(name, value)
     assert cli_main(["api", "--host", "0.0.0.0", "--port", "0"]) == 3
     assert "MEMJOBS_API_GATEWAY_TOKEN" in capsys.readouterr().err
@@ -132,17 +158,20 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
     assert "MEMJOBS_API_GATEWAY_TOKEN must not be blank" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("overrides, words", [
-    ({"api_gateway_token": "short"}, "at least 16"),
-    ({"api_gateway_token": " " * 16}, "blank"),
-    ({"api_host_token": f" {HOST_TOKEN} "}, "blank"),
-    ({"api_token_key": " " * 40}, "blank"),
-    ({"api_token_key": "k" * 31}, "at least 32"),
-    ({"api_token_previous_key": SIGNING_KEY}, "without MEMJOBS_API_TOKEN_KEY"),
-    ({"api_token_key": SIGNING_KEY, "api_token_previous_key": SIGNING_KEY}, "must differ"),
-    ({"api_gateway_token": GATEWAY_TOKEN, "api_host_token": GATEWAY_TOKEN}, "must differ"),
-    ({"api_tls_cert": "/tmp/cert.pem"}, "MEMJOBS_API_TLS_KEY"),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"api_gateway_token": "short"}, "at least 16"),
+        ({"api_gateway_token": " " * 16}, "blank"),
+        ({"api_host_token": f" {HOST_TOKEN} "}, "blank"),
+        ({"api_token_key": " " * 40}, "blank"),
+        ({"api_token_key": "k" * 31}, "at least 32"),
+        ({"api_token_previous_key": SIGNING_KEY}, "without MEMJOBS_API_TOKEN_KEY"),
+        ({"api_token_key": SIGNING_KEY, "api_token_previous_key": SIGNING_KEY}, "must differ"),
+        ({"api_gateway_token": GATEWAY_TOKEN, "api_host_token": GATEWAY_TOKEN}, "must differ"),
+        ({"api_tls_cert": "/tmp/cert.pem"}, "MEMJOBS_API_TLS_KEY"),
+    ],
+)
 def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any], words: str) -> None:
     with pytest.raises(ConfigurationError, match=words):
         check_bind(Settings(**overrides))
@@ -151,44 +180,69 @@ def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any]
 @pytest.fixture
 def certificate(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     yield cert, key
 
 
 def test_tls_is_served_with_a_certificate_and_key(
-        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:
+    api_factory: Callable[..., Api], certificate: tuple[Path, Path]
+) -> None:
     cert, key = certificate
-    api = api_factory(worker=False, api_tls_cert=cert, api_tls_key=key,
-                      api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    api = api_factory(
+        worker=False, api_tls_cert=cert, api_tls_key=key, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN
+    )
     assert api.url.startswith("https://127.0.0.1:")
     context = ssl.create_default_context(cafile=str(cert))
     with httpx.Client(base_url=api.url, verify=context) as client:
-        r = client.post("/v1/remember", json=REMEMBER,
-                        headers={"Authorization": f"Bearer {GATEWAY_TOKEN}"})
+        r = client.post("/v1/remember", json=REMEMBER, headers={"Authorization": f"Bearer {GATEWAY_TOKEN}"})
         assert r.status_code == 202, r.text
     with pytest.raises(httpx.HTTPError):
         httpx.get(api.url.replace("https", "http") + "/healthz", timeout=5)
 
 
-def test_tls_is_served_on_a_non_loopback_bind(
-        api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:
+def test_tls_is_served_on_a_non_loopback_bind(api_factory: Callable[..., Api], certificate: tuple[Path, Path]) -> None:
     cert, key = certificate
-    api = api_factory(worker=False, api_host="0.0.0.0", api_tls_cert=cert, api_tls_key=key,
-                      api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    api = api_factory(
+        worker=False,
+        api_host="0.0.0.0",
+        api_tls_cert=cert,
+        api_tls_key=key,
+        api_gateway_token=GATEWAY_TOKEN,
+        api_host_token=HOST_TOKEN,
+    )
     assert api.url.startswith("https://0.0.0.0:")
     port = api.url.rsplit(":", 1)[1]
     context = ssl.create_default_context(cafile=str(cert))
     with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=context) as client:
-        r = client.get("/v1/sources", headers={"Authorization": f"Bearer {GATEWAY_TOKEN}",
-                                               "X-Memjobs-Owner": "alice"})
+        r = client.get("/v1/sources", headers={"Authorization": f"Bearer {GATEWAY_TOKEN}", "X-Memjobs-Owner": "alice"})
         assert r.status_code == 200, r.text
         assert r.headers["cache-control"] == "no-store"
 
 
 def test_a_certificate_that_cannot_be_loaded_is_a_configuration_error(
-        make_settings: Callable[..., Settings], tmp_path: Path) -> None:
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
     (tmp_path / "c.pem").write_text("not a certificate")
     settings = make_settings(api_port=0, api_tls_cert=tmp_path / "c.pem", api_tls_key=tmp_path / "c.pem")
     assert settings.redis_url and settings.database_url
@@ -210,8 +264,9 @@ def test_a_body_over_the_cap_is_413_declared_or_streamed(api_factory: Callable[.
             yield b"y" * 1000
         yield b'"}'
 
-    problem(api.http.post("/v1/remember", content=chunks(), headers={"content-type": "application/json"}),
-            "too_large", 413)
+    problem(
+        api.http.post("/v1/remember", content=chunks(), headers={"content-type": "application/json"}), "too_large", 413
+    )
     assert api.post("/v1/remember", {"owner_id": "alice", "text": "x" * 3000}).status_code == 202
     assert api.harness.queues()["memjobs_remember"]["ready"] == 1
 
@@ -260,7 +315,8 @@ def silent_redis() -> Iterator[SilentRedis]:
 
 
 def test_a_hung_backend_answers_503_within_the_timeout(
-        make_settings: Callable[..., Settings], silent_redis: SilentRedis, database_url: str) -> None:
+    make_settings: Callable[..., Settings], silent_redis: SilentRedis, database_url: str
+) -> None:
     settings = make_settings(api_port=0, api_backend_timeout_ms=300)
     server = ApiServer(settings, Endpoints(silent_redis.url, database_url))
     url = server.start()
@@ -276,7 +332,8 @@ def test_a_hung_backend_answers_503_within_the_timeout(
 
 
 def test_requests_over_the_in_flight_bound_get_503_with_retry_after(
-        make_settings: Callable[..., Settings], silent_redis: SilentRedis, database_url: str) -> None:
+    make_settings: Callable[..., Settings], silent_redis: SilentRedis, database_url: str
+) -> None:
     settings = make_settings(api_port=0, api_backend_timeout_ms=3000, api_max_in_flight=1)
     server = ApiServer(settings, Endpoints(silent_redis.url, database_url))
     url = server.start()

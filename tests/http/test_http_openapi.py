@@ -34,7 +34,8 @@ EXAMPLES_PER_OPERATION = 30
 
 def test_committed_document_is_the_generated_one() -> None:
     assert COMMITTED.read_text(encoding="utf-8") == render(), (
-        "docs/openapi.json is stale: python -m memjobs_worker.http.openapi > docs/openapi.json")
+        "docs/openapi.json is stale: python -m memjobs_worker.http.openapi > docs/openapi.json"
+    )
 
 
 def test_served_document_is_the_committed_one(api_factory: Callable[..., Api]) -> None:
@@ -45,13 +46,33 @@ def test_served_document_is_the_committed_one(api_factory: Callable[..., Api]) -
 def test_document_names_every_route_its_problems_and_its_security() -> None:
     doc = document()
     assert set(doc["paths"]) == {
-        "/v1/remember", "/v1/forget", "/v1/recall", "/v1/preferences", "/v1/sessions/{session_id}/end",
-        "/v1/sessions", "/v1/tasks/{task_id}", "/v1/knowledge/reindex", "/v1/knowledge/search",
-        "/v1/sources", "/v1/memories", "/healthz", "/readyz", "/metrics",
-        "/v1/ops/dead-letters", "/v1/ops/dead-letters/retry", "/v1/ops/dead-letters/purge",
-        "/v1/ops/dead-letters/{letter_id}", "/v1/ops/dead-letters/{letter_id}/retry",
-        "/v1/memory/documents", "/v1/memory/documents/{doc}", "/v1/memory/edits", "/v1/ops/memory-audit",
-        "/v1/sessions/{session_id}/blackboard", "/v1/owners", "/v1/owners/export"}
+        "/v1/remember",
+        "/v1/forget",
+        "/v1/recall",
+        "/v1/preferences",
+        "/v1/sessions/{session_id}/end",
+        "/v1/sessions",
+        "/v1/tasks/{task_id}",
+        "/v1/knowledge/reindex",
+        "/v1/knowledge/search",
+        "/v1/sources",
+        "/v1/memories",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/v1/ops/dead-letters",
+        "/v1/ops/dead-letters/retry",
+        "/v1/ops/dead-letters/purge",
+        "/v1/ops/dead-letters/{letter_id}",
+        "/v1/ops/dead-letters/{letter_id}/retry",
+        "/v1/memory/documents",
+        "/v1/memory/documents/{doc}",
+        "/v1/memory/edits",
+        "/v1/ops/memory-audit",
+        "/v1/sessions/{session_id}/blackboard",
+        "/v1/owners",
+        "/v1/owners/export",
+    }
     for path, methods in doc["paths"].items():
         for operation in methods.values():
             if path.startswith("/v1/"):
@@ -63,12 +84,10 @@ def test_document_names_every_route_its_problems_and_its_security() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
-def test_schemathesis_finds_no_server_error_and_no_response_off_schema(
-        api_factory: Callable[..., Api]) -> None:
+def test_schemathesis_finds_no_server_error_and_no_response_off_schema(api_factory: Callable[..., Api]) -> None:
     api = api_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     schema = schemathesis.openapi.from_dict(json.loads(COMMITTED.read_text(encoding="utf-8")))
-    checks = [not_a_server_error, status_code_conformance, content_type_conformance,
-              response_schema_conformance]
+    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
     deadline = time.monotonic() + BUDGET_S
     calls: dict[str, int] = {}
     statuses: set[int] = set()
@@ -88,8 +107,13 @@ def test_schemathesis_finds_no_server_error_and_no_response_off_schema(
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode)
-            test = settings(max_examples=EXAMPLES_PER_OPERATION // 2, deadline=None, database=None,
-                            suppress_health_check=list(HealthCheck), derandomize=True)(given(strategy)(run))
+            test = settings(
+                max_examples=EXAMPLES_PER_OPERATION // 2,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                derandomize=True,
+            )(given(strategy)(run))
             try:
                 test()
             except Unsatisfiable:

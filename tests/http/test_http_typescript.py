@@ -21,14 +21,22 @@ from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
 CLIENT = REPO / "clients" / "typescript"
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(
-    NODE is None, reason="node is not installed: the TypeScript client's tests need Node.js 20+ "
-    "(node --test); install it to run them")
+    NODE is None,
+    reason="node is not installed: the TypeScript client's tests need Node.js 20+ "
+    "(node --test); install it to run them",
+)
 
 
 def node_test(*files: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     assert NODE is not None
-    return subprocess.run([NODE, "--test", *files], cwd=CLIENT, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [NODE, "--test", *files],
+        cwd=CLIENT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @needs_node
@@ -41,9 +49,16 @@ def test_node_version_is_20_or_newer() -> None:
 @needs_node
 def test_typescript_client_against_the_real_api(api_factory: Callable[..., Api]) -> None:
     api = api_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
-    done = node_test("test/live.test.mjs", "test/safety.test.mjs", "test/types.test.mjs", env={
-        "MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
-        "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN})
+    done = node_test(
+        "test/live.test.mjs",
+        "test/safety.test.mjs",
+        "test/types.test.mjs",
+        env={
+            "MEMJOBS_API_URL": api.url,
+            "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
+            "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN,
+        },
+    )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert "# pass 11" in done.stdout, done.stdout[-2000:]
@@ -53,8 +68,10 @@ def test_typescript_client_against_the_real_api(api_factory: Callable[..., Api])
 def test_typescript_client_against_an_open_api(api_factory: Callable[..., Api]) -> None:
     """What `memjobs up` serves on loopback: no token at all."""
     api = api_factory()
-    done = node_test("test/live.test.mjs", env={
-        "MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": "", "MEMJOBS_API_HOST_TOKEN": ""})
+    done = node_test(
+        "test/live.test.mjs",
+        env={"MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": "", "MEMJOBS_API_HOST_TOKEN": ""},
+    )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert "# pass 4" in done.stdout, done.stdout[-2000:]
@@ -63,7 +80,9 @@ def test_typescript_client_against_an_open_api(api_factory: Callable[..., Api]) 
 def test_declarations_type_check_with_tsc() -> None:
     tsc = CLIENT / "node_modules" / ".bin" / "tsc"
     if NODE is None or not tsc.exists():
-        pytest.skip("TypeScript is not installed: run `npm install` in clients/typescript to type-check "
-                    "the declarations (the generated types are checked by the node tests regardless)")
+        pytest.skip(
+            "TypeScript is not installed: run `npm install` in clients/typescript to type-check "
+            "the declarations (the generated types are checked by the node tests regardless)"
+        )
     done = subprocess.run([str(tsc), "-p", "."], cwd=CLIENT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -83,6 +83,7 @@ def test_memjobs_up_serves_the_api_and_names_it_in_the_stack_file() -> None:
                     r = http.post("/v1/remember", json={"owner_id": "up-owner", "text": "I like oolong tea"})
                     assert r.status_code == 202, r.text
                     source_id = r.json()["source_id"]
+
                     def states() -> list[str]:
                         listed = http.get("/v1/sources", headers={"X-Memjobs-Owner": "up-owner"}).json()
                         return [s["state"] for s in listed["sources"]]

@@ -35,8 +35,13 @@ def token(key: str = KEY, **kw: Any) -> str:
 
 @pytest.fixture
 def scoped(api_factory: Callable[..., Api]) -> Api:
-    return api_factory(worker=False, api_token_key=KEY, api_token_previous_key=OLD_KEY,
-                       api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
+    return api_factory(
+        worker=False,
+        api_token_key=KEY,
+        api_token_previous_key=OLD_KEY,
+        api_gateway_token=GATEWAY_TOKEN,
+        api_host_token=HOST_TOKEN,
+    )
 
 
 def test_a_token_acts_for_its_owner_and_not_for_another(scoped: Api) -> None:
@@ -44,10 +49,12 @@ def test_a_token_acts_for_its_owner_and_not_for_another(scoped: Api) -> None:
     assert scoped.post("/v1/remember", {"owner_id": "alice", "text": "green tea"}, token=alice).status_code == 202
     assert scoped.get("/v1/sources", owner="alice", token=alice).status_code == 200
     assert scoped.post("/v1/recall", {"owner_id": "alice", "query": "tea"}, token=alice).status_code == 200
-    for r in (scoped.post("/v1/remember", {"owner_id": "bob", "text": "green tea"}, token=alice),
-              scoped.get("/v1/sources", owner="bob", token=alice),
-              scoped.get("/v1/memories", owner="alice2", token=alice),
-              scoped.post("/v1/recall", {"owner_id": "bob", "query": "tea"}, token=alice)):
+    for r in (
+        scoped.post("/v1/remember", {"owner_id": "bob", "text": "green tea"}, token=alice),
+        scoped.get("/v1/sources", owner="bob", token=alice),
+        scoped.get("/v1/memories", owner="alice2", token=alice),
+        scoped.post("/v1/recall", {"owner_id": "bob", "query": "tea"}, token=alice),
+    ):
         body = problem(r, "forbidden", 403)
         assert "owner" in body["detail"] and "bob" not in body["detail"]
     assert scoped.harness.queues()["memjobs_remember"]["ready"] == 1
@@ -56,21 +63,24 @@ def test_a_token_acts_for_its_owner_and_not_for_another(scoped: Api) -> None:
 def test_a_token_acts_only_within_its_scopes(scoped: Api) -> None:
     reader = token(scopes=["read"])
     assert scoped.get("/v1/sources", owner="alice", token=reader).status_code == 200
-    for r, scope in ((scoped.post("/v1/remember", {"owner_id": "alice", "text": "tea"}, token=reader), "write"),
-                     (scoped.post("/v1/forget", {"owner_id": "alice", "source_id": "s" * 64},
-                                  token=reader), "forget"),
-                     (scoped.get("/v1/sessions", owner="alice", token=reader), "session"),
-                     (scoped.post("/v1/knowledge/search", {"owner_id": "alice", "query": "tea"},
-                                  token=reader), "knowledge"),
-                     (scoped.get("/v1/ops/dead-letters", token=reader), "admin")):
+    for r, scope in (
+        (scoped.post("/v1/remember", {"owner_id": "alice", "text": "tea"}, token=reader), "write"),
+        (scoped.post("/v1/forget", {"owner_id": "alice", "source_id": "s" * 64}, token=reader), "forget"),
+        (scoped.get("/v1/sessions", owner="alice", token=reader), "session"),
+        (scoped.post("/v1/knowledge/search", {"owner_id": "alice", "query": "tea"}, token=reader), "knowledge"),
+        (scoped.get("/v1/ops/dead-letters", token=reader), "admin"),
+    ):
         assert scope in problem(r, "forbidden", 403)["detail"]
     assert scoped.harness.queues()["memjobs_remember"]["ready"] == 0
 
 
 def test_a_scope_refusal_comes_before_the_body_is_parsed(scoped: Api) -> None:
     reader = token(scopes=["read"])
-    r = scoped.http.post("/v1/remember", content=b"{bad", headers={
-        "content-type": "application/json", "Authorization": f"Bearer {reader}"})
+    r = scoped.http.post(
+        "/v1/remember",
+        content=b"{bad",
+        headers={"content-type": "application/json", "Authorization": f"Bearer {reader}"},
+    )
     problem(r, "forbidden", 403)
 
 
@@ -87,8 +97,11 @@ def test_admin_routes_across_owners_need_every_owner(scoped: Api) -> None:
     problem(scoped.get("/v1/ops/dead-letters", token=limited_admin), "forbidden", 403)
     operator = token(scopes=["admin"], owners=(), all_owners=True)
     assert scoped.get("/v1/ops/dead-letters", token=operator).status_code == 200
-    reindex = {"owner_id": "bob", "consent": True,
-               "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}]}
+    reindex = {
+        "owner_id": "bob",
+        "consent": True,
+        "documents": [{"doc_id": "d1", "title": "Tea", "text": "Oolong is half oxidised."}],
+    }
     problem(scoped.post("/v1/knowledge/reindex", reindex, token=limited_admin), "forbidden", 403)
     assert scoped.post("/v1/knowledge/reindex", reindex, token=operator).status_code == 202
 
@@ -98,10 +111,12 @@ def test_expired_or_foreign_tokens_are_401(scoped: Api) -> None:
     expired = token(ttl_s=60, now=now - 3600)
     foreign = token(key=OTHER_KEY)
     tampered = token()[:-4] + "AAAA"
-    unsigned = jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "iat": int(now), "exp": int(now) + 60,
-                           "scope": "read", "all_owners": True}, key="", algorithm="none")
-    for bad, words in ((expired, "expired"), (foreign, "signature"), (tampered, "signature"),
-                       (unsigned, "malformed")):
+    unsigned = jwt.encode(
+        {"iss": ISSUER, "aud": AUDIENCE, "iat": int(now), "exp": int(now) + 60, "scope": "read", "all_owners": True},
+        key="",
+        algorithm="none",
+    )
+    for bad, words in ((expired, "expired"), (foreign, "signature"), (tampered, "signature"), (unsigned, "malformed")):
         r = scoped.get("/v1/sources", owner="alice", token=bad)
         assert words in problem(r, "unauthorized", 401)["detail"]
         assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
@@ -126,10 +141,12 @@ def test_scoped_tokens_alone_close_the_door(api_factory: Callable[..., Api]) -> 
 
 def test_issue_refuses_what_cannot_be_meant() -> None:
     settings = Settings(api_token_key=KEY)  # type: ignore[arg-type]  # as in token() above
-    for kw, words in (({"scopes": ["read"], "owners": ["a"], "all_owners": True}, "not both"),
-                      ({"scopes": ["read"]}, "name the owners"),
-                      ({"scopes": ["root"], "owners": ["a"]}, "scopes must be"),
-                      ({"scopes": ["read"], "owners": ["a"], "ttl_s": 0}, "lifetime")):
+    for kw, words in (
+        ({"scopes": ["read"], "owners": ["a"], "all_owners": True}, "not both"),
+        ({"scopes": ["read"]}, "name the owners"),
+        ({"scopes": ["root"], "owners": ["a"]}, "scopes must be"),
+        ({"scopes": ["read"], "owners": ["a"], "ttl_s": 0}, "lifetime"),
+    ):
         with pytest.raises(ConfigurationError, match=words):
             issue(settings, **kw)
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_TOKEN_KEY"):
@@ -139,10 +156,15 @@ def test_issue_refuses_what_cannot_be_meant() -> None:
 
 
 def test_memjobs_token_issue_prints_a_token_that_works(
-        scoped: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    scoped: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("MEMJOBS_API_TOKEN_KEY", KEY)
-    assert cli_main(["token", "issue", "--scope", "read,session", "--owner", "alice",
-                     "--ttl", "15m", "--subject", "gateway-eu"]) == 0
+    assert (
+        cli_main(
+            ["token", "issue", "--scope", "read,session", "--owner", "alice", "--ttl", "15m", "--subject", "gateway-eu"]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     printed = out.strip()
     assert "\n" not in printed and "scopes read session" in err and KEY not in out + err
@@ -163,7 +185,8 @@ def test_memjobs_token_issue_prints_a_token_that_works(
 #: The scope of each /v1 route, as docs/security.md lists them: a route added or
 #: changed must change this table too (its scope is deliberate).
 EXPECTED_NEEDS = {
-    ("DELETE", "/v1/owners"): ("admin", False), ("GET", "/v1/owners/export"): ("admin", False),
+    ("DELETE", "/v1/owners"): ("admin", False),
+    ("GET", "/v1/owners/export"): ("admin", False),
     ("POST", "/v1/remember"): ("write", True),
     ("POST", "/v1/forget"): ("forget", True),
     ("POST", "/v1/recall"): ("read", True),
@@ -196,8 +219,7 @@ def test_every_v1_route_declares_one_deliberate_scope() -> None:
             yield from leaves(list(inner)) if inner is not None else [route]
 
     app = create_app(Settings(), Endpoints("redis://127.0.0.1:1/0", "postgresql://u@127.0.0.1:1/d"))
-    routes = [r for r in leaves(app.router.routes)
-              if isinstance(r, APIRoute) and r.path_format.startswith("/v1/")]
+    routes = [r for r in leaves(app.router.routes) if isinstance(r, APIRoute) and r.path_format.startswith("/v1/")]
     assert routes
     found = {}
     for route in routes:
@@ -213,30 +235,49 @@ def test_every_v1_route_declares_one_deliberate_scope() -> None:
     assert found == EXPECTED_NEEDS
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the TypeScript "
-                    "client's scoped-token test needs Node.js 20+")
+@pytest.mark.skipif(
+    shutil.which("node") is None,
+    reason="node is not installed: the TypeScript client's scoped-token test needs Node.js 20+",
+)
 def test_the_typescript_client_sends_a_scoped_token(scoped: Api) -> None:
-    env = {**os.environ, "MEMJOBS_API_URL": scoped.url, "MEMJOBS_SCOPED_OWNER": "ts-scoped",
-           "MEMJOBS_SCOPED_TOKEN": token(owners=["ts-scoped"]),
-           "MEMJOBS_READ_TOKEN": token(owners=["ts-scoped"], scopes=["read"])}
-    done = subprocess.run([str(shutil.which("node")), "--test", "test/scoped.test.mjs"],
-                          cwd=REPO / "clients" / "typescript", env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "MEMJOBS_API_URL": scoped.url,
+        "MEMJOBS_SCOPED_OWNER": "ts-scoped",
+        "MEMJOBS_SCOPED_TOKEN": token(owners=["ts-scoped"]),
+        "MEMJOBS_READ_TOKEN": token(owners=["ts-scoped"], scopes=["read"]),
+    }
+    done = subprocess.run(
+        [str(shutil.which("node")), "--test", "test/scoped.test.mjs"],
+        cwd=REPO / "clients" / "typescript",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "# pass 1" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
     assert scoped.harness.queues()["memjobs_remember"]["ready"] == 1
 
 
 def test_mcp_takes_a_scoped_token_with_knowledge_for_its_owner_only(
-        make_settings: Callable[..., Settings], api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False, settings=make_settings(
-        memory_provider="off", knowledge="on", api_port=0, api_token_key=KEY))
+    make_settings: Callable[..., Settings], api_factory: Callable[..., Api]
+) -> None:
+    api = api_factory(
+        worker=False, settings=make_settings(memory_provider="off", knowledge="on", api_port=0, api_token_key=KEY)
+    )
 
     def tools_list(token: str, owner: str) -> Any:
-        return api.http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
-                             headers={"Accept": "application/json, text/event-stream",
-                                      "MCP-Protocol-Version": "2025-11-25", "X-Memjobs-Owner": owner,
-                                      "Authorization": f"Bearer {token}"})
+        return api.http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25",
+                "X-Memjobs-Owner": owner,
+                "Authorization": f"Bearer {token}",
+            },
+        )
 
     agent = token(scopes=["knowledge"])
     listed = tools_list(agent, "alice")

@@ -23,8 +23,12 @@ from tests.support.harness import REPO
 
 
 def env_for(tmp_path: Path, redis_url: str, database_url: str, **extra: str) -> dict[str, str]:
-    values = {"MEMJOBS_REDIS_URL": redis_url, "MEMJOBS_DATABASE_URL": database_url,
-              "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off", "MEMJOBS_KNOWLEDGE_ROOTS": str(tmp_path)}
+    values = {
+        "MEMJOBS_REDIS_URL": redis_url,
+        "MEMJOBS_DATABASE_URL": database_url,
+        "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off",
+        "MEMJOBS_KNOWLEDGE_ROOTS": str(tmp_path),
+    }
     return cli_env(tmp_path / "data", **{**values, **extra})
 
 
@@ -41,36 +45,35 @@ def test_knowledge_off_refuses_reindex_like_the_other_knowledge_commands(
 ) -> None:
     env = env_for(tmp_path, redis_url, database_url, MEMJOBS_KNOWLEDGE="off")
     (tmp_path / "note.md").write_text("a note")
-    results = [run_cli(env, "reindex", "--owner", "a", "--path", str(tmp_path), "--consent"),
-               run_cli(env, "knowledge", "search", "--owner", "a", "--query", "note"),
-               run_cli(env, "knowledge", "list", "--owner", "a"),
-               run_cli(env, "knowledge", "rebuild")]
+    results = [
+        run_cli(env, "reindex", "--owner", "a", "--path", str(tmp_path), "--consent"),
+        run_cli(env, "knowledge", "search", "--owner", "a", "--query", "note"),
+        run_cli(env, "knowledge", "list", "--owner", "a"),
+        run_cli(env, "knowledge", "rebuild"),
+    ]
     assert {(r.code, r.stderr) for r in results} == {
-        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")}, [str(r) for r in results]
+        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")
+    }, [str(r) for r in results]
     assert knowledge_queue(redis_url) == 0
 
 
-def test_reindex_refuses_a_system_file_and_a_symlink_to_it(
-    tmp_path: Path, redis_url: str, database_url: str
-) -> None:
+def test_reindex_refuses_a_system_file_and_a_symlink_to_it(tmp_path: Path, redis_url: str, database_url: str) -> None:
     (tmp_path / "notes.txt").symlink_to("/etc/passwd")
     env = env_for(tmp_path, redis_url, database_url, MEMJOBS_KNOWLEDGE_ROOTS="/")
     for path in ("/etc/passwd", str(tmp_path / "notes.txt")):
         result = run_cli(env, "reindex", "--owner", "a", "--path", path, "--consent")
         assert result.code == exits.REFUSED and "refused (sensitive_content)" in result.stderr, str(result)
         assert str(tmp_path) not in result.stderr
-    outside = run_cli(env_for(tmp_path, redis_url, database_url), "reindex", "--owner", "a",
-                      "--path", "/usr", "--consent")
+    outside = run_cli(
+        env_for(tmp_path, redis_url, database_url), "reindex", "--owner", "a", "--path", "/usr", "--consent"
+    )
     assert outside.code == exits.REFUSED and "refused (path_not_allowed)" in outside.stderr, str(outside)
     assert knowledge_queue(redis_url) == 0
 
 
-def test_search_refuses_a_keyed_query_and_an_unbounded_k(
-    tmp_path: Path, redis_url: str, database_url: str
-) -> None:
+def test_search_refuses_a_keyed_query_and_an_unbounded_k(tmp_path: Path, redis_url: str, database_url: str) -> None:
     env = env_for(tmp_path, redis_url, database_url)
-    keyed = run_cli(env, "knowledge", "search", "--owner", "a", "--query",
-                    "find AKIAIOSFODNN7EXAMPLE in my notes")
+    keyed = run_cli(env, "knowledge", "search", "--owner", "a", "--query", "find AKIAIOSFODNN7EXAMPLE in my notes")
     assert keyed.code == exits.REFUSED and "refused (sensitive_content)" in keyed.stderr, str(keyed)
     assert "AKIA" not in keyed.stderr + keyed.stdout
     big_k = run_cli(env, "knowledge", "search", "--owner", "a", "--query", "note", "--k", "100000")
@@ -91,10 +94,26 @@ def test_a_large_folder_is_queued_in_parts_with_progress_on_a_terminal(
     primary, secondary = pty.openpty()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "memjobs_worker.cli.main", "reindex", "--owner", "a", "--path",
-             str(folder), "--consent", "--json"],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=secondary,
-            text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "memjobs_worker.cli.main",
+                "reindex",
+                "--owner",
+                "a",
+                "--path",
+                str(folder),
+                "--consent",
+                "--json",
+            ],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            text=True,
+            timeout=120,
+        )
         os.close(secondary)
         terminal = _read_all(primary)
     finally:

@@ -34,8 +34,7 @@ KEYED_QUERY = "which note mentions sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 #: Measured 0.97 by keywords alone (bench/bench_knowledge.py): the floor is the issue's goal.
 TOP1_FLOOR = 0.9
 #: Root without the capabilities that let it read any file: permission bits then apply.
-NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
-          "--bounding-set=-dac_override,-dac_read_search"]
+NO_DAC = ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
 
 
 def hostile_folder(root: Path, extra_files: int) -> dict[str, str]:
@@ -61,8 +60,14 @@ def hostile_folder(root: Path, extra_files: int) -> dict[str, str]:
         deep = deep / "d"
     deep.mkdir(parents=True)
     (deep / "too-deep.txt").write_text("below the depth budget")
-    return {"loop-a": "symlink_loop", "loop-b": "symlink_loop", "dangling.txt": "broken_link",
-            "pipe.txt": "not_a_file", "caf\\xe9.txt": "undecodable_name", "locked.txt": "unreadable"}
+    return {
+        "loop-a": "symlink_loop",
+        "loop-b": "symlink_loop",
+        "dangling.txt": "broken_link",
+        "pipe.txt": "not_a_file",
+        "caf\\xe9.txt": "undecodable_name",
+        "locked.txt": "unreadable",
+    }
 
 
 @pytest.fixture
@@ -75,8 +80,17 @@ def no_dac_workers(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
         env = worker_env(settings)
         prepare_metrics_dir(settings, env)
         out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-        started.append(subprocess.Popen(NO_DAC + worker_command(1, 2), env=env, stdout=out, stderr=out,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO))
+        started.append(
+            subprocess.Popen(
+                NO_DAC + worker_command(1, 2),
+                env=env,
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=REPO,
+            )
+        )
         return log_path
 
     yield start
@@ -85,8 +99,10 @@ def no_dac_workers(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
 
 
 def test_a_hostile_folder_refuses_each_bad_entry_by_name_and_indexes_the_rest_in_parts(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    no_dac_workers: Callable[[Settings], Path], tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    no_dac_workers: Callable[[Settings], Path],
+    tmp_path: Path,
 ) -> None:
     if shutil.which("setpriv") is None and os.geteuid() == 0:
         pytest.skip("root reads any file: the unreadable case needs setpriv to drop that capability")
@@ -94,13 +110,13 @@ def test_a_hostile_folder_refuses_each_bad_entry_by_name_and_indexes_the_rest_in
     bad = hostile_folder(root, extra_files=2000)
     settings = make_settings(memory_provider="off", knowledge_roots=str(tmp_path))
     h = harness_factory(settings)
-    h.client.reindex_knowledge(OWNER, [{"doc_id": "old", "title": "old", "text": "removed at the end"}],
-                               consent=True)
+    h.client.reindex_knowledge(OWNER, [{"doc_id": "old", "title": "old", "text": "removed at the end"}], consent=True)
     found = collect([str(root)], settings.knowledge_root_paths)
     assert found.listing.skipped == [{"name": "deep/" + "/".join(["d"] * 32), "reason": "too_deep"}]
     parts: list[tuple[int, int, int]] = []
-    sent = h.client.reindex_knowledge(OWNER, found.files, consent=True, allowed_roots=found.roots,
-                                      on_part=lambda *p: parts.append(p))
+    sent = h.client.reindex_knowledge(
+        OWNER, found.files, consent=True, allowed_roots=found.roots, on_part=lambda *p: parts.append(p)
+    )
     assert sent == 2000 + 2 + len(bad) and len(parts) == 5
     assert [p[:2] for p in parts] == [(i, 5) for i in range(1, 6)] and max(p[2] for p in parts) == 500
     log_path = no_dac_workers(settings)
@@ -128,10 +144,16 @@ def test_parts_remove_nothing_until_every_part_is_in(
     corpus = "ab" * 16
 
     def part(index: int, doc_id: str) -> None:
-        h.client.send(ACTOR_REINDEX, build_payload(
-            ReindexKnowledge, owner_key=KEY, consent=True,
-            documents=[{"doc_id": doc_id, "title": doc_id, "text": f"text of {doc_id}"}],
-            part={"corpus_id": corpus, "index": index, "count": 2}))
+        h.client.send(
+            ACTOR_REINDEX,
+            build_payload(
+                ReindexKnowledge,
+                owner_key=KEY,
+                consent=True,
+                documents=[{"doc_id": doc_id, "title": doc_id, "text": f"text of {doc_id}"}],
+                part={"corpus_id": corpus, "index": index, "count": 2},
+            ),
+        )
         h.drain()
 
     part(2, "second")
@@ -176,24 +198,33 @@ def test_a_system_file_is_refused_as_path_and_behind_a_symlink(
     # ...and a hand-made message that allows "/" is refused by the worker all the same:
     # the whole message, acknowledged (not kept in the dead letters), nothing read.
     h.start_worker()
-    payload = {"schema_version": 1, "owner_key": KEY, "consent": True, "allowed_roots": ["/"],
-               "documents": [{"path": "/etc/passwd"}, {"path": str(tmp_path / "innocent.txt")}]}
-    h.broker.enqueue(Message(queue_name="memjobs_knowledge", actor_name="reindex_knowledge",
-                             args=(payload,), kwargs={}, options={}))
+    payload = {
+        "schema_version": 1,
+        "owner_key": KEY,
+        "consent": True,
+        "allowed_roots": ["/"],
+        "documents": [{"path": "/etc/passwd"}, {"path": str(tmp_path / "innocent.txt")}],
+    }
+    h.broker.enqueue(
+        Message(queue_name="memjobs_knowledge", actor_name="reindex_knowledge", args=(payload,), kwargs={}, options={})
+    )
     h.drain()
     assert h.runtime.knowledge.documents(KEY) == []
     assert h.queues()["memjobs_knowledge"]["dead"] == 0
 
 
 def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
-    h = harness_factory(make_settings(memory_provider="off", embedding_base_url=fake_model.base_url,
-                                      embedding_api_key="k", embedding_dims=64))
+    h = harness_factory(
+        make_settings(
+            memory_provider="off", embedding_base_url=fake_model.base_url, embedding_api_key="k", embedding_dims=64
+        )
+    )
     h.start_worker()
-    h.client.reindex_knowledge(OWNER, [{"doc_id": "n", "title": "n", "text": "a note about keys"}],
-                               consent=True)
+    h.client.reindex_knowledge(OWNER, [{"doc_id": "n", "title": "n", "text": "a note about keys"}], consent=True)
     h.drain()
     embedder = h.runtime.knowledge_embedder
     assert embedder is not None  # the embedding settings give one
@@ -205,8 +236,7 @@ def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
     assert "sk-proj" not in fake_model.all_text_sent()
     search_knowledge(h.runtime.knowledge, KEY, "note " * 5000, 5, embed=embed)  # 25,000 characters
     [request] = fake_model.requests_for("embeddings")[before:]
-    assert len(request.json["input"][0] if isinstance(request.json["input"], list)
-               else request.json["input"]) <= 1000
+    assert len(request.json["input"][0] if isinstance(request.json["input"], list) else request.json["input"]) <= 1000
     for k in (0, MAX_K + 1):
         with pytest.raises(InvalidPayload):
             search_knowledge(h.runtime.knowledge, KEY, "note", k, embed=None)
@@ -232,13 +262,15 @@ def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: Callable[..., 
 
 
 def test_ranking_with_long_distractors_meets_the_top1_floor(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off"))
     h.start_worker()
     docs = {**DOCS, **DISTRACTORS}
-    h.client.reindex_knowledge(OWNER, [{"doc_id": d, "title": t, "text": x} for d, (t, x) in docs.items()],
-                               consent=True)
+    h.client.reindex_knowledge(
+        OWNER, [{"doc_id": d, "title": t, "text": x} for d, (t, x) in docs.items()], consent=True
+    )
     h.drain()
 
     def found(query: str, k: int) -> list[str]:
@@ -274,7 +306,8 @@ def deep_folder(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_what_they_skipped(
-    deep_folder: Path, tmp_path: Path,
+    deep_folder: Path,
+    tmp_path: Path,
 ) -> None:
     root = deep_folder
     whole = walk_folder(str(root), max_depth=2000)
@@ -290,15 +323,30 @@ def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_w
     assert budget.skipped == [{"name": "3.txt", "reason": "file_budget"}]
 
 
-@pytest.mark.parametrize("path", ["/etc/passwd", "/ETC/passwd", "/etc/shadow-", "/etc/sudoers", "/etc/group",
-                                  "/etc/ssh/ssh_host_ed25519_key.pub", "/etc/ssl/private/site.key",
-                                  "/proc/self/environ", "/sys/kernel/notes", "/dev/sda", "//etc//passwd"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "/ETC/passwd",
+        "/etc/shadow-",
+        "/etc/sudoers",
+        "/etc/group",
+        "/etc/ssh/ssh_host_ed25519_key.pub",
+        "/etc/ssl/private/site.key",
+        "/proc/self/environ",
+        "/sys/kernel/notes",
+        "/dev/sda",
+        "//etc//passwd",
+    ],
+)
 def test_system_paths_are_refused(path: str) -> None:
     finding = find_sensitive_path(path)
     assert finding is not None and finding.rule == "credential_path"
 
 
-@pytest.mark.parametrize("path", ["/etc/hosts", "/home/me/notes/passwd.md", "/home/me/etc/passwd",
-                                  "notes/proc/x.md", "/srv/dev-notes/plan.md"])
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/hosts", "/home/me/notes/passwd.md", "/home/me/etc/passwd", "notes/proc/x.md", "/srv/dev-notes/plan.md"],
+)
 def test_ordinary_paths_that_resemble_system_ones_pass(path: str) -> None:
     assert find_sensitive_path(path) is None

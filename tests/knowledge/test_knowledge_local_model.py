@@ -31,8 +31,9 @@ KEY = owner_key(OWNER)
 
 def index_notes(h: Harness) -> None:
     h.start_worker()
-    h.client.reindex_knowledge(OWNER, [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()],
-                               consent=True)
+    h.client.reindex_knowledge(
+        OWNER, [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()], consent=True
+    )
     h.drain()
     h.stop_worker()
 
@@ -40,11 +41,13 @@ def index_notes(h: Harness) -> None:
 def finder(h: Harness) -> Callable[[str, int], list[str]]:
     def found(query: str, k: int) -> list[str]:
         return [r.source.removeprefix("doc:") for r in h.runtime.search_knowledge(KEY, query, k).results]
+
     return found
 
 
 def test_cross_lingual_questions_are_found_where_keywords_miss(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off", local_embedder="e5"))
     index_notes(h)
@@ -65,7 +68,8 @@ def test_cross_lingual_questions_are_found_where_keywords_miss(
 
 
 def test_a_corpus_indexed_by_keywords_is_refused_until_reembedded(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     before = make_settings(memory_provider="off", local_embedder="hashing")
     index_notes(harness_factory(before))  # the hashed embedder: knowledge by keywords alone, no vectors
@@ -90,9 +94,12 @@ def test_fused_with_vectors_the_keyword_ranking_keeps_chunks_holding_half_the_qu
     try:
         ensure_schema(engine)
         store = KnowledgeStore(engine)
-        texts = {"plan": "The migration project: status every Wednesday.",
-                 "diary": "The status of the weather, the status of the trains, the status of my mood.",
-                 "fruit": "Apples and pears.", "tea": "Oolong wants hot water."}
+        texts = {
+            "plan": "The migration project: status every Wednesday.",
+            "diary": "The status of the weather, the status of the trains, the status of my mood.",
+            "fruit": "Apples and pears.",
+            "tea": "Oolong wants hot water.",
+        }
         for doc, text in texts.items():
             store.put_document(KEY, doc, doc, f"doc:{doc}", doc, [StoredChunk(0, text, chunk_hash(text), None)])
         query = "migration project status"
@@ -103,7 +110,6 @@ def test_fused_with_vectors_the_keyword_ranking_keeps_chunks_holding_half_the_qu
         # A stop word weighs nothing, and a word no chunk holds as much as the rarest held word.
         assert [h.doc_id for h in store.keyword_search(KEY, "the oolong", 10, min_should_match=0.5)] == ["tea"]
         assert store.keyword_search(KEY, "oolong zeppelin", 10, min_should_match=0.51) == []
-        assert [h.doc_id for h in store.keyword_search(KEY, "oolong zeppelin", 10, min_should_match=0.5)] \
-            == ["tea"]
+        assert [h.doc_id for h in store.keyword_search(KEY, "oolong zeppelin", 10, min_should_match=0.5)] == ["tea"]
     finally:
         engine.dispose()

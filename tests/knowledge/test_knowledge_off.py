@@ -45,7 +45,8 @@ def test_knowledge_is_off_by_default(tmp_path: Path) -> None:
 
 
 def test_off_no_knowledge_consumer_no_mcp_refusals_and_recall_works(
-    make_settings: Callable[..., Settings], api_factory: Callable[..., Api],
+    make_settings: Callable[..., Settings],
+    api_factory: Callable[..., Api],
 ) -> None:
     settings = default(make_settings, api_port=0)
     assert not settings.knowledge_enabled
@@ -55,23 +56,40 @@ def test_off_no_knowledge_consumer_no_mcp_refusals_and_recall_works(
     assert QUEUE_KNOWLEDGE not in h.broker.get_declared_queues()
     # The routes refuse, in their problem type; /mcp is not served at all.
     problem(api.post("/v1/knowledge/search", {"owner_id": OWNER, "query": "tea"}), "knowledge_off", 409)
-    problem(api.post("/v1/knowledge/reindex", {"owner_id": OWNER, "consent": True, "documents": []}),
-            "knowledge_off", 409)
+    problem(
+        api.post("/v1/knowledge/reindex", {"owner_id": OWNER, "consent": True, "documents": []}), "knowledge_off", 409
+    )
     assert api.http.post("/mcp", json={}).status_code == 404
     # A message queued anyway (a producer with knowledge on) is not consumed by this worker...
-    h.client.send(ACTOR_REINDEX, build_payload(ReindexKnowledge, owner_key=owner_key(OWNER), consent=True,
-                                               documents=[{"doc_id": "d", "title": "t", "text": "tea"}]))
+    h.client.send(
+        ACTOR_REINDEX,
+        build_payload(
+            ReindexKnowledge,
+            owner_key=owner_key(OWNER),
+            consent=True,
+            documents=[{"doc_id": "d", "title": "t", "text": "tea"}],
+        ),
+    )
     # ...while personal memory goes on: remembered, learned, recalled.
     source_id = remember(api, OWNER, "I drink green tea every morning")
-    found = wait_for(lambda: api.post("/v1/recall", {"owner_id": OWNER, "query": "green tea"}).json()["memories"],
-                     60, "the remembered source recalled")
+    found = wait_for(
+        lambda: api.post("/v1/recall", {"owner_id": OWNER, "query": "green tea"}).json()["memories"],
+        60,
+        "the remembered source recalled",
+    )
     assert [m["source_ids"] for m in found] == [[source_id]]
     assert h.queues()[QUEUE_KNOWLEDGE]["ready"] == 1 and h.queues()[QUEUE_KNOWLEDGE]["in_flight"] == 0
     with h.store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT to_regclass('knowledge_chunks')")).scalar() is None
     # `memjobs drain` does not wait on a queue nobody consumes.
-    drained = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "drain", "--timeout", "30"],
-                             env=worker_env(settings), capture_output=True, text=True, cwd=REPO, timeout=90)
+    drained = subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", "drain", "--timeout", "30"],
+        env=worker_env(settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=90,
+    )
     assert drained.returncode == 0, drained.stdout + drained.stderr
     assert h.queues()[QUEUE_KNOWLEDGE]["ready"] == 1
 
@@ -79,7 +97,10 @@ def test_off_no_knowledge_consumer_no_mcp_refusals_and_recall_works(
 def test_the_cli_refuses_knowledge_and_mcp_by_default(tmp_path: Path) -> None:
     env = cli_env(tmp_path / "data")
     del env["MEMJOBS_KNOWLEDGE"]  # as in a shell that never set it
-    results = [run_cli(env, "knowledge", "search", "--owner", "a", "--query", "note"),
-               run_cli(env, "mcp", "--owner", "a")]
+    results = [
+        run_cli(env, "knowledge", "search", "--owner", "a", "--query", "note"),
+        run_cli(env, "mcp", "--owner", "a"),
+    ]
     assert {(r.code, r.stderr) for r in results} == {
-        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")}, [str(r) for r in results]
+        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")
+    }, [str(r) for r in results]

@@ -33,36 +33,45 @@ DIMS = 64
 
 
 def embedder(fake: FakeOpenAI, model: str) -> RemoteEmbedder:
-    return RemoteEmbedder(base_url=fake.base_url, api_key="k", model=model, dims=DIMS,
-                          timeout_ms=5000, max_attempts=1)
+    return RemoteEmbedder(base_url=fake.base_url, api_key="k", model=model, dims=DIMS, timeout_ms=5000, max_attempts=1)
 
 
 def vectors(engine: Engine) -> tuple[int, int]:
     """(chunks with a vector, chunks without)."""
     with engine.connect() as conn:
-        row = conn.execute(sa.text("SELECT count(embedding), count(*) - count(embedding) "
-                                   "FROM knowledge_chunks")).one()
+        row = conn.execute(sa.text("SELECT count(embedding), count(*) - count(embedding) FROM knowledge_chunks")).one()
     return int(row[0]), int(row[1])
 
 
 def test_another_model_is_refused_then_reembedded_resumably(
-    engine: Engine, fake_model: FakeOpenAI, tmp_path: Any,
+    engine: Engine,
+    fake_model: FakeOpenAI,
+    tmp_path: Any,
 ) -> None:
-    settings = Settings(redis_url="redis://unused", database_url="postgresql://unused", data_dir=tmp_path,
-                        knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10)
+    settings = Settings(
+        redis_url="redis://unused",
+        database_url="postgresql://unused",
+        data_dir=tmp_path,
+        knowledge_chunk_chars=60,
+        knowledge_chunk_overlap_chars=10,
+    )
     store = KnowledgeStore(engine)
     old = embedder(fake_model, "model-a")
     check_knowledge_vectors(engine, "service:model-a", DIMS)
-    payload = ReindexKnowledge.model_validate({"owner_key": KEY, "consent": True, "documents": [
-        {"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()]})
+    payload = ReindexKnowledge.model_validate(
+        {
+            "owner_key": KEY,
+            "consent": True,
+            "documents": [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()],
+        }
+    )
     reindex(payload, store=store, embed=old.embed_batch, dims=DIMS, settings=settings)
     embedded, _ = vectors(engine)
     assert embedded > 4
 
     with pytest.raises(EmbeddingModelChanged) as refused:
         check_knowledge_vectors(engine, "service:model-b", DIMS)
-    assert f"{embedded} stored knowledge chunks were embedded by service:model-a (64 dimensions)" in \
-        str(refused.value)
+    assert f"{embedded} stored knowledge chunks were embedded by service:model-a (64 dimensions)" in str(refused.value)
     assert "memjobs reembed" in str(refused.value)
     assert chunks_to_reembed(engine, "service:model-b", DIMS, semantic=True) == embedded
 
@@ -84,8 +93,10 @@ def test_another_model_is_refused_then_reembedded_resumably(
     assert keywords and keywords[0].source == "doc:allergy"  # still found meanwhile
 
     progress: list[tuple[int, int]] = []
-    assert reembed_knowledge(engine, new.embed_batch, "service:model-b", DIMS,
-                             progress=lambda *p: progress.append(p)) == embedded - 2
+    assert (
+        reembed_knowledge(engine, new.embed_batch, "service:model-b", DIMS, progress=lambda *p: progress.append(p))
+        == embedded - 2
+    )
     assert vectors(engine) == (embedded, 0) and progress[-1] == (embedded - 2, embedded - 2)
     check_knowledge_vectors(engine, "service:model-b", DIMS)  # no mix left: accepted
     models = [r.json.get("model") for r in fake_model.requests_for("embeddings")]

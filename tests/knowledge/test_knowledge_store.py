@@ -33,8 +33,10 @@ from memjobs_worker.knowledge.search import NO_EMBEDDING_NOTICE
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ALICE, BOB = "owner-alice", "owner-bob"
-ZH = ("花生过敏是一种常见的食物过敏。严重时会引起过敏性休克！请随身携带肾上腺素笔；"
-      "外出就餐时，要提前告诉服务员。\n孩子在学校也要告知老师、同学和校医。")
+ZH = (
+    "花生过敏是一种常见的食物过敏。严重时会引起过敏性休克！请随身携带肾上腺素笔；"
+    "外出就餐时，要提前告诉服务员。\n孩子在学校也要告知老师、同学和校医。"
+)
 
 
 @pytest.fixture
@@ -47,10 +49,12 @@ def chunks_of(*texts: str, embeddings: list[list[float] | None] | None = None) -
     return [StoredChunk(i, t, chunk_hash(t), v) for i, (t, v) in enumerate(zip(texts, vectors, strict=True))]
 
 
-def put(store: KnowledgeStore, owner: str, doc_id: str, *texts: str,
-        embeddings: list[list[float] | None] | None = None) -> None:
-    store.put_document(owner, doc_id, f"title {doc_id}", f"doc:{doc_id}", f"hash-{doc_id}",
-                       chunks_of(*texts, embeddings=embeddings))
+def put(
+    store: KnowledgeStore, owner: str, doc_id: str, *texts: str, embeddings: list[list[float] | None] | None = None
+) -> None:
+    store.put_document(
+        owner, doc_id, f"title {doc_id}", f"doc:{doc_id}", f"hash-{doc_id}", chunks_of(*texts, embeddings=embeddings)
+    )
 
 
 def hit(doc_id: str, index: int = 0) -> ChunkHit:
@@ -103,7 +107,7 @@ def test_chunks_never_split_a_combining_sequence() -> None:
 def test_chunks_are_bounded_in_size_and_match_their_offsets() -> None:
     text = (ZH + " The quick brown fox jumps over the lazy dog, again and again. ") * 9
     chunks = chunk_text(text, size_chars=70, overlap_chars=15)
-    assert all(0 < len(c.text) <= 70 and text[c.start:c.end] == c.text for c in chunks)
+    assert all(0 < len(c.text) <= 70 and text[c.start : c.end] == c.text for c in chunks)
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert chunks[0].start == 0 and chunks[-1].end == len(text.rstrip())
 
@@ -138,9 +142,17 @@ def test_query_tokens_use_bigrams_for_runs_and_the_character_for_a_single_one() 
 def test_put_document_stores_the_document_and_its_chunks(store: KnowledgeStore) -> None:
     store.put_document(ALICE, "d1", "Allergy", "doc:d1", "h1", chunks_of("one", "two"), chars=6)
     [doc] = store.documents(ALICE)
-    assert (doc.doc_id, doc.title, doc.source_label, doc.content_hash, doc.state, doc.reason,
-            doc.chars, doc.chunks, doc.updated_at) == ("d1", "Allergy", "doc:d1", "h1", "indexed",
-                                                       None, 6, 2, T0)
+    assert (
+        doc.doc_id,
+        doc.title,
+        doc.source_label,
+        doc.content_hash,
+        doc.state,
+        doc.reason,
+        doc.chars,
+        doc.chunks,
+        doc.updated_at,
+    ) == ("d1", "Allergy", "doc:d1", "h1", "indexed", None, 6, 2, T0)
 
 
 def test_put_document_replaces_every_earlier_chunk(store: KnowledgeStore) -> None:
@@ -150,8 +162,7 @@ def test_put_document_replaces_every_earlier_chunk(store: KnowledgeStore) -> Non
     assert store.keyword_search(ALICE, "cherries", 10) == []
 
 
-def test_put_document_writes_nothing_when_the_chunk_insert_fails(store: KnowledgeStore,
-                                                                  engine: Engine) -> None:
+def test_put_document_writes_nothing_when_the_chunk_insert_fails(store: KnowledgeStore, engine: Engine) -> None:
     put(store, ALICE, "d1", "kept apples")
 
     def fail_on_chunk_insert(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -220,8 +231,26 @@ def test_keyword_search_never_returns_another_owners_chunks(store: KnowledgeStor
     assert store.keyword_search("owner-carol", "过敏", 10) == []
 
 
-HOSTILE = ["a & b | !(c", "peanut & !(", "':*", "<->", "%", "_", "\\", "'; DROP TABLE x; --",
-           '"', "x" * 100_000, "花" * 5000, "a", "\x00", "\ud800", "!!!", ")(", "&|!", "   "]
+HOSTILE = [
+    "a & b | !(c",
+    "peanut & !(",
+    "':*",
+    "<->",
+    "%",
+    "_",
+    "\\",
+    "'; DROP TABLE x; --",
+    '"',
+    "x" * 100_000,
+    "花" * 5000,
+    "a",
+    "\x00",
+    "\ud800",
+    "!!!",
+    ")(",
+    "&|!",
+    "   ",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE, ids=range(len(HOSTILE)))
@@ -254,8 +283,7 @@ def test_one_latin_character_falls_back_to_a_bounded_substring_search(store: Kno
 
 
 def test_vector_search_orders_by_cosine_similarity(store: KnowledgeStore) -> None:
-    put(store, ALICE, "d1", "east", "north", "north-east",
-        embeddings=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    put(store, ALICE, "d1", "east", "north", "north-east", embeddings=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     hits = store.vector_search(ALICE, [1.0, 0.1], 3)
     assert [h.text for h in hits] == ["east", "north-east", "north"]
     assert hits[0].rank == pytest.approx(0.995, abs=1e-3)
@@ -282,12 +310,24 @@ def test_search_without_an_embedder_ranks_by_keywords_and_says_so(store: Knowled
     assert (outcome.mode, outcome.notice) == ("keyword", NO_EMBEDDING_NOTICE)
     [result] = outcome.results
     assert (result.text, result.title, result.source, result.trust) == (
-        "peanut allergy", "title d1", "doc:d1", "untrusted_external")
+        "peanut allergy",
+        "title d1",
+        "doc:d1",
+        "untrusted_external",
+    )
 
 
 def test_hybrid_search_ranks_first_the_chunk_both_rankings_like(store: KnowledgeStore) -> None:
-    put(store, ALICE, "d1", "peanut butter recipe", "peanut allergy card", "emergency plan",
-        "first aid kit", embeddings=[[0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.8, 0.2]])
+    put(
+        store,
+        ALICE,
+        "d1",
+        "peanut butter recipe",
+        "peanut allergy card",
+        "emergency plan",
+        "first aid kit",
+        embeddings=[[0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.8, 0.2]],
+    )
     by_keywords = search_knowledge(store, ALICE, "peanut", 2, embed=None, all_chunks=True)
     assert [r.text for r in by_keywords.results] == ["peanut butter recipe", "peanut allergy card"]
     outcome = search_knowledge(store, ALICE, "peanut", 2, embed=lambda q: [1.0, 0.0], all_chunks=True)
@@ -329,21 +369,18 @@ def test_search_falls_back_to_keywords_when_the_embedder_fails(store: KnowledgeS
 # -- the index --------------------------------------------------------------------------
 
 
-def test_rebuild_index_restores_search_after_tokens_are_corrupted(store: KnowledgeStore,
-                                                                  engine: Engine) -> None:
+def test_rebuild_index_restores_search_after_tokens_are_corrupted(store: KnowledgeStore, engine: Engine) -> None:
     put(store, ALICE, "d1", "花生过敏 peanut")
     put(store, BOB, "d2", "肾上腺素 epipen")
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE knowledge_chunks SET tokens = 'garbage', "
-                             "tsv = to_tsvector('simple', 'garbage')"))
+        conn.execute(sa.text("UPDATE knowledge_chunks SET tokens = 'garbage', tsv = to_tsvector('simple', 'garbage')"))
     assert store.keyword_search(ALICE, "过敏", 5) == []
     assert store.rebuild_index() == 2
     assert [h.doc_id for h in store.keyword_search(ALICE, "过敏", 5)] == ["d1"]
     assert [h.doc_id for h in store.keyword_search(BOB, "epipen", 5)] == ["d2"]
 
 
-def test_index_is_stale_when_the_stored_tokenizer_version_differs(store: KnowledgeStore,
-                                                                   engine: Engine) -> None:
+def test_index_is_stale_when_the_stored_tokenizer_version_differs(store: KnowledgeStore, engine: Engine) -> None:
     put(store, ALICE, "d1", "peanut")
     assert not store.index_is_stale()
     with engine.begin() as conn:

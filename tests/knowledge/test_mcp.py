@@ -48,9 +48,16 @@ SECRET_PLAN = "The other owner's surprise party is on the fourteenth, at the lak
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings], fake_model: FakeOpenAI, tmp_path: Path) -> Settings:
-    return make_settings(memory_provider="off", embedding_base_url=fake_model.base_url,
-                         embedding_api_key="k", embedding_dims=64, knowledge_roots=str(tmp_path),
-                         api_port=0, api_host_token=HOST_TOKEN, api_gateway_token=GATEWAY_TOKEN)
+    return make_settings(
+        memory_provider="off",
+        embedding_base_url=fake_model.base_url,
+        embedding_api_key="k",
+        embedding_dims=64,
+        knowledge_roots=str(tmp_path),
+        api_port=0,
+        api_host_token=HOST_TOKEN,
+        api_gateway_token=GATEWAY_TOKEN,
+    )
 
 
 def index_owner_notes(h: Harness, tmp_path: Path) -> Path:
@@ -59,10 +66,10 @@ def index_owner_notes(h: Harness, tmp_path: Path) -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "tea.md").write_text(f"# Tea\n\n{TEA}\n", encoding="utf-8")
     (folder / "bike.md").write_text(f"# Bike\n\n{BIKE}\n", encoding="utf-8")
-    h.client.reindex_knowledge(OWNER, [str(folder / "tea.md"), str(folder / "bike.md")], consent=True,
-                               allowed_roots=[str(tmp_path)])
-    h.client.reindex_knowledge(OTHER, [{"doc_id": "party", "title": "Party", "text": SECRET_PLAN}],
-                               consent=True)
+    h.client.reindex_knowledge(
+        OWNER, [str(folder / "tea.md"), str(folder / "bike.md")], consent=True, allowed_roots=[str(tmp_path)]
+    )
+    h.client.reindex_knowledge(OTHER, [{"doc_id": "party", "title": "Party", "text": SECRET_PLAN}], consent=True)
     h.drain()
     return folder
 
@@ -89,9 +96,12 @@ def error_text(result: CallToolResult) -> str:
 
 
 def stdio_client_for(settings: Settings, owner: str, errlog: Any) -> Client:
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "memjobs_worker.cli.main", "mcp", "--owner", owner],
-                                   env=worker_env(settings), cwd=REPO)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memjobs_worker.cli.main", "mcp", "--owner", owner],
+        env=worker_env(settings),
+        cwd=REPO,
+    )
     return Client(stdio_client(params, errlog=errlog))
 
 
@@ -102,8 +112,11 @@ def errlog(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_stdio_offers_exactly_recall_and_recalls_the_owners_note_untrusted_without_a_path(
-    settings: Settings, harness_factory: Callable[[Settings], Harness], tmp_path: Path,
-    fake_model: FakeOpenAI, errlog: Any,
+    settings: Settings,
+    harness_factory: Callable[[Settings], Harness],
+    tmp_path: Path,
+    fake_model: FakeOpenAI,
+    errlog: Any,
 ) -> None:
     h = harness_factory(settings)
     h.start_worker()
@@ -112,8 +125,9 @@ def test_stdio_offers_exactly_recall_and_recalls_the_owners_note_untrusted_witho
     async def session() -> tuple[list[str], dict[str, Any], CallToolResult, int, int]:
         async with stdio_client_for(settings, OWNER, errlog) as client:
             tools = [t.name for t in (await client.list_tools()).tools]
-            found = answer(await client.call_tool("recall", {"query": "how hot should the water be for oolong tea",
-                                                             "k": 3}))
+            found = answer(
+                await client.call_tool("recall", {"query": "how hot should the water be for oolong tea", "k": 3})
+            )
             before = len(fake_model.requests_for("embeddings"))
             keyed = await client.call_tool("recall", {"query": KEYED_QUERY})
             return tools, found, keyed, before, len(fake_model.requests_for("embeddings"))
@@ -133,15 +147,20 @@ def test_stdio_offers_exactly_recall_and_recalls_the_owners_note_untrusted_witho
 
 
 def test_stdio_refuses_an_out_of_range_k_by_the_sdks_schema(
-    settings: Settings, harness_factory: Callable[[Settings], Harness], errlog: Any,
+    settings: Settings,
+    harness_factory: Callable[[Settings], Harness],
+    errlog: Any,
 ) -> None:
     harness_factory(settings)
 
     async def session() -> tuple[dict[str, Any], CallToolResult, CallToolResult]:
         async with stdio_client_for(settings, OWNER, errlog) as client:
             [tool] = (await client.list_tools()).tools
-            return (tool.input_schema, await client.call_tool("recall", {"query": "tea", "k": 500}),
-                    await client.call_tool("recall", {"k": 2}))
+            return (
+                tool.input_schema,
+                await client.call_tool("recall", {"query": "tea", "k": 500}),
+                await client.call_tool("recall", {"k": 2}),
+            )
 
     schema, big_k, no_query = run(session)
     assert schema["properties"]["k"]["maximum"] == 10 and schema["required"] == ["query"]
@@ -149,13 +168,17 @@ def test_stdio_refuses_an_out_of_range_k_by_the_sdks_schema(
 
 
 def test_knowledge_off_means_memjobs_mcp_refuses_to_start_as_the_other_knowledge_commands(
-    settings: Settings, tmp_path: Path,
+    settings: Settings,
+    tmp_path: Path,
 ) -> None:
     env = worker_env(settings, MEMJOBS_KNOWLEDGE="off")
-    results = [run_cli(env, "mcp", "--owner", OWNER),
-               run_cli(env, "knowledge", "search", "--owner", OWNER, "--query", "tea")]
+    results = [
+        run_cli(env, "mcp", "--owner", OWNER),
+        run_cli(env, "knowledge", "search", "--owner", OWNER, "--query", "tea"),
+    ]
     assert {(r.code, r.stderr) for r in results} == {
-        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")}, [str(r) for r in results]
+        (exits.CONFIG, "memjobs: knowledge is off (MEMJOBS_KNOWLEDGE=off)\n")
+    }, [str(r) for r in results]
 
 
 # --- streamable HTTP: the agent profile ---------------------------------------------------
@@ -164,19 +187,26 @@ def test_knowledge_off_means_memjobs_mcp_refuses_to_start_as_the_other_knowledge
 @asynccontextmanager
 async def http_client_for(api: Api, owner: str, token: str = HOST_TOKEN) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}", "X-Memjobs-Owner": quote(owner, safe="")}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-            Client(streamable_http_client(f"{api.url}/mcp", http_client=http)) as client:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(f"{api.url}/mcp", http_client=http)) as client,
+    ):
         yield client
 
 
 def rpc(api: Api, headers: dict[str, str]) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    return api.http.post("/mcp", json=body, headers={"Accept": "application/json, text/event-stream",
-                                                     "MCP-Protocol-Version": "2025-11-25", **headers})
+    return api.http.post(
+        "/mcp",
+        json=body,
+        headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25", **headers},
+    )
 
 
 def test_http_offers_recall_and_get_chunk_for_the_owner_the_header_names(
-    settings: Settings, api_factory: Callable[..., Api], tmp_path: Path,
+    settings: Settings,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     api = api_factory(settings=settings)
     index_owner_notes(api.harness, tmp_path)
@@ -201,7 +231,9 @@ def test_http_offers_recall_and_get_chunk_for_the_owner_the_header_names(
 
 
 def test_get_chunk_refuses_another_owners_chunk_and_a_changed_one(
-    settings: Settings, api_factory: Callable[..., Api], tmp_path: Path,
+    settings: Settings,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     api = api_factory(settings=settings)
     folder = index_owner_notes(api.harness, tmp_path)
@@ -222,24 +254,27 @@ def test_get_chunk_refuses_another_owners_chunk_and_a_changed_one(
 
     mine = run(lambda: cited(OWNER, "oolong tea"))
     (folder / "tea.md").write_text("# Tea\n\nGreen tea wants cooler water, about eighty degrees.\n")
-    api.harness.client.reindex_knowledge(OWNER, [str(folder / "tea.md"), str(folder / "bike.md")],
-                                         consent=True, allowed_roots=[str(tmp_path)])
+    api.harness.client.reindex_knowledge(
+        OWNER, [str(folder / "tea.md"), str(folder / "bike.md")], consent=True, allowed_roots=[str(tmp_path)]
+    )
     api.harness.drain()
     assert error_text(run(lambda: get(OWNER, mine))).startswith("stale:")
-    api.harness.client.reindex_knowledge(OWNER, [str(folder / "bike.md")], consent=True,
-                                         allowed_roots=[str(tmp_path)])
+    api.harness.client.reindex_knowledge(OWNER, [str(folder / "bike.md")], consent=True, allowed_roots=[str(tmp_path)])
     api.harness.drain()
     assert error_text(run(lambda: get(OWNER, mine))).startswith("not_found:")
     assert error_text(run(lambda: get(OWNER, "made-up#0@0123456789abcdef"))).startswith("not_found:")
 
 
 def test_http_recall_refuses_a_keyed_query_before_any_embedding_call_and_bounds_its_answer(
-    settings: Settings, api_factory: Callable[..., Api], fake_model: FakeOpenAI,
+    settings: Settings,
+    api_factory: Callable[..., Api],
+    fake_model: FakeOpenAI,
 ) -> None:
     api = api_factory(settings=settings)
     long_note = "Tea notes. " + "oolong water temperature and steeping time. " * 400
     api.harness.client.reindex_knowledge(
-        OWNER, [{"doc_id": f"n{i}", "title": "T" * 290, "text": long_note} for i in range(12)], consent=True)
+        OWNER, [{"doc_id": f"n{i}", "title": "T" * 290, "text": long_note} for i in range(12)], consent=True
+    )
     api.harness.drain()
 
     async def session() -> tuple[CallToolResult, int, int, dict[str, Any]]:
@@ -259,7 +294,8 @@ def test_http_recall_refuses_a_keyed_query_before_any_embedding_call_and_bounds_
 
 
 def test_http_mcp_needs_the_host_token_an_owner_and_refuses_the_rest(
-    settings: Settings, api_factory: Callable[..., Api],
+    settings: Settings,
+    api_factory: Callable[..., Api],
 ) -> None:
     api = api_factory(settings=settings)
     owner = {"X-Memjobs-Owner": quote(OWNER, safe="")}
@@ -280,10 +316,13 @@ def test_http_mcp_needs_the_host_token_an_owner_and_refuses_the_rest(
 
 
 def test_knowledge_off_or_no_host_token_means_no_mcp_endpoint(
-    make_settings: Callable[..., Settings], api_factory: Callable[..., Api],
+    make_settings: Callable[..., Settings],
+    api_factory: Callable[..., Api],
 ) -> None:
-    off = api_factory(worker=False, settings=make_settings(
-        memory_provider="off", knowledge="off", api_port=0, api_host_token=HOST_TOKEN))
+    off = api_factory(
+        worker=False,
+        settings=make_settings(memory_provider="off", knowledge="off", api_port=0, api_host_token=HOST_TOKEN),
+    )
     open_api = api_factory(worker=False, settings=make_settings(memory_provider="off", api_port=0))
     for api in (off, open_api):
         answered = rpc(api, {"X-Memjobs-Owner": OWNER, "Authorization": f"Bearer {HOST_TOKEN}"})

@@ -27,11 +27,17 @@ RECALL_AT_5_FLOOR = 0.9
 @pytest.fixture
 def embedded_settings(make_settings: Callable[..., Settings], fake_model: FakeOpenAI) -> Callable[..., Settings]:
     def make(**overrides: object) -> Settings:
-        values: dict[str, object] = {"embedding_base_url": fake_model.base_url, "embedding_api_key": "k",
-                                     "embedding_dims": 64, "knowledge_chunk_chars": 60,
-                                     "knowledge_chunk_overlap_chars": 10, "max_retries": 2}
+        values: dict[str, object] = {
+            "embedding_base_url": fake_model.base_url,
+            "embedding_api_key": "k",
+            "embedding_dims": 64,
+            "knowledge_chunk_chars": 60,
+            "knowledge_chunk_overlap_chars": 10,
+            "max_retries": 2,
+        }
         values.update(overrides)
         return make_settings(**values)
+
     return make
 
 
@@ -47,8 +53,9 @@ def corpus(*ids: str, changed: str | None = None) -> list[dict[str, str]]:
 
 def ids_found(h: Harness, query: str, k: int) -> list[str]:
     embedder = h.runtime.knowledge_embedder
-    outcome = search_knowledge(h.runtime.knowledge, KEY, query, k,
-                               embed=embedder.embed if embedder is not None else None)
+    outcome = search_knowledge(
+        h.runtime.knowledge, KEY, query, k, embed=embedder.embed if embedder is not None else None
+    )
     return [r.source.removeprefix("doc:") for r in outcome.results]
 
 
@@ -86,7 +93,8 @@ def test_hybrid_search_finds_chinese_and_english_and_marks_results_untrusted(
 
 
 def test_reindexing_an_unchanged_corpus_makes_no_embedding_call_and_a_change_only_its_chunks(
-    embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    embedded_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h = harness_factory(embedded_settings(knowledge_embed_batch=1000))
@@ -120,7 +128,8 @@ def test_a_removed_document_leaves_the_index(
 
 
 def test_bad_files_are_refused_one_by_one_and_the_rest_indexed(
-    embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    embedded_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     tmp_path: Path,
 ) -> None:
     h = harness_factory(embedded_settings(knowledge_max_file_bytes=2000, knowledge_roots=str(tmp_path)))
@@ -157,21 +166,24 @@ def test_bad_files_are_refused_one_by_one_and_the_rest_indexed(
 
 
 def test_a_path_naming_a_credential_file_is_refused_at_the_producer(
-    embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    embedded_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     tmp_path: Path,
 ) -> None:
     h = harness_factory(embedded_settings())
     (tmp_path / "good.md").write_text("骑车前检查刹车。")
     with pytest.raises(SensitiveContent) as refused:
-        h.client.reindex_knowledge(OWNER, [str(tmp_path / "good.md"), str(tmp_path / ".env")], consent=True,
-                                   allowed_roots=[str(tmp_path)])
+        h.client.reindex_knowledge(
+            OWNER, [str(tmp_path / "good.md"), str(tmp_path / ".env")], consent=True, allowed_roots=[str(tmp_path)]
+        )
     assert "documents.1" in str(refused.value) and "environment file" in str(refused.value)
     assert refused.value.rule == "credential_path"
     assert all(count == 0 for stats in h.queues().values() for count in stats.values())
 
 
 def test_embedding_failures_dead_letter_the_job_and_leave_the_corpus_unchanged(
-    embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    embedded_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     # The service down past the outage budget (here none): the counted retry, then the dead letter.
@@ -188,7 +200,8 @@ def test_embedding_failures_dead_letter_the_job_and_leave_the_corpus_unchanged(
 
 
 def test_without_an_embedding_service_search_says_so_and_ranks_by_keywords(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h = harness_factory(make_settings())

@@ -23,11 +23,14 @@ def test_knowledge_list_shows_a_queued_reindex_and_wait_says_it_is_not_done(
 ) -> None:
     """No worker runs here: what is queued stays queued."""
     (tmp_path / "tea.md").write_text("Oolong tea is half oxidised.")
-    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url,
-                  MEMJOBS_KNOWLEDGE_ROOTS=str(tmp_path))
+    env = cli_env(
+        tmp_path / "data",
+        MEMJOBS_REDIS_URL=redis_url,
+        MEMJOBS_DATABASE_URL=database_url,
+        MEMJOBS_KNOWLEDGE_ROOTS=str(tmp_path),
+    )
     owner = new_owner("progress")
-    queued = run_cli(env, "reindex", "--owner", owner, "--path", str(tmp_path / "tea.md"), "--consent",
-                     "--wait", "0.5")
+    queued = run_cli(env, "reindex", "--owner", owner, "--path", str(tmp_path / "tea.md"), "--consent", "--wait", "0.5")
     assert queued.code == exits.FAILED, str(queued)
     assert queued.stdout.startswith("queued 1 documents") and "still indexing after 0.5 s" in queued.stderr
 
@@ -46,9 +49,15 @@ def test_the_worker_marks_the_reindex_indexing_then_ends_it_with_its_last_part(
     key = owner_key(owner)
     client = redis.Redis.from_url(h.settings.redis_url or "")
     try:
-        h.client.reindex_knowledge(owner, [{"doc_id": "tea", "title": "Tea", "text": "Oolong tea."},
-                                           {"doc_id": "rice", "title": "Rice", "text": "Jasmine rice."}],
-                                   consent=True, part_size=1)
+        h.client.reindex_knowledge(
+            owner,
+            [
+                {"doc_id": "tea", "title": "Tea", "text": "Oolong tea."},
+                {"doc_id": "rice", "title": "Rice", "text": "Jasmine rice."},
+            ],
+            consent=True,
+            part_size=1,
+        )
         record = reindexing.read(client, key)
         assert record is not None and record["state"] == "queued" and record["parts"] == 2
         assert [title for _, title in record["documents"]] == ["Tea", "Rice"]
@@ -58,8 +67,7 @@ def test_the_worker_marks_the_reindex_indexing_then_ends_it_with_its_last_part(
         reindexing.part_done(client, key)
         assert reindexing.read(client, key) is None
 
-        h.client.reindex_knowledge(owner, [{"doc_id": "tea", "title": "Tea", "text": "Oolong tea."}],
-                                   consent=True)
+        h.client.reindex_knowledge(owner, [{"doc_id": "tea", "title": "Tea", "text": "Oolong tea."}], consent=True)
         h.start_worker()
         h.drain()  # the real job: it ends the record as it writes the corpus
         assert reindexing.read(client, key) is None

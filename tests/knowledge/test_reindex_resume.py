@@ -47,8 +47,11 @@ class Embedder:
 
 def payload(*ids: str) -> ReindexKnowledge:
     # The documents as a message carries them: pydantic validates each into a KnowledgeText.
-    return ReindexKnowledge(owner_key=KEY, consent=True, documents=tuple(
-        {"doc_id": d, "title": DOCS[d][0], "text": DOCS[d][1]} for d in ids))  # type: ignore[misc]
+    return ReindexKnowledge(
+        owner_key=KEY,
+        consent=True,
+        documents=tuple({"doc_id": d, "title": DOCS[d][0], "text": DOCS[d][1]} for d in ids),  # type: ignore[misc]
+    )
 
 
 def cache_rows(engine: Engine, owner: str) -> int:
@@ -58,15 +61,20 @@ def cache_rows(engine: Engine, owner: str) -> int:
 
 
 def run(engine: Engine, settings: Settings, message: ReindexKnowledge, embed: Embedder) -> None:
-    reindex(message, store=KnowledgeStore(engine), embed=embed, dims=DIMS, settings=settings,
-            cache=EmbeddingCache(engine, "test-hashed", DIMS))
+    reindex(
+        message,
+        store=KnowledgeStore(engine),
+        embed=embed,
+        dims=DIMS,
+        settings=settings,
+        cache=EmbeddingCache(engine, "test-hashed", DIMS),
+    )
 
 
 def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
     engine: Engine, make_settings: Callable[..., Settings]
 ) -> None:
-    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10,
-                             knowledge_embed_batch=BATCH)
+    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=BATCH)
     message = payload(*DOCS)
     store = KnowledgeStore(engine)
 
@@ -79,8 +87,9 @@ def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
     retry = Embedder()
     run(engine, settings, message, retry)
     with engine.connect() as conn:
-        stored = conn.execute(sa.select(knowledge_chunks.c.text, knowledge_chunks.c.embedding)
-                              .where(knowledge_chunks.c.owner_key == KEY)).all()
+        stored = conn.execute(
+            sa.select(knowledge_chunks.c.text, knowledge_chunks.c.embedding).where(knowledge_chunks.c.owner_key == KEY)
+        ).all()
     distinct = {text for text, _ in stored}
     # The retry embedded exactly the chunks the first attempt had not.
     assert sorted(retry.texts) == sorted(distinct - set(first.texts))
@@ -95,8 +104,7 @@ def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
 def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
     engine: Engine, make_settings: Callable[..., Settings]
 ) -> None:
-    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10,
-                             knowledge_embed_batch=1)
+    settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=1)
     with pytest.raises(ModelUnavailable):  # leaves cached vectors of tea and cat
         run(engine, settings, payload("tea", "cat"), Embedder(fail_at=2))
     assert cache_rows(engine, KEY) > 0
@@ -112,18 +120,32 @@ def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
 
 
 def test_through_a_worker_the_retry_sends_the_model_only_the_texts_it_still_lacks(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
-    h = harness_factory(make_settings(
-        embedding_base_url=fake_model.base_url, embedding_api_key="k", embedding_dims=64,
-        knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=BATCH,
-        model_max_attempts=1, max_retries=3, min_backoff_ms=10, max_backoff_ms=100))
+    h = harness_factory(
+        make_settings(
+            embedding_base_url=fake_model.base_url,
+            embedding_api_key="k",
+            embedding_dims=64,
+            knowledge_chunk_chars=60,
+            knowledge_chunk_overlap_chars=10,
+            knowledge_embed_batch=BATCH,
+            model_max_attempts=1,
+            max_retries=3,
+            min_backoff_ms=10,
+            max_backoff_ms=100,
+        )
+    )
     fake_model.slow_next("embeddings", 0, count=2)  # two batches answered, then the service fails
     fake_model.fail_next("embeddings", 500)
     h.start_worker()
-    h.client.reindex_knowledge("resume@example.com", [
-        {"doc_id": d, "title": title, "text": text} for d, (title, text) in DOCS.items()], consent=True)
+    h.client.reindex_knowledge(
+        "resume@example.com",
+        [{"doc_id": d, "title": title, "text": text} for d, (title, text) in DOCS.items()],
+        consent=True,
+    )
     h.drain()
     sent = [r.json["input"] for r in fake_model.requests_for("embeddings")]
     before = [t for batch in sent[:2] for t in batch]

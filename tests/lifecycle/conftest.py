@@ -48,15 +48,28 @@ def plant(h: Harness, owner: str, tag: str) -> Planted:
     docs.append(owner, "USER.md", f"- call me {tag}", context=CONTEXT)
     docs.append(owner, "MEMORY.md", f"- {tag} prefers green tea", context=CONTEXT)
     sessions = h.runtime.sessions
-    sessions.save_digest(key, "s-1", f"moving house for {tag}", f"{tag} asked about movers",
-                         [TaskRef(task_id="t-1", goal=f"book movers for {tag}")])
+    sessions.save_digest(
+        key,
+        "s-1",
+        f"moving house for {tag}",
+        f"{tag} asked about movers",
+        [TaskRef(task_id="t-1", goal=f"book movers for {tag}")],
+    )
     sessions.record_task(key, "t-1", f"book movers for {tag}", "running")
     sessions.runs.claim(key, "s-1", "consolidate", timedelta(minutes=1))
-    h.runtime.blackboard.append(key, "s-1", [BlackboardEntry(
-        entry_id="e-1", seq=1, at=datetime.now(UTC), trust="user", result=f"{tag} wants the window seat")])
+    h.runtime.blackboard.append(
+        key,
+        "s-1",
+        [
+            BlackboardEntry(
+                entry_id="e-1", seq=1, at=datetime.now(UTC), trust="user", result=f"{tag} wants the window seat"
+            )
+        ],
+    )
     note = f"{tag} keeps the garden notes here: tomatoes in May"
-    h.runtime.knowledge.put_document(key, "notes", f"garden of {tag}", "doc:notes", "h-1",
-                                     [StoredChunk(0, note, chunk_hash(note), None)])
+    h.runtime.knowledge.put_document(
+        key, "notes", f"garden of {tag}", "doc:notes", "h-1", [StoredChunk(0, note, chunk_hash(note), None)]
+    )
     return Planted(owner, key, tag, texts)
 
 

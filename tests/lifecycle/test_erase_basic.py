@@ -17,13 +17,15 @@ from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
 def _erase(h: Harness, owner: str, parts: list[OwnerPart] | None = None) -> dict[str, int]:
     rt = h.runtime
-    report = erase_owner(Owner.of(owner), parts or owner_parts(rt), redis_client=rt.redis, db=rt.db,
-                         hold_ms=h.settings.erase_hold_ms)
+    report = erase_owner(
+        Owner.of(owner), parts or owner_parts(rt), redis_client=rt.redis, db=rt.db, hold_ms=h.settings.erase_hold_ms
+    )
     return report.counts
 
 
 def test_an_erasure_run_twice_finds_nothing_the_second_time(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     alice = plant(h, "alice@example.com", "Qalicetag")
@@ -44,7 +46,8 @@ def test_an_erasure_run_twice_finds_nothing_the_second_time(
 
 
 def test_an_erasure_that_cannot_wait_for_a_running_job_stops_before_any_store(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     """The owner's extraction is in the model's hands: with no time to wait, the
@@ -76,7 +79,8 @@ class _Interrupted(OwnerPart):
 
 
 def test_an_erasure_stopped_between_stores_is_finished_by_running_it_again(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     alice = plant(h, "alice@example.com", "Qalicetag")

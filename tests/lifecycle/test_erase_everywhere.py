@@ -34,20 +34,26 @@ QUERIES = ("hiking in the mountains", "where does the sister live")
 
 
 def _recall(h: Harness, planted: Planted) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-    return {q: sorted((hit.text, tuple(hit.source_ids)) for hit in h.pipeline.recall(planted.key, q, 5))
-            for q in QUERIES}
+    return {
+        q: sorted((hit.text, tuple(hit.source_ids)) for hit in h.pipeline.recall(planted.key, q, 5)) for q in QUERIES
+    }
 
 
 def _persisted(client: redis.Redis) -> bool:
     info = client.info("persistence")
-    return not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"] \
-        and not info["rdb_bgsave_in_progress"]
+    return (
+        not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"] and not info["rdb_bgsave_in_progress"]
+    )
 
 
 @pytest.mark.slow
 def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, redis_server: EmbeddedRedis, procs: list[Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    redis_server: EmbeddedRedis,
+    procs: list[Any],
+    tmp_path: Path,
 ) -> None:
     run = uuid.uuid4().hex[:8]
     held = threading.Event()
@@ -76,19 +82,25 @@ def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
     fake_model.set_chat_handler(model)
     h.client.remember(erased.owner, f"{erased.tag} waters the ficus on Sundays")
     assert seen.wait(30), "the owner's extraction never reached the model"
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
-                                      args=({"owner_key": erased.key, "note": erased.tag},),
-                                      kwargs={}, options={}))
+    h.broker.enqueue(
+        dramatiq.Message(
+            queue_name=QUEUE_REMEMBER,
+            actor_name=ACTOR_REMEMBER,
+            args=({"owner_key": erased.key, "note": erased.tag},),
+            kwargs={},
+            options={},
+        )
+    )
     wait_for(lambda: h.queues()[QUEUE_REMEMBER]["dead"], 30, "the malformed remember dead-lettered")
     h.client.send(ACTOR_EXTRACT, {"owner_key": erased.key, "trigger": "manual"}, delay_ms=3_600_000)
     for n in range(5):
         h.client.remember(erased.owner, f"{erased.tag} queued thought number {n}")
 
-    env = cli_env(settings.data_dir, MEMJOBS_REDIS_URL=str(settings.redis_url),
-                  MEMJOBS_DATABASE_URL=str(settings.database_url))
+    env = cli_env(
+        settings.data_dir, MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+    )
     results: list[Any] = []
-    erasing = threading.Thread(target=lambda: results.append(
-        run_cli(env, "erase", "--owner", erased.owner, "--json")))
+    erasing = threading.Thread(target=lambda: results.append(run_cli(env, "erase", "--owner", erased.owner, "--json")))
     erasing.start()
     wait_for(lambda: h.runtime.redis.exists(keys.owner_erased(erased.key)), 30, "the erasure's marker")
     # While it runs: more work for everyone, the erased owner's included.
@@ -116,8 +128,7 @@ def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
     assert not any(n in results[0].stdout + results[0].stderr for n in needles)
     # What stays: the counts, said by `memjobs audit --erasures`, whose never.
     listed = run_cli(env, "audit", "--erasures", "--json")
-    assert [(r["total"], r["finished_at"] is not None) for r in listed.json()] == [
-        (sum(counts.values()), True)]
+    assert [(r["total"], r["finished_at"] is not None) for r in listed.json()] == [(sum(counts.values()), True)]
     assert not any(n in listed.stdout for n in needles)
 
     # The others: as before, and bob's work during the erasure was done.

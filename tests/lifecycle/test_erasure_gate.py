@@ -23,8 +23,7 @@ def test_many_jobs_cost_one_read_of_the_erasures(redis_url: str) -> None:
     gate = ErasureGate(client, poll_ms=600_000)
     answers: list[bool] = []
 
-    sent = commands_of(client, lambda: answers.extend(gate.erasing(ALICE if i % 2 else BOB)
-                                                       for i in range(200)))
+    sent = commands_of(client, lambda: answers.extend(gate.erasing(ALICE if i % 2 else BOB) for i in range(200)))
 
     assert answers == [bool(i % 2) for i in range(200)]
     assert sent == {"zrangebyscore": 1}

@@ -24,8 +24,7 @@ QUERIES = ("hiking in the mountains", "where does the sister live", "green tea")
 
 
 def _recall(h: Harness, key: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-    return {q: sorted((hit.text, tuple(hit.source_ids)) for hit in h.pipeline.recall(key, q, 5))
-            for q in QUERIES}
+    return {q: sorted((hit.text, tuple(hit.source_ids)) for hit in h.pipeline.recall(key, q, 5)) for q in QUERIES}
 
 
 def _state(h: Harness, owner: str) -> dict[str, object]:
@@ -42,8 +41,9 @@ def _state(h: Harness, owner: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def exported(model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-             fake_model: FakeOpenAI) -> tuple[Harness, Planted, list[str]]:
+def exported(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
+) -> tuple[Harness, Planted, list[str]]:
     """An owner learned with the stand-in model, then exported."""
     fake_model.set_chat_handler(echo_facts_handler)
     h = harness_factory(model_settings())
@@ -61,8 +61,16 @@ def test_the_export_is_a_header_and_one_typed_record_per_line(
     header, *records = [json.loads(line) for line in lines]
     assert (header["format"], header["version"], header["owner_id"]) == (FORMAT, 1, alice.owner)
     types = [r["type"] for r in records]
-    for kind in ("source", "memory", "memory_document", "digest", "task", "blackboard_entry",
-                 "knowledge_document", "audit"):
+    for kind in (
+        "source",
+        "memory",
+        "memory_document",
+        "digest",
+        "task",
+        "blackboard_entry",
+        "knowledge_document",
+        "audit",
+    ):
         assert kind in types, kind
     sources = [r for r in records if r["type"] == "source"]
     assert sorted(s["text"] for s in sources) == sorted(alice.sources)
@@ -74,8 +82,11 @@ def test_the_export_is_a_header_and_one_typed_record_per_line(
 
 
 def test_an_import_into_a_fresh_database_recalls_the_same_and_twice_changes_nothing(
-    exported: tuple[Harness, Planted, list[str]], model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness], second_database_url: str, tmp_path: Path,
+    exported: tuple[Harness, Planted, list[str]],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    second_database_url: str,
+    tmp_path: Path,
 ) -> None:
     source, alice, lines = exported
     other = harness_factory(model_settings(database_url=second_database_url, data_dir=tmp_path / "other"))
@@ -85,7 +96,8 @@ def test_an_import_into_a_fresh_database_recalls_the_same_and_twice_changes_noth
     assert any(_recall(other, alice.key).values()), "recall found nothing to compare"
     assert _state(other, alice.owner) == _state(source, alice.owner)
     assert {s.source_id for s in other.store.list_sources(alice.key)} == {
-        s.source_id for s in source.store.list_sources(alice.key)}, "sources keep their ids"
+        s.source_id for s in source.store.list_sources(alice.key)
+    }, "sources keep their ids"
 
     again = import_owner(lines, owner_parts(other.runtime))
     assert sum(first.changed.values()) > 0
@@ -106,7 +118,8 @@ def test_an_import_as_another_owner_gives_that_owner_the_same_recall(
     assert texts(owner_key(carol)) == texts(alice.key)
     # Carol's sources have the ids her own remember of the same words would give.
     assert {s.source_id for s in h.store.list_sources(owner_key(carol))} == {
-        source_id_for(owner_key(carol), t) for t in alice.sources}
+        source_id_for(owner_key(carol), t) for t in alice.sources
+    }
 
 
 def test_a_file_that_is_not_an_export_is_refused_before_anything_is_written(
@@ -131,11 +144,15 @@ def test_a_file_that_is_not_an_export_is_refused_before_anything_is_written(
 
 @pytest.mark.slow
 def test_the_commands_export_to_an_owner_only_file_and_import_it(
-    exported: tuple[Harness, Planted, list[str]], tmp_path: Path,
+    exported: tuple[Harness, Planted, list[str]],
+    tmp_path: Path,
 ) -> None:
     h, alice, _ = exported
-    env = cli_env(h.settings.data_dir, MEMJOBS_REDIS_URL=str(h.settings.redis_url),
-                  MEMJOBS_DATABASE_URL=str(h.settings.database_url))
+    env = cli_env(
+        h.settings.data_dir,
+        MEMJOBS_REDIS_URL=str(h.settings.redis_url),
+        MEMJOBS_DATABASE_URL=str(h.settings.database_url),
+    )
     path = tmp_path / "alice.jsonl"
     ok(run_cli(env, "export", "--owner", alice.owner, "-o", str(path)))
     assert path.stat().st_mode & 0o777 == 0o600
@@ -144,7 +161,8 @@ def test_the_commands_export_to_an_owner_only_file_and_import_it(
     imported = ok(run_cli(env, "import", str(path), "--owner", "erin@example.com", "--json")).json()
     assert imported["changed"]["sources"] == 2 and imported["read"]["source"] == 2
     assert sorted(m.text for m in h.pipeline.memories(owner_key("erin@example.com"))) == sorted(
-        m.text for m in h.pipeline.memories(alice.key))
+        m.text for m in h.pipeline.memories(alice.key)
+    )
 
     refused = run_cli(env, "import", str(tmp_path / "missing.jsonl"))
     assert refused.code == exits.REFUSED and "cannot read" in refused.stderr

@@ -18,8 +18,10 @@ def test_an_operator_exports_then_erases_an_owner_over_http(api_factory: Callabl
     api.harness.drain()
     owner = {"X-Memjobs-Owner": quote(alice.owner, safe="")}
 
-    refused = [api.http.get("/v1/owners/export", headers={**api.auth(GATEWAY_TOKEN), **owner}),
-               api.http.delete("/v1/owners", headers={**api.auth(GATEWAY_TOKEN), **owner})]
+    refused = [
+        api.http.get("/v1/owners/export", headers={**api.auth(GATEWAY_TOKEN), **owner}),
+        api.http.delete("/v1/owners", headers={**api.auth(GATEWAY_TOKEN), **owner}),
+    ]
     assert [(r.status_code, r.json()["reason"]) for r in refused] == [(403, "forbidden")] * 2
     nameless = api.http.delete("/v1/owners", headers=api.auth(HOST_TOKEN))
     assert (nameless.status_code, nameless.json()["reason"]) == (422, "validation")

@@ -82,13 +82,15 @@ def threads() -> Iterator[Callable[..., threading.Thread]]:
         thread.join(WAIT_S)
 
 
-def embed_as(share: ModelShare, model: GatedModel, party: str, text: str,
-             claim: Claim | None = None) -> Callable[[], None]:
+def embed_as(
+    share: ModelShare, model: GatedModel, party: str, text: str, claim: Claim | None = None
+) -> Callable[[], None]:
     embedder = BoundedEmbedder(model, share, max_chars=100)
 
     def run() -> None:
         with share.party(party, claim):
             embedder.embed(text)
+
     return run
 
 
@@ -105,7 +107,8 @@ def test_an_owner_with_its_requests_open_is_refused_and_others_are_not() -> None
 
 
 def test_an_owner_runs_one_embedding_at_a_time_and_another_owner_takes_the_free_slot(
-        threads: Callable[..., threading.Thread]) -> None:
+    threads: Callable[..., threading.Thread],
+) -> None:
     share, model = ModelShare(slots=2, per_party=2), GatedModel()
     for text in ("a1", "a2", "v1"):
         model.prepare(text)
@@ -121,8 +124,7 @@ def test_an_owner_runs_one_embedding_at_a_time_and_another_owner_takes_the_free_
     model.release["a2"].set()
 
 
-def test_waiting_owners_are_served_in_turn_not_in_order_of_arrival(
-        threads: Callable[..., threading.Thread]) -> None:
+def test_waiting_owners_are_served_in_turn_not_in_order_of_arrival(threads: Callable[..., threading.Thread]) -> None:
     share, model = ModelShare(slots=1, per_party=3), GatedModel()
     for text in ("a1", "a2", "a3", "v1"):
         model.prepare(text)
@@ -148,7 +150,8 @@ def wait_until_waiting(share: ModelShare, turns: int) -> None:
 
 
 def test_an_abandoned_request_s_embedding_that_has_not_started_is_never_computed(
-        threads: Callable[..., threading.Thread]) -> None:
+    threads: Callable[..., threading.Thread],
+) -> None:
     share, model = ModelShare(slots=1, per_party=2), GatedModel()
     for text in ("a1", "v1"):
         model.prepare(text)
@@ -172,8 +175,9 @@ def test_an_embedder_passes_on_at_most_max_chars_of_a_text() -> None:
 
 
 def test_the_settings_bound_a_service_s_texts() -> None:
-    embedder = build_embedder(Settings(embedding_base_url="http://127.0.0.1:9/v1", embedding_dims=8,
-                                       embedding_max_chars=300))
+    embedder = build_embedder(
+        Settings(embedding_base_url="http://127.0.0.1:9/v1", embedding_dims=8, embedding_max_chars=300)
+    )
     assert isinstance(embedder, BoundedEmbedder) and embedder.max_chars == 300
 
 
@@ -182,7 +186,7 @@ def test_the_local_model_reads_one_window_of_a_long_text(text: str) -> None:
     model = _load(1)
     cut = fit_window(model, text, query=False)
     assert text.startswith(cut) and model.token_count(cut, False) <= WINDOW_TOKENS
-    assert model.token_count(text[:len(cut) + 2], False) > WINDOW_TOKENS  # the longest that fits
+    assert model.token_count(text[: len(cut) + 2], False) > WINDOW_TOKENS  # the longest that fits
 
 
 def test_a_text_that_fits_the_window_is_embedded_as_it_is() -> None:

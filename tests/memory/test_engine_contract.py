@@ -34,15 +34,17 @@ class Subject:
 def _mem0(database_url: str, data_dir: Path, chat: object | None) -> MemoryEngine:
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine
 
-    return Mem0Engine(database_url=libpq_url(database_url), data_dir=data_dir, dims=DIMS,
-                      embedder=HashingEmbedder(DIMS), chat=chat)
+    return Mem0Engine(
+        database_url=libpq_url(database_url), data_dir=data_dir, dims=DIMS, embedder=HashingEmbedder(DIMS), chat=chat
+    )
 
 
 def _chat(fake_model: FakeOpenAI) -> object:
     from memjobs_worker.model_client import ChatModel
 
-    return ChatModel(model="fake-flash", base_url=fake_model.base_url, api_key="test-key",
-                     timeout_ms=5000, max_attempts=2)
+    return ChatModel(
+        model="fake-flash", base_url=fake_model.base_url, api_key="test-key", timeout_ms=5000, max_attempts=2
+    )
 
 
 @pytest.fixture(params=["memory", "mem0"])
@@ -72,9 +74,17 @@ def inferring(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subjec
 
 
 def source(text: str | None, key: str = KEY, *, seed: str | None = None) -> SourceRecord:
-    return SourceRecord(source_id=source_id_for(key, text or seed or "blank"), owner_key=key,
-                        state="pending", kind="utterance", session_id=None, text=text,
-                        created_at=T0, updated_at=T0, learned_at=None)
+    return SourceRecord(
+        source_id=source_id_for(key, text or seed or "blank"),
+        owner_key=key,
+        state="pending",
+        kind="utterance",
+        session_id=None,
+        text=text,
+        created_at=T0,
+        updated_at=T0,
+        learned_at=None,
+    )
 
 
 def texts(engine: MemoryEngine, key: str = KEY) -> list[str]:
@@ -104,8 +114,7 @@ def test_without_a_model_each_source_becomes_one_verbatim_memory(verbatim: Subje
     assert verbatim.model_calls() == 0
 
 
-def test_mem0_stores_a_verbatim_batch_as_mem0_would_store_each_source(
-        database_url: str, tmp_path: Path) -> None:
+def test_mem0_stores_a_verbatim_batch_as_mem0_would_store_each_source(database_url: str, tmp_path: Path) -> None:
     """A batch is embedded in one call and inserted in one statement, not one
     ``Memory.add`` a source: its rows must read as mem0's own (the same payload,
     the same vector), or mem0's get_all, deletes and search would miss them."""
@@ -116,19 +125,24 @@ def test_mem0_stores_a_verbatim_batch_as_mem0_would_store_each_source(
         batch = [source("我对花生过敏。"), source("I live in Hangzhou."), source("My son plays football.")]
         produced = engine.extract(KEY, "a1", batch)
         first = batch[0]
-        theirs = engine.memory.add(first.text, user_id=KEY, infer=False,  # type: ignore[attr-defined]
-                                   metadata={"attempt_id": "a1", "source_id": first.source_id})
+        theirs = engine.memory.add(  # type: ignore[attr-defined]
+            first.text,
+            user_id=KEY,
+            infer=False,
+            metadata={"attempt_id": "a1", "source_id": first.source_id},
+        )
         their_id = theirs["results"][0]["id"]
         with psycopg.connect(libpq_url(database_url)) as conn:
-            rows = {str(r[0]): (r[1], r[2]) for r in conn.execute(
-                f"SELECT id, payload, vector::text FROM mem0_memories_{DIMS}")}
+            rows = {
+                str(r[0]): (r[1], r[2])
+                for r in conn.execute(f"SELECT id, payload, vector::text FROM mem0_memories_{DIMS}")
+            }
         made = [datetime.fromisoformat(rows[p.memory_id][0]["created_at"]) for p in produced]
         assert made == sorted(made) and len(set(made)) == len(made)  # in order: recall reads neighbours by it
         mine_payload, mine_vector = rows[produced[0].memory_id]
         their_payload, their_vector = rows[their_id]
         for times in ("created_at", "updated_at"):
-            assert datetime.fromisoformat(mine_payload.pop(times)) <= datetime.fromisoformat(
-                their_payload.pop(times))
+            assert datetime.fromisoformat(mine_payload.pop(times)) <= datetime.fromisoformat(their_payload.pop(times))
         assert mine_payload == their_payload
         assert mine_vector == their_vector
         assert [p.source_ids for p in produced] == [(s.source_id,) for s in batch]

@@ -37,34 +37,42 @@ KEY = owner_key(OWNER)
 DIMS = 512
 WRONG_SHAPE = json.dumps({"result": "ok", "items": [1, 2]})
 PROSE = "Sure! The user talked about moving to Hangzhou."
-REASONS = {WRONG_SHAPE: "model_output_invalid: the reply has no list 'memory' (after 2 attempts)",
-           PROSE: "model_output_invalid: the reply is not JSON (after 2 attempts)"}
+REASONS = {
+    WRONG_SHAPE: "model_output_invalid: the reply has no list 'memory' (after 2 attempts)",
+    PROSE: "model_output_invalid: the reply is not JSON (after 2 attempts)",
+}
 
 
 # -- what counts as a usable reply --------------------------------------------------------
 
 
-@pytest.mark.parametrize("reply", [
-    '{"memory": []}',
-    facts_reply("User lives in Hangzhou", "用户不吃香菜"),
-    "```json\n" + facts_reply("User lives in Hangzhou") + "\n```",
-    "<think>the user said where they live</think>\n" + facts_reply("User lives in Hangzhou"),
-    '{"memory": [{"id": "0", "text": "line one\nline two", "attributed_to": "user"}]}',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"memory": []}',
+        facts_reply("User lives in Hangzhou", "用户不吃香菜"),
+        "```json\n" + facts_reply("User lives in Hangzhou") + "\n```",
+        "<think>the user said where they live</think>\n" + facts_reply("User lives in Hangzhou"),
+        '{"memory": [{"id": "0", "text": "line one\nline two", "attributed_to": "user"}]}',
+    ],
+)
 def test_replies_mem0_uses_as_intended_are_accepted(reply: str) -> None:
     assert isinstance(parse_facts_reply(reply)["memory"], list)
 
 
-@pytest.mark.parametrize(("reply", "problem"), [
-    (PROSE, "the reply is not JSON"),
-    ("", "the reply is not JSON"),
-    ('["User lives in Hangzhou"]', "the reply is JSON but not an object"),
-    (WRONG_SHAPE, "the reply has no list 'memory'"),
-    ('{"memory": "User lives in Hangzhou"}', "the reply has no list 'memory'"),
-    ('{"memory": ["User lives in Hangzhou"]}', "an item of 'memory' is not an object"),
-    ('{"memory": [{"fact": "User lives in Hangzhou"}]}', "an item of 'memory' has no non-empty"),
-    ('{"memory": [{"text": "  "}]}', "an item of 'memory' has no non-empty"),
-])
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (PROSE, "the reply is not JSON"),
+        ("", "the reply is not JSON"),
+        ('["User lives in Hangzhou"]', "the reply is JSON but not an object"),
+        (WRONG_SHAPE, "the reply has no list 'memory'"),
+        ('{"memory": "User lives in Hangzhou"}', "the reply has no list 'memory'"),
+        ('{"memory": ["User lives in Hangzhou"]}', "an item of 'memory' is not an object"),
+        ('{"memory": [{"fact": "User lives in Hangzhou"}]}', "an item of 'memory' has no non-empty"),
+        ('{"memory": [{"text": "  "}]}', "an item of 'memory' has no non-empty"),
+    ],
+)
 def test_replies_mem0_would_take_for_no_facts_are_refused(reply: str, problem: str) -> None:
     with pytest.raises(ModelOutputInvalid) as caught:
         parse_facts_reply(reply)
@@ -79,24 +87,40 @@ def mem0_engine(database_url: str, tmp_path: Path, fake_model: FakeOpenAI) -> It
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine
     from memjobs_worker.model_client import ChatModel
 
-    chat = ChatModel(model="fake-flash", base_url=fake_model.base_url, api_key="test-key",
-                     timeout_ms=5000, max_attempts=2)
-    engine = Mem0Engine(database_url=libpq_url(database_url), data_dir=tmp_path / "mem0",
-                        dims=DIMS, embedder=HashingEmbedder(DIMS), chat=chat)
+    chat = ChatModel(
+        model="fake-flash", base_url=fake_model.base_url, api_key="test-key", timeout_ms=5000, max_attempts=2
+    )
+    engine = Mem0Engine(
+        database_url=libpq_url(database_url),
+        data_dir=tmp_path / "mem0",
+        dims=DIMS,
+        embedder=HashingEmbedder(DIMS),
+        chat=chat,
+    )
     yield engine
     engine.close()
 
 
 def source(text: str) -> SourceRecord:
     now = datetime.now(UTC)
-    return SourceRecord(source_id=source_id_for(KEY, text), owner_key=KEY, state="pending",
-                        kind="utterance", session_id=None, text=text, created_at=now,
-                        updated_at=now, learned_at=None)
+    return SourceRecord(
+        source_id=source_id_for(KEY, text),
+        owner_key=KEY,
+        state="pending",
+        kind="utterance",
+        session_id=None,
+        text=text,
+        created_at=now,
+        updated_at=now,
+        learned_at=None,
+    )
 
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_mem0_raises_model_output_invalid_after_one_quick_retry(
-    mem0_engine: MemoryEngine, fake_model: FakeOpenAI, answer: str,
+    mem0_engine: MemoryEngine,
+    fake_model: FakeOpenAI,
+    answer: str,
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)
     with pytest.raises(ModelOutputInvalid) as caught:
@@ -111,7 +135,8 @@ def test_mem0_raises_model_output_invalid_after_one_quick_retry(
 
 
 def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
-    mem0_engine: MemoryEngine, fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine,
+    fake_model: FakeOpenAI,
 ) -> None:
     fake_model.queue_chat_replies(PROSE, "```json\n" + facts_reply("User moved to Hangzhou") + "\n```")
     produced = mem0_engine.extract(KEY, "a1", [source("I moved to Hangzhou")])
@@ -120,7 +145,8 @@ def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
 
 
 def test_mem0_takes_an_empty_memory_list_for_no_facts_in_one_call(
-    mem0_engine: MemoryEngine, fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine,
+    fake_model: FakeOpenAI,
 ) -> None:
     fake_model.queue_chat_replies('{"memory": []}')
     assert mem0_engine.extract(KEY, "a1", [source("Good morning!")]) == []
@@ -135,20 +161,27 @@ def jobs(actor: str, outcome: str) -> float:
 
 
 def cli(h: Harness, *args: str) -> object:
-    done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args, "--json"],
-                          env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO,
-                          timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", *args, "--json"],
+        env=worker_env(h.settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_malformed_output_fails_each_batch_at_once_with_its_reason(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, answer: str,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    answer: str,
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
-    h = harness_factory(model_settings(extract_batch_size=2, min_backoff_ms=1000,
-                                       max_backoff_ms=300_000))
+    h = harness_factory(model_settings(extract_batch_size=2, min_backoff_ms=1000, max_backoff_ms=300_000))
     before = jobs("extract_facts", "model_output_invalid")
     retried = jobs("extract_facts", "retried")
     texts = ["I moved to Hangzhou last month", "我不吃香菜", "I take the 7:40 train"]
@@ -157,30 +190,38 @@ def test_malformed_output_fails_each_batch_at_once_with_its_reason(
     h.start_worker()
     h.drain(timeout_s=30)
     elapsed = time.monotonic() - started
-    print(f"malformed extraction output ({'prose' if answer == PROSE else 'wrong-shape JSON'}): "
-          f"{len(ids)} sources failed with their reason {elapsed:.2f} s after the worker started")
+    print(
+        f"malformed extraction output ({'prose' if answer == PROSE else 'wrong-shape JSON'}): "
+        f"{len(ids)} sources failed with their reason {elapsed:.2f} s after the worker started"
+    )
     # "Within seconds" is asserted by events, not by the clock (a loaded machine is slow,
     # not wrong): no retry (below), so no backoff of 1 s to 5 min is ever waited for.
 
     # Two batches (2 + 1 sources), two calls each: one quick retry, then the next batch.
     assert len(fake_model.requests_for("chat")) == 4
     records = {r.source_id: r for r in h.store.list_sources(KEY)}
-    assert {sid: (r.state, r.reason) for sid, r in records.items()} == {
-        sid: ("failed", REASONS[answer]) for sid in ids}
+    assert {sid: (r.state, r.reason) for sid, r in records.items()} == {sid: ("failed", REASONS[answer]) for sid in ids}
     assert [e[3] for e in h.store.attempt_events(KEY)] == ["aborted", "aborted"]
     assert h.pipeline.memories(KEY) == [] and h.pipeline.recall(KEY, "Hangzhou", 5) == []
     assert h.runtime.pipeline.engine.list(KEY) == []  # nothing kept of the attempts
 
     # The job ended, counted with its reason; nothing retried, nothing dead-lettered.
-    wait_for(lambda: jobs("extract_facts", "model_output_invalid") > before, 10,
-             "the invalid model output to be counted", poll_s=0.02)
+    wait_for(
+        lambda: jobs("extract_facts", "model_output_invalid") > before,
+        10,
+        "the invalid model output to be counted",
+        poll_s=0.02,
+    )
     assert jobs("extract_facts", "retried") == retried
     assert h.queues()["memjobs_extract"]["dead"] == 0
     status = ops.status(h.runtime.redis, h.store)
     assert status["sources"] == {"pending": 0, "learned": 0, "forgotten": 0, "failed": 3}
-    gauges = {tuple(s.labels.values()): s.value
-              for family in LedgerCollector(h.store).collect()
-              if family.name == "memjobs_ledger_sources" for s in family.samples}
+    gauges = {
+        tuple(s.labels.values()): s.value
+        for family in LedgerCollector(h.store).collect()
+        if family.name == "memjobs_ledger_sources"
+        for s in family.samples
+    }
     assert gauges[("failed",)] == 3 and gauges[("pending",)] == 0
 
     # Final: the sweeper does not pick them up, and no model call follows.
@@ -192,7 +233,8 @@ def test_malformed_output_fails_each_batch_at_once_with_its_reason(
         listed = cli(h, "sources", "--owner", OWNER)
         assert isinstance(listed, list)
         assert {(r["source_id"], r["state"], r["reason"]) for r in listed} == {
-            (sid, "failed", REASONS[PROSE]) for sid in ids}
+            (sid, "failed", REASONS[PROSE]) for sid in ids
+        }
         shown = cli(h, "status")
         assert isinstance(shown, dict) and shown["sources"]["failed"] == 3
 

@@ -35,7 +35,8 @@ def test_acquisition_is_floored_and_the_lock_stays_exclusive(redis_url: str) -> 
 
 
 def test_owners_far_ahead_in_the_store_learn_after_redis_is_emptied(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     owners = [owner_key(f"veteran-{i}") for i in range(5)]
@@ -49,8 +50,7 @@ def test_owners_far_ahead_in_the_store_learn_after_redis_is_emptied(
         text = f"new fact number {i} after the Redis loss"
         sid = source_id_for(key, text)
         ids[sid] = key
-        h.client.send(ACTOR_REMEMBER, RememberSource(owner_key=key, source_id=sid,
-                                                        text=text).model_dump(mode="json"))
+        h.client.send(ACTOR_REMEMBER, RememberSource(owner_key=key, source_id=sid, text=text).model_dump(mode="json"))
     h.start_worker(threads=2)
     h.drain(timeout_s=60)
 

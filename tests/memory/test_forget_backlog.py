@@ -30,14 +30,15 @@ KEY = owner_key(OWNER)
 BACKLOG = 3_000
 
 
-
 def text(i: int) -> str:
     return f"backlog fact {i}: the spare charger is in drawer {i % 9}"
 
 
 @pytest.fixture
-def door(make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-         ) -> Iterator[tuple[Harness, Runtime]]:
+def door(
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+) -> Iterator[tuple[Harness, Runtime]]:
     """A harness with no worker consuming (the backlog stays queued) and a door's runtime."""
     h = harness_factory(make_settings())
     runtime = open_door(h.settings, h.endpoints)
@@ -104,9 +105,13 @@ def test_a_forget_issues_the_same_few_redis_commands_at_any_backlog(door: tuple[
     runtime.personal_memory.forget(OWNER, ids[0])  # connections opened, scripts loaded
 
     def forgets(sources: list[str]) -> dict[str, int]:
-        return fewest_commands_of(runtime.redis, [
-            lambda s=s: runtime.personal_memory.forget(OWNER, s)  # type: ignore[misc]  # python/mypy#15459
-            for s in sources])
+        return fewest_commands_of(
+            runtime.redis,
+            [
+                lambda s=s: runtime.personal_memory.forget(OWNER, s)  # type: ignore[misc]  # python/mypy#15459
+                for s in sources
+            ],
+        )
 
     small = forgets(ids[1:4])
     unknown_small = forgets([source_id_for(KEY, f"never said, small {i}") for i in range(3)])

@@ -30,8 +30,10 @@ KEY = owner_key(OWNER)
 
 
 def test_forget_on_one_host_leaves_the_text_on_no_host(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     dirs = [tmp_path / "host-a", tmp_path / "host-b"]
@@ -63,8 +65,7 @@ def test_forget_on_one_host_leaves_the_text_on_no_host(
 # -- the same answer at every door (issue 20: one path per operation) ---------------------
 
 
-def _forget_at_every_door(api: Api, cli_env_: dict[str, str], owner: str,
-                          source_id: str) -> dict[str, tuple[Any, ...]]:
+def _forget_at_every_door(api: Api, cli_env_: dict[str, str], owner: str, source_id: str) -> dict[str, tuple[Any, ...]]:
     """One forget of ``source_id`` by ``owner`` through each door, as each answers it."""
     answers = forget_at_every_door(api, cli_env_, owner, source_id)
     outcome = answers["client"]
@@ -72,18 +73,18 @@ def _forget_at_every_door(api: Api, cli_env_: dict[str, str], owner: str,
 
 
 def test_a_source_the_owner_does_not_have_is_not_found_at_every_door(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     api = api_factory(worker=False)
     settings = api.harness.settings
-    env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url),
-                  MEMJOBS_DATABASE_URL=str(settings.database_url))
+    env = cli_env(
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+    )
     text = "I keep the spare key under the blue flowerpot"
     alices = source_id_for(KEY, text)
-    api.harness.store.add_source(RememberSource(owner_key=KEY, source_id=alices, text=text),
-                                 sent_at=datetime.now(UTC))
-    not_found = {"http": (404, "not_found"), "cli": (exits.NOT_FOUND, "not_found"),
-                 "client": ("not_found", None)}
+    api.harness.store.add_source(RememberSource(owner_key=KEY, source_id=alices, text=text), sent_at=datetime.now(UTC))
+    not_found = {"http": (404, "not_found"), "cli": (exits.NOT_FOUND, "not_found"), "client": ("not_found", None)}
 
     # Another owner's source, and an id nobody has: the same answer everywhere.
     assert _forget_at_every_door(api, env, "mallory@example.com", alices) == not_found
@@ -94,16 +95,21 @@ def test_a_source_the_owner_does_not_have_is_not_found_at_every_door(
 
 
 def test_a_forget_that_overtakes_its_remember_is_forgotten_at_every_door(
-    api_factory: Callable[..., Api], tmp_path: Path,
+    api_factory: Callable[..., Api],
+    tmp_path: Path,
 ) -> None:
     """The remember is still queued (no worker yet) when the forget comes: every door
     says ``forgotten``, and the late remember finds the source forgotten."""
     api = api_factory(worker=False)
     settings = api.harness.settings
-    env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url),
-                  MEMJOBS_DATABASE_URL=str(settings.database_url))
-    texts = ["my gate code hint is the cat's birthday", "the safe is behind the painting",
-             "my bank PIN reminder is grandma's street"]
+    env = cli_env(
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+    )
+    texts = [
+        "my gate code hint is the cat's birthday",
+        "the safe is behind the painting",
+        "my bank PIN reminder is grandma's street",
+    ]
     ids = [api.harness.client.remember(OWNER, t) for t in texts]
     door = open_door(settings, api.harness.endpoints)
     try:
@@ -113,25 +119,26 @@ def test_a_forget_that_overtakes_its_remember_is_forgotten_at_every_door(
     finally:
         door.close()
         door.client.close()
-    assert (http.status_code, http.json()) == (202, {"source_id": ids[0], "status": "forgotten",
-                                                     "purge": "queued"})
-    assert (cli.code, cli.json()) == (exits.OK, {"source_id": ids[1], "status": "forgotten",
-                                                 "purge": "queued"})
+    assert (http.status_code, http.json()) == (202, {"source_id": ids[0], "status": "forgotten", "purge": "queued"})
+    assert (cli.code, cli.json()) == (exits.OK, {"source_id": ids[1], "status": "forgotten", "purge": "queued"})
     assert outcome == ForgetOutcome(ids[2], "forgotten", "queued")
 
     api.harness.start_worker()
     api.harness.drain()
-    assert {r.source_id: r.state for r in api.harness.store.list_sources(KEY)} == {
-        sid: "forgotten" for sid in ids}
+    assert {r.source_id: r.state for r in api.harness.store.list_sources(KEY)} == {sid: "forgotten" for sid in ids}
     assert api.harness.pipeline.engine.list(KEY) == []
     # Asked again, every door says it was forgotten before.
     again = _forget_at_every_door(api, env, OWNER, ids[0])
-    assert again == {"http": (202, "already_forgotten"), "cli": (exits.OK, "already_forgotten"),
-                     "client": ("already_forgotten", "queued")}
+    assert again == {
+        "http": (202, "already_forgotten"),
+        "cli": (exits.OK, "already_forgotten"),
+        "client": ("already_forgotten", "queued"),
+    }
 
 
 def test_a_producer_with_no_ledger_queues_the_forget_and_the_worker_decides(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """A gateway's client has Redis only: it cannot see the ledger, so it says
     ``queued``; the worker's forget_source decides: a source never sent leaves no

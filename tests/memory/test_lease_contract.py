@@ -162,7 +162,8 @@ class LeaseContract:
         assert newer.release() == "again"
 
     def test_acquire_deletes_the_key_it_is_told_to_clear_whatever_the_outcome(
-        self, co: Coordination,
+        self,
+        co: Coordination,
     ) -> None:
         scheduler = co.scheduler(nothing_sent, lease_ms=LEASE_MS, delay_ms=0)
         holder = co.lease(lease_ms=LEASE_MS)
@@ -175,7 +176,8 @@ class LeaseContract:
         assert not scheduler.is_scheduled(KEY)
 
     def test_a_holder_cut_off_commits_on_the_fence_but_starts_nothing_after_a_lease(
-        self, co: Coordination,
+        self,
+        co: Coordination,
     ) -> None:
         events: list[str] = []
         holder = co.lease(lease_ms=LEASE_MS, events=events)

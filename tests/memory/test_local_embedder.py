@@ -35,10 +35,17 @@ def test_the_settings_pick_the_embedder_and_its_recorded_identity() -> None:
     assert model_id(service) == "service:m" and service.vector_dims == 8
 
 
-@pytest.mark.parametrize(("text", "language"), [
-    ("我对花生过敏", "zh"), ("我的 iPhone 密码在哪里", "zh"), ("My son plays football", "en"),
-    ("Crème brûlée recipe", "en"), ("12345 !!", None), ("Привет, как дела", None),
-])
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("我对花生过敏", "zh"),
+        ("我的 iPhone 密码在哪里", "zh"),
+        ("My son plays football", "en"),
+        ("Crème brûlée recipe", "en"),
+        ("12345 !!", None),
+        ("Привет, как дела", None),
+    ],
+)
 def test_the_language_of_a_text_picks_its_centring(text: str, language: str | None) -> None:
     assert language_of(text) == language
 

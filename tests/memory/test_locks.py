@@ -49,8 +49,7 @@ def test_sweeper_requeues_only_owners_pending_past_the_threshold(
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     store = SqlStateStore(h.store.engine, clock=lambda: t0)
     text = "remind me about the dentist"
-    store.add_source(RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text),
-                     sent_at=t0)
+    store.add_source(RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text), sent_at=t0)
     threshold_ms = 60_000
     assert sweep(store, h.runtime.scheduler, t0 + timedelta(seconds=59), threshold_ms) == 0
     assert h.queues()["memjobs_extract"]["ready"] == 0

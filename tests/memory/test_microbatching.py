@@ -33,9 +33,15 @@ class Setup:
         self.store = InMemoryStateStore(clock=self.clock)
         self.sent: list[tuple[str, dict[str, Any], int | None]] = []
         self.scheduler = co.scheduler(self._enqueue, lease_ms=30_000, delay_ms=QUIET_MS)
-        self.pipeline = MemoryPipeline(store=self.store, engine=InMemoryEngine(), leases=co.leases,
-                                       scheduler=self.scheduler, batch_size=BATCH, lease_ms=30_000,
-                                       max_wait_ms=MAX_WAIT_MS)
+        self.pipeline = MemoryPipeline(
+            store=self.store,
+            engine=InMemoryEngine(),
+            leases=co.leases,
+            scheduler=self.scheduler,
+            batch_size=BATCH,
+            lease_ms=30_000,
+            max_wait_ms=MAX_WAIT_MS,
+        )
         self.count = 0
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
@@ -48,8 +54,9 @@ class Setup:
         for _ in range(n):
             text = f"note number {self.count} about the garden"
             self.count += 1
-            self.pipeline.remember(RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text),
-                                   sent_at=self.clock.now)
+            self.pipeline.remember(
+                RememberSource(owner_key=KEY, source_id=source_id_for(KEY, text), text=text), sent_at=self.clock.now
+            )
 
     def extract(self, trigger: str = "remember") -> str:
         return self.pipeline.extract(ExtractFacts(owner_key=KEY, trigger=trigger)).outcome  # type: ignore[arg-type]
@@ -119,8 +126,9 @@ class MicroBatching:
         # The full batch was learned; the three after it wait for their batch to fill,
         # re-enqueued with the debounce flag kept, and the lock let go meanwhile.
         assert s.pending() == 3
-        assert s.sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
-                           QUIET_MS - 100)]
+        assert s.sent == [
+            (ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, QUIET_MS - 100)
+        ]
         assert s.scheduler.is_scheduled(KEY)
         assert not s.lease_held()
         s.advance(QUIET_MS)

@@ -36,8 +36,7 @@ def breaker(request: pytest.FixtureRequest) -> Iterator[ModelBreaker]:
         yield InMemoryModelBreaker("chat", monotonic=ManualClock().monotonic, **LIMITS)
 
 
-def test_the_breaker_opens_after_its_failures_and_then_refuses_all_but_one_probe(
-        breaker: ModelBreaker) -> None:
+def test_the_breaker_opens_after_its_failures_and_then_refuses_all_but_one_probe(breaker: ModelBreaker) -> None:
     for _ in range(LIMITS["failures"] - 1):
         assert breaker.admit() is Ticket.CLOSED
         breaker.failed(Ticket.CLOSED)
@@ -96,8 +95,15 @@ def test_operators_read_the_state_redis_keeps(redis_url: str) -> None:
 
 def chat(fake: FakeOpenAI, breaker: ModelBreaker, calls: list[str]) -> ChatModel:
     hook: Callable[[str, str, float], None] = lambda _p, outcome, _s: calls.append(outcome)  # noqa: E731
-    return ChatModel(model="fake", base_url=fake.base_url, api_key="k", timeout_ms=5_000,
-                     max_attempts=3, on_call=hook, breaker=breaker)
+    return ChatModel(
+        model="fake",
+        base_url=fake.base_url,
+        api_key="k",
+        timeout_ms=5_000,
+        max_attempts=3,
+        on_call=hook,
+        breaker=breaker,
+    )
 
 
 def test_an_open_breaker_refuses_without_a_request_as_an_outage(fake_model: FakeOpenAI) -> None:
@@ -118,8 +124,7 @@ def test_an_open_breaker_refuses_without_a_request_as_an_outage(fake_model: Fake
     assert calls == ["server_error"] * 4 + ["circuit_open"] * 2
 
 
-def test_a_rejected_request_is_not_an_outage_and_does_not_open_the_breaker(
-        fake_model: FakeOpenAI) -> None:
+def test_a_rejected_request_is_not_an_outage_and_does_not_open_the_breaker(fake_model: FakeOpenAI) -> None:
     breaker = InMemoryModelBreaker("chat", monotonic=ManualClock().monotonic, **LIMITS)
     model = chat(fake_model, breaker, [])
     for _ in range(LIMITS["failures"] + 1):

@@ -53,8 +53,9 @@ SECOND = timedelta(seconds=1)
 
 
 def add(store: StateStore, key: str, text: str, sent_at: datetime, sid: str | None = None) -> str:
-    return store.add_source(RememberSource(owner_key=key, source_id=sid or source_id_for(key, text),
-                                           text=text), sent_at=sent_at)
+    return store.add_source(
+        RememberSource(owner_key=key, source_id=sid or source_id_for(key, text), text=text), sent_at=sent_at
+    )
 
 
 def ledger(store: StateStore, key: str) -> dict[str, tuple[str, str | None]]:
@@ -67,7 +68,8 @@ def texts_of(store: StateStore, key: str) -> set[str]:
 
 @pytest.mark.parametrize("carol_sent", [T0 + SECOND, T0 - SECOND], ids=["after", "before"])
 def test_another_owners_forget_that_comes_first_neither_takes_nor_swallows_the_source(
-        store: StateStore, carol_sent: datetime) -> None:
+    store: StateStore, carol_sent: datetime
+) -> None:
     """The attack of finding 1, on the ledger: alice's forget of carol's id, then
     carol's remember (sent after alice's forget, or before it and delivered late)."""
     text = "carol's spare key is under the lilac pot"
@@ -164,17 +166,25 @@ def test_the_migration_keeps_the_ledger_and_repairs_rows_the_bug_crossed(old_dat
     ]
     with old_database.begin() as conn:
         for key, sid, state, text in rows:
-            conn.execute(sa.text(
-                "INSERT INTO sources (source_id, owner_key, state, kind, text, created_at, updated_at) "
-                "VALUES (:sid, :key, :state, 'utterance', :text, now(), now())"),
-                {"sid": sid, "key": key, "state": state, "text": text})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO sources (source_id, owner_key, state, kind, text, created_at, updated_at) "
+                    "VALUES (:sid, :key, :state, 'utterance', :text, now(), now())"
+                ),
+                {"sid": sid, "key": key, "state": state, "text": text},
+            )
         for memory, sid in (("m1", rows[0][1]), ("m2", rows[1][1]), ("m2", rows[2][1])):
-            conn.execute(sa.text("INSERT INTO provenance (memory_id, source_id, owner_key) "
-                                 "VALUES (:m, :sid, :key)"), {"m": memory, "sid": sid, "key": A})
+            conn.execute(
+                sa.text("INSERT INTO provenance (memory_id, source_id, owner_key) VALUES (:m, :sid, :key)"),
+                {"m": memory, "sid": sid, "key": A},
+            )
     migrate(old_database)
     store = SqlStateStore(old_database)
-    assert ledger(store, A) == {rows[0][1]: ("learned", kept), rows[1][1]: ("forgotten", None),
-                                rows[2][1]: ("pending", shared)}  # learned again, without carol's
+    assert ledger(store, A) == {
+        rows[0][1]: ("learned", kept),
+        rows[1][1]: ("forgotten", None),
+        rows[2][1]: ("pending", shared),
+    }  # learned again, without carol's
     assert ledger(store, C) == {rows[3][1]: ("forgotten", None)}
     assert store.learned_provenance(A) == {"m1": [rows[0][1]]}
     assert store.tombstones(A) == ["m2"]  # the memory made with carol's text is deleted next
@@ -185,28 +195,40 @@ def test_the_migration_keeps_the_ledger_and_repairs_rows_the_bug_crossed(old_dat
 
 def forged_forget(api: Api, key: str, source_id: str) -> None:
     """A forget job put straight onto the queue, as a replay or a forgery would be."""
-    api.harness.client.broker.enqueue(Message(
-        queue_name=QUEUE_FORGET, actor_name=ACTOR_FORGET,
-        args=({"schema_version": 1, "owner_key": key, "source_id": source_id},), kwargs={}, options={}))
+    api.harness.client.broker.enqueue(
+        Message(
+            queue_name=QUEUE_FORGET,
+            actor_name=ACTOR_FORGET,
+            args=({"schema_version": 1, "owner_key": key, "source_id": source_id},),
+            kwargs={},
+            options={},
+        )
+    )
 
 
 def test_no_door_lets_one_owner_forget_into_or_read_out_of_another(
-        api_factory: Callable[..., Api], tmp_path: Path) -> None:
+    api_factory: Callable[..., Api], tmp_path: Path
+) -> None:
     api = api_factory(worker=False)
     h = api.harness
-    env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=str(h.settings.redis_url),
-                  MEMJOBS_DATABASE_URL=str(h.settings.database_url))
-    carols = {"queued": "carol's gate code hint is her cat's birthday",
-              "no_ledger": "carol keeps the passport in the blue folder",
-              "forged": "carol's bike lock is the red one by the door"}
+    env = cli_env(
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(h.settings.redis_url), MEMJOBS_DATABASE_URL=str(h.settings.database_url)
+    )
+    carols = {
+        "queued": "carol's gate code hint is her cat's birthday",
+        "no_ledger": "carol keeps the passport in the blue folder",
+        "forged": "carol's bike lock is the red one by the door",
+    }
     ids = {k: source_id_for(C, t) for k, t in carols.items()}
 
     # Carol's remember is queued (no worker yet): alice's forget of its id is
     # not_found at every door (her own remember could race so; carol's cannot).
     assert remember(api, CAROL, carols["queued"]) == ids["queued"]
     assert forget_at_every_door(api, env, ALICE, ids["queued"]) == {
-        "http": (404, "not_found"), "cli": (exits.NOT_FOUND, "not_found"),
-        "client": ForgetOutcome(ids["queued"], "not_found", None)}
+        "http": (404, "not_found"),
+        "cli": (exits.NOT_FOUND, "not_found"),
+        "client": ForgetOutcome(ids["queued"], "not_found", None),
+    }
     # Before carol says the others: a gateway client (no ledger: the worker
     # decides) and a forged job on the queue forget them for alice.
     assert h.client.forget(ALICE, ids["no_ledger"]) == ForgetOutcome(ids["no_ledger"], "queued", "queued")
@@ -224,11 +246,9 @@ def test_no_door_lets_one_owner_forget_into_or_read_out_of_another(
 
     # Carol's sources are hers, learned, and recalled; alice sees none of them anywhere.
     listed = api.get("/v1/sources", owner=CAROL, params={"include_text": "true"}).json()["sources"]
-    assert {s["source_id"]: (s["state"], s["text"]) for s in listed} == {
-        ids[k]: ("learned", carols[k]) for k in carols}
+    assert {s["source_id"]: (s["state"], s["text"]) for s in listed} == {ids[k]: ("learned", carols[k]) for k in carols}
     assert {m["text"] for m in api.get("/v1/memories", owner=CAROL).json()["memories"]} == set(carols.values())
-    assert api.post("/v1/recall", {"owner_id": CAROL, "query": carols["forged"], "limit": 10}).json()[
-        "memories"]
+    assert api.post("/v1/recall", {"owner_id": CAROL, "query": carols["forged"], "limit": 10}).json()["memories"]
     alices = api.get("/v1/sources", owner=ALICE, params={"include_text": "true"}).json()["sources"]
     assert {s["text"] for s in alices if s["text"] is not None} == {"alice grows basil on the balcony"}
     assert [s["state"] for s in alices if s["source_id"] == mine] == ["learned"]

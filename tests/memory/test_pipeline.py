@@ -50,7 +50,8 @@ def test_source_id_is_known_before_any_worker_runs(
 
 
 def test_one_model_call_covers_a_batch_and_provenance_names_every_source(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
@@ -96,9 +97,7 @@ def test_forget_after_learning_deletes_its_memory(
     assert [r.text for r in h.store.list_sources(KEY) if r.source_id == drop] == [None]
 
 
-def test_mem0_writes_nothing_to_the_home_directory(
-    make_settings: Callable[..., Settings], tmp_path: Path
-) -> None:
+def test_mem0_writes_nothing_to_the_home_directory(make_settings: Callable[..., Settings], tmp_path: Path) -> None:
     """mem0 defaults to ~/.mem0 (history, config); memjobs keeps it in the data directory,
     once mem0 is built (a worker's warm-up builds it)."""
     import json
@@ -129,8 +128,9 @@ def test_mem0_writes_nothing_to_the_home_directory(
         "print(rt.pipeline.extract(ExtractFacts(owner_key=k, trigger='manual')).learned)\n"
         "rt.close()\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == 1
     assert not (home / ".mem0").exists()

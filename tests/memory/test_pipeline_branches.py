@@ -53,27 +53,31 @@ class Rig:
         self.engine = InMemoryEngine(extractor=extractor)
         self.scheduled: list[ExtractFacts] = []
         scheduler = self.co.scheduler(self._enqueue, lease_ms=LEASE_MS, delay_ms=0)
-        self.pipeline = MemoryPipeline(store=self.store, engine=self.engine, leases=self.co.leases,
-                                       scheduler=scheduler, batch_size=batch_size,
-                                       lease_ms=LEASE_MS)
+        self.pipeline = MemoryPipeline(
+            store=self.store,
+            engine=self.engine,
+            leases=self.co.leases,
+            scheduler=scheduler,
+            batch_size=batch_size,
+            lease_ms=LEASE_MS,
+        )
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         assert (actor, delay_ms) == (ACTOR_EXTRACT, None)
         self.scheduled.append(ExtractFacts.model_validate(payload))
 
-    def remember(self, text: str, *, sent_at: datetime | None = None,
-                 expect: AddOutcome | None = None) -> str:
+    def remember(self, text: str, *, sent_at: datetime | None = None, expect: AddOutcome | None = None) -> str:
         """What the remember job does; returns the source id the client would."""
         sid = source_id_for(KEY, text)
-        outcome = self.pipeline.remember(RememberSource(owner_key=KEY, source_id=sid, text=text),
-                                         sent_at=sent_at or self.clock())
+        outcome = self.pipeline.remember(
+            RememberSource(owner_key=KEY, source_id=sid, text=text), sent_at=sent_at or self.clock()
+        )
         if expect is not None:
             assert outcome == expect
         return sid
 
     def forget(self, source_id: str) -> bool:
-        return self.pipeline.forget(ForgetSource(owner_key=KEY, source_id=source_id),
-                                    sent_at=self.clock())
+        return self.pipeline.forget(ForgetSource(owner_key=KEY, source_id=source_id), sent_at=self.clock())
 
     def drain(self) -> list[ExtractReport]:
         """Run every scheduled extraction, and those they schedule, until none is left."""
@@ -168,8 +172,7 @@ def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(monke
     assert (holder.outcome, holder.attempts, holder.learned) == ("done", 2, 2)
     assert set(rig.states().values()) == {"learned"}
     rig.drain()  # what the new source scheduled finds nothing left
-    assert rig.engine.extractions() == [("the first source",),
-                                        ("a source that arrives just before the release",)]
+    assert rig.engine.extractions() == [("the first source",), ("a source that arrives just before the release",)]
 
 
 # -- forget -------------------------------------------------------------------------
@@ -224,8 +227,7 @@ def test_remembering_again_after_forgetting_learns_again() -> None:
 
 
 def test_forgetting_one_source_of_a_shared_memory_relearns_the_others() -> None:
-    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"],
-                                         ["Lin likes tea"]))
+    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"], ["Lin likes tea"]))
     a = rig.remember("I'm Lin, I live in Hangzhou")
     b = rig.remember("I like tea")
     rig.drain()
@@ -255,9 +257,7 @@ def test_forget_during_extraction_never_marks_learned_and_deletes_new_memories()
     rig.engine.before_extract = forget_mid_flight
     rig.drain()
     assert rig.states() == {doomed: "forgotten", kept: "learned"}
-    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [
-        ("I walk the dog at seven", [kept])
-    ]
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [("I walk the dog at seven", [kept])]
     assert [m.text for m in rig.engine.list(KEY)] == ["I walk the dog at seven"]
 
 
@@ -276,9 +276,7 @@ def test_without_a_model_forget_during_extraction_discards_only_that_sources_mem
     [report] = rig.drain()
     assert (report.attempts, report.learned, report.discarded) == (1, 1, 1)
     assert rig.states() == {doomed: "forgotten", kept: "learned"}
-    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [
-        ("I walk the dog at seven", [kept])
-    ]
+    assert [(m.text, m.source_ids) for m in rig.pipeline.memories(KEY)] == [("I walk the dog at seven", [kept])]
     assert rig.texts() == ["I walk the dog at seven"]
     assert rig.store.tombstones(KEY) == []
 
@@ -308,8 +306,7 @@ def test_a_forget_whose_delete_fails_leaves_a_tombstone_the_next_run_settles() -
 def test_co_sources_are_scheduled_even_when_the_forgets_delete_fails() -> None:
     """The ledger sends the co-sources back to pending in the forget's transaction;
     a retried forget finds nothing left to send back, so the first attempt schedules."""
-    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"],
-                                         ["Lin likes tea"]))
+    rig = Rig(extractor=scripted(["Lin lives in Hangzhou and likes tea"], ["Lin likes tea"]))
     a = rig.remember("I'm Lin, I live in Hangzhou")
     b = rig.remember("I like tea")
     rig.drain()
@@ -374,7 +371,8 @@ def test_a_batch_the_model_answers_badly_fails_with_its_reason_and_the_next_goes
     assert [e[3] for e in rig.store.attempt_events(KEY)] == ["aborted", "committed"]
     assert [(c.method, c.args) for c in rig.engine.calls[:2]] == [
         ("extract", (rig.store.attempt_events(KEY)[0][0], ("I moved to Hangzhou",))),
-        ("delete_attempt", (rig.store.attempt_events(KEY)[0][0],))]
+        ("delete_attempt", (rig.store.attempt_events(KEY)[0][0],)),
+    ]
     assert rig.texts() == ["I take the 7:40 train"]
     assert rig.pipeline.extract(ExtractFacts(owner_key=KEY, trigger="sweep")).attempts == 0
     # Remembered again: pending, scheduled, learned.
@@ -398,8 +396,7 @@ def test_memories_of_a_crashed_attempt_are_deleted_before_the_next_one() -> None
     # Simulate a holder that inserted memories and died before committing.
     text = "I play chess on Sundays"
     new = source_id_for(KEY, text)
-    rig.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text),
-                         sent_at=rig.clock())
+    rig.store.add_source(RememberSource(owner_key=KEY, source_id=new, text=text), sent_at=rig.clock())
     dead = rig.co.lease(lease_ms=LEASE_MS, owner=KEY)
     lost = dead.try_acquire(floor=rig.store.newest_token(KEY))
     assert lost is not None

@@ -26,9 +26,16 @@ from memjobs_worker.embedding.local import LocalEmbedder
 from memjobs_worker.settings import Settings
 
 WAIT_S = 30  # a generous bound on an event that follows at once
-QUESTIONS = ["what am I allergic to?", "我对什么过敏？", "when does my son play football?",
-             "where do I live?", "what car do I drive?", "我的血型是什么？", "did I play in a band?",
-             "which temple do we visit in Hangzhou?"]
+QUESTIONS = [
+    "what am I allergic to?",
+    "我对什么过敏？",
+    "when does my son play football?",
+    "where do I live?",
+    "what car do I drive?",
+    "我的血型是什么？",
+    "did I play in a band?",
+    "which temple do we visit in Hangzhou?",
+]
 
 
 class Recording:
@@ -58,7 +65,8 @@ class Recording:
 
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True)) / (
-        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    )
 
 
 @pytest.fixture
@@ -79,8 +87,9 @@ def blocked() -> Iterator[tuple[ModelShare, threading.Event]]:
     holder.join(WAIT_S)
 
 
-def ask_all(embedder: BoundedEmbedder, texts: list[str], release: threading.Event,
-            claims: dict[str, Claim] | None = None) -> dict[str, Any]:
+def ask_all(
+    embedder: BoundedEmbedder, texts: list[str], release: threading.Event, claims: dict[str, Claim] | None = None
+) -> dict[str, Any]:
     """Each text asked by a thread of its own (as its own owner) while the slot is
     held; the slot let go once all of them wait; each caller's answer or error."""
     answers: dict[str, Any] = {}
@@ -104,7 +113,8 @@ def ask_all(embedder: BoundedEmbedder, texts: list[str], release: threading.Even
 
 
 def test_concurrent_questions_to_the_local_model_share_one_call_and_each_gets_its_own_vector(
-        blocked: tuple[ModelShare, threading.Event]) -> None:
+    blocked: tuple[ModelShare, threading.Event],
+) -> None:
     share, release = blocked
     model = LocalEmbedder()
     alone = {q: model.embed(q, "search") for q in QUESTIONS}  # one call each
@@ -130,7 +140,8 @@ def test_a_text_that_fails_fails_its_own_caller_only(blocked: tuple[ModelShare, 
 
 
 def test_an_abandoned_caller_is_dropped_before_its_batch_and_the_others_are_answered(
-        blocked: tuple[ModelShare, threading.Event]) -> None:
+    blocked: tuple[ModelShare, threading.Event],
+) -> None:
     share, release = blocked
     model = Recording()
     embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)
@@ -144,7 +155,8 @@ def test_an_abandoned_caller_is_dropped_before_its_batch_and_the_others_are_answ
 
 
 def test_more_callers_than_a_batch_holds_are_all_answered_in_several_batches(
-        blocked: tuple[ModelShare, threading.Event]) -> None:
+    blocked: tuple[ModelShare, threading.Event],
+) -> None:
     share, release = blocked
     model = Recording()
     embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)

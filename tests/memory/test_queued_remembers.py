@@ -31,7 +31,8 @@ def count_key_ttl_s(client: redis.Redis, source_id: str) -> int:
 
 
 def test_a_remember_is_counted_under_the_owner_key_with_a_ttl_until_the_ledger_has_it(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     sid = h.client.remember(OWNER, "the ladder is in the garage")
@@ -49,7 +50,8 @@ def test_a_remember_is_counted_under_the_owner_key_with_a_ttl_until_the_ledger_h
 
 
 def test_a_remember_refused_as_sensitive_by_the_worker_gives_its_count_back(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """Written into Redis past the producer's check (counted by hand here), then
     refused and acknowledged by the worker: nothing of it may stay."""
@@ -57,9 +59,15 @@ def test_a_remember_refused_as_sensitive_by_the_worker_gives_its_count_back(
     secret = "stripe secret sk_live_B4r6bSr0pFBOPCWBRDFOxEzf for the shop"
     sid = source_id_for(KEY, secret)
     producer_side.record(h.broker.client, KEY, sid)
-    h.broker.enqueue(Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, kwargs={}, options={},
-                             args=({"schema_version": 1, "owner_key": KEY, "source_id": sid,
-                                    "text": secret, "kind": "utterance"},)))
+    h.broker.enqueue(
+        Message(
+            queue_name=QUEUE_REMEMBER,
+            actor_name=ACTOR_REMEMBER,
+            kwargs={},
+            options={},
+            args=({"schema_version": 1, "owner_key": KEY, "source_id": sid, "text": secret, "kind": "utterance"},),
+        )
+    )
     h.start_worker()
     h.drain()
 
@@ -68,7 +76,8 @@ def test_a_remember_refused_as_sensitive_by_the_worker_gives_its_count_back(
 
 
 def test_the_counts_of_the_last_jobs_are_settled_when_the_worker_stops(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """Batched, but not left behind: the worker's stop deletes what its last jobs settled."""
     h = harness_factory(make_settings())
@@ -83,7 +92,8 @@ def test_the_counts_of_the_last_jobs_are_settled_when_the_worker_stops(
 
 
 def test_a_dead_lettered_remember_stays_counted_and_a_forget_of_it_outlasts_its_retry(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """Dead-lettered (the worker had memory off), an operator may retry it: until
     then a forget is ``forgotten``, and the retried remember finds it so."""
@@ -113,7 +123,8 @@ def test_a_dead_lettered_remember_stays_counted_and_a_forget_of_it_outlasts_its_
 
 
 def test_a_remember_whose_enqueue_fails_takes_its_count_back(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = harness_factory(make_settings())

@@ -41,7 +41,8 @@ def ranks(h: Harness, memory_of: dict[str, str]) -> list[tuple[dict[str, Any], l
 
 
 def test_paraphrased_crosslingual_and_exact_questions_find_their_memory(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """One stack for every check: the model loads once."""
     from memjobs_worker.embedding.local import MODEL_ID

@@ -42,18 +42,26 @@ def learn(h: Harness) -> list[str]:
 
 def tables(database_url: str) -> dict[str, int]:
     with psycopg.connect(libpq_url(database_url)) as conn:
-        names = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mem0\\_memories\\_%'")]
+        names = [
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'mem0\\_memories\\_%'")
+        ]
         return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}  # type: ignore[index]
 
 
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args], cwd=REPO,
-                          env=worker_env(settings), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+        cwd=REPO,
+        env=worker_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     old = make_settings(local_embedder="hashing")
     ids = learn(harness_factory(old))
@@ -104,13 +112,13 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
 
 
 def test_another_model_of_the_same_size_is_refused_and_replaced_not_mixed(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     """Same size, other model: nothing but the record tells them apart."""
     fake_model.embedding_dims = 384
-    service = make_settings(embedding_base_url=fake_model.base_url, embedding_model="stand-in",
-                            embedding_dims=384)
+    service = make_settings(embedding_base_url=fake_model.base_url, embedding_model="stand-in", embedding_dims=384)
     ids = learn(harness_factory(service))
     new = make_settings(local_embedder="e5")
     with pytest.raises(EmbeddingModelChanged) as refused:
@@ -129,7 +137,8 @@ def test_another_model_of_the_same_size_is_refused_and_replaced_not_mixed(
 
 @pytest.mark.slow
 def test_memjobs_up_reembeds_the_old_defaults_vectors_before_its_workers_start(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     """An upgrade from the hashed default: `up` re-embeds and says so, then serves."""
     from memjobs_worker.supervisor import Stack

@@ -33,9 +33,15 @@ class Rig:
         self.sent: list[tuple[dict[str, Any], int | None]] = []
         self.store = InMemoryStateStore(clock=self.clocks)
         self.scheduler = co.scheduler(self._enqueue, lease_ms=30_000, delay_ms=delay_ms)
-        self.pipeline = MemoryPipeline(store=self.store, engine=InMemoryEngine(), leases=co.leases,
-                                       scheduler=self.scheduler, batch_size=10, lease_ms=30_000,
-                                       max_wait_ms=5_000)
+        self.pipeline = MemoryPipeline(
+            store=self.store,
+            engine=InMemoryEngine(),
+            leases=co.leases,
+            scheduler=self.scheduler,
+            batch_size=10,
+            lease_ms=30_000,
+            max_wait_ms=5_000,
+        )
         self.count = 0
         self.refuse_sends = False
 
@@ -51,8 +57,7 @@ class Rig:
         text = f"note number {self.count} about the orchard"
         self.count += 1
         sid = source_id_for(KEY, text)
-        self.pipeline.remember(RememberSource(owner_key=KEY, source_id=sid, text=text),
-                               sent_at=self.clocks.now)
+        self.pipeline.remember(RememberSource(owner_key=KEY, source_id=sid, text=text), sent_at=self.clocks.now)
         return sid
 
     def deliver(self, payload: dict[str, Any]) -> str:
@@ -79,8 +84,7 @@ class SchedulingContract:
         rig.remember()
         assert not rig.flag_set() and len(rig.sent) == 1
 
-    def test_a_retried_remember_whose_first_send_failed_schedules_its_extraction(
-            self, co: Coordination) -> None:
+    def test_a_retried_remember_whose_first_send_failed_schedules_its_extraction(self, co: Coordination) -> None:
         """The first attempt wrote the ledger, then could not send (Redis full or
         away); the job's retry finds a pending duplicate and must still schedule,
         not leave the source to the sweeper."""

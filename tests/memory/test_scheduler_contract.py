@@ -46,8 +46,7 @@ class SchedulerContract:
         s = scheduler(co, sent)
         assert s.schedule(KEY, "remember")
         assert s.is_scheduled(KEY)
-        assert sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
-                         DELAY_MS)]
+        assert sent == [(ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, DELAY_MS)]
 
     def test_a_set_flag_sends_nothing_more(self, co: Coordination) -> None:
         sent = Sent()
@@ -99,8 +98,7 @@ class SchedulerContract:
         s = scheduler(co, sent)
         s.schedule(KEY, "remember")
         assert s.defer(KEY, 20_000)
-        assert sent[-1] == (ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"},
-                            20_000)
+        assert sent[-1] == (ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, 20_000)
         co.advance(80_000 - MARGIN_MS)
         assert s.is_scheduled(KEY)
         co.advance(MARGIN_MS)
@@ -130,8 +128,7 @@ class SchedulerContract:
         assert s.leases_held([KEY]) == [False]
         assert s.leases_held([]) == []
 
-    def test_a_source_while_the_lease_is_held_marks_the_holder_dirty_and_sends_nothing(
-            self, co: Coordination) -> None:
+    def test_a_source_while_the_lease_is_held_marks_the_holder_dirty_and_sends_nothing(self, co: Coordination) -> None:
         sent = Sent()
         s = scheduler(co, sent)
         holder = co.lease(lease_ms=LEASE_MS)
@@ -155,8 +152,10 @@ class SchedulerContract:
         store = InMemoryStateStore(clock=co.clock)
         held, scheduled, idle = (owner_key(f"{n}@example.com") for n in ("held", "scheduled", "idle"))
         for key in (held, scheduled, idle):
-            store.add_source(RememberSource(owner_key=key, source_id=source_id_for(key, "a note"),
-                                            text="a note"), sent_at=co.clock.now)
+            store.add_source(
+                RememberSource(owner_key=key, source_id=source_id_for(key, "a note"), text="a note"),
+                sent_at=co.clock.now,
+            )
         assert co.lease(lease_ms=LEASE_MS, owner=held).try_acquire() is not None
         assert s.schedule(scheduled, "remember")
         co.advance(1000)

@@ -23,12 +23,13 @@ KEY = owner_key("alice")
 OTHER = owner_key("bob")
 
 
-def remember(store: StateStore, text: str, key: str = KEY, *, sent_at: datetime = T0,
-             session_id: str | None = None) -> str:
+def remember(
+    store: StateStore, text: str, key: str = KEY, *, sent_at: datetime = T0, session_id: str | None = None
+) -> str:
     sid = source_id_for(key, text)
     outcome = store.add_source(
-        RememberSource(owner_key=key, source_id=sid, text=text, session_id=session_id),
-        sent_at=sent_at)
+        RememberSource(owner_key=key, source_id=sid, text=text, session_id=session_id), sent_at=sent_at
+    )
     assert outcome == "created"
     return sid
 
@@ -50,8 +51,14 @@ def learn(store: StateStore, token: int, *memories: Produced, key: str = KEY) ->
 def test_a_new_source_is_pending_with_what_was_sent(store: StateStore, clock: ManualClock) -> None:
     sid = remember(store, "I like tea", session_id="s-1")
     [record] = store.list_sources(KEY)
-    assert (record.source_id, record.owner_key, record.state, record.kind, record.session_id,
-            record.text) == (sid, KEY, "pending", "utterance", "s-1", "I like tea")
+    assert (record.source_id, record.owner_key, record.state, record.kind, record.session_id, record.text) == (
+        sid,
+        KEY,
+        "pending",
+        "utterance",
+        "s-1",
+        "I like tea",
+    )
     assert record.created_at == record.updated_at == clock.now
     assert record.learned_at is None
 
@@ -86,8 +93,7 @@ def test_a_remember_sent_after_the_forget_revives_the_source(store: StateStore) 
     again = RememberSource(owner_key=KEY, source_id=sid, text="call me Lin", kind="explicit")
     assert store.add_source(again, sent_at=T0 + timedelta(seconds=6)) == "revived"
     [record] = store.list_sources(KEY)
-    assert (record.state, record.text, record.kind, record.learned_at) == (
-        "pending", "call me Lin", "explicit", None)
+    assert (record.state, record.text, record.kind, record.learned_at) == ("pending", "call me Lin", "explicit", None)
 
 
 def test_a_forget_overtaking_its_remember_leaves_a_forgotten_marker(store: StateStore) -> None:
@@ -156,7 +162,8 @@ def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
 
 
 def test_pruning_deletes_ended_attempts_started_before_the_cut_and_keeps_open_ones(
-        store: StateStore, clock: ManualClock) -> None:
+    store: StateStore, clock: ManualClock
+) -> None:
     remember(store, "the first batch")
     old_done = learn(store, 1)
     remember(store, "the second batch")
@@ -220,8 +227,7 @@ def test_a_source_forgotten_during_extraction_discards_its_memories(store: State
     attempt = store.begin_attempt(KEY, 1, 10)
     assert attempt is not None
     assert store.forget(KEY, doomed, sent_at=T0).memory_ids == []
-    result = store.commit_attempt(attempt, [Produced("shared", (doomed, kept)),
-                                            Produced("own", (alone,))])
+    result = store.commit_attempt(attempt, [Produced("shared", (doomed, kept)), Produced("own", (alone,))])
     assert (result.learned, result.discarded, result.still_pending) == ([alone], ["shared"], [kept])
     assert states(store) == {doomed: "forgotten", kept: "pending", alone: "learned"}
     assert store.tombstones(KEY) == ["shared"]
@@ -242,7 +248,8 @@ REASON = "model_output_invalid: the reply has no list 'memory' (after 2 attempts
 
 
 def test_a_failed_attempt_marks_its_pending_sources_failed_with_the_reason(
-    store: StateStore, clock: ManualClock,
+    store: StateStore,
+    clock: ManualClock,
 ) -> None:
     first, second = remember(store, "I moved to Hangzhou"), remember(store, "我不吃香菜")
     forgotten = remember(store, "my locker is 42")
@@ -252,7 +259,10 @@ def test_a_failed_attempt_marks_its_pending_sources_failed_with_the_reason(
     assert store.fail_attempt(attempt, REASON) == sorted([first, second])
     records = {r.source_id: r for r in store.list_sources(KEY)}
     assert {sid: (r.state, r.reason) for sid, r in records.items()} == {
-        first: ("failed", REASON), second: ("failed", REASON), forgotten: ("forgotten", None)}
+        first: ("failed", REASON),
+        second: ("failed", REASON),
+        forgotten: ("forgotten", None),
+    }
     assert records[first].text == "I moved to Hangzhou"  # kept: remembering it again retries it
     assert records[first].updated_at == records[second].updated_at <= clock.now
     assert store.open_attempts(KEY) == []
@@ -311,8 +321,7 @@ def test_attempts_left_open_are_closed_as_abandoned_in_order(store: StateStore) 
     assert store.open_attempts(KEY) == []
     committed = learn(store, 2)
     events = store.attempt_events(KEY)
-    assert [(e[0], e[3]) for e in events] == [(crashed.attempt_id, "abandoned"),
-                                              (committed.attempt_id, "committed")]
+    assert [(e[0], e[3]) for e in events] == [(crashed.attempt_id, "abandoned"), (committed.attempt_id, "committed")]
     sequence = [events[0][1], events[0][2], events[1][1], events[1][2]]
     assert sequence == sorted(n for n in sequence if n is not None)  # none missing, in order
     assert store.attempt_events(OTHER) == []
@@ -436,9 +445,8 @@ def test_concurrent_remembers_are_each_stored_once(store: StateStore) -> None:
 
 # -- micro-batching's view ------------------------------------------------------------
 
-def test_pending_window_counts_an_owners_pending_sources_and_their_ages(
-    store: StateStore, clock: ManualClock
-) -> None:
+
+def test_pending_window_counts_an_owners_pending_sources_and_their_ages(store: StateStore, clock: ManualClock) -> None:
     assert store.pending_window(KEY) == PendingWindow(0, 0, 0)
     remember(store, "first")
     clock.advance(seconds=2)

@@ -24,18 +24,22 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 def _engine(database_url: str, data_dir: Path):  # type: ignore[no-untyped-def]
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine
 
-    return Mem0Engine(database_url=libpq_url(database_url), data_dir=data_dir, dims=DIMS,
-                      embedder=HashingEmbedder(DIMS), chat=None, min_score=0.0)
+    return Mem0Engine(
+        database_url=libpq_url(database_url),
+        data_dir=data_dir,
+        dims=DIMS,
+        embedder=HashingEmbedder(DIMS),
+        chat=None,
+        min_score=0.0,
+    )
 
 
 def _indexes(database_url: str) -> set[str]:
     with psycopg.connect(libpq_url(database_url)) as conn:
-        return {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s",
-                                           (TABLE,))}
+        return {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (TABLE,))}
 
 
-def test_the_vectors_are_indexed_by_owner_and_an_older_hnsw_index_is_dropped(
-        database_url: str, tmp_path: Path) -> None:
+def test_the_vectors_are_indexed_by_owner_and_an_older_hnsw_index_is_dropped(database_url: str, tmp_path: Path) -> None:
     _engine(database_url, tmp_path / "a").close()
     assert f"{TABLE}_owner_idx" in _indexes(database_url)
     with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:  # as an older version left it
@@ -45,8 +49,7 @@ def test_the_vectors_are_indexed_by_owner_and_an_older_hnsw_index_is_dropped(
     assert f"{TABLE}_owner_idx" in _indexes(database_url)
 
 
-def test_an_owners_search_finds_all_of_its_memories_among_many_owners(
-        database_url: str, tmp_path: Path) -> None:
+def test_an_owners_search_finds_all_of_its_memories_among_many_owners(database_url: str, tmp_path: Path) -> None:
     engine = _engine(database_url, tmp_path / "mem0")
     try:
         # 3,000 memories of 300 other owners, loaded directly...
@@ -54,14 +57,31 @@ def test_an_owners_search_finds_all_of_its_memories_among_many_owners(
         rows = []
         for i in range(3000):
             vector = [rng.gauss(0, 1) for _ in range(DIMS)]
-            rows.append((str(uuid.uuid4()), str(vector),
-                         json.dumps({"user_id": owner_key(f"other-{i % 300}"), "data": f"other {i}"})))
+            rows.append(
+                (
+                    str(uuid.uuid4()),
+                    str(vector),
+                    json.dumps({"user_id": owner_key(f"other-{i % 300}"), "data": f"other {i}"}),
+                )
+            )
         with psycopg.connect(libpq_url(database_url)) as conn:
             conn.cursor().executemany(f"INSERT INTO {TABLE} (id, vector, payload) VALUES (%s, %s, %s)", rows)
         # ...and five of this owner's, learned through mem0.
         key = owner_key("the-owner")
-        batch = [SourceRecord(source_id_for(key, str(j)), key, "pending", "utterance", None,
-                              f"note {j}: the parcel is on shelf {j}", T0, T0, None) for j in range(5)]
+        batch = [
+            SourceRecord(
+                source_id_for(key, str(j)),
+                key,
+                "pending",
+                "utterance",
+                None,
+                f"note {j}: the parcel is on shelf {j}",
+                T0,
+                T0,
+                None,
+            )
+            for j in range(5)
+        ]
         engine.extract(key, uuid.uuid4().hex, batch)
         # The search is exact over this owner's memories: each of the five is found
         # (first, when asked in its own words), none of the others' ever is.

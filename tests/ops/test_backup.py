@@ -73,17 +73,22 @@ class Door:
 
     def totals(self) -> dict[str, tuple[int, int]]:
         """Per queue: (queued: ready + delayed + in flight, dead)."""
-        return {q: (c["ready"] + c["delayed"] + c["in_flight"], c["dead"])
-                for q, c in queue_stats(self.redis).items()}
+        return {q: (c["ready"] + c["delayed"] + c["in_flight"], c["dead"]) for q, c in queue_stats(self.redis).items()}
 
 
 @pytest.mark.slow
 def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answers() -> None:
     with scratch_dir("backup") as base, FakeOpenAI(embedding_dims=64) as model:
         model.set_chat_handler(echo_facts_handler)
-        env = cli_env(base / "data", MEMJOBS_KNOWLEDGE="off", MEMJOBS_EXTRACT_DELAY_MS="20",
-                      MEM0_DIR=str(base / "mem0"), QWEN_AUDIO_MEMORY_BASE_URL=model.base_url,
-                      QWEN_AUDIO_MEMORY_API_KEY="k", MEMJOBS_KNOWLEDGE_ROOTS=str(base))
+        env = cli_env(
+            base / "data",
+            MEMJOBS_KNOWLEDGE="off",
+            MEMJOBS_EXTRACT_DELAY_MS="20",
+            MEM0_DIR=str(base / "mem0"),
+            QWEN_AUDIO_MEMORY_BASE_URL=model.base_url,
+            QWEN_AUDIO_MEMORY_API_KEY="k",
+            MEMJOBS_KNOWLEDGE_ROOTS=str(base),
+        )
         original = EmbeddedStack(base / "data", env, [], set(), set())
         restored_env = dict(env, MEMJOBS_DATA_DIR=str(base / "restored"), MEMJOBS_KNOWLEDGE="on")
         restored = EmbeddedStack(base / "restored", restored_env, [], set(), set())
@@ -95,8 +100,12 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             alice, bob = new_owner("backup-a"), new_owner("backup-b")
             for owner, text in ((alice, PEANUT), (bob, TEA)):
                 door.call("POST", "/v1/remember", owner_id=owner, text=text)
-            door.call("POST", "/v1/memory/edits", owner_id=alice,
-                      edits=[{"op": "append", "doc": "USER.md", "text": "- 叫我小林"}])
+            door.call(
+                "POST",
+                "/v1/memory/edits",
+                owner_id=alice,
+                edits=[{"op": "append", "doc": "USER.md", "text": "- 叫我小林"}],
+            )
             asked = {alice: "花生", bob: "green tea"}
 
             def learned() -> dict[str, Any] | None:
@@ -108,7 +117,8 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             # Work queued that no worker of this stack takes (its knowledge is off) ...
             # (a producer that has knowledge on: the CLI would follow the stack and refuse)
             MemjobsClient(door.redis_url, knowledge_enabled=True).reindex_knowledge(
-                bob, [{"doc_id": "doctor", "title": "doctor.md", "text": NOTE}], consent=True)
+                bob, [{"doc_id": "doctor", "title": "doctor.md", "text": NOTE}], consent=True
+            )
             # ... and a dead letter: bytes that are not a job, dead-lettered by the consumer.
             door.redis.hset(keys.messages(QUEUE_TASKS), "not-a-job", b"\x00garbage")
             door.redis.rpush(keys.queue(QUEUE_TASKS), "not-a-job")
@@ -130,11 +140,12 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             assert "k" not in settings.values() and "memory_api_key" not in settings
             assert "memory_api_key" in manifest["settings"]["secrets_left_out"]
             os.killpg(original.up.proc.pid, signal.SIGTERM)  # it stops in order while the restore runs
-            result = run_cli(restored_env, "restore", str(archive), "--data-dir", str(base / "restored"),
-                             "--json")
+            result = run_cli(restored_env, "restore", str(archive), "--data-dir", str(base / "restored"), "--json")
             done = ok(result).json()
             assert (done["queued"], done["dead_letters"]) == (
-                sum(q for q, _ in before.values()), sum(d for _, d in before.values())), done
+                sum(q for q, _ in before.values()),
+                sum(d for _, d in before.values()),
+            ), done
             assert "knowledge was 'off'" in result.stderr  # the restoring host's settings differ
             original.up.close()
 
@@ -148,9 +159,11 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
             assert again.call("GET", "/v1/ops/dead-letters") == dead_before
             assert again.redis.get(CONSOLE_KEY) is None  # scrubbed from the archive
             # The job that was only in Redis runs in the restored stack.
-            found = wait_for(lambda: again.call("POST", "/v1/knowledge/search", owner_id=bob,
-                                                query="family doctor")["results"], 60,
-                             "the queued re-index to run in the restored stack")
+            found = wait_for(
+                lambda: again.call("POST", "/v1/knowledge/search", owner_id=bob, query="family doctor")["results"],
+                60,
+                "the queued re-index to run in the restored stack",
+            )
             assert "Dr. Wen" in found[0]["text"]
         finally:
             for d in doors:
@@ -160,8 +173,9 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
                     up.close()
 
 
-def test_a_dump_of_an_older_schema_is_restored_and_migrated_to_head(pg_server: EmbeddedPostgres,
-                                                                  tmp_path: Path) -> None:
+def test_a_dump_of_an_older_schema_is_restored_and_migrated_to_head(
+    pg_server: EmbeddedPostgres, tmp_path: Path
+) -> None:
     from alembic import command
     from alembic.config import Config
 

@@ -55,26 +55,40 @@ CASES: dict[str, tuple[Callable[[Any], Any], str]] = {
     "transcript_string": (lambda c: c.end_session(OWNER, "s1", "hello"), "transcript: must be a list, not str"),
     "transcript_dict": (lambda c: c.end_session(OWNER, "s1", TURNS[0]), "transcript: must be a list, not dict"),
     "transcript_turn_surrogate": (
-        lambda c: c.end_session(OWNER, "s1", [{**TURNS[0], "text": "hi \ud800"}]), "not valid text"),
+        lambda c: c.end_session(OWNER, "s1", [{**TURNS[0], "text": "hi \ud800"}]),
+        "not valid text",
+    ),
     "transcript_turn_not_a_mapping": (lambda c: c.end_session(OWNER, "s1", [42]), "transcript.0"),
     "tasks_none": (lambda c: c.end_session(OWNER, "s1", TURNS, None), "tasks: must be a list, not NoneType"),
     "task_goal_surrogate": (
-        lambda c: c.end_session(OWNER, "s1", TURNS, [{"task_id": "t", "goal": "\ud800"}]), "not valid text"),
+        lambda c: c.end_session(OWNER, "s1", TURNS, [{"task_id": "t", "goal": "\ud800"}]),
+        "not valid text",
+    ),
     "record_task_goal_none": (lambda c: c.record_task(OWNER, "t1", None, "running"), "goal"),
     "record_task_goal_surrogate": (lambda c: c.record_task(OWNER, "t1", "buy \ud800", "running"), "goal"),
     "record_task_status_unknown": (lambda c: c.record_task(OWNER, "t1", "buy tea", "done"), "status"),
-    "documents_none": (lambda c: c.reindex_knowledge(OWNER, None, consent=True),
-                       "documents: must be a list, not NoneType"),
-    "documents_string": (lambda c: c.reindex_knowledge(OWNER, "/srv/a.md", consent=True),
-                         "documents: must be a list, not str"),
+    "documents_none": (
+        lambda c: c.reindex_knowledge(OWNER, None, consent=True),
+        "documents: must be a list, not NoneType",
+    ),
+    "documents_string": (
+        lambda c: c.reindex_knowledge(OWNER, "/srv/a.md", consent=True),
+        "documents: must be a list, not str",
+    ),
     "document_int": (lambda c: c.reindex_knowledge(OWNER, [42], consent=True), "documents.0"),
     "document_text_surrogate": (
-        lambda c: c.reindex_knowledge(OWNER, [{**DOC, "text": "\ud800"}], consent=True), "not valid text"),
+        lambda c: c.reindex_knowledge(OWNER, [{**DOC, "text": "\ud800"}], consent=True),
+        "not valid text",
+    ),
     "document_path_nul": (lambda c: c.reindex_knowledge(OWNER, ["/srv/a\x00.md"], consent=True), "NUL"),
-    "allowed_roots_none": (lambda c: c.reindex_knowledge(OWNER, [DOC], consent=True, allowed_roots=None),
-                           "allowed_roots: must be a list"),
-    "allowed_roots_string": (lambda c: c.reindex_knowledge(OWNER, [DOC], consent=True, allowed_roots="/srv"),
-                             "allowed_roots: must be a list, not str"),
+    "allowed_roots_none": (
+        lambda c: c.reindex_knowledge(OWNER, [DOC], consent=True, allowed_roots=None),
+        "allowed_roots: must be a list",
+    ),
+    "allowed_roots_string": (
+        lambda c: c.reindex_knowledge(OWNER, [DOC], consent=True, allowed_roots="/srv"),
+        "allowed_roots: must be a list, not str",
+    ),
     "send_unknown_actor": (lambda c: c.send("nope", {}), "unknown actor"),
     "send_bad_delay": (lambda c: c.send(contracts.ACTOR_EXTRACT, {"owner_key": KEY}, delay_ms=-5), "delay_ms"),
     "send_payload_not_a_mapping": (lambda c: c.send(contracts.ACTOR_EXTRACT, [KEY]), "expected an object"),
@@ -128,11 +142,15 @@ def test_many_problems_are_capped_with_a_count(client: MemjobsClient) -> None:
 
 
 PARSED: dict[str, tuple[type[contracts._Payload], dict[str, Any]]] = {
-    "remember_text_surrogate": (contracts.RememberSource,
-                                {"owner_key": KEY, "source_id": source_id_for(KEY, "x"), "text": "\ud800"}),
+    "remember_text_surrogate": (
+        contracts.RememberSource,
+        {"owner_key": KEY, "source_id": source_id_for(KEY, "x"), "text": "\ud800"},
+    ),
     "forget_bad_id": (contracts.ForgetSource, {"owner_key": KEY, "source_id": "src_1"}),
-    "record_task_extra": (contracts.RecordTask,
-                          {"owner_key": KEY, "task_id": "t", "goal": "g", "status": "running", "x": 1}),
+    "record_task_extra": (
+        contracts.RecordTask,
+        {"owner_key": KEY, "task_id": "t", "goal": "g", "status": "running", "x": 1},
+    ),
 }
 
 

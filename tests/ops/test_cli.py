@@ -61,8 +61,9 @@ from tests.support.openai_server import FakeOpenAI
 def stack() -> Iterator[EmbeddedStack]:
     with scratch_dir("up") as base:
         data_dir = base / "data"
-        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="500",
-                      MEM0_DIR=str(base / "mem0"))
+        env = cli_env(
+            data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="500", MEM0_DIR=str(base / "mem0")
+        )
         handle = EmbeddedStack(data_dir, env, [], set(), set())
         try:
             handle.start("up-1.out")
@@ -75,14 +76,17 @@ def stack() -> Iterator[EmbeddedStack]:
 # --- without a stack ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    ("status",),
-    ("status", "--json"),
-    ("sources", "--owner", "x"),
-    ("sources", "--owner", "x", "--json"),
-    ("remember", "--owner", "x", "--text", "hello", "--json"),
-    ("drain", "--timeout", "1"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status",),
+        ("status", "--json"),
+        ("sources", "--owner", "x"),
+        ("sources", "--owner", "x", "--json"),
+        ("remember", "--owner", "x", "--text", "hello", "--json"),
+        ("drain", "--timeout", "1"),
+    ],
+)
 def test_no_stack_and_no_urls_is_a_config_error_that_says_how_to_start_one(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
@@ -107,22 +111,29 @@ def test_a_stale_state_file_of_a_dead_stack_is_no_stack(tmp_path: Path) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
     (data_dir / "run").mkdir(parents=True)
-    (data_dir / "run" / "stack.json").write_text(json.dumps({
-        "pid": gone.pid, "redis_url": "redis://127.0.0.1:1/0",
-        "database_url": "postgresql://postgres@127.0.0.1:1/postgres", "started_at": 0.0,
-    }))
+    (data_dir / "run" / "stack.json").write_text(
+        json.dumps(
+            {
+                "pid": gone.pid,
+                "redis_url": "redis://127.0.0.1:1/0",
+                "database_url": "postgresql://postgres@127.0.0.1:1/postgres",
+                "started_at": 0.0,
+            }
+        )
+    )
     result = run_cli(cli_env(data_dir), "status", "--json")
     assert result.code == exits.CONFIG, str(result)
     assert "memjobs up" in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ("recall", "--owner", "x", "--query", "q", "--limit", "0", "--json"),
-    ("recall", "--owner", "x", "--query", "   ", "--json"),
-])
-def test_invalid_arguments_are_refused_before_any_backend_is_needed(
-    tmp_path: Path, args: tuple[str, ...]
-) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("recall", "--owner", "x", "--query", "q", "--limit", "0", "--json"),
+        ("recall", "--owner", "x", "--query", "   ", "--json"),
+    ],
+)
+def test_invalid_arguments_are_refused_before_any_backend_is_needed(tmp_path: Path, args: tuple[str, ...]) -> None:
     result = run_cli(cli_env(tmp_path / "fresh"), *args)
     assert result.code == exits.REFUSED, str(result)
     assert result.stdout == ""
@@ -180,14 +191,15 @@ def test_config_redacts_passwords_given_as_url_query_parameters(tmp_path: Path) 
     assert REDIS_PASSWORD not in result.stdout
 
 
-@pytest.mark.parametrize("variable, value", [
-    ("NOVA_AUDIO_AGENT_MEMORY_PROVIDER", "bogus"),
-    ("MEMJOBS_EXTRACT_DELAY_MS", "-1"),
-    ("MEMJOBS_WORKER_THREADS", "many"),
-])
-def test_invalid_settings_exit_3_naming_the_variable(
-    tmp_path: Path, variable: str, value: str
-) -> None:
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("NOVA_AUDIO_AGENT_MEMORY_PROVIDER", "bogus"),
+        ("MEMJOBS_EXTRACT_DELAY_MS", "-1"),
+        ("MEMJOBS_WORKER_THREADS", "many"),
+    ],
+)
+def test_invalid_settings_exit_3_naming_the_variable(tmp_path: Path, variable: str, value: str) -> None:
     result = run_cli(cli_env(tmp_path / "data", **{variable: value}), "config")
     assert result.code == exits.CONFIG, str(result)
     assert result.stdout == ""
@@ -201,8 +213,7 @@ def test_invalid_settings_exit_3_naming_the_variable(
 def test_with_urls_and_no_worker_work_waits_in_redis_and_drain_times_out(
     tmp_path: Path, redis_url: str, database_url: str
 ) -> None:
-    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
-                  MEMJOBS_DATABASE_URL=database_url)
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url)
     owner = new_owner("urls")
     doc = ok(run_cli(env, "remember", "--owner", owner, "--text", TEA, "--json")).json()
     assert doc["status"] == "queued" and doc["source_id"].startswith("src_")
@@ -224,17 +235,14 @@ def test_with_urls_and_no_worker_work_waits_in_redis_and_drain_times_out(
     assert ok(run_cli(env, "sources", "--owner", owner, "--json")).json() == []
 
 
-def test_status_counts_worker_processes_not_producers(
-    tmp_path: Path, redis_url: str, database_url: str
-) -> None:
+def test_status_counts_worker_processes_not_producers(tmp_path: Path, redis_url: str, database_url: str) -> None:
     """No worker runs: ``workers`` must be 0 even after a producer enqueued something.
 
     Dramatiq's Redis broker writes a heartbeat for its broker id on every
     dispatch, enqueues included, so counting ``__heartbeats__`` counts every
     recent producer (CLI, gateway, sweeper) as a live worker.
     """
-    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
-                  MEMJOBS_DATABASE_URL=database_url)
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url)
     assert ok(run_cli(env, "status", "--json")).json()["workers"] == 0
     ok(run_cli(env, "remember", "--owner", new_owner("hb"), "--text", TEA, "--json"))
     assert ok(run_cli(env, "status", "--json")).json()["workers"] == 0
@@ -243,8 +251,7 @@ def test_status_counts_worker_processes_not_producers(
 def test_refusals_exit_4_with_a_json_reason_and_enqueue_nothing(
     tmp_path: Path, redis_url: str, database_url: str
 ) -> None:
-    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url,
-                  MEMJOBS_DATABASE_URL=database_url)
+    env = cli_env(tmp_path / "data", MEMJOBS_REDIS_URL=redis_url, MEMJOBS_DATABASE_URL=database_url)
     owner = new_owner("refuse")
     secret = run_cli(env, "remember", "--owner", owner, "--text", SECRET, "--json")
     assert secret.code == exits.REFUSED, str(secret)
@@ -253,8 +260,9 @@ def test_refusals_exit_4_with_a_json_reason_and_enqueue_nothing(
     assert doc["source_id"] is None
     assert "hunter2" not in secret.stdout + secret.stderr
 
-    off = run_cli({**env, "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off"},
-                  "remember", "--owner", owner, "--text", TEA, "--json")
+    off = run_cli(
+        {**env, "NOVA_AUDIO_AGENT_MEMORY_PROVIDER": "off"}, "remember", "--owner", owner, "--text", TEA, "--json"
+    )
     assert off.code == exits.REFUSED, str(off)
     assert off.json()["reason"] == "memory_off"
 
@@ -301,8 +309,7 @@ def test_remember_learn_recall_forget_through_the_cli(stack: EmbeddedStack) -> N
 
     memories = stack.json("memories", "--owner", owner)
     assert all(set(m) == MEMORY_KEYS for m in memories), memories
-    assert sorted((m["text"], tuple(m["source_ids"])) for m in memories) == sorted(
-        [(PEANUT, (peanut,)), (TEA, (tea,))])
+    assert sorted((m["text"], tuple(m["source_ids"])) for m in memories) == sorted([(PEANUT, (peanut,)), (TEA, (tea,))])
 
     hits = stack.json("recall", "--owner", owner, "--query", "花生")
     assert all(set(h) == HIT_KEYS for h in hits), hits
@@ -314,16 +321,19 @@ def test_remember_learn_recall_forget_through_the_cli(stack: EmbeddedStack) -> N
     assert stack.json("recall", "--owner", stranger, "--query", "花生") == []
 
     assert stack.json("forget", "--owner", owner, "--source", peanut) == {
-        "source_id": peanut, "status": "forgotten", "purge": "queued"}
+        "source_id": peanut,
+        "status": "forgotten",
+        "purge": "queued",
+    }
     # Forgotten at once, as the HTTP API's forget: recall no longer returns it, before the purge.
-    assert all(peanut not in h["source_ids"] for h in stack.json("recall", "--owner", owner,
-                                                                 "--query", "花生")), "still recalled"
+    assert all(peanut not in h["source_ids"] for h in stack.json("recall", "--owner", owner, "--query", "花生")), (
+        "still recalled"
+    )
     stack.drain()
     hits = stack.json("recall", "--owner", owner, "--query", "花生")
     assert all(h["text"] != PEANUT and peanut not in h["source_ids"] for h in hits), hits
     assert stack.states(owner) == {peanut: "forgotten", tea: "learned"}
-    texts = {s["source_id"]: s["text"] for s in stack.json("sources", "--owner", owner,
-                                                           "--show-text")}
+    texts = {s["source_id"]: s["text"] for s in stack.json("sources", "--owner", owner, "--show-text")}
     assert texts == {peanut: None, tea: TEA}
     assert [m["text"] for m in stack.json("memories", "--owner", owner)] == [TEA]
 
@@ -339,17 +349,22 @@ def test_status_and_sweep_json(stack: EmbeddedStack) -> None:
         assert queue["ready"] == 0 and queue["delayed"] == 0 and queue["dead"] == 0
     assert status["pending_sources"] == 0
     assert status["workers"] >= 1
-    assert stack.json("sweep") == {"owners_requeued": 0, "digests_deleted": 0, "tasks_deleted": 0,
-                                   "session_runs_deleted": 0, "audit_rows_deleted": 0,
-                                   "blackboard_entries_deleted": 0, "attempts_deleted": 0}
+    assert stack.json("sweep") == {
+        "owners_requeued": 0,
+        "digests_deleted": 0,
+        "tasks_deleted": 0,
+        "session_runs_deleted": 0,
+        "audit_rows_deleted": 0,
+        "blackboard_entries_deleted": 0,
+        "attempts_deleted": 0,
+    }
 
 
 @pytest.mark.slow
 def test_worker_log_is_json_and_carries_no_text_or_owner_id(stack: EmbeddedStack) -> None:
     owner = new_owner("logs")
     sid = stack.remember(owner, "我住在杭州西湖边")
-    assert stack.cli("remember", "--owner", owner, "--text", SECRET, "--json").code == \
-        exits.REFUSED
+    assert stack.cli("remember", "--owner", owner, "--text", SECRET, "--json").code == exits.REFUSED
     stack.drain()
     ok(stack.cli("forget", "--owner", owner, "--source", sid, "--json"))
     stack.drain()
@@ -384,9 +399,11 @@ def test_worker_log_has_no_unredacted_plain_copies_of_records(stack: EmbeddedSta
     stack.remember(new_owner("plain"), "I collect old maps")
     stack.drain()
     content = (stack.data_dir / "logs" / "worker.log").read_text(encoding="utf-8")
-    plain = [line for line in content.splitlines()
-             if (m := _PLAIN_RECORD.match(line))
-             and m["logger"].startswith(("memjobs", "mem0"))]
+    plain = [
+        line
+        for line in content.splitlines()
+        if (m := _PLAIN_RECORD.match(line)) and m["logger"].startswith(("memjobs", "mem0"))
+    ]
     assert plain == [], f"{len(plain)} plain-text records, e.g. {plain[:3]}"
 
 
@@ -462,7 +479,8 @@ def test_up_never_reports_a_clean_stop_while_its_postgres_keeps_running() -> Non
         finally:
             up.close()
         assert not still_listening or (code != exits.OK and "PostgreSQL" in up.text()), (
-            f"memjobs up exited {code} and left PostgreSQL on port {pg_port}:\n{up.text()}")
+            f"memjobs up exited {code} and left PostgreSQL on port {pg_port}:\n{up.text()}"
+        )
 
 
 # --- demo --------------------------------------------------------------------------
@@ -482,8 +500,13 @@ def test_demo_runs_the_scenario_on_a_fresh_data_dir() -> None:
         del env["MEMJOBS_KNOWLEDGE"]  # off by default: the demo turns it on for its own stack
         del env["MEMJOBS_LOCAL_EMBEDDER"]  # the default, the local model: step [5] asks in other words
         proc = subprocess.Popen(
-            [sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "memjobs_worker.cli.main", "demo"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             start_new_session=True,
         )
         try:
@@ -520,11 +543,23 @@ def test_demo_ends_the_session_when_a_model_endpoint_is_configured(fake_model: F
     fake_model.set_chat_handler(demo_model_reply)
     with scratch_dir("demo-model") as base:
         data_dir = base / "data"
-        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEM0_DIR=str(base / "mem0"),
-                      QWEN_AUDIO_MEMORY_BASE_URL=fake_model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k")
+        env = cli_env(
+            data_dir,
+            MEMJOBS_EXTRACT_DELAY_MS="20",
+            MEM0_DIR=str(base / "mem0"),
+            QWEN_AUDIO_MEMORY_BASE_URL=fake_model.base_url,
+            QWEN_AUDIO_MEMORY_API_KEY="k",
+        )
         try:
-            result = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "demo"], cwd=REPO, env=env,
-                                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+            result = subprocess.run(
+                [sys.executable, "-m", "memjobs_worker.cli.main", "demo"],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
         finally:
             stop_leftovers(data_dir)
     assert result.returncode == exits.OK, result.stdout + result.stderr[-3000:]

@@ -64,17 +64,24 @@ def test_a_bare_memjobs_prints_the_help_not_an_error(tmp_path: Path) -> None:
     assert result.stderr == ""
 
 
-@pytest.mark.parametrize("args", [("--help",), ("config",), ("remember", "--help")],
-                         ids=lambda args: " ".join(args))
+@pytest.mark.parametrize("args", [("--help",), ("config",), ("remember", "--help")], ids=lambda args: " ".join(args))
 def test_a_closed_pipe_ends_the_command_without_a_traceback(tmp_path: Path, args: tuple[str, ...]) -> None:
     """The reader is gone before the first line is written (``| head -1`` once it
     has read its line): one EPIPE, and nothing on stderr about it."""
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args], cwd=REPO,
-                              env=cli_env(tmp_path / "data"), stdin=subprocess.DEVNULL, stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+            cwd=REPO,
+            env=cli_env(tmp_path / "data"),
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         os.close(write)
     # argparse's help swallows the failed write itself (exit 0); the commands' output is 141
@@ -84,12 +91,16 @@ def test_a_closed_pipe_ends_the_command_without_a_traceback(tmp_path: Path, args
 
 
 def test_a_table_aligns_chinese_and_emoji_by_display_width() -> None:
-    rows = [{"text": "我叫小林，住在杭州", "state": "learned"},
-            {"text": "tea 🍵 every morning", "state": "pending"},
-            {"text": "plain", "state": "failed"}]
+    rows = [
+        {"text": "我叫小林，住在杭州", "state": "learned"},
+        {"text": "tea 🍵 every morning", "state": "pending"},
+        {"text": "plain", "state": "failed"},
+    ]
     lines = table(rows, ["text", "state"]).splitlines()
-    starts = {wcswidth(line[:line.index(state)]) for line, state in
-              zip(lines, ["state", "learned", "pending", "failed"], strict=True)}
+    starts = {
+        wcswidth(line[: line.index(state)])
+        for line, state in zip(lines, ["state", "learned", "pending", "failed"], strict=True)
+    }
     assert len(starts) == 1, "\n" + "\n".join(lines)
 
 
@@ -100,30 +111,69 @@ def test_a_long_chinese_cell_is_cut_to_the_column_budget() -> None:
 
 def transcript_env(tmp_path: Path) -> dict[str, str]:
     # Nothing listens: a transcript that was read goes as far as Redis (exit 5).
-    return cli_env(tmp_path / "data", MEMJOBS_REDIS_URL="redis://127.0.0.1:1/0",
-                   MEMJOBS_DATABASE_URL="postgresql://postgres@127.0.0.1:1/postgres")
+    return cli_env(
+        tmp_path / "data",
+        MEMJOBS_REDIS_URL="redis://127.0.0.1:1/0",
+        MEMJOBS_DATABASE_URL="postgresql://postgres@127.0.0.1:1/postgres",
+    )
 
 
 TURNS = [{"role": "user", "text": "call me Lin", "ts": "2026-11-29T10:00:00Z"}]
 
 
 def test_end_session_reads_the_transcript_from_stdin(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "end-session", "--owner", "a",
-                           "--session", "s1", "--transcript", "-"], cwd=REPO, env=transcript_env(tmp_path),
-                          input=json.dumps(TURNS), capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memjobs_worker.cli.main",
+            "end-session",
+            "--owner",
+            "a",
+            "--session",
+            "s1",
+            "--transcript",
+            "-",
+        ],
+        cwd=REPO,
+        env=transcript_env(tmp_path),
+        input=json.dumps(TURNS),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == exits.UNAVAILABLE, done.stderr  # read, validated, then Redis did not answer
     assert "transcript" not in done.stderr, done.stderr
 
 
 def test_end_session_takes_inline_json(tmp_path: Path) -> None:
-    result = run_cli(transcript_env(tmp_path), "end-session", "--owner", "a", "--session", "s1",
-                     "--transcript", json.dumps(TURNS), "--tasks", '[{"task_id": "t1", "goal": "tea"}]')
+    result = run_cli(
+        transcript_env(tmp_path),
+        "end-session",
+        "--owner",
+        "a",
+        "--session",
+        "s1",
+        "--transcript",
+        json.dumps(TURNS),
+        "--tasks",
+        '[{"task_id": "t1", "goal": "tea"}]',
+    )
     assert result.code == exits.UNAVAILABLE, str(result)
 
 
 def test_end_session_says_which_transcript_it_could_not_read(tmp_path: Path) -> None:
-    result = run_cli(transcript_env(tmp_path), "end-session", "--owner", "a", "--session", "s1",
-                     "--transcript", str(tmp_path / "missing.json"))
+    result = run_cli(
+        transcript_env(tmp_path),
+        "end-session",
+        "--owner",
+        "a",
+        "--session",
+        "s1",
+        "--transcript",
+        str(tmp_path / "missing.json"),
+    )
     assert result.code == exits.REFUSED, str(result)
     assert "missing.json" in result.stderr and "Traceback" not in result.stderr
 
@@ -132,8 +182,10 @@ LISTINGS = ("sources", "memories", "sessions", "knowledge", "audit", "dead list"
 
 
 def test_every_listing_takes_a_limit() -> None:
-    found = {path.removeprefix("memjobs "): {o for a in parser._actions for o in a.option_strings}
-             for path, parser in parsers(build_parser())}
+    found = {
+        path.removeprefix("memjobs "): {o for a in parser._actions for o in a.option_strings}
+        for path, parser in parsers(build_parser())
+    }
     assert [name for name in LISTINGS if "--limit" not in found[name]] == []
 
 
@@ -142,9 +194,16 @@ class Letter:
         self.n = n
 
     def as_dict(self) -> dict[str, object]:
-        return {"message_id": f"msg-{self.n}", "queue": "memjobs_extract", "actor": "extract_facts",
-                "reason": "model_unavailable", "attempts": 3, "owner": "0123456789ab",
-                "first_failed_at": "2026-12-04T10:00:00+00:00", "last_failed_at": "2026-12-04T10:01:00+00:00"}
+        return {
+            "message_id": f"msg-{self.n}",
+            "queue": "memjobs_extract",
+            "actor": "extract_facts",
+            "reason": "model_unavailable",
+            "attempts": 3,
+            "owner": "0123456789ab",
+            "first_failed_at": "2026-12-04T10:00:00+00:00",
+            "last_failed_at": "2026-12-04T10:01:00+00:00",
+        }
 
 
 class Letters:

@@ -23,12 +23,30 @@ from tests.support.harness import REPO
 
 #: What a producer command must not pay for: the model client, mem0, the
 #: database stack, the HTTP API, the metrics library, the worker's own wiring.
-HEAVY = ("openai", "mem0", "sqlalchemy", "psycopg", "alembic", "fastapi", "starlette", "uvicorn",
-         "jinja2", "prometheus_client", "tenacity", "mcp",
-         "memjobs_worker.runtime", "memjobs_worker.actors", "memjobs_worker.broker",
-         "memjobs_worker.app", "memjobs_worker.supervisor", "memjobs_worker.memory",
-         "memjobs_worker.knowledge", "memjobs_worker.sessions", "memjobs_worker.http",
-         "memjobs_worker.ops")
+HEAVY = (
+    "openai",
+    "mem0",
+    "sqlalchemy",
+    "psycopg",
+    "alembic",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "prometheus_client",
+    "tenacity",
+    "mcp",
+    "memjobs_worker.runtime",
+    "memjobs_worker.actors",
+    "memjobs_worker.broker",
+    "memjobs_worker.app",
+    "memjobs_worker.supervisor",
+    "memjobs_worker.memory",
+    "memjobs_worker.knowledge",
+    "memjobs_worker.sessions",
+    "memjobs_worker.http",
+    "memjobs_worker.ops",
+)
 
 PROBE = """
 import json, sys
@@ -40,15 +58,24 @@ except SystemExit as exc:
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
 """
 
-UNREACHABLE = {"MEMJOBS_REDIS_URL": "redis://127.0.0.1:1/0",
-               "MEMJOBS_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/postgres"}
+UNREACHABLE = {
+    "MEMJOBS_REDIS_URL": "redis://127.0.0.1:1/0",
+    "MEMJOBS_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/postgres",
+}
 
 
 def imported(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
     """Run ``memjobs ARGS`` in a fresh interpreter: its exit code and every module it imported."""
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=REPO,
-                          env=cli_env(tmp_path / "data", **UNREACHABLE), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=REPO,
+        env=cli_env(tmp_path / "data", **UNREACHABLE),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     return int(report["code"] or 0), set(report["modules"])
 
@@ -73,11 +100,15 @@ def test_a_command_help_imports_only_that_command(tmp_path: Path) -> None:
     assert "memjobs_worker.cli.knowledge_commands" not in modules
 
 
-@pytest.mark.parametrize("args", [
-    ("remember", "--owner", "a", "--text", "I drink green tea every morning"),
-    ("task", "--owner", "a", "--task", "t1", "--goal", "water the plants", "--status", "running"),
-    ("end-session", "--owner", "a", "--session", "s1", "--transcript", "TRANSCRIPT"),
-], ids=lambda args: args[0])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("remember", "--owner", "a", "--text", "I drink green tea every morning"),
+        ("task", "--owner", "a", "--task", "t1", "--goal", "water the plants", "--status", "running"),
+        ("end-session", "--owner", "a", "--session", "s1", "--transcript", "TRANSCRIPT"),
+    ],
+    ids=lambda args: args[0],
+)
 def test_a_producer_command_imports_the_producer_client_and_nothing_heavy(
     tmp_path: Path, args: tuple[str, ...]
 ) -> None:
@@ -95,8 +126,15 @@ def test_forget_opens_the_ledger_and_nothing_more(tmp_path: Path) -> None:
     mem0, session jobs, knowledge or HTTP stack."""
     code, modules = imported(tmp_path, "forget", "--owner", "a", "--source", "src_" + "0" * 32)
     assert code == exits.UNAVAILABLE, "it went as far as asking the state database"
-    allowed = ("sqlalchemy", "psycopg", "alembic", "prometheus_client", "memjobs_worker.runtime",
-               "memjobs_worker.memory", "memjobs_worker.ops")
+    allowed = (
+        "sqlalchemy",
+        "psycopg",
+        "alembic",
+        "prometheus_client",
+        "memjobs_worker.runtime",
+        "memjobs_worker.memory",
+        "memjobs_worker.ops",
+    )
     assert [m for m in heavy(modules) if not any(m == a or m.startswith(a + ".") for a in allowed)] == []
     assert "memjobs_worker.model_client" not in modules and "memjobs_worker.sessions" not in modules
 
@@ -104,8 +142,13 @@ def test_forget_opens_the_ledger_and_nothing_more(tmp_path: Path) -> None:
 def test_the_migrations_schema_loads_no_model_client() -> None:
     """Every door migrates on first use of the database (Alembic's env imports
     the schema): the tables of every feature, and not the model client."""
-    done = subprocess.run([sys.executable, "-c", "import json, sys, memjobs_worker.schema; "
-                           "print(json.dumps(sorted(sys.modules)))"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys, memjobs_worker.schema; print(json.dumps(sorted(sys.modules)))"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     modules = set(json.loads(done.stdout))
     assert not {"openai", "mem0", "memjobs_worker.model_client", "fastapi"} & modules

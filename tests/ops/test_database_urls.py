@@ -21,10 +21,13 @@ def connect_args(url: str) -> dict[str, object]:
         engine.dispose()
 
 
-@pytest.mark.parametrize("url", [
-    "postgresql://u:pw@db1:5432,db2:5433/memjobs?target_session_attrs=read-write",
-    "postgres://u:pw@/memjobs?host=db1,db2&port=5432,5433&target_session_attrs=read-write",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:pw@db1:5432,db2:5433/memjobs?target_session_attrs=read-write",
+        "postgres://u:pw@/memjobs?host=db1,db2&port=5432,5433&target_session_attrs=read-write",
+    ],
+)
 def test_a_multi_host_url_reaches_psycopg_as_libpq_host_and_port_lists(url: str) -> None:
     args = connect_args(url)
     assert (args["host"], args["port"]) == ("db1,db2", "5432,5433")
@@ -41,11 +44,14 @@ def test_one_port_for_several_hosts_applies_to_each() -> None:
     assert connect_args("postgresql://u@/db?host=a,b&port=6000")["port"] == "6000,6000"
 
 
-@pytest.mark.parametrize("url, words", [
-    ("postgresql://u@/db?host=a,b,c&port=1,2", "3 hosts and 2 ports"),
-    ("postgresql://u@[::1]:5432,[::2]:5432/db", "IPv6"),
-    ("mysql://u@h/db", "postgresql://"),
-])
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("postgresql://u@/db?host=a,b,c&port=1,2", "3 hosts and 2 ports"),
+        ("postgresql://u@[::1]:5432,[::2]:5432/db", "IPv6"),
+        ("mysql://u@h/db", "postgresql://"),
+    ],
+)
 def test_an_unusable_url_is_refused_in_words(url: str, words: str) -> None:
     with pytest.raises(ConfigurationError, match=words.replace("(", r"\(")):
         sqlalchemy_url(url)
@@ -66,15 +72,18 @@ def _caused_by(outer: BaseException, inner: BaseException) -> BaseException:
         return exc
 
 
-@pytest.mark.parametrize("exc, outage", [
-    (BackendUnavailable("down"), True),
-    (psycopg.OperationalError("connection refused"), True),
-    (psycopg.errors.AdminShutdown("terminating connection"), True),
-    (psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"), True),
-    (_caused_by(RuntimeError("mem0 wrapped it"), psycopg.OperationalError("gone")), True),
-    (psycopg.errors.UniqueViolation("duplicate key"), False),
-    (psycopg.errors.DataException("expected 384 dimensions"), False),
-    (ValueError("bad input"), False),
-])
+@pytest.mark.parametrize(
+    "exc, outage",
+    [
+        (BackendUnavailable("down"), True),
+        (psycopg.OperationalError("connection refused"), True),
+        (psycopg.errors.AdminShutdown("terminating connection"), True),
+        (psycopg.errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"), True),
+        (_caused_by(RuntimeError("mem0 wrapped it"), psycopg.OperationalError("gone")), True),
+        (psycopg.errors.UniqueViolation("duplicate key"), False),
+        (psycopg.errors.DataException("expected 384 dimensions"), False),
+        (ValueError("bad input"), False),
+    ],
+)
 def test_what_counts_as_an_outage(exc: BaseException, outage: bool) -> None:
     assert is_outage(exc) is outage

@@ -31,8 +31,7 @@ def test_a_connection_terminated_by_the_server_is_replaced_on_checkout(database_
 def test_checkout_sends_nothing_to_a_healthy_server(database_url: str) -> None:
     engine = create_db_engine(database_url, pool_size=1)
     sent: list[str] = []
-    sa.event.listen(engine, "before_cursor_execute",
-                    lambda conn, cursor, statement, *rest: sent.append(statement))
+    sa.event.listen(engine, "before_cursor_execute", lambda conn, cursor, statement, *rest: sent.append(statement))
     try:
         for _ in range(3):
             with engine.connect() as conn:

@@ -45,31 +45,33 @@ def committed_sources(h: Harness) -> Counter[str]:
     return Counter(sid for row in rows if row.state == "committed" for sid in row.source_ids)
 
 
-def dead_extraction(model_settings: Callable[..., Settings],
-                    harness_factory: Callable[[Settings], Harness],
-                    fake_model: FakeOpenAI) -> tuple[Harness, list[str]]:
+def dead_extraction(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
+) -> tuple[Harness, list[str]]:
     """Sources pending, their extraction dead-lettered after its retries (the model
     down past the outage budget, here none)."""
     fake_model.fail_next("chat", 500, count=100_000)
-    h = harness_factory(model_settings(max_retries=2, model_max_attempts=1, min_backoff_ms=20,
-                                       max_backoff_ms=50, outage_retry_budget_ms=0))
+    h = harness_factory(
+        model_settings(
+            max_retries=2, model_max_attempts=1, min_backoff_ms=20, max_backoff_ms=50, outage_retry_budget_ms=0
+        )
+    )
     ids = [remember_now(h, KEY, t) for t in TEXTS]
     h.start_worker()
-    wait_for(lambda: queue_stats(h.runtime.redis)[QUEUE_EXTRACT]["dead"] == 1, 60,
-             "the extraction to be dead-lettered")
+    wait_for(lambda: queue_stats(h.runtime.redis)[QUEUE_EXTRACT]["dead"] == 1, 60, "the extraction to be dead-lettered")
     return h, ids
 
 
 def test_a_dead_extraction_is_listed_with_its_reason_and_no_text(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h, _ = dead_extraction(model_settings, harness_factory, fake_model)
     letters = DeadLetters(h.runtime.redis).letters()
     assert len(letters) == 1
     letter = letters[0]
-    assert (letter.queue, letter.actor, letter.reason) == (QUEUE_EXTRACT, ACTOR_EXTRACT,
-                                                           "model_unavailable")
+    assert (letter.queue, letter.actor, letter.reason) == (QUEUE_EXTRACT, ACTOR_EXTRACT, "model_unavailable")
     assert letter.attempts == 3  # the first run and two retries
     assert letter.first_failed_at is not None and letter.first_failed_at < letter.last_failed_at
     assert letter.owner == KEY[:12]
@@ -78,7 +80,8 @@ def test_a_dead_extraction_is_listed_with_its_reason_and_no_text(
 
 
 def test_a_replay_after_the_model_is_back_learns_each_source_once_even_replayed_twice(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h, ids = dead_extraction(model_settings, harness_factory, fake_model)
@@ -94,8 +97,7 @@ def test_a_replay_after_the_model_is_back_learns_each_source_once_even_replayed_
     letters = DeadLetters(h.runtime.redis, h.broker)
     message_id = letters.letters()[0].message_id
     results: list[bool] = []
-    racers = [threading.Thread(target=lambda: results.append(letters.retry(message_id)))
-              for _ in range(2)]
+    racers = [threading.Thread(target=lambda: results.append(letters.retry(message_id))) for _ in range(2)]
     for t in racers:
         t.start()
     for t in racers:
@@ -108,8 +110,7 @@ def test_a_replay_after_the_model_is_back_learns_each_source_once_even_replayed_
     h.runtime.redis.zadd(dead, {redis_id: score})
     h.runtime.redis.hset(f"{dead}.msgs", redis_id, data)
     assert letters.retry_all() == (1, 0)
-    wait_for(lambda: not any(queue_stats(h.runtime.redis)[QUEUE_EXTRACT].values()), 30,
-             "the second replay to finish")
+    wait_for(lambda: not any(queue_stats(h.runtime.redis)[QUEUE_EXTRACT].values()), 30, "the second replay to finish")
     h.drain()
     assert states(h) == {sid: "learned" for sid in ids}
     assert committed_sources(h) == Counter(ids)
@@ -119,7 +120,8 @@ def test_a_replay_after_the_model_is_back_learns_each_source_once_even_replayed_
 
 
 def test_show_redacts_the_payload_unless_revealed(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings(max_retries=0))
     secretless_goal = "把周末的照片整理好"
@@ -150,7 +152,8 @@ def _poison_first(h: Harness, queue: str) -> str:
 
 
 def test_purge_one_older_than_and_all_count_what_they_removed(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     for n in range(3):
@@ -166,15 +169,17 @@ def test_purge_one_older_than_and_all_count_what_they_removed(
     assert letters.purge_all(QUEUE_TASKS) == 1
     assert letters.letters() == [] and letters.totals()["purged"] == {QUEUE_TASKS: 3}
     families = {f.name: f for f in QueueCollector(client).collect()}
-    purged = {s.labels["queue"]: s.value for s in families["memjobs_dead_letters_purged"].samples
-              if s.name.endswith("_total")}
+    purged = {
+        s.labels["queue"]: s.value for s in families["memjobs_dead_letters_purged"].samples if s.name.endswith("_total")
+    }
     assert purged[QUEUE_TASKS] == 3 and purged[QUEUE_EXTRACT] == 0
     with pytest.raises(ValueError):
         letters.purge_all("no-such-queue")
 
 
 def test_an_undecodable_letter_is_listed_skipped_by_retry_and_purged(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(make_settings())
     dead = keys.dead_letters(QUEUE_TASKS)
@@ -189,12 +194,18 @@ def test_an_undecodable_letter_is_listed_skipped_by_retry_and_purged(
 
 def test_redact_keeps_ids_and_enumerations_and_hides_text() -> None:
     assert redact({"owner_key": "a" * 64, "text": "hello", "source_id": "src_1", "n": 3}) == {
-        "owner_key": "a" * 12 + "…", "text": "[redacted: 5 characters]", "source_id": "src_1", "n": 3}
+        "owner_key": "a" * 12 + "…",
+        "text": "[redacted: 5 characters]",
+        "source_id": "src_1",
+        "n": 3,
+    }
 
 
 def test_the_cli_lists_shows_retries_and_purges(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from memjobs_worker.cli.main import main
 
@@ -203,9 +214,11 @@ def test_the_cli_lists_shows_retries_and_purges(
     goal = "call the plumber about the kitchen tap"
     h.client.record_task(OWNER, "task-1", goal, "running")
     letter = _poison_first(h, QUEUE_TASKS)
-    for name, value in (("MEMJOBS_REDIS_URL", settings.redis_url),
-                        ("MEMJOBS_DATABASE_URL", settings.database_url),
-                        ("MEMJOBS_DATA_DIR", str(settings.data_dir))):
+    for name, value in (
+        ("MEMJOBS_REDIS_URL", settings.redis_url),
+        ("MEMJOBS_DATABASE_URL", settings.database_url),
+        ("MEMJOBS_DATA_DIR", str(settings.data_dir)),
+    ):
         monkeypatch.setenv(name, str(value))
 
     def run(*argv: str) -> tuple[int, str]:

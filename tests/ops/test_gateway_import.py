@@ -25,10 +25,11 @@ NOTE = "Our family doctor is Dr. Wen at the Xixi clinic."
 def gateway(root: Path) -> tuple[Path, Path]:
     """The seeds' layout: one folder per user under the memory folder and the knowledge folder."""
     memory, knowledge = root / "memory", root / "knowledge"
-    for folder, files in ((memory / LIN, {"USER.md": USER_MD, "MEMORY.md": MEMORY_MD,
-                                          "ASSISTANT.md": "你是 Nova。\n"}),
-                          (memory / WEN, {"USER.md": "- Call me Wen\n", "MEMORY.md": f"- {SECRET}\n"}),
-                          (knowledge / LIN, {"doctor.md": NOTE})):
+    for folder, files in (
+        (memory / LIN, {"USER.md": USER_MD, "MEMORY.md": MEMORY_MD, "ASSISTANT.md": "你是 Nova。\n"}),
+        (memory / WEN, {"USER.md": "- Call me Wen\n", "MEMORY.md": f"- {SECRET}\n"}),
+        (knowledge / LIN, {"doctor.md": NOTE}),
+    ):
         folder.mkdir(parents=True)
         for name, text in files.items():
             (folder / name).write_text(text)
@@ -68,9 +69,7 @@ def test_import_gateway_twice_imports_once_refusing_the_file_with_a_secret(
     assert h.queues()[QUEUE_KNOWLEDGE]["ready"] == 0  # no second re-index queued
 
 
-def test_import_gateway_refuses_a_knowledge_folder_without_consent_and_a_folder_of_no_users(
-    tmp_path: Path
-) -> None:
+def test_import_gateway_refuses_a_knowledge_folder_without_consent_and_a_folder_of_no_users(tmp_path: Path) -> None:
     memory, knowledge = gateway(tmp_path / "gateway")
     env = cli_env(tmp_path / "data")  # no stack: both are refused before one is needed
     result = run_cli(env, "import-gateway", "--memory-dir", str(memory), "--knowledge-dir", str(knowledge))

@@ -53,8 +53,12 @@ def heads(engine: Engine) -> set[str]:
 
 
 def test_the_metadata_names_both_branches() -> None:
-    assert {"knowledge_documents", "knowledge_chunks", "knowledge_meta",
-            "knowledge_embedding_cache"} == KNOWLEDGE_TABLES
+    assert {
+        "knowledge_documents",
+        "knowledge_chunks",
+        "knowledge_meta",
+        "knowledge_embedding_cache",
+    } == KNOWLEDGE_TABLES
     assert {"sources", "provenance", "memory_documents", "tasks"} <= CORE_TABLES
 
 
@@ -111,9 +115,19 @@ def test_tables_created_before_the_knowledge_migration_are_adopted(empty_engine:
     with empty_engine.begin() as conn:
         schema_metadata().create_all(conn, tables=[schema_metadata().tables[n] for n in KNOWLEDGE_TABLES])
         conn.execute(knowledge_meta.insert().values(key="tokenizer_version", value=old_version))
-        conn.execute(knowledge_documents.insert().values(
-            owner_key="k" * 64, doc_id="d1", title="t", source_label="doc:d1", state="refused",
-            reason="too_large", chars=0, chunks=0, updated_at=sa.func.now()))
+        conn.execute(
+            knowledge_documents.insert().values(
+                owner_key="k" * 64,
+                doc_id="d1",
+                title="t",
+                source_label="doc:d1",
+                state="refused",
+                reason="too_large",
+                chars=0,
+                chunks=0,
+                updated_at=sa.func.now(),
+            )
+        )
     ensure_schema(empty_engine)
     assert heads(empty_engine) == {CORE_HEAD, KNOWLEDGE_HEAD}
     store = KnowledgeStore(empty_engine)

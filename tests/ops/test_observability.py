@@ -49,8 +49,9 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def metered(make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-            tmp_path: Path) -> Iterator[tuple[Harness, int]]:
+def metered(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], tmp_path: Path
+) -> Iterator[tuple[Harness, int]]:
     """Two real worker processes with their metrics endpoint on a known port."""
     port = free_port()
     settings = make_settings(metrics_port=port)
@@ -77,8 +78,11 @@ def remember_workload(h: Harness, owners: list[str]) -> None:
         h.client.remember(owner, f"{owner} likes green tea")
         h.client.remember(owner, f"{owner} walks at seven")
         h.client.remember(owner, f"{owner} likes green tea")
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER,
-                                      args=({"schema_version": 0},), kwargs={}, options={}))
+    h.broker.enqueue(
+        dramatiq.Message(
+            queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=({"schema_version": 0},), kwargs={}, options={}
+        )
+    )
     h.drain()
 
 
@@ -86,8 +90,11 @@ def remember_workload(h: Harness, owners: list[str]) -> None:
 def test_scrape_counts_a_known_workload(metered: tuple[Harness, int]) -> None:
     h, port = metered
     remember_workload(h, ["carol", "dave"])
-    wait_until(lambda: value(scrape(port), "memjobs_jobs_total", actor="remember_source",
-                             outcome="invalid_payload") == 1, timeout_s=30, what="the counts")
+    wait_until(
+        lambda: value(scrape(port), "memjobs_jobs_total", actor="remember_source", outcome="invalid_payload") == 1,
+        timeout_s=30,
+        what="the counts",
+    )
     samples = scrape(port)
     assert value(samples, "memjobs_jobs_total", actor="remember_source", outcome="created") == 4
     assert value(samples, "memjobs_jobs_total", actor="remember_source", outcome="duplicate") == 2
@@ -120,8 +127,14 @@ def test_label_values_do_not_grow_with_the_number_of_owners(metered: tuple[Harne
 
 
 def _check(settings: Settings) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "check"], env=worker_env(settings),
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", "check"],
+        env=worker_env(settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 @pytest.mark.slow
@@ -137,8 +150,11 @@ def test_check_fails_once_a_killed_workers_heartbeat_expires(
         assert (ok.returncode, ok.stdout.strip()) == (0, "ok"), ok.stderr
     finally:
         kill_group(proc)  # SIGKILL: no clean shutdown, the key must expire by itself
-    wait_until(lambda: live_heartbeats(client) == [], timeout_s=settings.heartbeat_ttl_ms / 1000 + 5,
-               what="the heartbeat to expire")
+    wait_until(
+        lambda: live_heartbeats(client) == [],
+        timeout_s=settings.heartbeat_ttl_ms / 1000 + 5,
+        what="the heartbeat to expire",
+    )
     failed = _check(settings)
     assert failed.returncode == 1
     assert "no live worker" in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
@@ -159,9 +175,14 @@ def test_status_shows_recent_throughput_per_kind(
     h.client.remember("erin", "erin reads before bed")
     h.drain()
     h.stop_worker()  # flushes the per-minute counts
-    result = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "status", "--json"],
-                            env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", "status", "--json"],
+        env=worker_env(h.settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     recent = json.loads(result.stdout)["recent"]["last_5_min"]
     assert recent["remember_source"] == {"created": 1}
     assert recent["extract_facts"]["succeeded"] >= 1
@@ -171,14 +192,22 @@ def test_an_open_model_breaker_shows_in_status_and_the_scrape(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
     h = harness_factory(make_settings())
-    collected = {s.labels["service"]: s.value for family in QueueCollector(h.runtime.redis).collect()
-                 if family.name == "memjobs_model_circuit_open" for s in family.samples}
+    collected = {
+        s.labels["service"]: s.value
+        for family in QueueCollector(h.runtime.redis).collect()
+        if family.name == "memjobs_model_circuit_open"
+        for s in family.samples
+    }
     assert collected == {"chat": 0, "embed": 0}
     chat = h.runtime.model_breakers["chat"]
     for _ in range(h.settings.model_breaker_failures):
         chat.failed(Ticket.CLOSED)
-    collected = {s.labels["service"]: s.value for family in QueueCollector(h.runtime.redis).collect()
-                 if family.name == "memjobs_model_circuit_open" for s in family.samples}
+    collected = {
+        s.labels["service"]: s.value
+        for family in QueueCollector(h.runtime.redis).collect()
+        if family.name == "memjobs_model_circuit_open"
+        for s in family.samples
+    }
     assert collected == {"chat": 1, "embed": 0}
     document = ops.status(h.runtime.redis, h.store)
     assert document["model_breakers"]["chat"]["state"] == "open"
@@ -188,6 +217,7 @@ def test_an_open_model_breaker_shows_in_status_and_the_scrape(
 
 
 # -- deploy/ ------------------------------------------------------------------------
+
 
 def promtool() -> str:
     found = shutil.which("promtool")
@@ -200,11 +230,13 @@ def promtool() -> str:
 
 def test_prometheus_config_and_alert_rules_pass_promtool() -> None:
     tool = promtool()
-    config = subprocess.run([tool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
-                            capture_output=True, text=True)
+    config = subprocess.run(
+        [tool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")], capture_output=True, text=True
+    )
     assert config.returncode == 0, config.stdout + config.stderr
-    rules = subprocess.run([tool, "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
-                           capture_output=True, text=True)
+    rules = subprocess.run(
+        [tool, "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")], capture_output=True, text=True
+    )
     assert rules.returncode == 0, rules.stdout + rules.stderr
 
 
@@ -272,8 +304,7 @@ def test_a_free_metrics_address_is_named_and_a_held_one_is_one_warning_or_an_err
     from memjobs_worker.ops.server import probe_metrics_address
 
     port = free_port()
-    assert probe_metrics_address(make_settings(metrics_port=port)) == (
-        f"http://127.0.0.1:{port}/metrics", None)
+    assert probe_metrics_address(make_settings(metrics_port=port)) == (f"http://127.0.0.1:{port}/metrics", None)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -288,7 +319,8 @@ def test_a_free_metrics_address_is_named_and_a_held_one_is_one_warning_or_an_err
 
 
 def test_memjobs_worker_on_a_held_metrics_port_logs_one_json_warning_and_works(
-    make_settings: Callable[..., Settings], tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
 ) -> None:
     """Two ``memjobs worker`` on one machine: the second finds the port taken.
     Its log (stderr) stays JSON Lines, with one warning and no traceback."""
@@ -302,13 +334,19 @@ def test_memjobs_worker_on_a_held_metrics_port_logs_one_json_warning_and_works(
         env = worker_env(make_settings(metrics_port=port))
         log_path = tmp_path / "worker.log"
         with open(log_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "worker",
-                                     "--processes", "1", "--threads", "1"], cwd=REPO, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "memjobs_worker.cli.main", "worker", "--processes", "1", "--threads", "1"],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         try:
-            wait_until(lambda: b"Worker process is ready" in log_path.read_bytes(), timeout_s=90,
-                       what="the worker process")
+            wait_until(
+                lambda: b"Worker process is ready" in log_path.read_bytes(), timeout_s=90, what="the worker process"
+            )
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)

@@ -52,8 +52,14 @@ def broker_factory() -> Iterator[Callable[[int], StubBroker]]:
 
 def run(broker: StubBroker, flaky: Flaky) -> None:
     actor = dramatiq.actor(  # type: ignore[call-overload]
-        lambda: flaky(), broker=broker, actor_name="flaky", queue_name="flaky",
-        max_retries=0, min_backoff=1, max_backoff=10)
+        lambda: flaky(),
+        broker=broker,
+        actor_name="flaky",
+        queue_name="flaky",
+        max_retries=0,
+        min_backoff=1,
+        max_backoff=10,
+    )
     actor.send()
     broker.join("flaky", timeout=20_000, fail_fast=False)
 
@@ -90,12 +96,14 @@ def test_any_other_failure_is_counted(broker_factory: Callable[[int], StubBroker
 
 
 def test_an_outage_is_one_warning_line_without_a_traceback_other_failures_keep_theirs(
-        broker_factory: Callable[[int], StubBroker], caplog: pytest.LogCaptureFixture) -> None:
+    broker_factory: Callable[[int], StubBroker], caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger=DRAMATIQ_WORKER_LOGGER):
         run(broker_factory(60_000), Flaky(3, BackendUnavailable))
         run(broker_factory(60_000), Flaky(1, ValueError))
-    failed = [r for r in caplog.records
-              if r.name == DRAMATIQ_WORKER_LOGGER and r.getMessage().startswith("Failed to process")]
+    failed = [
+        r for r in caplog.records if r.name == DRAMATIQ_WORKER_LOGGER and r.getMessage().startswith("Failed to process")
+    ]
     outages = [r for r in failed if "a backend is unreachable (BackendUnavailable)" in r.getMessage()]
     others = [r for r in failed if r not in outages]
     assert len(outages) == 3 and all(r.levelname == "WARNING" and r.exc_info is None for r in outages)

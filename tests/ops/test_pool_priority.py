@@ -26,7 +26,8 @@ def _niceness(pid: int) -> int:
 
 @pytest.mark.slow
 def test_the_model_pool_yields_the_cpu_to_the_cheap_pool(
-    make_settings: Callable[..., Settings], tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
 ) -> None:
     settings = make_settings(worker_layout="split")  # pools in processes of their own
     client = redis.Redis.from_url(settings.redis_url or "")

@@ -65,8 +65,15 @@ def test_json_lines_carry_the_same_figures() -> None:
     progress.update(100, total=300)
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
     assert first["remaining"] == 300 and first["rate_per_s"] is None
-    assert second == {"progress": "memories", "remaining": 100, "total": 300, "rate_per_s": 100.0,
-                      "eta_s": 1.0, "elapsed_s": 2.0, "detail": ""}
+    assert second == {
+        "progress": "memories",
+        "remaining": 100,
+        "total": 300,
+        "rate_per_s": 100.0,
+        "eta_s": 1.0,
+        "elapsed_s": 2.0,
+        "detail": "",
+    }
 
 
 def test_no_progress_is_said_rather_than_an_endless_estimate() -> None:
@@ -106,8 +113,13 @@ FAKE_UP = textwrap.dedent("""
 
 
 def fake_up(data_dir: Path, *problems: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_UP, str(data_dir), *problems], cwd=REPO,
-                            env=cli_env(data_dir), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_UP, str(data_dir), *problems],
+        cwd=REPO,
+        env=cli_env(data_dir),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 

@@ -30,8 +30,9 @@ class Flaky:
     :attr:`release` (so the test sees the job between a failure and its end),
     then raises ``last`` when given, else succeeds."""
 
-    def __init__(self, failures: int, error: Callable[[], Exception], *,
-                 last: Callable[[], Exception] | None = None) -> None:
+    def __init__(
+        self, failures: int, error: Callable[[], Exception], *, last: Callable[[], Exception] | None = None
+    ) -> None:
         self.failures, self.error, self.last = failures, error, last
         self.calls = 0
         self.waiting = threading.Event()
@@ -48,15 +49,22 @@ class Flaky:
 
 
 @pytest.fixture
-def harness(make_settings: Callable[..., Settings],
-            harness_factory: Callable[[Settings], Harness]) -> Iterator[Harness]:
+def harness(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> Iterator[Harness]:
     yield harness_factory(make_settings())
 
 
 def run(h: Harness, flaky: Flaky, max_retries: int) -> dramatiq.Message[Any]:
     actor = dramatiq.actor(  # type: ignore[call-overload]
-        flaky, broker=h.broker, actor_name=ACTOR, queue_name=QUEUE,
-        max_retries=max_retries, min_backoff=10, max_backoff=50)
+        flaky,
+        broker=h.broker,
+        actor_name=ACTOR,
+        queue_name=QUEUE,
+        max_retries=max_retries,
+        min_backoff=10,
+        max_backoff=50,
+    )
     message: dramatiq.Message[Any] = actor.send({"n": 1})
     h.start_worker(threads=2)
     return message
@@ -66,13 +74,20 @@ def record(h: Harness) -> list[RetryingJob]:
     return RetryingRecord(h.runtime.redis).read(stale_after_ms=stale_after_ms(h.settings)).newest
 
 
-@pytest.mark.parametrize(("error", "max_retries", "reason"), [
-    (lambda: RuntimeError("the model said no"), 5, "RuntimeError"),
-    # An outage is retried on the time budget, uncounted (max_retries=0): retrying all the same.
-    (lambda: BackendUnavailable("the database did not answer"), 0, "backend_unavailable"),
-], ids=["counted", "outage"])
+@pytest.mark.parametrize(
+    ("error", "max_retries", "reason"),
+    [
+        (lambda: RuntimeError("the model said no"), 5, "RuntimeError"),
+        # An outage is retried on the time budget, uncounted (max_retries=0): retrying all the same.
+        (lambda: BackendUnavailable("the database did not answer"), 0, "backend_unavailable"),
+    ],
+    ids=["counted", "outage"],
+)
 def test_a_job_failing_twice_is_in_the_record_while_retrying_and_leaves_it_on_success(
-    harness: Harness, error: Callable[[], Exception], max_retries: int, reason: str,
+    harness: Harness,
+    error: Callable[[], Exception],
+    max_retries: int,
+    reason: str,
 ) -> None:
     flaky = Flaky(2, error)
     message = run(harness, flaky, max_retries)

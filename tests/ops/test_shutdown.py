@@ -28,13 +28,16 @@ KEY = owner_key(OWNER)
 def log_messages(path: Path) -> list[str]:
     """The messages of a worker's JSON Lines log, whole lines only (it is being written)."""
     text = path.read_text(errors="replace")
-    return [json.loads(line)["msg"] for line in text[:text.rfind("\n") + 1].splitlines()]
+    return [json.loads(line)["msg"] for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 @pytest.mark.slow
 def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    procs: list[Any],
+    tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.slow_next("chat", 3.0)  # SIGTERM arrives while the model answers
@@ -57,19 +60,20 @@ def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
     assert not h.runtime.redis.exists(keys.lock("learn", KEY))  # released, not left to expire
     queues = h.queues()
     assert sum(q["in_flight"] for q in queues.values()) == 0, queues
-    assert queues["memjobs_remember"]["ready"] + len(
-        h.store.list_sources(owner_key("later@example.com"))) >= 5
+    assert queues["memjobs_remember"]["ready"] + len(h.store.list_sources(owner_key("later@example.com"))) >= 5
 
 
 @pytest.mark.slow
 def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    procs: list[Any],
+    tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     fake_model.hang_next("chat")  # the job in hand would never finish by itself
-    settings = model_settings(model_timeout_ms=120_000, lease_ms=1500,
-                              broker_heartbeat_timeout_ms=2000)
+    settings = model_settings(model_timeout_ms=120_000, lease_ms=1500, broker_heartbeat_timeout_ms=2000)
     h = harness_factory(settings)
     ids = [remember_now(h, KEY, t) for t in ("I read before sleeping", "我周五游泳")]
     log_path = tmp_path / "worker.log"
@@ -80,8 +84,9 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     # The first signal handled all the way down: Dramatiq's worker process logs
     # "Shutting down..." when its handler has ended the run loop and it starts
     # stopping (consumers first, then waiting for the job in hand, which hangs).
-    wait_for(lambda: "Shutting down..." in log_messages(log_path), 60,
-             "the worker process to start its graceful shutdown")
+    wait_for(
+        lambda: "Shutting down..." in log_messages(log_path), 60, "the worker process to start its graceful shutdown"
+    )
     assert worker.poll() is None  # ... so it is still alive, waiting on its job
     started = time.monotonic()
     worker.send_signal(signal.SIGTERM)
@@ -103,7 +108,8 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
 
 
 def test_the_sweeper_service_sweeps_until_sigterm(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     tmp_path: Path,
 ) -> None:
     """`memjobs sweep --every N` (the compose/Kubernetes/systemd sweeper): passes
@@ -119,10 +125,15 @@ def test_the_sweeper_service_sweeps_until_sigterm(
     remember_now(h, KEY, "the sweeper finds me")
     h.runtime.scheduler.clear(KEY)  # as if the extraction message had been lost
     before = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))
-    proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "sweep", "--every",
-                             "0.2"], env=worker_env(settings), cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memjobs_worker.cli.main", "sweep", "--every", "0.2"],
+        env=worker_env(settings),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
+
         def swept() -> bool:  # a pass touches the health file
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
             return alive_file(settings).exists()

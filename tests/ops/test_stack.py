@@ -104,14 +104,22 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     with scratch_dir("stack") as base, FakeOpenAI(embedding_dims=64) as model:
         model.set_chat_handler(echo_facts_handler)
         data_dir = base / "data"
-        env = cli_env(data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="300",
-                      MEM0_DIR=str(base / "mem0"), MEMJOBS_METRICS_PORT=str(taken.getsockname()[1]),
-                      QWEN_AUDIO_MEMORY_BASE_URL=model.base_url, QWEN_AUDIO_MEMORY_API_KEY="k",
-                      MEMJOBS_MODEL_MAX_ATTEMPTS="1", MEMJOBS_MIN_BACKOFF_MS="300",
-                      MEMJOBS_MAX_BACKOFF_MS="1500", MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES="1000",
-                      MEMJOBS_MAX_RETRIES="1000",  # a scripted outage retries until it ends
-                      # the tests' folders are the roots a reindex may read under
-                      MEMJOBS_KNOWLEDGE_ROOTS=str(tmp_path_factory.getbasetemp()))
+        env = cli_env(
+            data_dir,
+            MEMJOBS_EXTRACT_DELAY_MS="20",
+            MEMJOBS_SWEEP_INTERVAL_MS="300",
+            MEM0_DIR=str(base / "mem0"),
+            MEMJOBS_METRICS_PORT=str(taken.getsockname()[1]),
+            QWEN_AUDIO_MEMORY_BASE_URL=model.base_url,
+            QWEN_AUDIO_MEMORY_API_KEY="k",
+            MEMJOBS_MODEL_MAX_ATTEMPTS="1",
+            MEMJOBS_MIN_BACKOFF_MS="300",
+            MEMJOBS_MAX_BACKOFF_MS="1500",
+            MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES="1000",
+            MEMJOBS_MAX_RETRIES="1000",  # a scripted outage retries until it ends
+            # the tests' folders are the roots a reindex may read under
+            MEMJOBS_KNOWLEDGE_ROOTS=str(tmp_path_factory.getbasetemp()),
+        )
         up = Up(data_dir, env, base / "up.out")
         try:
             up.wait_ready()
@@ -152,8 +160,9 @@ def test_a_taken_metrics_port_is_one_warning_and_no_traceback(shared: Shared) ->
 def test_metrics_bind_failure_can_be_a_start_up_error() -> None:
     taken = held_port()
     with scratch_dir("metrics-fail") as base:
-        env = cli_env(base / "data", MEMJOBS_METRICS_PORT=str(taken.getsockname()[1]),
-                      MEMJOBS_METRICS_BIND_FAILURE="fail")
+        env = cli_env(
+            base / "data", MEMJOBS_METRICS_PORT=str(taken.getsockname()[1]), MEMJOBS_METRICS_BIND_FAILURE="fail"
+        )
         try:
             result = run_cli(env, "up", timeout=STOP_TIMEOUT_S)
         finally:
@@ -217,9 +226,14 @@ def test_drain_says_which_job_is_retrying_and_ctrl_c_exits_130(shared: Shared) -
         # On a terminal (a pseudo-terminal here) drain shows its progress; once it
         # does, Ctrl-C.
         leader, follower = os.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "memjobs_worker.cli.main", "drain", "--timeout", "300"],
-                                cwd=REPO, env=shared.env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=follower)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memjobs_worker.cli.main", "drain", "--timeout", "300"],
+            cwd=REPO,
+            env=shared.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+        )
         os.close(follower)
         seen = b""
         try:
@@ -287,7 +301,8 @@ def test_end_session_and_sessions_say_what_is_switched_off(shared: Shared, tmp_p
     ended = shared.json("end-session", "--owner", owner, "--session", "s-1", "--transcript", str(transcript))
     assert "consolidate_session" in ended["enqueued"]
     assert [(o["job"], "QWEN_AUDIO_SESSION_DIGEST" in o["why"]) for o in ended["switched_off"]] == [
-        ("digest_session", True)]
+        ("digest_session", True)
+    ]
     text = ok(shared.cli("end-session", "--owner", owner, "--session", "s-2", "--transcript", str(transcript)))
     assert "digest_session is switched off" in text.stdout
     sessions = shared.cli("sessions", "--owner", owner, "--json")
@@ -298,8 +313,9 @@ def test_end_session_and_sessions_say_what_is_switched_off(shared: Shared, tmp_p
 def test_memory_replace_of_a_missing_text_is_not_found(shared: Shared) -> None:
     owner = new_owner("replace")
     ok(shared.cli("memory", "append", "--owner", owner, "--doc", "MEMORY.md", "--text", "- Likes jasmine tea"))
-    result = shared.cli("memory", "replace", "--owner", owner, "--doc", "MEMORY.md", "--old", "oolong",
-                        "--new", "jasmine", "--json")
+    result = shared.cli(
+        "memory", "replace", "--owner", owner, "--doc", "MEMORY.md", "--old", "oolong", "--new", "jasmine", "--json"
+    )
     assert result.code == exits.NOT_FOUND, str(result)
     assert result.json()["reason"] == "not_found"
 
@@ -373,8 +389,7 @@ def test_a_crashed_up_leaves_nothing_the_next_up_does_not_stop_and_sighup_stops_
             second = Up(data_dir, env, base / "up-2.out")
             second.wait_ready()
             # the old workers' heartbeats may make status count them a moment
-            wait_for(lambda: "memjobs is up" in second.text(), STOP_TIMEOUT_S, "the second up's banner",
-                     poll_s=0.1)
+            wait_for(lambda: "memjobs is up" in second.text(), STOP_TIMEOUT_S, "the second up's banner", poll_s=0.1)
             assert "left by a previous memjobs up" in second.text(), second.text()
             assert not alive(old["worker_pid"]) and not alive(old["redis_pid"])
             new = state(data_dir)

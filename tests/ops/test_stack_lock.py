@@ -31,8 +31,9 @@ sys.stdin.read()
 
 def test_one_holder_at_a_time_and_the_kernel_releases_a_dead_holders_lock(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(data_dir)], cwd=REPO,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(data_dir)], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         write_stack(data_dir, StackInfo(holder.pid, "redis://127.0.0.1:1/0", "postgresql://x", time.time()))

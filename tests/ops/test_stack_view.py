@@ -39,9 +39,14 @@ HOST_TOKEN = "stack-view-host-token-0123456789"
 def stack() -> Iterator[EmbeddedStack]:
     with scratch_dir("view") as base:
         data_dir = base / "data"
-        env = cli_env(data_dir, MEMJOBS_KNOWLEDGE="on", MEMJOBS_API_PORT="0",
-                      MEMJOBS_API_HOST_TOKEN=HOST_TOKEN, MEM0_DIR=str(base / "mem0"),
-                      MEMJOBS_KNOWLEDGE_ROOTS=str(base))
+        env = cli_env(
+            data_dir,
+            MEMJOBS_KNOWLEDGE="on",
+            MEMJOBS_API_PORT="0",
+            MEMJOBS_API_HOST_TOKEN=HOST_TOKEN,
+            MEM0_DIR=str(base / "mem0"),
+            MEMJOBS_KNOWLEDGE_ROOTS=str(base),
+        )
         handle = EmbeddedStack(data_dir, env, [], set(), set())
         try:
             handle.start("up.out")
@@ -110,11 +115,19 @@ def test_reads_against_a_running_stack_go_through_its_api(stack: EmbeddedStack) 
     source_id = stack.remember(owner, "I drink green tea every morning")
     env = shell(stack, MEMJOBS_API_HOST_TOKEN=HOST_TOKEN)
     stack.drain()
-    for args, check in ((("sources", "--owner", owner), lambda doc: [s["source_id"] for s in doc] == [source_id]),
-                        (("recall", "--owner", owner, "--query", "green tea"),
-                         lambda doc: doc and doc[0]["source_ids"] == [source_id])):
-        done = subprocess.run([sys.executable, "-c", PROBE, *args, "--json"], cwd=REPO, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    for args, check in (
+        (("sources", "--owner", owner), lambda doc: [s["source_id"] for s in doc] == [source_id]),
+        (("recall", "--owner", owner, "--query", "green tea"), lambda doc: doc and doc[0]["source_ids"] == [source_id]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, *args, "--json"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         report = json.loads(done.stderr.strip().splitlines()[-1])
         assert report["code"] == exits.OK, done.stderr
         assert check(json.loads(done.stdout)), done.stdout
@@ -123,8 +136,7 @@ def test_reads_against_a_running_stack_go_through_its_api(stack: EmbeddedStack) 
 
 def took(command: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run(command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                   timeout=120, check=True)
+    subprocess.run(command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, check=True)
     return time.perf_counter() - started
 
 
@@ -161,15 +173,24 @@ def test_the_banner_names_the_console_and_slash_leads_to_it(stack: EmbeddedStack
     assert answer.value.code == 307 and answer.value.headers["Location"] == "/console"
 
 
-@pytest.mark.parametrize("args", [("status",), ("dead", "list"), ("sources", "--owner", "nobody")],
-                         ids=lambda args: " ".join(args))
+@pytest.mark.parametrize(
+    "args", [("status",), ("dead", "list"), ("sources", "--owner", "nobody")], ids=lambda args: " ".join(args)
+)
 def test_a_closed_pipe_against_the_stack_is_no_traceback(stack: EmbeddedStack, args: tuple[str, ...]) -> None:
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args], cwd=REPO,
-                              env=shell(stack), stdin=subprocess.DEVNULL, stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+            cwd=REPO,
+            env=shell(stack),
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         os.close(write)
     assert done.returncode == exits.CLOSED_PIPE, done.stderr
@@ -181,9 +202,17 @@ def test_drain_in_a_pipe_says_what_is_left_as_lines_or_json(stack: EmbeddedStack
     reports its progress, then says what is left and exits 1."""
     client = MemjobsClient(state(stack)["redis_url"])
     try:
-        client.send(ACTOR_RECORD_TASK, build_payload(RecordTask, owner_key=owner_key(new_owner("view")),
-                                                     task_id="t-1", goal="water the plants",
-                                                     status="running"), delay_ms=600_000)
+        client.send(
+            ACTOR_RECORD_TASK,
+            build_payload(
+                RecordTask,
+                owner_key=owner_key(new_owner("view")),
+                task_id="t-1",
+                goal="water the plants",
+                status="running",
+            ),
+            delay_ms=600_000,
+        )
     finally:
         client.close()
     plain = run_cli(shell(stack), "drain", "--timeout", "2", "--every", "0.3")

@@ -38,9 +38,7 @@ def client(server: FakeOpenAI) -> openai.OpenAI:
 
 def _chat(client: openai.OpenAI, text: str = "hi") -> str | None:
     """Send one chat request and return the assistant content."""
-    resp = client.chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": text}]
-    )
+    resp = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": text}])
     return resp.choices[0].message.content
 
 
@@ -84,15 +82,11 @@ def test_base_url_and_chat_completion_shape(server: FakeOpenAI, client: openai.O
     assert resp.usage is not None and resp.usage.total_tokens >= resp.usage.prompt_tokens
 
 
-def test_chat_replies_queue_then_handler_then_default(
-    server: FakeOpenAI, client: openai.OpenAI
-) -> None:
+def test_chat_replies_queue_then_handler_then_default(server: FakeOpenAI, client: openai.OpenAI) -> None:
     server.queue_chat_replies("first", facts_reply("likes tea", "住在上海"))
     server.set_chat_handler(lambda req: "handled:" + req["messages"][-1]["content"])
     assert _chat(client) == "first"
-    assert json.loads(_chat(client) or "") == {
-        "memory": [{"text": "likes tea"}, {"text": "住在上海"}]
-    }
+    assert json.loads(_chat(client) or "") == {"memory": [{"text": "likes tea"}, {"text": "住在上海"}]}
     assert _chat(client, "ping") == "handled:ping"
     server.reset()
     assert _chat(client) == '{"memory": []}'
@@ -100,19 +94,13 @@ def test_chat_replies_queue_then_handler_then_default(
 
 def test_chat_stream(server: FakeOpenAI, client: openai.OpenAI) -> None:
     server.queue_chat_replies("streamed reply")
-    stream = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
-    )
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text == "streamed reply"
 
 
-def test_embeddings_dims_determinism_and_similarity(
-    server: FakeOpenAI, client: openai.OpenAI
-) -> None:
-    a1, b, zh, empty = _embed(
-        client, ["I like green tea", "I like green tea a lot", "我喜欢喝绿茶", ""]
-    )
+def test_embeddings_dims_determinism_and_similarity(server: FakeOpenAI, client: openai.OpenAI) -> None:
+    a1, b, zh, empty = _embed(client, ["I like green tea", "I like green tea a lot", "我喜欢喝绿茶", ""])
     (a2,) = _embed(client, "I like green tea")
     assert len(a1) == 64
     assert a1 == a2  # deterministic across requests
@@ -141,9 +129,7 @@ def test_fail_next_500_and_429(server: FakeOpenAI, client: openai.OpenAI) -> Non
         _chat(client)
     assert _chat(client) == '{"memory": []}'  # consumed once
 
-    server.fail_next(
-        "embeddings", 429, count=2, body={"error": {"message": "slow down", "type": "x"}}
-    )
+    server.fail_next("embeddings", 429, count=2, body={"error": {"message": "slow down", "type": "x"}})
     for _ in range(2):
         with pytest.raises(openai.RateLimitError) as info:
             _embed(client, "x")
@@ -231,9 +217,7 @@ def test_stop_releases_hanging_requests() -> None:
         _embed(client, "after stop")
 
 
-def test_echo_facts_handler_with_mem0_style_prompt(
-    server: FakeOpenAI, client: openai.OpenAI
-) -> None:
+def test_echo_facts_handler_with_mem0_style_prompt(server: FakeOpenAI, client: openai.OpenAI) -> None:
     server.set_chat_handler(echo_facts_handler)
     prompt = (
         "## Last k Messages\nuser: old message\n\n"
@@ -252,7 +236,4 @@ def test_echo_facts_handler_with_mem0_style_prompt(
     }
     plain = {"messages": [{"role": "user", "content": "Input:\n  user: likes jazz\nassistant: ok"}]}
     assert json.loads(echo_facts_handler(plain)) == {"memory": [{"text": "likes jazz"}]}
-    assert (
-        echo_facts_handler({"messages": [{"role": "user", "content": "no facts"}]})
-        == '{"memory": []}'
-    )
+    assert echo_facts_handler({"messages": [{"role": "user", "content": "no facts"}]}) == '{"memory": []}'

@@ -13,7 +13,8 @@ from tests.support.harness import REPO
 
 def test_every_import_points_down_a_layer() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(lint), "--config", "pyproject.toml", "--no-cache"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(lint), "--config", "pyproject.toml", "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout, result.stdout

@@ -113,7 +113,8 @@ def test_the_readme_names_only_real_settings() -> None:
 def test_the_readme_is_a_front_door() -> None:
     lines = _read(README).count("\n")
     assert lines <= MAX_README_LINES, (
-        f"README.md has {lines} lines (at most {MAX_README_LINES}): move reference material into docs/")
+        f"README.md has {lines} lines (at most {MAX_README_LINES}): move reference material into docs/"
+    )
 
 
 def test_the_readme_stays_in_the_repository_and_links_the_design() -> None:
@@ -124,15 +125,21 @@ def test_the_readme_stays_in_the_repository_and_links_the_design() -> None:
 
 def test_the_readme_links_every_docs_page() -> None:
     text = _read(README)
-    pages = sorted(page.relative_to(REPO).as_posix() for page in DOCS.iterdir()
-                   if page.is_file() and page.suffix in {".md", ".json"})
+    pages = sorted(
+        page.relative_to(REPO).as_posix()
+        for page in DOCS.iterdir()
+        if page.is_file() and page.suffix in {".md", ".json"}
+    )
     missing = [page for page in pages if f"]({page})" not in text]
     assert missing == [], f"docs pages the README does not link: {missing}"
 
 
 def test_every_docs_page_leads_back_to_the_readme() -> None:
-    missing = [_name(page) for page in sorted(DOCS.glob("*.md"))
-               if page.name != "DESIGN.md" and "](../README.md)" not in _read(page)]
+    missing = [
+        _name(page)
+        for page in sorted(DOCS.glob("*.md"))
+        if page.name != "DESIGN.md" and "](../README.md)" not in _read(page)
+    ]
     assert missing == [], f"docs pages with no link back to README.md: {missing}"
 
 
@@ -188,16 +195,20 @@ def test_relative_links_lead_to_files_of_the_repository(page: Path) -> None:
 
 def _make_targets() -> set[str]:
     makefile = _read(REPO / "Makefile")
-    targets = {name for line in re.findall(r"^([^\s#=:$.][^:=]*?)\s*::?(?!=)", makefile, re.MULTILINE)
-               for name in line.split()}
+    targets = {
+        name for line in re.findall(r"^([^\s#=:$.][^:=]*?)\s*::?(?!=)", makefile, re.MULTILINE) for name in line.split()
+    }
     return targets
 
 
 def _named_make_targets(text: str) -> set[str]:
     code = [body for _, body in _code_blocks(text)] + _inline_code(text)
-    return {target for snippet in code
-            for target in re.findall(r"(?:^|[\s;&|(])make[ \t]+([A-Za-z0-9_.-]+)", snippet, re.MULTILINE)
-            if not target.startswith("-")}
+    return {
+        target
+        for snippet in code
+        for target in re.findall(r"(?:^|[\s;&|(])make[ \t]+([A-Za-z0-9_.-]+)", snippet, re.MULTILINE)
+        if not target.startswith("-")
+    }
 
 
 @pytest.mark.parametrize("page", [README, DOCS / "development.md"], ids=_name)
@@ -234,8 +245,9 @@ def _readme_commands() -> list[list[str]]:
     """Every `memjobs …` command line of the README's shell blocks and inline
     code, as words (comments and the output after `# →` dropped)."""
     text = _read(README)
-    snippets = [line for language, body in _code_blocks(text) if language in COMMAND_LANGUAGES
-                for line in body.splitlines()]
+    snippets = [
+        line for language, body in _code_blocks(text) if language in COMMAND_LANGUAGES for line in body.splitlines()
+    ]
     snippets += [code for code in _inline_code(text) if code.startswith("memjobs ")]
     commands = []
     for snippet in snippets:
@@ -277,16 +289,20 @@ def test_the_readme_uses_only_options_the_cli_has() -> None:
     the `memjobs` entry point, not the CLI's modules)."""
     commands = [words for words in _readme_commands() if len(words) > 1 and words[1] in _subcommands()]
     used = sorted({words[1] for words in commands})
-    answer = subprocess.run([sys.executable, "-c", HELP_SCRIPT, *used],
-                            capture_output=True, text=True, timeout=300, check=False, cwd=REPO)
+    answer = subprocess.run(
+        [sys.executable, "-c", HELP_SCRIPT, *used], capture_output=True, text=True, timeout=300, check=False, cwd=REPO
+    )
     assert answer.returncode == 0, f"memjobs COMMAND --help failed:\n{answer.stderr[-2000:]}"
     helps: dict[str, str] = json.loads(answer.stdout)
     wrong = []
     for words in commands:
         help_text = helps[words[1]]
         options = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", help_text))
-        wrong += [f"{' '.join(words)}: {word}" for word in words[2:]
-                  if word.startswith("--") and word.split("=")[0] not in options]
+        wrong += [
+            f"{' '.join(words)}: {word}"
+            for word in words[2:]
+            if word.startswith("--") and word.split("=")[0] not in options
+        ]
         choices = re.search(r"^positional arguments:\n  \{([^}]*)\}", help_text, re.MULTILINE)
         action = words[2] if len(words) > 2 and not words[2].startswith("-") else None
         if choices and action is not None and action not in choices.group(1).split(","):
@@ -304,7 +320,11 @@ def test_every_file_named_in_code_is_in_the_repository(page: Path) -> None:
     """A path such as `tests/memory/test_pipeline.py` or `bench/bench_load.py`
     in inline code names a file or folder that exists (files move; their
     mentions must follow)."""
-    named = {match.rstrip(".,;:") for code in _inline_code(_read(page)) if not re.search(r"[<>*…{}]", code)
-             for match in REPOSITORY_PATH.findall(code)}
+    named = {
+        match.rstrip(".,;:")
+        for code in _inline_code(_read(page))
+        if not re.search(r"[<>*…{}]", code)
+        for match in REPOSITORY_PATH.findall(code)
+    }
     missing = sorted(path for path in named if not (REPO / path).exists())
     assert missing == [], f"{_name(page)} names files that are not in the repository: {missing}"

@@ -13,7 +13,7 @@ INTERNAL = ("fenced", "fencing", "grounding", "debounce", "lease", "provenance",
 
 def opening() -> str:
     text = README.read_text(encoding="utf-8")
-    return text[:text.index("## Quick start")]
+    return text[: text.index("## Quick start")]
 
 
 def test_the_opening_says_what_a_user_gets_without_internal_vocabulary() -> None:
@@ -24,22 +24,28 @@ def test_the_opening_says_what_a_user_gets_without_internal_vocabulary() -> None
 
 def test_the_quick_start_names_the_two_commands_first() -> None:
     text = README.read_text(encoding="utf-8")
-    start = text[text.index("## Quick start"):]
+    start = text[text.index("## Quick start") :]
     first_block = next(body for language, body in _code_blocks(start) if language in COMMAND_LANGUAGES)
     assert [line.split()[1] for line in first_block.splitlines()[:2]] == ["demo", "test"]
 
 
 def test_the_curl_example_waits_for_the_source_to_be_learned_before_recalling() -> None:
-    block = next(body for language, body in _code_blocks(README.read_text(encoding="utf-8"))
-                 if language in COMMAND_LANGUAGES and "/v1/recall" in body and "curl" in body)
+    block = next(
+        body
+        for language, body in _code_blocks(README.read_text(encoding="utf-8"))
+        if language in COMMAND_LANGUAGES and "/v1/recall" in body and "curl" in body
+    )
     lines = [line for line in block.splitlines() if not line.lstrip().startswith("#")]
     remember = next(i for i, line in enumerate(lines) if "/v1/remember" in line)
     recall = next(i for i, line in enumerate(lines) if "/v1/recall" in line)
-    waits = [i for i, line in enumerate(lines) if "/v1/sources" in line and "learned" in line
-             and line.startswith(("until ", "while "))]
+    waits = [
+        i
+        for i, line in enumerate(lines)
+        if "/v1/sources" in line and "learned" in line and line.startswith(("until ", "while "))
+    ]
     assert waits and remember < waits[0] < recall, block
 
 
 def test_the_typescript_clients_install_is_said() -> None:
     text = README.read_text(encoding="utf-8")
-    assert "npm install" in text and "clients/typescript" in text[text.index("npm install") - 200:]
+    assert "npm install" in text and "clients/typescript" in text[text.index("npm install") - 200 :]

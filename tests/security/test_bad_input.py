@@ -58,8 +58,9 @@ HarnessFactory = Callable[[Settings], Harness]
 def remember_payload(text: str = VALID_TEXT) -> dict[str, Any]:
     """A payload shaped like RememberSource, as a producer would send it, but not
     validated (crafted messages carry what the producer would have refused)."""
-    return RememberSource.model_construct(owner_key=KEY, source_id=source_id_for(KEY, text),
-                                          text=text).model_dump(mode="json")
+    return RememberSource.model_construct(owner_key=KEY, source_id=source_id_for(KEY, text), text=text).model_dump(
+        mode="json"
+    )
 
 
 def patched(payload: dict[str, Any], **fields: Any) -> dict[str, Any]:
@@ -67,8 +68,14 @@ def patched(payload: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {**payload, **fields}
 
 
-def craft(h: Harness, actor_name: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None,
-          *, queue_name: str | None = None) -> dramatiq.Message[Any]:
+def craft(
+    h: Harness,
+    actor_name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    queue_name: str | None = None,
+) -> dramatiq.Message[Any]:
     """Put a message straight into Redis, bypassing every producer-side check."""
     message: dramatiq.Message[Any] = dramatiq.Message(
         queue_name=queue_name or QUEUE_OF[actor_name],
@@ -82,8 +89,7 @@ def craft(h: Harness, actor_name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 def dead_messages(h: Harness, queue: str) -> list[dramatiq.Message[Any]]:
     raw = h.runtime.redis.hvals(keys.messages(xq_name(queue)))
-    return [dramatiq.Message.decode(data if isinstance(data, bytes) else data.encode())
-            for data in raw]
+    return [dramatiq.Message.decode(data if isinstance(data, bytes) else data.encode()) for data in raw]
 
 
 def dead_counts(h: Harness) -> dict[str, int]:
@@ -95,8 +101,9 @@ def nothing_queued(h: Harness) -> bool:
 
 
 def failure_records(caplog: pytest.LogCaptureFixture, message_id: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records
-            if r.getMessage() == "job failed" and getattr(r, "message_id", None) == message_id]
+    return [
+        r for r in caplog.records if r.getMessage() == "job failed" and getattr(r, "message_id", None) == message_id
+    ]
 
 
 def extras(record: logging.LogRecord, *names: str) -> tuple[Any, ...]:
@@ -139,10 +146,8 @@ REFUSALS = {
     "remember_text_int": Refusal(lambda c: c.remember(OWNER, 42), "text"),
     "remember_text_none": Refusal(lambda c: c.remember(OWNER, None), "text"),
     "remember_kind_unknown": Refusal(lambda c: c.remember(OWNER, VALID_TEXT, kind="shout"), "kind"),
-    "remember_session_id_int": Refusal(lambda c: c.remember(OWNER, VALID_TEXT, session_id=7),
-                                       "session_id"),
-    "forget_owner_empty": Refusal(lambda c: c.forget("", source_id_for(KEY, VALID_TEXT)),
-                                  "owner_id"),
+    "remember_session_id_int": Refusal(lambda c: c.remember(OWNER, VALID_TEXT, session_id=7), "session_id"),
+    "forget_owner_empty": Refusal(lambda c: c.forget("", source_id_for(KEY, VALID_TEXT)), "owner_id"),
     "forget_source_id_malformed": Refusal(lambda c: c.forget(OWNER, "src_123"), "source_id"),
     "forget_source_id_int": Refusal(lambda c: c.forget(OWNER, 123), "source_id"),
 }
@@ -203,9 +208,7 @@ def test_producer_accepts_text_exactly_at_the_byte_limit(
     assert h.queues()[QUEUE_REMEMBER]["ready"] == 1
 
 
-def test_producer_limit_follows_max_text_bytes(
-    make_settings: MakeSettings, harness_factory: HarnessFactory
-) -> None:
+def test_producer_limit_follows_max_text_bytes(make_settings: MakeSettings, harness_factory: HarnessFactory) -> None:
     h = harness_factory(make_settings(max_text_bytes=10))
     with pytest.raises(InvalidPayload, match="over the limit of 10 bytes"):
         h.client.remember(OWNER, "你好世界")  # 4 characters, 12 bytes
@@ -214,9 +217,11 @@ def test_producer_limit_follows_max_text_bytes(
 
 @pytest.mark.parametrize(
     ("text", "secret"),
-    [("my password is hunter2!", "hunter2"),
-     ("我的银行卡密码是 852741", "852741"),
-     ("the api key is sk-abcdefghijklmnopqrstuvwx1234", "sk-abcdefghijklmnopqrstuvwx1234")],
+    [
+        ("my password is hunter2!", "hunter2"),
+        ("我的银行卡密码是 852741", "852741"),
+        ("the api key is sk-abcdefghijklmnopqrstuvwx1234", "sk-abcdefghijklmnopqrstuvwx1234"),
+    ],
     ids=["english_password", "chinese_password", "api_key"],
 )
 def test_producer_refuses_sensitive_text_without_repeating_it(
@@ -249,8 +254,8 @@ MALFORMED = {
     # A version no worker reads (a newer one is left for a newer worker: tests/faults/test_rolling_upgrade.py).
     "schema_version_0": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), schema_version=0),)),
     "schema_version_text_forget": Crafted(
-        ACTOR_FORGET, ({"schema_version": "2", "owner_key": KEY,
-                        "source_id": source_id_for(KEY, VALID_TEXT)},)),
+        ACTOR_FORGET, ({"schema_version": "2", "owner_key": KEY, "source_id": source_id_for(KEY, VALID_TEXT)},)
+    ),
     "schema_version_negative_extract": Crafted(ACTOR_EXTRACT, ({"schema_version": -1, "owner_key": KEY},)),
     "args_not_a_dict": Crafted(ACTOR_REMEMBER, (VALID_TEXT,)),
     "no_args": Crafted(ACTOR_REMEMBER, ()),
@@ -261,10 +266,8 @@ MALFORMED = {
     "owner_key_is_raw_owner_id": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), owner_key=OWNER),)),
     "text_wrong_type": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), text=42),)),
     "text_blank": Crafted(ACTOR_REMEMBER, (patched(remember_payload(), text="   "),)),
-    "forget_source_id_malformed": Crafted(ACTOR_FORGET, ({"owner_key": KEY,
-                                                          "source_id": "src_123"},)),
-    "extract_trigger_unknown": Crafted(ACTOR_EXTRACT, ({"owner_key": KEY,
-                                                        "trigger": "whenever"},)),
+    "forget_source_id_malformed": Crafted(ACTOR_FORGET, ({"owner_key": KEY, "source_id": "src_123"},)),
+    "extract_trigger_unknown": Crafted(ACTOR_EXTRACT, ({"owner_key": KEY, "trigger": "whenever"},)),
 }
 UNKNOWN_ACTOR = "remember_source_v2"
 
@@ -286,7 +289,9 @@ def test_malformed_message_is_dead_lettered_at_once_without_retries(
 
 @pytest.mark.parametrize("case", list(MALFORMED.values()), ids=list(MALFORMED))
 def test_malformed_message_failure_is_logged_with_reason_invalid_payload(
-    case: Crafted, make_settings: MakeSettings, harness_factory: HarnessFactory,
+    case: Crafted,
+    make_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -296,7 +301,11 @@ def test_malformed_message_failure_is_logged_with_reason_invalid_payload(
     h.drain()
     [record] = failure_records(caplog, sent.message_id)
     assert extras(record, "actor", "outcome", "reason", "retries") == (
-        case.actor, "invalid_payload", "invalid_payload", 0)
+        case.actor,
+        "invalid_payload",
+        "invalid_payload",
+        0,
+    )
 
 
 def test_message_for_an_unknown_actor_is_dead_lettered_at_once(
@@ -314,7 +323,8 @@ def test_message_for_an_unknown_actor_is_dead_lettered_at_once(
 
 
 def test_message_for_an_unknown_actor_is_logged_with_its_reason(
-    make_settings: MakeSettings, harness_factory: HarnessFactory,
+    make_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -418,7 +428,8 @@ def test_crafted_secret_is_not_kept_in_the_dead_letter_queue_or_anywhere_in_redi
     ids=["remember", "forget"],
 )
 def test_memory_off_producer_refuses_with_memory_off(
-    call: Callable[[MemjobsClient], Any], make_settings: MakeSettings,
+    call: Callable[[MemjobsClient], Any],
+    make_settings: MakeSettings,
     harness_factory: HarnessFactory,
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off"))
@@ -443,7 +454,8 @@ def test_memory_off_crafted_message_is_dead_lettered_at_once(
 
 
 def test_memory_off_crafted_message_is_logged_with_reason_memory_off(
-    make_settings: MakeSettings, harness_factory: HarnessFactory,
+    make_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -455,9 +467,7 @@ def test_memory_off_crafted_message_is_logged_with_reason_memory_off(
     assert extras(record, "outcome", "reason", "retries") == ("memory_off", "memory_off", 0)
 
 
-def test_memory_off_allocates_no_mem0_storage(
-    make_settings: MakeSettings, harness_factory: HarnessFactory
-) -> None:
+def test_memory_off_allocates_no_mem0_storage(make_settings: MakeSettings, harness_factory: HarnessFactory) -> None:
     settings = make_settings(memory_provider="off")
     h = harness_factory(settings)
     craft(h, ACTOR_REMEMBER, (remember_payload(),))
@@ -489,11 +499,15 @@ def test_unknown_memory_provider_is_a_configuration_error_naming_the_variable(
 
 @pytest.mark.parametrize(
     "env",
-    [{"QWEN_AUDIO_MEMORY_API_KEY": "sk-qwen-0123456789abcdef"},
-     {"DASHSCOPE_API_KEY": "sk-dash-0123456789abcdef"},
-     {"QWEN_AUDIO_MEMORY_API_KEY": "sk-qwen-0123456789abcdef",
-      "DASHSCOPE_API_KEY": "sk-dash-0123456789abcdef",
-      "MEMJOBS_EMBEDDING_API_KEY": "sk-embed-0123456789abcdef"}],
+    [
+        {"QWEN_AUDIO_MEMORY_API_KEY": "sk-qwen-0123456789abcdef"},
+        {"DASHSCOPE_API_KEY": "sk-dash-0123456789abcdef"},
+        {
+            "QWEN_AUDIO_MEMORY_API_KEY": "sk-qwen-0123456789abcdef",
+            "DASHSCOPE_API_KEY": "sk-dash-0123456789abcdef",
+            "MEMJOBS_EMBEDDING_API_KEY": "sk-embed-0123456789abcdef",
+        },
+    ],
     ids=["qwen_key", "dashscope_key", "every_key"],
 )
 def test_redacted_settings_never_show_a_key_or_a_url_password(
@@ -519,8 +533,7 @@ def test_redacted_settings_hide_a_password_given_as_a_url_parameter(
 ) -> None:
     """libpq and redis-py both take ``?password=`` in the URL."""
     monkeypatch.setenv("MEMJOBS_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("MEMJOBS_DATABASE_URL",
-                       "postgresql://memjobs@db.example:5432/mj?password=pg-pass-4411")
+    monkeypatch.setenv("MEMJOBS_DATABASE_URL", "postgresql://memjobs@db.example:5432/mj?password=pg-pass-4411")
     monkeypatch.setenv("MEMJOBS_REDIS_URL", "redis://cache.example:6379/0?password=redis-pass-9922")
     shown = json.dumps(load_settings().redacted())
     assert "pg-pass-4411" not in shown
@@ -542,10 +555,8 @@ def _system_postgres_without_pgvector() -> str:
     for user in ("postgres", "root"):
         url = f"postgresql://{user}@127.0.0.1:5432/test"
         try:
-            with psycopg.connect(url, connect_timeout=3,
-                                 options="-c default_transaction_read_only=on") as conn:
-                has_vector = conn.execute(
-                    "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            with psycopg.connect(url, connect_timeout=3, options="-c default_transaction_read_only=on") as conn:
+                has_vector = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
         except psycopg.Error as exc:
             reasons.append(f"{user}: {exc}".strip())
             continue

@@ -116,8 +116,10 @@ def hot_paths(size: int) -> list[tuple[str, str]]:
         ("prefixes_in_a_word", _sized(size, "glpat-", "x")),
         ("keywords_unspaced", _sized(size, "password", "'")),  # a code's look-ahead read every letter after
         ("code_keywords_unspaced", _sized(size, "codepin")),
-        ("near_miss_vendor", _sized(size, "AKIAAAAAAAAAAAAAAAA sk-abc eyJabc.def. xoxb-12 ghp_abc1 "
-                                          "-----BEGIN RSA PRIVATE KEY----- ")),
+        (
+            "near_miss_vendor",
+            _sized(size, "AKIAAAAAAAAAAAAAAAA sk-abc eyJabc.def. xoxb-12 ghp_abc1 -----BEGIN RSA PRIVATE KEY----- "),
+        ),
         ("markers", _sized(size, "password: [REDACTED] token=[REDACTED]&")),
         ("chinese_keywords_alone", _sized(size, "我的密码是验证码口令")),
         ("bip39_words", _sized(size, "abandon ")),
@@ -165,7 +167,7 @@ def _least_cpu(fn: Callable[[str], object], text: str, enough_s: float) -> float
 def _transcript(text: str) -> object:
     """What session end does to a transcript: each of four turns redacted."""
     quarter = len(text) // 4
-    return [redact_secrets(text[i * quarter:(i + 1) * quarter]) for i in range(4)]
+    return [redact_secrets(text[i * quarter : (i + 1) * quarter]) for i in range(4)]
 
 
 def _document(text: str) -> object:

@@ -54,8 +54,22 @@ def test_folding_takes_for_an_ascii_letter_exactly_what_ignorecase_does() -> Non
 
 
 def test_normalising_by_a_table_keeps_every_offset_of_the_original() -> None:
-    pieces = ["ab1 :=", "\u200b", "ｐａｓｓ", "１２", "ﬁ", "㎏", "а", "\u00ad", "é", "e\u0301", "密码", "\U0001d400",
-              "½", "\ufeff"]
+    pieces = [
+        "ab1 :=",
+        "\u200b",
+        "ｐａｓｓ",
+        "１２",
+        "ﬁ",
+        "㎏",
+        "а",
+        "\u00ad",
+        "é",
+        "e\u0301",
+        "密码",
+        "\U0001d400",
+        "½",
+        "\ufeff",
+    ]
     for text in _texts(pieces, 800, seed=3, most=8):
         normalised = normalise(text)
         for start in range(len(normalised.text)):
@@ -68,11 +82,54 @@ def test_normalising_by_a_table_keeps_every_offset_of_the_original() -> None:
 def test_one_time_codes_led_by_their_keywords_are_those_finditer_finds() -> None:
     plain = regex_scanner(numbers._OTP, accept=numbers._otp_ok)
     anchored = numbers.NUMBER_RULES[-1].scan
-    pieces = ["code", "pin", "2fa", "mfa", "otp", "totp", "pass", "password", "passcode", "door", "is", "was", "for",
-              "my", ":", "=", "是", "1234", "123456", "12 34", "1 2 3 4", "ab12cd", "abc-12d", "G-", "your", "zip",
-              "CODE", "PIN", "ıs", "verification", "one-time", "one time pass", "sms", "log-in", "4821", "minutes",
-              # code words before a keyword, as (?i) reads them (a keyword with none before it leads no match)
-              "google", "two factor", "sign in", "authorisation", "ſms", "\u212aeypad", "pİn", "abcd1234", "card"]
+    pieces = [
+        "code",
+        "pin",
+        "2fa",
+        "mfa",
+        "otp",
+        "totp",
+        "pass",
+        "password",
+        "passcode",
+        "door",
+        "is",
+        "was",
+        "for",
+        "my",
+        ":",
+        "=",
+        "是",
+        "1234",
+        "123456",
+        "12 34",
+        "1 2 3 4",
+        "ab12cd",
+        "abc-12d",
+        "G-",
+        "your",
+        "zip",
+        "CODE",
+        "PIN",
+        "ıs",
+        "verification",
+        "one-time",
+        "one time pass",
+        "sms",
+        "log-in",
+        "4821",
+        "minutes",
+        # code words before a keyword, as (?i) reads them (a keyword with none before it leads no match)
+        "google",
+        "two factor",
+        "sign in",
+        "authorisation",
+        "ſms",
+        "\u212aeypad",
+        "pİn",
+        "abcd1234",
+        "card",
+    ]
     found = 0
     for text in _texts(pieces, 8000, seed=5, most=10):
         assert list(anchored(text)) == list(plain(text)), text
@@ -105,8 +162,10 @@ def test_seed_words_looked_up_in_regions_make_the_same_runs() -> None:
     rnd = random.Random(3)
     found = 0
     for _ in range(1500):
-        parts = [rnd.choice(words) if rnd.random() < 0.85 else rnd.choice(["ab", "abandonment", "ABANDON", "the", "7"])
-                 for _ in range(rnd.randint(8, 30))]
+        parts = [
+            rnd.choice(words) if rnd.random() < 0.85 else rnd.choice(["ab", "abandonment", "ABANDON", "the", "7"])
+            for _ in range(rnd.randint(8, 30))
+        ]
         text = "".join(p + rnd.choice([" "] * 8 + [",", "\n", " 1. ", "12)", "-", ".", "123.", ""]) for p in parts)
         runs = _plain_runs(text)
         assert list(seeds._runs(text)) == runs, text

@@ -37,8 +37,12 @@ OWNER = "erin@example.com"
 KEY = owner_key(OWNER)
 TS = "2026-11-30T10:00:00Z"
 SECRETS = [text for _, _, text in positives()]
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 # Text: ordinary, with any code point (lone surrogates, NUL, controls), or a credential.
 texts = st.one_of(
@@ -49,18 +53,26 @@ texts = st.one_of(
     st.sampled_from(["tea", "我住在杭州", "s1", "t1", "notes", "/srv/docs/a.md"]),
 )
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.binary(max_size=8), texts)
-anything = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                         st.dictionaries(texts, inner, max_size=3)),
-                        max_leaves=8)
+anything = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(texts, inner, max_size=3)),
+    max_leaves=8,
+)
 turns = st.one_of(
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "robot"]), "text": texts,
-                           "ts": st.sampled_from([TS, "yesterday", 5])}),
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "robot"]),
+            "text": texts,
+            "ts": st.sampled_from([TS, "yesterday", 5]),
+        }
+    ),
     anything,
 )
 tasks = st.one_of(st.fixed_dictionaries({"task_id": texts, "goal": texts}), anything)
 documents = st.one_of(
-    st.fixed_dictionaries({"doc_id": st.sampled_from(["d1", "a.b", "sk-" + "x" * 30]) | texts,
-                           "title": texts, "text": texts}),
+    st.fixed_dictionaries(
+        {"doc_id": st.sampled_from(["d1", "a.b", "sk-" + "x" * 30]) | texts, "title": texts, "text": texts}
+    ),
     texts,
     anything,
 )
@@ -125,8 +137,12 @@ def check_call(client: tuple[MemjobsClient, redis.Redis], call: Any) -> None:
 
 
 @FUZZ
-@given(owner=owners, text=st.one_of(texts, anything), session_id=st.one_of(st.none(), texts, anything),
-       kind=st.one_of(st.sampled_from(["utterance", "explicit"]), anything))
+@given(
+    owner=owners,
+    text=st.one_of(texts, anything),
+    session_id=st.one_of(st.none(), texts, anything),
+    kind=st.one_of(st.sampled_from(["utterance", "explicit"]), anything),
+)
 def test_remember(client: Any, owner: Any, text: Any, session_id: Any, kind: Any) -> None:
     check_call(client, lambda c: c.remember(owner, text, session_id=session_id, kind=kind))
 
@@ -144,15 +160,18 @@ def test_end_session(client: Any, owner: Any, session_id: Any, transcript: Any, 
 
 
 @FUZZ
-@given(owner=owners, task_id=st.one_of(texts, anything), goal=st.one_of(texts, anything),
-       status=st.one_of(st.sampled_from(["running", "succeeded"]), anything))
+@given(
+    owner=owners,
+    task_id=st.one_of(texts, anything),
+    goal=st.one_of(texts, anything),
+    status=st.one_of(st.sampled_from(["running", "succeeded"]), anything),
+)
 def test_record_task(client: Any, owner: Any, task_id: Any, goal: Any, status: Any) -> None:
     check_call(client, lambda c: c.record_task(owner, task_id, goal, status))
 
 
 @FUZZ
-@given(owner=owners, docs=lists_of(documents), consent=st.one_of(st.just(True), anything),
-       roots=lists_of(texts))
+@given(owner=owners, docs=lists_of(documents), consent=st.one_of(st.just(True), anything), roots=lists_of(texts))
 def test_reindex_knowledge(client: Any, owner: Any, docs: Any, consent: Any, roots: Any) -> None:
     check_call(client, lambda c: c.reindex_knowledge(owner, docs, consent, allowed_roots=roots))
 
@@ -160,15 +179,28 @@ def test_reindex_knowledge(client: Any, owner: Any, docs: Any, consent: Any, roo
 def payloads() -> st.SearchStrategy[dict[Any, Any]]:
     """Payload dicts near every contract: known field names with valid or wild values."""
     valid: dict[str, st.SearchStrategy[Any]] = {
-        "schema_version": st.just(1), "owner_key": st.just(KEY),
-        "source_id": st.just(source_id_for(KEY, "tea")), "text": texts, "session_id": texts,
-        "kind": st.just("utterance"), "trigger": st.just("manual"), "transcript": lists_of(turns),
-        "tasks": lists_of(tasks), "task_id": texts, "goal": texts, "status": st.just("running"),
-        "consent": st.just(True), "documents": lists_of(documents), "allowed_roots": lists_of(texts),
+        "schema_version": st.just(1),
+        "owner_key": st.just(KEY),
+        "source_id": st.just(source_id_for(KEY, "tea")),
+        "text": texts,
+        "session_id": texts,
+        "kind": st.just("utterance"),
+        "trigger": st.just("manual"),
+        "transcript": lists_of(turns),
+        "tasks": lists_of(tasks),
+        "task_id": texts,
+        "goal": texts,
+        "status": st.just("running"),
+        "consent": st.just(True),
+        "documents": lists_of(documents),
+        "allowed_roots": lists_of(texts),
     }
     fields = st.dictionaries(st.sampled_from(sorted(valid)), st.just(None), max_size=len(valid))
-    return fields.flatmap(lambda keys: st.fixed_dictionaries(
-        {k: st.one_of(valid[k], anything) for k in keys}, optional={"extra": anything}))
+    return fields.flatmap(
+        lambda keys: st.fixed_dictionaries(
+            {k: st.one_of(valid[k], anything) for k in keys}, optional={"extra": anything}
+        )
+    )
 
 
 @FUZZ
@@ -186,8 +218,10 @@ MODELS = sorted(set(contracts.PAYLOADS.values()), key=_name)
 
 @pytest.mark.parametrize("model", MODELS, ids=_name)
 @FUZZ
-@given(args=st.one_of(st.tuples(payloads()), st.tuples(anything), st.lists(anything, max_size=2).map(tuple)),
-       kwargs=st.one_of(st.just({}), st.dictionaries(st.text(max_size=5), anything, max_size=2)))
+@given(
+    args=st.one_of(st.tuples(payloads()), st.tuples(anything), st.lists(anything, max_size=2).map(tuple)),
+    kwargs=st.one_of(st.just({}), st.dictionaries(st.text(max_size=5), anything, max_size=2)),
+)
 def test_parse(model: type[contracts._Payload], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     try:
         payload = parse(model, args, kwargs)

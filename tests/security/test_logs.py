@@ -305,9 +305,7 @@ def test_configure_is_idempotent(restore_logging: None) -> None:
     assert [r["msg"] for r in lines(second)] == ["once"]
 
 
-def test_configure_defaults_to_stderr(
-    restore_logging: None, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_configure_defaults_to_stderr(restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging()
     logging.getLogger("memjobs.test").info("to stderr")
     recs = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
@@ -331,10 +329,18 @@ def test_dramatiq_messages_in_log_arguments_lose_their_payload() -> None:
 
     from memjobs_worker.logs import JsonFormatter
 
-    message: dramatiq.Message[Any] = dramatiq.Message(queue_name="q", actor_name="remember_source",
-                               args=({"text": "我对花生过敏"},), kwargs={}, options={})
-    record = logging.LogRecord("dramatiq.worker.WorkerThread", logging.ERROR, __file__, 1,
-                               "Failed to process message %s with unhandled exception.", (message,), None)
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="q", actor_name="remember_source", args=({"text": "我对花生过敏"},), kwargs={}, options={}
+    )
+    record = logging.LogRecord(
+        "dramatiq.worker.WorkerThread",
+        logging.ERROR,
+        __file__,
+        1,
+        "Failed to process message %s with unhandled exception.",
+        (message,),
+        None,
+    )
     line = json.loads(JsonFormatter().format(record))
     assert line["msg"] == f"Failed to process message remember_source#{message.message_id} with unhandled exception."
     assert "花生" not in json.dumps(line, ensure_ascii=False)
@@ -368,8 +374,7 @@ def _pumped(tmp_path: Any, text: str, **limits: int) -> list[str]:
     from memjobs_worker.embedded.logpump import LogPump
 
     read_fd, write_fd = os.pipe()
-    pump = LogPump(tmp_path / "worker.log", max_bytes=limits.get("max_bytes", 0),
-                   backups=limits.get("backups", 0))
+    pump = LogPump(tmp_path / "worker.log", max_bytes=limits.get("max_bytes", 0), backups=limits.get("backups", 0))
     pump.pump(os.fdopen(read_fd, "rb"))
     with os.fdopen(write_fd, "wb") as out:
         out.write(text.encode())

@@ -51,11 +51,22 @@ def _embed_auth(settings: Settings, server: FakeOpenAI) -> str | None:
     return server.requests_for("embeddings")[-1].headers.get("authorization")
 
 
-@pytest.mark.parametrize("name", ["DASHSCOPE_API_KEY", "QWEN_AUDIO_MEMORY_API_KEY",
-                                  "MEMJOBS_EMBEDDING_API_KEY", "MEMJOBS_EMBEDDING_BASE_URL",
-                                  "QWEN_AUDIO_MEMORY_BASE_URL", "MEMJOBS_API_GATEWAY_TOKEN",
-                                  "MEMJOBS_API_HOST_TOKEN", "MEMJOBS_REDIS_URL", "MEMJOBS_DATABASE_URL",
-                                  "MEMJOBS_REDIS_SENTINELS", "MEMJOBS_API_TLS_CERT"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "DASHSCOPE_API_KEY",
+        "QWEN_AUDIO_MEMORY_API_KEY",
+        "MEMJOBS_EMBEDDING_API_KEY",
+        "MEMJOBS_EMBEDDING_BASE_URL",
+        "QWEN_AUDIO_MEMORY_BASE_URL",
+        "MEMJOBS_API_GATEWAY_TOKEN",
+        "MEMJOBS_API_HOST_TOKEN",
+        "MEMJOBS_REDIS_URL",
+        "MEMJOBS_DATABASE_URL",
+        "MEMJOBS_REDIS_SENTINELS",
+        "MEMJOBS_API_TLS_CERT",
+    ],
+)
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_key_or_url_is_none(env: pytest.MonkeyPatch, name: str, blank: str) -> None:
     env.setenv(name, blank)
@@ -63,8 +74,17 @@ def test_a_blank_key_or_url_is_none(env: pytest.MonkeyPatch, name: str, blank: s
     assert not settings.model_configured and not settings.consolidation_enabled
     assert settings.memory_key is None and settings.embedding_key is None
     assert not settings.embedding_configured
-    for field in ("dashscope_api_key", "memory_api_key", "embedding_api_key", "api_gateway_token",
-                  "api_host_token", "redis_url", "database_url", "redis_sentinels", "api_tls_cert"):
+    for field in (
+        "dashscope_api_key",
+        "memory_api_key",
+        "embedding_api_key",
+        "api_gateway_token",
+        "api_host_token",
+        "redis_url",
+        "database_url",
+        "redis_sentinels",
+        "api_tls_cert",
+    ):
         assert getattr(settings, field) is None, field
     assert settings.memory_base_url == DASHSCOPE_COMPATIBLE_URL
     assert chat_model(settings, "consolidate") is None
@@ -102,8 +122,7 @@ def test_the_dashscope_key_goes_to_dashscope(env: pytest.MonkeyPatch) -> None:
     assert load_settings().memory_key.get_secret_value() == MINE  # type: ignore[union-attr]
 
 
-def test_a_custom_endpoint_never_gets_the_dashscope_key(env: pytest.MonkeyPatch,
-                                                         fake_model: FakeOpenAI) -> None:
+def test_a_custom_endpoint_never_gets_the_dashscope_key(env: pytest.MonkeyPatch, fake_model: FakeOpenAI) -> None:
     env.setenv("DASHSCOPE_API_KEY", DASH)
     env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", fake_model.base_url)
     settings = load_settings()
@@ -124,8 +143,7 @@ def test_a_custom_endpoint_gets_its_own_key(env: pytest.MonkeyPatch, fake_model:
     assert _chat_auth(load_settings(), fake_model) == f"Bearer {MINE}"
 
 
-def test_a_custom_endpoint_without_any_key_gets_no_header(env: pytest.MonkeyPatch,
-                                                          fake_model: FakeOpenAI) -> None:
+def test_a_custom_endpoint_without_any_key_gets_no_header(env: pytest.MonkeyPatch, fake_model: FakeOpenAI) -> None:
     env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", fake_model.base_url)
     assert _chat_auth(load_settings(), fake_model) is None
 
@@ -163,8 +181,7 @@ def test_one_endpoint_for_both_shares_its_own_key(env: pytest.MonkeyPatch, fake_
     assert _embed_auth(settings, fake_model) == f"Bearer {MINE}"
 
 
-def test_another_endpoint_does_not_get_the_light_models_key(env: pytest.MonkeyPatch,
-                                                            fake_model: FakeOpenAI) -> None:
+def test_another_endpoint_does_not_get_the_light_models_key(env: pytest.MonkeyPatch, fake_model: FakeOpenAI) -> None:
     with FakeOpenAI(embedding_dims=64) as other:
         env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", other.base_url)
         env.setenv("QWEN_AUDIO_MEMORY_API_KEY", MINE)
@@ -174,14 +191,17 @@ def test_another_endpoint_does_not_get_the_light_models_key(env: pytest.MonkeyPa
         assert _chat_auth(settings, other) == f"Bearer {MINE}"
 
 
-@pytest.mark.parametrize("url", [
-    "https://dashscope.aliyuncs.com.proxy.example/compatible-mode/v1",
-    "http://dashscope.aliyuncs.com/compatible-mode/v1",
-    "https://dashscope.aliyuncs.com:8443/compatible-mode/v1",
-    "https://me@dashscope.aliyuncs.com/compatible-mode/v1",
-    "https://proxy.example/dashscope.aliyuncs.com/v1",
-    "http://127.0.0.1:11434/v1",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://dashscope.aliyuncs.com.proxy.example/compatible-mode/v1",
+        "http://dashscope.aliyuncs.com/compatible-mode/v1",
+        "https://dashscope.aliyuncs.com:8443/compatible-mode/v1",
+        "https://me@dashscope.aliyuncs.com/compatible-mode/v1",
+        "https://proxy.example/dashscope.aliyuncs.com/v1",
+        "http://127.0.0.1:11434/v1",
+    ],
+)
 def test_only_dashscope_itself_is_dashscope(env: pytest.MonkeyPatch, url: str) -> None:
     assert not is_dashscope(url)
     env.setenv("DASHSCOPE_API_KEY", DASH)

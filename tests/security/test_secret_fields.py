@@ -38,13 +38,22 @@ TURNS = [{"role": "user", "text": "set an alarm for seven", "ts": TS}]
 
 
 @pytest.fixture
-def h(make_settings: Callable[..., Settings], fake_model: FakeOpenAI,
-      harness_factory: Callable[[Settings], Harness]) -> Harness:
+def h(
+    make_settings: Callable[..., Settings], fake_model: FakeOpenAI, harness_factory: Callable[[Settings], Harness]
+) -> Harness:
     """Every feature on: memory, consolidation, digest, knowledge with embeddings."""
-    return harness_factory(make_settings(
-        memory_base_url=fake_model.base_url, memory_api_key="test-key", memory_model="fake-flash",
-        session_digest="on", embedding_base_url=fake_model.base_url, embedding_api_key="k",
-        embedding_dims=64, max_retries=1))
+    return harness_factory(
+        make_settings(
+            memory_base_url=fake_model.base_url,
+            memory_api_key="test-key",
+            memory_model="fake-flash",
+            session_digest="on",
+            embedding_base_url=fake_model.base_url,
+            embedding_api_key="k",
+            embedding_dims=64,
+            max_retries=1,
+        )
+    )
 
 
 def secret_of(case: str) -> str:
@@ -58,14 +67,16 @@ PRODUCER_CASES: dict[str, Callable[[Any], Any]] = {
     "end_session_task_id": lambda c: c.end_session(OWNER, "s1", TURNS, [{"task_id": TOKEN, "goal": "tea"}]),
     "record_task_task_id": lambda c: c.record_task(OWNER, TOKEN, "buy tea", "running"),
     "reindex_doc_text": lambda c: c.reindex_knowledge(
-        OWNER, [{"doc_id": "d1", "title": "notes", "text": SENTENCE}], consent=True),
+        OWNER, [{"doc_id": "d1", "title": "notes", "text": SENTENCE}], consent=True
+    ),
     "reindex_doc_title": lambda c: c.reindex_knowledge(
-        OWNER, [{"doc_id": "d1", "title": SENTENCE, "text": "tea notes"}], consent=True),
+        OWNER, [{"doc_id": "d1", "title": SENTENCE, "text": "tea notes"}], consent=True
+    ),
     "reindex_doc_id": lambda c: c.reindex_knowledge(
-        OWNER, [{"doc_id": TOKEN, "title": "notes", "text": "tea notes"}], consent=True),
+        OWNER, [{"doc_id": TOKEN, "title": "notes", "text": "tea notes"}], consent=True
+    ),
     "reindex_path_with_token": lambda c: c.reindex_knowledge(OWNER, [f"/srv/docs/{TOKEN}.md"], consent=True),
-    "reindex_credential_file": lambda c: c.reindex_knowledge(OWNER, ["/home/carol/.ssh/id_ed25519"],
-                                                             consent=True),
+    "reindex_credential_file": lambda c: c.reindex_knowledge(OWNER, ["/home/carol/.ssh/id_ed25519"], consent=True),
 }
 
 
@@ -93,33 +104,49 @@ def _crafted(case: str) -> tuple[str, dict[str, Any]]:
     session = {**base, "session_id": "s1", "transcript": TURNS}
     doc = {"doc_id": "d1", "title": "notes", "text": "tea notes"}
     table: dict[str, tuple[str, dict[str, Any]]] = {
-        "remember_text": (contracts.ACTOR_REMEMBER,
-                          {**base, "source_id": source_id_for(KEY, SENTENCE), "text": SENTENCE}),
-        "remember_session_id": (contracts.ACTOR_REMEMBER,
-                                {**base, "source_id": source_id_for(KEY, "tea"), "text": "tea",
-                                 "session_id": TOKEN}),
+        "remember_text": (
+            contracts.ACTOR_REMEMBER,
+            {**base, "source_id": source_id_for(KEY, SENTENCE), "text": SENTENCE},
+        ),
+        "remember_session_id": (
+            contracts.ACTOR_REMEMBER,
+            {**base, "source_id": source_id_for(KEY, "tea"), "text": "tea", "session_id": TOKEN},
+        ),
         "consolidate_session_id": (contracts.ACTOR_CONSOLIDATE, {**session, "session_id": TOKEN}),
         "digest_session_id": (contracts.ACTOR_DIGEST, {**session, "session_id": TOKEN}),
         "digest_task_id": (contracts.ACTOR_DIGEST, {**session, "tasks": [{"task_id": TOKEN, "goal": "x"}]}),
-        "record_task_id": (contracts.ACTOR_RECORD_TASK,
-                           {**base, "task_id": TOKEN, "goal": "tea", "status": "running"}),
-        "reindex_doc_text": (contracts.ACTOR_REINDEX,
-                             {**base, "consent": True, "documents": [{**doc, "text": SENTENCE}]}),
-        "reindex_doc_title": (contracts.ACTOR_REINDEX,
-                              {**base, "consent": True, "documents": [{**doc, "title": SENTENCE}]}),
-        "reindex_doc_id": (contracts.ACTOR_REINDEX,
-                           {**base, "consent": True, "documents": [{**doc, "doc_id": TOKEN}]}),
-        "reindex_path": (contracts.ACTOR_REINDEX,
-                         {**base, "consent": True, "documents": [{"path": f"/srv/docs/{TOKEN}.md"}]}),
-        "unknown_field": (contracts.ACTOR_FORGET,
-                          {**base, "source_id": source_id_for(KEY, "tea"), "note": SENTENCE}),
+        "record_task_id": (contracts.ACTOR_RECORD_TASK, {**base, "task_id": TOKEN, "goal": "tea", "status": "running"}),
+        "reindex_doc_text": (
+            contracts.ACTOR_REINDEX,
+            {**base, "consent": True, "documents": [{**doc, "text": SENTENCE}]},
+        ),
+        "reindex_doc_title": (
+            contracts.ACTOR_REINDEX,
+            {**base, "consent": True, "documents": [{**doc, "title": SENTENCE}]},
+        ),
+        "reindex_doc_id": (contracts.ACTOR_REINDEX, {**base, "consent": True, "documents": [{**doc, "doc_id": TOKEN}]}),
+        "reindex_path": (
+            contracts.ACTOR_REINDEX,
+            {**base, "consent": True, "documents": [{"path": f"/srv/docs/{TOKEN}.md"}]},
+        ),
+        "unknown_field": (contracts.ACTOR_FORGET, {**base, "source_id": source_id_for(KEY, "tea"), "note": SENTENCE}),
     }
     return table[case]
 
 
-CRAFTED = ["remember_text", "remember_session_id", "consolidate_session_id", "digest_session_id",
-           "digest_task_id", "record_task_id", "reindex_doc_text", "reindex_doc_title", "reindex_doc_id",
-           "reindex_path", "unknown_field"]
+CRAFTED = [
+    "remember_text",
+    "remember_session_id",
+    "consolidate_session_id",
+    "digest_session_id",
+    "digest_task_id",
+    "record_task_id",
+    "reindex_doc_text",
+    "reindex_doc_title",
+    "reindex_doc_id",
+    "reindex_path",
+    "unknown_field",
+]
 
 
 def _database_rows_holding(settings: Settings, needle: str) -> list[str]:
@@ -127,8 +154,7 @@ def _database_rows_holding(settings: Settings, needle: str) -> list[str]:
     assert settings.database_url
     found = []
     with psycopg.connect(settings.database_url) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()]
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()]
         for table in tables:
             rows = conn.execute(f'SELECT t::text FROM "{table}" t').fetchall()  # noqa: S608 - our own table names
             if any(needle in row[0] for row in rows):
@@ -152,8 +178,9 @@ def test_worker_refuses_a_crafted_secret_and_keeps_it_nowhere(
     secret = secret_of(case) if case != "unknown_field" else PASSWORD
     actor, payload = _crafted(case)
     before = _refused()
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_OF[actor], actor_name=actor, args=(payload,),
-                                      kwargs={}, options={}))
+    h.broker.enqueue(
+        dramatiq.Message(queue_name=QUEUE_OF[actor], actor_name=actor, args=(payload,), kwargs={}, options={})
+    )
     h.start_worker()
     h.drain()
     assert _refused() == before + 1
@@ -169,9 +196,15 @@ def test_worker_refuses_a_crafted_secret_and_keeps_it_nowhere(
 def test_worker_blanks_a_crafted_secret_out_of_a_task_goal(h: Harness) -> None:
     goal = f"call the bank, {SENTENCE}, then pay rent"
     payload = {"schema_version": 1, "owner_key": KEY, "task_id": "t1", "goal": goal, "status": "running"}
-    h.broker.enqueue(dramatiq.Message(queue_name=QUEUE_OF[contracts.ACTOR_RECORD_TASK],
-                                      actor_name=contracts.ACTOR_RECORD_TASK, args=(payload,),
-                                      kwargs={}, options={}))
+    h.broker.enqueue(
+        dramatiq.Message(
+            queue_name=QUEUE_OF[contracts.ACTOR_RECORD_TASK],
+            actor_name=contracts.ACTOR_RECORD_TASK,
+            args=(payload,),
+            kwargs={},
+            options={},
+        )
+    )
     h.start_worker()
     h.drain()
     assert _database_rows_holding(h.settings, PASSWORD) == []

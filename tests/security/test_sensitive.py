@@ -54,9 +54,7 @@ POSITIVES: list[tuple[str, str, str]] = [
     (f"here is my key\n{PEM}\nthanks", "private_key_block", PEM_BODY),
     (OPENSSH, "private_key_block", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
     (
-        '{"private_key": "-----BEGIN PRIVATE KEY-----\\n'
-        + PEM_BODY
-        + '\\n-----END PRIVATE KEY-----\\n"}',
+        '{"private_key": "-----BEGIN PRIVATE KEY-----\\n' + PEM_BODY + '\\n-----END PRIVATE KEY-----\\n"}',
         "private_key_block",
         PEM_BODY,
     ),
@@ -392,19 +390,21 @@ def test_large_adversarial_inputs_stay_fast(text: str) -> None:
 
 def test_unterminated_private_key_is_redacted_to_the_end() -> None:
     text = f"oops -----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\nmore key material"
-    assert find_sensitive_text(text) == Finding(
-        "private_key_block", "PEM, OpenSSH or PuTTY private key"
-    )
+    assert find_sensitive_text(text) == Finding("private_key_block", "PEM, OpenSSH or PuTTY private key")
     assert redact_secrets(text) == "oops [REDACTED]"
 
 
 # --- issue 31, item 7: what the detector let through ---------------------------
 
-@pytest.mark.parametrize(("text", "rule"), [
-    ("the key is superSecret99", "secret_assignment"),
-    ("my ATM code 4821", "one_time_code"),
-    ("我的密码就是我家门牌号加生日 19880312", "zh_password_phrase"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("the key is superSecret99", "secret_assignment"),
+        ("my ATM code 4821", "one_time_code"),
+        ("我的密码就是我家门牌号加生日 19880312", "zh_password_phrase"),
+    ],
+)
 def test_the_misses_of_issue_31_are_refused_and_redacted(text: str, rule: str) -> None:
     found = find_sensitive_text(text)
     assert found is not None and found.rule == rule
@@ -426,11 +426,14 @@ def test_a_bare_bip39_phrase_is_refused_only_when_its_checksum_holds() -> None:
     assert find_sensitive_text(" ".join([*words[:-1], last])) is None
 
 
-@pytest.mark.parametrize("document", [
-    "- 我的银行卡密码是\n- 739164",
-    "## Wi-Fi\n- my wifi password is\n  - Tiger2024!",
-    "1. my PIN is\n2. 4821",
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        "- 我的银行卡密码是\n- 739164",
+        "## Wi-Fi\n- my wifi password is\n  - Tiger2024!",
+        "1. my PIN is\n2. 4821",
+    ],
+)
 def test_a_secret_split_over_two_lines_of_a_document_is_found(document: str) -> None:
     assert all(find_sensitive_text(line) is None for line in document.splitlines())
     assert find_sensitive_document(document) is not None

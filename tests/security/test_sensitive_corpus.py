@@ -21,9 +21,26 @@ def test_corpus_is_large_and_covers_every_family() -> None:
     assert sum(families.values()) >= 150
     assert len(negatives()) >= 300
     assert set(families) >= {
-        "vendor_payment", "vendor_mail", "vendor_messaging", "vendor_cloud", "vendor_ci", "vendor_registry",
-        "vendor_model", "db_url", "card", "cn_id", "passport", "otp", "pin", "wifi", "password_zh",
-        "password_en", "private_key", "encoded", "homoglyph", "spaced",
+        "vendor_payment",
+        "vendor_mail",
+        "vendor_messaging",
+        "vendor_cloud",
+        "vendor_ci",
+        "vendor_registry",
+        "vendor_model",
+        "db_url",
+        "card",
+        "cn_id",
+        "passport",
+        "otp",
+        "pin",
+        "wifi",
+        "password_zh",
+        "password_en",
+        "private_key",
+        "encoded",
+        "homoglyph",
+        "spaced",
     }
     assert any("\u4e00" <= c <= "\u9fff" for line in negatives() for c in line)  # Chinese too
 

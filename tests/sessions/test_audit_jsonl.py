@@ -44,13 +44,17 @@ def test_lines_have_the_seeds_fields_oldest_first_and_never_the_text(h: Harness)
     patch(h, "s-1")
     patch(h, "s-2")  # the same text again: not applied, its reason is the line's error
     h.runtime.memory_docs.replace(OWNER, "MEMORY.md", "上海", "北京", context=ChangeContext("cli", session="s-3"))
-    done = subprocess.run(memjobs(h, "--jsonl"), env=worker_env(h.settings), capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+    done = subprocess.run(
+        memjobs(h, "--jsonl"), env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert all(set(line) == SEED_FIELDS for line in lines)
     assert [(x["session_id"], x["applied"], x["version"], x["error"]) for x in lines] == [
-        ("s-1", True, 1, None), ("s-2", False, 1, "duplicate"), ("s-3", False, 1, "not_found")]
+        ("s-1", True, 1, None),
+        ("s-2", False, 1, "duplicate"),
+        ("s-3", False, 1, "not_found"),
+    ]
     assert all(x["owner_key"] == KEY and x["doc"] == "MEMORY.md" for x in lines)
     assert "杭州" not in done.stdout and "北京" not in done.stdout and OWNER not in done.stdout
 
@@ -62,9 +66,15 @@ def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
 
 def test_follow_prints_a_row_written_after_it_started(h: Harness) -> None:
     patch(h, "s-before")
-    proc = subprocess.Popen(memjobs(h, "--jsonl", "--follow", "--poll-ms", "100"), env=worker_env(h.settings),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        memjobs(h, "--jsonl", "--follow", "--poll-ms", "100"),
+        env=worker_env(h.settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
     threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()

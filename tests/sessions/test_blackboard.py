@@ -37,9 +37,16 @@ NOW = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 
 
 def entry(seq: int, *, at: datetime = NOW, result: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"entry_id": f"e-{seq}", "seq": seq, "at": at.isoformat(), "trust": "runtime",
-            "priority": seq % 3, "result": result if result is not None else f"step {seq} done",
-            "evidence": [f"turn:{seq}"], **extra}
+    return {
+        "entry_id": f"e-{seq}",
+        "seq": seq,
+        "at": at.isoformat(),
+        "trust": "runtime",
+        "priority": seq % 3,
+        "result": result if result is not None else f"step {seq} done",
+        "evidence": [f"turn:{seq}"],
+        **extra,
+    }
 
 
 def built(seq: int, **kw: Any) -> BlackboardEntry:
@@ -59,8 +66,7 @@ def store_at(h: Harness, now: list[datetime], **limits: int) -> BlackboardStore:
     return BlackboardStore(h.runtime.db, limits=Limits(**limits), clock=lambda: now[0])
 
 
-def test_entries_arriving_out_of_order_are_read_in_event_order_and_a_reappend_changes_nothing(
-        h: Harness) -> None:
+def test_entries_arriving_out_of_order_are_read_in_event_order_and_a_reappend_changes_nothing(h: Harness) -> None:
     h.start_worker()
     board = SessionBlackboard(h.client)
     now = datetime.now(UTC)
@@ -98,8 +104,9 @@ def test_1001_entries_keep_the_newest_1000_even_when_the_oldest_arrives_last(h: 
 def test_an_entry_lives_7_days_from_its_event_time(h: Harness) -> None:
     now = [NOW]
     store = store_at(h, now)
-    done = store.append(KEY, "s-old", [built(1, at=NOW - timedelta(days=8)),
-                                       built(2, at=NOW - timedelta(days=6)), built(3)])
+    done = store.append(
+        KEY, "s-old", [built(1, at=NOW - timedelta(days=8)), built(2, at=NOW - timedelta(days=6)), built(3)]
+    )
     assert (done.added, done.dropped) == (3, 1)  # the 8-day-old entry is gone at once
     assert seqs(store.restore(KEY, "s-old")) == [2, 3]
     now[0] = NOW + timedelta(days=1, hours=1)  # entry 2 is now over 7 days old
@@ -115,9 +122,14 @@ def test_8_mb_per_session_drops_the_oldest_entries(h: Harness) -> None:
     text = "黑板" * 10_000 + "x" * 4_000  # 64,000 bytes of UTF-8: 8 MB is about 131 of them
     for start in range(1, 141, 20):
         # Constructed without the credential scan (this test is about the cap, not the check).
-        store.append(KEY, "s-big", [BlackboardEntry.model_construct(**{**entry(seq, result=text), "at": NOW,
-                                                                      "evidence": (f"turn:{seq}",)})
-                                    for seq in range(start, start + 20)])
+        store.append(
+            KEY,
+            "s-big",
+            [
+                BlackboardEntry.model_construct(**{**entry(seq, result=text), "at": NOW, "evidence": (f"turn:{seq}",)})
+                for seq in range(start, start + 20)
+            ],
+        )
     kept = store.restore(KEY, "s-big")
     size = sum(BlackboardEntry.model_validate(e).size_bytes() for e in kept)
     assert 8 * 1024 * 1024 - 70_000 < size <= 8 * 1024 * 1024
@@ -127,17 +139,27 @@ def test_8_mb_per_session_drops_the_oldest_entries(h: Harness) -> None:
 
 def test_a_secret_in_any_field_is_refused_at_the_producer_and_at_the_worker(h: Harness) -> None:
     board = SessionBlackboard(h.client)
-    for bad in (entry(1, result="my password is hunter2!"),
-                entry(1, evidence=["sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 3]),
-                entry(1, entry_id="AKIAIOSFODNN7EXAMPLE")):
+    for bad in (
+        entry(1, result="my password is hunter2!"),
+        entry(1, evidence=["sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 3]),
+        entry(1, entry_id="AKIAIOSFODNN7EXAMPLE"),
+    ):
         with pytest.raises(SensitiveContent) as refused:
             board.append(OWNER, "s-secret", [entry(2), bad])
         assert "hunter2" not in str(refused.value)
     assert h.queues()[QUEUE_TASKS]["ready"] == 0  # nothing of any of them was queued
     # A message written into Redis by hand meets the same check at the worker.
-    h.broker.enqueue(Message(queue_name=QUEUE_TASKS, actor_name=ACTOR_APPEND_BLACKBOARD, args=(
-        {"owner_key": KEY, "session_id": "s-secret", "entries": [entry(3, result="my password is hunter2!")]},),
-        kwargs={}, options={}))
+    h.broker.enqueue(
+        Message(
+            queue_name=QUEUE_TASKS,
+            actor_name=ACTOR_APPEND_BLACKBOARD,
+            args=(
+                {"owner_key": KEY, "session_id": "s-secret", "entries": [entry(3, result="my password is hunter2!")]},
+            ),
+            kwargs={},
+            options={},
+        )
+    )
     h.start_worker()
     h.drain()
     assert h.runtime.blackboard.restore(KEY, "s-secret") == []
@@ -168,30 +190,45 @@ def seed_sqlite(path: Path, now: datetime) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute(SEED_SCHEMA)
         rows: list[tuple[object, ...]] = [
-            (OWNER, "s-home", f"e-{seq}", seq, ms - (10 - seq) * 1000, "runtime", seq, "task_admitted",
-             f"step {seq}", json.dumps([f"turn:{seq}"])) for seq in (3, 1, 2)]
+            (
+                OWNER,
+                "s-home",
+                f"e-{seq}",
+                seq,
+                ms - (10 - seq) * 1000,
+                "runtime",
+                seq,
+                "task_admitted",
+                f"step {seq}",
+                json.dumps([f"turn:{seq}"]),
+            )
+            for seq in (3, 1, 2)
+        ]
         rows.append((OWNER, "s-home", "e-9", 9, ms, "model", 0, None, "my password is hunter2!", "[]"))
         rows.append((OWNER, "s-away", "e-1", 1, ms, "user", 0, None, "hello", "[]"))
         rows.append(("another-owner", "s-home", "e-5", 5, ms, "runtime", 0, None, "not theirs", "[]"))
         conn.executemany("INSERT INTO blackboard_entries VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
 
 
-def test_the_seeds_sqlite_blackboard_is_imported_once_from_its_settings(
-        h: Harness, tmp_path: Path) -> None:
+def test_the_seeds_sqlite_blackboard_is_imported_once_from_its_settings(h: Harness, tmp_path: Path) -> None:
     path = tmp_path / "blackboard.sqlite"
     seed_sqlite(path, datetime.now(UTC))
 
     def run(*args: str, action: str = "import", **env: str) -> Any:
-        done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "blackboard", action,
-                               "--json", *args], env=worker_env(h.settings, **env), capture_output=True,
-                              text=True, cwd=REPO, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", "blackboard", action, "--json", *args],
+            env=worker_env(h.settings, **env),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         assert "hunter2" not in done.stdout + done.stderr
         return json.loads(done.stdout)
 
     first = run("--path", str(path), "--owner", OWNER)
-    assert first == {"sessions": 2, "added": 4, "duplicates": 0, "dropped": 0,
-                     "refused": {"sensitive_content": 1}}
+    assert first == {"sessions": 2, "added": 4, "duplicates": 0, "dropped": 0, "refused": {"sensitive_content": 1}}
     # Again, from the seeds' two settings: nothing new.
     again = run(NOVA_AUDIO_AGENT_BLACKBOARD_PATH=str(path), NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID=OWNER)
     assert (again["added"], again["duplicates"]) == (0, 4)

@@ -30,16 +30,39 @@ def is_consolidation(request: dict[str, Any]) -> bool:
 
 
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", *args],
-                          env=worker_env(settings), capture_output=True, text=True, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+        env=worker_env(settings),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_two_worker_hosts_write_one_audit_trail(
-        model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-        fake_model: FakeOpenAI, procs: list[Any], tmp_path: Path) -> None:
-    fake_model.set_chat_handler(lambda r: json.dumps(
-        {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
-                      "evidence": "I live in Hangzhou"}]} if is_consolidation(r) else {"memory": []}))
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    procs: list[Any],
+    tmp_path: Path,
+) -> None:
+    fake_model.set_chat_handler(
+        lambda r: json.dumps(
+            {
+                "patches": [
+                    {
+                        "doc": "MEMORY.md",
+                        "op": "append",
+                        "text": "- Lives in Hangzhou",
+                        "evidence": "I live in Hangzhou",
+                    }
+                ]
+            }
+            if is_consolidation(r)
+            else {"memory": []}
+        )
+    )
     common = {"memory_docs_provider": "sql", "memory_provider": "off"}
     hosts = [model_settings(data_dir=tmp_path / f"host-{n}", **common) for n in (1, 2)]
     h = harness_factory(hosts[0])  # the producer and the reader; no worker of its own
@@ -48,15 +71,25 @@ def test_two_worker_hosts_write_one_audit_trail(
         # One host at a time, so that each of them certainly handles one session.
         worker = spawn_workers(settings, tmp_path / f"worker-{n}.log", threads=1)
         procs.append(worker)
-        h.client.end_session(OWNER, f"s-{n}", [{"role": "user", "text": "I live in Hangzhou",
-                                               "ts": "2026-12-01T10:00:00Z"}])
-        [entry] = wait_for(lambda n=n: [e for e in h.runtime.audit.entries(owner_key=KEY)  # type: ignore[misc]
-                                        if e.session == f"s-{n}"], 90, f"the audit row of s-{n}")
+        h.client.end_session(
+            OWNER, f"s-{n}", [{"role": "user", "text": "I live in Hangzhou", "ts": "2026-12-01T10:00:00Z"}]
+        )
+        [entry] = wait_for(
+            lambda n=n: [
+                e
+                for e in h.runtime.audit.entries(owner_key=KEY)  # type: ignore[misc]
+                if e.session == f"s-{n}"
+            ],
+            90,
+            f"the audit row of s-{n}",
+        )
         pids.append(entry.pid)
         kill_group(worker)
     entries = h.runtime.audit.entries(owner_key=KEY)
     assert [(e.session, e.applied, e.reason, e.source) for e in entries] == [
-        ("s-2", False, "duplicate", "consolidation"), ("s-1", True, None, "consolidation")]
+        ("s-2", False, "duplicate", "consolidation"),
+        ("s-1", True, None, "consolidation"),
+    ]
     assert len(set(pids)) == 2 and all(e.host for e in entries)  # two processes, one trail
     assert not list(tmp_path.rglob("memory-audit.jsonl"))  # no trail left on any host's disk
     # memjobs audit reads the same trail, from anywhere; never the memory text.
@@ -69,14 +102,16 @@ def test_two_worker_hosts_write_one_audit_trail(
     assert table.returncode == 0 and "duplicate" in table.stdout and len(table.stdout.splitlines()) == 2
 
 
-def test_old_rows_are_pruned_by_the_sweeper(make_settings: Callable[..., Settings],
-                                             harness_factory: Callable[[Settings], Harness]) -> None:
+def test_old_rows_are_pruned_by_the_sweeper(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
     h = harness_factory(make_settings(memory_audit_retention_days=7))
     now = datetime.now(UTC)
     clock = [now - timedelta(days=8)]
     old = AuditTrail(h.runtime.db, retention_days=7, clock=lambda: clock[0])
-    entry = AuditEntry.of(owner_key=KEY, doc="MEMORY.md", op="append", applied=True, reason=None,
-                          version=1, context=ChangeContext("cli"))
+    entry = AuditEntry.of(
+        owner_key=KEY, doc="MEMORY.md", op="append", applied=True, reason=None, version=1, context=ChangeContext("cli")
+    )
     old.record([entry])
     clock[0] = now - timedelta(days=6)
     old.record([entry])
@@ -88,6 +123,13 @@ def test_old_rows_are_pruned_by_the_sweeper(make_settings: Callable[..., Setting
 
 @pytest.mark.parametrize("doc", ["ASSISTANT.md", "../../etc/passwd"])
 def test_a_model_chosen_name_is_never_kept(doc: str) -> None:
-    entry = AuditEntry.of(owner_key=KEY, doc=doc, op="delete everything", applied=False,
-                          reason="forbidden_document", version=None, context=None)
+    entry = AuditEntry.of(
+        owner_key=KEY,
+        doc=doc,
+        op="delete everything",
+        applied=False,
+        reason="forbidden_document",
+        version=None,
+        context=None,
+    )
     assert (entry.doc in ("ASSISTANT.md", "other"), entry.op, entry.source) == (True, "other", "unknown")

@@ -63,7 +63,7 @@ class InMemoryProvider(MemoryProvider):
         return ProviderInfo(self.protocol_version, "test-memory", "Test memory")
 
     def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
-        return [d for (o, _), d in self.docs.items() if o == owner_id][:options.max_docs]
+        return [d for (o, _), d in self.docs.items() if o == owner_id][: options.max_docs]
 
     def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
         self.before_apply()
@@ -74,8 +74,7 @@ class InMemoryProvider(MemoryProvider):
         written = []
         for change in changes:
             current = self.docs.get((owner_id, change.doc))
-            doc = Document(change.doc, SCOPES[change.doc], change.content,
-                           (current.version if current else 0) + 1)
+            doc = Document(change.doc, SCOPES[change.doc], change.content, (current.version if current else 0) + 1)
             self.docs[(owner_id, change.doc)] = doc
             written.append(doc)
         return ApplyResult(len(written), tuple(written))
@@ -156,7 +155,9 @@ def stored_text(provider: MemoryProvider, tmp_path: Path) -> str:
 def test_a_missing_document_reads_empty_at_version_0(service: MemoryService) -> None:
     assert service.read(OWNER, MEM) == Document(MEM, "memory", "", 0)
     assert [(d.doc, d.scope, d.version) for d in service.snapshot(OWNER)] == [
-        ("USER.md", "user", 0), (MEM, "memory", 0)]
+        ("USER.md", "user", 0),
+        (MEM, "memory", 0),
+    ]
 
 
 def test_append_then_read_gives_the_lines_and_a_new_version(service: MemoryService) -> None:
@@ -195,8 +196,9 @@ def test_empty_new_text_deletes_the_match_and_its_line(service: MemoryService) -
     assert service.read(OWNER, MEM).content == "- a\n- c"
 
 
-def test_assistant_md_and_other_names_are_never_writable(service: MemoryService, provider: MemoryProvider,
-                                                         tmp_path: Path) -> None:
+def test_assistant_md_and_other_names_are_never_writable(
+    service: MemoryService, provider: MemoryProvider, tmp_path: Path
+) -> None:
     for doc in ("ASSISTANT.md", "../MEMORY.md", "memory.txt"):
         assert service.append(OWNER, doc, "- be rude").reason == "forbidden_document"
         assert service.replace(OWNER, doc, "kind", "rude").reason == "forbidden_document"
@@ -216,12 +218,15 @@ def test_an_oversized_change_or_document_is_refused_and_nothing_written(service:
     assert service.read(OWNER, MEM).version == 4
 
 
-def test_secrets_are_refused_and_never_written(service: MemoryService, provider: MemoryProvider,
-                                               tmp_path: Path, audit: ListAudit) -> None:
+def test_secrets_are_refused_and_never_written(
+    service: MemoryService, provider: MemoryProvider, tmp_path: Path, audit: ListAudit
+) -> None:
     service.append(OWNER, MEM, "- router password: ask me")
-    refused = [service.append(OWNER, MEM, SECRET),
-               service.append(OWNER, "USER.md", "- key sk-abcdefghijklmnopqrstuvwxyz123456"),
-               service.replace(OWNER, MEM, "ask me", "Tr0ub4dor&3")]  # a secret once on its line
+    refused = [
+        service.append(OWNER, MEM, SECRET),
+        service.append(OWNER, "USER.md", "- key sk-abcdefghijklmnopqrstuvwxyz123456"),
+        service.replace(OWNER, MEM, "ask me", "Tr0ub4dor&3"),
+    ]  # a secret once on its line
     assert [r.reason for r in refused] == ["sensitive_content"] * 3
     with pytest.raises(SensitiveContent):
         refused[0].raise_for_refusal()
@@ -231,7 +236,8 @@ def test_secrets_are_refused_and_never_written(service: MemoryService, provider:
 
 
 def test_a_secret_split_across_requests_is_refused_when_its_second_half_lands(
-        service: MemoryService, provider: MemoryProvider, tmp_path: Path, audit: ListAudit) -> None:
+    service: MemoryService, provider: MemoryProvider, tmp_path: Path, audit: ListAudit
+) -> None:
     # Issue 31, item 3: each half is clean; the document they make is not.
     assert service.append(OWNER, MEM, "- 我的银行卡密码是").applied
     assert service.append(OWNER, MEM, "- 739164").reason == "sensitive_content"
@@ -242,16 +248,22 @@ def test_a_secret_split_across_requests_is_refused_when_its_second_half_lands(
 
 
 def test_a_secret_split_within_one_turn_refuses_the_turn_at_its_last_edit(service: MemoryService) -> None:
-    outcome = service.edit(OWNER, [Edit("append", MEM, text="- my wifi password is"),
-                                   Edit("append", "USER.md", text="- call me Lin"),
-                                   Edit("append", MEM, text="- Tiger2024!")],
-                           context=ChangeContext("memory_tool"))
+    outcome = service.edit(
+        OWNER,
+        [
+            Edit("append", MEM, text="- my wifi password is"),
+            Edit("append", "USER.md", text="- call me Lin"),
+            Edit("append", MEM, text="- Tiger2024!"),
+        ],
+        context=ChangeContext("memory_tool"),
+    )
     assert (outcome.applied, outcome.failed, outcome.reason) == (False, 2, "sensitive_content")
     assert [d.version for d in service.snapshot(OWNER)] == [0, 0]
 
 
 def test_a_document_already_holding_a_split_secret_takes_only_the_edit_that_clears_it(
-        service: MemoryService, provider: MemoryProvider) -> None:
+    service: MemoryService, provider: MemoryProvider
+) -> None:
     # Written before documents were checked whole (straight through the provider).
     apply = provider.apply(OWNER, [Change(MEM, "- 我的银行卡密码是\n- 739164", 0)], ChangeContext("test"))
     assert apply.changed == 1
@@ -279,8 +291,7 @@ def test_empty_text_is_refused(service: MemoryService) -> None:
         service.read("", MEM)
 
 
-def test_the_audit_records_each_patch_but_never_its_text(service: MemoryService,
-                                                          audit: ListAudit) -> None:
+def test_the_audit_records_each_patch_but_never_its_text(service: MemoryService, audit: ListAudit) -> None:
     service.append(OWNER, MEM, "- 住在杭州", context=ChangeContext("consolidation", session="s-1"))
     service.replace(OWNER, MEM, "杭州", "上海")
     service.replace(OWNER, MEM, "北京", "广州")
@@ -288,8 +299,11 @@ def test_the_audit_records_each_patch_but_never_its_text(service: MemoryService,
     text = audit.text()
     assert not any(word in text for word in ("杭州", "上海", "北京", "广州", "persona", "alice"))
     assert [(r.op, r.doc, r.applied, r.reason, r.version) for r in audit.entries] == [
-        ("append", MEM, True, None, 1), ("replace", MEM, True, None, 2),
-        ("replace", MEM, False, "not_found", 2), ("append", "ASSISTANT.md", False, "forbidden_document", None)]
+        ("append", MEM, True, None, 1),
+        ("replace", MEM, True, None, 2),
+        ("replace", MEM, False, "not_found", 2),
+        ("append", "ASSISTANT.md", False, "forbidden_document", None),
+    ]
     first = audit.entries[0]
     assert (first.session, first.source, first.owner_key) == ("s-1", "consolidation", OWNER_KEY)
 
@@ -301,13 +315,16 @@ def test_providers_report_health(provider: MemoryProvider) -> None:
     provider.close()
 
 
-@pytest.mark.parametrize(("content", "old", "new", "expected"), [
-    ("aaa", "aa", "b", Plan(reason="ambiguous")),  # overlapping matches count
-    ("- a\n- b", "- b", "", Plan("- a")),  # the last line goes with its newline
-    ("- a\n- b\n", "- a", "", Plan("- b\n")),
-    ("- tea and milk", "tea and ", "", Plan("- milk")),  # inside a line: only the match
-    ("- x", "- x", "- x", Plan(reason="duplicate")),
-])
+@pytest.mark.parametrize(
+    ("content", "old", "new", "expected"),
+    [
+        ("aaa", "aa", "b", Plan(reason="ambiguous")),  # overlapping matches count
+        ("- a\n- b", "- b", "", Plan("- a")),  # the last line goes with its newline
+        ("- a\n- b\n", "- a", "", Plan("- b\n")),
+        ("- tea and milk", "tea and ", "", Plan("- milk")),  # inside a line: only the match
+        ("- x", "- x", "- x", Plan(reason="duplicate")),
+    ],
+)
 def test_plan_replace_edits_text_exactly(content: str, old: str, new: str, expected: Plan) -> None:
     assert plan_replace(content, old, new, max_doc_chars=100) == expected
 
@@ -423,10 +440,14 @@ def test_normalise_documents_drops_invalid_and_duplicate_documents_and_caps_leng
         {"doc": "USER.md", "content": b"bytes", "version": 9},
         {"doc": "USER.md", "content": "bool version", "version": True},
         {"doc": "USER.md", "content": "negative", "version": -1},
-        "USER.md", 42, None,
+        "USER.md",
+        42,
+        None,
     ]
-    assert normalise_documents(docs, 5) == [Document("USER.md", "user", "from ", 3),
-                                            Document(MEM, "memory", "newer", 2)]
+    assert normalise_documents(docs, 5) == [
+        Document("USER.md", "user", "from ", 3),
+        Document(MEM, "memory", "newer", 2),
+    ]
     assert normalise_documents(None, 5) == normalise_documents("USER.md", 5) == []
 
 
@@ -441,16 +462,23 @@ def test_load_provider_builds_the_built_in_providers(tmp_path: Path, sql_engine:
 def test_load_provider_imports_a_hosts_provider(tmp_path: Path) -> None:
     provider = load_provider(f"{__name__}:make_test_provider", data_dir=tmp_path)
     assert isinstance(provider, InMemoryProvider) and provider.data_dir == tmp_path
-    assert isinstance(load_provider(f"{__name__}:make_provider_without_arguments", data_dir=tmp_path),
-                      InMemoryProvider)
+    assert isinstance(load_provider(f"{__name__}:make_provider_without_arguments", data_dir=tmp_path), InMemoryProvider)
     service = MemoryService(provider)
     assert service.append(OWNER, MEM, "- hosted").applied
     assert service.read(OWNER, MEM).content == "- hosted"
 
 
-@pytest.mark.parametrize("spec", [f"{__name__}:make_old_provider", f"{__name__}:make_not_a_provider",
-                                  f"{__name__}:no_such_factory", "no_such_module:factory", "mem0",
-                                  "sql"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        f"{__name__}:make_old_provider",
+        f"{__name__}:make_not_a_provider",
+        f"{__name__}:no_such_factory",
+        "no_such_module:factory",
+        "mem0",
+        "sql",
+    ],
+)
 def test_load_provider_refuses_what_cannot_work(spec: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError):
         load_provider(spec, data_dir=tmp_path)  # "sql" without an engine factory

@@ -60,8 +60,10 @@ def is_consolidation_request(request: dict[str, Any]) -> bool:
 def settle(value: Any) -> Any:
     """A provider's answer, awaited when the provider is async (as the service does)."""
     if inspect.isawaitable(value):
+
         async def wait() -> Any:
             return await value
+
         return asyncio.run(wait())
     return value
 
@@ -134,8 +136,7 @@ def test_list_is_synchronous_and_empty_for_an_owner_never_written(provider: Any)
 
 
 def test_apply_writes_every_change_and_answers_changed_and_documents(provider: Any) -> None:
-    answer = settle(provider.apply(OWNER, [Change(USER, "- call me Ali", 0), Change(MEM, "- likes tea", 0)],
-                                   CTX))
+    answer = settle(provider.apply(OWNER, [Change(USER, "- call me Ali", 0), Change(MEM, "- likes tea", 0)], CTX))
     assert field(answer, "changed") == 2
     written = {d.doc: (d.content, d.version) for d in normalise_documents(field(answer, "documents"), 100)}
     assert written == {USER: ("- call me Ali", 1), MEM: ("- likes tea", 1)}
@@ -174,15 +175,23 @@ def test_health_and_close(provider: Any) -> None:
 def test_the_memory_service_works_the_same_on_every_provider(provider: Any) -> None:
     service = MemoryService(provider, max_doc_chars=500, max_change_chars=100)
     assert service.append(OWNER, MEM, "- lives in Hangzhou", context=CTX).applied
-    outcome = service.edit(OWNER, [Edit("replace", MEM, old_text="Hangzhou", new_text="Shanghai"),
-                                   Edit("append", USER, text="- reply briefly")], context=CTX)
+    outcome = service.edit(
+        OWNER,
+        [Edit("replace", MEM, old_text="Hangzhou", new_text="Shanghai"), Edit("append", USER, text="- reply briefly")],
+        context=CTX,
+    )
     assert (outcome.applied, outcome.changed) == (True, 2)
     assert {d.doc: d.version for d in outcome.documents} == {MEM: 2, USER: 1}
-    refused = service.edit(OWNER, [Edit("append", MEM, text="- walks daily"),
-                                   Edit("replace", MEM, old_text="Beijing", new_text="x")], context=CTX)
+    refused = service.edit(
+        OWNER,
+        [Edit("append", MEM, text="- walks daily"), Edit("replace", MEM, old_text="Beijing", new_text="x")],
+        context=CTX,
+    )
     assert (refused.applied, refused.failed, refused.reason) == (False, 1, "not_found")
     assert [(d.doc, d.content, d.version) for d in service.snapshot(OWNER)] == [
-        (USER, "- reply briefly", 1), (MEM, "- lives in Shanghai", 2)]
+        (USER, "- reply briefly", 1),
+        (MEM, "- lives in Shanghai", 2),
+    ]
 
 
 def test_a_conflict_between_read_and_apply_is_retried_on_every_provider(provider: Any) -> None:
@@ -213,8 +222,7 @@ def test_the_adapter_gets_the_owner_id_and_the_context_never_a_hash(records: Rec
     service = MemoryService(adapter(records.url))
     assert service.append("acme/alice", MEM, "- likes tea", context=CTX).applied
     assert records.body("acme", "alice", "notes") == "- likes tea"  # its own tenant mapping
-    assert records.writes[-1]["meta"] == {"source": "memory_tool", "session": "s-1", "turn": "t-3",
-                                          "trace": "tr-9"}
+    assert records.writes[-1]["meta"] == {"source": "memory_tool", "session": "s-1", "turn": "t-3", "trace": "tr-9"}
     assert owner_key("acme/alice") not in json.dumps(records.writes)
 
 
@@ -231,8 +239,9 @@ def test_the_adapters_cache_answers_list_while_its_service_is_away(records: Reco
         records.down = False
 
 
-def test_the_adapter_is_injected_by_the_provider_setting(records: RecordsService, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_adapter_is_injected_by_the_provider_setting(
+    records: RecordsService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RECORDS_SERVICE_URL", records.url)
     provider = load_provider("tests.support.memory_adapter:from_env", data_dir=tmp_path)
     assert isinstance(provider, RecordsMemoryAdapter)
@@ -241,21 +250,24 @@ def test_the_adapter_is_injected_by_the_provider_setting(records: RecordsService
 
 
 def test_the_example_adapter_works_unchanged_in_consolidation(
-        records: RecordsService, model_settings: Callable[..., Settings],
-        harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    records: RecordsService,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     records.records.clear()
     records.writes.clear()
     monkeypatch.setenv("RECORDS_SERVICE_URL", records.url)
-    patch = {"patches": [{"doc": MEM, "op": "append", "text": "- Lives in Hangzhou",
-                          "evidence": "I live in Hangzhou"}]}
-    fake_model.set_chat_handler(lambda r: json.dumps(patch if is_consolidation_request(r)
-                                                     else {"memory": []}))
-    h = harness_factory(model_settings(memory_docs_provider="tests.support.memory_adapter:from_env",
-                                       memory_provider="off"))
+    patch = {"patches": [{"doc": MEM, "op": "append", "text": "- Lives in Hangzhou", "evidence": "I live in Hangzhou"}]}
+    fake_model.set_chat_handler(lambda r: json.dumps(patch if is_consolidation_request(r) else {"memory": []}))
+    h = harness_factory(
+        model_settings(memory_docs_provider="tests.support.memory_adapter:from_env", memory_provider="off")
+    )
     h.start_worker()
-    h.client.end_session("acme/alice", "s/42 é", [{"role": "user", "text": "I live in Hangzhou",
-                                                 "ts": "2026-12-01T10:00:00Z"}])
+    h.client.end_session(
+        "acme/alice", "s/42 é", [{"role": "user", "text": "I live in Hangzhou", "ts": "2026-12-01T10:00:00Z"}]
+    )
     h.drain()
     assert records.body("acme", "alice", "notes") == "- Lives in Hangzhou"
     assert records.writes[-1]["meta"]["source"] == "consolidation"
@@ -264,8 +276,9 @@ def test_the_example_adapter_works_unchanged_in_consolidation(
     assert (entry.owner_key, entry.source, entry.session) == (owner_key("acme/alice"), "consolidation", "s/42 é")
 
 
-def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(records: RecordsService,
-                                                                          tmp_path: Path) -> None:
+def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(
+    records: RecordsService, tmp_path: Path
+) -> None:
     from memjobs_client.errors import InvalidPayload
     from memjobs_worker.sessions.memory_docs import OwnerKey
 

@@ -49,13 +49,26 @@ def is_consolidation(request: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def worker(model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-           fake_model: FakeOpenAI) -> Harness:
+def worker(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
+) -> Harness:
     """A worker with the model stand-in configured (the digest off, as by default)."""
-    fake_model.set_chat_handler(lambda request: json.dumps(
-        {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
-                      "evidence": "I moved to Hangzhou"}]} if is_consolidation(request)
-        else {"memory": []}))
+    fake_model.set_chat_handler(
+        lambda request: json.dumps(
+            {
+                "patches": [
+                    {
+                        "doc": "MEMORY.md",
+                        "op": "append",
+                        "text": "- Lives in Hangzhou",
+                        "evidence": "I moved to Hangzhou",
+                    }
+                ]
+            }
+            if is_consolidation(request)
+            else {"memory": []}
+        )
+    )
     h = harness_factory(model_settings())
     h.start_worker()
     return h
@@ -75,8 +88,11 @@ def jobs(actor: str, outcome: str) -> float:
 
 def reaches_consolidation(h: Harness, session_id: str, fake: FakeOpenAI) -> None:
     def consolidated() -> bool:
-        return any(r.kind == "consolidate" and r.session_id == session_id and r.state == "done"
-                   for r in h.runtime.sessions.run_records(KEY, 1))
+        return any(
+            r.kind == "consolidate" and r.session_id == session_id and r.state == "done"
+            for r in h.runtime.sessions.run_records(KEY, 1)
+        )
+
     wait_for(consolidated, 60, f"the consolidation of {session_id} done on the worker")
     assert any(r.json and is_consolidation(r.json) for r in fake.requests_for("chat"))
     h.drain()
@@ -94,27 +110,64 @@ def test_the_bare_python_client_reaches_consolidation(worker: Harness, fake_mode
     reaches_consolidation(worker, "py-1", fake_model)
 
 
-def test_the_cli_reaches_consolidation(worker: Harness, no_model: Settings, fake_model: FakeOpenAI,
-                                       tmp_path: Path) -> None:
+def test_the_cli_reaches_consolidation(
+    worker: Harness, no_model: Settings, fake_model: FakeOpenAI, tmp_path: Path
+) -> None:
     transcript = tmp_path / "t.json"
     transcript.write_text(json.dumps(TRANSCRIPT))
-    done = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "end-session", "--owner", OWNER,
-                           "--session", "cli-1", "--transcript", str(transcript), "--json"],
-                          env=worker_env(no_model), capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memjobs_worker.cli.main",
+            "end-session",
+            "--owner",
+            OWNER,
+            "--session",
+            "cli-1",
+            "--transcript",
+            str(transcript),
+            "--json",
+        ],
+        env=worker_env(no_model),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     assert reply["status"] == "queued" and reply["enqueued"] == ALL
     # This CLI's own settings have no model: it says a worker like it would skip it.
     assert [o["job"] for o in reply["switched_off"]] == ["consolidate_session", "digest_session"]
     reaches_consolidation(worker, "cli-1", fake_model)
-    opted = subprocess.run([sys.executable, "-m", "memjobs_worker.cli.main", "end-session", "--owner", OWNER,
-                            "--session", "cli-2", "--transcript", str(transcript), "--no-consolidate",
-                            "--no-digest"], env=worker_env(no_model), capture_output=True, text=True, cwd=REPO,
-                           timeout=120)
+    opted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memjobs_worker.cli.main",
+            "end-session",
+            "--owner",
+            OWNER,
+            "--session",
+            "cli-2",
+            "--transcript",
+            str(transcript),
+            "--no-consolidate",
+            "--no-digest",
+        ],
+        env=worker_env(no_model),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert opted.returncode == 0, opted.stderr
-    assert opted.stdout.splitlines() == ["session cli-2: queued extract_facts",
-                                         "  consolidate_session not queued (opted out)",
-                                         "  digest_session not queued (opted out)"]
+    assert opted.stdout.splitlines() == [
+        "session cli-2: queued extract_facts",
+        "  consolidate_session not queued (opted out)",
+        "  digest_session not queued (opted out)",
+    ]
 
 
 @pytest.fixture
@@ -130,10 +183,15 @@ def test_http_reaches_consolidation(worker: Harness, api: Api, fake_model: FakeO
 
 
 def test_http_opts_out_and_a_later_end_queues_what_was_left(api: Api) -> None:
-    first = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT,
-                                                 "consolidate": False, "digest": False})
-    assert first.json() == {"session_id": "http-2", "status": "queued", "enqueued": ["extract_facts"],
-                            "opted_out": ["consolidate_session", "digest_session"]}
+    first = api.post(
+        "/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT, "consolidate": False, "digest": False}
+    )
+    assert first.json() == {
+        "session_id": "http-2",
+        "status": "queued",
+        "enqueued": ["extract_facts"],
+        "opted_out": ["consolidate_session", "digest_session"],
+    }
     again = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT})
     assert again.json()["enqueued"] == ["consolidate_session", "digest_session"]
     last = api.post("/v1/sessions/http-2/end", {"owner_id": OWNER, "transcript": TRANSCRIPT})
@@ -152,13 +210,16 @@ console.log(JSON.stringify(reply));
 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed: the TypeScript client needs Node.js 20+")
-def test_the_typescript_client_reaches_consolidation(worker: Harness, api: Api,
-                                                     fake_model: FakeOpenAI) -> None:
+def test_the_typescript_client_reaches_consolidation(worker: Harness, api: Api, fake_model: FakeOpenAI) -> None:
     assert NODE is not None
-    done = subprocess.run([NODE, "--input-type=module", "-e", TS_SCRIPT], cwd=REPO / "clients" / "typescript",
-                          env={**os.environ, "MEMJOBS_API_URL": api.url, "OWNER": OWNER,
-                               "TRANSCRIPT": json.dumps(TRANSCRIPT)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", TS_SCRIPT],
+        cwd=REPO / "clients" / "typescript",
+        env={**os.environ, "MEMJOBS_API_URL": api.url, "OWNER": OWNER, "TRANSCRIPT": json.dumps(TRANSCRIPT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     assert reply["status"] == "queued" and reply["enqueued"] == ALL
@@ -168,11 +229,14 @@ def test_the_typescript_client_reaches_consolidation(worker: Harness, api: Api,
 # -- the workers decide -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("setting", [{"dashscope_api_key": ""}, {"memory_auto": "off"}],
-                         ids=["blank_key", "memory_auto_off"])
+@pytest.mark.parametrize(
+    "setting", [{"dashscope_api_key": ""}, {"memory_auto": "off"}], ids=["blank_key", "memory_auto_off"]
+)
 def test_a_worker_without_a_model_or_switched_off_skips_cleanly(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, setting: dict[str, str],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    setting: dict[str, str],
 ) -> None:
     overrides: dict[str, Any] = dict(setting)
     if "memory_auto" in setting:  # a model configured, switched off by QWEN_AUDIO_MEMORY_AUTO
@@ -195,11 +259,11 @@ def test_a_worker_without_a_model_or_switched_off_skips_cleanly(
 # -- opting out, and ending again ---------------------------------------------------------
 
 
-def test_an_opted_out_job_is_queued_by_a_later_end(make_settings: Callable[..., Settings],
-                                                   harness_factory: Callable[[Settings], Harness]) -> None:
+def test_an_opted_out_job_is_queued_by_a_later_end(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
     h = harness_factory(make_settings())  # no worker: only what is queued is looked at
-    assert h.client.end_session(OWNER, "opt-1", TRANSCRIPT, consolidate=False) == [
-        "digest_session", "extract_facts"]
+    assert h.client.end_session(OWNER, "opt-1", TRANSCRIPT, consolidate=False) == ["digest_session", "extract_facts"]
     assert h.client.end_session(OWNER, "opt-1", TRANSCRIPT) == ["consolidate_session"]
     assert h.client.end_session(OWNER, "opt-1", TRANSCRIPT) == []
     opted = MemjobsClient(broker=h.broker, consolidation_enabled=False, digest_enabled=False)
@@ -208,7 +272,8 @@ def test_an_opted_out_job_is_queued_by_a_later_end(make_settings: Callable[..., 
 
 
 def test_a_job_redis_refused_is_queued_when_the_session_is_ended_again(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = harness_factory(make_settings())
@@ -232,8 +297,9 @@ def test_a_job_redis_refused_is_queued_when_the_session_is_ended_again(
     assert 0 < h.runtime.redis.ttl(marker) <= 7 * 24 * 3600
 
 
-def test_a_marker_left_by_an_older_version_is_replaced(make_settings: Callable[..., Settings],
-                                                       harness_factory: Callable[[Settings], Harness]) -> None:
+def test_a_marker_left_by_an_older_version_is_replaced(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> None:
     h = harness_factory(make_settings())
     marker = keys.session_ended(KEY, content_hash("old-1"))
     h.runtime.redis.set(marker, "1", ex=3600)  # "ended", as memjobs wrote it before

@@ -36,8 +36,18 @@ from tests.support.polling import wait_for
 OWNER = "endings@example.com"
 KEY = owner_key(OWNER)
 TRANSCRIPT = [{"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"}]
-PATCH = json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
-                                 "evidence": "I moved to Hangzhou last month"}]})
+PATCH = json.dumps(
+    {
+        "patches": [
+            {
+                "doc": "MEMORY.md",
+                "op": "append",
+                "text": "- Lives in Hangzhou",
+                "evidence": "I moved to Hangzhou last month",
+            }
+        ]
+    }
+)
 #: A host provider whose every write meets a newer version: the service gives up
 #: with ``version_conflict``, a failure Dramatiq retries and counts.
 CONFLICTING = f"{__name__}:ConflictingProvider"
@@ -74,20 +84,23 @@ def payload(session_id: str, *, with_owner_id: bool = True) -> dict[str, Any]:
 
 
 def message(body: dict[str, Any], actor: str = "consolidate_session") -> dramatiq.Message[Any]:
-    return dramatiq.Message(queue_name="memjobs_session", actor_name=actor, args=(body,),
-                            kwargs={}, options={})
+    return dramatiq.Message(queue_name="memjobs_session", actor_name=actor, args=(body,), kwargs={}, options={})
 
 
 def run_of(h: Harness, session_id: str, kind: str = "consolidate") -> RunRecord | None:
-    return next((r for r in h.runtime.sessions.run_records(KEY, 1)
-                 if r.session_id == session_id and r.kind == kind), None)
+    return next(
+        (r for r in h.runtime.sessions.run_records(KEY, 1) if r.session_id == session_id and r.kind == kind), None
+    )
 
 
 def ended(h: Harness, session_id: str, state: str) -> RunRecord:
     """The run, once it is in ``state`` (a dead letter's run ends on the worker's
     consumer thread just after the nack that empties the queue)."""
-    found = wait_for(lambda: (r := run_of(h, session_id)) is not None and r.state == state and r,
-                     30, f"run {session_id} to be {state}")
+    found = wait_for(
+        lambda: (r := run_of(h, session_id)) is not None and r.state == state and r,
+        30,
+        f"run {session_id} to be {state}",
+    )
     assert isinstance(found, RunRecord)
     return found
 
@@ -108,13 +121,20 @@ def dead_letter_a_consolidation(h: Harness, session_id: str, cause: str) -> RunR
     return run
 
 
-@pytest.mark.parametrize(("cause", "reason", "attempts"), [
-    ("retries_spent", "version_conflict", 2),     # max_retries=1: two tries, then the dead letters
-    ("permanent_error", "owner_id_missing", 1),   # the host provider needs the owner id: at once
-])
+@pytest.mark.parametrize(
+    ("cause", "reason", "attempts"),
+    [
+        ("retries_spent", "version_conflict", 2),  # max_retries=1: two tries, then the dead letters
+        ("permanent_error", "owner_id_missing", 1),  # the host provider needs the owner id: at once
+    ],
+)
 def test_a_dead_lettered_consolidation_replayed_to_a_worker_without_a_model_ends_skipped(
-    model_settings: Callable[..., Settings], make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness], cause: str, reason: str, attempts: int,
+    model_settings: Callable[..., Settings],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    cause: str,
+    reason: str,
+    attempts: int,
 ) -> None:
     h = harness_factory(model_settings(memory_docs_provider=CONFLICTING, max_retries=1))
     run = dead_letter_a_consolidation(h, "end-1", cause)
@@ -133,7 +153,8 @@ def test_a_dead_lettered_consolidation_replayed_to_a_worker_without_a_model_ends
 
 
 def test_a_dead_lettered_consolidation_replayed_to_a_worker_with_a_model_ends_done(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h = harness_factory(model_settings(memory_docs_provider=CONFLICTING, max_retries=0))
@@ -149,7 +170,8 @@ def test_a_dead_lettered_consolidation_replayed_to_a_worker_with_a_model_ends_do
 
 
 def test_only_the_replay_of_its_dead_letter_runs_a_dead_lettered_run_again(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
     h = harness_factory(model_settings(memory_docs_provider=CONFLICTING, max_retries=0))
@@ -167,7 +189,8 @@ def test_only_the_replay_of_its_dead_letter_runs_a_dead_lettered_run_again(
 
 
 def test_an_invalid_payload_ends_its_run_failed_and_a_secret_session_id_names_no_run(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     h = harness_factory(model_settings())
     invalid = {**payload("end-4"), "transcript": [{"role": "robot", "text": "beep", "ts": "2026-11-29"}]}
@@ -184,7 +207,8 @@ def test_an_invalid_payload_ends_its_run_failed_and_a_secret_session_id_names_no
 
 
 def test_a_skip_leaves_a_held_or_ended_run_as_it_is(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     runs = harness_factory(make_settings()).runtime.sessions.runs
     claim = runs.claim(KEY, "end-6", "consolidate", timedelta(minutes=5))
@@ -198,18 +222,21 @@ def test_a_skip_leaves_a_held_or_ended_run_as_it_is(
 
 
 def test_a_dead_letter_leaves_a_run_another_delivery_holds_or_that_has_ended_as_it_is(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
+    make_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
 ) -> None:
     runs = harness_factory(make_settings()).runtime.sessions.runs
     lease = timedelta(minutes=5)
     other = runs.claim(KEY, "end-10", "consolidate", lease)  # a duplicate delivery works on it
     assert other is not None
-    assert not runs.end_dead_lettered(KEY, "end-10", "consolidate", "version_conflict",
-                                      letter="m-1", holder="a-lapsed-claim")
+    assert not runs.end_dead_lettered(
+        KEY, "end-10", "consolidate", "version_conflict", letter="m-1", holder="a-lapsed-claim"
+    )
     assert runs.holds(other)
     runs.finish(other)
-    assert not runs.end_dead_lettered(KEY, "end-10", "consolidate", "version_conflict",
-                                      letter="m-1", holder=other.holder)
+    assert not runs.end_dead_lettered(
+        KEY, "end-10", "consolidate", "version_conflict", letter="m-1", holder=other.holder
+    )
     assert runs.state(KEY, "end-10", "consolidate") == "done"
 
 

@@ -33,8 +33,18 @@ TRANSCRIPT = [
     {"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"},
     {"role": "assistant", "text": "Noted.", "ts": "2026-11-29T10:00:01Z"},
 ]
-PATCH = json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- Lives in Hangzhou",
-                                 "evidence": "I moved to Hangzhou last month"}]})
+PATCH = json.dumps(
+    {
+        "patches": [
+            {
+                "doc": "MEMORY.md",
+                "op": "append",
+                "text": "- Lives in Hangzhou",
+                "evidence": "I moved to Hangzhou last month",
+            }
+        ]
+    }
+)
 
 
 def is_consolidation(request: dict[str, Any]) -> bool:
@@ -46,8 +56,7 @@ def jobs(actor: str, outcome: str) -> float:
 
 
 def message(payload: dict[str, Any], actor: str = "consolidate_session") -> dramatiq.Message[Any]:
-    return dramatiq.Message(queue_name="memjobs_session", actor_name=actor, args=(payload,),
-                            kwargs={}, options={})
+    return dramatiq.Message(queue_name="memjobs_session", actor_name=actor, args=(payload,), kwargs={}, options={})
 
 
 def memory_md(h: Harness) -> str:
@@ -59,15 +68,17 @@ def applied_audits(h: Harness) -> int:
 
 
 @pytest.fixture
-def h(model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-      fake_model: FakeOpenAI) -> Harness:
+def h(
+    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
+) -> Harness:
     fake_model.set_chat_handler(lambda r: PATCH if is_consolidation(r) else json.dumps({"memory": []}))
     return harness_factory(model_settings(lease_ms=1500))
 
 
 def payload(session_id: str) -> dict[str, Any]:
     return ConsolidateSession.model_validate(
-        {"owner_key": KEY, "session_id": session_id, "transcript": TRANSCRIPT}).model_dump(mode="json")
+        {"owner_key": KEY, "session_id": session_id, "transcript": TRANSCRIPT}
+    ).model_dump(mode="json")
 
 
 # -- exactly once ----------------------------------------------------------------
@@ -94,17 +105,19 @@ def test_a_redelivery_during_the_model_call_is_a_duplicate(h: Harness, fake_mode
     h.broker.enqueue(message(payload("r-2")))
     fake_model.wait_for_request("chat", 1)  # the first delivery is inside its model call
     h.broker.enqueue(message(payload("r-2")))  # the same message again (a redelivery)
-    wait_for(lambda: jobs("consolidate_session", "duplicate") > duplicates, 30,
-             "the duplicate consolidation to be counted", poll_s=0.02)
+    wait_for(
+        lambda: jobs("consolidate_session", "duplicate") > duplicates,
+        30,
+        "the duplicate consolidation to be counted",
+        poll_s=0.02,
+    )
     fake_model.release()
     h.drain()
     assert len(fake_model.requests_for("chat")) == 1
     assert memory_md(h) == "- Lives in Hangzhou" and applied_audits(h) == 1
 
 
-def test_a_run_whose_holder_died_mid_call_is_taken_over_after_its_lease(
-    h: Harness, fake_model: FakeOpenAI
-) -> None:
+def test_a_run_whose_holder_died_mid_call_is_taken_over_after_its_lease(h: Harness, fake_model: FakeOpenAI) -> None:
     from datetime import timedelta
 
     # A worker claimed the run and died in its model call: its claim is never renewed.
@@ -184,12 +197,15 @@ def _redis_values(h: Harness) -> str:
 
 
 def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, redis_server: EmbeddedRedis,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    redis_server: EmbeddedRedis,
 ) -> None:
     # No outage budget: the model down past it, the counted retries (none) dead-letter.
-    h = harness_factory(model_settings(session_digest="on", max_retries=0, model_max_attempts=1,
-                                       outage_retry_budget_ms=0))
+    h = harness_factory(
+        model_settings(session_digest="on", max_retries=0, model_max_attempts=1, outage_retry_budget_ms=0)
+    )
     password, key = "Zx" + secrets.token_hex(5), "sk-" + secrets.token_hex(16)
     marker = f"marker-{secrets.token_hex(4)}"
     transcript = [
@@ -208,8 +224,12 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
     assert dead == 2
     stored = _redis_values(h)
     assert marker in stored and "[REDACTED]" in stored  # the dead letters kept the rest of the turn
-    wait_for(lambda: marker.encode() in _redis_files(redis_server), 30,  # the append-only file has them too
-             "the marker in Redis's files", poll_s=0.02)
+    wait_for(
+        lambda: marker.encode() in _redis_files(redis_server),
+        30,  # the append-only file has them too
+        "the marker in Redis's files",
+        poll_s=0.02,
+    )
     files = _redis_files(redis_server)
     for secret in (password, key):
         assert secret not in stored and secret.encode() not in files
@@ -219,39 +239,49 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
 # -- malformed model output: bounded, recorded ----------------------------------------------
 
 
-@pytest.mark.parametrize("answer", [json.dumps({"result": "ok", "items": [1, 2]}),
-                                    "Sure! The user talked about moving to Hangzhou."])
+@pytest.mark.parametrize(
+    "answer", [json.dumps({"result": "ok", "items": [1, 2]}), "Sure! The user talked about moving to Hangzhou."]
+)
 def test_malformed_output_ends_each_session_end_job_at_once(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI, answer: str,
+    model_settings: Callable[..., Settings],
+    harness_factory: Callable[[Settings], Harness],
+    fake_model: FakeOpenAI,
+    answer: str,
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
     h = harness_factory(model_settings(session_digest="on", min_backoff_ms=1000, max_backoff_ms=300_000))
     retried = {actor: jobs(actor, "retried") for actor in ("consolidate_session", "digest_session")}
     h.start_worker()
     started = time.monotonic()
-    assert h.client.end_session(OWNER, "r-6", TRANSCRIPT) == [
-        "consolidate_session", "digest_session", "extract_facts"]
+    assert h.client.end_session(OWNER, "r-6", TRANSCRIPT) == ["consolidate_session", "digest_session", "extract_facts"]
     h.drain(timeout_s=30)
     elapsed = time.monotonic() - started
-    print(f"malformed output ({'prose' if answer.startswith('Sure') else 'wrong-shape JSON'}): "
-          f"both session-end jobs failed with their reason {elapsed:.2f} s after end_session")
+    print(
+        f"malformed output ({'prose' if answer.startswith('Sure') else 'wrong-shape JSON'}): "
+        f"both session-end jobs failed with their reason {elapsed:.2f} s after end_session"
+    )
     # "Within seconds" is asserted by events, not by the clock (a loaded machine is slow,
     # not wrong): no Dramatiq retry, so no backoff of 1 s to 5 min is ever waited for.
     assert {actor: jobs(actor, "retried") for actor in retried} == retried
     assert len(fake_model.requests_for("chat")) == 4  # two per job: one quick retry each
     runs = {r.kind: (r.state, r.reason) for r in h.runtime.sessions.run_records(KEY, 1)}
-    assert runs == {"consolidate": ("failed", "model_output_invalid"),
-                    "digest": ("failed", "model_output_invalid")}
+    assert runs == {"consolidate": ("failed", "model_output_invalid"), "digest": ("failed", "model_output_invalid")}
     assert jobs("consolidate_session", "model_output_invalid") >= 1
     assert jobs("digest_session", "model_output_invalid") >= 1
     assert h.queues()["memjobs_session"]["dead"] == 0
     if answer.startswith("Sure"):  # the operator's view, once
         listed = subprocess.run(
             [sys.executable, "-m", "memjobs_worker.cli.main", "sessions", "--owner", OWNER, "--runs", "--json"],
-            env=worker_env(h.settings), capture_output=True, text=True, cwd=REPO, timeout=120)
+            env=worker_env(h.settings),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert sorted((r["kind"], r["state"], r["reason"]) for r in json.loads(listed.stdout)) == [
-            ("consolidate", "failed", "model_output_invalid"), ("digest", "failed", "model_output_invalid")]
+            ("consolidate", "failed", "model_output_invalid"),
+            ("digest", "failed", "model_output_invalid"),
+        ]
 
 
 def test_a_session_id_that_looks_like_a_credential_is_refused_and_nothing_is_queued(h: Harness) -> None:
@@ -260,9 +290,7 @@ def test_a_session_id_that_looks_like_a_credential_is_refused_and_nothing_is_que
     assert all(q["ready"] == 0 and q["delayed"] == 0 for q in h.queues().values())
 
 
-def test_a_hand_written_message_with_a_secret_is_redacted_by_the_worker(
-    h: Harness, fake_model: FakeOpenAI
-) -> None:
+def test_a_hand_written_message_with_a_secret_is_redacted_by_the_worker(h: Harness, fake_model: FakeOpenAI) -> None:
     key = "sk-" + secrets.token_hex(16)
     crafted = payload("r-7")
     crafted["transcript"][0]["text"] = f"I moved to Hangzhou last month. My api key is {key}"

@@ -37,8 +37,7 @@ def store(database_url: str, clock: ManualClock) -> Iterator[SessionStore]:
 
 @pytest.fixture
 def model(fake_model: FakeOpenAI) -> Iterator[ChatModel]:
-    chat = ChatModel(base_url=fake_model.base_url, api_key="k", model="m", timeout_ms=5000,
-                     max_attempts=1)
+    chat = ChatModel(base_url=fake_model.base_url, api_key="k", model="m", timeout_ms=5000, max_attempts=1)
     yield chat
     chat.close()
 
@@ -50,9 +49,10 @@ def reply(topic: str, gist: str) -> str:
 def session(session_id: str = "s1", *texts: str, tasks: tuple[TaskRef, ...] = ()) -> DigestSession:
     turns = texts or ("明天早上七点叫我起床", "好的，已经设好七点的闹钟")
     return DigestSession(
-        owner_key=KEY, session_id=session_id, tasks=tasks,
-        transcript=tuple(Turn(role="user" if i % 2 == 0 else "assistant", text=t, ts=T0)
-                         for i, t in enumerate(turns)),
+        owner_key=KEY,
+        session_id=session_id,
+        tasks=tasks,
+        transcript=tuple(Turn(role="user" if i % 2 == 0 else "assistant", text=t, ts=T0) for i, t in enumerate(turns)),
     )
 
 
@@ -69,13 +69,14 @@ def _cut_at_boundary(full: str, gist: str) -> bool:
     full = " ".join(full.split())
     if gist == full:
         return True
-    rest = full[len(gist):]
+    rest = full[len(gist) :]
     return full.startswith(gist) and (rest[0] in " ，。、；：！？,.;:!?" or gist[-1] in "。！？.!?")
 
 
 def test_chinese_gist_is_cut_where_a_phrase_ends(model: ChatModel, fake_model: FakeOpenAI) -> None:
-    gist = ("我们讨论了搬家到杭州以后的生活安排，包括租房、通勤和孩子上学的问题，"
-            "还约好下周和房东见面谈一谈合同里押金的细节")
+    gist = (
+        "我们讨论了搬家到杭州以后的生活安排，包括租房、通勤和孩子上学的问题，还约好下周和房东见面谈一谈合同里押金的细节"
+    )
     fake_model.queue_chat_replies(reply("搬家", gist))
     digest = digest_session(model, session())
     assert len(gist) > 50 and 25 <= len(digest.gist) <= 50
@@ -92,9 +93,7 @@ def test_english_gist_is_cut_at_a_word_boundary(model: ChatModel, fake_model: Fa
     assert digest.gist == "Planned the move to Hangzhou next month and"
 
 
-def test_gist_without_a_boundary_in_reach_is_asked_for_again(
-    model: ChatModel, fake_model: FakeOpenAI
-) -> None:
+def test_gist_without_a_boundary_in_reach_is_asked_for_again(model: ChatModel, fake_model: FakeOpenAI) -> None:
     fake_model.queue_chat_replies(reply("闹钟", "闹钟设置" * 20), reply("闹钟", "设好了明早七点的闹钟"))
     digest = digest_session(model, session())
     assert digest.gist == "设好了明早七点的闹钟"
@@ -113,9 +112,7 @@ def test_gist_still_too_long_after_asking_again_is_cut_after_a_particle(
     assert len(digest.topic) <= 40 and len(fake_model.requests_for("chat")) == 2
 
 
-def test_secret_in_the_transcript_never_reaches_the_model_server(
-    model: ChatModel, fake_model: FakeOpenAI
-) -> None:
+def test_secret_in_the_transcript_never_reaches_the_model_server(model: ChatModel, fake_model: FakeOpenAI) -> None:
     fake_model.queue_chat_replies(reply("API key", "用户提到了一个密钥"))
     digest_session(model, session("s1", f"我的 key 是 {SECRET}，帮我记一下", "我的密码是739421", "好的"))
     sent = fake_model.all_text_sent()
@@ -129,11 +126,16 @@ def test_secret_in_the_model_reply_is_not_kept(model: ChatModel, fake_model: Fak
     assert SECRET not in digest.topic and "739421" not in digest.gist
 
 
-@pytest.mark.parametrize("bad", ["当然！这次对话讲的是闹钟。", json.dumps({"topic": "闹钟", "summary": "设了闹钟"}),
-                                 json.dumps(["闹钟", "设了闹钟"]), json.dumps({"topic": "", "gist": 3})])
-def test_malformed_reply_is_asked_again_once_then_refused(
-    model: ChatModel, fake_model: FakeOpenAI, bad: str
-) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "当然！这次对话讲的是闹钟。",
+        json.dumps({"topic": "闹钟", "summary": "设了闹钟"}),
+        json.dumps(["闹钟", "设了闹钟"]),
+        json.dumps({"topic": "", "gist": 3}),
+    ],
+)
+def test_malformed_reply_is_asked_again_once_then_refused(model: ChatModel, fake_model: FakeOpenAI, bad: str) -> None:
     fake_model.queue_chat_replies(bad, bad)
     with pytest.raises(ModelOutputInvalid) as caught:
         digest_session(model, session())
@@ -144,8 +146,7 @@ def test_malformed_reply_is_asked_again_once_then_refused(
 
 
 def test_a_malformed_reply_followed_by_a_good_one_is_used(model: ChatModel, fake_model: FakeOpenAI) -> None:
-    fake_model.queue_chat_replies("```json\n{\"topic\": \"闹钟\"}\n```",
-                                  "```json\n" + reply("闹钟", "设了闹钟") + "\n```")
+    fake_model.queue_chat_replies('```json\n{"topic": "闹钟"}\n```', "```json\n" + reply("闹钟", "设了闹钟") + "\n```")
     assert digest_session(model, session()).gist == "设了闹钟"
 
 
@@ -235,9 +236,7 @@ def test_worker_redacts_a_hand_written_payload_again(
 # -- recall ------------------------------------------------------------------------
 
 
-def test_recall_lists_sessions_newest_first_within_the_window(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_recall_lists_sessions_newest_first_within_the_window(store: SessionStore, clock: ManualClock) -> None:
     for day, sid in enumerate(["old", "mid", "new"]):
         store.save_digest(KEY, sid, f"topic {sid}", "gist", [], now=T0 + timedelta(days=day * 5))
     store.save_digest(owner_key("bob"), "other", "bob's", "gist", [], now=T0 + timedelta(days=10))
@@ -254,17 +253,14 @@ def test_recall_reads_task_status_live_from_the_ledger(store: SessionStore, cloc
     assert statuses(store) == {"t1": ("succeeded", True)}
 
 
-def test_recall_says_dispatched_once_the_task_record_expired(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_recall_says_dispatched_once_the_task_record_expired(store: SessionStore, clock: ManualClock) -> None:
     store.save_digest(KEY, "s1", "闹钟", "设了闹钟", [TaskRef(task_id="t1", goal="设置七点闹钟")])
     store.record_task(KEY, "t1", "设置七点闹钟", "succeeded")
     clock.advance(timedelta(days=3, seconds=1))
     assert store.apply_retention().tasks_deleted == 1
     [recalled] = store.recall_sessions(KEY, days=7)
     [task] = recalled.tasks
-    assert (task.task_id, task.goal, task.status, task.status_known) == (
-        "t1", "设置七点闹钟", "dispatched", False)
+    assert (task.task_id, task.goal, task.status, task.status_known) == ("t1", "设置七点闹钟", "dispatched", False)
 
 
 def test_status_report_for_an_unknown_task_creates_it(store: SessionStore) -> None:
@@ -277,18 +273,14 @@ def test_status_report_for_an_unknown_task_creates_it(store: SessionStore) -> No
 # -- retention -----------------------------------------------------------------------
 
 
-def test_retention_deletes_exactly_the_digests_older_than_90_days(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_retention_deletes_exactly_the_digests_older_than_90_days(store: SessionStore, clock: ManualClock) -> None:
     store.save_digest(KEY, "kept", "t", "g", [], now=T0 - timedelta(days=89, hours=23))
     store.save_digest(KEY, "gone", "t", "g", [], now=T0 - timedelta(days=90, seconds=1))
     assert store.apply_retention().digests_deleted == 1
     assert [r.session_id for r in store.recall_sessions(KEY, days=90)] == ["kept"]
 
 
-def test_retention_deletes_terminal_tasks_3_days_after_they_ended(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_retention_deletes_terminal_tasks_3_days_after_they_ended(store: SessionStore, clock: ManualClock) -> None:
     store.save_digest(KEY, "s1", "t", "g", [TaskRef(task_id=t, goal=t) for t in ("done", "ended", "busy")])
     store.record_task(KEY, "busy", "busy", "running")
     store.record_task(KEY, "done", "done", "succeeded")
@@ -296,13 +288,10 @@ def test_retention_deletes_terminal_tasks_3_days_after_they_ended(
     store.record_task(KEY, "ended", "ended", "cancelled")
     clock.advance(timedelta(days=3, seconds=1) - timedelta(hours=1))
     assert store.apply_retention().tasks_deleted == 1
-    assert statuses(store) == {"done": ("dispatched", False), "ended": ("cancelled", True),
-                               "busy": ("running", True)}
+    assert statuses(store) == {"done": ("dispatched", False), "ended": ("cancelled", True), "busy": ("running", True)}
 
 
-def test_retention_never_deletes_a_task_that_is_not_terminal(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_retention_never_deletes_a_task_that_is_not_terminal(store: SessionStore, clock: ManualClock) -> None:
     store.record_task(KEY, "t1", "goal", "succeeded")
     clock.advance(timedelta(minutes=1))
     store.record_task(KEY, "t1", "goal", "running")  # left the terminal state
@@ -311,9 +300,7 @@ def test_retention_never_deletes_a_task_that_is_not_terminal(
     assert store.apply_retention().tasks_deleted == 0
 
 
-def test_repeated_terminal_report_does_not_extend_retention(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_repeated_terminal_report_does_not_extend_retention(store: SessionStore, clock: ManualClock) -> None:
     store.record_task(KEY, "t1", "goal", "succeeded")
     clock.advance(timedelta(days=2))
     store.record_task(KEY, "t1", "goal", "succeeded")  # a redelivered report
@@ -321,9 +308,7 @@ def test_repeated_terminal_report_does_not_extend_retention(
     assert store.apply_retention().tasks_deleted == 1
 
 
-def test_retention_deletes_run_records_older_than_90_days(
-    store: SessionStore, clock: ManualClock
-) -> None:
+def test_retention_deletes_run_records_older_than_90_days(store: SessionStore, clock: ManualClock) -> None:
     for sid, kind in (("gone", "digest"), ("kept", "consolidate")):
         claim = store.runs.claim(KEY, sid, kind, LEASE)  # type: ignore[arg-type]
         assert claim is not None

@@ -39,9 +39,15 @@ def api_process(settings: Settings, log: Path) -> Iterator[ApiProcess]:
     """``memjobs api`` on ``settings`` (``api_port=0``), its stderr in ``log``;
     stopped (its process group) on exit."""
     out = open(log, "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "memjobs"), "api"],
-                            env=worker_env(settings), stdout=subprocess.PIPE, stderr=out,
-                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "memjobs"), "api"],
+        env=worker_env(settings),
+        stdout=subprocess.PIPE,
+        stderr=out,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=REPO,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()  # the first line names the URL, or the process ended
@@ -70,8 +76,10 @@ class Probes:
 
     def figures(self) -> str:
         ordered = sorted(self.ms)
-        return (f"median {self.median_ms:.1f} ms, p90 {ordered[int(len(ordered) * 0.9)]:.1f} ms, "
-                f"max {ordered[-1]:.1f} ms over {len(ordered)}")
+        return (
+            f"median {self.median_ms:.1f} ms, p90 {ordered[int(len(ordered) * 0.9)]:.1f} ms, "
+            f"max {ordered[-1]:.1f} ms over {len(ordered)}"
+        )
 
 
 def probe(send: Callable[[httpx.Client], httpx.Response], url: str, times: int) -> Probes:

@@ -69,18 +69,27 @@ class Result:
         try:
             return json.loads(self.stdout)
         except ValueError:
-            pytest.fail(f"memjobs {' '.join(self.args)}: stdout is not one JSON document: "
-                        f"{self.stdout!r} (stderr: {self.stderr[-2000:]!r})")
+            pytest.fail(
+                f"memjobs {' '.join(self.args)}: stdout is not one JSON document: "
+                f"{self.stdout!r} (stderr: {self.stderr[-2000:]!r})"
+            )
 
     def __str__(self) -> str:
-        return (f"memjobs {' '.join(self.args)} -> {self.code}\n"
-                f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-3000:]}")
+        return (
+            f"memjobs {' '.join(self.args)} -> {self.code}\n"
+            f"stdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-3000:]}"
+        )
 
 
 def run_cli(env: dict[str, str], *args: str, timeout: float = CLI_TIMEOUT_S) -> Result:
     proc = subprocess.run(
-        [sys.executable, "-m", "memjobs_worker.cli.main", *args], cwd=REPO, env=env,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return Result(args, proc.returncode, proc.stdout, proc.stderr)
 
@@ -211,8 +220,12 @@ class Up:
         self._out: IO[bytes] = open(output, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memjobs_worker.cli.main", "up", "--processes", "1", "--threads", "2"],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=self._out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     @property
@@ -238,8 +251,9 @@ class Up:
                 if last.code == exits.OK and last.json()["workers"] >= 1:
                     return
             if time.monotonic() > deadline:
-                pytest.fail(f"memjobs up not ready after {timeout_s:.0f} s; last status: "
-                            f"{last}\noutput:\n{self.text()}")
+                pytest.fail(
+                    f"memjobs up not ready after {timeout_s:.0f} s; last status: {last}\noutput:\n{self.text()}"
+                )
             time.sleep(0.2)
 
     def close(self) -> None:
@@ -311,13 +325,14 @@ def new_owner(label: str) -> str:
     return f"cli-{label}-{uuid.uuid4().hex[:12]}"
 
 
-
 def demo_model_reply(request: dict[str, Any]) -> str:
     """Consolidation gets a patch grounded in the demo's words; mem0 gets echoed facts."""
     system = str(request["messages"][0]["content"])
     if "Markdown memory documents" in system:
-        return json.dumps({"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- 对花生过敏",
-                                        "evidence": "我对花生过敏"}]}, ensure_ascii=False)
+        return json.dumps(
+            {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- 对花生过敏", "evidence": "我对花生过敏"}]},
+            ensure_ascii=False,
+        )
     return echo_facts_handler(request)
 
 

@@ -17,8 +17,9 @@ class ManualClock:
     ``now`` may be set outright (e.g. to jump the wall clock backwards).
     """
 
-    def __init__(self, start: datetime = T0, *, step: timedelta = timedelta(0),
-                 monotonic_start: float = 1000.0) -> None:
+    def __init__(
+        self, start: datetime = T0, *, step: timedelta = timedelta(0), monotonic_start: float = 1000.0
+    ) -> None:
         self.now = start
         self.step = step
         self.seconds = monotonic_start

@@ -40,8 +40,7 @@ class Coordination(ABC):
         self.clock = ManualClock()
 
     @abstractmethod
-    def leases(self, name: str, owner_key: str, *, lease_ms: int,
-               on_event: LockEvent = no_event) -> Lease:
+    def leases(self, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event) -> Lease:
         """A :class:`~memjobs_worker.lease.LeaseFactory` on this backend."""
 
     @abstractmethod
@@ -60,10 +59,8 @@ class Coordination(ABC):
     def reconnect(self) -> None:
         """The partition heals."""
 
-    def lease(self, *, lease_ms: int, events: list[str] | None = None, name: str = "learn",
-              owner: str = KEY) -> Lease:
-        return self.leases(name, owner, lease_ms=lease_ms,
-                           on_event=events.append if events is not None else no_event)
+    def lease(self, *, lease_ms: int, events: list[str] | None = None, name: str = "learn", owner: str = KEY) -> Lease:
+        return self.leases(name, owner, lease_ms=lease_ms, on_event=events.append if events is not None else no_event)
 
     def advance(self, ms: int) -> None:
         """Let ``ms`` milliseconds pass, for the holders and for the backend."""
@@ -76,8 +73,9 @@ class Coordination(ABC):
     def __enter__(self) -> Coordination:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -88,8 +86,7 @@ class Twin(Coordination):
         super().__init__()
         self.keyspace = InMemoryKeys(self.clock.monotonic)
 
-    def leases(self, name: str, owner_key: str, *, lease_ms: int,
-               on_event: LockEvent = no_event) -> Lease:
+    def leases(self, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event) -> Lease:
         return self.keyspace.lease(name, owner_key, lease_ms=lease_ms, on_event=on_event)
 
     def scheduler(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int) -> ExtractionScheduler:
@@ -116,14 +113,15 @@ class OnRedis(Coordination):
         self.admin = redis.Redis.from_url(url)
         self._port = self.client.connection_pool.connection_kwargs["port"]
 
-    def leases(self, name: str, owner_key: str, *, lease_ms: int,
-               on_event: LockEvent = no_event) -> Lease:
-        return LeaseLock(self.client, name, owner_key, lease_ms=lease_ms, on_event=on_event,
-                         monotonic=self.clock.monotonic)
+    def leases(self, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event) -> Lease:
+        return LeaseLock(
+            self.client, name, owner_key, lease_ms=lease_ms, on_event=on_event, monotonic=self.clock.monotonic
+        )
 
     def scheduler(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int) -> ExtractionScheduler:
-        return RedisExtractionScheduler(self.client, enqueue, lease_ms=lease_ms, delay_ms=delay_ms,
-                                        monotonic=self.clock.monotonic)
+        return RedisExtractionScheduler(
+            self.client, enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=self.clock.monotonic
+        )
 
     def _pass_time(self, ms: int) -> None:
         names = list(self.admin.scan_iter(match=f"{keys.NAMESPACE}:*", count=1000))
@@ -149,4 +147,3 @@ class OnRedis(Coordination):
     def close(self) -> None:
         self.client.close()
         self.admin.close()
-

@@ -41,8 +41,9 @@ def load(path: Path) -> list[dict[str, Any]]:
 def score(cases: list[dict[str, Any]]) -> Score:
     out = Score()
     for case in cases:
-        reason = grounded(case["doc"], case["text"], case["evidence"], case["user_turns"],
-                          deletion=bool(case.get("delete")))
+        reason = grounded(
+            case["doc"], case["text"], case["evidence"], case["user_turns"], deletion=bool(case.get("delete"))
+        )
         key = (case["lang"], case["label"])
         out.total[key] = out.total.get(key, 0) + 1
         if reason is not None:

@@ -54,8 +54,9 @@ class Harness:
             self.worker = None
 
     def drain(self, timeout_s: float = 60) -> None:
-        assert ops.drain(self.runtime.redis, self.runtime.store, timeout_s, poll_s=0.05), \
+        assert ops.drain(self.runtime.redis, self.runtime.store, timeout_s, poll_s=0.05), (
             f"not drained: {ops.status(self.runtime.redis, self.runtime.store)}"
+        )
 
     def queues(self) -> dict[str, dict[str, int]]:
         return ops.queue_stats(self.runtime.redis)
@@ -94,16 +95,21 @@ def _env_name(field: str) -> str:
     }.get(field, f"MEMJOBS_{field.upper()}")
 
 
-def spawn_workers(settings: Settings, log_path: Path, *, processes: int = 1,
-                  threads: int = 2) -> subprocess.Popen[bytes]:
+def spawn_workers(
+    settings: Settings, log_path: Path, *, processes: int = 1, threads: int = 2
+) -> subprocess.Popen[bytes]:
     """Real ``dramatiq memjobs_worker.app`` processes in their own process group."""
     out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
     env = worker_env(settings)
     prepare_metrics_dir(settings, env)  # as `memjobs worker` does
     return subprocess.Popen(
         worker_command(processes, threads),
-        env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-        start_new_session=True, cwd=REPO,
+        env=env,
+        stdout=out,
+        stderr=out,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=REPO,
     )
 
 

@@ -39,8 +39,7 @@ class Api:
     def post(self, path: str, body: Any, token: str | None = None, **kw: Any) -> httpx.Response:
         return self.http.post(path, json=body, headers=self.auth(token), **kw)
 
-    def get(self, path: str, owner: str | None = None, token: str | None = None,
-            **kw: Any) -> httpx.Response:
+    def get(self, path: str, owner: str | None = None, token: str | None = None, **kw: Any) -> httpx.Response:
         headers = self.auth(token)
         if owner is not None:
             from urllib.parse import quote
@@ -50,8 +49,9 @@ class Api:
 
 
 @pytest.fixture
-def api_factory(make_settings: Callable[..., Settings],
-                harness_factory: Callable[[Settings], Harness]) -> Iterator[Callable[..., Api]]:
+def api_factory(
+    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+) -> Iterator[Callable[..., Api]]:
     """Start an API (and a worker) with these settings overrides; all stopped at the end."""
     running: list[Api] = []
 
@@ -77,8 +77,9 @@ def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
-def reply_of(sock: socket.socket, timeout_s: float = 10,
-             then_closed: bool = True) -> tuple[int, dict[str, str], bytes, bool]:
+def reply_of(
+    sock: socket.socket, timeout_s: float = 10, then_closed: bool = True
+) -> tuple[int, dict[str, str], bytes, bool]:
     """Status, headers, body of the one reply on ``sock``, and whether the server then
     closed (not looked at with ``then_closed=False``: another reply follows)."""
     sock.settimeout(timeout_s)
@@ -120,13 +121,13 @@ def still_open(sock: socket.socket) -> bool:
 
 
 @pytest.fixture
-def api_process_factory(make_settings: Callable[..., Settings],
-                        tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
+def api_process_factory(make_settings: Callable[..., Settings], tmp_path: Path) -> Iterator[Callable[..., ApiProcess]]:
     """Start ``memjobs api`` as operators run it (its own process, these settings
     overrides; :func:`~tests.support.api_process.api_process`); each is stopped at
     the end. Its log is ``ApiProcess.log``."""
     count = iter(range(1_000_000))
     with ExitStack() as started:
+
         def start(**overrides: Any) -> ApiProcess:
             log = tmp_path / f"api-{next(count)}.log"
             return started.enter_context(api_process(make_settings(api_port=0, **overrides), log))
@@ -170,5 +171,8 @@ def forget_at_every_door(api: Api, env: dict[str, str], owner: str, source_id: s
     finally:
         door.close()
         door.client.close()
-    return {"http": (http.status_code, body.get("reason") if http.status_code >= 400 else body["status"]),
-            "cli": (cli.code, cli.json()["status"]), "client": outcome}
+    return {
+        "http": (http.status_code, body.get("reason") if http.status_code >= 400 else body["status"]),
+        "cli": (cli.code, cli.json()["status"]),
+        "client": outcome,
+    }

@@ -22,11 +22,9 @@ class JobLog(logging.Handler):
 
     def failures(self, actor: str) -> list[logging.LogRecord]:
         with self.cond:
-            return [r for r in self.records
-                    if r.getMessage() == "job failed" and getattr(r, "actor", None) == actor]
+            return [r for r in self.records if r.getMessage() == "job failed" and getattr(r, "actor", None) == actor]
 
-    def wait(self, predicate: Callable[[list[logging.LogRecord]], bool], timeout_s: float,
-             what: str) -> None:
+    def wait(self, predicate: Callable[[list[logging.LogRecord]], bool], timeout_s: float, what: str) -> None:
         with self.cond:
             ok = self.cond.wait_for(lambda: predicate(self.records), timeout=timeout_s)
         assert ok, f"timed out after {timeout_s:.0f} s waiting for {what}"

@@ -6,27 +6,48 @@ from __future__ import annotations
 from collections.abc import Callable
 
 DOCS: dict[str, tuple[str, str]] = {
-    "tea": ("乌龙茶冲泡笔记", "乌龙茶适合用九十五度左右的水冲泡。第一泡洗茶，时间要短。之后每泡延长十秒。"
-            "铁观音和大红袍都属于乌龙茶，香气浓郁，回甘明显。"),
-    "hangzhou": ("杭州周末路线", "周六上午去西湖边散步，从断桥走到苏堤。中午在河坊街吃片儿川。"
-                 "下午去灵隐寺，傍晚回到湖滨看音乐喷泉。"),
-    "allergy": ("过敏与饮食", "我对花生过敏，外出吃饭要提前告诉服务员。坚果类零食都要看配料表。"
-                "随身带着抗过敏药。"),
-    "bike": ("Bicycle maintenance", "Clean and lubricate the chain every two weeks. Check tyre pressure "
-             "before long rides. Replace brake pads when the groove is gone."),
-    "sourdough": ("Sourdough starter", "Feed the starter with equal weights of flour and water. Keep it at "
-                  "room temperature and discard half before each feeding. Bake when it doubles in four hours."),
-    "taxes": ("Tax checklist", "Collect the annual income statements, the receipts for medical expenses "
-              "and the mortgage interest certificate before filing in March."),
+    "tea": (
+        "乌龙茶冲泡笔记",
+        "乌龙茶适合用九十五度左右的水冲泡。第一泡洗茶，时间要短。之后每泡延长十秒。"
+        "铁观音和大红袍都属于乌龙茶，香气浓郁，回甘明显。",
+    ),
+    "hangzhou": (
+        "杭州周末路线",
+        "周六上午去西湖边散步，从断桥走到苏堤。中午在河坊街吃片儿川。下午去灵隐寺，傍晚回到湖滨看音乐喷泉。",
+    ),
+    "allergy": ("过敏与饮食", "我对花生过敏，外出吃饭要提前告诉服务员。坚果类零食都要看配料表。随身带着抗过敏药。"),
+    "bike": (
+        "Bicycle maintenance",
+        "Clean and lubricate the chain every two weeks. Check tyre pressure "
+        "before long rides. Replace brake pads when the groove is gone.",
+    ),
+    "sourdough": (
+        "Sourdough starter",
+        "Feed the starter with equal weights of flour and water. Keep it at "
+        "room temperature and discard half before each feeding. Bake when it doubles in four hours.",
+    ),
+    "taxes": (
+        "Tax checklist",
+        "Collect the annual income statements, the receipts for medical expenses "
+        "and the mortgage interest certificate before filing in March.",
+    ),
     "piano": ("钢琴练习计划", "每天练习音阶二十分钟，然后练习肖邦的夜曲。每周录一次音，对比节奏和力度。"),
-    "garden": ("Balcony garden", "Tomatoes need six hours of sun. Water basil in the morning. Repot the "
-               "rosemary in spring with a sandy soil."),
+    "garden": (
+        "Balcony garden",
+        "Tomatoes need six hours of sun. Water basil in the morning. Repot the rosemary in spring with a sandy soil.",
+    ),
     "running": ("跑步训练", "周二和周四做间歇跑，周末长距离慢跑十五公里。跑前热身，跑后拉伸小腿和大腿。"),
-    "japan": ("Kyoto trip", "Book the ryokan near Gion. Visit Fushimi Inari early in the morning to avoid "
-              "crowds. Buy a bus day pass for the temples."),
+    "japan": (
+        "Kyoto trip",
+        "Book the ryokan near Gion. Visit Fushimi Inari early in the morning to avoid "
+        "crowds. Buy a bus day pass for the temples.",
+    ),
     "cat": ("猫咪照顾", "猫粮每天两次，每次四十克。每年打一次疫苗，每三个月驱虫一次。猫砂每天清理。"),
-    "meeting": ("Weekly team meeting", "The team meets on Wednesday at ten. Bring the status of the migration "
-                "project and the list of blocked tickets."),
+    "meeting": (
+        "Weekly team meeting",
+        "The team meets on Wednesday at ten. Bring the status of the migration "
+        "project and the list of blocked tickets.",
+    ),
 }
 
 QUERIES: list[tuple[str, str]] = [
@@ -84,14 +105,22 @@ _EN_DIARY = [
     "I read a few pages of the book before bed, but I could not keep my eyes open.",
 ]
 _ZH_DIARY = [
-    "今天早上起得很晚，吃了早饭以后就出门了。", "我们在路上聊了很多事情，也说到了以后的打算。",
-    "下午的天气不太好，一直在下小雨，所以就待在家里了。", "晚上和朋友一起吃了饭，大家都很开心。",
-    "最近的工作有点忙，每天都要开好几个会。", "周末本来想出去走走，结果还是在家里休息了。",
-    "我觉得这件事情还是要慢慢来，不能太着急。", "楼里今天停水了一个小时，大家都在等。",
-    "妈妈打电话来问我最近过得怎么样。", "路上的车很多，到公司的时候已经迟到了。",
-    "买了一些水果和蔬菜，准备这几天自己做饭。", "看了一会儿书，又看了一会儿手机，时间就过去了。",
-    "孩子们在楼下玩到天黑才回家。", "我们说好了下个月一起去看电影。",
-    "今天的心情还不错，虽然事情很多。", "睡觉之前喝了一杯热水，希望明天早点起床。",
+    "今天早上起得很晚，吃了早饭以后就出门了。",
+    "我们在路上聊了很多事情，也说到了以后的打算。",
+    "下午的天气不太好，一直在下小雨，所以就待在家里了。",
+    "晚上和朋友一起吃了饭，大家都很开心。",
+    "最近的工作有点忙，每天都要开好几个会。",
+    "周末本来想出去走走，结果还是在家里休息了。",
+    "我觉得这件事情还是要慢慢来，不能太着急。",
+    "楼里今天停水了一个小时，大家都在等。",
+    "妈妈打电话来问我最近过得怎么样。",
+    "路上的车很多，到公司的时候已经迟到了。",
+    "买了一些水果和蔬菜，准备这几天自己做饭。",
+    "看了一会儿书，又看了一会儿手机，时间就过去了。",
+    "孩子们在楼下玩到天黑才回家。",
+    "我们说好了下个月一起去看电影。",
+    "今天的心情还不错，虽然事情很多。",
+    "睡觉之前喝了一杯热水，希望明天早点起床。",
 ]
 
 

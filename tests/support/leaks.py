@@ -68,7 +68,8 @@ def redis_keys_holding(client: redis.Redis, needles: Iterable[str | bytes]) -> l
         elif kind == "zset":
             # redis-py types the reply without telling the scored pairs apart.
             scored: list[tuple[bytes | str, float]] = client.zrange(  # type: ignore[assignment]
-                key, 0, -1, withscores=True)
+                key, 0, -1, withscores=True
+            )
             values = [m for m, _ in scored]
         blob = b"\n".join(_bytes(v) for v in values) + b"\n" + _bytes(key)
         found += [f"{key!r}: {n.decode(errors='replace')}" for n in wanted if n in blob]

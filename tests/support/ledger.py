@@ -16,6 +16,5 @@ def remember_now(h: Harness, key: str, text: str) -> str:
     ``key`` is the owner key (:func:`memjobs_client.contracts.owner_key`).
     """
     sid = source_id_for(key, text)
-    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text),
-                        sent_at=datetime.now(UTC))
+    h.pipeline.remember(RememberSource(owner_key=key, source_id=sid, text=text), sent_at=datetime.now(UTC))
     return sid

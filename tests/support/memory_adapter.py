@@ -61,16 +61,24 @@ class RecordsMemoryAdapter:
             self._cache[owner_id] = records
         except OSError:
             records = self._cache.get(owner_id, [])  # the service is away: the last snapshot
-        docs = [{"scope": SCOPE_OF_KIND[r["kind"]], "content": r["body"][: options.max_chars],
-                 "version": r["rev"]} for r in records if r.get("kind") in SCOPE_OF_KIND]
+        docs = [
+            {"scope": SCOPE_OF_KIND[r["kind"]], "content": r["body"][: options.max_chars], "version": r["rev"]}
+            for r in records
+            if r.get("kind") in SCOPE_OF_KIND
+        ]
         return docs[: options.max_docs]
 
     async def apply(self, owner_id: str, changes: Sequence[Any], context: Any) -> dict[str, Any]:
         request = {
-            "writes": [{"kind": KIND_OF_SCOPE[c.scope], "body": c.content, "ifRev": c.expected_version}
-                       for c in changes],
-            "meta": {"source": context.source, "session": context.session, "turn": context.turn,
-                     "trace": context.trace},
+            "writes": [
+                {"kind": KIND_OF_SCOPE[c.scope], "body": c.content, "ifRev": c.expected_version} for c in changes
+            ],
+            "meta": {
+                "source": context.source,
+                "session": context.session,
+                "turn": context.turn,
+                "trace": context.trace,
+            },
         }
         status, answer = await asyncio.to_thread(self._send, "POST", self._records_url(owner_id), request)
         if status == 409:
@@ -80,8 +88,9 @@ class RecordsMemoryAdapter:
         records = {r["kind"]: r for r in self._cache.get(owner_id, [])}
         records.update({r["kind"]: r for r in answer["records"]})
         self._cache[owner_id] = list(records.values())  # what list answers while the service is away
-        written = [{"scope": SCOPE_OF_KIND[r["kind"]], "content": r["body"], "version": r["rev"]}
-                   for r in answer["records"]]
+        written = [
+            {"scope": SCOPE_OF_KIND[r["kind"]], "content": r["body"], "version": r["rev"]} for r in answer["records"]
+        ]
         return {"changed": len(written), "documents": written}
 
     def health(self) -> dict[str, Any]:
@@ -114,8 +123,7 @@ class RecordsMemoryAdapter:
 
     def _send(self, method: str, url: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
                 return reply.status, json.loads(reply.read())

@@ -71,8 +71,20 @@ class Topology:
         ip("-n", self.bridge_ns, "link", "set", "br0", "up")
         for i, role in enumerate(self.roles):
             outer, inner = f"v{i}", "eth0"
-            ip("-n", self.bridge_ns, "link", "add", outer, "type", "veth",
-               "peer", "name", inner, "netns", self.ns(role))
+            ip(
+                "-n",
+                self.bridge_ns,
+                "link",
+                "add",
+                outer,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                inner,
+                "netns",
+                self.ns(role),
+            )
             ip("-n", self.bridge_ns, "link", "set", outer, "master", "br0", "up")
             ip("-n", self.ns(role), "addr", "add", f"{self.address(role)}/24", "dev", inner)
             ip("-n", self.ns(role), "link", "set", inner, "up")
@@ -82,8 +94,7 @@ class Topology:
         ip("-n", self.ns(role), "route", "add", "blackhole", f"{self.address(from_role)}/32")
 
     def heal(self, role: str, from_role: str) -> None:
-        ip("-n", self.ns(role), "route", "del", "blackhole", f"{self.address(from_role)}/32",
-           check=False)
+        ip("-n", self.ns(role), "route", "del", "blackhole", f"{self.address(from_role)}/32", check=False)
 
     def pids(self, role: str) -> list[int]:
         out = ip("netns", "pids", self.ns(role), check=False).stdout

@@ -300,9 +300,7 @@ class FakeOpenAI:
         self._cond = threading.Condition()
         self._chat_handler: ChatHandler | None = None
         self._chat_replies: collections.deque[str] = collections.deque()
-        self._faults: dict[str, collections.deque[_Fault]] = {
-            r: collections.deque() for r in ROUTES.values()
-        }
+        self._faults: dict[str, collections.deque[_Fault]] = {r: collections.deque() for r in ROUTES.values()}
         self._release_generation = 0
         self._stopped = False
         self._ids = itertools.count(1)
@@ -364,9 +362,7 @@ class FakeOpenAI:
         with self._cond:
             self._chat_replies.extend(contents)
 
-    def fail_next(
-        self, route: str, status: int, count: int = 1, body: dict[str, Any] | None = None
-    ) -> None:
+    def fail_next(self, route: str, status: int, count: int = 1, body: dict[str, Any] | None = None) -> None:
         """Make the next ``count`` requests of ``route`` fail with HTTP ``status``.
 
         ``body`` replaces the default OpenAI-style error JSON. 429 answers carry
@@ -419,9 +415,7 @@ class FakeOpenAI:
         with self._cond:
             ok = self._cond.wait_for(lambda: self._count(route) >= n, timeout=timeout_s)
             if not ok:
-                raise TimeoutError(
-                    f"only {self._count(route)} of {n} {route!r} requests arrived in {timeout_s}s"
-                )
+                raise TimeoutError(f"only {self._count(route)} of {n} {route!r} requests arrived in {timeout_s}s")
 
     def requests_for(self, route: str) -> list[RecordedRequest]:
         """Snapshot of the recorded requests of one route, in arrival order."""
@@ -478,25 +472,17 @@ class FakeOpenAI:
             self._cond.notify_all()
 
         if route == OTHER_ROUTE:
-            h.send_json(
-                404, _error_body(404, f"fake OpenAI server: no route for {h.command} {path}")
-            )
+            h.send_json(404, _error_body(404, f"fake OpenAI server: no route for {h.command} {path}"))
             return
         if fault is not None:
             if fault.kind == "fail":
                 headers = {"Retry-After": "0"} if fault.status == 429 else {}
-                body = (
-                    fault.body
-                    if fault.body is not None
-                    else _error_body(fault.status, f"injected {fault.status}")
-                )
+                body = fault.body if fault.body is not None else _error_body(fault.status, f"injected {fault.status}")
                 h.send_json(fault.status, body, headers)
                 return
             with self._cond:
                 if fault.kind == "hang":
-                    self._cond.wait_for(
-                        lambda: self._stopped or self._release_generation > generation
-                    )
+                    self._cond.wait_for(lambda: self._stopped or self._release_generation > generation)
                 else:  # slow
                     self._cond.wait_for(lambda: self._stopped, timeout=fault.seconds)
         if bad_json or not isinstance(parsed, dict):
@@ -532,9 +518,7 @@ class FakeOpenAI:
         completion_id = f"chatcmpl-fake-{next(self._ids)}"
         created = int(time.time())
         prompt_text = "".join(
-            _message_text(m.get("content"))
-            for m in request.get("messages") or []
-            if isinstance(m, dict)
+            _message_text(m.get("content")) for m in request.get("messages") or [] if isinstance(m, dict)
         )
         prompt_tokens, completion_tokens = _approx_tokens(prompt_text), _approx_tokens(content)
         usage = {
@@ -589,11 +573,7 @@ class FakeOpenAI:
         """Answer an embeddings request; honours ``dimensions`` and ``encoding_format``."""
         try:
             inputs = _embedding_inputs(request.get("input"))
-            dims = (
-                int(request["dimensions"])
-                if request.get("dimensions") is not None
-                else self.embedding_dims
-            )
+            dims = int(request["dimensions"]) if request.get("dimensions") is not None else self.embedding_dims
             if dims < 1:
                 raise ValueError("dimensions must be >= 1")
         except (ValueError, TypeError) as exc:
@@ -604,9 +584,7 @@ class FakeOpenAI:
         for index, text in enumerate(inputs):
             vector = embed_text(text, dims)
             embedding: Any = (
-                base64.b64encode(array.array("f", vector).tobytes()).decode("ascii")
-                if as_base64
-                else vector
+                base64.b64encode(array.array("f", vector).tobytes()).decode("ascii") if as_base64 else vector
             )
             data.append({"object": "embedding", "index": index, "embedding": embedding})
         tokens = sum(_approx_tokens(t) for t in inputs)

@@ -27,6 +27,5 @@ def wait_for(probe: Callable[[], T | None], timeout_s: float, what: str, *, poll
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} "
-                                 f"(last seen: {value!r})")
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} (last seen: {value!r})")
         time.sleep(poll_s)

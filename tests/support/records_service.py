@@ -58,14 +58,13 @@ class RecordsService:
     # -- the HTTP side --------------------------------------------------------------
 
     def _list(self, tenant: str, user: str) -> list[dict[str, Any]]:
-        return [dict(r, kind=k) for (t, u, k), r in sorted(self.records.items())
-                if (t, u) == (tenant, user)]
+        return [dict(r, kind=k) for (t, u, k), r in sorted(self.records.items()) if (t, u) == (tenant, user)]
 
     def _write(self, tenant: str, user: str, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         writes = request.get("writes")
         if not isinstance(writes, list) or any(
-                not isinstance(w, dict) or w.get("kind") not in KINDS or not isinstance(w.get("body"), str)
-                for w in writes):
+            not isinstance(w, dict) or w.get("kind") not in KINDS or not isinstance(w.get("body"), str) for w in writes
+        ):
             return 400, {"error": "writes: [{kind: profile|notes, body, ifRev}]"}
         with self._lock:
             for w in writes:
@@ -78,8 +77,9 @@ class RecordsService:
                 rev = self.records.get(key, {}).get("rev", 0) + 1
                 self.records[key] = {"body": w["body"], "rev": rev}
                 written.append({"kind": w["kind"], "body": w["body"], "rev": rev})
-            self.writes.append({"tenant": tenant, "user": user, "kinds": [w["kind"] for w in writes],
-                                "meta": request.get("meta")})
+            self.writes.append(
+                {"tenant": tenant, "user": user, "kinds": [w["kind"] for w in writes], "meta": request.get("meta")}
+            )
         return 200, {"records": written}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -100,8 +100,12 @@ class RecordsService:
             def _route(self) -> tuple[str, str] | None:
                 parts = self.path.split("/")
                 # "", "v1", "tenants", t, "users", u, "records"
-                if len(parts) == 7 and parts[1:3] == ["v1", "tenants"] and parts[4] == "users" \
-                        and parts[6] == "records":
+                if (
+                    len(parts) == 7
+                    and parts[1:3] == ["v1", "tenants"]
+                    and parts[4] == "users"
+                    and parts[6] == "records"
+                ):
                     return unquote(parts[3]), unquote(parts[5])
                 return None
 

@@ -16,8 +16,11 @@ WALKS = {"scan", "hscan", "sscan", "zscan", "hgetall", "hvals", "hkeys", "smembe
 def commandstats(client: redis.Redis) -> dict[str, int]:
     """Calls per command since the server started (INFO's own calls left out)."""
     stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()
-            if not name.removeprefix("cmdstat_").startswith("info")}
+    return {
+        name.removeprefix("cmdstat_"): int(v["calls"])
+        for name, v in stats.items()
+        if not name.removeprefix("cmdstat_").startswith("info")
+    }
 
 
 def commands_of(client: redis.Redis, action: Callable[[], object]) -> dict[str, int]:

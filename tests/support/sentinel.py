@@ -21,8 +21,9 @@ MASTER_NAME = "memjobs"
 class SentinelSet:
     """Master + replica + 3 sentinels; ``kill_master()`` and wait for the failover."""
 
-    def __init__(self, directory: Path, *, host: str = "127.0.0.1",
-                 prefix: tuple[str, ...] = (), ports: list[int] | None = None) -> None:
+    def __init__(
+        self, directory: Path, *, host: str = "127.0.0.1", prefix: tuple[str, ...] = (), ports: list[int] | None = None
+    ) -> None:
         self.directory = directory
         self.host = host
         self.prefix = prefix
@@ -39,21 +40,39 @@ class SentinelSet:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         self.procs[name] = subprocess.Popen(
-            [*self.prefix, find_redis_server(), *args], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            [*self.prefix, find_redis_server(), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def _server_args(self, name: str, port: int) -> list[str]:
         data = self.directory / name
         data.mkdir(parents=True, exist_ok=True)
-        return ["--bind", self.host, "--port", str(port), "--dir", str(data), "--appendonly", "yes",
-                "--appendfsync", "always", "--save", "", "--protected-mode", "no",
-                "--logfile", str(data / "redis.log")]
+        return [
+            "--bind",
+            self.host,
+            "--port",
+            str(port),
+            "--dir",
+            str(data),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--protected-mode",
+            "no",
+            "--logfile",
+            str(data / "redis.log"),
+        ]
 
     def start(self, timeout_s: float = 30) -> None:
         master, replica = self.ports[0], self.ports[1]
         self._spawn("master", self._server_args("master", master))
-        self._spawn("replica", [*self._server_args("replica", replica),
-                                "--replicaof", self.host, str(master)])
+        self._spawn("replica", [*self._server_args("replica", replica), "--replicaof", self.host, str(master)])
         for i, port in enumerate(self.ports[2:]):
             conf = self.directory / f"sentinel-{i}.conf"
             conf.write_text(
@@ -62,7 +81,8 @@ class SentinelSet:
                 f"sentinel monitor {MASTER_NAME} {self.host} {master} 2\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
                 f"sentinel failover-timeout {MASTER_NAME} 5000\n"
-                f"sentinel parallel-syncs {MASTER_NAME} 1\n")
+                f"sentinel parallel-syncs {MASTER_NAME} 1\n"
+            )
             self._spawn(f"sentinel-{i}", [str(conf), "--sentinel"])
         deadline = time.monotonic() + timeout_s
         while not self._ready():
@@ -80,8 +100,12 @@ class SentinelSet:
     def _ready(self) -> bool:
         try:
             link = self._client(self.ports[1]).info("replication").get("master_link_status")
-            known = [self._client(p).execute_command(  # type: ignore[no-untyped-call]
-                "SENTINEL", "REPLICAS", MASTER_NAME) for p in self.ports[2:]]
+            known = [
+                self._client(p).execute_command(  # type: ignore[no-untyped-call]
+                    "SENTINEL", "REPLICAS", MASTER_NAME
+                )
+                for p in self.ports[2:]
+            ]
             return link == "up" and all(known)
         except redis.RedisError:
             return False
@@ -90,7 +114,8 @@ class SentinelSet:
         for port in self.ports[2:]:
             try:
                 host, master_port = self._client(port).execute_command(  # type: ignore[no-untyped-call]
-                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME
+                )
                 return (host.decode() if isinstance(host, bytes) else str(host), int(master_port))
             except redis.RedisError:
                 continue
@@ -122,7 +147,8 @@ class SentinelSet:
             if nudged and time.monotonic() > nudged:
                 try:
                     self._client(port).execute_command(  # type: ignore[no-untyped-call]
-                        "REPLICAOF", self.host, new_master)
+                        "REPLICAOF", self.host, new_master
+                    )
                     nudged = 0
                 except redis.RedisError:
                     pass

@@ -16,16 +16,33 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     """Register memjobs' actors on ``broker``; their parts are built on first use."""
     settings = runtime.settings
     actors = {
-        **declare_memory_actors(broker, settings, memory=lambda: runtime.pipeline,
-                                store=lambda: runtime.store, scheduler=lambda: runtime.scheduler,
-                                model_waiting=runtime.model_waiting,
-                                was_sent=lambda key, sid: runtime.personal_memory.was_sent(key, sid)),
-        **declare_session_actors(broker, settings, store=lambda: runtime.sessions, chat=runtime.chat,
-                                 memory_docs=lambda: runtime.memory_docs, audit=lambda: runtime.audit,
-                                 blackboard=lambda: runtime.blackboard),
+        **declare_memory_actors(
+            broker,
+            settings,
+            memory=lambda: runtime.pipeline,
+            store=lambda: runtime.store,
+            scheduler=lambda: runtime.scheduler,
+            model_waiting=runtime.model_waiting,
+            was_sent=lambda key, sid: runtime.personal_memory.was_sent(key, sid),
+        ),
+        **declare_session_actors(
+            broker,
+            settings,
+            store=lambda: runtime.sessions,
+            chat=runtime.chat,
+            memory_docs=lambda: runtime.memory_docs,
+            audit=lambda: runtime.audit,
+            blackboard=lambda: runtime.blackboard,
+        ),
     }
     if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
-        actors.update(declare_knowledge_actors(broker, settings, redis_client=lambda: runtime.redis,
-                                               store=lambda: runtime.knowledge,
-                                               embedder=lambda: runtime.knowledge_embedder))
+        actors.update(
+            declare_knowledge_actors(
+                broker,
+                settings,
+                redis_client=lambda: runtime.redis,
+                store=lambda: runtime.knowledge,
+                embedder=lambda: runtime.knowledge_embedder,
+            )
+        )
     return actors

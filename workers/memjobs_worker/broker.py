@@ -115,11 +115,15 @@ class _Consumer(_RedisConsumer):
             if broker.client.hget(messages, raw_id) == data:
                 message_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
                 broker.do_nack(self.queue_name, message_id)
-                log.warning("undecodable message dead-lettered",
-                            extra={"queue": self.queue_name, "reason": "undecodable_message"})
+                log.warning(
+                    "undecodable message dead-lettered",
+                    extra={"queue": self.queue_name, "reason": "undecodable_message"},
+                )
                 return
-        log.warning("undecodable message dropped: not found among this consumer's messages",
-                    extra={"queue": self.queue_name, "reason": "undecodable_message"})
+        log.warning(
+            "undecodable message dropped: not found among this consumer's messages",
+            extra={"queue": self.queue_name, "reason": "undecodable_message"},
+        )
 
 
 #: Dispatch commands that only move or delete messages already in Redis.
@@ -155,25 +159,35 @@ class MemjobsRedisBroker(RedisBroker):
 
     def _dispatch(self, command: str) -> Callable[..., Any]:
         stock: Callable[..., Any] = super()._dispatch(command)  # type: ignore[no-untyped-call]
-        draining = command in _DRAIN_COMMANDS or (
-            command == "enqueue" and getattr(self._moving, "active", False))
+        draining = command in _DRAIN_COMMANDS or (command == "enqueue" and getattr(self._moving, "active", False))
         if not draining or not self._allows_oom():
             return stock
 
         def do_dispatch(queue_name: str, *args: Any) -> Any:
             # As Dramatiq's own (RedisBroker._dispatch), through the allow-oom script.
-            argv = [command, current_millis(), queue_name, self.broker_id, self.heartbeat_timeout,
-                    self.dead_message_ttl, self._should_do_maintenance(command),
-                    self._max_unpack_size(), *args]  # type: ignore[no-untyped-call]
+            argv = [
+                command,
+                current_millis(),
+                queue_name,
+                self.broker_id,
+                self.heartbeat_timeout,
+                self.dead_message_ttl,
+                self._should_do_maintenance(command),
+                self._max_unpack_size(),  # type: ignore[no-untyped-call]
+                *args,
+            ]
             try:
                 return self._drain_script(args=argv, keys=[self.namespace])
             except redis.ResponseError as exc:
                 text = str(exc).lower()
                 if isinstance(exc, redis.OutOfMemoryError) or not any(
-                        word in text for word in ("flag", "shebang", "compiling")):
+                    word in text for word in ("flag", "shebang", "compiling")
+                ):
                     raise
-                log.warning("this Redis runs no script flags (Redis < 7): workers cannot "
-                            "drain it once it is full", extra={"reason": "no_allow_oom"})
+                log.warning(
+                    "this Redis runs no script flags (Redis < 7): workers cannot drain it once it is full",
+                    extra={"reason": "no_allow_oom"},
+                )
                 self._allow_oom = False
                 return stock(queue_name, *args)
 
@@ -188,8 +202,10 @@ class MemjobsRedisBroker(RedisBroker):
             except (redis.RedisError, ValueError):
                 return False  # asked again next time; this call goes the stock way
             if not self._allow_oom:
-                log.warning("Redis < 7 runs no script flags: workers cannot drain it once it is "
-                            "full (maxmemory)", extra={"reason": "no_allow_oom"})
+                log.warning(
+                    "Redis < 7 runs no script flags: workers cannot drain it once it is full (maxmemory)",
+                    extra={"reason": "no_allow_oom"},
+                )
         return self._allow_oom
 
 
@@ -219,12 +235,21 @@ class DeferNewerSchema(Middleware):
         if time.time() * 1000 - message.message_timestamp > self.max_age_ms:
             raise InvalidPayload(
                 f"schema version {version} is newer than this worker reads (1 to {readable}) "
-                f"and no newer worker took it in {self.max_age_ms // 1000} s", reason="newer_schema")
+                f"and no newer worker took it in {self.max_age_ms // 1000} s",
+                reason="newer_schema",
+            )
         broker.enqueue(message, delay=self.delay_ms)  # type: ignore[arg-type]  # the proxy, as Retries does
         NEWER_SCHEMA_DEFERRED.labels(actor).inc()
-        log.info("message of a newer schema version left for a newer worker",
-                 extra={"actor": actor, "schema_version": version, "readable": readable,
-                        "message_id": message.message_id, "reason": "newer_schema"})
+        log.info(
+            "message of a newer schema version left for a newer worker",
+            extra={
+                "actor": actor,
+                "schema_version": version,
+                "readable": readable,
+                "message_id": message.message_id,
+                "reason": "newer_schema",
+            },
+        )
         raise SkipMessage("newer schema version")
 
 
@@ -253,8 +278,9 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     # Runs after Retries has decided and after RefuseSensitive: see observability/retrying.py.
     broker.add_middleware(TrackRetrying(RetryingRecord(broker.client)), before=Retries)
     broker.add_middleware(RecordFailures(broker.client))  # after Retries: see failures.py
-    broker.add_middleware(Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms,
-                                    ttl_ms=settings.heartbeat_ttl_ms))
+    broker.add_middleware(
+        Heartbeat(broker.client, interval_ms=settings.heartbeat_interval_ms, ttl_ms=settings.heartbeat_ttl_ms)
+    )
     broker.add_middleware(TrackRunning(broker.client, ttl_ms=settings.heartbeat_ttl_ms))
     broker.add_middleware(MetricsEndpoint(settings.metrics_endpoint))
     broker.add_middleware(SettleQueuedRemembers(broker.client))  # a forget's O(1) "was it sent?"
@@ -295,7 +321,6 @@ def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
-
 # Dramatiq's stored messages, a page at a time, for the console ------------------
 
 #: The states a stored message is paged in.
@@ -329,8 +354,9 @@ def _str(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def _chunk(client: redis.Redis, state: str, queue: str, pos: int,
-           count: int) -> tuple[list[tuple[int | None, StoredMessage]], int | None]:
+def _chunk(
+    client: redis.Redis, state: str, queue: str, pos: int, count: int
+) -> tuple[list[tuple[int | None, StoredMessage]], int | None]:
     """Up to about ``count`` messages of ``queue`` in ``state`` from ``pos``, each with
     the position just after it (None where a page cannot stop mid-chunk), and the
     position after the chunk (None: the end). Positions: an offset into the ready list
@@ -342,42 +368,48 @@ def _chunk(client: redis.Redis, state: str, queue: str, pos: int,
             scores: dict[str, float] = {}
         else:
             members: list[tuple[Any, float]] = client.zrevrange(  # type: ignore[assignment]
-                dead, pos, pos + count - 1, withscores=True)
+                dead, pos, pos + count - 1, withscores=True
+            )
             ids = [_str(i) for i, _ in members]
             scores = {_str(i): float(s) for i, s in members}
         datas = client.hmget(keys.messages(queue) if state == "queued" else f"{dead}.msgs", ids) if ids else []
         found: list[tuple[int | None, StoredMessage]] = [
             (pos + k + 1, StoredMessage(queue, state, i, _bytes(d), scores.get(i)))
-            for k, (i, d) in enumerate(zip(ids, datas, strict=True)) if d is not None]
+            for k, (i, d) in enumerate(zip(ids, datas, strict=True))
+            if d is not None
+        ]
         return found, (pos + len(ids) if len(ids) == count else None)
     if state == "delayed":
         after, pairs = client.hscan(keys.messages(dq_name(queue)), pos, count=count)
-        return [(None, StoredMessage(queue, state, _str(i), _bytes(d)))
-                for i, d in pairs.items()], (int(after) or None)  # type: ignore[union-attr]
+        return [(None, StoredMessage(queue, state, _str(i), _bytes(d))) for i, d in pairs.items()], (int(after) or None)  # type: ignore[union-attr]
     if state == "in_flight":  # fetched by a live consumer: at most its prefetch each
         consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
         ids = sorted({_str(i) for c in consumers for i in client.smembers(keys.acks(c, queue))})
-        return [(None, m) for m in _with_data(client, keys.messages(queue), queue, state,
-                                              ids[:PAGE_BUDGET])], None
+        return [(None, m) for m in _with_data(client, keys.messages(queue), queue, state, ids[:PAGE_BUDGET])], None
     raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
 
 
-def _with_data(client: redis.Redis, hash_name: str, queue: str, state: str,
-               ids: list[str]) -> list[StoredMessage]:
+def _with_data(client: redis.Redis, hash_name: str, queue: str, state: str, ids: list[str]) -> list[StoredMessage]:
     if not ids:
         return []
     datas = client.hmget(hash_name, ids)
-    return [StoredMessage(queue, state, i, _bytes(d))
-            for i, d in zip(ids, datas, strict=True) if d is not None]
+    return [StoredMessage(queue, state, i, _bytes(d)) for i, d in zip(ids, datas, strict=True) if d is not None]
 
 
 def _bytes(raw: Any) -> bytes:
     return raw if isinstance(raw, bytes) else str(raw).encode()
 
 
-def page_messages(client: redis.Redis, state: str, *, queue: str | None = None,
-                  cursor: str | None = None, want: int = 50, budget: int = PAGE_BUDGET,
-                  accept: Callable[[StoredMessage], bool] | None = None) -> MessagePage:
+def page_messages(
+    client: redis.Redis,
+    state: str,
+    *,
+    queue: str | None = None,
+    cursor: str | None = None,
+    want: int = 50,
+    budget: int = PAGE_BUDGET,
+    accept: Callable[[StoredMessage], bool] | None = None,
+) -> MessagePage:
     """One page of the stored messages in ``state`` (of ``queue``, or of every queue
     in turn): ``want`` that ``accept`` takes when there are that many within ``budget``
     messages read (a delayed page may hold a few more: an HSCAN cannot stop mid-chunk),
@@ -432,9 +464,11 @@ def find_message(client: redis.Redis, ident: str, budget: int = 2 * PAGE_BUDGET)
         with client.pipeline(transaction=False) as pipe:
             where = []
             for queue in QUEUES:
-                for state, name in (("queued", keys.messages(queue)),
-                                    ("delayed", keys.messages(dq_name(queue))),
-                                    ("dead", f"{keys.dead_letters(queue)}.msgs")):
+                for state, name in (
+                    ("queued", keys.messages(queue)),
+                    ("delayed", keys.messages(dq_name(queue))),
+                    ("dead", f"{keys.dead_letters(queue)}.msgs"),
+                ):
                     pipe.hget(name, ident)
                     where.append((queue, state))
             for (queue, state), data in zip(where, pipe.execute(), strict=True):
@@ -449,8 +483,14 @@ def find_message(client: redis.Redis, ident: str, budget: int = 2 * PAGE_BUDGET)
         cursor: str | None = None
         read = 0
         while read < budget:
-            page = page_messages(client, state, cursor=cursor, want=1, budget=min(PAGE_BUDGET, budget - read),
-                                 accept=lambda m: needle in m.data)
+            page = page_messages(
+                client,
+                state,
+                cursor=cursor,
+                want=1,
+                budget=min(PAGE_BUDGET, budget - read),
+                accept=lambda m: needle in m.data,
+            )
             if page.messages:
                 return page.messages[0]
             read += page.scanned

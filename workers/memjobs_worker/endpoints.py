@@ -19,25 +19,47 @@ from memjobs_worker.settings import Settings
 
 #: The switches a running stack shares with the commands run against its data
 #: directory: a command follows the stack's value, not its shell's.
-SHARED_SETTINGS = ("knowledge", "memory_provider", "memory_auto", "session_digest",
-                   "memory_base_url", "memory_model", "embedding_base_url", "embedding_model",
-                   "embedding_dims", "local_embedder", "knowledge_roots", "api_host", "metrics")
+SHARED_SETTINGS = (
+    "knowledge",
+    "memory_provider",
+    "memory_auto",
+    "session_digest",
+    "memory_base_url",
+    "memory_model",
+    "embedding_base_url",
+    "embedding_model",
+    "embedding_dims",
+    "local_embedder",
+    "knowledge_roots",
+    "api_host",
+    "metrics",
+)
 #: Secrets: the state file says only whether the stack has one.
-SHARED_SECRETS = ("api_gateway_token", "api_host_token", "api_token_key", "memory_api_key",
-                  "dashscope_api_key", "embedding_api_key")
+SHARED_SECRETS = (
+    "api_gateway_token",
+    "api_host_token",
+    "api_token_key",
+    "memory_api_key",
+    "dashscope_api_key",
+    "embedding_api_key",
+)
 
 
 def stack_settings(settings: Settings) -> dict[str, dict[str, Any]]:
     """What ``memjobs up`` records of its settings in the state file: each shared
     switch's value and where it came from (``environment`` or ``default``), and
     for each secret only whether it is set."""
-    origin = {name: "environment" if name in settings.model_fields_set else "default"
-              for name in (*SHARED_SETTINGS, *SHARED_SECRETS)}
+    origin = {
+        name: "environment" if name in settings.model_fields_set else "default"
+        for name in (*SHARED_SETTINGS, *SHARED_SECRETS)
+    }
     shared: dict[str, dict[str, Any]] = {
-        name: {"value": getattr(settings, name), "from": origin[name]} for name in SHARED_SETTINGS}
+        name: {"value": getattr(settings, name), "from": origin[name]} for name in SHARED_SETTINGS
+    }
     for name in SHARED_SECRETS:
         shared[name] = {"set": getattr(settings, name) is not None, "from": origin[name]}
     return shared
+
 
 if TYPE_CHECKING:
     from dramatiq.brokers.redis import RedisBroker
@@ -59,21 +81,26 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
         return Endpoints(settings.redis_url, settings.database_url)
     stack = read_stack(settings.data_dir)
     if stack is None:
-        names = [name for name, value in (("MEMJOBS_REDIS_URL", settings.redis_url),
-                                          ("MEMJOBS_DATABASE_URL", settings.database_url))
-                 if not value]
+        names = [
+            name
+            for name, value in (
+                ("MEMJOBS_REDIS_URL", settings.redis_url),
+                ("MEMJOBS_DATABASE_URL", settings.database_url),
+            )
+            if not value
+        ]
         missing = " and ".join(names) + (" are unset" if len(names) > 1 else " is unset")
         raise ConfigurationError(
             f"no memjobs stack is running in {settings.data_dir} and {missing}: "
             "start the embedded stack with `memjobs up` (in another terminal), "
             "or set the URL(s) of your Redis and PostgreSQL"
         )
-    return Endpoints(settings.redis_url or stack.redis_url,
-                     settings.database_url or stack.database_url)
+    return Endpoints(settings.redis_url or stack.redis_url, settings.database_url or stack.database_url)
 
 
-def producer_client(settings: Settings, *, redis_url: str | None = None,
-                    broker: RedisBroker | None = None) -> MemjobsClient:
+def producer_client(
+    settings: Settings, *, redis_url: str | None = None, broker: RedisBroker | None = None
+) -> MemjobsClient:
     """The producer client with the limits and switches the settings give.
 
     Session end queues consolidation and the digest whatever these settings say:
@@ -88,17 +115,22 @@ def producer_client(settings: Settings, *, redis_url: str | None = None,
         **redis_options(settings),
         # A worker's own follow-up jobs (its broker) are not held back: they drain.
         memory_guard=MemoryGuard(settings.redis_high_water) if broker is None else None,
-        durability=Durability(local=settings.redis_waitaof_local,
-                              replicas=settings.redis_waitaof_replicas,
-                              # under the socket timeout, so the wait's answer arrives
-                              timeout_ms=max(1, settings.redis_timeout_ms // 2)),
+        durability=Durability(
+            local=settings.redis_waitaof_local,
+            replicas=settings.redis_waitaof_replicas,
+            # under the socket timeout, so the wait's answer arrives
+            timeout_ms=max(1, settings.redis_timeout_ms // 2),
+        ),
     )
 
 
 def redis_options(settings: Settings) -> dict[str, Any]:
     """Timeout and Sentinel options of every Redis client memjobs makes."""
-    return {"timeout_s": settings.redis_timeout_ms / 1000, "sentinels": settings.redis_sentinels,
-            "sentinel_master": settings.redis_sentinel_master}
+    return {
+        "timeout_s": settings.redis_timeout_ms / 1000,
+        "sentinels": settings.redis_sentinels,
+        "sentinel_master": settings.redis_sentinel_master,
+    }
 
 
 def connect_redis(url: str, settings: Settings) -> redis.Redis:

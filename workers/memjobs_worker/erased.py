@@ -127,8 +127,10 @@ class DropErasedOwners(Middleware):
         actor = message.actor_name if message.actor_name in broker.actors else "unknown"
         self._settle(key, payload)
         ERASED_OWNER_JOBS_DROPPED.labels(actor).inc()
-        log.info("job dropped: its owner is being erased",
-                 extra={"actor": actor, "message_id": message.message_id, "reason": "owner_erased"})
+        log.info(
+            "job dropped: its owner is being erased",
+            extra={"actor": actor, "message_id": message.message_id, "reason": "owner_erased"},
+        )
         raise SkipMessage("owner erased")
 
     def _settle(self, owner_key: str, payload: dict[str, Any]) -> None:

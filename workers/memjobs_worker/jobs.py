@@ -44,8 +44,9 @@ OUTAGE_SINCE_OPTION = "_memjobs_outage_since"
 OUTAGE_RETRIES_OPTION = "_memjobs_outage_retries"
 
 
-def parse(model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any],
-          rules: contracts.SourceRules | None = None) -> P:
+def parse(
+    model: type[P], args: tuple[Any, ...], kwargs: dict[str, Any], rules: contracts.SourceRules | None = None
+) -> P:
     """The message's one payload, validated as the producer validates it
     (:func:`memjobs_client.validation.validate`, under the same source rules).
 
@@ -73,8 +74,9 @@ def report(outcome: str) -> None:
         message.options[OUTCOME_OPTION] = outcome
 
 
-def declare(broker: dramatiq.Broker, settings: Settings,
-            table: list[tuple[str, Callable[..., None], dict[str, Any]]]) -> Actors:
+def declare(
+    broker: dramatiq.Broker, settings: Settings, table: list[tuple[str, Callable[..., None], dict[str, Any]]]
+) -> Actors:
     """Register ``(actor name, function, extra options)`` on ``broker`` with the
     retry policy the settings give, each on its contract's queue."""
     common: dict[str, Any] = {
@@ -116,8 +118,14 @@ class OutageRetries(Retries):
         self.budget_ms = budget_ms
         self.outage_max_backoff_ms = max_backoff_ms
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         if exception is None:
             return
         actor = broker.get_actor(message.actor_name)
@@ -129,7 +137,8 @@ class OutageRetries(Retries):
             message.options.pop(OUTAGE_SINCE_OPTION, None)
             message.options.pop(OUTAGE_RETRIES_OPTION, None)
             super().after_process_message(  # type: ignore[no-untyped-call]
-                broker, message, result=result, exception=exception)
+                broker, message, result=result, exception=exception
+            )
             return
         attempts = int(message.options.get(OUTAGE_RETRIES_OPTION) or 0)
         message.options[OUTAGE_SINCE_OPTION] = since
@@ -159,8 +168,10 @@ class OutageLogs(logging.Filter):
         if exc is not None and record.levelno >= logging.ERROR and is_outage(exc):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.msg = "Failed to process message %s: a backend is unreachable (%s); retried while it is"
-            record.args = (record.args[0] if isinstance(record.args, tuple) and record.args else "?",
-                           type(exc).__name__)
+            record.args = (
+                record.args[0] if isinstance(record.args, tuple) and record.args else "?",
+                type(exc).__name__,
+            )
             record.exc_info, record.exc_text = None, None
         return True
 
@@ -173,7 +184,8 @@ def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
         worker_log.addFilter(OutageLogs())
     for i, middleware in enumerate(broker.middleware):
         if type(middleware) is Retries:
-            broker.middleware[i] = OutageRetries(budget_ms=settings.outage_retry_budget_ms,
-                                                 max_backoff_ms=settings.outage_max_backoff_ms)
+            broker.middleware[i] = OutageRetries(
+                budget_ms=settings.outage_retry_budget_ms, max_backoff_ms=settings.outage_max_backoff_ms
+            )
             return
     raise RuntimeError("the broker has no Retries middleware to replace")

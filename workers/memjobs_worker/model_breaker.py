@@ -93,8 +93,7 @@ class ModelBreaker(ABC):
         probe_interval_ms: at most one probe per this many ms, across hosts.
     """
 
-    def __init__(self, service: str, *, failures: int, failure_window_ms: int,
-                 probe_interval_ms: int) -> None:
+    def __init__(self, service: str, *, failures: int, failure_window_ms: int, probe_interval_ms: int) -> None:
         self.service = service
         self.failures = failures
         self.failure_window_ms = failure_window_ms
@@ -166,8 +165,10 @@ class RedisModelBreaker(ModelBreaker):
 
     def failed(self, ticket: Ticket) -> None:
         try:
-            self._failed(keys=[self._keys.failures, self._keys.open],
-                         args=[self.failure_window_ms, self.failures, int(time.time() * 1000)])
+            self._failed(
+                keys=[self._keys.failures, self._keys.open],
+                args=[self.failure_window_ms, self.failures, int(time.time() * 1000)],
+            )
         except redis.RedisError:
             pass
 
@@ -183,9 +184,11 @@ class RedisModelBreaker(ModelBreaker):
 def breakers(settings: Settings, client: redis.Redis) -> dict[str, ModelBreaker]:
     """The breaker of each service (:data:`SERVICES`), on ``client``, with the
     settings' thresholds (``MEMJOBS_MODEL_BREAKER_*``)."""
-    limits = {"failures": settings.model_breaker_failures,
-              "failure_window_ms": settings.model_breaker_window_ms,
-              "probe_interval_ms": settings.model_breaker_probe_interval_ms}
+    limits = {
+        "failures": settings.model_breaker_failures,
+        "failure_window_ms": settings.model_breaker_window_ms,
+        "probe_interval_ms": settings.model_breaker_probe_interval_ms,
+    }
     return {service: RedisModelBreaker(client, service, **limits) for service in SERVICES}
 
 
@@ -206,12 +209,12 @@ def read_states(client: redis.Redis) -> list[BreakerState]:
     for i, service in enumerate(SERVICES):
         opened, failures = values[2 * i], values[2 * i + 1]
         open_for = max(0.0, (now_ms - float(opened)) / 1000) if opened is not None else None
-        states.append(BreakerState(service, "open" if opened is not None else "closed",
-                                   int(failures or 0), open_for))
+        states.append(BreakerState(service, "open" if opened is not None else "closed", int(failures or 0), open_for))
     return states
 
 
 # The twin -------------------------------------------------------------------------
+
 
 class InMemoryModelBreaker(ModelBreaker):
     """The breaker's twin: one process, on a clock a test moves (seconds)."""
@@ -268,6 +271,9 @@ class InMemoryModelBreaker(ModelBreaker):
         with self._lock:
             self._expire(self.monotonic())
             opened = self._opened_at
-            return BreakerState(self.service, "closed" if opened is None else "open",
-                                len(self._failures),
-                                None if opened is None else self.monotonic() - opened)
+            return BreakerState(
+                self.service,
+                "closed" if opened is None else "open",
+                len(self._failures),
+                None if opened is None else self.monotonic() - opened,
+            )

@@ -45,7 +45,6 @@ CallHook = Callable[[str, str, float], None]
 T = TypeVar("T")
 
 
-
 def _transient() -> tuple[type[openai.APIError], ...]:
     """The failures retried here (and counted by the breaker)."""
     import openai
@@ -84,8 +83,9 @@ class _OpenAICompatible:
         """The client's own retries are off: tenacity owns the policy."""
         import openai
 
-        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "unused",
-                             timeout=self.timeout_ms / 1000, max_retries=0)
+        return openai.OpenAI(
+            base_url=self.base_url, api_key=self.api_key or "unused", timeout=self.timeout_ms / 1000, max_retries=0
+        )
 
     @cached_property
     def headers(self) -> dict[str, Any]:
@@ -140,8 +140,10 @@ class _OpenAICompatible:
         ticket = self.breaker.admit()
         if ticket is Ticket.REFUSED:
             self.on_call(purpose, "circuit_open", 0.0)
-            raise ModelUnavailable(f"{purpose} not called: the {self.breaker.service} "
-                                   "service's circuit breaker is open", reason="model_circuit_open")
+            raise ModelUnavailable(
+                f"{purpose} not called: the {self.breaker.service} service's circuit breaker is open",
+                reason="model_circuit_open",
+            )
         return ticket
 
     def close(self) -> None:
@@ -183,8 +185,7 @@ class ChatModel(_OpenAICompatible):
         tool_choice: str = "auto",
         **kwargs: Any,
     ) -> str:
-        params: dict[str, Any] = {"model": self.model, "messages": messages,
-                                  "extra_headers": self.headers}
+        params: dict[str, Any] = {"model": self.model, "messages": messages, "extra_headers": self.headers}
         if response_format is not None:
             params["response_format"] = response_format
         response = self._call(self.purpose, lambda: self.client.chat.completions.create(**params))
@@ -207,7 +208,9 @@ class RemoteEmbedder(_OpenAICompatible):
         response = self._call(
             "embed",
             lambda: self.client.embeddings.create(
-                model=self.model, input=list(texts), dimensions=self.dims,
+                model=self.model,
+                input=list(texts),
+                dimensions=self.dims,
                 extra_headers=self.headers,
             ),
         )
@@ -217,8 +220,10 @@ class RemoteEmbedder(_OpenAICompatible):
 
 # Built from settings -------------------------------------------------------
 
-def _endpoint(settings: Settings, base_url: str, api_key: SecretStr | None,
-              breaker: ModelBreaker | None) -> dict[str, Any]:
+
+def _endpoint(
+    settings: Settings, base_url: str, api_key: SecretStr | None, breaker: ModelBreaker | None
+) -> dict[str, Any]:
     return {
         "breaker": breaker,
         "base_url": base_url,
@@ -237,8 +242,11 @@ def chat_model(settings: Settings, purpose: str, breaker: ModelBreaker | None = 
     goes to DashScope alone, never to a custom ``QWEN_AUDIO_MEMORY_BASE_URL``."""
     if not settings.model_configured:
         return None
-    return ChatModel(model=settings.memory_model, purpose=purpose,
-                     **_endpoint(settings, settings.memory_base_url, settings.memory_key, breaker))
+    return ChatModel(
+        model=settings.memory_model,
+        purpose=purpose,
+        **_endpoint(settings, settings.memory_base_url, settings.memory_key, breaker),
+    )
 
 
 def remote_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> RemoteEmbedder | None:
@@ -246,5 +254,8 @@ def remote_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> 
     endpoint gets its own key only, as the light model's does."""
     if settings.embedding_base_url is None:
         return None
-    return RemoteEmbedder(model=settings.embedding_model, dims=settings.embedding_dims,
-                          **_endpoint(settings, settings.embedding_base_url, settings.embedding_key, breaker))
+    return RemoteEmbedder(
+        model=settings.embedding_model,
+        dims=settings.embedding_dims,
+        **_endpoint(settings, settings.embedding_base_url, settings.embedding_key, breaker),
+    )

@@ -75,8 +75,14 @@ def parse_json_object(reply: str) -> dict[str, Any]:
     return data
 
 
-def ask_json(model: ChatModel, messages: list[dict[str, str]], parse: Callable[[str], T], *,
-             shape: str, attempts: int = OUTPUT_ATTEMPTS) -> T:
+def ask_json(
+    model: ChatModel,
+    messages: list[dict[str, str]],
+    parse: Callable[[str], T],
+    *,
+    shape: str,
+    attempts: int = OUTPUT_ATTEMPTS,
+) -> T:
     """Ask ``model`` and return ``parse(reply)``; a malformed reply is asked again at once.
 
     ``parse`` raises :class:`ModelOutputInvalid` for a reply it cannot use;
@@ -95,8 +101,13 @@ def ask_json(model: ChatModel, messages: list[dict[str, str]], parse: Callable[[
         except ModelOutputInvalid as exc:
             problem = exc
         # The reply itself is not sent back: it could carry anything. A reminder is enough.
-        conversation = [*messages, {"role": "user", "content":
-                                    f"Your last answer could not be used ({problem}). "
-                                    f"Answer again with one JSON object only, exactly in this "
-                                    f"shape: {shape}"}]
+        conversation = [
+            *messages,
+            {
+                "role": "user",
+                "content": f"Your last answer could not be used ({problem}). "
+                f"Answer again with one JSON object only, exactly in this "
+                f"shape: {shape}",
+            },
+        ]
     raise ModelOutputInvalid(f"{problem} (after {max(1, attempts)} attempts)")

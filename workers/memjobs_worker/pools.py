@@ -47,8 +47,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 def worker_command(processes: int, threads: int, queues: Sequence[str] = ()) -> list[str]:
     """The command line of memjobs' workers (Dramatiq with memjobs' logging):
     every pool of the host, or one pool on ``queues``."""
-    command = [sys.executable, "-m", "memjobs_worker",
-               "--processes", str(processes), "--threads", str(threads)]
+    command = [sys.executable, "-m", "memjobs_worker", "--processes", str(processes), "--threads", str(threads)]
     return [*command, "--queues", *queues] if queues else command
 
 
@@ -106,9 +105,13 @@ def worker_pools(settings: Settings, processes: int, threads: int) -> list[Worke
     if len(pools) == 1:
         return [WorkerPool(worker_command(processes, threads, pools[0][0]), sized)]
     (model_queues, _), (cheap_queues, cheap_threads) = pools
-    return [WorkerPool(worker_command(processes, threads, model_queues), sized),
-            WorkerPool(worker_command(settings.fast_worker_processes, cheap_threads, cheap_queues),
-                       {"MEMJOBS_METRICS_ENDPOINT": "false"})]
+    return [
+        WorkerPool(worker_command(processes, threads, model_queues), sized),
+        WorkerPool(
+            worker_command(settings.fast_worker_processes, cheap_threads, cheap_queues),
+            {"MEMJOBS_METRICS_ENDPOINT": "false"},
+        ),
+    ]
 
 
 class _PoolBroker:
@@ -146,11 +149,16 @@ class SharedWorker(dramatiq.Worker):
     """
 
     def __init__(self, broker: dramatiq.Broker, pools: Sequence[tuple[Sequence[str], int]]) -> None:
-        super().__init__(broker, queues={q for queues, _ in pools for q in queues},
-                         worker_threads=sum(threads for _, threads in pools))
+        super().__init__(
+            broker,
+            queues={q for queues, _ in pools for q in queues},
+            worker_threads=sum(threads for _, threads in pools),
+        )
         seen = _PoolBroker(broker)
-        self.pools = [dramatiq.Worker(seen, queues=set(queues), worker_threads=threads)  # type: ignore[arg-type]
-                      for queues, threads in pools]
+        self.pools = [
+            dramatiq.Worker(seen, queues=set(queues), worker_threads=threads)  # type: ignore[arg-type]
+            for queues, threads in pools
+        ]
 
     def start(self) -> None:
         self.broker.emit_before("worker_boot", self)
@@ -170,8 +178,9 @@ class SharedWorker(dramatiq.Worker):
         """Each pool stops as a worker does (its threads finish what they run,
         what it prefetched goes back to Redis), all at once, within ``timeout`` ms."""
         self.broker.emit_before("worker_shutdown", self)
-        stopping = [threading.Thread(target=pool.stop, kwargs={"timeout": timeout}, name="pool-stop")
-                    for pool in self.pools]
+        stopping = [
+            threading.Thread(target=pool.stop, kwargs={"timeout": timeout}, name="pool-stop") for pool in self.pools
+        ]
         for thread in stopping:
             thread.start()
         for thread in stopping:
@@ -195,8 +204,10 @@ def run_pools(settings: Settings, processes: int, threads: int) -> int:
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    children = [subprocess.Popen(pool.command, env={**os.environ, **pool.env})
-                for pool in worker_pools(settings, processes, threads)]
+    children = [
+        subprocess.Popen(pool.command, env={**os.environ, **pool.env})
+        for pool in worker_pools(settings, processes, threads)
+    ]
     forwarded = 0
     code = 0
     while any(child.poll() is None for child in children):

@@ -34,8 +34,7 @@ MIN_SHOULD_MATCH = 0.5
 H = TypeVar("H")
 
 
-def fuse(rankings: Sequence[Sequence[H]], k: int = RRF_K, *,
-         key: Callable[[H], Hashable]) -> list[tuple[H, float]]:
+def fuse(rankings: Sequence[Sequence[H]], k: int = RRF_K, *, key: Callable[[H], Hashable]) -> list[tuple[H, float]]:
     """Merge rankings by reciprocal rank fusion, items identified by ``key``.
 
     An item scores the sum of ``1 / (k + position)`` over the rankings it

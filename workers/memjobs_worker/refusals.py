@@ -52,6 +52,11 @@ class RefuseSensitive(Middleware):
         message.failed = False  # acknowledged and deleted: the secret leaves Redis
         message.options[OUTCOME_OPTION] = REFUSED_SENSITIVE
         REFUSED.labels(exception.reason).inc()
-        log.warning("message refused: it carries what looks like a credential",
-                    extra={"actor": message.actor_name if message.actor_name in broker.actors else "unknown",
-                           "reason": exception.reason, "message_id": message.message_id})
+        log.warning(
+            "message refused: it carries what looks like a credential",
+            extra={
+                "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
+                "reason": exception.reason,
+                "message_id": message.message_id,
+            },
+        )

@@ -49,8 +49,13 @@ if TYPE_CHECKING:
 # CLI's `forget`) does not load the model client (openai) or the session jobs.
 
 
-def open_door(settings: Settings, endpoints: Endpoints, *, redis_url: str | None = None,
-              on_engine_built: Callable[[], None] | None = None) -> Runtime:
+def open_door(
+    settings: Settings,
+    endpoints: Endpoints,
+    *,
+    redis_url: str | None = None,
+    on_engine_built: Callable[[], None] | None = None,
+) -> Runtime:
     """The runtime of a door (the CLI, the HTTP API), its producer client built
     on ``redis_url`` (default: the endpoints'); its forgets are decided by
     ``runtime.personal_memory``. Close both: ``runtime.close()``, then
@@ -70,8 +75,14 @@ class Runtime:
             long-lived objects out of the collector's sight then).
     """
 
-    def __init__(self, settings: Settings, endpoints: Endpoints, client: MemjobsClient, *,
-                 on_engine_built: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        endpoints: Endpoints,
+        client: MemjobsClient,
+        *,
+        on_engine_built: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.endpoints = endpoints
         self.client = client
@@ -91,8 +102,9 @@ class Runtime:
         # sweeper and heartbeats): an overflow connection is closed on return,
         # so a pool smaller than the threads reconnects on every job.
         s = self.settings
-        engine = create_db_engine(self.endpoints.database_url,
-                                  pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2)
+        engine = create_db_engine(
+            self.endpoints.database_url, pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2
+        )
         migrate(engine)
         return engine
 
@@ -111,8 +123,11 @@ class Runtime:
     def model_waiting(self) -> bool:
         """Whether a call to a configured model service would now be refused by its
         breaker (:meth:`~memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
-        used = [name for name, on in (("chat", self.settings.model_configured),
-                                      ("embed", self.settings.embedding_configured)) if on]
+        used = [
+            name
+            for name, on in (("chat", self.settings.model_configured), ("embed", self.settings.embedding_configured))
+            if on
+        ]
         return any(self.model_breakers[name].waiting() for name in used)
 
     def chat(self, purpose: str) -> ChatModel | None:
@@ -132,8 +147,7 @@ class Runtime:
     @cached_property
     def engine(self) -> MemoryEngine:
         self.db  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
-        engine = build_engine(self.settings, self.endpoints.database_url, self.model_breakers,
-                              share=self.model_share)
+        engine = build_engine(self.settings, self.endpoints.database_url, self.model_breakers, share=self.model_share)
         if self._on_engine_built is not None:
             self._on_engine_built()
         return engine
@@ -144,25 +158,36 @@ class Runtime:
 
     @cached_property
     def pipeline(self) -> MemoryPipeline:
-        return build_pipeline(self.settings, store=self.store, engine=self.engine,
-                              redis_client=self.redis, scheduler=self.scheduler)
+        return build_pipeline(
+            self.settings, store=self.store, engine=self.engine, redis_client=self.redis, scheduler=self.scheduler
+        )
 
     @cached_property
     def personal_memory(self) -> PersonalMemory:
         """Forget, recall and the owner's reads as every door asks for them
         (its parts still built on first use)."""
-        return PersonalMemory(enabled=self.settings.memory_enabled, store=lambda: self.store,
-                              scheduler=lambda: self.scheduler, pipeline=lambda: self.pipeline,
-                              remember_queued=lambda key, sid: queued.holds(self.redis, key, sid),
-                              enqueue=lambda actor, payload: self.client.send(actor, payload),
-                              rules=self.settings.source_rules())
+        return PersonalMemory(
+            enabled=self.settings.memory_enabled,
+            store=lambda: self.store,
+            scheduler=lambda: self.scheduler,
+            pipeline=lambda: self.pipeline,
+            remember_queued=lambda key, sid: queued.holds(self.redis, key, sid),
+            enqueue=lambda actor, payload: self.client.send(actor, payload),
+            rules=self.settings.source_rules(),
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:
         from memjobs_worker.sweeper import Sweeper
 
-        return Sweeper(self.store, self.scheduler, self.sessions, self.settings.sweep_pending_after_ms,
-                       audit=self.audit, blackboard=self.blackboard)
+        return Sweeper(
+            self.store,
+            self.scheduler,
+            self.sessions,
+            self.settings.sweep_pending_after_ms,
+            audit=self.audit,
+            blackboard=self.blackboard,
+        )
 
     # sessions -----------------------------------------------------------------
 
@@ -215,12 +240,10 @@ class Runtime:
 
         self.knowledge  # noqa: B018  (the switch, and the knowledge tables, first)
         check_knowledge_vectors(self.db, model_id(self.settings), self.settings.vector_dims)
-        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share,
-                                                  self.model_breakers["embed"])
+        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
 
-    def search_knowledge(self, owner_key: str, query: str, k: int, *,
-                         all_chunks: bool = False) -> SearchOutcome:
+    def search_knowledge(self, owner_key: str, query: str, k: int, *, all_chunks: bool = False) -> SearchOutcome:
         """:func:`~memjobs_worker.knowledge.search.search_knowledge` on this
         process's store and embedder (the store, hence the switch, first).
 
@@ -231,8 +254,14 @@ class Runtime:
         embedder = self.knowledge_embedder
         from memjobs_worker.knowledge.search import search_knowledge
 
-        return search_knowledge(store, owner_key, query, k, all_chunks=all_chunks,
-                                embed=(lambda q: embedder.embed(q, "search")) if embedder is not None else None)
+        return search_knowledge(
+            store,
+            owner_key,
+            query,
+            k,
+            all_chunks=all_chunks,
+            embed=(lambda q: embedder.embed(q, "search")) if embedder is not None else None,
+        )
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.client.send(actor, payload, delay_ms=delay_ms)

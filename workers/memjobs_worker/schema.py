@@ -46,9 +46,11 @@ def schema_drift(conn: Connection, *, knowledge: bool = True) -> list[Any]:
     from alembic.migration import MigrationContext
 
     reflect_vector(conn.dialect)
-    context = MigrationContext.configure(conn, opts={
-        "include_object": include_object(branches(knowledge=knowledge)),
-        "compare_type": True,
-    })
+    context = MigrationContext.configure(
+        conn,
+        opts={
+            "include_object": include_object(branches(knowledge=knowledge)),
+            "compare_type": True,
+        },
+    )
     return list(compare_metadata(context, schema_metadata()))
-

@@ -27,14 +27,21 @@ DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 
 
 #: Keys, tokens, URLs and paths: a blank value is none (see ``Settings._blank_is_unset``).
-_KEYS_AND_ADDRESSES = ("redis_url", "database_url", "memory_api_key", "dashscope_api_key",
-                       "embedding_base_url", "embedding_api_key", "redis_sentinels",
-                       "api_tls_cert", "api_tls_key")
+_KEYS_AND_ADDRESSES = (
+    "redis_url",
+    "database_url",
+    "memory_api_key",
+    "dashscope_api_key",
+    "embedding_base_url",
+    "embedding_api_key",
+    "redis_sentinels",
+    "api_tls_cert",
+    "api_tls_key",
+)
 #: The API's credentials: a blank one is none too, but one given as spaces is also noted
 #: (:attr:`Settings.blank_credentials`), for the API to refuse to start: a token meant to
 #: be set must not leave the door open.
-_API_CREDENTIALS = ("api_gateway_token", "api_host_token", "api_token_key",
-                    "api_token_previous_key")
+_API_CREDENTIALS = ("api_gateway_token", "api_host_token", "api_token_key", "api_token_previous_key")
 
 
 class Settings(BaseSettings):
@@ -57,18 +64,12 @@ class Settings(BaseSettings):
     memory_base_url: str = Field(
         default=DASHSCOPE_COMPATIBLE_URL, validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_BASE_URL")
     )
-    memory_model: str = Field(
-        default="qwen-flash", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_MODEL")
-    )
+    memory_model: str = Field(default="qwen-flash", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_MODEL"))
     #: The key of the endpoint above, whatever it is; sent to it alone.
-    memory_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_API_KEY")
-    )
+    memory_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_API_KEY"))
     #: DashScope's key: sent only to DashScope's endpoint (the default base URL),
     #: never to another one (see :meth:`Settings.key_for`).
-    dashscope_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("DASHSCOPE_API_KEY")
-    )
+    dashscope_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("DASHSCOPE_API_KEY"))
     model_timeout_ms: int = Field(default=30_000, gt=0)
     model_max_attempts: int = Field(default=3, ge=1)
     #: The circuit breaker of each model service, shared by every host
@@ -81,9 +82,7 @@ class Settings(BaseSettings):
     model_breaker_probe_interval_ms: int = Field(default=2_000, ge=10)
 
     # Session end: automatic consolidation into USER.md / MEMORY.md, digests.
-    memory_auto: Literal["on", "off"] = Field(
-        default="on", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_AUTO")
-    )
+    memory_auto: Literal["on", "off"] = Field(default="on", validation_alias=AliasChoices("QWEN_AUDIO_MEMORY_AUTO"))
     session_digest: Literal["on", "off"] = Field(
         default="off", validation_alias=AliasChoices("QWEN_AUDIO_SESSION_DIGEST")
     )
@@ -106,9 +105,11 @@ class Settings(BaseSettings):
     blackboard_max_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
     blackboard_path: Path = Field(
         default_factory=lambda: Path.home() / ".nova-audio-agent" / "blackboard.sqlite",
-        validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_PATH"))
+        validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_PATH"),
+    )
     blackboard_owner_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID"))
+        default=None, validation_alias=AliasChoices("NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID")
+    )
     # An owner's erasure (memjobs erase, DELETE /v1/owners): how long the owner's
     # jobs are dropped after it ends, and how long it waits for jobs already running.
     erase_hold_ms: int = Field(default=3_600_000, ge=1000)
@@ -329,8 +330,9 @@ class Settings(BaseSettings):
         """An open breaker closes by itself after a window without a failure: a
         window no longer than the probe interval would close it between probes."""
         if self.model_breaker_window_ms <= self.model_breaker_probe_interval_ms:
-            raise ValueError("MEMJOBS_MODEL_BREAKER_WINDOW_MS must be longer than "
-                             "MEMJOBS_MODEL_BREAKER_PROBE_INTERVAL_MS")
+            raise ValueError(
+                "MEMJOBS_MODEL_BREAKER_WINDOW_MS must be longer than MEMJOBS_MODEL_BREAKER_PROBE_INTERVAL_MS"
+            )
         return self
 
     @model_validator(mode="before")
@@ -373,19 +375,28 @@ class Settings(BaseSettings):
     @property
     def memory_key(self) -> SecretStr | None:
         """The key sent to the light model's endpoint (see :meth:`key_for`)."""
-        return self.key_for(self.memory_base_url, own=self.memory_api_key,
-                            other_url=self.embedding_base_url, other=self.embedding_api_key)
+        return self.key_for(
+            self.memory_base_url,
+            own=self.memory_api_key,
+            other_url=self.embedding_base_url,
+            other=self.embedding_api_key,
+        )
 
     @property
     def embedding_key(self) -> SecretStr | None:
         """The key sent to the embedding endpoint (see :meth:`key_for`), None without one."""
         if self.embedding_base_url is None:
             return None
-        return self.key_for(self.embedding_base_url, own=self.embedding_api_key,
-                            other_url=self.memory_base_url, other=self.memory_api_key)
+        return self.key_for(
+            self.embedding_base_url,
+            own=self.embedding_api_key,
+            other_url=self.memory_base_url,
+            other=self.memory_api_key,
+        )
 
-    def key_for(self, url: str, *, own: SecretStr | None, other_url: str | None,
-                other: SecretStr | None) -> SecretStr | None:
+    def key_for(
+        self, url: str, *, own: SecretStr | None, other_url: str | None, other: SecretStr | None
+    ) -> SecretStr | None:
         """Which key an endpoint gets: its own; else the other endpoint's own key
         when both are the same endpoint; else ``DASHSCOPE_API_KEY`` when it is
         DashScope's; else none. A key never goes to an endpoint it was not given for."""
@@ -445,9 +456,11 @@ class Settings(BaseSettings):
         return out
 
     def _key_name(self, key: SecretStr | None) -> str | None:
-        for name, env in (("memory_api_key", "QWEN_AUDIO_MEMORY_API_KEY"),
-                          ("embedding_api_key", "MEMJOBS_EMBEDDING_API_KEY"),
-                          ("dashscope_api_key", "DASHSCOPE_API_KEY")):
+        for name, env in (
+            ("memory_api_key", "QWEN_AUDIO_MEMORY_API_KEY"),
+            ("embedding_api_key", "MEMJOBS_EMBEDDING_API_KEY"),
+            ("dashscope_api_key", "DASHSCOPE_API_KEY"),
+        ):
             if key is not None and key is getattr(self, name):
                 return env
         return None
@@ -465,13 +478,19 @@ def is_dashscope(url: str) -> bool:
         port = parts.port
     except ValueError:
         return False
-    return (parts.scheme.lower() == "https" and (parts.hostname or "") in DASHSCOPE_HOSTS
-            and port in (None, 443) and not parts.username and not parts.password)
+    return (
+        parts.scheme.lower() == "https"
+        and (parts.hostname or "") in DASHSCOPE_HOSTS
+        and port in (None, 443)
+        and not parts.username
+        and not parts.password
+    )
 
 
 def same_endpoint(a: str, b: str) -> bool:
     """Two base URLs name the same service (scheme, host, port and path; a
     trailing slash aside)."""
+
     def norm(url: str) -> tuple[str, str, int | None, str]:
         parts = urlsplit(url.strip())
         try:
@@ -479,6 +498,7 @@ def same_endpoint(a: str, b: str) -> bool:
         except ValueError:
             port = -1
         return (parts.scheme.lower(), (parts.hostname or "").lower(), port, parts.path.rstrip("/"))
+
     return norm(a) == norm(b)
 
 
@@ -497,9 +517,7 @@ def redact_url(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "[REDACTED]" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="[]"
-        )
+        query = urlencode([(k, "[REDACTED]" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -106,13 +106,14 @@ class Stack:
         if not self._lock.acquire():
             running = read_state_file(s.data_dir)
             holder = f" (pid {running.pid})" if running else ""
-            raise StackBusy(f"a memjobs stack is already running in {s.data_dir}{holder}: "
-                            "use it, or stop it first (Ctrl-C in its terminal)")
+            raise StackBusy(
+                f"a memjobs stack is already running in {s.data_dir}{holder}: "
+                "use it, or stop it first (Ctrl-C in its terminal)"
+            )
         self.notices += stop_leftovers(s.data_dir)
         tighten(s.data_dir)
         logs_dir = private_dir(s.data_dir / "logs")
-        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes,
-                             backups=s.log_backups)
+        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes, backups=s.log_backups)
         # From here on the terminal is for the banner, the notices and the stop.
         configure_logging(level=s.log_level, stream=self._logs.stream())
         asked = s
@@ -121,8 +122,11 @@ class Stack:
         if problem:
             self.notices.append(problem)
         if problem and self.metrics_url is None:
-            self._logs.log(logging.WARNING, "metrics endpoint not served: address in use",
-                           address=f"{asked.metrics_host}:{asked.metrics_port}")
+            self._logs.log(
+                logging.WARNING,
+                "metrics endpoint not served: address in use",
+                address=f"{asked.metrics_host}:{asked.metrics_port}",
+            )
         redis_url = s.redis_url
         if redis_url is None:
             self.redis = EmbeddedRedis(s.data_dir / "redis", appendfsync=s.redis_appendfsync)
@@ -161,21 +165,37 @@ class Stack:
             return
         logs = self._logs
         started = time.monotonic()
-        memories, chunks = reembed(self.settings, database_url, progress=lambda what, done, total: logs.log(
-            logging.INFO, "reembed", what=what, done=done, total=total, model=left.model))
-        self.notices.append(f"the embedder changed: re-embedded {memories:,} memories and {chunks:,} "
-                            f"knowledge chunks with {left.model} in {time.monotonic() - started:.1f} s")
+        memories, chunks = reembed(
+            self.settings,
+            database_url,
+            progress=lambda what, done, total: logs.log(
+                logging.INFO, "reembed", what=what, done=done, total=total, model=left.model
+            ),
+        )
+        self.notices.append(
+            f"the embedder changed: re-embedded {memories:,} memories and {chunks:,} "
+            f"knowledge chunks with {left.model} in {time.monotonic() - started:.1f} s"
+        )
 
     def _write_state(self) -> None:
         assert self.endpoints is not None
-        write_stack(self.settings.data_dir, StackInfo(
-            os.getpid(), self.endpoints.redis_url, self.endpoints.database_url, self._started_at,
-            metrics_url=self.metrics_url, api_url=self.api_url,
-            worker_pid=self.worker.pid if self.worker is not None else None,
-            redis_pid=self.redis.pid if self.redis is not None else None,
-            postgres_restarts=self.postgres_restarts,
-            postgres_restarted_at=self.postgres_restarted_at, redis_restarts=self.redis_restarts,
-            settings=stack_settings(self.settings)))
+        write_stack(
+            self.settings.data_dir,
+            StackInfo(
+                os.getpid(),
+                self.endpoints.redis_url,
+                self.endpoints.database_url,
+                self._started_at,
+                metrics_url=self.metrics_url,
+                api_url=self.api_url,
+                worker_pid=self.worker.pid if self.worker is not None else None,
+                redis_pid=self.redis.pid if self.redis is not None else None,
+                postgres_restarts=self.postgres_restarts,
+                postgres_restarted_at=self.postgres_restarted_at,
+                redis_restarts=self.redis_restarts,
+                settings=stack_settings(self.settings),
+            ),
+        )
 
     def _start_worker(self) -> None:
         assert self.endpoints is not None and self._logs is not None
@@ -191,8 +211,11 @@ class Stack:
         # Its own process group: the terminal's signals (Ctrl-C, hang-up) reach
         # only `up`, which stops the workers in order.
         self.worker = subprocess.Popen(
-            worker_command(self.processes, self.threads), env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            worker_command(self.processes, self.threads),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             process_group=0,
         )
         assert self.worker.stdout is not None
@@ -250,22 +273,23 @@ class Stack:
         and are retried (see :class:`memjobs_worker.jobs.OutageRetries`)."""
         assert self.postgres is not None
         self.postgres_restarts += 1
-        log.warning("embedded PostgreSQL exited; restarting",
-                    extra={"restarts": self.postgres_restarts})
+        log.warning("embedded PostgreSQL exited; restarting", extra={"restarts": self.postgres_restarts})
         started = time.monotonic()
         try:
             self.postgres.restart()
         except MemjobsError as exc:
-            log.error("embedded PostgreSQL did not restart; trying again",
-                      extra={"reason": exc.reason, "detail": str(exc)})
+            log.error(
+                "embedded PostgreSQL did not restart; trying again", extra={"reason": exc.reason, "detail": str(exc)}
+            )
             self._notify(f"embedded PostgreSQL exited and did not restart yet: {exc}")
             return
         took_s = round(time.monotonic() - started, 1)
         self.postgres_restarted_at = time.time()
-        log.warning("embedded PostgreSQL restarted",
-                    extra={"restarts": self.postgres_restarts, "took_s": took_s})
-        self._notify(f"embedded PostgreSQL exited unexpectedly and was restarted in {took_s} s "
-                     f"(restart {self.postgres_restarts})")
+        log.warning("embedded PostgreSQL restarted", extra={"restarts": self.postgres_restarts, "took_s": took_s})
+        self._notify(
+            f"embedded PostgreSQL exited unexpectedly and was restarted in {took_s} s "
+            f"(restart {self.postgres_restarts})"
+        )
         if self.endpoints is not None:
             self._write_state()
 
@@ -285,11 +309,11 @@ class Stack:
             return
         took_s = round(time.monotonic() - started, 1)
         if self.endpoints is not None and url != self.endpoints.redis_url:
-            log.error("embedded Redis came back on another port: restart memjobs up",
-                      extra={"took_s": took_s})
+            log.error("embedded Redis came back on another port: restart memjobs up", extra={"took_s": took_s})
         log.warning("embedded Redis restarted", extra={"restarts": self.redis_restarts, "took_s": took_s})
-        self._notify(f"embedded Redis exited unexpectedly and was restarted in {took_s} s "
-                     f"(restart {self.redis_restarts})")
+        self._notify(
+            f"embedded Redis exited unexpectedly and was restarted in {took_s} s (restart {self.redis_restarts})"
+        )
         if self.endpoints is not None:
             self._write_state()
 
@@ -315,9 +339,11 @@ class Stack:
             try:
                 self.worker.wait(60)
             except subprocess.TimeoutExpired:
-                problems.append("forced: the workers did not finish their jobs within 60 s and were "
-                                "killed (a long job, such as a reindex, was cut short: it runs again "
-                                "at the next start)")
+                problems.append(
+                    "forced: the workers did not finish their jobs within 60 s and were "
+                    "killed (a long job, such as a reindex, was cut short: it runs again "
+                    "at the next start)"
+                )
                 os.killpg(self.worker.pid, signal.SIGKILL)
                 self.worker.wait()
         if self._runtime is not None:
@@ -371,8 +397,7 @@ def _up_pid(data_dir: Path) -> int | None:
         return None
 
 
-def stop_stack(data_dir: Path, *, timeout_s: float,
-               waiting: Callable[[list[str]], None] | None = None) -> Down:
+def stop_stack(data_dir: Path, *, timeout_s: float, waiting: Callable[[list[str]], None] | None = None) -> Down:
     """Stop the stack of ``data_dir`` and wait until every process it started is gone.
 
     A running ``up`` gets SIGTERM (it stops in order: sweeper, workers, API,
@@ -389,8 +414,7 @@ def stop_stack(data_dir: Path, *, timeout_s: float,
                     remove_stack(data_dir)  # a dead up's state file, nothing behind it
                 return Down("nothing")
             stopped = stop_leftovers(data_dir, timeout_s=timeout_s / 3, postgres=True)
-            return Down("leftovers", stopped=stopped,
-                        remaining=[str(x) for x in find_leftovers(data_dir)])
+            return Down("leftovers", stopped=stopped, remaining=[str(x) for x in find_leftovers(data_dir)])
         finally:
             lock.release()
     pid = _up_pid(data_dir)
@@ -415,7 +439,10 @@ def stop_stack(data_dir: Path, *, timeout_s: float,
             waiting([str(p) for p in alive])
         time.sleep(0.1)
     remaining = left()
-    return Down("stack", pid=pid, stopped=[str(p) for p in processes if p not in remaining],
-                remaining=[str(p) for p in remaining],
-                problems=read_stop_record(data_dir, pid) or [])
-
+    return Down(
+        "stack",
+        pid=pid,
+        stopped=[str(p) for p in processes if p not in remaining],
+        remaining=[str(p) for p in remaining],
+        problems=read_stop_record(data_dir, pid) or [],
+    )

@@ -72,10 +72,15 @@ class Sweeper:
         audited = self.audit.prune(now) if self.audit is not None else 0
         boards = self.blackboard.prune(now) if self.blackboard is not None else 0
         attempts = self.store.prune_attempts(now - ATTEMPT_RETENTION)
-        return {"owners_requeued": owners, "digests_deleted": expired.digests_deleted,
-                "tasks_deleted": expired.tasks_deleted, "session_runs_deleted": expired.runs_deleted,
-                "audit_rows_deleted": audited, "blackboard_entries_deleted": boards,
-                "attempts_deleted": attempts}
+        return {
+            "owners_requeued": owners,
+            "digests_deleted": expired.digests_deleted,
+            "tasks_deleted": expired.tasks_deleted,
+            "session_runs_deleted": expired.runs_deleted,
+            "audit_rows_deleted": audited,
+            "blackboard_entries_deleted": boards,
+            "attempts_deleted": attempts,
+        }
 
 
 def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:

@@ -31,23 +31,23 @@ from collections.abc import Sequence
 
 # Letters of scripts written without spaces between words, by code point range.
 _UNSPACED = (
-    (0x0E00, 0x0EFF),    # Thai, Lao
-    (0x0F00, 0x0FFF),    # Tibetan
-    (0x1000, 0x109F),    # Myanmar
-    (0x1100, 0x11FF),    # Hangul Jamo
-    (0x1780, 0x17FF),    # Khmer
-    (0x2E80, 0x2FDF),    # CJK radicals
-    (0x3005, 0x3007),    # 々 〆 〇
-    (0x3021, 0x3029),    # Hangzhou numerals
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x0F00, 0x0FFF),  # Tibetan
+    (0x1000, 0x109F),  # Myanmar
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
     (0x3038, 0x303C),
-    (0x3040, 0x30FF),    # Hiragana, Katakana
-    (0x3130, 0x318F),    # Hangul compatibility Jamo
-    (0x31F0, 0x31FF),    # Katakana extensions
-    (0x3400, 0x4DBF),    # CJK extension A
-    (0x4E00, 0x9FFF),    # CJK unified ideographs
-    (0xA000, 0xA4CF),    # Yi
-    (0xAC00, 0xD7AF),    # Hangul syllables
-    (0xF900, 0xFAFF),    # CJK compatibility ideographs
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3130, 0x318F),  # Hangul compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xA000, 0xA4CF),  # Yi
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
     (0x20000, 0x323AF),  # CJK extensions B-H
 )
 
@@ -77,8 +77,7 @@ def is_unspaced(ch: str) -> bool:
 def is_invisible(ch: str) -> bool:
     """A format character (zero-width joiner, soft hyphen, ...) or a variation
     selector: nothing a reader sees, dropped before splitting."""
-    return (unicodedata.category(ch) == "Cf" or "\ufe00" <= ch <= "\ufe0f"
-            or "\U000e0100" <= ch <= "\U000e01ef")
+    return unicodedata.category(ch) == "Cf" or "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef"
 
 
 def bigrams(units: Sequence[str]) -> list[str]:

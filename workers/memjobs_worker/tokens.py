@@ -137,4 +137,3 @@ def _runs(text: str) -> list[tuple[str, list[str]]]:
         units.append(ch)
     flush()
     return runs
-

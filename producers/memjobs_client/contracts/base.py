@@ -149,8 +149,5 @@ class _Payload(BaseModel):
     @classmethod
     def _readable_version(cls, value: int) -> int:
         if not 1 <= value <= current_schema_version():
-            raise ValueError(f"schema version {value} is not one this code reads "
-                             f"(1 to {current_schema_version()})")
+            raise ValueError(f"schema version {value} is not one this code reads (1 to {current_schema_version()})")
         return value
-
-

@@ -79,7 +79,8 @@ def _document_kind(value: Any) -> str:
 
 
 Document = Annotated[
-    Annotated[KnowledgeText, Tag("text")] | Annotated[KnowledgePath, Tag("path")]
+    Annotated[KnowledgeText, Tag("text")]
+    | Annotated[KnowledgePath, Tag("path")]
     | Annotated[KnowledgeRefusal, Tag("refusal")],
     Discriminator(_document_kind),
 ]
@@ -106,4 +107,3 @@ def knowledge_path_id(path: str) -> str:
     listings and logs never show where a file lives. Works for any file name,
     including names that are not valid UTF-8 (``os.fsencode``)."""
     return "file:" + hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:24]
-

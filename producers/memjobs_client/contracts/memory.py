@@ -45,4 +45,3 @@ class ForgetSource(_Payload):
     """Host-initiated delete of one source and every memory derived from it."""
 
     source_id: str = Field(pattern=_SOURCE_ID)
-

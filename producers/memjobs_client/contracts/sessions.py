@@ -82,4 +82,3 @@ class RecordTask(_Payload):
     task_id: SafeText = Field(min_length=1, max_length=128)
     goal: RedactedText = Field(min_length=1, max_length=500)
     status: TaskStatus
-

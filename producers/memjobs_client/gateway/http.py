@@ -31,8 +31,7 @@ class ApiError(MemjobsError):
     """An error reply of the API (its problem's ``reason``), or a client-side one
     (``network``, ``timeout``, ``response_too_large``, ``bad_reply``, ``closed``)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "client",
-                 detail: str | None = None) -> None:
+    def __init__(self, message: str, *, status: int = 0, reason: str = "client", detail: str | None = None) -> None:
         super().__init__(message, reason=reason)
         self.status = status
         self.detail = detail
@@ -83,8 +82,14 @@ class GatewayApi:
         max_response_bytes: a reply's body, at most.
     """
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         self.base_url = check_base_url(base_url)
         self.token = token
         self.timeout_s = timeout_ms / 1000
@@ -102,25 +107,34 @@ class GatewayApi:
         path = "/v1/memory/documents/" + urllib.parse.quote(doc, safe="")
         return dict(self.request("GET", path, owner=owner_id).body)
 
-    def edit_memory(self, owner_id: str, edits: list[dict[str, Any]],
-                    context: dict[str, Any] | None = None) -> dict[str, Any]:
+    def edit_memory(
+        self, owner_id: str, edits: list[dict[str, Any]], context: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"owner_id": owner_id, "edits": edits}
         if context is not None:
             body["context"] = context
         return dict(self.request("POST", "/v1/memory/edits", body=body).body)
 
     def recall(self, owner_id: str, query: str, limit: int) -> dict[str, Any]:
-        return dict(self.request("POST", "/v1/recall",
-                                 body={"owner_id": owner_id, "query": query, "limit": limit}).body)
+        return dict(
+            self.request("POST", "/v1/recall", body={"owner_id": owner_id, "query": query, "limit": limit}).body
+        )
 
     def sessions(self, owner_id: str, days: int, limit: int) -> dict[str, Any]:
-        return dict(self.request("GET", "/v1/sessions", owner=owner_id,
-                                 query={"days": days, "limit": limit}).body)
+        return dict(self.request("GET", "/v1/sessions", owner=owner_id, query={"days": days, "limit": limit}).body)
 
     # -- the transport ------------------------------------------------------------------
 
-    def request(self, method: str, path: str, *, body: Any = None, owner: str | None = None,
-                query: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        owner: str | None = None,
+        query: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
         """One call; a 2xx or 304 reply, else :class:`ApiError`."""
         sent = {"Accept": "application/json, application/problem+json", **(headers or {})}
         if self.token:
@@ -135,8 +149,7 @@ class GatewayApi:
         req = urllib.request.Request(url, data=data, headers=sent, method=method)
         try:
             with self._opener.open(req, timeout=self.timeout_s) as response:
-                return Reply(response.status, response.headers.get("ETag"),
-                             self._json(response, method, path))
+                return Reply(response.status, response.headers.get("ETag"), self._json(response, method, path))
         except urllib.error.HTTPError as error:
             with error:
                 if error.code == 304:
@@ -144,9 +157,12 @@ class GatewayApi:
                 problem = self._json(error, method, path, strict=False)
                 reason = problem.get("reason") if isinstance(problem, dict) else None
                 detail = problem.get("detail") if isinstance(problem, dict) else None
-                raise ApiError(f"memjobs: {method} {path}: {error.code}", status=error.code,
-                               reason=reason if isinstance(reason, str) else "http_error",
-                               detail=detail if isinstance(detail, str) else None) from None
+                raise ApiError(
+                    f"memjobs: {method} {path}: {error.code}",
+                    status=error.code,
+                    reason=reason if isinstance(reason, str) else "http_error",
+                    detail=detail if isinstance(detail, str) else None,
+                ) from None
         except TimeoutError:
             raise ApiError(f"memjobs: {method} {path} timed out", reason="timeout") from None
         except (urllib.error.URLError, OSError) as error:
@@ -156,12 +172,14 @@ class GatewayApi:
     def _json(self, response: Any, method: str, path: str, *, strict: bool = True) -> Any:
         raw = response.read(self.max_response_bytes + 1)
         if len(raw) > self.max_response_bytes:
-            raise ApiError(f"memjobs: {method} {path}: reply over {self.max_response_bytes} bytes",
-                           status=getattr(response, "status", 0), reason="response_too_large")
+            raise ApiError(
+                f"memjobs: {method} {path}: reply over {self.max_response_bytes} bytes",
+                status=getattr(response, "status", 0),
+                reason="response_too_large",
+            )
         try:
             return json.loads(raw) if raw else None
         except ValueError:
             if not strict:
                 return None
-            raise ApiError(f"memjobs: {method} {path}: the reply is not JSON",
-                           reason="bad_reply") from None
+            raise ApiError(f"memjobs: {method} {path}: the reply is not JSON", reason="bad_reply") from None

@@ -69,6 +69,7 @@ def to_edit(change: object, index: int) -> dict[str, Any]:
     Raises:
         ApiError: ``validation``: not an append or a replace with its fields.
     """
+
     def bad(what: str) -> ApiError:
         return ApiError(f"changes[{index}]: {what}", reason="validation")
 
@@ -112,9 +113,18 @@ class MemjobsMemoryProvider:
         clock: seconds, monotonic (tests pass their own).
     """
 
-    def __init__(self, api: GatewayApi, *, key: str = "memjobs", label: str = "memjobs (USER.md, MEMORY.md)",
-                 max_owners: int = 1000, refresh_ms: int = 2000, max_doc_chars: int = 8000,
-                 source: str = "gateway", clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        api: GatewayApi,
+        *,
+        key: str = "memjobs",
+        label: str = "memjobs (USER.md, MEMORY.md)",
+        max_owners: int = 1000,
+        refresh_ms: int = 2000,
+        max_doc_chars: int = 8000,
+        source: str = "gateway",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_owners < 1:
             raise ValueError("max_owners must be positive")
         self.api = api
@@ -153,8 +163,7 @@ class MemjobsMemoryProvider:
         if start:
             self._start(owner_id)
         max_docs = _bound(opts.get("maxDocs", opts.get("max_docs")), len(MEMORY_DOCUMENTS))
-        max_chars = min(_bound(opts.get("maxChars", opts.get("max_chars")), self.max_doc_chars),
-                        self.max_doc_chars)
+        max_chars = min(_bound(opts.get("maxChars", opts.get("max_chars")), self.max_doc_chars), self.max_doc_chars)
         return [{**d, "content": d["content"][:max_chars]} for d in docs[:max_docs]]
 
     def refresh(self, owner_id: str, timeout_s: float | None = None) -> builtins.list[dict[str, Any]]:
@@ -165,8 +174,9 @@ class MemjobsMemoryProvider:
         """
         return self._start(owner_id).result(timeout_s)
 
-    def apply(self, owner_id: str, changes: Sequence[Mapping[str, Any]],
-              context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def apply(
+        self, owner_id: str, changes: Sequence[Mapping[str, Any]], context: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The memory tool's edits of one turn, all or none: ``{changed, documents, edits}``.
 
         Raises:
@@ -228,20 +238,27 @@ class MemjobsMemoryProvider:
         with self._lock:
             entry = self._entry(owner_id)
             if entry.inflight is None:
-                entry.inflight = self._pool.submit(self._fetch, owner_id, entry, entry.generation,
-                                                   entry.etag if entry.docs is not None else None)
+                entry.inflight = self._pool.submit(
+                    self._fetch, owner_id, entry, entry.generation, entry.etag if entry.docs is not None else None
+                )
             return entry.inflight
 
-    def _fetch(self, owner_id: str, entry: _Entry, generation: int,
-               etag: str | None) -> builtins.list[dict[str, Any]]:
+    def _fetch(self, owner_id: str, entry: _Entry, generation: int, etag: str | None) -> builtins.list[dict[str, Any]]:
         try:
             reply = self.api.memory_documents(owner_id, etag)
-            docs = None if reply.status == 304 else [
-                d for d in map(valid_document, (reply.body or {}).get("documents") or [])
-                if d is not None and d["version"] > 0]
+            docs = (
+                None
+                if reply.status == 304
+                else [
+                    d
+                    for d in map(valid_document, (reply.body or {}).get("documents") or [])
+                    if d is not None and d["version"] > 0
+                ]
+            )
         except Exception as exc:
-            failed = exc if isinstance(exc, ApiError) else ApiError("the reply is not the documents",
-                                                                    reason="bad_reply")
+            failed = (
+                exc if isinstance(exc, ApiError) else ApiError("the reply is not the documents", reason="bad_reply")
+            )
             with self._lock:
                 self._last_error = failed
                 entry.inflight = None

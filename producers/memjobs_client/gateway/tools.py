@@ -128,8 +128,9 @@ def check_arguments(name: str, args: object) -> dict[str, Any]:
                 return failure("invalid_arguments", f"{key}: {spec['minimum']} to {spec['maximum']}")
     if name == "memory":
         allowed = {"read": (), "append": ("text",), "replace": ("old_text", "new_text")}[value["op"]]
-        wrong = next((k for k in ("text", "old_text", "new_text")
-                      if value.get(k) is not None and k not in allowed), None)
+        wrong = next(
+            (k for k in ("text", "old_text", "new_text") if value.get(k) is not None and k not in allowed), None
+        )
         if wrong is not None:
             return failure("invalid_arguments", f"{wrong} does not go with op {value['op']}")
         if value["op"] == "append" and value.get("text") is None:
@@ -153,8 +154,9 @@ class MemoryTools:
         self.backend = backend
         self.source = source
 
-    def dispatch(self, name: str, args: object, *, owner_id: str,
-                 context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def dispatch(
+        self, name: str, args: object, *, owner_id: str, context: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """One tool call; a refusal is an ``{"ok": False, …}`` answer, never an exception.
 
         Raises:
@@ -171,25 +173,44 @@ class MemoryTools:
                 return self._sessions(owner_id, a)
             if name == "memory__recall":
                 found = self.backend.recall(owner_id, a["query"], a.get("limit") or 5)
-                return {"ok": True, "trust": "user_data", "notice": USER_DATA_NOTICE,
-                        "memories": [{"text": m["text"], "score": m.get("score")} for m in found]}
+                return {
+                    "ok": True,
+                    "trust": "user_data",
+                    "notice": USER_DATA_NOTICE,
+                    "memories": [{"text": m["text"], "score": m.get("score")} for m in found],
+                }
             if a["doc"] not in DOC_NAMES:
                 return refusal("forbidden_document")
             if a["op"] == "read":
                 d = self.backend.read(owner_id, a["doc"])
-                return {"ok": True, "op": "read", "doc": d["doc"], "version": d["version"],
-                        "content": d["content"], "trust": "user_data", "notice": USER_DATA_NOTICE}
+                return {
+                    "ok": True,
+                    "op": "read",
+                    "doc": d["doc"],
+                    "version": d["version"],
+                    "content": d["content"],
+                    "trust": "user_data",
+                    "notice": USER_DATA_NOTICE,
+                }
             return self._edit(owner_id, a, context)
         except ToolRefusal as exc:
             return refusal(exc.reason)
 
     def _edit(self, owner_id: str, a: dict[str, Any], context: Mapping[str, Any] | None) -> dict[str, Any]:
-        edit = ({"op": "append", "doc": a["doc"], "text": a["text"]} if a["op"] == "append" else
-                {"op": "replace", "doc": a["doc"], "old_text": a["old_text"], "new_text": a.get("new_text") or ""})
+        edit = (
+            {"op": "append", "doc": a["doc"], "text": a["text"]}
+            if a["op"] == "append"
+            else {"op": "replace", "doc": a["doc"], "old_text": a["old_text"], "new_text": a.get("new_text") or ""}
+        )
         ctx = {**(context or {}), "source": (context or {}).get("source") or self.source}
         done = self.backend.edit(owner_id, edit, ctx)
-        out: dict[str, Any] = {"ok": True, "op": a["op"], "doc": a["doc"], "applied": bool(done.get("applied")),
-                               "version": done.get("version")}
+        out: dict[str, Any] = {
+            "ok": True,
+            "op": a["op"],
+            "doc": a["doc"],
+            "applied": bool(done.get("applied")),
+            "version": done.get("version"),
+        }
         if done.get("reason"):
             out["reason"] = done["reason"]  # "duplicate": already there, nothing changed
         written = next((d for d in done.get("documents") or [] if d["doc"] == a["doc"]), None)
@@ -199,10 +220,21 @@ class MemoryTools:
 
     def _sessions(self, owner_id: str, a: dict[str, Any]) -> dict[str, Any]:
         found = self.backend.sessions(owner_id, a.get("days") or 7, a.get("limit") or 10)
-        return {"ok": True, "trust": "user_data", "notice": USER_DATA_NOTICE, "sessions": [
-            {"session_id": s["session_id"], "date": str(s["created_at"]), "topic": s["topic"], "gist": s["gist"],
-             "tasks": [{"task_id": t["task_id"], "goal": t["goal"], "status": t["status"]} for t in s["tasks"]]}
-            for s in found]}
+        return {
+            "ok": True,
+            "trust": "user_data",
+            "notice": USER_DATA_NOTICE,
+            "sessions": [
+                {
+                    "session_id": s["session_id"],
+                    "date": str(s["created_at"]),
+                    "topic": s["topic"],
+                    "gist": s["gist"],
+                    "tasks": [{"task_id": t["task_id"], "goal": t["goal"], "status": t["status"]} for t in s["tasks"]],
+                }
+                for s in found
+            ],
+        }
 
 
 class HttpToolBackend:
@@ -224,8 +256,12 @@ class HttpToolBackend:
             else:
                 result = self.api.edit_memory(owner_id, [edit], context)
         first = (result.get("edits") or [{}])[0]
-        return {"applied": first.get("applied", True), "reason": first.get("reason"),
-                "version": first.get("version"), "documents": result.get("documents") or []}
+        return {
+            "applied": first.get("applied", True),
+            "reason": first.get("reason"),
+            "version": first.get("version"),
+            "documents": result.get("documents") or [],
+        }
 
     def recall(self, owner_id: str, query: str, limit: int) -> list[Mapping[str, Any]]:
         with _refusals():

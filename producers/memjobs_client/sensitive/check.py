@@ -8,8 +8,7 @@ from memjobs_client.sensitive.paths import find_sensitive_path
 from memjobs_client.sensitive.rules import Finding
 
 
-def ensure_not_sensitive(*, text: str | None = None, path: str | None = None,
-                         field: str | None = None) -> None:
+def ensure_not_sensitive(*, text: str | None = None, path: str | None = None, field: str | None = None) -> None:
     """Raise :class:`SensitiveContent` if ``path`` or ``text`` looks like a credential.
 
     The message says, in the caller's terms, which field (``field``, else
@@ -25,4 +24,6 @@ def ensure_not_sensitive(*, text: str | None = None, path: str | None = None,
         if finding is not None:
             raise SensitiveContent(
                 f"{field or what}: refused: it looks like a credential ({finding.description}); "
-                "it was not stored or sent to a model", rule=finding.rule)
+                "it was not stored or sent to a model",
+                rule=finding.rule,
+            )

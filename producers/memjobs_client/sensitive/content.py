@@ -77,27 +77,39 @@ def _entropy_ok(match: re.Match[str]) -> bool:
 # --- The rules, in the order they are tried -----------------------------------
 
 _BEARER = TextRule(
-    "bearer_token", "Bearer token",
-    gated(regex_scanner(BEARER + r"\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"), True,
+    "bearer_token",
+    "Bearer token",
+    gated(regex_scanner(BEARER + r"\s+(?P<secret>[A-Za-z0-9\-._~+/]{20,}=*)"), "bearer"),
+    True,
 )
 _BASIC = TextRule(
-    "basic_auth", "HTTP Basic credentials",
-    gated(regex_scanner(r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
-          "basic"),
+    "basic_auth",
+    "HTTP Basic credentials",
+    gated(
+        regex_scanner(r"(?i:authorization)[\"']?\s*[:=]?\s*[\"']?(?i:basic)\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
+        "basic",
+    ),
     True,
 )
 _AWS_SECRET = TextRule(
-    "aws_secret_key", "AWS secret access key",
-    gated(regex_scanner(
-        r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?access[ _\-]?key)[\"']?[ \t]*"
-        r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
-        r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,60}?(?<![A-Za-z0-9/+=])"
-        r"(?P<secret2>(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-    ), "secret", "akia", "asia"),  # each of the first alternative's names holds "secret"
+    "aws_secret_key",
+    "AWS secret access key",
+    gated(
+        regex_scanner(
+            r"(?i:aws[ _\-]?secret(?:[ _\-]?access)?(?:[ _\-]?key)?|secret[ _\-]?access[ _\-]?key)[\"']?[ \t]*"
+            r"(?:[:=]|=>|[ \t]is[ \t])[ \t]*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+            r"|(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,60}?(?<![A-Za-z0-9/+=])"
+            r"(?P<secret2>(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        "secret",
+        "akia",
+        "asia",
+    ),  # each of the first alternative's names holds "secret"
     True,
 )
 _ENTROPY = TextRule(
-    "high_entropy_assignment", "long random value assigned to a secret-like name",
+    "high_entropy_assignment",
+    "long random value assigned to a secret-like name",
     gated(needs(regex_scanner(_ENTROPY_ASSIGNMENT.pattern, re.VERBOSE, accept=_entropy_ok), *_LONG_RUN), "=", ":"),
     False,
 )
@@ -116,19 +128,39 @@ SHAPE_RULES: tuple[TextRule, ...] = (*TOKEN_RULES, _AWS_SECRET, _BEARER, _BASIC)
 
 DISCLOSURE_RULES: tuple[TextRule, ...] = (
     _ENTROPY,
-    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
-             gated(chinese_scanner, *_ZH_GATE), False),
-    TextRule("zh_password_phrase", "Chinese password, key or code disclosure",
-             gated(chinese_reverse_scanner, *_ZH_GATE), False),
-    TextRule("password_assignment", "password or PIN disclosure",
-             gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE), False),
-    TextRule("password_assignment", "password or PIN disclosure",
-             gated(gated(reverse_scanner, *_PASSWORD_GATE), *_OWNER_GATE), False),
-    TextRule("secret_assignment", "API key, token, secret or credential disclosure",
-             gated(english_scanner(frozenset({"compound", "ambiguous", "key"})), "secret", "token", "key", "cred"),
-             False),
-    TextRule("seed_phrase", "wallet seed or recovery phrase",
-             gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"), False),
+    TextRule(
+        "zh_password_phrase", "Chinese password, key or code disclosure", gated(chinese_scanner, *_ZH_GATE), False
+    ),
+    TextRule(
+        "zh_password_phrase",
+        "Chinese password, key or code disclosure",
+        gated(chinese_reverse_scanner, *_ZH_GATE),
+        False,
+    ),
+    TextRule(
+        "password_assignment",
+        "password or PIN disclosure",
+        gated(english_scanner(frozenset({"password", "pin", "short"})), *_PASSWORD_GATE),
+        False,
+    ),
+    TextRule(
+        "password_assignment",
+        "password or PIN disclosure",
+        gated(gated(reverse_scanner, *_PASSWORD_GATE), *_OWNER_GATE),
+        False,
+    ),
+    TextRule(
+        "secret_assignment",
+        "API key, token, secret or credential disclosure",
+        gated(english_scanner(frozenset({"compound", "ambiguous", "key"})), "secret", "token", "key", "cred"),
+        False,
+    ),
+    TextRule(
+        "seed_phrase",
+        "wallet seed or recovery phrase",
+        gated(regex_scanner(SEED_PHRASE.pattern), "phrase", "words", "mnemonic", "助记词"),
+        False,
+    ),
     TextRule("seed_phrase", "wallet seed or recovery phrase", seed_phrase_scanner, False, SEED_RUN),
     *NUMBER_RULES,
 )

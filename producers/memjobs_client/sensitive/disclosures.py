@@ -74,8 +74,9 @@ _CONN_VERB = r"""
       )"""
 _CONN_TO = r"(?P<to>[ \t]+(?:to|as|into))"
 _CONN_NONE = r"(?P<none>(?=[ \t]))"
-_EN_CONNECTOR = re.compile("|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO, _CONN_NONE)),
-                           re.IGNORECASE | re.VERBOSE)
+_EN_CONNECTOR = re.compile(
+    "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO, _CONN_NONE)), re.IGNORECASE | re.VERBOSE
+)
 _NUMBER_WORDS = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
 _EN_VALUE = re.compile(
     r"""
@@ -109,19 +110,33 @@ def _value_opens(least: int, digits: str = r"\d[\d \-]{3}") -> str:
     ``digits``: how one of digits opens), read no further than that: never on
     over the keywords that follow (``pw=pw=…``). Not a marker such as
     ``[REDACTED]`` that makes it filler (redaction reads its own output again)."""
-    return r"""
+    return (
+        r"""
     [ \t]*
-    (?-i:(?!["'`“‘]?""" + _FILLER_MARKER + r"""))
+    (?-i:(?!["'`“‘]?"""
+        + _FILLER_MARKER
+        + r"""))
     (?:
-        ["'`“‘][^"'`“”‘’\n]{""" + str(least) + r"""}
+        ["'`“‘][^"'`“”‘’\n]{"""
+        + str(least)
+        + r"""}
       | ["'`“‘]?
         (?:
-            """ + digits + r"""
-          | (?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS + r"""
-          | [!#-&(-_a-~\u00c0-\u024f]{""" + str(least) + r"""}
+            """
+        + digits
+        + r"""
+          | (?:"""
+        + _NUMBER_WORDS
+        + r"""[ ,\-]+){3}"""
+        + _NUMBER_WORDS
+        + r"""
+          | [!#-&(-_a-~\u00c0-\u024f]{"""
+        + str(least)
+        + r"""}
         )
     )
     """
+    )
 
 
 _SPOKEN_OPENS = r"""[ \t]*["'`“‘]?(?:""" + _NUMBER_WORDS + r"""[ ,\-]+){3}""" + _NUMBER_WORDS
@@ -143,11 +158,28 @@ def _plausible(pattern: str) -> re.Pattern[str]:
 # here (issue 31: a Python step per keyword, in both rounds of a redaction).
 _EN_PLAUSIBLE: dict[str, re.Pattern[str]] = {
     "pin": _plausible("(?:" + _EN_CONNECTOR.pattern + ")" + _value_opens(4)),
-    "key": _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB)) + ")" + _value_opens(6)
-                      + "|(?:" + _CONN_TO + "|" + _CONN_NONE + ")" + _SPOKEN_OPENS),
+    "key": _plausible(
+        "(?:"
+        + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB))
+        + ")"
+        + _value_opens(6)
+        + "|(?:"
+        + _CONN_TO
+        + "|"
+        + _CONN_NONE
+        + ")"
+        + _SPOKEN_OPENS
+    ),
 }
-_EN_PLAUSIBLE_OTHERS = _plausible("(?:" + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO)) + ")"
-                                  + _value_opens(4) + "|" + _CONN_NONE + _value_opens(6, r"\d++[ \-]\d"))
+_EN_PLAUSIBLE_OTHERS = _plausible(
+    "(?:"
+    + "|".join((_CONN_EQ, _CONN_COLON, _CONN_VERB, _CONN_TO))
+    + ")"
+    + _value_opens(4)
+    + "|"
+    + _CONN_NONE
+    + _value_opens(6, r"\d++[ \-]\d")
+)
 
 
 @lru_cache(maxsize=256)
@@ -171,8 +203,10 @@ _LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|adm
 
 def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
     # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
-    if family == "short" and conn not in ("eq", "colon", "verb") and (
-        conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None
+    if (
+        family == "short"
+        and conn not in ("eq", "colon", "verb")
+        and (conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None)
     ):
         return False
     digits = value.group("digits")
@@ -187,8 +221,11 @@ def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> boo
     core, punct_after = value_core(raw, quoted)
     # Filler (a stop word, a placeholder, code) is judged last, when the rest
     # would take the value: most values a keyword is followed by fail sooner.
-    return len(core) >= 4 and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text) and not (
-        is_filler(core, raw))
+    return (
+        len(core) >= 4
+        and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text)
+        and not (is_filler(core, raw))
+    )
 
 
 def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: bool, end: int, text: str) -> bool:
@@ -321,18 +358,37 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     for match in chain(_EN_REVERSE.finditer(text), _EN_ITS_REVERSE.finditer(text)):
         core = match.group("value").rstrip(".,;:!?")
         # Cheapest test first, filler (six patterns) last.
-        weak = len(core) < 4 or not (any(map(str.isdigit, core)) or not SYMBOLS.isdisjoint(core)) or is_filler(
-            core, core)
+        weak = (
+            len(core) < 4 or not (any(map(str.isdigit, core)) or not SYMBOLS.isdisjoint(core)) or is_filler(core, core)
+        )
         if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
         yield match.start("value"), match.start("value") + len(core)
 
 
 # Words that can stand before "is my password" without being one.
-_COMMON_WORDS = frozenset([
-    "this", "that", "what", "which", "there", "here", "where", "something", "nothing", "everything",
-    "anything", "always", "never", "sometimes", "usually", "probably", "maybe", "actually",
-])
+_COMMON_WORDS = frozenset(
+    [
+        "this",
+        "that",
+        "what",
+        "which",
+        "there",
+        "here",
+        "where",
+        "something",
+        "nothing",
+        "everything",
+        "anything",
+        "always",
+        "never",
+        "sometimes",
+        "usually",
+        "probably",
+        "maybe",
+        "actually",
+    ]
+)
 
 
 # "seed phrase: abandon ability able about above absent absorb abstract ..."

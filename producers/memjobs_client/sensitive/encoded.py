@@ -179,14 +179,14 @@ def spaced_scanner(matches: Matches) -> Scanner:
                 first = bisect_left(tokenish, start)
                 if first == len(tokenish) or tokenish[first] >= start + _MAX_FRAGMENTS:
                     continue  # no random-looking piece: no chain
-                count = _chain(pieces[start:start + _MAX_FRAGMENTS], partial(_member, is_tokenish, start))
+                count = _chain(pieces[start : start + _MAX_FRAGMENTS], partial(_member, is_tokenish, start))
                 if not count:
                     continue
                 joins += 1
                 if joins > _MAX_JOINS:
                     yield _piece_span(text, group, start)[0], group.end()
                     return
-                if matches("".join(pieces[start:start + count])) and not matches(pieces[start]):
+                if matches("".join(pieces[start : start + count])) and not matches(pieces[start]):
                     yield _piece_span(text, group, start)[0], _piece_span(text, group, start + count - 1)[1]
                     break
 

@@ -41,10 +41,8 @@ _FORMAT_CHARS = re.compile(
 # Cyrillic and Greek letters that look like Latin ones, folded one for one
 # (the map keeps lengths, so offsets are unchanged).
 _CONFUSABLES = str.maketrans(
-    "аеорсухѕіјԁԝһӏкмтвпАВЕКМНОРСТХЅІЈԜ"
-    "αοριυνκτεχβωΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
-    "aeopcyxsijdwhlkmtbnABEKMHOPCTXSIJW"
-    "aopiuvktexbwABEZHIKMNOPTYX",
+    "аеорсухѕіјԁԝһӏкмтвпАВЕКМНОРСТХЅІЈԜαοριυνκτεχβωΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxsijdwhlkmtbnABEKMHOPCTXSIJWaopiuvktexbwABEZHIKMNOPTYX",
 )
 _NEEDS_FOLD = re.compile("[\u0370-\u03ff\u0400-\u052f]")
 

@@ -130,8 +130,7 @@ def _group_start(text: str, limit: int, at: int) -> int:
     return at
 
 
-def _stretches(text: str, part_start: int, part_end: int, run_start: int,
-               run_end: int) -> Iterator[tuple[int, int]]:
+def _stretches(text: str, part_start: int, part_end: int, run_start: int, run_end: int) -> Iterator[tuple[int, int]]:
     """The shortest valid stretch from each group of ``text[part_start:part_end]``
     (whole groups of the run ``run_start .. run_end``) that starts near the
     run's start or may end near its end."""
@@ -155,7 +154,7 @@ def _stretches(text: str, part_start: int, part_end: int, run_start: int,
                 if near_start or end + 20 > run_end:
                     card = _card_context_ok(text, start, end, digits[a:e])
                 else:
-                    card = e - a >= 15 and _issuer_prefix(digits[a:a + 4])
+                    card = e - a >= 15 and _issuer_prefix(digits[a : a + 4])
                 if card:
                     yield start, end
                     break
@@ -210,11 +209,12 @@ def _inner_cards(run_start: int, run: str, digits: str) -> list[tuple[int, int]]
             if span <= 0:
                 continue
             # Starts of one parity only: the stretch's last digit (e - 1) has ``parity``.
-            masked = bytearray(as_start[low:low + span])
+            masked = bytearray(as_start[low : low + span])
             wrong = (parity + 1 - length - low + 1) & 1  # first index, in ``masked``, of the other parity
             masked[wrong::2] = b"\x80" * len(range(wrong, span, 2))
-            equal = (int.from_bytes(masked, "big")
-                     ^ int.from_bytes(as_end[low + length:high + 1], "big")).to_bytes(span, "big")
+            equal = (int.from_bytes(masked, "big") ^ int.from_bytes(as_end[low + length : high + 1], "big")).to_bytes(
+                span, "big"
+            )
             hits = int.from_bytes(bytes(low) + equal.translate(_HIT) + bytes(size + 1 - low - span), "big")
             if hits:
                 covered |= _widened(hits, length)
@@ -256,8 +256,8 @@ def _merged(spans: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
 
 
 def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
-    before = text[max(0, start - _CONTEXT_CHARS):start]
-    after = text[end:end + 20]
+    before = text[max(0, start - _CONTEXT_CHARS) : start]
+    after = text[end : end + 20]
     if _CARD_WORDS.search(before) or _CARD_WORDS.search(after):
         return True
     return (
@@ -270,9 +270,7 @@ def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
 
 # --- identity numbers -------------------------------------------------------
 
-_CN_ID = re.compile(
-    r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])"
-)
+_CN_ID = re.compile(r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])")
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 
 
@@ -302,16 +300,19 @@ def _named(words: str, value: str, gap: int = 24) -> str:
     return rf"(?:{words})[^\n\d]{{0,{gap}}}?(?<![A-Za-z0-9])(?P<secret>{value})(?![A-Za-z0-9])"
 
 
-_NAMED_ID = _named(r"身份证|证件号|身份号码|公民身份|(?i:\bid\b|identity card|national id|resident id)",
-                   r"\d{17}[\dXx]|\d{15}")
-_PASSPORT = _named(r"(?i:passport|travel document)|护照|通行证|回乡证|台胞证",
-                   r"[A-Za-z]{1,2}[ \-]?\d{6,9}|\d{8,9}")
+_NAMED_ID = _named(
+    r"身份证|证件号|身份号码|公民身份|(?i:\bid\b|identity card|national id|resident id)", r"\d{17}[\dXx]|\d{15}"
+)
+_PASSPORT = _named(r"(?i:passport|travel document)|护照|通行证|回乡证|台胞证", r"[A-Za-z]{1,2}[ \-]?\d{6,9}|\d{8,9}")
 _SSN = _named(r"(?i:\bssn\b|social security)|社保号|社会保障号", r"\d{3}[ \-]?\d{2}[ \-]?\d{4}") + (
     r"|(?<![\d\-])(?P<secret2>(?!000|666|9)\d{3}-(?!00)\d{2}-(?!0000)\d{4})(?![\d\-])"
 )
-_ACCOUNT = _named(r"(?i:bank account|account (?:number|no\.?)|routing number|\biban\b|sort code)"
-                  r"|银行账号|银行卡号|卡号|账户号|开户行账号", r"[A-Z]{0,2}\d[\d ]{6,32}\d")
-_CVV = (r"(?i:\bcvv2?\b|\bcvc2?\b|\bcsc\b|card security code)|安全码|卡背面的?(?:三|3)位(?:数字|数)?")
+_ACCOUNT = _named(
+    r"(?i:bank account|account (?:number|no\.?)|routing number|\biban\b|sort code)"
+    r"|银行账号|银行卡号|卡号|账户号|开户行账号",
+    r"[A-Z]{0,2}\d[\d ]{6,32}\d",
+)
+_CVV = r"(?i:\bcvv2?\b|\bcvc2?\b|\bcsc\b|card security code)|安全码|卡背面的?(?:三|3)位(?:数字|数)?"
 _CVV_RULE = rf"(?:{_CVV})[^\n\d]{{0,12}}?(?P<secret>\d{{3,4}})(?!\d)"
 
 
@@ -356,18 +357,100 @@ _CODE_WORDS = (
     r"[ \-]?(?:code|pin|passcode|password)s?"
     r"|one[ \-]?time[ \-]?pass(?:word|code)?|\botp\b|\b2fa\b|\bmfa\b|\btotp\b"
 )
-_NOT_SECRET_CODES = frozenset([
-    "zip", "postal", "post", "postcode", "area", "country", "region", "dial", "error", "status",
-    "exit", "return", "http", "response", "promo", "promotion", "discount", "coupon", "voucher",
-    "gift", "referral", "invite", "invitation", "product", "item", "sku", "model", "color",
-    "colour", "hex", "source", "bar", "qr", "morse", "dress", "tracking", "order", "booking",
-    "reservation", "flight", "course", "class", "airport", "iata", "language", "currency", "style",
-    "cheat", "op", "unicode", "ascii", "char", "character", "tax", "diagnosis", "icd", "pickup",
-    "pick-up", "shipping", "parcel", "fare", "seat", "room", "station", "stock", "ticker", "fund",
-    "postal", "source", "python", "java", "sample", "example", "test", "program", "programme",
-    "computer", "machine", "meeting", "conference", "event", "game", "lobby", "share", "sharing", "group",
-    "team", "channel", "classroom", "friend",
-])
+_NOT_SECRET_CODES = frozenset(
+    [
+        "zip",
+        "postal",
+        "post",
+        "postcode",
+        "area",
+        "country",
+        "region",
+        "dial",
+        "error",
+        "status",
+        "exit",
+        "return",
+        "http",
+        "response",
+        "promo",
+        "promotion",
+        "discount",
+        "coupon",
+        "voucher",
+        "gift",
+        "referral",
+        "invite",
+        "invitation",
+        "product",
+        "item",
+        "sku",
+        "model",
+        "color",
+        "colour",
+        "hex",
+        "source",
+        "bar",
+        "qr",
+        "morse",
+        "dress",
+        "tracking",
+        "order",
+        "booking",
+        "reservation",
+        "flight",
+        "course",
+        "class",
+        "airport",
+        "iata",
+        "language",
+        "currency",
+        "style",
+        "cheat",
+        "op",
+        "unicode",
+        "ascii",
+        "char",
+        "character",
+        "tax",
+        "diagnosis",
+        "icd",
+        "pickup",
+        "pick-up",
+        "shipping",
+        "parcel",
+        "fare",
+        "seat",
+        "room",
+        "station",
+        "stock",
+        "ticker",
+        "fund",
+        "postal",
+        "source",
+        "python",
+        "java",
+        "sample",
+        "example",
+        "test",
+        "program",
+        "programme",
+        "computer",
+        "machine",
+        "meeting",
+        "conference",
+        "event",
+        "game",
+        "lobby",
+        "share",
+        "sharing",
+        "group",
+        "team",
+        "channel",
+        "classroom",
+        "friend",
+    ]
+)
 _WORD_BEFORE = re.compile(r"([A-Za-z\-]+)[ \t]*$")
 
 
@@ -377,22 +460,24 @@ def _code_value(group: str) -> str:
     digit and a letter read no further than the code can be long (a run of
     letters after every keyword of "passwordpassword…" was read to its end)."""
     return (
-    r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
-    r"|(?=[A-Za-z]{0,7}\d)(?=\d{0,7}[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]{0,10}\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
-    r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
-    r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
-    r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"
+        r"[ \t]*[\"'“‘]?(?:G-)?(?P<" + group + r">\d{3,4}[ \-]?\d{1,4}|\d(?:[ \-]\d){3,7}"
+        r"|(?=[A-Za-z]{0,7}\d)(?=\d{0,7}[A-Za-z])[A-Za-z0-9]{6,8}|(?=[A-Za-z\-]{0,10}\d)[A-Za-z0-9]{3,5}-[A-Za-z0-9]{3,5})"
+        r"(?![A-Za-z0-9\-])(?![ \t]*(?:%|(?i:minutes?|mins?|seconds?|secs?|hours?|days?|weeks?|months?|years?"
+        r"|lines?|bytes?|characters?|chars?|digits?|times?|people|px|ms|kb|mb|gb|pages?|words?|steps?|items?"
+        r"|dollars?|usd|rmb|yuan))\b|[ \t]*[元块位分秒小时天次个页行字岁号])"
     )
+
+
 _CODE_CONNECTOR = (
     r"(?:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+|your[ \t]+)?[\w\-]+)?"
     r"(?:[ \t]*(?::|=|-|：)|[ \t]+(?:is|was|will[ \t]+be|are|reads|says)(?:[ \t]+(?:now|still|just))?"
     r"(?:[ \t]*:)?|[ \t]*(?:是|为|為))?"
 )
 _OTP = (
-    rf"(?i:(?<![A-Za-z])(?:{_CODE_WORDS}))" + _CODE_CONNECTOR + _code_value("secret")
-    + r"|(?<![A-Za-z])(?i:code|pin)\b"
+    rf"(?i:(?<![A-Za-z])(?:{_CODE_WORDS}))" + _CODE_CONNECTOR + _code_value("secret") + r"|(?<![A-Za-z])(?i:code|pin)\b"
     r"(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
-    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("secret2")
+    r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)"
+    + _code_value("secret2")
     + r"|(?<![0-9A-Za-z])(?:G-)?(?P<secret3>\d{4,8})[ \t]*(?i:is|为|是)[ \t]*(?i:your|您的|你的|the)[ \t]*"
     r"(?:[\w\-]+[ \t]+){0,2}?(?i:code|otp|passcode|pin|验证码|动态码|校验码)"
 )
@@ -458,7 +543,9 @@ def _otp_starts(text: str) -> Iterator[int]:
 _CODE_TAIL = re.compile(
     r"(?i:(?:passcode|password|pass|code|pin|otp|2fa|mfa)(?:word|code)?"
     r"(?:[ \-]?(?:code|pin|passcode|password))?s?)"
-    r"(?:" + _CODE_CONNECTOR + _code_value("a")
+    r"(?:"
+    + _CODE_CONNECTOR
+    + _code_value("a")
     + r"|(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
     r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("b") + ")"
 )
@@ -534,25 +621,64 @@ _LOGIN_PAIR = (
 NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule("card_number", "bank or credit card number", needs(_card_scan, DIGIT), False),
     TextRule("cn_resident_id", "Chinese resident identity number", needs(_cn_id_scan, DIGIT), False),
-    TextRule("named_id_number", "identity number named as one",
-             needs(gated(regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity",
-                         "national", "resident"), DIGIT), False),
-    TextRule("social_security_number", "social security number",
-             needs(gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), DIGIT), False),
-    TextRule("passport_number", "passport or travel document number",
-             needs(gated(regex_scanner(_PASSPORT, accept=_passport_ok), "passport", "travel", "护照", "通行证",
-                         "回乡证", "台胞证"), DIGIT), False),
-    TextRule("bank_account", "bank account number",
-             needs(gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"),
-                   DIGIT), False),
-    TextRule("card_security_code", "card security code (CVV)",
-             needs(gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), DIGIT),
-             False),
-    TextRule("login_pair", "user name and password pair",
-             gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"), False),
-    TextRule("one_time_code", "one-time, verification or access code",
-             needs(gated(anchored_scanner(_OTP, _otp_starts, slack=_CODE_LEAD_MAX, accept=_otp_ok), *_CODE_GATE),
-                   DIGIT), False),
+    TextRule(
+        "named_id_number",
+        "identity number named as one",
+        needs(
+            gated(
+                regex_scanner(_NAMED_ID, accept=_named_id_ok), "身份", "证件", "id", "identity", "national", "resident"
+            ),
+            DIGIT,
+        ),
+        False,
+    ),
+    TextRule(
+        "social_security_number",
+        "social security number",
+        needs(gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), DIGIT),
+        False,
+    ),
+    TextRule(
+        "passport_number",
+        "passport or travel document number",
+        needs(
+            gated(
+                regex_scanner(_PASSPORT, accept=_passport_ok),
+                "passport",
+                "travel",
+                "护照",
+                "通行证",
+                "回乡证",
+                "台胞证",
+            ),
+            DIGIT,
+        ),
+        False,
+    ),
+    TextRule(
+        "bank_account",
+        "bank account number",
+        needs(gated(regex_scanner(_ACCOUNT), "account", "iban", "routing", "sort code", "账", "帐", "卡号"), DIGIT),
+        False,
+    ),
+    TextRule(
+        "card_security_code",
+        "card security code (CVV)",
+        needs(gated(regex_scanner(_CVV_RULE), "cvv", "cvc", "csc", "security", "安全码", "卡背面"), DIGIT),
+        False,
+    ),
+    TextRule(
+        "login_pair",
+        "user name and password pair",
+        gated(regex_scanner(_LOGIN_PAIR), "admin", "root", "sa", "guest", "user", "管理员"),
+        False,
+    ),
+    TextRule(
+        "one_time_code",
+        "one-time, verification or access code",
+        needs(gated(anchored_scanner(_OTP, _otp_starts, slack=_CODE_LEAD_MAX, accept=_otp_ok), *_CODE_GATE), DIGIT),
+        False,
+    ),
 )
 """All but the login pair hold a digit in every match (:func:`~memjobs_client.sensitive.rules.needs`):
 a text without one (a redaction's second round over text whose numbers are

@@ -60,13 +60,34 @@ _KEY_EXTENSIONS = (
 _SSH_KEY_NAME = re.compile(r"id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?(?:[._\-].*)?")
 _SECRET_NAME_PARTS = ("password", "secret", "密码", "密碼", "密钥", "私钥")
 #: Files under /etc that describe accounts, privileges or the host's secrets.
-_ETC_FILES = frozenset({
-    "passwd", "passwd-", "shadow", "shadow-", "gshadow", "gshadow-", "group", "group-",
-    "sudoers", "master.passwd", "security", "krb5.keytab", "machine-id", "crypttab",
-})
+_ETC_FILES = frozenset(
+    {
+        "passwd",
+        "passwd-",
+        "shadow",
+        "shadow-",
+        "gshadow",
+        "gshadow-",
+        "group",
+        "group-",
+        "sudoers",
+        "master.passwd",
+        "security",
+        "krb5.keytab",
+        "machine-id",
+        "crypttab",
+    }
+)
 #: Directories whose every member is a system file.
-_SYSTEM_TREES = (("etc", "ssh"), ("etc", "ssl", "private"), ("etc", "sudoers.d"), ("proc",),
-                 ("sys",), ("dev",), ("run", "secrets"))
+_SYSTEM_TREES = (
+    ("etc", "ssh"),
+    ("etc", "ssl", "private"),
+    ("etc", "sudoers.d"),
+    ("proc",),
+    ("sys",),
+    ("dev",),
+    ("run", "secrets"),
+)
 
 
 def _path_component_finding(name: str, parent: str) -> str | None:
@@ -125,7 +146,7 @@ def _system_path_finding(path: str) -> str | None:
     if ".." in parts:
         return None  # not normalised: the caller checks the resolved path as well
     for tree in _SYSTEM_TREES:
-        if tuple(parts[:len(tree)]) == tree:
+        if tuple(parts[: len(tree)]) == tree:
             return "system directory /" + "/".join(tree)
     if len(parts) == 2 and parts[0] == "etc" and parts[1] in _ETC_FILES:
         return "system account or host file"

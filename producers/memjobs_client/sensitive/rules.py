@@ -113,8 +113,10 @@ def regex_scanner(
     return led
 
 
-def _secret_span(compiled: re.Pattern[str], accept: Callable[[re.Match[str]], bool] | None,
-                 ) -> Callable[[re.Match[str]], tuple[int, int] | None]:
+def _secret_span(
+    compiled: re.Pattern[str],
+    accept: Callable[[re.Match[str]], bool] | None,
+) -> Callable[[re.Match[str]], tuple[int, int] | None]:
     """A match's hit, as the scanners yield it: the span of its first ``secret…``
     group that took part (or the whole match); None when ``accept`` refuses the
     match or the span is empty."""

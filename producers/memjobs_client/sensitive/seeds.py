@@ -99,13 +99,15 @@ def seed_phrase_scanner(text: str) -> Iterator[tuple[int, int]]:
         for length in _LENGTHS:
             if length > len(run):
                 continue
-            starts = {*range(min(_SLACK, len(run) - length) + 1),
-                      *range(max(0, len(run) - length - _SLACK), len(run) - length + 1)}
+            starts = {
+                *range(min(_SLACK, len(run) - length) + 1),
+                *range(max(0, len(run) - length - _SLACK), len(run) - length + 1),
+            }
             for start in sorted(starts):
                 if (start, length) in tried:
                     continue
                 tried.add((start, length))
-                window = run[start:start + length]
+                window = run[start : start + length]
                 if checksum_ok([w[0] for w in window]):
                     yield window[0][1], window[-1][2]
                     break

@@ -66,9 +66,7 @@ _HEADER_RE: Final = re.compile(
     re.IGNORECASE,
 )
 # scheme://user:pass@host -> scheme://[REDACTED]@host (the user name too)
-_URL_USER_INFO_RE: Final = re.compile(
-    r"(?<![a-z0-9+.\-])(?P<scheme>[a-z][a-z0-9+.\-]*+://)[^\s/?#]+@", re.IGNORECASE
-)
+_URL_USER_INFO_RE: Final = re.compile(r"(?<![a-z0-9+.\-])(?P<scheme>[a-z][a-z0-9+.\-]*+://)[^\s/?#]+@", re.IGNORECASE)
 # Bearer <anything>: in machine text the scheme says what follows.
 _BEARER_RE: Final = re.compile(rf"(?P<b>{BEARER})\s+[^\s,;'\"]+")
 _SK_KEY_RE: Final = re.compile(rf"\b{SK_KEY}")

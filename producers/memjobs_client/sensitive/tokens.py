@@ -59,53 +59,86 @@ _PEM = (
 
 # (rule, description, pattern): vendor keys whose prefix is rare enough alone.
 _VENDOR_KEYS: tuple[tuple[str, str, str], ...] = (
-    ("aws_access_key", "AWS access key id",
-     r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("github_token", "GitHub token",
-     _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    ("gitlab_token", "GitLab token",
-     _B + r"(?:gl(?:pat|dt|ptt|rt|oas|cbt|imt|ft|agent|soat)-[A-Za-z0-9_\-]{20,}|GR1348941[A-Za-z0-9_\-]{20,})"),
-    ("registry_token", "npm, PyPI, RubyGems, NuGet or Docker Hub token",
-     _B + r"(?:npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{40,}|rubygems_[a-f0-9]{40,}"
-     r"|oy2[a-z0-9]{43}|dckr_pat_[A-Za-z0-9_\-]{20,})"),
-    ("sk_api_key", "OpenAI, Anthropic, DashScope, Hugging Face or other model-service key",
-     _B + rf"(?:{SK_KEY}"
-     r"|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{30,}|r8_[A-Za-z0-9]{30,}|pplx-[A-Za-z0-9]{30,}"
-     r"|xai-[A-Za-z0-9]{30,}|sk-ant-[A-Za-z0-9_\-]{20,})"),
-    ("stripe_key", "Stripe, Square, PayPal or Shopify secret",
-     _B + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}"
-     r"|sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}|EAAA[A-Za-z0-9_\-]{56,}"
-     r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}"
-     r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})"),
-    ("mail_key", "Mailgun, SendGrid, Mailchimp or Postmark key",
-     r"(?<![A-Za-z0-9])(?:key-[0-9a-zA-Z]{32}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"
-     r"|[0-9a-f]{32}-us\d{1,2}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})(?![A-Za-z0-9])"),
-    ("slack_token", "Slack token",
-     r"(?<![A-Za-z0-9])(?:xox[abpores]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})"),
-    ("telegram_bot_token", "Telegram bot token",
-     r"(?<![0-9])\d{6,12}:(?:AA[A-Za-z0-9_\-]{30,}|[A-Za-z0-9_\-]{35})(?![A-Za-z0-9_\-])"),
-    ("twilio_key", "Twilio API key or account SID",
-     r"(?<![A-Za-z0-9])(?:SK|AC)[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
-    ("discord_token", "Discord bot token",
-     r"(?<![A-Za-z0-9])[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9])"),
-    ("google_api_key", "Google API key, OAuth token or client secret",
-     _B + r"(?:AIza[0-9A-Za-z_\-]{30,}|ya29\.[0-9A-Za-z_\-]{20,}|GOCSPX-[A-Za-z0-9_\-]{20,}"
-     r"|1//0[0-9A-Za-z_\-]{30,})"),
-    ("cloud_key", "Alibaba, Tencent, Volcengine, DigitalOcean or other cloud key",
-     r"(?<![A-Za-z0-9])(?:LTAI[A-Za-z0-9]{12,24}|AKID[A-Za-z0-9]{28,36}|AKLT[A-Za-z0-9_\-]{20,}"
-     r"|dop_v1_[a-f0-9]{64}|do[or]_v1_[a-f0-9]{64}|hvs\.[A-Za-z0-9_\-]{20,}|hvb\.[A-Za-z0-9_\-]{20,}"
-     r"|dapi[a-f0-9]{32}|glsa_[A-Za-z0-9_]{20,}|sntrys_[A-Za-z0-9_\-]{20,}|PMAK-[A-Za-z0-9\-]{20,}"
-     r"|ATATT[A-Za-z0-9_\-=]{20,}|lin_api_[A-Za-z0-9]{20,}|ntn_[A-Za-z0-9]{20,}|secret_[A-Za-z0-9]{43}"
-     r"|figd_[A-Za-z0-9_\-]{20,}|sbp_[a-f0-9]{40}|dp\.pt\.[A-Za-z0-9]{20,}|pul-[a-f0-9]{40})(?![A-Za-z0-9])"),
-    ("azure_storage_key", "Azure storage or service-bus key",
-     r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/%=&:]{20,})"
-     r"|(?<![A-Za-z0-9+/])(?P<secret2>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])"),
-    ("webhook_url", "Slack, Discord, Feishu, WeCom or DingTalk webhook URL",
-     r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_\-]{20,})"
-     r"|discord(?:app)?\.com/api/webhooks/(?P<secret2>\d+/[A-Za-z0-9_\-]{20,})"
-     r"|open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/(?P<secret3>[A-Za-z0-9\-]{20,})"
-     r"|qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=(?P<secret4>[A-Za-z0-9\-]{20,})"
-     r"|oapi\.dingtalk\.com/robot/send\?access_token=(?P<secret5>[A-Za-z0-9]{20,})"),
+    (
+        "aws_access_key",
+        "AWS access key id",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    ),
+    ("github_token", "GitHub token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    (
+        "gitlab_token",
+        "GitLab token",
+        _B + r"(?:gl(?:pat|dt|ptt|rt|oas|cbt|imt|ft|agent|soat)-[A-Za-z0-9_\-]{20,}|GR1348941[A-Za-z0-9_\-]{20,})",
+    ),
+    (
+        "registry_token",
+        "npm, PyPI, RubyGems, NuGet or Docker Hub token",
+        _B + r"(?:npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{40,}|rubygems_[a-f0-9]{40,}"
+        r"|oy2[a-z0-9]{43}|dckr_pat_[A-Za-z0-9_\-]{20,})",
+    ),
+    (
+        "sk_api_key",
+        "OpenAI, Anthropic, DashScope, Hugging Face or other model-service key",
+        _B + rf"(?:{SK_KEY}"
+        r"|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{30,}|r8_[A-Za-z0-9]{30,}|pplx-[A-Za-z0-9]{30,}"
+        r"|xai-[A-Za-z0-9]{30,}|sk-ant-[A-Za-z0-9_\-]{20,})",
+    ),
+    (
+        "stripe_key",
+        "Stripe, Square, PayPal or Shopify secret",
+        _B + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}"
+        r"|sq0(?:atp|csp)-[A-Za-z0-9_\-]{20,}|EAAA[A-Za-z0-9_\-]{56,}"
+        r"|access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}"
+        r"|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})",
+    ),
+    (
+        "mail_key",
+        "Mailgun, SendGrid, Mailchimp or Postmark key",
+        r"(?<![A-Za-z0-9])(?:key-[0-9a-zA-Z]{32}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"
+        r"|[0-9a-f]{32}-us\d{1,2}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})(?![A-Za-z0-9])",
+    ),
+    ("slack_token", "Slack token", r"(?<![A-Za-z0-9])(?:xox[abpores]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})"),
+    (
+        "telegram_bot_token",
+        "Telegram bot token",
+        r"(?<![0-9])\d{6,12}:(?:AA[A-Za-z0-9_\-]{30,}|[A-Za-z0-9_\-]{35})(?![A-Za-z0-9_\-])",
+    ),
+    ("twilio_key", "Twilio API key or account SID", r"(?<![A-Za-z0-9])(?:SK|AC)[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+    (
+        "discord_token",
+        "Discord bot token",
+        r"(?<![A-Za-z0-9])[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}(?![A-Za-z0-9])",
+    ),
+    (
+        "google_api_key",
+        "Google API key, OAuth token or client secret",
+        _B + r"(?:AIza[0-9A-Za-z_\-]{30,}|ya29\.[0-9A-Za-z_\-]{20,}|GOCSPX-[A-Za-z0-9_\-]{20,}"
+        r"|1//0[0-9A-Za-z_\-]{30,})",
+    ),
+    (
+        "cloud_key",
+        "Alibaba, Tencent, Volcengine, DigitalOcean or other cloud key",
+        r"(?<![A-Za-z0-9])(?:LTAI[A-Za-z0-9]{12,24}|AKID[A-Za-z0-9]{28,36}|AKLT[A-Za-z0-9_\-]{20,}"
+        r"|dop_v1_[a-f0-9]{64}|do[or]_v1_[a-f0-9]{64}|hvs\.[A-Za-z0-9_\-]{20,}|hvb\.[A-Za-z0-9_\-]{20,}"
+        r"|dapi[a-f0-9]{32}|glsa_[A-Za-z0-9_]{20,}|sntrys_[A-Za-z0-9_\-]{20,}|PMAK-[A-Za-z0-9\-]{20,}"
+        r"|ATATT[A-Za-z0-9_\-=]{20,}|lin_api_[A-Za-z0-9]{20,}|ntn_[A-Za-z0-9]{20,}|secret_[A-Za-z0-9]{43}"
+        r"|figd_[A-Za-z0-9_\-]{20,}|sbp_[a-f0-9]{40}|dp\.pt\.[A-Za-z0-9]{20,}|pul-[a-f0-9]{40})(?![A-Za-z0-9])",
+    ),
+    (
+        "azure_storage_key",
+        "Azure storage or service-bus key",
+        r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/%=&:]{20,})"
+        r"|(?<![A-Za-z0-9+/])(?P<secret2>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])",
+    ),
+    (
+        "webhook_url",
+        "Slack, Discord, Feishu, WeCom or DingTalk webhook URL",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9/_\-]{20,})"
+        r"|discord(?:app)?\.com/api/webhooks/(?P<secret2>\d+/[A-Za-z0-9_\-]{20,})"
+        r"|open\.(?:feishu\.cn|larksuite\.com)/open-apis/bot/v2/hook/(?P<secret3>[A-Za-z0-9\-]{20,})"
+        r"|qyapi\.weixin\.qq\.com/cgi-bin/webhook/send\?key=(?P<secret4>[A-Za-z0-9\-]{20,})"
+        r"|oapi\.dingtalk\.com/robot/send\?access_token=(?P<secret5>[A-Za-z0-9]{20,})",
+    ),
     ("jwt", "JSON Web Token", JWT),
 )
 
@@ -170,7 +203,7 @@ _LEADS: dict[str, str] = {
     "twilio_key": r"(?:SK|AC)(?=[0-9a-fA-F])",  # a hex digit next: not the "AC" of every [REDACTED]
     "google_api_key": r"AIza|ya29\.|GOCSPX-|1//0",
     "cloud_key": r"LTAI|AKID|AKLT|dop_v1_|do[or]_v1_|hvs\.|hvb\.|dapi|glsa_|sntrys_|PMAK-|ATATT|lin_api_|ntn_"
-                 r"|secret_|figd_|sbp_|dp\.pt\.|pul-",
+    r"|secret_|figd_|sbp_|dp\.pt\.|pul-",
     "jwt": r"eyJ",
 }
 
@@ -193,16 +226,40 @@ def _vendor_scanner(rule: str, pattern: str) -> Scanner:
 
 
 def _rules() -> tuple[TextRule, ...]:
-    rules = [TextRule("private_key_block", "PEM, OpenSSH or PuTTY private key",
-                      gated(regex_scanner(_PEM, re.DOTALL), "private key", "putty", "age-secret"), True)]
-    rules += [TextRule(rule, description, _vendor_scanner(rule, pattern), True,
-                       touching_marker(_RUNS[rule]) if rule in _RUNS else None)
-              for rule, description, pattern in _VENDOR_KEYS]
-    rules.append(TextRule("url_credentials", "URL or connection string with a password",
-                          gated(gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), *_URL_MARKS),
-                                "://", "=", "-p"), True))
-    rules.append(TextRule("wifi_qr", "Wi-Fi QR code with a password",
-                          gated(regex_scanner(_WIFI_QR, accept=_not_placeholder), "wifi:"), True))
+    rules = [
+        TextRule(
+            "private_key_block",
+            "PEM, OpenSSH or PuTTY private key",
+            gated(regex_scanner(_PEM, re.DOTALL), "private key", "putty", "age-secret"),
+            True,
+        )
+    ]
+    rules += [
+        TextRule(
+            rule,
+            description,
+            _vendor_scanner(rule, pattern),
+            True,
+            touching_marker(_RUNS[rule]) if rule in _RUNS else None,
+        )
+        for rule, description, pattern in _VENDOR_KEYS
+    ]
+    rules.append(
+        TextRule(
+            "url_credentials",
+            "URL or connection string with a password",
+            gated(gated(regex_scanner(_URL_CREDENTIALS, accept=_not_placeholder), *_URL_MARKS), "://", "=", "-p"),
+            True,
+        )
+    )
+    rules.append(
+        TextRule(
+            "wifi_qr",
+            "Wi-Fi QR code with a password",
+            gated(regex_scanner(_WIFI_QR, accept=_not_placeholder), "wifi:"),
+            True,
+        )
+    )
     return tuple(rules)
 
 

@@ -61,8 +61,9 @@ _CODE_REF = re.compile(
 )
 # A core that is a placeholder or code, or opens with a marker: one pattern
 # (a step per value of a text of secrets).
-_FILLER_CORE = re.compile(r"(?ix:" + PLACEHOLDER.pattern + r")\Z|(?:" + _CODE_REF.pattern + r")\Z|"
-                          + _MARKER_FIRST.pattern)
+_FILLER_CORE = re.compile(
+    r"(?ix:" + PLACEHOLDER.pattern + r")\Z|(?:" + _CODE_REF.pattern + r")\Z|" + _MARKER_FIRST.pattern
+)
 # Particles and punctuation that end a clause ("密码是hunter啊", "... is swordfish.").
 _CLAUSE_END = re.compile(
     r"[ \t]*(?:$|\n|[.,!?;:)\]}，。！？；：、…~]|[了啊呀哦吧啦哈喔嘛呢]"
@@ -89,7 +90,8 @@ def is_filler(core: str, raw: str) -> bool:
         return True
     stripped = raw.rstrip(".,;:!?")
     return (raw != core and PLACEHOLDER.fullmatch(raw) is not None) or (
-        stripped != core and stripped != raw and PLACEHOLDER.fullmatch(stripped) is not None)
+        stripped != core and stripped != raw and PLACEHOLDER.fullmatch(stripped) is not None
+    )
 
 
 def value_span(value: re.Match[str], group: str) -> tuple[int, int]:

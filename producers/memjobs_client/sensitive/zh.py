@@ -25,7 +25,9 @@ _ZH_TAIL = re.compile(
     r"""
     [ \t]*
     (?:
-        [""" + _ZH_FILLER + r"""]{0,6}
+        ["""
+    + _ZH_FILLER
+    + r"""]{0,6}
         [ \t]*
         (?:就是|是|为|為|叫|叫做|设置成了?|设置为|设为了?|设成了?|改成了?|改为了?|换成了?|变成了?|更改为
           |修改为|修改成了?|重置为|重置成了?|设的是|用的是|写的是|输入|:|=)
@@ -37,9 +39,17 @@ _ZH_TAIL = re.compile(
         ["'“‘「『《](?P<quoted>[^"'”’」』》\n]{2,40})["'”’」』》]
       | ["'“‘「『【\[(（]?[ \t]*
         (?:
-            (?P<digits>\d(?:[ \-]?\d){3,})(?![0-9A-Za-z]|[ \t]*[""" + _ZH_UNITS + r"""])
-          | (?P<zhnum>[""" + _ZH_NUMERALS + r"""](?:[ ,，、]?[""" + _ZH_NUMERALS + r"""]){3,})
-            (?![""" + _ZH_UNITS + r"""])
+            (?P<digits>\d(?:[ \-]?\d){3,})(?![0-9A-Za-z]|[ \t]*["""
+    + _ZH_UNITS
+    + r"""])
+          | (?P<zhnum>["""
+    + _ZH_NUMERALS
+    + r"""](?:[ ,，、]?["""
+    + _ZH_NUMERALS
+    + r"""]){3,})
+            (?!["""
+    + _ZH_UNITS
+    + r"""])
           | (?P<plain>[!#-&(-_a-~]+)
         )
     )
@@ -49,8 +59,28 @@ _ZH_TAIL = re.compile(
 _UNIT_AFTER = re.compile(r"[ \t]*[" + _ZH_UNITS + "]")
 _ZH_QUESTION = frozenset(["什么", "多少", "啥", "哪个", "几位", "几个", "多长", "怎么", "忘了", "不对", "错了", "正确"])
 # Words that say something about a passphrase rather than being one.
-_ZH_NOT_VALUES = frozenset(["错误", "过期", "无效", "失效", "一样", "相同", "不同", "必须", "需要", "意思", "区别",
-                            "修改", "重置", "忘记", "保密", "安全", "复杂", "简单"])
+_ZH_NOT_VALUES = frozenset(
+    [
+        "错误",
+        "过期",
+        "无效",
+        "失效",
+        "一样",
+        "相同",
+        "不同",
+        "必须",
+        "需要",
+        "意思",
+        "区别",
+        "修改",
+        "重置",
+        "忘记",
+        "保密",
+        "安全",
+        "复杂",
+        "简单",
+    ]
+)
 
 
 def _zh_value_ok(value: re.Match[str], text: str) -> bool:
@@ -120,7 +150,5 @@ def chinese_reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
     """Value first: "123456 是我的银行卡密码", "abc@2024就是我家wifi密码"."""
     for match in _ZH_REVERSE.finditer(text):
         core = match.group("value").rstrip(".,;:")
-        if len(core) >= 4 and not is_filler(core, core) and (
-            any(c.isdigit() for c in core) or len(core) >= 6
-        ):
+        if len(core) >= 4 and not is_filler(core, core) and (any(c.isdigit() for c in core) or len(core) >= 6):
             yield match.start("value"), match.start("value") + len(core)

@@ -49,8 +49,7 @@ def start_beside_stack(settings: Settings, endpoints: Endpoints) -> Any:
         if "api_port" in settings.model_fields_set or "cannot listen" not in str(exc):
             raise
         server = ApiServer(settings.model_copy(update={"api_port": 0}), endpoints)
-        print(f"memjobs: port {settings.api_port} is taken; the API serves on a free port",
-              flush=True)
+        print(f"memjobs: port {settings.api_port} is taken; the API serves on a free port", flush=True)
     url = server.start()
     record_api_url(settings.data_dir, url)
     return server
@@ -58,5 +57,4 @@ def start_beside_stack(settings: Settings, endpoints: Endpoints) -> Any:
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=None, help="bind address (default MEMJOBS_API_HOST)")
-    p.add_argument("--port", type=int, default=None, help="port, 0 for any free one "
-                   "(default MEMJOBS_API_PORT)")
+    p.add_argument("--port", type=int, default=None, help="port, 0 for any free one (default MEMJOBS_API_PORT)")

@@ -23,8 +23,14 @@ from memjobs_worker.settings import Settings
 TIMEOUT_S = 10.0
 
 
-def api_get(view: StackView | None, settings: Settings, path: str, owner: str,
-            params: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def api_get(
+    view: StackView | None,
+    settings: Settings,
+    path: str,
+    owner: str,
+    params: dict[str, Any],
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """``GET path?params`` on the running stack's API for ``owner`` (``POST``
     of the JSON ``body`` when one is given: recall); None when the API cannot
     answer this read (see the module's docstring)."""
@@ -33,8 +39,7 @@ def api_get(view: StackView | None, settings: Settings, path: str, owner: str,
     if not view.stack.api_url.startswith("http://"):
         return None
     token = settings.api_host_token or settings.api_gateway_token
-    wants_token = any(view.secrets_set.get(name) for name in
-                      ("api_gateway_token", "api_host_token", "api_token_key"))
+    wants_token = any(view.secrets_set.get(name) for name in ("api_gateway_token", "api_host_token", "api_token_key"))
     if wants_token and token is None:
         return None
     try:

@@ -35,9 +35,16 @@ def jsonl_line(entry: AuditEntry) -> str:
     """One line of the seeds' ``memory-audit.jsonl``: when, whose (sha256), which
     session, document and operation, whether applied, the version and the error
     (the reason a patch was not applied, else null); never the memory text."""
-    line = {"ts": entry.at.isoformat() if entry.at is not None else None, "owner_key": entry.owner_key,
-            "session_id": entry.session, "doc": entry.doc, "op": entry.op, "applied": entry.applied,
-            "version": entry.version, "error": entry.reason}
+    line = {
+        "ts": entry.at.isoformat() if entry.at is not None else None,
+        "owner_key": entry.owner_key,
+        "session_id": entry.session,
+        "doc": entry.doc,
+        "op": entry.op,
+        "applied": entry.applied,
+        "version": entry.version,
+        "error": entry.reason,
+    }
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -48,8 +55,11 @@ def audit(settings: Settings, args: argparse.Namespace) -> int:
     if args.erasures:
         return _erasures(settings, args)
     since = datetime.now(UTC) - timedelta(days=args.days) if args.days is not None else None
-    filters: dict[str, Any] = {"owner_key": owner_arg(args.owner) if args.owner else None,
-                               "session": args.session, "source": args.source}
+    filters: dict[str, Any] = {
+        "owner_key": owner_arg(args.owner) if args.owner else None,
+        "session": args.session,
+        "source": args.source,
+    }
     with runtime_for(settings) as rt:
         entries = rt.audit.entries(**filters, since=since, before_id=args.before_id, limit=args.limit)
         if args.jsonl or args.follow:
@@ -63,8 +73,7 @@ def audit(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def _lines(trail: AuditTrail, latest: list[AuditEntry], filters: dict[str, Any], *,
-           follow: bool, poll_s: float) -> int:
+def _lines(trail: AuditTrail, latest: list[AuditEntry], filters: dict[str, Any], *, follow: bool, poll_s: float) -> int:
     """Print ``latest`` as JSON Lines, oldest first; with ``follow``, then every new row."""
     try:
         for entry in reversed(latest):
@@ -74,8 +83,7 @@ def _lines(trail: AuditTrail, latest: list[AuditEntry], filters: dict[str, Any],
         last = max((e.id or 0 for e in latest), default=0) or trail.last_id()
         seen = {e.id for e in latest}
         while True:
-            found = [e for e in trail.entries_after(max(0, last - _LOOKBACK_IDS), **filters)
-                     if e.id not in seen]
+            found = [e for e in trail.entries_after(max(0, last - _LOOKBACK_IDS), **filters) if e.id not in seen]
             for entry in found:
                 _print(entry)
                 seen.add(entry.id)
@@ -107,17 +115,23 @@ def _erasures(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--erasures", action="store_true",
-                   help="list the owners' erasures instead: when, and records per store (never whose)")
+    p.add_argument(
+        "--erasures",
+        action="store_true",
+        help="list the owners' erasures instead: when, and records per store (never whose)",
+    )
     p.add_argument("--owner", help="only this owner (its id; the trail keeps only its sha256)")
     p.add_argument("--session", help="only this session")
     p.add_argument("--source", help="only this source (consolidation, memory_tool, cli, …)")
     p.add_argument("--days", type=float, help="only the last DAYS days")
     p.add_argument("--before-id", type=int, help="entries older than this id (paging)")
     p.add_argument("--limit", type=int, default=50, help="at most this many entries (default 50, max 1000)")
-    p.add_argument("--jsonl", action="store_true",
-                   help="the lines of the seeds' memory-audit.jsonl, oldest first (never text)")
-    p.add_argument("--follow", action="store_true",
-                   help="after the latest entries, print every new one as it is written (JSON Lines), "
-                        "until interrupted")
+    p.add_argument(
+        "--jsonl", action="store_true", help="the lines of the seeds' memory-audit.jsonl, oldest first (never text)"
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="after the latest entries, print every new one as it is written (JSON Lines), until interrupted",
+    )
     p.add_argument("--poll-ms", type=int, default=1000, help="--follow: how often to look for new rows")

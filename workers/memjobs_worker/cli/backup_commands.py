@@ -22,8 +22,10 @@ def backup(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         emit(summary, as_json=True)
     else:
-        say(f"backup written to {output} ({summary['bytes']:,} bytes); restore it with "
-            f"`memjobs restore {output} --data-dir NEW`")
+        say(
+            f"backup written to {output} ({summary['bytes']:,} bytes); restore it with "
+            f"`memjobs restore {output} --data-dir NEW`"
+        )
     return exits.OK
 
 
@@ -31,8 +33,7 @@ def restore(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.ops.backup import restore as run_restore
 
     target = Path(args.data_dir).expanduser().absolute()
-    summary = run_restore(settings, Path(args.archive).expanduser().absolute(), target,
-                          progress=_progress(args))
+    summary = run_restore(settings, Path(args.archive).expanduser().absolute(), target, progress=_progress(args))
     for notice in summary["notices"]:
         say(f"memjobs: {notice}", err=True)
     if args.json:
@@ -50,8 +51,13 @@ def import_gateway(settings: Settings, args: argparse.Namespace) -> int:
     knowledge_dir = Path(args.knowledge_dir).expanduser().absolute() if args.knowledge_dir else None
     check_request(settings, memory_dir, knowledge_dir, consent=args.consent)
     with runtime_for(settings) as rt:
-        run = GatewayImport(rt.memory_docs, settings=settings, knowledge=rt.knowledge if knowledge_dir else None,
-                            client=rt.client, progress=_progress(args))
+        run = GatewayImport(
+            rt.memory_docs,
+            settings=settings,
+            knowledge=rt.knowledge if knowledge_dir else None,
+            client=rt.client,
+            progress=_progress(args),
+        )
         summary = run.run(memory_dir, knowledge_dir)
     if args.json:
         emit(summary, as_json=True)
@@ -65,6 +71,7 @@ def import_gateway(settings: Settings, args: argparse.Namespace) -> int:
 def _progress(args: argparse.Namespace) -> Callable[[str], None]:
     def line(text: str) -> None:
         say(text, err=bool(args.json))  # stdout stays one JSON document with --json
+
     return line
 
 
@@ -73,21 +80,28 @@ def _progress(args: argparse.Namespace) -> Callable[[str], None]:
 
 def backup_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="the running stack's data directory (default: MEMJOBS_DATA_DIR)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="the archive to write (a tar; never overwritten)")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the archive to write (a tar; never overwritten)"
+    )
 
 
 def restore_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("archive", metavar="FILE", help="an archive `memjobs backup` wrote")
-    p.add_argument("--data-dir", required=True, metavar="NEW",
-                   help="a new or empty directory to restore into")
+    p.add_argument("--data-dir", required=True, metavar="NEW", help="a new or empty directory to restore into")
 
 
 def import_gateway_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--memory-dir", required=True, metavar="DIR",
-                   help="the gateway's folder of one folder per user (its name: the owner id) "
-                        "holding USER.md and MEMORY.md")
-    p.add_argument("--knowledge-dir", metavar="DIR",
-                   help="the gateway's knowledge folder, one folder per user; indexed only with --consent")
-    p.add_argument("--consent", action="store_true",
-                   help="the users consented to sending their documents to the embedding service")
+    p.add_argument(
+        "--memory-dir",
+        required=True,
+        metavar="DIR",
+        help="the gateway's folder of one folder per user (its name: the owner id) holding USER.md and MEMORY.md",
+    )
+    p.add_argument(
+        "--knowledge-dir",
+        metavar="DIR",
+        help="the gateway's knowledge folder, one folder per user; indexed only with --consent",
+    )
+    p.add_argument(
+        "--consent", action="store_true", help="the users consented to sending their documents to the embedding service"
+    )

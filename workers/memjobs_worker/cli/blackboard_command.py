@@ -35,15 +35,23 @@ def blackboard(settings: Settings, args: argparse.Namespace) -> int:
         raise InvalidPayload("--session is required")
     with runtime_for(settings) as rt:
         entries = rt.blackboard.restore(key, args.session)
-    emit(entries, as_json=args.json, columns=["seq", "entry_id", "at", "trust", "priority", "kind", "result"],
-         empty="no entries")
+    emit(
+        entries,
+        as_json=args.json,
+        columns=["seq", "entry_id", "at", "trust", "priority", "kind", "result"],
+        empty="no entries",
+    )
     return exits.OK
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["import", "show"],
-                   help="import the seeds' SQLite blackboard; show a session's entries")
+    p.add_argument(
+        "action", choices=["import", "show"], help="import the seeds' SQLite blackboard; show a session's entries"
+    )
     p.add_argument("--owner", help="the owner (import: default NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID)")
-    p.add_argument("--path", help="import: the SQLite file (default NOVA_AUDIO_AGENT_BLACKBOARD_PATH, "
-                                  "~/.nova-audio-agent/blackboard.sqlite)")
+    p.add_argument(
+        "--path",
+        help="import: the SQLite file (default NOVA_AUDIO_AGENT_BLACKBOARD_PATH, "
+        "~/.nova-audio-agent/blackboard.sqlite)",
+    )
     p.add_argument("--session", help="show: the session")

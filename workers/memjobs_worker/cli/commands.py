@@ -32,19 +32,28 @@ def config(settings: Settings, args: argparse.Namespace) -> int:
         document[name] = "[REDACTED]" if is_set else None  # the stack's: whether set, never the value
     document["from"] = {name: view.origins.get(name, "derived") for name in document}
     if view.stack is not None:
-        document["stack"] = {"pid": view.stack.pid, "api_url": view.stack.api_url,
-                             "metrics_url": view.stack.metrics_url}
+        document["stack"] = {
+            "pid": view.stack.pid,
+            "api_url": view.stack.api_url,
+            "metrics_url": view.stack.metrics_url,
+        }
     if args.json:
         emit(document, as_json=True)
         return exits.OK
     origins = document.pop("from")
     document.pop("stack", None)
-    rows = [{"setting": name, "variable": env_name(name) if origins[name] != "derived" else "-",
-             "value": value, "from": origins[name]} for name, value in document.items()]
+    rows = [
+        {
+            "setting": name,
+            "variable": env_name(name) if origins[name] != "derived" else "-",
+            "value": value,
+            "from": origins[name],
+        }
+        for name, value in document.items()
+    ]
     print(table(rows, ["setting", "value", "from", "variable"]))
     if view.stack is not None:
-        print(f"\nstack running in {settings.data_dir} (pid {view.stack.pid}): "
-              "its switches are the ones marked stack")
+        print(f"\nstack running in {settings.data_dir} (pid {view.stack.pid}): its switches are the ones marked stack")
     return exits.OK
 
 
@@ -62,20 +71,30 @@ def _paged(args: argparse.Namespace) -> StackView | None:
 def sources(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
     listing: list[dict[str, Any]]
-    via_api = api_get(_paged(args), settings, "/v1/sources", args.owner,
-                      {"limit": args.limit + 1, "include_text": str(args.show_text).lower()})
+    via_api = api_get(
+        _paged(args),
+        settings,
+        "/v1/sources",
+        args.owner,
+        {"limit": args.limit + 1, "include_text": str(args.show_text).lower()},
+    )
     if via_api is not None:
-        listing = [{name: row.get(name) for name in (*SOURCE_COLUMNS, "text")}
-                   for row in via_api["sources"]]
+        listing = [{name: row.get(name) for name in (*SOURCE_COLUMNS, "text")} for row in via_api["sources"]]
         more = bool(via_api.get("truncated")) or len(listing) > args.limit
     else:
         with runtime_for(settings) as rt:
             rows = rt.personal_memory.sources(key)
-        listing = [{"source_id": r.source_id, "state": r.state,
-                    "created_at": r.created_at.isoformat(),
-                    "learned_at": r.learned_at.isoformat() if r.learned_at else None,
-                    "reason": r.reason,  # why a source is failed (None otherwise)
-                    "text": r.text} for r in rows]
+        listing = [
+            {
+                "source_id": r.source_id,
+                "state": r.state,
+                "created_at": r.created_at.isoformat(),
+                "learned_at": r.learned_at.isoformat() if r.learned_at else None,
+                "reason": r.reason,  # why a source is failed (None otherwise)
+                "text": r.text,
+            }
+            for r in rows
+        ]
         more = False
     shown = limited(listing, args, "sources", more=more)
     if not args.show_text:
@@ -90,16 +109,21 @@ def memories(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
     via_api = api_get(_paged(args), settings, "/v1/memories", args.owner, {"limit": args.limit + 1})
     if via_api is not None:
-        found = [{"memory_id": m["memory_id"], "text": m["text"], "source_ids": m["source_ids"]}
-                 for m in via_api["memories"]]
+        found = [
+            {"memory_id": m["memory_id"], "text": m["text"], "source_ids": m["source_ids"]} for m in via_api["memories"]
+        ]
         more = bool(via_api.get("truncated")) or len(found) > args.limit
     else:
         with runtime_for(settings) as rt:
             hits = rt.personal_memory.memories(key)
         found = [{"memory_id": h.memory_id, "text": h.text, "source_ids": h.source_ids} for h in hits]
         more = False
-    emit(limited(found, args, "memories", more=more), as_json=args.json,
-         columns=["memory_id", "text", "source_ids"], empty="no memories")
+    emit(
+        limited(found, args, "memories", more=more),
+        as_json=args.json,
+        columns=["memory_id", "text", "source_ids"],
+        empty="no memories",
+    )
     return exits.OK
 
 
@@ -109,18 +133,24 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise InvalidPayload("--query must not be empty")
     key = owner_arg(args.owner)
-    via_api = api_get(getattr(args, "stack_view", None), settings, "/v1/recall", args.owner, {},
-                      body={"owner_id": args.owner, "query": args.query, "limit": args.limit})
+    via_api = api_get(
+        getattr(args, "stack_view", None),
+        settings,
+        "/v1/recall",
+        args.owner,
+        {},
+        body={"owner_id": args.owner, "query": args.query, "limit": args.limit},
+    )
     if via_api is not None:  # the stack's own embedder, already loaded: no model to load here
-        found = [{"memory_id": m["memory_id"], "text": m["text"], "score": m["score"],
-                  "source_ids": m["source_ids"]} for m in via_api["memories"]]
+        found = [
+            {"memory_id": m["memory_id"], "text": m["text"], "score": m["score"], "source_ids": m["source_ids"]}
+            for m in via_api["memories"]
+        ]
     else:
         with runtime_for(settings) as rt:
             hits = rt.personal_memory.recall(key, args.query, args.limit)
-        found = [{"memory_id": h.memory_id, "text": h.text, "score": h.score,
-                  "source_ids": h.source_ids} for h in hits]
-    emit(found, as_json=args.json, columns=["memory_id", "score", "text", "source_ids"],
-         empty="no memory matches")
+        found = [{"memory_id": h.memory_id, "text": h.text, "score": h.score, "source_ids": h.source_ids} for h in hits]
+    emit(found, as_json=args.json, columns=["memory_id", "score", "text", "source_ids"], empty="no memory matches")
     return exits.OK
 
 
@@ -134,8 +164,10 @@ def leftovers_problem(settings: Settings) -> str | None:
     left = find_leftovers(settings.data_dir)
     if not left:
         return None
-    return (f"no memjobs stack is running in {settings.data_dir}, but a memjobs up that died left "
-            f"{', '.join(str(x) for x in left)} running: `memjobs down` stops them")
+    return (
+        f"no memjobs stack is running in {settings.data_dir}, but a memjobs up that died left "
+        f"{', '.join(str(x) for x in left)} running: `memjobs down` stops them"
+    )
 
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
@@ -149,8 +181,10 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
         document = ops.status(rt.redis, rt.store)
     stack = read_stack(settings.data_dir)
     if stack is not None and stack.postgres_restarts:
-        document["embedded_postgres"] = {"restarts": stack.postgres_restarts,
-                                         "last_restarted_at": stack.postgres_restarted_at}
+        document["embedded_postgres"] = {
+            "restarts": stack.postgres_restarts,
+            "last_restarted_at": stack.postgres_restarted_at,
+        }
     if args.json:
         emit(document, as_json=True)
     else:
@@ -207,8 +241,7 @@ def listing_options(p: argparse.ArgumentParser) -> None:
 
 def sources_options(p: argparse.ArgumentParser) -> None:
     listing_options(p)
-    p.add_argument("--show-text", action="store_true",
-                   help="print each source's text too (it is the user's own words)")
+    p.add_argument("--show-text", action="store_true", help="print each source's text too (it is the user's own words)")
 
 
 def recall_options(p: argparse.ArgumentParser) -> None:
@@ -218,5 +251,10 @@ def recall_options(p: argparse.ArgumentParser) -> None:
 
 
 def sweep_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--every", type=float, default=None, metavar="SECONDS",
-                   help="sweep again every SECONDS until SIGTERM/SIGINT (a sweeper service)")
+    p.add_argument(
+        "--every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="sweep again every SECONDS until SIGTERM/SIGINT (a sweeper service)",
+    )

@@ -25,8 +25,7 @@ from memjobs_worker.settings import Settings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-LIST_COLUMNS = ("message_id", "queue", "actor", "reason", "attempts", "first_failed_at",
-                "last_failed_at", "owner")
+LIST_COLUMNS = ("message_id", "queue", "actor", "reason", "attempts", "first_failed_at", "last_failed_at", "owner")
 
 
 def duration_s(text: str) -> float:
@@ -46,12 +45,14 @@ def options(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every dead letter, the latest first (no text)")
     listing.add_argument("--queue", choices=QUEUES, default=None, help="only this queue's letters")
-    listing.add_argument("--limit", type=int, default=None,
-                         help="at most this many, the latest first (default: every letter)")
+    listing.add_argument(
+        "--limit", type=int, default=None, help="at most this many, the latest first (default: every letter)"
+    )
     show = actions.add_parser("show", help="one dead letter, its payload redacted")
     show.add_argument("id", help="message id (or dead-letter id)")
-    show.add_argument("--reveal", action="store_true",
-                      help="show the payload's text and the error's last line (secrets redacted)")
+    show.add_argument(
+        "--reveal", action="store_true", help="show the payload's text and the error's last line (secrets redacted)"
+    )
     retry = actions.add_parser("retry", help="replay on the original queue (jobs are idempotent)")
     which = retry.add_mutually_exclusive_group(required=True)
     which.add_argument("id", nargs="?", help="message id (or dead-letter id)")
@@ -60,8 +61,9 @@ def options(p: argparse.ArgumentParser) -> None:
     purge = actions.add_parser("purge", help="delete for good")
     purge.add_argument("id", nargs="?", help="message id (or dead-letter id)")
     purge.add_argument("--queue", choices=QUEUES, default=None, help="only this queue")
-    purge.add_argument("--older-than", default=None, metavar="DURATION",
-                       help="only letters dead longer than this (90s, 15m, 2h, 7d)")
+    purge.add_argument(
+        "--older-than", default=None, metavar="DURATION", help="only letters dead longer than this (90s, 15m, 2h, 7d)"
+    )
     purge.add_argument("--all", action="store_true", help="every letter (of --queue)")
     for sub in (listing, show, retry, purge):
         sub.add_argument("--json", action="store_true", help="print one JSON document")
@@ -91,8 +93,16 @@ def _print(document: Any, as_json: bool, human: str) -> None:
 
 def _list(letters: DeadLetters, args: argparse.Namespace) -> int:
     found = [x.as_dict() for x in limited(letters.letters(args.queue), args, "dead letters")]
-    rows = [{**row, **{name: row[name][:19].replace("T", " ") if row[name] else None
-                       for name in ("first_failed_at", "last_failed_at")}} for row in found]
+    rows = [
+        {
+            **row,
+            **{
+                name: row[name][:19].replace("T", " ") if row[name] else None
+                for name in ("first_failed_at", "last_failed_at")
+            },
+        }
+        for row in found
+    ]
     human = table(rows, LIST_COLUMNS) + f"\n{len(rows)} dead letter(s)" if rows else "no dead letters"
     _print({"dead_letters": found}, args.json, human)
     return exits.OK
@@ -103,8 +113,11 @@ def _show(letters: DeadLetters, args: argparse.Namespace) -> int:
     if shown is None:
         error(f"no dead letter {args.id}")
         return exits.NOT_FOUND
-    human = "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v}"
-                      for k, v in shown.items() if v is not None)
+    human = "\n".join(
+        f"{k}: {json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v}"
+        for k, v in shown.items()
+        if v is not None
+    )
     _print(shown, args.json, human)
     return exits.OK
 

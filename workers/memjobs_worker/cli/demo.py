@@ -25,8 +25,11 @@ CONVERSATION = [
     "My daughter's birthday is on March 3rd.",
 ]
 SECRET = "my wifi password is Tr0ub4dor&3"
-NOTE = {"doc_id": "tea-notes", "title": "Tea notes",
-        "text": "Longjing green tea comes from Hangzhou. Brew it with water at 80 degrees for two minutes."}
+NOTE = {
+    "doc_id": "tea-notes",
+    "title": "Tea notes",
+    "text": "Longjing green tea comes from Hangzhou. Brew it with water at 80 degrees for two minutes.",
+}
 
 
 def run_demo(settings: Settings) -> int:
@@ -35,8 +38,11 @@ def run_demo(settings: Settings) -> int:
         endpoints = resolve_endpoints(settings)
         step(0, "using the running memjobs stack")
     else:
-        step(0, f"starting the embedded stack in {settings.data_dir} "
-                "(its own Redis and PostgreSQL with pgvector, one worker; knowledge turned on)")
+        step(
+            0,
+            f"starting the embedded stack in {settings.data_dir} "
+            "(its own Redis and PostgreSQL with pgvector, one worker; knowledge turned on)",
+        )
         # Knowledge is opt-in: the demo's own stack turns it on for its scenario
         # (its workers read the environment, as `MEMJOBS_KNOWLEDGE=on memjobs up` would).
         os.environ["MEMJOBS_KNOWLEDGE"] = "on"
@@ -64,8 +70,11 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
     runtime = Runtime(settings, endpoints, client)
     owner = f"demo-{uuid.uuid4().hex[:8]}"
     key = owner_key(owner)
-    mode = ("model " + settings.memory_model) if settings.model_configured else (
-        "no model configured: sources are stored verbatim")
+    mode = (
+        ("model " + settings.memory_model)
+        if settings.model_configured
+        else ("no model configured: sources are stored verbatim")
+    )
     try:
         step(1, f"remembering a short conversation for owner {owner} ({mode})")
         ids = {}
@@ -110,16 +119,17 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         client.close()
 
 
-def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str,
-                    key: str) -> int:
+def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
     if not settings.consolidation_enabled:
-        step(9, "end of session: skipped, automatic consolidation is off (no model endpoint "
-                "configured: set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL for a local "
-                "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)")
+        step(
+            9,
+            "end of session: skipped, automatic consolidation is off (no model endpoint "
+            "configured: set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL for a local "
+            "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)",
+        )
         return exits.OK
     step(9, f"end of session: {settings.memory_model} proposes patches to USER.md and MEMORY.md")
-    transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()}
-                  for text in CONVERSATION]
+    transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()} for text in CONVERSATION]
     sent = client.end_session(owner, "demo", transcript)
     print(f"    enqueued: {', '.join(sent)}")
     if not wait_for_owner(runtime, key, timeout_s=180):
@@ -134,8 +144,7 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
     return exits.OK
 
 
-def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str,
-               key: str) -> int:
+def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
     if not settings.knowledge_enabled:
         step(10, "knowledge: skipped, it is off on this stack (opt-in: MEMJOBS_KNOWLEDGE=on)")
         return exits.OK
@@ -159,7 +168,8 @@ def wait_for_owner(runtime: Runtime, key: str, timeout_s: float) -> bool:
     streak = 0
     while time.monotonic() < deadline:
         busy = owner_has_messages(runtime.redis, key) or any(
-            row.state == "pending" for row in runtime.store.list_sources(key))
+            row.state == "pending" for row in runtime.store.list_sources(key)
+        )
         streak = 0 if busy else streak + 1
         if streak >= 2:
             return True

@@ -38,13 +38,17 @@ def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
     """What is not done: busy queues, pending sources, retrying jobs (the newest
     of the workers' record, :mod:`memjobs_worker.observability.retrying`; read
     only when shown)."""
-    queues = {name: {k: v for k, v in q.items() if k != "dead" and v}
-              for name, q in ops.queue_stats(rt.redis).items()
-              # knowledge off: no worker consumes its queue, so waiting on it is futile
-              if rt.settings.knowledge_enabled or name != QUEUE_KNOWLEDGE}
-    return {"queues": {name: q for name, q in queues.items() if q},
-            "pending_sources": rt.store.counts_by_state()["pending"],
-            "retrying": _retrying(rt) if with_retrying else []}
+    queues = {
+        name: {k: v for k, v in q.items() if k != "dead" and v}
+        for name, q in ops.queue_stats(rt.redis).items()
+        # knowledge off: no worker consumes its queue, so waiting on it is futile
+        if rt.settings.knowledge_enabled or name != QUEUE_KNOWLEDGE
+    }
+    return {
+        "queues": {name: q for name, q in queues.items() if q},
+        "pending_sources": rt.store.counts_by_state()["pending"],
+        "retrying": _retrying(rt) if with_retrying else [],
+    }
 
 
 def _retrying(rt: Runtime) -> list[dict[str, Any]]:
@@ -64,8 +68,10 @@ def describe(remaining: dict[str, Any]) -> list[str]:
     if remaining["pending_sources"]:
         lines.append(f"sources pending in the ledger: {remaining['pending_sources']}")
     for job in remaining["retrying"]:
-        lines.append(f"retrying {job['actor']} {job['message_id']} on {job['queue']} "
-                     f"(attempt {job['failures'] + 1}): {job['reason']}")
+        lines.append(
+            f"retrying {job['actor']} {job['message_id']} on {job['queue']} "
+            f"(attempt {job['failures'] + 1}): {job['reason']}"
+        )
     if not lines:
         lines.append("nothing (it drained just now)")
     return lines
@@ -107,8 +113,7 @@ def _ctrl_c() -> Iterator[threading.Event]:
 
 
 def drain(settings: Settings, args: argparse.Namespace) -> int:
-    progress = Progress("jobs and pending sources", doing="draining", as_json=args.json,
-                        every_s=args.every)
+    progress = Progress("jobs and pending sources", doing="draining", as_json=args.json, every_s=args.every)
     started = time.monotonic()
     deadline = started + args.timeout
     with runtime_for(settings) as rt, _ctrl_c() as stop:
@@ -124,8 +129,7 @@ def drain(settings: Settings, args: argparse.Namespace) -> int:
                 return _report(args, "drain interrupted (Ctrl-C)", left(rt), exits.INTERRUPTED)
             if now >= deadline:
                 progress.clear()
-                return _report(args, f"not drained after {args.timeout:g} s", left(rt),
-                               exits.FAILED)
+                return _report(args, f"not drained after {args.timeout:g} s", left(rt), exits.FAILED)
             progress.update(amount(remaining), detail=_detail(remaining))
             stop.wait(POLL_S)
     progress.clear()
@@ -147,8 +151,17 @@ def _report(args: argparse.Namespace, headline: str, remaining: dict[str, Any], 
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="give up after this many seconds, saying what is left (default 120)")
-    p.add_argument("--every", type=float, default=5.0, metavar="SECONDS",
-                   help="in a pipe (or with --json), a progress line this often (default 5; "
-                        "a terminal's line is rewritten in place)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="give up after this many seconds, saying what is left (default 120)",
+    )
+    p.add_argument(
+        "--every",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="in a pipe (or with --json), a progress line this often (default 5; "
+        "a terminal's line is rewritten in place)",
+    )

@@ -34,10 +34,11 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.knowledge_enabled:
         raise KnowledgeOff()  # before the folder is even walked
     if not args.consent:
-        raise InvalidPayload("re-indexing sends the documents' text to the embedding service: it "
-                             "needs the user's consent (--consent)", reason="consent_required")
-    found = collect(args.path, settings.knowledge_root_paths, max_depth=args.max_depth,
-                    max_files=args.max_files)
+        raise InvalidPayload(
+            "re-indexing sends the documents' text to the embedding service: it needs the user's consent (--consent)",
+            reason="consent_required",
+        )
+    found = collect(args.path, settings.knowledge_root_paths, max_depth=args.max_depth, max_files=args.max_files)
     progress = _progress if sys.stderr.isatty() else None
     with runtime_for(settings) as rt:
         stored = {d.doc_id for d in rt.knowledge.documents(owner_arg(args.owner))}
@@ -45,21 +46,28 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
             raise InvalidPayload(
                 f"no documents under {', '.join(args.path)}: a re-index with none would delete all "
                 f"{len(stored)} indexed documents of this owner; pass --allow-empty to do that",
-                reason="empty_corpus")
+                reason="empty_corpus",
+            )
         named = {knowledge_path_id(f) for f in found.files}
         try:
-            sent = rt.client.reindex_knowledge(args.owner, found.files, args.consent,
-                                               allowed_roots=found.roots, on_part=progress)
+            sent = rt.client.reindex_knowledge(
+                args.owner, found.files, args.consent, allowed_roots=found.roots, on_part=progress
+            )
         except PermanentError as exc:
             if exc.reason == "consent_required":
-                raise InvalidPayload(str(exc).replace("consent=True", "--consent"),
-                                     reason=exc.reason) from None
+                raise InvalidPayload(str(exc).replace("consent=True", "--consent"), reason=exc.reason) from None
             raise
         parts = -(-max(sent, 1) // MAX_CORPUS_DOCUMENTS)
-        document = {"documents": sent, "add": len(named - stored), "replace": len(named & stored),
-                    "delete": len(stored - named), "parts": parts, "status": "queued",
-                    "skipped": found.listing.skipped,
-                    "skipped_counts": dict(found.listing.skipped_counts)}
+        document = {
+            "documents": sent,
+            "add": len(named - stored),
+            "replace": len(named & stored),
+            "delete": len(stored - named),
+            "parts": parts,
+            "status": "queued",
+            "skipped": found.listing.skipped,
+            "skipped_counts": dict(found.listing.skipped_counts),
+        }
         if not args.json:
             _say_queued(document, found.listing.skipped)
         if args.wait is None:
@@ -73,15 +81,16 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
     elif waited:
         say("indexed: `memjobs knowledge list` shows each document's state")
     else:
-        error(f"still indexing after {args.wait:g} s: `memjobs knowledge list` shows where it is; "
-              "the workers go on")
+        error(f"still indexing after {args.wait:g} s: `memjobs knowledge list` shows where it is; the workers go on")
     return exits.OK if waited else exits.FAILED
 
 
 def _say_queued(document: dict[str, Any], skipped: list[dict[str, Any]]) -> None:
     parts = document["parts"]
-    say(f"queued {document['documents']} documents in {parts} part{'s' if parts > 1 else ''}: "
-        f"{document['add']} to add, {document['replace']} to replace, {document['delete']} to delete")
+    say(
+        f"queued {document['documents']} documents in {parts} part{'s' if parts > 1 else ''}: "
+        f"{document['add']} to add, {document['replace']} to replace, {document['delete']} to delete"
+    )
     counts = document["skipped_counts"]
     if counts:
         say("skipped: " + ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(counts.items())))
@@ -100,8 +109,11 @@ def _wait(rt: Any, key: str, args: argparse.Namespace) -> bool:
                 return False
             total = len(record["documents"])
             left = total - total * record["parts_done"] // max(record["parts"], 1)
-            progress.update(left, total=total, detail=f"{record['state']}, part "
-                            f"{min(record['parts_done'] + 1, record['parts'])} of {record['parts']}")
+            progress.update(
+                left,
+                total=total,
+                detail=f"{record['state']}, part {min(record['parts_done'] + 1, record['parts'])} of {record['parts']}",
+            )
             time.sleep(0.2)
         return True
     finally:
@@ -123,19 +135,23 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         if not key:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
-            rows = _with_the_reindex_on_its_way(
-                rt, key, [_document(d, settings) for d in rt.knowledge.documents(key)])
-            emit(limited(rows, args, "documents"), as_json=args.json,
-                 columns=["doc_id", "title", "state", "reason", "limit", "chunks"],
-                 empty="no documents")
+            rows = _with_the_reindex_on_its_way(rt, key, [_document(d, settings) for d in rt.knowledge.documents(key)])
+            emit(
+                limited(rows, args, "documents"),
+                as_json=args.json,
+                columns=["doc_id", "title", "state", "reason", "limit", "chunks"],
+                empty="no documents",
+            )
             return exits.OK
         if not args.query or not args.query.strip():
             raise InvalidPayload("knowledge search needs --query")
         if not 1 <= args.k <= MAX_K:
             raise InvalidPayload(f"--k must be between 1 and {MAX_K}")
         outcome = rt.search_knowledge(key, args.query, args.k, all_chunks=args.all_chunks)
-    results = [{"text": r.text, "score": r.score, "title": r.title, "source": r.source,
-                "trust": r.trust} for r in outcome.results]
+    results = [
+        {"text": r.text, "score": r.score, "title": r.title, "source": r.source, "trust": r.trust}
+        for r in outcome.results
+    ]
     if args.json:
         emit({"mode": outcome.mode, "notice": outcome.notice, "results": results}, as_json=True)
         return exits.OK
@@ -151,8 +167,10 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
 def size_limit(reason: str | None, settings: Settings) -> str | None:
     """The cap a ``too_large`` refusal ran into, said with its setting."""
     if reason == "too_large":
-        return (f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge_max_file_bytes} bytes per file, "
-                f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge_max_doc_chars} characters per document")
+        return (
+            f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge_max_file_bytes} bytes per file, "
+            f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge_max_doc_chars} characters per document"
+        )
     if reason == "corpus_too_large":
         return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={settings.knowledge_max_corpus_chars} characters per corpus"
     return None
@@ -171,45 +189,89 @@ def _with_the_reindex_on_its_way(rt: Any, key: str, stored: list[dict[str, Any]]
         if doc_id in by_id:
             by_id[doc_id]["state"] = record["state"]
         else:
-            new.append({"doc_id": doc_id, "title": title, "source": None, "state": record["state"],
-                        "reason": None, "limit": None, "chars": None, "chunks": None, "updated_at": None})
+            new.append(
+                {
+                    "doc_id": doc_id,
+                    "title": title,
+                    "source": None,
+                    "state": record["state"],
+                    "reason": None,
+                    "limit": None,
+                    "chars": None,
+                    "chunks": None,
+                    "updated_at": None,
+                }
+            )
     return new + stored
 
 
 def _document(d: Any, settings: Settings) -> dict[str, Any]:
-    return {"doc_id": d.doc_id, "title": d.title, "source": d.source_label, "state": d.state,
-            "reason": d.reason, "limit": size_limit(d.reason, settings), "chars": d.chars,
-            "chunks": d.chunks, "updated_at": d.updated_at.isoformat()}
+    return {
+        "doc_id": d.doc_id,
+        "title": d.title,
+        "source": d.source_label,
+        "state": d.state,
+        "reason": d.reason,
+        "limit": size_limit(d.reason, settings),
+        "chars": d.chars,
+        "chunks": d.chunks,
+        "updated_at": d.updated_at.isoformat(),
+    }
 
 
 def reindex_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner (user) id whose documents these are")
-    p.add_argument("--path", action="append", required=True,
-                   help="a file or directory (repeatable); the owner's whole corpus")
-    p.add_argument("--consent", action="store_true",
-                   help="the user consents to sending the text to the embedding service")
-    p.add_argument("--max-depth", type=_positive, default=MAX_DEPTH,
-                   help=f"folder levels walked below a --path (default {MAX_DEPTH})")
-    p.add_argument("--max-files", type=_positive, default=MAX_FILES,
-                   help=f"files listed in all (default {MAX_FILES}); the rest are reported skipped")
-    p.add_argument("--allow-empty", action="store_true",
-                   help="allow a corpus of no documents (empties the owner's collection)")
-    p.add_argument("--wait", type=float, nargs="?", const=3600.0, default=None, metavar="SECONDS",
-                   help="wait until the workers have indexed it, showing progress (at most SECONDS, "
-                        "default 3600; exit 1 if still indexing)")
+    p.add_argument(
+        "--path", action="append", required=True, help="a file or directory (repeatable); the owner's whole corpus"
+    )
+    p.add_argument(
+        "--consent", action="store_true", help="the user consents to sending the text to the embedding service"
+    )
+    p.add_argument(
+        "--max-depth",
+        type=_positive,
+        default=MAX_DEPTH,
+        help=f"folder levels walked below a --path (default {MAX_DEPTH})",
+    )
+    p.add_argument(
+        "--max-files",
+        type=_positive,
+        default=MAX_FILES,
+        help=f"files listed in all (default {MAX_FILES}); the rest are reported skipped",
+    )
+    p.add_argument(
+        "--allow-empty", action="store_true", help="allow a corpus of no documents (empties the owner's collection)"
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        nargs="?",
+        const=3600.0,
+        default=None,
+        metavar="SECONDS",
+        help="wait until the workers have indexed it, showing progress (at most SECONDS, "
+        "default 3600; exit 1 if still indexing)",
+    )
 
 
 def knowledge_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["search", "list", "rebuild"],
-                   help="search the owner's documents, list them (with their state), or rebuild "
-                        "the full-text index of every owner")
+    p.add_argument(
+        "op",
+        choices=["search", "list", "rebuild"],
+        help="search the owner's documents, list them (with their state), or rebuild "
+        "the full-text index of every owner",
+    )
     p.add_argument("--owner", help="the owner (user) id (search and list)")
     p.add_argument("--query", help="search: what to look for, in any language")
-    p.add_argument("--limit", type=int, default=100,
-                   help="list: at most this many documents, the latest first (default 100)")
+    p.add_argument(
+        "--limit", type=int, default=100, help="list: at most this many documents, the latest first (default 100)"
+    )
     p.add_argument("--k", type=int, default=5, help=f"results, 1 to {MAX_K} (default 5)")
-    p.add_argument("--all-chunks", action="store_true",
-                   help="every matching chunk; by default one result per document (its best chunk)")
+    p.add_argument(
+        "--all-chunks",
+        action="store_true",
+        help="every matching chunk; by default one result per document (its best chunk)",
+    )
 
 
 def _positive(value: str) -> int:

@@ -50,87 +50,221 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("config", "commands:config", "print the effective settings, secrets redacted",
-            listing=True),
-    Command("up", "stack_commands:up", "run the embedded stack in the foreground (Redis, "
-            "PostgreSQL, workers, sweeper, HTTP API)", "stack_commands:pool_options",
-            own_settings=True),
-    Command("down", "stack_commands:down", "stop the data directory's stack (or what a dead "
-            "`memjobs up` left running) and wait until every process is gone",
-            "stack_commands:down_options", own_settings=True),
-    Command("worker", "stack_commands:worker", "run worker processes against the configured Redis",
-            "stack_commands:pool_options", own_settings=True),
-    Command("remember", "producer_commands:remember", "queue a source for an owner",
-            "producer_commands:remember_options", listing=True),
-    Command("forget", "producer_commands:forget", "forget a source at once and queue the deletion "
-            "of its memories (not_found, exit 6, for a source the owner does not have)",
-            "producer_commands:forget_options", listing=True),
-    Command("end-session", "producer_commands:end_session", "queue consolidation, digest and "
-            "extraction for a session", "producer_commands:end_session_options", listing=True),
-    Command("task", "producer_commands:task", "report a task's status to the task ledger",
-            "producer_commands:task_options", listing=True),
-    Command("sources", "commands:sources", "list an owner's sources", "commands:sources_options",
-            listing=True),
-    Command("memories", "commands:memories", "list an owner's learned memories",
-            "commands:listing_options", listing=True),
-    Command("recall", "commands:recall", "search an owner's learned memories",
-            "commands:recall_options", listing=True),
-    Command("status", "commands:status", "queues, pending sources, live workers, recent "
-            "throughput; processes a dead `memjobs up` left", listing=True),
-    Command("url", "stack_commands:url", "print the running stack's HTTP API URL (or "
-            "--metrics: its metrics URL), for scripts: API=$(memjobs url)",
-            "stack_commands:url_options"),
-    Command("check", "commands:check", "health check: exit 0 when workers are alive and Redis "
-            "and the state store answer, 1 otherwise with one line saying why"),
-    Command("dead", "dead_commands:dead", "dead letters: list (no text), show one (redacted unless "
-            "--reveal), retry one / a queue / all, purge one / older than / all",
-            "dead_commands:options"),
+    Command("config", "commands:config", "print the effective settings, secrets redacted", listing=True),
+    Command(
+        "up",
+        "stack_commands:up",
+        "run the embedded stack in the foreground (Redis, PostgreSQL, workers, sweeper, HTTP API)",
+        "stack_commands:pool_options",
+        own_settings=True,
+    ),
+    Command(
+        "down",
+        "stack_commands:down",
+        "stop the data directory's stack (or what a dead "
+        "`memjobs up` left running) and wait until every process is gone",
+        "stack_commands:down_options",
+        own_settings=True,
+    ),
+    Command(
+        "worker",
+        "stack_commands:worker",
+        "run worker processes against the configured Redis",
+        "stack_commands:pool_options",
+        own_settings=True,
+    ),
+    Command(
+        "remember",
+        "producer_commands:remember",
+        "queue a source for an owner",
+        "producer_commands:remember_options",
+        listing=True,
+    ),
+    Command(
+        "forget",
+        "producer_commands:forget",
+        "forget a source at once and queue the deletion "
+        "of its memories (not_found, exit 6, for a source the owner does not have)",
+        "producer_commands:forget_options",
+        listing=True,
+    ),
+    Command(
+        "end-session",
+        "producer_commands:end_session",
+        "queue consolidation, digest and extraction for a session",
+        "producer_commands:end_session_options",
+        listing=True,
+    ),
+    Command(
+        "task",
+        "producer_commands:task",
+        "report a task's status to the task ledger",
+        "producer_commands:task_options",
+        listing=True,
+    ),
+    Command("sources", "commands:sources", "list an owner's sources", "commands:sources_options", listing=True),
+    Command(
+        "memories", "commands:memories", "list an owner's learned memories", "commands:listing_options", listing=True
+    ),
+    Command("recall", "commands:recall", "search an owner's learned memories", "commands:recall_options", listing=True),
+    Command(
+        "status",
+        "commands:status",
+        "queues, pending sources, live workers, recent throughput; processes a dead `memjobs up` left",
+        listing=True,
+    ),
+    Command(
+        "url",
+        "stack_commands:url",
+        "print the running stack's HTTP API URL (or --metrics: its metrics URL), for scripts: API=$(memjobs url)",
+        "stack_commands:url_options",
+    ),
+    Command(
+        "check",
+        "commands:check",
+        "health check: exit 0 when workers are alive and Redis "
+        "and the state store answer, 1 otherwise with one line saying why",
+    ),
+    Command(
+        "dead",
+        "dead_commands:dead",
+        "dead letters: list (no text), show one (redacted unless "
+        "--reveal), retry one / a queue / all, purge one / older than / all",
+        "dead_commands:options",
+    ),
     Command("queue", "queue_commands:queue", "pause or resume a queue on every host", "queue_commands:options"),
-    Command("drain", "drain:drain", "wait until every queue is empty and nothing is pending; "
-            "on timeout, say what is left", "drain:options", listing=True),
-    Command("sweep", "commands:sweep", "re-enqueue extraction for sources pending too long",
-            "commands:sweep_options", listing=True),
-    Command("memory", "session_commands:memory", "read or change USER.md / MEMORY.md through the "
-            "memory service", "session_commands:memory_options", listing=True),
-    Command("audit", "audit_command:audit", "the memory audit trail of every host: each patch to "
-            "USER.md / MEMORY.md, applied or why not, never its text", "audit_command:options",
-            listing=True),
-    Command("blackboard", "blackboard_command:blackboard", "sessions' L0 blackboards: import the "
-            "seeds' SQLite blackboard (idempotent), show a session's entries in event order",
-            "blackboard_command:options", listing=True),
-    Command("sessions", "session_commands:sessions", "recall an owner's session digests, task "
-            "status read live", "session_commands:sessions_options", listing=True),
-    Command("reindex", "knowledge_commands:reindex", "queue a re-index of an owner's documents "
-            "(needs --consent)", "knowledge_commands:reindex_options", listing=True),
-    Command("knowledge", "knowledge_commands:knowledge", "search or list an owner's knowledge; "
-            "rebuild the full-text index", "knowledge_commands:knowledge_options", listing=True),
-    Command("reembed", "reembed_command:reembed", "re-embed stored memories and knowledge chunks "
-            "after a change of embedder (resumable; --check says what is left)",
-            "reembed_command:options", listing=True),
-    Command("mcp", "mcp_command:mcp", "serve knowledge recall (or, with --memory, personal memory) to a "
-            "model client over MCP on stdio, for one owner (docs/mcp.md)", "mcp_command:options"),
-    Command("api", "api_command:api", "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) "
-            "against the configured or running stack", "api_command:options", own_settings=True),
-    Command("token", "token_command:token", "issue a scoped, expiring token for the HTTP API "
-            "(owners, scopes; docs/security.md)", "token_command:options", own_settings=True),
-    Command("backup", "backup_commands:backup", "write the running embedded stack to one archive "
-            "(PostgreSQL dump, Redis snapshot, memory files, settings without secrets)",
-            "backup_commands:backup_options", listing=True),
-    Command("restore", "backup_commands:restore", "restore a `memjobs backup` archive into a new "
-            "or empty data directory", "backup_commands:restore_options", listing=True,
-            own_settings=True),
-    Command("import-gateway", "backup_commands:import_gateway", "import a single-host gateway's "
-            "USER.md / MEMORY.md folders (and, with --consent, its knowledge folder)",
-            "backup_commands:import_gateway_options", listing=True),
-    Command("erase", "lifecycle_commands:erase", "erase an owner from every store (sources, "
-            "memories, documents, digests, tasks, knowledge, audit, jobs, Redis keys); only counts "
-            "stay", "lifecycle_commands:erase_options", listing=True),
-    Command("export", "lifecycle_commands:export", "write everything memjobs holds about an owner "
-            "as JSON Lines (docs/data-lifecycle.md)", "lifecycle_commands:export_options"),
-    Command("import", "lifecycle_commands:import_", "restore an owner's export into this stack "
-            "(idempotent)", "lifecycle_commands:import_options", listing=True),
-    Command("demo", "commands:demo", "a scripted scenario on the embedded stack",
-            own_settings=True),
+    Command(
+        "drain",
+        "drain:drain",
+        "wait until every queue is empty and nothing is pending; on timeout, say what is left",
+        "drain:options",
+        listing=True,
+    ),
+    Command(
+        "sweep",
+        "commands:sweep",
+        "re-enqueue extraction for sources pending too long",
+        "commands:sweep_options",
+        listing=True,
+    ),
+    Command(
+        "memory",
+        "session_commands:memory",
+        "read or change USER.md / MEMORY.md through the memory service",
+        "session_commands:memory_options",
+        listing=True,
+    ),
+    Command(
+        "audit",
+        "audit_command:audit",
+        "the memory audit trail of every host: each patch to USER.md / MEMORY.md, applied or why not, never its text",
+        "audit_command:options",
+        listing=True,
+    ),
+    Command(
+        "blackboard",
+        "blackboard_command:blackboard",
+        "sessions' L0 blackboards: import the "
+        "seeds' SQLite blackboard (idempotent), show a session's entries in event order",
+        "blackboard_command:options",
+        listing=True,
+    ),
+    Command(
+        "sessions",
+        "session_commands:sessions",
+        "recall an owner's session digests, task status read live",
+        "session_commands:sessions_options",
+        listing=True,
+    ),
+    Command(
+        "reindex",
+        "knowledge_commands:reindex",
+        "queue a re-index of an owner's documents (needs --consent)",
+        "knowledge_commands:reindex_options",
+        listing=True,
+    ),
+    Command(
+        "knowledge",
+        "knowledge_commands:knowledge",
+        "search or list an owner's knowledge; rebuild the full-text index",
+        "knowledge_commands:knowledge_options",
+        listing=True,
+    ),
+    Command(
+        "reembed",
+        "reembed_command:reembed",
+        "re-embed stored memories and knowledge chunks "
+        "after a change of embedder (resumable; --check says what is left)",
+        "reembed_command:options",
+        listing=True,
+    ),
+    Command(
+        "mcp",
+        "mcp_command:mcp",
+        "serve knowledge recall (or, with --memory, personal memory) to a "
+        "model client over MCP on stdio, for one owner (docs/mcp.md)",
+        "mcp_command:options",
+    ),
+    Command(
+        "api",
+        "api_command:api",
+        "serve the HTTP API (MEMJOBS_API_HOST:MEMJOBS_API_PORT) against the configured or running stack",
+        "api_command:options",
+        own_settings=True,
+    ),
+    Command(
+        "token",
+        "token_command:token",
+        "issue a scoped, expiring token for the HTTP API (owners, scopes; docs/security.md)",
+        "token_command:options",
+        own_settings=True,
+    ),
+    Command(
+        "backup",
+        "backup_commands:backup",
+        "write the running embedded stack to one archive "
+        "(PostgreSQL dump, Redis snapshot, memory files, settings without secrets)",
+        "backup_commands:backup_options",
+        listing=True,
+    ),
+    Command(
+        "restore",
+        "backup_commands:restore",
+        "restore a `memjobs backup` archive into a new or empty data directory",
+        "backup_commands:restore_options",
+        listing=True,
+        own_settings=True,
+    ),
+    Command(
+        "import-gateway",
+        "backup_commands:import_gateway",
+        "import a single-host gateway's USER.md / MEMORY.md folders (and, with --consent, its knowledge folder)",
+        "backup_commands:import_gateway_options",
+        listing=True,
+    ),
+    Command(
+        "erase",
+        "lifecycle_commands:erase",
+        "erase an owner from every store (sources, "
+        "memories, documents, digests, tasks, knowledge, audit, jobs, Redis keys); only counts "
+        "stay",
+        "lifecycle_commands:erase_options",
+        listing=True,
+    ),
+    Command(
+        "export",
+        "lifecycle_commands:export",
+        "write everything memjobs holds about an owner as JSON Lines (docs/data-lifecycle.md)",
+        "lifecycle_commands:export_options",
+    ),
+    Command(
+        "import",
+        "lifecycle_commands:import_",
+        "restore an owner's export into this stack (idempotent)",
+        "lifecycle_commands:import_options",
+        listing=True,
+    ),
+    Command("demo", "commands:demo", "a scripted scenario on the embedded stack", own_settings=True),
 )
 
 
@@ -160,12 +294,22 @@ def version() -> str:
 class _Version(argparse.Action):
     """``--version``: the version is looked up only when asked for."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: str = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:  # noqa: A002
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: object, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         print(f"memjobs {version()}")
         parser.exit()
 
@@ -174,9 +318,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given ``argv``, only the command it names gets its options
     (and its module imported); given none, every command does."""
     chosen = _chosen(argv) if argv is not None else None
-    parser = argparse.ArgumentParser(
-        prog="memjobs", description="Background jobs for a voice assistant's memory."
-    )
+    parser = argparse.ArgumentParser(prog="memjobs", description="Background jobs for a voice assistant's memory.")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

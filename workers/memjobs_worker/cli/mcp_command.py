@@ -54,16 +54,28 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
     rt = open_door(settings, resolve_endpoints(settings))
     try:
         if args.memory:
-            tools = MemoryTools(ServiceToolBackend(lambda: rt.memory_docs, rt.personal_memory.recall,
-                                                   lambda: rt.sessions), source="mcp")
-            server = build_memory_server(MemoryBackend(
-                tools=tools, owner_of=lambda ctx: str(args.owner), scopes_of=lambda ctx: ALL_SCOPES,
-                run=anyio.to_thread.run_sync))
+            tools = MemoryTools(
+                ServiceToolBackend(lambda: rt.memory_docs, rt.personal_memory.recall, lambda: rt.sessions), source="mcp"
+            )
+            server = build_memory_server(
+                MemoryBackend(
+                    tools=tools,
+                    owner_of=lambda ctx: str(args.owner),
+                    scopes_of=lambda ctx: ALL_SCOPES,
+                    run=anyio.to_thread.run_sync,
+                )
+            )
         else:
             store = rt.knowledge  # tables checked (and a stale index rebuilt) before the first call
-            server = build_server("front", Backend(
-                search=rt.search_knowledge, read_chunk=lambda key, cited: read_cited(store, key, cited),
-                owner_of=lambda ctx: owner, run=anyio.to_thread.run_sync))
+            server = build_server(
+                "front",
+                Backend(
+                    search=rt.search_knowledge,
+                    read_chunk=lambda key, cited: read_cited(store, key, cited),
+                    owner_of=lambda ctx: owner,
+                    run=anyio.to_thread.run_sync,
+                ),
+            )
         anyio.run(server.run_stdio_async)
     finally:
         rt.close()
@@ -73,6 +85,9 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner whose documents (or memory) the tools answer from")
-    p.add_argument("--memory", action="store_true",
-                   help="serve nova_memory (memory, recall, memory__recall: the owner's personal memory) "
-                   "instead of nova_knowledge")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="serve nova_memory (memory, recall, memory__recall: the owner's personal memory) "
+        "instead of nova_knowledge",
+    )

@@ -27,14 +27,16 @@ def owner_option(p: argparse.ArgumentParser, *, required: bool = True, what: str
     p.add_argument("--owner", required=required, help="the owner (user) id" + what)
 
 
-def limit_option(p: argparse.ArgumentParser, default: int | None = DEFAULT_LIMIT, *,
-                 what: str = "") -> None:
+def limit_option(p: argparse.ArgumentParser, default: int | None = DEFAULT_LIMIT, *, what: str = "") -> None:
     """``--limit``: the first N of a listing, in its order (a line on stderr says
     how many more there were)."""
     shown = f"default {default}" if default is not None else "default: all"
-    p.add_argument("--limit", type=positive, default=default,
-                   help=f"at most this many{what} ({shown}); a line on stderr says how many "
-                        "were left out")
+    p.add_argument(
+        "--limit",
+        type=positive,
+        default=default,
+        help=f"at most this many{what} ({shown}); a line on stderr says how many were left out",
+    )
 
 
 def limited(rows: Sequence[T], args: Any, what: str, *, more: bool = False) -> list[T]:
@@ -45,8 +47,10 @@ def limited(rows: Sequence[T], args: Any, what: str, *, more: bool = False) -> l
     if limit is None or (len(rows) <= limit and not more):
         return list(rows)
     if more:
-        say(f"memjobs: showing the first {min(limit, len(rows))} {what}; there are more "
-            "(--limit N shows more)", err=True)
+        say(
+            f"memjobs: showing the first {min(limit, len(rows))} {what}; there are more (--limit N shows more)",
+            err=True,
+        )
     else:
         say(f"memjobs: showing {limit} of {len(rows)} {what}; --limit N shows more", err=True)
     return list(rows[:limit])

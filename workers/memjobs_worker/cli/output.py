@@ -17,9 +17,20 @@ from wcwidth import wcswidth, wcwidth
 #: Model names in the producer client's refusals, and the fields it names, as
 #: a person at the command line knows them.
 _MODEL_PREFIX = re.compile(r"^invalid (?:[A-Z][A-Za-z]+|payload): ")
-_OPTIONS = {"owner_id": "--owner", "owner_key": "--owner", "text": "--text", "session_id": "--session",
-            "source_id": "--source", "task_id": "--task", "goal": "--goal", "status": "--status",
-            "transcript": "--transcript", "tasks": "--tasks", "kind": "--kind", "query": "--query"}
+_OPTIONS = {
+    "owner_id": "--owner",
+    "owner_key": "--owner",
+    "text": "--text",
+    "session_id": "--session",
+    "source_id": "--source",
+    "task_id": "--task",
+    "goal": "--goal",
+    "status": "--status",
+    "transcript": "--transcript",
+    "tasks": "--tasks",
+    "kind": "--kind",
+    "query": "--query",
+}
 _FIELD = re.compile(r"^([a-z_]+)(?:\.[\w.]+)?: ")
 MAX_CELL = 60
 
@@ -31,12 +42,11 @@ def for_people(message: str) -> str:
     shown = _MODEL_PREFIX.sub("", message, count=1)
     field = _FIELD.match(shown)
     if field is not None and field.group(1) in _OPTIONS:
-        shown = _OPTIONS[field.group(1)] + shown[len(field.group(1)):]
+        shown = _OPTIONS[field.group(1)] + shown[len(field.group(1)) :]
     return shown
 
 
-def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None,
-         empty: str = "(none)") -> None:
+def emit(document: Any, *, as_json: bool, columns: Sequence[str] | None = None, empty: str = "(none)") -> None:
     if as_json:
         print(json.dumps(document, ensure_ascii=False, default=str))
         return
@@ -80,15 +90,15 @@ def cut(text: str, columns: int) -> str:
     return "".join(kept) + "…"
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str],
-          headers: Sequence[str] | None = None) -> str:
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], headers: Sequence[str] | None = None) -> str:
     """Rows under a header, columns aligned by display width; long cells cut to
     :data:`MAX_CELL` columns (``--json`` has them whole)."""
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     header = list(headers or columns)
     widths = [max(width(h), *(width(r[i]) for r in cells)) for i, h in enumerate(header)]
-    return "\n".join("  ".join(pad(v, w) for v, w in zip(line, widths, strict=True)).rstrip()
-                     for line in [header, *cells])
+    return "\n".join(
+        "  ".join(pad(v, w) for v, w in zip(line, widths, strict=True)).rstrip() for line in [header, *cells]
+    )
 
 
 def _cell(value: Any) -> str:
@@ -139,14 +149,15 @@ def status_table(document: dict[str, Any]) -> str:
     lines += ["", f"sources: {sources}", f"live workers: {document['workers']}"]
     for service, breaker in document.get("model_breakers", {}).items():
         if breaker["state"] == "open":
-            lines.append(f"model {service}: circuit OPEN for {breaker['open_for_s']} s: "
-                         "model work waits, one probe call every few seconds")
+            lines.append(
+                f"model {service}: circuit OPEN for {breaker['open_for_s']} s: "
+                "model work waits, one probe call every few seconds"
+            )
         else:
             lines.append(f"model {service}: circuit closed ({breaker['failures']} recent failures)")
     if restarted := document.get("embedded_postgres"):
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(restarted["last_restarted_at"] or 0))
-        lines.append(f"embedded PostgreSQL: died and restarted {restarted['restarts']} "
-                     f"time(s), last at {at}")
+        lines.append(f"embedded PostgreSQL: died and restarted {restarted['restarts']} time(s), last at {at}")
     for window, outcomes in document.get("recent", {}).items():
         shown = _outcomes(outcomes)
         lines.append(f"{window.replace('_', ' ')}: {shown or 'no jobs'}")

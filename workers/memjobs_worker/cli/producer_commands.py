@@ -22,20 +22,23 @@ from memjobs_worker.cli.door import owner_arg, producer_for, runtime_for
 from memjobs_worker.cli.output import emit, error, for_people, say
 from memjobs_worker.settings import Settings
 
-_NO_MODEL = ("no model endpoint is configured (set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL "
-             "for any OpenAI-compatible server)")
+_NO_MODEL = (
+    "no model endpoint is configured (set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL "
+    "for any OpenAI-compatible server)"
+)
 
 
 def remember(settings: Settings, args: argparse.Namespace) -> int:
     with producer_for(settings) as client:
         try:
-            source_id = client.remember(args.owner, args.text, session_id=args.session,
-                                        kind=args.kind)
+            source_id = client.remember(args.owner, args.text, session_id=args.session, kind=args.kind)
         except PermanentError as exc:
             if not args.json:
                 raise  # one line on stderr: "refused (reason): why"
-            emit({"source_id": None, "status": "refused", "reason": exc.reason,
-                  "error": for_people(str(exc))}, as_json=True)
+            emit(
+                {"source_id": None, "status": "refused", "reason": exc.reason, "error": for_people(str(exc))},
+                as_json=True,
+            )
             return exits.REFUSED
     if args.json:
         emit({"source_id": source_id, "status": "queued"}, as_json=True)
@@ -55,18 +58,21 @@ def forget(settings: Settings, args: argparse.Namespace) -> int:
         outcome = rt.personal_memory.forget(args.owner, args.source)
     if outcome.status == "not_found":
         if args.json:
-            emit({"source_id": outcome.source_id, "status": "not_found",
-                  "error": "this owner has no such source"}, as_json=True)
+            emit(
+                {"source_id": outcome.source_id, "status": "not_found", "error": "this owner has no such source"},
+                as_json=True,
+            )
         else:
             error(f"not found: this owner has no source {outcome.source_id}")
         return exits.NOT_FOUND
     if args.json:
-        emit({"source_id": outcome.source_id, "status": outcome.status, "purge": outcome.purge},
-             as_json=True)
+        emit({"source_id": outcome.source_id, "status": outcome.status, "purge": outcome.purge}, as_json=True)
     else:
         said = outcome.status.replace("_", " ")
-        say(f"{said} {outcome.source_id}" + ("; the deletion of its memories is queued"
-                                              if outcome.purge == "queued" else ""))
+        say(
+            f"{said} {outcome.source_id}"
+            + ("; the deletion of its memories is queued" if outcome.purge == "queued" else "")
+        )
     return exits.OK
 
 
@@ -77,8 +83,7 @@ def switched_off(settings: Settings) -> list[dict[str, str]]:
         why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.memory_auto == "off" else _NO_MODEL
         off.append({"job": "consolidate_session", "why": why})
     if not settings.digest_enabled:
-        why = ("QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if settings.session_digest == "off"
-               else _NO_MODEL)
+        why = "QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if settings.session_digest == "off" else _NO_MODEL
         off.append({"job": "digest_session", "why": why})
     return off
 
@@ -115,12 +120,19 @@ def end_session(settings: Settings, args: argparse.Namespace) -> int:
     if not isinstance(transcript, list) or not isinstance(tasks, list):
         raise InvalidPayload("the transcript and the tasks must be JSON lists")
     with producer_for(settings) as client:
-        sent = client.end_session(args.owner, args.session, transcript, tasks,
-                                  consolidate=args.consolidate, digest=args.digest)
-    opted_out = [job for job, wanted in (("consolidate_session", args.consolidate),
-                                         ("digest_session", args.digest)) if not wanted]
-    document: dict[str, Any] = {"session_id": args.session, "enqueued": sent,
-                                "status": "queued" if sent else "already_ended"}
+        sent = client.end_session(
+            args.owner, args.session, transcript, tasks, consolidate=args.consolidate, digest=args.digest
+        )
+    opted_out = [
+        job
+        for job, wanted in (("consolidate_session", args.consolidate), ("digest_session", args.digest))
+        if not wanted
+    ]
+    document: dict[str, Any] = {
+        "session_id": args.session,
+        "enqueued": sent,
+        "status": "queued" if sent else "already_ended",
+    }
     if opted_out:
         document["opted_out"] = opted_out
     # Queued all the same: the workers decide with their settings; with these
@@ -156,9 +168,13 @@ def remember_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner (user) id the source belongs to")
     p.add_argument("--text", required=True, help="what to remember (UTF-8, at most MEMJOBS_MAX_TEXT_BYTES)")
     p.add_argument("--session", default=None, help="the conversation it came from (optional)")
-    p.add_argument("--kind", choices=["utterance", "explicit"], default="utterance",
-                   help="utterance (default): something the user said in passing, facts are "
-                        "extracted from it; explicit: the user asked to remember exactly this")
+    p.add_argument(
+        "--kind",
+        choices=["utterance", "explicit"],
+        default="utterance",
+        help="utterance (default): something the user said in passing, facts are "
+        "extracted from it; explicit: the user asked to remember exactly this",
+    )
 
 
 def forget_options(p: argparse.ArgumentParser) -> None:
@@ -169,20 +185,38 @@ def forget_options(p: argparse.ArgumentParser) -> None:
 def end_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner (user) id")
     p.add_argument("--session", required=True, help="the session that ended")
-    p.add_argument("--transcript", required=True, metavar="FILE|-|JSON",
-                   help="the turns, a JSON list of {role, text, ts}: a file, - for stdin, or the JSON itself")
-    p.add_argument("--tasks", metavar="FILE|-|JSON",
-                   help="the tasks dispatched, a JSON list of {task_id, goal}: a file, - for stdin, "
-                        "or the JSON itself")
-    p.add_argument("--no-consolidate", dest="consolidate", action="store_false",
-                   help="do not queue consolidation (queued by default; the workers decide)")
-    p.add_argument("--no-digest", dest="digest", action="store_false",
-                   help="do not queue the digest (queued by default; the workers decide)")
+    p.add_argument(
+        "--transcript",
+        required=True,
+        metavar="FILE|-|JSON",
+        help="the turns, a JSON list of {role, text, ts}: a file, - for stdin, or the JSON itself",
+    )
+    p.add_argument(
+        "--tasks",
+        metavar="FILE|-|JSON",
+        help="the tasks dispatched, a JSON list of {task_id, goal}: a file, - for stdin, or the JSON itself",
+    )
+    p.add_argument(
+        "--no-consolidate",
+        dest="consolidate",
+        action="store_false",
+        help="do not queue consolidation (queued by default; the workers decide)",
+    )
+    p.add_argument(
+        "--no-digest",
+        dest="digest",
+        action="store_false",
+        help="do not queue the digest (queued by default; the workers decide)",
+    )
 
 
 def task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner (user) id")
     p.add_argument("--task", required=True, help="the task id")
     p.add_argument("--goal", required=True, help="what the task is for, in a few words")
-    p.add_argument("--status", required=True, help="the task's status now",
-                   choices=["dispatched", "running", "succeeded", "failed", "cancelled"])
+    p.add_argument(
+        "--status",
+        required=True,
+        help="the task's status now",
+        choices=["dispatched", "running", "succeeded", "failed", "cancelled"],
+    )

@@ -45,8 +45,16 @@ class Progress:
         clock: monotonic seconds (a test passes its own).
     """
 
-    def __init__(self, what: str, *, doing: str = "", as_json: bool = False, every_s: float = 5.0,
-                 stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        what: str,
+        *,
+        doing: str = "",
+        as_json: bool = False,
+        every_s: float = 5.0,
+        stream: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.what = what
         self.doing = doing
         self.as_json = as_json
@@ -73,8 +81,7 @@ class Progress:
             return self.tty or now - self.started >= self.every_s
         return now - self._shown_at >= self.every_s
 
-    def update(self, remaining: float, *, total: float | None = None, detail: str = "",
-               force: bool = False) -> None:
+    def update(self, remaining: float, *, total: float | None = None, detail: str = "", force: bool = False) -> None:
         """Record how much remains now; report it when it is time (or ``force``)."""
         now = self.clock()
         self._samples.append((now, remaining))
@@ -85,15 +92,21 @@ class Progress:
         self._shown_at = now
         self._write(self.report(remaining, total=total, detail=detail, now=now))
 
-    def report(self, remaining: float, *, total: float | None = None, detail: str = "",
-               now: float | None = None) -> dict[str, Any]:
+    def report(
+        self, remaining: float, *, total: float | None = None, detail: str = "", now: float | None = None
+    ) -> dict[str, Any]:
         """The figures of one report."""
         now = self.clock() if now is None else now
         rate = self.rate()
         left_s = remaining / rate if rate is not None and rate > 0 else None
-        return {"remaining": remaining, "total": total, "rate_per_s": None if rate is None else round(rate, 2),
-                "eta_s": None if left_s is None else round(left_s, 1),
-                "elapsed_s": round(now - self.started, 1), "detail": detail}
+        return {
+            "remaining": remaining,
+            "total": total,
+            "rate_per_s": None if rate is None else round(rate, 2),
+            "eta_s": None if left_s is None else round(left_s, 1),
+            "elapsed_s": round(now - self.started, 1),
+            "detail": detail,
+        }
 
     def line(self, figures: dict[str, Any]) -> str:
         """A report for people: ``1,200 jobs left of 4,000, 35.2/s, about 34 s left (detail)``."""
@@ -101,9 +114,15 @@ class Progress:
         if figures["total"] is not None:
             done += f" of {figures['total']:,.0f}"
         rate = figures["rate_per_s"]
-        pace = "measuring the rate" if rate is None else (
-            f"{rate:,.1f}/s" if rate > 0 else "no progress in the last "
-            f"{duration(min(figures['elapsed_s'], RATE_WINDOW_S))}")
+        pace = (
+            "measuring the rate"
+            if rate is None
+            else (
+                f"{rate:,.1f}/s"
+                if rate > 0
+                else f"no progress in the last {duration(min(figures['elapsed_s'], RATE_WINDOW_S))}"
+            )
+        )
         parts = [done, pace]
         if figures["eta_s"] is not None:
             parts.append(f"about {duration(figures['eta_s'])} left")

@@ -22,8 +22,10 @@ from memjobs_worker.settings import Settings
 def options(p: argparse.ArgumentParser) -> None:
     """``queue``'s actions."""
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, what in (("pause", "stop every worker host taking this queue's jobs (they stay queued)"),
-                       ("resume", "let the workers take this queue's jobs again")):
+    for name, what in (
+        ("pause", "stop every worker host taking this queue's jobs (they stay queued)"),
+        ("resume", "let the workers take this queue's jobs again"),
+    ):
         action = actions.add_parser(name, help=what)
         action.add_argument("queue", choices=QUEUES, help="the queue")
         action.add_argument("--json", action="store_true", help="print one JSON document")
@@ -37,8 +39,10 @@ def queue(settings: Settings, args: argparse.Namespace) -> int:
         pauses = QueuePauses(client)
         if args.action == "list":
             now_ms = time.time() * 1000
-            rows = [{"queue": q, "paused_for_s": round((now_ms - at) / 1000, 1)}
-                    for q, at in sorted(pauses.paused().items())]
+            rows = [
+                {"queue": q, "paused_for_s": round((now_ms - at) / 1000, 1)}
+                for q, at in sorted(pauses.paused().items())
+            ]
             emit(rows, as_json=args.json, columns=("queue", "paused_for_s"), empty="no queue is paused")
             return exits.OK
         changed = pauses.pause(args.queue) if args.action == "pause" else pauses.resume(args.queue)

@@ -26,8 +26,16 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
     database_url = resolve_endpoints(settings).database_url
     left = pending(settings, database_url)
     if args.check:
-        emit({"model": left.model, "memories": left.memories, "foreign_chunks": left.foreign_chunks,
-              "chunks_without_vector": left.bare_chunks, "required": left.required}, as_json=args.json)
+        emit(
+            {
+                "model": left.model,
+                "memories": left.memories,
+                "foreign_chunks": left.foreign_chunks,
+                "chunks_without_vector": left.bare_chunks,
+                "required": left.required,
+            },
+            as_json=args.json,
+        )
         return exits.FAILED if left.required else exits.OK
     if not (left.required or left.bare_chunks):
         if args.json:
@@ -55,5 +63,6 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--check", action="store_true",
-                   help="only say what is left to re-embed (exit 1 when the stack would refuse)")
+    p.add_argument(
+        "--check", action="store_true", help="only say what is left to re-embed (exit 1 when the stack would refuse)"
+    )

@@ -25,12 +25,17 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
         if args.op == "read":
             docs = [service.read(owner, args.doc)] if args.doc else service.snapshot(owner)
             if args.json:
-                emit([{"doc": d.doc, "scope": d.scope, "version": d.version, "content": d.content}
-                      for d in docs], as_json=True)
+                emit(
+                    [{"doc": d.doc, "scope": d.scope, "version": d.version, "content": d.content} for d in docs],
+                    as_json=True,
+                )
                 return exits.OK
             for n, d in enumerate(docs):
-                say(("\n" if n else "") + f"{d.doc} (version {d.version}" + (
-                    ")" if d.content.strip() else ", empty: nothing is written in it yet)"))
+                say(
+                    ("\n" if n else "")
+                    + f"{d.doc} (version {d.version}"
+                    + (")" if d.content.strip() else ", empty: nothing is written in it yet)")
+                )
                 if d.content.strip():
                     say(d.content.rstrip("\n"))
             if not docs:
@@ -44,17 +49,26 @@ def memory(settings: Settings, args: argparse.Namespace) -> int:
             # The service says "duplicate" when the new text is already there (a
             # consolidation patch applied twice); asked by a person, the old text is missing.
             if args.json:
-                emit({"applied": False, "doc": args.doc, "version": service.read(owner, args.doc).version,
-                      "reason": "not_found", "error": f"--old does not occur in {args.doc}"},
-                     as_json=True)
+                emit(
+                    {
+                        "applied": False,
+                        "doc": args.doc,
+                        "version": service.read(owner, args.doc).version,
+                        "reason": "not_found",
+                        "error": f"--old does not occur in {args.doc}",
+                    },
+                    as_json=True,
+                )
             else:
                 error(f"not applied: --old does not occur in {args.doc}")
             return exits.NOT_FOUND
         else:
             result = service.replace(owner, args.doc, args.old, args.new, context=context, strict=True)
     if args.json:
-        emit({"applied": result.applied, "doc": result.doc, "version": result.version,
-              "reason": result.reason}, as_json=True)
+        emit(
+            {"applied": result.applied, "doc": result.doc, "version": result.version, "reason": result.reason},
+            as_json=True,
+        )
     elif result.applied:
         say(f"{result.doc}: {args.op} applied (version {result.version})")
     else:
@@ -66,17 +80,25 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
     with runtime_for(settings) as rt:
         if args.runs:  # the session-end runs: done, skipped or failed (with the reason), or running
             runs = rt.sessions.run_records(owner_arg(args.owner), args.days)
-            emit([r.as_dict() for r in limited(runs, args, "session-end runs")], as_json=args.json,
-                 columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"])
+            emit(
+                [r.as_dict() for r in limited(runs, args, "session-end runs")],
+                as_json=args.json,
+                columns=["session_id", "kind", "state", "attempts", "reason", "updated_at"],
+            )
             return exits.OK
         recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
     for item in switched_off(settings):
         if item["job"] == "digest_session":
             # stderr: stdout stays one JSON document with --json
-            say(f"memjobs: session digests are switched off: {item['why']}; "
-                "only digests kept from before are listed", err=True)
-    emit([r.as_dict() for r in limited(recalled, args, "sessions")], as_json=args.json,
-         columns=["session_id", "created_at", "topic", "gist", "tasks"])
+            say(
+                f"memjobs: session digests are switched off: {item['why']}; only digests kept from before are listed",
+                err=True,
+            )
+    emit(
+        [r.as_dict() for r in limited(recalled, args, "sessions")],
+        as_json=args.json,
+        columns=["session_id", "created_at", "topic", "gist", "tasks"],
+    )
     return exits.OK
 
 
@@ -84,11 +106,17 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["read", "append", "replace"],
-                   help="read a document (or both), append Markdown to one, or replace a unique text in one")
+    p.add_argument(
+        "op",
+        choices=["read", "append", "replace"],
+        help="read a document (or both), append Markdown to one, or replace a unique text in one",
+    )
     p.add_argument("--owner", required=True, help="the owner (user) id")
-    p.add_argument("--doc", choices=["USER.md", "MEMORY.md"],
-                   help="USER.md (how to talk to the user) or MEMORY.md (facts and decisions)")
+    p.add_argument(
+        "--doc",
+        choices=["USER.md", "MEMORY.md"],
+        help="USER.md (how to talk to the user) or MEMORY.md (facts and decisions)",
+    )
     p.add_argument("--text", help="Markdown to append")
     p.add_argument("--old", help="replace: the document's unique text to replace")
     p.add_argument("--new", default="", help="replace: the replacement (empty deletes)")
@@ -98,5 +126,8 @@ def sessions_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", required=True, help="the owner (user) id")
     p.add_argument("--days", type=int, default=7, help="sessions of the last DAYS days (default 7)")
     limit_option(p)
-    p.add_argument("--runs", action="store_true",
-                   help="list the session-end runs (state, attempts, reason: why skipped or failed) instead")
+    p.add_argument(
+        "--runs",
+        action="store_true",
+        help="list the session-end runs (state, attempts, reason: why skipped or failed) instead",
+    )

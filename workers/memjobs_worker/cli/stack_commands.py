@@ -29,8 +29,9 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.supervisor import Stack
 
     configure_logging(level=settings.log_level)
-    stack = Stack(settings, processes=args.processes or settings.worker_processes,
-                  threads=args.threads or settings.worker_threads)
+    stack = Stack(
+        settings, processes=args.processes or settings.worker_processes, threads=args.threads or settings.worker_threads
+    )
     received = None
     api = None
     # Until supervise() takes over: any stop signal interrupts the start, and
@@ -46,10 +47,12 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
         for notice in stack.notices:
             say(f"memjobs: {notice}", err=True)
         metrics = stack.metrics_url or "off"
-        say(f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, console {api.url}/console, "
+        say(
+            f"memjobs is up: redis {endpoints.redis_url}, API {api.url}, console {api.url}/console, "
             f"metrics {metrics}, data in "
             f"{settings.data_dir} (worker log: {settings.data_dir / 'logs' / 'worker.log'}, "
-            f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C or `memjobs down` stops it")
+            f"state: {settings.data_dir / 'run' / 'stack.json'}); Ctrl-C or `memjobs down` stops it"
+        )
         received = stack.supervise()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -75,15 +78,20 @@ def down(settings: Settings, args: argparse.Namespace) -> int:
 
     where = settings.data_dir
     progress = Progress("processes", doing="stopping", every_s=5.0)
-    result = stop_stack(where, timeout_s=args.timeout, waiting=lambda alive: progress.update(
-        len(alive), detail="waiting for " + ", ".join(alive)))
+    result = stop_stack(
+        where,
+        timeout_s=args.timeout,
+        waiting=lambda alive: progress.update(len(alive), detail="waiting for " + ", ".join(alive)),
+    )
     progress.clear()
     if result.found == "nothing":
         error(f"no memjobs stack is running in {where}: nothing to stop")
         return exits.NOT_FOUND
     if result.remaining:
-        error(f"still running after {args.timeout:g} s: {', '.join(result.remaining)}; see "
-              f"{where / 'logs' / 'worker.log'}, then run `memjobs down` again")
+        error(
+            f"still running after {args.timeout:g} s: {', '.join(result.remaining)}; see "
+            f"{where / 'logs' / 'worker.log'}, then run `memjobs down` again"
+        )
         return exits.FAILED
     if result.problems:
         error(f"memjobs stack in {where} stopped, but not cleanly: " + "; ".join(result.problems))
@@ -101,8 +109,7 @@ def url(settings: Settings, args: argparse.Namespace) -> int:
     """The running stack's API URL (or its metrics URL), alone on one line."""
     stack = read_stack(settings.data_dir)
     if stack is None:
-        raise ConfigurationError(f"no memjobs stack is running in {settings.data_dir}: start it "
-                                 "with `memjobs up`")
+        raise ConfigurationError(f"no memjobs stack is running in {settings.data_dir}: start it with `memjobs up`")
     if args.metrics:
         if stack.metrics_url is None:
             error("the running stack serves no metrics (MEMJOBS_METRICS=off, or its port was taken)")
@@ -125,8 +132,7 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     endpoints = resolve_endpoints(settings)  # fail here, clearly, rather than in every process
     refuse_other_embedders(settings, endpoints.database_url)
     os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
-    command = worker_command(args.processes or settings.worker_processes,
-                             args.threads or settings.worker_threads)
+    command = worker_command(args.processes or settings.worker_processes, args.threads or settings.worker_threads)
     env = dict(os.environ)
     metrics, problem = probe_metrics_address(settings)
     if problem:
@@ -165,22 +171,32 @@ def refuse_other_embedders(settings: Settings, database_url: str) -> None:
             f"{left.memories} stored memories and {chunks} knowledge chunks were not embedded by this "
             f"host's embedder ({left.model}): run `memjobs reembed` once (resumable), then start the "
             "workers; or set the embedder back (MEMJOBS_EMBEDDING_BASE_URL, MEMJOBS_EMBEDDING_MODEL, "
-            "MEMJOBS_LOCAL_EMBEDDER)")
+            "MEMJOBS_LOCAL_EMBEDDER)"
+        )
 
 
 # --- options ----------------------------------------------------------------------
 
 
 def pool_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--processes", type=int, default=None,
-                   help="worker processes of the model jobs' pool (default MEMJOBS_WORKER_PROCESSES)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads per worker process (default MEMJOBS_WORKER_THREADS)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="worker processes of the model jobs' pool (default MEMJOBS_WORKER_PROCESSES)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="threads per worker process (default MEMJOBS_WORKER_THREADS)"
+    )
 
 
 def down_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, default=DOWN_TIMEOUT_S,
-                   help=f"seconds to wait for every process to stop (default {DOWN_TIMEOUT_S:g})")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DOWN_TIMEOUT_S,
+        help=f"seconds to wait for every process to stop (default {DOWN_TIMEOUT_S:g})",
+    )
 
 
 def url_options(p: argparse.ArgumentParser) -> None:

@@ -47,8 +47,9 @@ def _port(url: str | None) -> int | None:
 
 def follow_stack(settings: Settings) -> StackView:
     """``settings`` with the running stack's switches in place of the shell's."""
-    origins = {name: ENVIRONMENT if name in settings.model_fields_set else DEFAULT
-               for name in type(settings).model_fields}
+    origins = {
+        name: ENVIRONMENT if name in settings.model_fields_set else DEFAULT for name in type(settings).model_fields
+    }
     stack = read_stack(settings.data_dir)
     if stack is None:
         return StackView(settings, None, origins)
@@ -68,11 +69,12 @@ def follow_stack(settings: Settings) -> StackView:
             origins[name] = STACK
             continue
         value, mine = entry.get("value"), getattr(settings, name)
-        if value != mine and name in settings.model_fields_set and name not in ("api_port",
-                                                                                "metrics_port"):
-            notices.append(f"{env_name(name)} is {_said(mine)} in this shell but {_said(value)} in "
-                           f"the stack running in {settings.data_dir} (pid {stack.pid}): "
-                           f"following the stack")
+        if value != mine and name in settings.model_fields_set and name not in ("api_port", "metrics_port"):
+            notices.append(
+                f"{env_name(name)} is {_said(mine)} in this shell but {_said(value)} in "
+                f"the stack running in {settings.data_dir} (pid {stack.pid}): "
+                f"following the stack"
+            )
         update[name] = value
         origins[name] = STACK
     for name, url in (("redis_url", stack.redis_url), ("database_url", stack.database_url)):

@@ -42,29 +42,53 @@ def token(settings: Settings, args: argparse.Namespace) -> int:
     if not scopes:
         raise ConfigurationError("name at least one --scope")
     now = time.time()
-    signed = issue(settings, scopes=scopes, owners=args.owner or (),
-                   owner_prefix=args.owner_prefix, all_owners=args.all_owners,
-                   ttl_s=args.ttl, subject=args.subject, now=now)
-    who = ("every owner" if args.all_owners else
-           ", ".join(filter(None, [f"{len(args.owner or ())} named owner(s)" if args.owner else "",
-                                   "owners starting with the given prefix"
-                                   if args.owner_prefix else ""])))
+    signed = issue(
+        settings,
+        scopes=scopes,
+        owners=args.owner or (),
+        owner_prefix=args.owner_prefix,
+        all_owners=args.all_owners,
+        ttl_s=args.ttl,
+        subject=args.subject,
+        now=now,
+    )
+    who = (
+        "every owner"
+        if args.all_owners
+        else ", ".join(
+            filter(
+                None,
+                [
+                    f"{len(args.owner or ())} named owner(s)" if args.owner else "",
+                    "owners starting with the given prefix" if args.owner_prefix else "",
+                ],
+            )
+        )
+    )
     expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(now) + args.ttl))
     print(signed, flush=True)
-    print(f"scopes {' '.join(sorted(set(scopes)))} for {who}; expires {expires}",
-          file=sys.stderr)
+    print(f"scopes {' '.join(sorted(set(scopes)))} for {who}; expires {expires}", file=sys.stderr)
     return exits.OK
 
 
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["issue"], help="issue: sign a new token")
-    p.add_argument("--scope", action="append", default=[], metavar="SCOPE[,SCOPE]",
-                   help="read, write, forget, session, knowledge, admin (repeat or comma-separate)")
-    p.add_argument("--owner", action="append", metavar="OWNER_ID",
-                   help="an owner id the token may act for (repeat for several)")
-    p.add_argument("--owner-prefix", default=None, metavar="PREFIX",
-                   help="every owner id starting with PREFIX (a tenant, e.g. acme:)")
+    p.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="SCOPE[,SCOPE]",
+        help="read, write, forget, session, knowledge, admin (repeat or comma-separate)",
+    )
+    p.add_argument(
+        "--owner", action="append", metavar="OWNER_ID", help="an owner id the token may act for (repeat for several)"
+    )
+    p.add_argument(
+        "--owner-prefix",
+        default=None,
+        metavar="PREFIX",
+        help="every owner id starting with PREFIX (a tenant, e.g. acme:)",
+    )
     p.add_argument("--all-owners", action="store_true", help="every owner (an operator's token)")
-    p.add_argument("--ttl", type=duration_s, default=3600,
-                   help="lifetime: seconds, or 15m, 12h, 30d (default 1h)")
+    p.add_argument("--ttl", type=duration_s, default=3600, help="lifetime: seconds, or 15m, 12h, 30d (default 1h)")
     p.add_argument("--subject", default="", help="whom the token is for (a label, not an owner)")

@@ -30,10 +30,8 @@ _SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
 def _strip_scheme(url: str) -> str:
     for prefix in _SCHEMES:
         if url.startswith(prefix):
-            return url[len(prefix):]
-    raise ConfigurationError(
-        f"MEMJOBS_DATABASE_URL must be a postgresql:// URL, got {redact_url(url)!r}"
-    )
+            return url[len(prefix) :]
+    raise ConfigurationError(f"MEMJOBS_DATABASE_URL must be a postgresql:// URL, got {redact_url(url)!r}")
 
 
 def _libpq_params(url: str) -> dict[str, str]:
@@ -42,7 +40,8 @@ def _libpq_params(url: str) -> dict[str, str]:
         return {k: str(v) for k, v in conninfo_to_dict(libpq_url(url)).items()}
     except psycopg.ProgrammingError as exc:
         raise ConfigurationError(
-            f"MEMJOBS_DATABASE_URL {redact_url(url)!r} cannot be read: {str(exc).split(':')[0]}") from None
+            f"MEMJOBS_DATABASE_URL {redact_url(url)!r} cannot be read: {str(exc).split(':')[0]}"
+        ) from None
 
 
 def hosts_of(url: str) -> list[str]:
@@ -54,8 +53,8 @@ def hosts_of(url: str) -> list[str]:
         ports = ports * len(hosts)
     if ports and len(ports) != len(hosts):
         raise ConfigurationError(
-            f"MEMJOBS_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
-            "give one port, or one per host")
+            f"MEMJOBS_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: give one port, or one per host"
+        )
     bracket = [f"[{h}]" if ":" in h else h for h in hosts]
     return [f"{h}:{p}" if p else h for h, p in zip(bracket, ports or [""] * len(hosts), strict=True)]
 
@@ -69,13 +68,18 @@ def sqlalchemy_url(url: str) -> str:
     if any(h.startswith("[") for h in hosts):
         raise ConfigurationError(
             "MEMJOBS_DATABASE_URL names several hosts, one of them an IPv6 address: "
-            "name them by host name (SQLAlchemy cannot parse that list)")
+            "name them by host name (SQLAlchemy cannot parse that list)"
+        )
     params = _libpq_params(url)
     query: dict[str, str | tuple[str, ...]] = {
-        k: v for k, v in params.items() if k not in ("host", "port", "user", "password", "dbname")}
+        k: v for k, v in params.items() if k not in ("host", "port", "user", "password", "dbname")
+    }
     return sa.URL.create(
-        "postgresql+psycopg", username=params.get("user"), password=params.get("password"),
-        database=params.get("dbname"), query={"host": tuple(hosts), **query},
+        "postgresql+psycopg",
+        username=params.get("user"),
+        password=params.get("password"),
+        database=params.get("dbname"),
+        query={"host": tuple(hosts), **query},
     ).render_as_string(hide_password=False)
 
 

@@ -54,12 +54,11 @@ def is_outage(exc: BaseException) -> bool:
             return True
         if isinstance(cause, ModelUnavailable) and cause.reason != ModelUnavailable.REJECTED:
             return True
-        if isinstance(cause, (psycopg.OperationalError, psycopg.InterfaceError,
-                              sa.exc.DisconnectionError)):
+        if isinstance(cause, (psycopg.OperationalError, psycopg.InterfaceError, sa.exc.DisconnectionError)):
             return True
         if isinstance(cause, sa.exc.DBAPIError) and (
-                cause.connection_invalidated
-                or isinstance(cause, (sa.exc.OperationalError, sa.exc.InterfaceError))):
+            cause.connection_invalidated or isinstance(cause, (sa.exc.OperationalError, sa.exc.InterfaceError))
+        ):
             return True
         if is_read_only_refusal(cause):
             return True

@@ -30,9 +30,7 @@ def check_pgvector(engine: Engine) -> None:
     """
     try:
         with engine.connect() as conn:
-            available = conn.execute(
-                sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-            ).first()
+            available = conn.execute(sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).first()
     except sa.exc.OperationalError as exc:
         raise BackendUnavailable(
             f"the state database at {redact_url(str(engine.url.render_as_string()))} did not answer"

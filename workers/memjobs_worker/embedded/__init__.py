@@ -25,8 +25,7 @@ __all__ = [
     "write_stack",
 ]
 
-_SERVERS = {"EmbeddedPostgres": "memjobs_worker.embedded.postgres",
-            "EmbeddedRedis": "memjobs_worker.embedded.redis"}
+_SERVERS = {"EmbeddedPostgres": "memjobs_worker.embedded.postgres", "EmbeddedRedis": "memjobs_worker.embedded.redis"}
 
 
 def __getattr__(name: str) -> Any:

@@ -54,8 +54,11 @@ def find_leftovers(data_dir: Path, *, postgres: bool = True) -> list[Leftover]:
     still running; meaningful only when no ``up`` holds the data directory."""
     found: list[Leftover] = []
     old = read_state_file(data_dir)
-    if old is not None and old.worker_pid and any(
-            "memjobs_worker" in process_cmdline(pid) for pid in group_members(old.worker_pid)):
+    if (
+        old is not None
+        and old.worker_pid
+        and any("memjobs_worker" in process_cmdline(pid) for pid in group_members(old.worker_pid))
+    ):
         found.append(Leftover("the workers", old.worker_pid, group=True))
     redis_pid = leftover_redis_pid(data_dir / "redis")
     if redis_pid is not None and pid_alive(redis_pid):
@@ -96,8 +99,9 @@ def stop_leftovers(data_dir: Path, *, timeout_s: float = 60.0, postgres: bool = 
     # The workers first: they use Redis and PostgreSQL until they stop.
     for leftover in find_leftovers(data_dir, postgres=postgres):
         clean = terminate(leftover, timeout_s=timeout_s)
-        done.append(f"stopped {leftover} left by a previous memjobs up"
-                    + ("" if clean else f" (killed after {timeout_s:g} s)"))
+        done.append(
+            f"stopped {leftover} left by a previous memjobs up" + ("" if clean else f" (killed after {timeout_s:g} s)")
+        )
     if read_state_file(data_dir) is not None:
         remove_stack(data_dir)
     return done

@@ -49,8 +49,7 @@ class LogPump:
 
     def __init__(self, path: Path, *, max_bytes: int, backups: int) -> None:
         self.path = path
-        self._handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups,
-                                            encoding="utf-8")
+        self._handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
         self._handler.setFormatter(_AsIs())
         self._json = JsonFormatter()
         self._lock = threading.Lock()
@@ -70,8 +69,7 @@ class LogPump:
 
     def log(self, level: int, msg: str, **extra: Any) -> None:
         """A record of ``memjobs up`` itself, written to the same file."""
-        record = logging.LogRecord("memjobs_worker.supervisor", level, __file__, 0, msg,
-                                   None, None)
+        record = logging.LogRecord("memjobs_worker.supervisor", level, __file__, 0, msg, None, None)
         record.__dict__.update(extra)
         self._write(self._json.format(record))
 
@@ -92,8 +90,7 @@ class LogPump:
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 if block:
                     block.append(line)
-                    if line and not line[0].isspace() and not line.startswith(_CHAINED) \
-                            and line != _TRACEBACK_START:
+                    if line and not line[0].isspace() and not line.startswith(_CHAINED) and line != _TRACEBACK_START:
                         self._write(self._traceback(block))
                         block = []
                     continue
@@ -119,16 +116,18 @@ class LogPump:
         plain = _PLAIN_RECORD.match(line)
         if plain is not None:
             level = logging.getLevelName(plain["level"])
-            record = logging.LogRecord(plain["logger"], level if isinstance(level, int) else logging.INFO,
-                                       "", 0, plain["msg"], None, None)
+            record = logging.LogRecord(
+                plain["logger"], level if isinstance(level, int) else logging.INFO, "", 0, plain["msg"], None, None
+            )
             record.process = int(plain["pid"])
             record.threadName = plain["thread"]
             return self._json.format(record)
         return self._json.format(logging.LogRecord("stderr", logging.INFO, "", 0, line, None, None))
 
     def _traceback(self, block: list[str]) -> str:
-        record = logging.LogRecord("stderr", logging.ERROR, "", 0,
-                                   block[-1] if len(block) > 1 else "traceback", None, None)
+        record = logging.LogRecord(
+            "stderr", logging.ERROR, "", 0, block[-1] if len(block) > 1 else "traceback", None, None
+        )
         record.exc_text = "\n".join(block)
         return self._json.format(record)
 

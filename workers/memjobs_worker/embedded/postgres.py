@@ -95,8 +95,9 @@ class EmbeddedPostgres:
             to ``pg_hba.conf``; for tests across network namespaces).
     """
 
-    def __init__(self, directory: Path, port: int | None = None, *, host: str = "127.0.0.1",
-                 allow_from: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, *, host: str = "127.0.0.1", allow_from: str | None = None
+    ) -> None:
         self.directory = directory
         self.port = port
         self.host = host
@@ -115,8 +116,13 @@ class EmbeddedPostgres:
         if not (self.directory / "PG_VERSION").exists():
             self._run(
                 "initdb",
-                "-D", str(self.directory),
-                "--auth=trust", "--encoding=UTF8", "--locale=C", "-U", "postgres",
+                "-D",
+                str(self.directory),
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "-U",
+                "postgres",
             )
             if self.allow_from:
                 with open(self.directory / "pg_hba.conf", "a") as hba:
@@ -131,15 +137,20 @@ class EmbeddedPostgres:
                 wait_until(self._answers, timeout_s=timeout_s, what="embedded PostgreSQL")
                 return self.url
             self.port = None
-        raise ConfigurationError(
-            f"embedded PostgreSQL did not start; see {self.directory / 'server.log'}"
-        )
+        raise ConfigurationError(f"embedded PostgreSQL did not start; see {self.directory / 'server.log'}")
 
     def _start_on(self, port: int, timeout_s: float) -> bool:
         result = self._run(
-            "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
-            "-l", str(self.directory / "server.log"),
-            "-o", f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
+            "pg_ctl",
+            "-D",
+            str(self.directory),
+            "-w",
+            "-t",
+            str(int(timeout_s)),
+            "-l",
+            str(self.directory / "server.log"),
+            "-o",
+            f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
             "start",
             check=False,
         )
@@ -172,10 +183,10 @@ class EmbeddedPostgres:
             if time.monotonic() > deadline:
                 raise ConfigurationError(
                     f"embedded PostgreSQL did not restart on port {self.port} within "
-                    f"{timeout_s:.0f} s; see {self.directory / 'server.log'}")
+                    f"{timeout_s:.0f} s; see {self.directory / 'server.log'}"
+                )
             time.sleep(0.2)
-        wait_until(self._answers, timeout_s=max(1.0, deadline - time.monotonic()),
-                   what="embedded PostgreSQL")
+        wait_until(self._answers, timeout_s=max(1.0, deadline - time.monotonic()), what="embedded PostgreSQL")
         return self.url
 
     def kill(self) -> None:
@@ -197,8 +208,9 @@ class EmbeddedPostgres:
         if self.bindir is None or not self._running():
             return
         self._grant_traversal()
-        result = self._run("pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)),
-                           "-m", "fast", "stop", check=False)
+        result = self._run(
+            "pg_ctl", "-D", str(self.directory), "-w", "-t", str(int(timeout_s)), "-m", "fast", "stop", check=False
+        )
         if result.returncode == 0:
             return
         pid = self._postmaster_pid()
@@ -211,8 +223,7 @@ class EmbeddedPostgres:
                 pass
         if self._running():
             raise ConfigurationError(
-                f"could not stop the embedded PostgreSQL in {self.directory}: "
-                f"{result.stderr.strip()[-300:]}"
+                f"could not stop the embedded PostgreSQL in {self.directory}: {result.stderr.strip()[-300:]}"
             )
 
     def _running(self) -> bool:
@@ -283,7 +294,5 @@ class EmbeddedPostgres:
             start_new_session=True,
         )
         if check and result.returncode != 0:
-            raise ConfigurationError(
-                f"{tool} failed ({result.returncode}): {result.stderr.strip()[-500:]}"
-            )
+            raise ConfigurationError(f"{tool} failed ({result.returncode}): {result.stderr.strip()[-500:]}")
         return result

@@ -49,9 +49,15 @@ class EmbeddedRedis:
         bind: the address to listen on (loopback unless a test says otherwise).
     """
 
-    def __init__(self, directory: Path, port: int | None = None, *,
-                 appendfsync: str = "always", bind: str = "127.0.0.1",
-                 extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        *,
+        appendfsync: str = "always",
+        bind: str = "127.0.0.1",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
         self.directory = directory
         self.port = port
         self.appendfsync = appendfsync
@@ -80,15 +86,24 @@ class EmbeddedRedis:
             self.process = subprocess.Popen(
                 [
                     binary,
-                    "--bind", self.bind,
-                    "--port", str(port),
-                    "--dir", str(self.directory),
-                    "--appendonly", "yes",
-                    "--appendfsync", self.appendfsync,
-                    "--save", "",
-                    "--protected-mode", "yes",
-                    "--logfile", str(self.directory / "redis.log"),
-                    "--pidfile", str(self.pidfile),
+                    "--bind",
+                    self.bind,
+                    "--port",
+                    str(port),
+                    "--dir",
+                    str(self.directory),
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    self.appendfsync,
+                    "--save",
+                    "",
+                    "--protected-mode",
+                    "yes",
+                    "--logfile",
+                    str(self.directory / "redis.log"),
+                    "--pidfile",
+                    str(self.pidfile),
                     *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,

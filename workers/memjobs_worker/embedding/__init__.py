@@ -42,8 +42,7 @@ def model_share(settings: Settings) -> ModelShare:
     return ModelShare(slots=settings.embedding_slots, per_party=settings.api_model_per_owner)
 
 
-def build_embedder(settings: Settings, share: ModelShare | None = None,
-                   breaker: ModelBreaker | None = None) -> Any:
+def build_embedder(settings: Settings, share: ModelShare | None = None, breaker: ModelBreaker | None = None) -> Any:
     """The embedding service, the local model, or the hashed embedder (in that order
     of precedence); the local model loads on first use. The service and the local
     model take turns on ``share`` (a new one when none is given) and get at most
@@ -64,8 +63,12 @@ def build_embedder(settings: Settings, share: ModelShare | None = None,
     if settings.local_embedder == "e5":
         from memjobs_worker.embedding.local import LocalEmbedder
 
-        return BoundedEmbedder(LocalEmbedder(settings.local_embedder_threads), share,
-                               settings.embedding_max_chars, batch_queries=settings.embedding_batch_queries)
+        return BoundedEmbedder(
+            LocalEmbedder(settings.local_embedder_threads),
+            share,
+            settings.embedding_max_chars,
+            batch_queries=settings.embedding_batch_queries,
+        )
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
     return HashingEmbedder(settings.offline_embedding_dims)

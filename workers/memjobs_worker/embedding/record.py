@@ -59,13 +59,17 @@ class EmbeddingModelChanged(ConfigurationError):
 
 def recorded(conn: Connection, space: Space) -> tuple[str, int] | None:
     """The (model, dims) recorded for ``space``, or None before any."""
-    row = conn.execute(sa.select(embedding_models.c.model, embedding_models.c.dims)
-                       .where(embedding_models.c.space == space)).first()
+    row = conn.execute(
+        sa.select(embedding_models.c.model, embedding_models.c.dims).where(embedding_models.c.space == space)
+    ).first()
     return None if row is None else (row.model, int(row.dims))
 
 
 def record(conn: Connection, space: Space, model: str, dims: int) -> None:
     """Record that ``space``'s vectors are (from now on) ``model``'s, of ``dims``."""
     values = {"model": model, "dims": dims, "updated_at": datetime.now(UTC)}
-    conn.execute(pg_insert(embedding_models).values(space=space, **values)
-                 .on_conflict_do_update(index_elements=["space"], set_=values))
+    conn.execute(
+        pg_insert(embedding_models)
+        .values(space=space, **values)
+        .on_conflict_do_update(index_elements=["space"], set_=values)
+    )

@@ -49,7 +49,8 @@ VERSION = "1"
 DESCRIPTION = (
     "The HTTP door of memjobs for gateways in any language: the remote personal-memory "
     "protocol (remember, forget, recall, preferences), session end, knowledge and reads. "
-    "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`.")
+    "Errors are RFC 9457 problem documents (application/problem+json); branch on `type`."
+)
 
 OPENAPI_PATH = "/openapi.json"
 CONSOLE_PATH = "/console"
@@ -75,8 +76,15 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         finally:
             context.close()
 
-    app = FastAPI(title=TITLE, version=VERSION, description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title=TITLE,
+        version=VERSION,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.ctx = context
     for module in (memory, memory_docs, sessions, blackboard, knowledge, reads, ops, owners, dead_letters, console):
         app.include_router(module.router)
@@ -85,14 +93,22 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     problems.install(app, known_fields())
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
-    slots = Slots({API_POOL: settings.api_max_in_flight,
-                   PUBLIC_POOL: settings.api_max_public_in_flight}, settings.api_max_per_client)
+    slots = Slots(
+        {API_POOL: settings.api_max_in_flight, PUBLIC_POOL: settings.api_max_public_in_flight},
+        settings.api_max_per_client,
+    )
     app.state.slots = slots
     app.state.refusals = RefusalLog(context.metrics.refused)
-    app.add_middleware(Limits, tokens=context.tokens, slots=slots, refusals=app.state.refusals,
-                       max_body_bytes=settings.api_max_body_bytes,
-                       body_timeout_s=settings.api_body_timeout_ms / 1000, mcp_served=mcp.served,
-                       mcp_paths=[MEMORY_MCP_PATH] if memory_mcp.served else [])
+    app.add_middleware(
+        Limits,
+        tokens=context.tokens,
+        slots=slots,
+        refusals=app.state.refusals,
+        max_body_bytes=settings.api_max_body_bytes,
+        body_timeout_s=settings.api_body_timeout_ms / 1000,
+        mcp_served=mcp.served,
+        mcp_paths=[MEMORY_MCP_PATH] if memory_mcp.served else [],
+    )
     app.add_middleware(RecordRequests, metrics=context.metrics)
     app.add_middleware(SecurityHeaders)
     app.openapi = lambda: openapi_document(app)  # type: ignore[method-assign]
@@ -122,13 +138,17 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     doc = get_openapi(title=TITLE, version=VERSION, description=DESCRIPTION, routes=app.routes)
     components = doc.setdefault("components", {})
     components.setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
-    components["securitySchemes"] = {"bearer": {
-        "type": "http", "scheme": "bearer",
-        "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex and "
-                       "/v1/ops/dead-letters, which need MEMJOBS_API_HOST_TOKEN (it also opens the "
-                       "gateway routes), or a scoped token (`memjobs token issue`) whose scopes "
-                       "and owners cover the request. A loopback "
-                       "server with no credential set needs none."}}
+    components["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "MEMJOBS_API_GATEWAY_TOKEN for every /v1 route but reindex and "
+            "/v1/ops/dead-letters, which need MEMJOBS_API_HOST_TOKEN (it also opens the "
+            "gateway routes), or a scoped token (`memjobs token issue`) whose scopes "
+            "and owners cover the request. A loopback "
+            "server with no credential set needs none.",
+        }
+    }
     for path, methods in doc["paths"].items():
         if path in OPEN_PATHS:
             continue

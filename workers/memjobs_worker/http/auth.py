@@ -99,8 +99,7 @@ class Principal:
                 raise ProblemError("forbidden", "this route needs the host token")
             raise ProblemError("forbidden", f"this token lacks the {need.scope} scope")
         if not need.per_owner and not self.every_owner:
-            raise ProblemError("forbidden", "this route acts across owners; this token is "
-                               "limited to some")
+            raise ProblemError("forbidden", "this route acts across owners; this token is limited to some")
 
     def require_owner(self, owner_id: str) -> None:
         if not self.covers(owner_id):
@@ -143,8 +142,7 @@ def check_bind(settings: Settings) -> None:
         ConfigurationError: saying which setting to set.
     """
     for name in sorted(settings.blank_credentials):
-        raise ConfigurationError(f"MEMJOBS_{name.upper()} must not be blank: set a token, or "
-                                 "leave it unset")
+        raise ConfigurationError(f"MEMJOBS_{name.upper()} must not be blank: set a token, or leave it unset")
     gateway = _static(settings.api_gateway_token, "MEMJOBS_API_GATEWAY_TOKEN")
     host = _static(settings.api_host_token, "MEMJOBS_API_HOST_TOKEN")
     scoped = ScopedKeys(settings)  # refuses blank, short or equal keys
@@ -158,13 +156,15 @@ def check_bind(settings: Settings) -> None:
         raise ConfigurationError(
             f"MEMJOBS_API_HOST={settings.api_host} is not a loopback address: set both "
             "MEMJOBS_API_GATEWAY_TOKEN and MEMJOBS_API_HOST_TOKEN, or MEMJOBS_API_TOKEN_KEY "
-            "for scoped tokens (docs/security.md)")
+            "for scoped tokens (docs/security.md)"
+        )
     if settings.api_tls_cert is None and not settings.api_tls_terminated_by_proxy:
         raise ConfigurationError(
             f"MEMJOBS_API_HOST={settings.api_host} is not a loopback address: serve HTTPS "
             "(MEMJOBS_API_TLS_CERT and MEMJOBS_API_TLS_KEY), or set "
             "MEMJOBS_API_TLS_TERMINATED_BY_PROXY=true when a proxy in front terminates TLS "
-            "(docs/security.md)")
+            "(docs/security.md)"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,8 +182,7 @@ class Tokens:
             return None if value is None else value.get_secret_value().encode()
 
         keys = ScopedKeys(settings)
-        return cls(raw(settings.api_gateway_token), raw(settings.api_host_token),
-                   keys if keys.enabled else None)
+        return cls(raw(settings.api_gateway_token), raw(settings.api_host_token), keys if keys.enabled else None)
 
     @property
     def open(self) -> bool:
@@ -213,8 +212,7 @@ class Tokens:
                 grant = self.scoped.verify(presented.decode("ascii"))
             except InvalidToken as exc:
                 raise _unauthorized(str(exc), error="invalid_token") from None
-            return Principal("scoped", grant.scopes,
-                             None if grant.all_owners else grant.owners, grant.owner_prefix)
+            return Principal("scoped", grant.scopes, None if grant.all_owners else grant.owners, grant.owner_prefix)
         raise _unauthorized()
 
 
@@ -277,8 +275,7 @@ async def _owner_named(request: Request) -> str:
     if request.method == "GET":
         owner = owner_id_of_header(request.headers.get("x-memjobs-owner"))
         if owner is None:
-            raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, "
-                               "percent-encoded UTF-8 owner id")
+            raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded UTF-8 owner id")
         return owner
     try:
         body = await request.json()

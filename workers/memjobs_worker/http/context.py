@@ -78,8 +78,12 @@ class ApiContext:
         # The producer client as every door builds it, its Redis calls bounded by the
         # backend timeout, and counting what it enqueues. mem0, once built, is moved
         # out of the collector's sight as the rest of the process is (see app.lifespan).
-        runtime = open_door(settings, endpoints, on_engine_built=gc.freeze,
-                            redis_url=_with_timeouts(endpoints.redis_url, self.timeout_s))
+        runtime = open_door(
+            settings,
+            endpoints,
+            on_engine_built=gc.freeze,
+            redis_url=_with_timeouts(endpoints.redis_url, self.timeout_s),
+        )
         runtime.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
         self._runtime = runtime  # to close it; the routes see only the parts below
         self.client: MemjobsClient = runtime.client
@@ -90,33 +94,37 @@ class ApiContext:
         self.blackboard: Callable[[], BlackboardStore] = lambda: runtime.blackboard
         self.model_share: ModelShare = runtime.model_share
         # Every search (the route's and /mcp's) embeds as its owner's turn.
-        self.search_knowledge: Callable[[str, str, int], SearchOutcome] = (
-            lambda owner, query, k: _as_party(self.model_share, owner,
-                                              partial(runtime.search_knowledge, owner, query, k)))
+        self.search_knowledge: Callable[[str, str, int], SearchOutcome] = lambda owner, query, k: _as_party(
+            self.model_share, owner, partial(runtime.search_knowledge, owner, query, k)
+        )
         # /mcp/memory's recall: its owner's turn on the model share too (as /v1/recall's).
-        self.recall_memories: Callable[[str, str, int], list[RecallHit]] = (
-            lambda owner, query, limit: _as_party(self.model_share, owner,
-                                                  partial(runtime.personal_memory.recall, owner, query, limit)))
-        self.read_cited_chunk: Callable[[str, str], CitedChunk] = (
-            lambda owner, cited: read_cited(runtime.knowledge, owner, cited))
+        self.recall_memories: Callable[[str, str, int], list[RecallHit]] = lambda owner, query, limit: _as_party(
+            self.model_share, owner, partial(runtime.personal_memory.recall, owner, query, limit)
+        )
+        self.read_cited_chunk: Callable[[str, str], CitedChunk] = lambda owner, cited: read_cited(
+            runtime.knowledge, owner, cited
+        )
         self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
         # An owner's erasure and export (docs/data-lifecycle.md): an erasure waits for the
         # owner's running jobs half the backend timeout at most, so that it answers in time.
         wait_ms = min(settings.erase_wait_ms, settings.api_backend_timeout_ms // 2)
         self.erase_owner: Callable[[Owner], EraseReport] = lambda owner: erase_owner(
-            owner, owner_parts(runtime, wait_ms=wait_ms), redis_client=runtime.redis, db=runtime.db,
-            hold_ms=settings.erase_hold_ms)
-        self.export_owner: Callable[[Owner], list[str]] = lambda owner: list(
-            export_lines(owner, owner_parts(runtime)))
-        self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(),
-                                                     lambda: runtime.store.ping())
+            owner,
+            owner_parts(runtime, wait_ms=wait_ms),
+            redis_client=runtime.redis,
+            db=runtime.db,
+            hold_ms=settings.erase_hold_ms,
+        )
+        self.export_owner: Callable[[Owner], list[str]] = lambda owner: list(export_lines(owner, owner_parts(runtime)))
+        self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(), lambda: runtime.store.ping())
         #: The model services' circuit breakers, for /readyz.
         self.model_breakers: Callable[[], list[BreakerState]] = lambda: ops_status.model_breakers(runtime.redis)
         # Few backend threads: 32 threads fighting the event loop for the GIL made the
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
-        self.executor = ThreadPoolExecutor(min(BACKEND_THREADS, settings.api_max_in_flight),
-                                           thread_name_prefix="memjobs-api-backend")
+        self.executor = ThreadPoolExecutor(
+            min(BACKEND_THREADS, settings.api_max_in_flight), thread_name_prefix="memjobs-api-backend"
+        )
         self.cpu = ThreadPoolExecutor(1, thread_name_prefix="memjobs-api-cpu")
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -154,12 +162,14 @@ class ApiContext:
         except (MemjobsError, ProblemError):
             raise
         except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
-            log.warning("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
-                                                      "error": type(exc).__name__})
+            log.warning(
+                "backend call failed", extra={"call": getattr(fn, "__name__", "call"), "error": type(exc).__name__}
+            )
             raise ProblemError("backend_unavailable") from None
         except Exception as exc:
-            log.error("backend call failed", extra={"call": getattr(fn, "__name__", "call"),
-                                                    "error": type(exc).__name__})
+            log.error(
+                "backend call failed", extra={"call": getattr(fn, "__name__", "call"), "error": type(exc).__name__}
+            )
             raise ProblemError("internal") from None
         finally:
             # Answered, timed out or cancelled: work not started yet is dropped, and an

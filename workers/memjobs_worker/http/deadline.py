@@ -71,16 +71,23 @@ class HeaderDeadline(asyncio.Protocol):
 
     __slots__ = ("held", "loop", "open_requests", "timer", "transport")
 
-    def __init__(self, *, config: Any, server_state: Any, app_state: dict[str, Any],
-                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: Any,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         self.loop = _loop or asyncio.get_running_loop()
         self.timer: asyncio.TimerHandle | None = None
         self.open_requests = 0  # requests called whose response is not yet complete
         self.transport: asyncio.BaseTransport | None = None
         # The held protocol copies this state into each request's scope: MarksRequests finds
         # this connection there.
-        self.held = self.rule.held_class(config=config, server_state=server_state,
-                                         app_state={**app_state, CONNECTION: self}, _loop=_loop)
+        self.held = self.rule.held_class(
+            config=config, server_state=server_state, app_state={**app_state, CONNECTION: self}, _loop=_loop
+        )
 
     # -- asyncio.Protocol, forwarded ------------------------------------------------------
 
@@ -139,8 +146,7 @@ class HeaderDeadline(asyncio.Protocol):
         transport.close()
 
 
-def header_deadline(parser: str, timeout_s: float,
-                    on_expired: Callable[[], None]) -> type[HeaderDeadline]:
+def header_deadline(parser: str, timeout_s: float, on_expired: Callable[[], None]) -> type[HeaderDeadline]:
     """The protocol class to give ``uvicorn.Config(http=...)``: ``parser``'s (``h11`` or
     ``httptools``, as uvicorn would load it) held by :class:`HeaderDeadline`.
 
@@ -165,8 +171,7 @@ class MarksRequests:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        connection = (scope.get("state") or {}).get(CONNECTION) if scope["type"] != "lifespan" \
-            else None
+        connection = (scope.get("state") or {}).get(CONNECTION) if scope["type"] != "lifespan" else None
         if connection is None:
             await self.app(scope, receive, send)
             return

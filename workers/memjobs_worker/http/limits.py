@@ -77,8 +77,7 @@ def host_name(value: str) -> str:
 
 def head_bytes(scope: Scope) -> int:
     """About the bytes of a request's line and headers, as they came on the wire."""
-    line = len(scope["method"]) + len(scope.get("raw_path") or scope["path"]) + \
-        len(scope.get("query_string", b"")) + 12
+    line = len(scope["method"]) + len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string", b"")) + 12
     return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
 
 
@@ -94,9 +93,18 @@ class Limits:
         mcp_paths: the other MCP endpoints served (``/mcp/memory``), authenticated as ``/v1``.
     """
 
-    def __init__(self, app: ASGIApp, *, tokens: Tokens, slots: Slots, refusals: RefusalLog,
-                 max_body_bytes: int, body_timeout_s: float, mcp_served: bool = False,
-                 mcp_paths: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: Tokens,
+        slots: Slots,
+        refusals: RefusalLog,
+        max_body_bytes: int,
+        body_timeout_s: float,
+        mcp_served: bool = False,
+        mcp_paths: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.slots = slots
@@ -121,8 +129,13 @@ class Limits:
             return
         client = str((scope.get("client") or ("?",))[0])
         if not self.slots.admit_client(client):
-            await self._refuse(scope, receive, send, "too_many_requests",
-                               f"at most {self.slots.max_per_client} requests open per client")
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                "too_many_requests",
+                f"at most {self.slots.max_per_client} requests open per client",
+            )
             return
         counted = [True]
 
@@ -142,8 +155,7 @@ class Limits:
     def _admit(self, scope: Scope) -> None:
         """Header size, host, owner header, token (raises the refusal)."""
         if head_bytes(scope) > MAX_HEADER_BYTES:
-            raise ProblemError("headers_too_large", f"the request line and headers are over "
-                               f"{MAX_HEADER_BYTES} bytes")
+            raise ProblemError("headers_too_large", f"the request line and headers are over {MAX_HEADER_BYTES} bytes")
         hosts: list[bytes] = []
         owners = 0
         authorization: list[bytes] = []
@@ -154,23 +166,23 @@ class Limits:
                 owners += 1
             elif key == b"authorization":
                 authorization.append(value)
-        if self.tokens.open and (len(hosts) != 1 or
-                                 not is_loopback(host_name(hosts[0].decode("latin-1")))):
-            raise ProblemError("untrusted_host", "this server answers to localhost, 127.0.0.1 "
-                               "and [::1] only while it runs without tokens")
+        if self.tokens.open and (len(hosts) != 1 or not is_loopback(host_name(hosts[0].decode("latin-1")))):
+            raise ProblemError(
+                "untrusted_host",
+                "this server answers to localhost, 127.0.0.1 and [::1] only while it runs without tokens",
+            )
         if owners > 1:
             raise ProblemError("validation", "X-Memjobs-Owner header must be given once")
         if len(authorization) > 1:
-            raise ProblemError("unauthorized", "Authorization header must be given once",
-                               headers={"WWW-Authenticate": "Bearer"})
+            raise ProblemError(
+                "unauthorized", "Authorization header must be given once", headers={"WWW-Authenticate": "Bearer"}
+            )
         if not self._authenticated(scope["path"]):
             return  # the console checks its own session
-        principal = self.tokens.authenticate(
-            authorization[0].decode("latin-1") if authorization else None)
+        principal = self.tokens.authenticate(authorization[0].decode("latin-1") if authorization else None)
         scope.setdefault("state", {})[PRINCIPAL] = principal
 
-    async def _bounded(self, scope: Scope, receive: Receive, send: Send,
-                       release_client: Any) -> None:
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, release_client: Any) -> None:
         declared: str | None = None
         media = ""
         for key, value in scope["headers"]:
@@ -184,12 +196,10 @@ class Limits:
             except ValueError:
                 too_big = False
             if too_big:
-                await self._refuse(scope, receive, send, "too_large",
-                                   f"the limit is {self.max_body_bytes} bytes")
+                await self._refuse(scope, receive, send, "too_large", f"the limit is {self.max_body_bytes} bytes")
                 return
         if scope["method"] in ("POST", "PUT", "PATCH"):
-            form = (media == "application/x-www-form-urlencoded"
-                    and scope["path"].startswith(FORM_PREFIX))
+            form = media == "application/x-www-form-urlencoded" and scope["path"].startswith(FORM_PREFIX)
             if media != "application/json" and not media.endswith("+json") and not form:
                 await self._refuse(scope, receive, send, "unsupported_media_type")
                 return
@@ -246,21 +256,27 @@ class Limits:
                         return bytes(body)
         except TimeoutError:
             # The refusals are sent outside the timeout: a slow reader must not cut them short.
-            await self._refuse(scope, receive, send, "request_timeout",
-                               f"the body was not sent within {self.body_timeout_s:g} s")
+            await self._refuse(
+                scope, receive, send, "request_timeout", f"the body was not sent within {self.body_timeout_s:g} s"
+            )
             return None
-        await self._refuse(scope, receive, send, "too_large",
-                           f"the limit is {self.max_body_bytes} bytes")
+        await self._refuse(scope, receive, send, "too_large", f"the limit is {self.max_body_bytes} bytes")
         return None
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, reason: str,
-                      detail: str | None = None, headers: dict[str, str] | None = None) -> None:
+    async def _refuse(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        reason: str,
+        detail: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """A refusal, counted, that also closes the connection (whatever of the body is left
         is not read); its write is bounded as a reply's is."""
         self.refusals.note(reason)
         scope.setdefault("state", {})[REFUSED] = reason  # the access log leaves it to the count
-        response = problem_response(reason, detail,
-                                    headers={**(headers or {}), "Connection": "close"})
+        response = problem_response(reason, detail, headers={**(headers or {}), "Connection": "close"})
         await response(scope, receive, self._releasing_send(send, lambda: None))
 
 
@@ -297,8 +313,11 @@ class SecurityHeaders:
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", [])
-                           if k.lower() not in (b"x-content-type-options", b"cache-control")]
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in (b"x-content-type-options", b"cache-control")
+                ]
                 message = {**message, "headers": headers + list(SECURITY_HEADERS)}
             await send(message)
 

@@ -98,8 +98,9 @@ class StatelessMcpEndpoint:
     def mount(self, app: FastAPI) -> None:
         """Add the endpoint to ``app`` when it is served (never in the OpenAPI document)."""
         if self.served:
-            app.router.routes.append(Route(self.path, endpoint=self, methods=["GET", "POST", "DELETE"],
-                                           include_in_schema=False))
+            app.router.routes.append(
+                Route(self.path, endpoint=self, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+            )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -107,9 +108,12 @@ class StatelessMcpEndpoint:
         if self._server is None:
             yield
             return
-        self._server.streamable_http_app(stateless_http=True, json_response=True,
-                                         transport_security=LOOPBACK_HOSTS,
-                                         max_request_body_size=self.max_body_bytes)
+        self._server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=LOOPBACK_HOSTS,
+            max_request_body_size=self.max_body_bytes,
+        )
         manager = self._server.session_manager  # a new one for each run of the lifespan
         async with manager.run():
             self._manager = manager
@@ -122,9 +126,9 @@ class StatelessMcpEndpoint:
         if scope["method"] != "POST":
             # Stateless: no stream for the server to speak first (GET) and no session to
             # end (DELETE). The SDK would hold a GET open for ever, pinging it (issue 31).
-            await problem_response("method_not_allowed", "this MCP endpoint is stateless: "
-                                   "POST each request", headers={"Allow": "POST"})(
-                scope, receive, send)
+            await problem_response(
+                "method_not_allowed", "this MCP endpoint is stateless: POST each request", headers={"Allow": "POST"}
+            )(scope, receive, send)
             return
         refusal = self._refusal(scope)
         if refusal is None and self._manager is None:
@@ -148,8 +152,9 @@ class StatelessMcpEndpoint:
                 principal.require(Need("admin", per_owner=False))  # the host token
             owner = owner_id_of_header(headers.get(OWNER_HEADER))
             if owner is None:
-                return problem_response("validation", "X-Memjobs-Owner: must be a non-empty, "
-                                        "percent-encoded UTF-8 owner id")
+                return problem_response(
+                    "validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded UTF-8 owner id"
+                )
             self._admit(principal, owner, scope)
         except ProblemError as exc:
             return problem_response(exc.reason, exc.detail, headers=exc.headers)
@@ -176,12 +181,17 @@ class McpEndpoint(StatelessMcpEndpoint):
     def __init__(self, settings: Settings, context: ApiContext) -> None:
         super().__init__(settings, context, enabled=settings.knowledge_enabled)
         if self.served:
-            self._server = build_server("agent", Backend(
-                search=context.search_knowledge, read_chunk=context.read_cited_chunk,
-                owner_of=_owner_of, run=self._run))
+            self._server = build_server(
+                "agent",
+                Backend(
+                    search=context.search_knowledge,
+                    read_chunk=context.read_cited_chunk,
+                    owner_of=_owner_of,
+                    run=self._run,
+                ),
+            )
         elif settings.knowledge_enabled:
-            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or "
-                     "MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
+            log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
 
     def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
         if principal.kind == "scoped":

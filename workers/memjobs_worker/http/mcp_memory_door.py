@@ -54,10 +54,12 @@ class MemoryMcpEndpoint(StatelessMcpEndpoint):
     def __init__(self, settings: Settings, context: ApiContext) -> None:
         super().__init__(settings, context, enabled=settings.memory_enabled)
         if self.served:
-            tools = MemoryTools(ServiceToolBackend(context.memory_docs, context.recall_memories,
-                                                  context.sessions), source="mcp")
-            self._server = build_memory_server(MemoryBackend(
-                tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run))
+            tools = MemoryTools(
+                ServiceToolBackend(context.memory_docs, context.recall_memories, context.sessions), source="mcp"
+            )
+            self._server = build_memory_server(
+                MemoryBackend(tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run)
+            )
 
     def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
         scopes = ALL_SCOPES

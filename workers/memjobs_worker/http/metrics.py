@@ -32,20 +32,32 @@ class ApiMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("memjobs_api_requests_total", "HTTP requests, by route template, "
-                                "method and status.", ["route", "method", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("memjobs_api_request_duration_seconds", "HTTP request latency, "
-                                 "by route template.", ["route"], buckets=LATENCY_BUCKETS,
-                                 registry=self.registry)
-        self.in_flight = Gauge("memjobs_api_requests_in_flight", "HTTP requests being served.",
-                               registry=self.registry)
-        self.refused = Counter("memjobs_api_refused_total", "Requests the guard refused (and "
-                               "replies abandoned unread), by reason.", ["reason"],
-                               registry=self.registry)
-        self.enqueued = Counter("memjobs_producer_jobs_enqueued_total", "Jobs enqueued by this "
-                                "producer (the HTTP API), by actor.", ["actor"],
-                                registry=self.registry)
+        self.requests = Counter(
+            "memjobs_api_requests_total",
+            "HTTP requests, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memjobs_api_request_duration_seconds",
+            "HTTP request latency, by route template.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge("memjobs_api_requests_in_flight", "HTTP requests being served.", registry=self.registry)
+        self.refused = Counter(
+            "memjobs_api_refused_total",
+            "Requests the guard refused (and replies abandoned unread), by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.enqueued = Counter(
+            "memjobs_producer_jobs_enqueued_total",
+            "Jobs enqueued by this producer (the HTTP API), by actor.",
+            ["actor"],
+            registry=self.registry,
+        )
 
 
 class CountEnqueued(Middleware):
@@ -94,6 +106,13 @@ class RecordRequests:
             # counts them and logs one line per reason per interval (a flood of them
             # would otherwise be a line each).
             refused = REFUSED in scope.get("state", {})
-            log.log(logging.INFO if status >= 400 and not refused else logging.DEBUG, "request", extra={
-                "route": template, "method": scope["method"], "status": status,
-                "duration_ms": round(seconds * 1000, 2)})
+            log.log(
+                logging.INFO if status >= 400 and not refused else logging.DEBUG,
+                "request",
+                extra={
+                    "route": template,
+                    "method": scope["method"],
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 2),
+                },
+            )

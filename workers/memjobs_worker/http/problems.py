@@ -55,38 +55,42 @@ class ProblemType:
         return PROBLEM_BASE + self.reason
 
 
-PROBLEMS: dict[str, ProblemType] = {p.reason: p for p in (
-    ProblemType("validation", 422, "The request does not fit the contract"),
-    ProblemType("malformed_json", 400, "The body is not a JSON document"),
-    ProblemType("unsupported_media_type", 415, "The body must be application/json"),
-    ProblemType("sensitive_content", 422, "The content looks like a credential; nothing was stored"),
-    ProblemType("consent_required", 422, "Re-indexing needs the user's consent"),
-    ProblemType("memory_off", 409, "Personal memory is switched off"),
-    ProblemType("knowledge_off", 409, "Knowledge is switched off"),
-    ProblemType("not_found", 404, "No such resource"),
-    ProblemType("ambiguous", 409, "The old text occurs more than once; nothing was changed"),
-    ProblemType("forbidden_document", 422, "Only USER.md and MEMORY.md can be read or changed"),
-    ProblemType("method_not_allowed", 405, "Method not allowed on this resource"),
-    ProblemType("unauthorized", 401, "A valid bearer token is required"),
-    ProblemType("forbidden", 403, "This token may not call this route"),
-    ProblemType("too_large", 413, "The request body is over the limit"),
-    ProblemType("malformed_request", 400, "The request is not well-formed HTTP/1.1"),
-    ProblemType("headers_too_large", 431, "The request line and headers are over the limit"),
-    ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
-    ProblemType("request_timeout", 408, "The request was not sent in time"),
-    ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),
-    ProblemType("model_busy", 429,
-                "This owner's earlier requests still hold its share of the model; retry later"),
-    ProblemType("overloaded", 503, "Too many requests in flight; retry later"),
-    ProblemType("redis_full", 503, "Redis is full: nothing was queued; retry once the workers have drained it"),
-    ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
-    ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
-    ProblemType("embedding_model_changed", 503,
-                "Stored vectors came from another embedding model: run `memjobs reembed`"),
-    ProblemType("erase_incomplete", 503,
-                "The owner's jobs were still running; nothing more was erased: call again"),
-    ProblemType("internal", 500, "Internal error"),
-)}
+PROBLEMS: dict[str, ProblemType] = {
+    p.reason: p
+    for p in (
+        ProblemType("validation", 422, "The request does not fit the contract"),
+        ProblemType("malformed_json", 400, "The body is not a JSON document"),
+        ProblemType("unsupported_media_type", 415, "The body must be application/json"),
+        ProblemType("sensitive_content", 422, "The content looks like a credential; nothing was stored"),
+        ProblemType("consent_required", 422, "Re-indexing needs the user's consent"),
+        ProblemType("memory_off", 409, "Personal memory is switched off"),
+        ProblemType("knowledge_off", 409, "Knowledge is switched off"),
+        ProblemType("not_found", 404, "No such resource"),
+        ProblemType("ambiguous", 409, "The old text occurs more than once; nothing was changed"),
+        ProblemType("forbidden_document", 422, "Only USER.md and MEMORY.md can be read or changed"),
+        ProblemType("method_not_allowed", 405, "Method not allowed on this resource"),
+        ProblemType("unauthorized", 401, "A valid bearer token is required"),
+        ProblemType("forbidden", 403, "This token may not call this route"),
+        ProblemType("too_large", 413, "The request body is over the limit"),
+        ProblemType("malformed_request", 400, "The request is not well-formed HTTP/1.1"),
+        ProblemType("headers_too_large", 431, "The request line and headers are over the limit"),
+        ProblemType("untrusted_host", 400, "The Host header names no address this server answers for"),
+        ProblemType("request_timeout", 408, "The request was not sent in time"),
+        ProblemType("too_many_requests", 429, "Too many requests open from this client; retry later"),
+        ProblemType("model_busy", 429, "This owner's earlier requests still hold its share of the model; retry later"),
+        ProblemType("overloaded", 503, "Too many requests in flight; retry later"),
+        ProblemType("redis_full", 503, "Redis is full: nothing was queued; retry once the workers have drained it"),
+        ProblemType("backend_unavailable", 503, "Redis or the state store did not answer in time"),
+        ProblemType("model_unavailable", 503, "The model or embedding service did not answer"),
+        ProblemType(
+            "embedding_model_changed", 503, "Stored vectors came from another embedding model: run `memjobs reembed`"
+        ),
+        ProblemType(
+            "erase_incomplete", 503, "The owner's jobs were still running; nothing more was erased: call again"
+        ),
+        ProblemType("internal", 500, "Internal error"),
+    )
+}
 
 #: Seconds a client should wait after an ``overloaded`` or ``*_unavailable`` reply.
 RETRY_AFTER_S = 1
@@ -95,21 +99,23 @@ RETRY_AFTER_S = 1
 class ProblemError(Exception):
     """Raised by routes and dependencies to answer with a problem document."""
 
-    def __init__(self, reason: str, detail: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(self, reason: str, detail: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
         self.headers = headers or {}
 
 
-def problem_response(reason: str, detail: str | None = None, *,
-                     headers: dict[str, str] | None = None,
-                     extra: dict[str, Any] | None = None) -> JSONResponse:
+def problem_response(
+    reason: str,
+    detail: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> JSONResponse:
     """The ``application/problem+json`` reply for ``reason``."""
     kind = PROBLEMS[reason]
-    body: dict[str, Any] = {"type": kind.uri, "title": kind.title, "status": kind.status,
-                            "reason": reason}
+    body: dict[str, Any] = {"type": kind.uri, "title": kind.title, "status": kind.status, "reason": reason}
     if detail:
         body["detail"] = detail
     if extra:
@@ -192,9 +198,10 @@ def _where(loc: tuple[Any, ...], known_fields: frozenset[str]) -> str:
         return "-".join(word.capitalize() for word in str(path[0]).split("-")) + " header"
     if part in ("query", "path") and path and _SAFE_NAME.match(str(path[0])):
         return f"{part} parameter {path[0]}"
-    shown = [str(p) if isinstance(p, int) or (isinstance(p, str) and p in known_fields
-                                               and _SAFE_NAME.match(p)) else "*"
-             for p in path]
+    shown = [
+        str(p) if isinstance(p, int) or (isinstance(p, str) and p in known_fields and _SAFE_NAME.match(p)) else "*"
+        for p in path
+    ]
     return ".".join(shown) or "body"
 
 
@@ -230,8 +237,14 @@ def install(app: FastAPI, known_fields: frozenset[str]) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        reason = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed", 413: "too_large",
-                  401: "unauthorized", 403: "forbidden"}.get(exc.status_code, "validation")
+        reason = {
+            400: "malformed_json",
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "too_large",
+            401: "unauthorized",
+            403: "forbidden",
+        }.get(exc.status_code, "validation")
         return problem_response(reason, headers=dict(exc.headers or {}))
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:

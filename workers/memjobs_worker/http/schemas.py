@@ -26,8 +26,9 @@ from memjobs_client.contracts import (
 )
 from memjobs_client.validation import SafeText, Text, refuse_sensitive, text_problem
 
-OwnerId = Field(min_length=1, max_length=256, description="the owner, named by the gateway; "
-                "stored and logged only as its sha256")
+OwnerId = Field(
+    min_length=1, max_length=256, description="the owner, named by the gateway; stored and logged only as its sha256"
+)
 SOURCE_ID_PATTERN = r"^src_[0-9a-f]{32}$"
 
 
@@ -55,9 +56,12 @@ class _Request(BaseModel):
 class RememberRequest(_Request):
     owner_id: str = OwnerId
     text: str = Field(min_length=1, description="a user turn or an explicit 'remember this'")
-    session_id: SafeText | None = Field(default=None, min_length=1, max_length=128,
-                                        description="refused when it looks like a credential, "
-                                        "as every id is")
+    session_id: SafeText | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="refused when it looks like a credential, as every id is",
+    )
     kind: Literal["utterance", "explicit"] = "utterance"
 
 
@@ -76,12 +80,19 @@ class EndSessionRequest(_Request):
     owner_id: str = OwnerId
     transcript: list[Turn] = Field(min_length=1, max_length=MAX_TURNS)
     tasks: list[TaskRef] = Field(default_factory=list, max_length=MAX_TASKS)
-    consolidate: bool = Field(default=True, description=(
-        "queue consolidation (default: the workers decide with their own settings); "
-        "false opts this session out"))
-    digest: bool = Field(default=True, description=(
-        "queue the digest (default: the workers run it when QWEN_AUDIO_SESSION_DIGEST=on); "
-        "false opts this session out"))
+    consolidate: bool = Field(
+        default=True,
+        description=(
+            "queue consolidation (default: the workers decide with their own settings); false opts this session out"
+        ),
+    )
+    digest: bool = Field(
+        default=True,
+        description=(
+            "queue the digest (default: the workers run it when QWEN_AUDIO_SESSION_DIGEST=on); "
+            "false opts this session out"
+        ),
+    )
 
 
 class TaskUpdate(_Request):
@@ -103,10 +114,11 @@ class KnowledgeText(contracts.KnowledgeText):
 
 class ReindexRequest(_Request):
     owner_id: str = OwnerId
-    consent: bool = Field(description="the user consents to sending the documents' text to the "
-                          "embedding service; false is refused with consent_required")
-    documents: list[KnowledgeText] = Field(max_length=MAX_CORPUS_DOCUMENTS,
-                                           description="the owner's whole corpus")
+    consent: bool = Field(
+        description="the user consents to sending the documents' text to the "
+        "embedding service; false is refused with consent_required"
+    )
+    documents: list[KnowledgeText] = Field(max_length=MAX_CORPUS_DOCUMENTS, description="the owner's whole corpus")
 
 
 class KnowledgeSearchRequest(_Request):
@@ -137,7 +149,8 @@ class ForgetAccepted(BaseModel):
     source_id: str
     status: Literal["forgotten", "already_forgotten"] = Field(
         description="forgotten now (or before: already_forgotten); a source the owner does "
-                    "not have is a not_found problem")
+        "not have is a not_found problem"
+    )
     purge: Literal["queued"]
 
 
@@ -161,13 +174,18 @@ class Preferences(BaseModel):
 
 class SessionEndAccepted(BaseModel):
     session_id: str
-    status: Literal["queued", "already_ended"] = Field(description=(
-        "queued: this request queued jobs; already_ended: every job it asked for was "
-        "queued by an earlier end of the same session"))
-    enqueued: list[str] = Field(description=(
-        "the jobs this request queued: consolidate_session, digest_session, extract_facts"))
-    opted_out: list[str] = Field(default_factory=list, description=(
-        "the jobs this request opted out of (a later end may still queue them)"))
+    status: Literal["queued", "already_ended"] = Field(
+        description=(
+            "queued: this request queued jobs; already_ended: every job it asked for was "
+            "queued by an earlier end of the same session"
+        )
+    )
+    enqueued: list[str] = Field(
+        description=("the jobs this request queued: consolidate_session, digest_session, extract_facts")
+    )
+    opted_out: list[str] = Field(
+        default_factory=list, description=("the jobs this request opted out of (a later end may still queue them)")
+    )
 
 
 class RecalledTaskOut(BaseModel):
@@ -221,8 +239,9 @@ class SourceOut(BaseModel):
     session_id: str | None
     created_at: datetime
     learned_at: datetime | None
-    reason: str | None = Field(default=None, description="why the source is failed (e.g. "
-                               "model_output_invalid: …); null in every other state")
+    reason: str | None = Field(
+        default=None, description="why the source is failed (e.g. model_output_invalid: …); null in every other state"
+    )
     text: str | None = Field(default=None, description="only with include_text=true")
 
 
@@ -277,19 +296,24 @@ class MemoryDocuments(BaseModel):
 
 class MemoryEdit(_Request):
     op: Literal["append", "replace"]
-    doc: str = Field(min_length=1, max_length=64, description="USER.md or MEMORY.md; anything "
-                     "else (ASSISTANT.md included) is refused as forbidden_document")
-    text: str | None = Field(default=None, max_length=20_000, description="append: the Markdown "
-                             "to add on its own line")
-    old_text: str | None = Field(default=None, max_length=20_000, description="replace: text "
-                                 "that occurs exactly once in the document")
-    new_text: str | None = Field(default=None, max_length=20_000, description="replace: its "
-                                 "replacement; empty or absent deletes it (with its line)")
+    doc: str = Field(
+        min_length=1,
+        max_length=64,
+        description="USER.md or MEMORY.md; anything else (ASSISTANT.md included) is refused as forbidden_document",
+    )
+    text: str | None = Field(default=None, max_length=20_000, description="append: the Markdown to add on its own line")
+    old_text: str | None = Field(
+        default=None, max_length=20_000, description="replace: text that occurs exactly once in the document"
+    )
+    new_text: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description="replace: its replacement; empty or absent deletes it (with its line)",
+    )
 
     @model_validator(mode="after")
     def _fields_of_op(self) -> MemoryEdit:
-        if self.op == "append" and (self.text is None or self.old_text is not None
-                                    or self.new_text is not None):
+        if self.op == "append" and (self.text is None or self.old_text is not None or self.new_text is not None):
             raise ValueError("append takes text (and no old_text or new_text)")
         if self.op == "replace" and (self.old_text is None or self.text is not None):
             raise ValueError("replace takes old_text and new_text (and no text)")
@@ -307,8 +331,9 @@ class MemoryContext(_Request):
 
 class MemoryEditsRequest(_Request):
     owner_id: str = OwnerId
-    edits: list[MemoryEdit] = Field(min_length=1, max_length=20, description="one turn's "
-                                    "edits, applied in order, all or none")
+    edits: list[MemoryEdit] = Field(
+        min_length=1, max_length=20, description="one turn's edits, applied in order, all or none"
+    )
     context: MemoryContext = Field(default_factory=MemoryContext)
 
 
@@ -316,8 +341,7 @@ class MemoryEditResult(BaseModel):
     op: Literal["append", "replace"]
     doc: str
     applied: bool
-    reason: Literal["duplicate"] | None = Field(description="duplicate: already there, "
-                                                "nothing to do")
+    reason: Literal["duplicate"] | None = Field(description="duplicate: already there, nothing to do")
     version: int | None
 
 
@@ -360,8 +384,11 @@ class BlackboardEntry(_Request):
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     kind: str | None = Field(default=None, min_length=1, max_length=64)
     result: str = Field(default="", max_length=contracts.MAX_BLACKBOARD_RESULT_BYTES)
-    evidence: list[str] = Field(default_factory=list, max_length=contracts.MAX_BLACKBOARD_EVIDENCE,
-                                description="references to what backs the entry (ids, not content)")
+    evidence: list[str] = Field(
+        default_factory=list,
+        max_length=contracts.MAX_BLACKBOARD_EVIDENCE,
+        description="references to what backs the entry (ids, not content)",
+    )
 
 
 class BlackboardAppendRequest(_Request):
@@ -383,14 +410,28 @@ class BlackboardCursor(BaseModel):
 class BlackboardPage(BaseModel):
     session_id: str
     entries: list[BlackboardEntry] = Field(description="in event order (seq, then entry id)")
-    next_after: BlackboardCursor | None = Field(description=(
-        "pass as after_seq and after_id for the next page; null on the last"))
+    next_after: BlackboardCursor | None = Field(
+        description=("pass as after_seq and after_id for the next page; null on the last")
+    )
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
-    RememberRequest, ForgetRequest, RecallRequest, EndSessionRequest, TaskUpdate, ReindexRequest,
-    KnowledgeSearchRequest, Turn, TaskRef, KnowledgeText, MemoryEditsRequest, MemoryEdit, MemoryContext,
-    BlackboardAppendRequest, BlackboardEntry)
+    RememberRequest,
+    ForgetRequest,
+    RecallRequest,
+    EndSessionRequest,
+    TaskUpdate,
+    ReindexRequest,
+    KnowledgeSearchRequest,
+    Turn,
+    TaskRef,
+    KnowledgeText,
+    MemoryEditsRequest,
+    MemoryEdit,
+    MemoryContext,
+    BlackboardAppendRequest,
+    BlackboardEntry,
+)
 
 
 def known_fields() -> frozenset[str]:

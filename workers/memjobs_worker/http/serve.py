@@ -64,15 +64,24 @@ class ApiServer:
         refusals: RefusalLog = app.state.refusals
         self._refusals = refusals
         SERVER_LINES.attach(refusals)
-        protocol = header_deadline(settings.api_http_parser, settings.api_header_timeout_ms / 1000,
-                                   on_expired=lambda: refusals.note("header_timeout"))
+        protocol = header_deadline(
+            settings.api_http_parser,
+            settings.api_header_timeout_ms / 1000,
+            on_expired=lambda: refusals.note("header_timeout"),
+        )
         config = uvicorn.Config(
-            MarksRequests(QuietErrors(app)), access_log=False, log_config=None,
-            lifespan="on", timeout_graceful_shutdown=10, server_header=False,
-            limit_concurrency=None, timeout_keep_alive=KEEP_ALIVE_S,
+            MarksRequests(QuietErrors(app)),
+            access_log=False,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=10,
+            server_header=False,
+            limit_concurrency=None,
+            timeout_keep_alive=KEEP_ALIVE_S,
             proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
             forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
-            http=protocol, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            http=protocol,
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
             ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
             ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,
@@ -99,8 +108,9 @@ class ApiServer:
 
     def start(self, timeout_s: float = 30.0) -> str:
         """Serve on a daemon thread; return the URL once the server accepts requests."""
-        self._thread = threading.Thread(target=lambda: self.server.run(sockets=[self.sock]),
-                                        name="memjobs-api", daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: self.server.run(sockets=[self.sock]), name="memjobs-api", daemon=True
+        )
         self._thread.start()
         deadline = threading.Event()
         for _ in range(int(timeout_s / 0.02)):

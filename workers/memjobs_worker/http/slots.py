@@ -47,8 +47,9 @@ class RefusalLog:
         clock: monotonic seconds (a test passes its own).
     """
 
-    def __init__(self, counter: Counter | None = None, every_s: float = LOG_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, counter: Counter | None = None, every_s: float = LOG_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.counter = counter
         self.every_s = every_s
         self.clock = clock
@@ -62,8 +63,7 @@ class RefusalLog:
         now = self.clock()
         last = self._logged_at.get(reason)
         if last is None or now - last >= self.every_s:
-            log.warning("requests refused", extra={"reason": reason,
-                                                   "count": self._unlogged.pop(reason)})
+            log.warning("requests refused", extra={"reason": reason, "count": self._unlogged.pop(reason)})
             self._logged_at[reason] = now
 
 

@@ -87,11 +87,9 @@ class ScopedKeys:
         current = _key_value(settings.api_token_key, "MEMJOBS_API_TOKEN_KEY")
         previous = _key_value(settings.api_token_previous_key, "MEMJOBS_API_TOKEN_PREVIOUS_KEY")
         if previous is not None and current is None:
-            raise ConfigurationError("MEMJOBS_API_TOKEN_PREVIOUS_KEY is set without "
-                                     "MEMJOBS_API_TOKEN_KEY")
+            raise ConfigurationError("MEMJOBS_API_TOKEN_PREVIOUS_KEY is set without MEMJOBS_API_TOKEN_KEY")
         if previous is not None and previous == current:
-            raise ConfigurationError("MEMJOBS_API_TOKEN_KEY and MEMJOBS_API_TOKEN_PREVIOUS_KEY "
-                                     "must differ")
+            raise ConfigurationError("MEMJOBS_API_TOKEN_KEY and MEMJOBS_API_TOKEN_PREVIOUS_KEY must differ")
         self._keys = tuple(k for k in (current, previous) if k is not None)
 
     @property
@@ -110,8 +108,14 @@ class ScopedKeys:
         for key in self._keys:
             try:
                 claims = jwt.decode(
-                    token, key, algorithms=[ALGORITHM], audience=AUDIENCE, issuer=ISSUER,
-                    leeway=LEEWAY_S, options={"require": ["exp", "iat", "scope"]})
+                    token,
+                    key,
+                    algorithms=[ALGORITHM],
+                    audience=AUDIENCE,
+                    issuer=ISSUER,
+                    leeway=LEEWAY_S,
+                    options={"require": ["exp", "iat", "scope"]},
+                )
                 break
             except jwt.InvalidSignatureError:
                 continue
@@ -129,23 +133,39 @@ def _grant(claims: dict[str, object]) -> Grant:
     owners = claims.get("owners", [])
     prefix = claims.get("owner_prefix")
     all_owners = claims.get("all_owners", False)
-    if (not isinstance(scope, str) or not isinstance(owners, list)
-            or not all(isinstance(o, str) and o for o in owners)
-            or not (prefix is None or (isinstance(prefix, str) and prefix))
-            or not isinstance(all_owners, bool)):
+    if (
+        not isinstance(scope, str)
+        or not isinstance(owners, list)
+        or not all(isinstance(o, str) and o for o in owners)
+        or not (prefix is None or (isinstance(prefix, str) and prefix))
+        or not isinstance(all_owners, bool)
+    ):
         raise InvalidToken("the token's claims are malformed")
     scopes = frozenset(scope.split())
     if not scopes or not scopes <= set(SCOPES):
         raise InvalidToken("the token's scopes are malformed")
     exp = claims.get("exp")
-    return Grant(subject=str(claims.get("sub", "")), scopes=scopes, owners=frozenset(owners),
-                 owner_prefix=prefix, all_owners=all_owners,
-                 expires_at=int(exp) if isinstance(exp, int | float) else 0)
+    return Grant(
+        subject=str(claims.get("sub", "")),
+        scopes=scopes,
+        owners=frozenset(owners),
+        owner_prefix=prefix,
+        all_owners=all_owners,
+        expires_at=int(exp) if isinstance(exp, int | float) else 0,
+    )
 
 
-def issue(settings: Settings, *, scopes: Iterable[str], owners: Iterable[str] = (),
-          owner_prefix: str | None = None, all_owners: bool = False, ttl_s: int = 3600,
-          subject: str = "", now: float | None = None) -> str:
+def issue(
+    settings: Settings,
+    *,
+    scopes: Iterable[str],
+    owners: Iterable[str] = (),
+    owner_prefix: str | None = None,
+    all_owners: bool = False,
+    ttl_s: int = 3600,
+    subject: str = "",
+    now: float | None = None,
+) -> str:
     """A token signed with ``api_token_key``.
 
     Raises:
@@ -163,14 +183,19 @@ def issue(settings: Settings, *, scopes: Iterable[str], owners: Iterable[str] = 
     if any(not o for o in named) or owner_prefix == "":
         raise ConfigurationError("an owner id or prefix must not be empty")
     if all_owners == bool(named or owner_prefix):
-        raise ConfigurationError("name the owners (--owner, --owner-prefix) or --all-owners, "
-                                 "not both")
+        raise ConfigurationError("name the owners (--owner, --owner-prefix) or --all-owners, not both")
     if not 1 <= ttl_s <= MAX_TTL_S:
         raise ConfigurationError(f"the lifetime must be between 1 s and {MAX_TTL_S} s")
     issued = int(now if now is not None else time.time())
     claims: dict[str, object] = {
-        "iss": ISSUER, "aud": AUDIENCE, "sub": subject, "iat": issued, "exp": issued + ttl_s,
-        "jti": secrets.token_urlsafe(12), "scope": " ".join(wanted)}
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": subject,
+        "iat": issued,
+        "exp": issued + ttl_s,
+        "jti": secrets.token_urlsafe(12),
+        "scope": " ".join(wanted),
+    }
     if all_owners:
         claims["all_owners"] = True
     if named:

@@ -33,9 +33,12 @@ def declare_knowledge_actors(
 
     def reindex_knowledge(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ReindexKnowledge, args, kwargs, rules)
-        report(run_reindex(payload, settings=settings, redis_client=redis_client(), store=store,
-                           embedder=embedder))
+        report(run_reindex(payload, settings=settings, redis_client=redis_client(), store=store, embedder=embedder))
 
-    return declare(broker, settings, [
-        (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge_reindex_time_limit_ms}),
-    ])
+    return declare(
+        broker,
+        settings,
+        [
+            (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge_reindex_time_limit_ms}),
+        ],
+    )

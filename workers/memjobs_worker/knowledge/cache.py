@@ -64,8 +64,11 @@ class EmbeddingCache:
         if not chunk_hashes:
             return {}
         with transaction(self.engine) as conn:
-            rows = conn.execute(sa.select(_c.chunk_hash, _c.embedding).where(
-                self._mine(owner_key), _c.chunk_hash == sa.any_(text_array(chunk_hashes)))).all()
+            rows = conn.execute(
+                sa.select(_c.chunk_hash, _c.embedding).where(
+                    self._mine(owner_key), _c.chunk_hash == sa.any_(text_array(chunk_hashes))
+                )
+            ).all()
         return {r.chunk_hash: list(r.embedding) for r in rows}
 
     def put(self, owner_key: str, vectors: Mapping[str, list[float]]) -> None:
@@ -73,12 +76,22 @@ class EmbeddingCache:
         if not vectors:
             return
         now = self.clock()
-        stmt = pg_insert(_t).on_conflict_do_nothing(
-            index_elements=["owner_key", "model", "dims", "chunk_hash"])
+        stmt = pg_insert(_t).on_conflict_do_nothing(index_elements=["owner_key", "model", "dims", "chunk_hash"])
         with transaction(self.engine) as conn:
-            conn.execute(stmt, [{"owner_key": owner_key, "model": self.model, "dims": self.dims,
-                                 "chunk_hash": h, "embedding": v, "created_at": now}
-                                for h, v in vectors.items()])
+            conn.execute(
+                stmt,
+                [
+                    {
+                        "owner_key": owner_key,
+                        "model": self.model,
+                        "dims": self.dims,
+                        "chunk_hash": h,
+                        "embedding": v,
+                        "created_at": now,
+                    }
+                    for h, v in vectors.items()
+                ],
+            )
 
     def forget(self, owner_key: str, chunk_hashes: Collection[str] | None = None) -> int:
         """Delete the owner's rows for these chunks (None: all the owner's rows,
@@ -95,5 +108,4 @@ class EmbeddingCache:
         """Delete every owner's rows older than :data:`MAX_AGE`; returns how many."""
         cutoff = (now or self.clock()) - MAX_AGE
         with transaction(self.engine) as conn:
-            return len(conn.execute(_t.delete().where(_c.created_at < cutoff)
-                                    .returning(_c.chunk_hash)).all())
+            return len(conn.execute(_t.delete().where(_c.created_at < cutoff).returning(_c.chunk_hash)).all())

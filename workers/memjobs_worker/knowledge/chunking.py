@@ -87,8 +87,7 @@ def chunk_text(text: str, *, size_chars: int = 500, overlap_chars: int = 80) -> 
             chunks.append(Chunk(len(chunks), text[start:stop], start, stop))
         if end >= n:
             break
-        start = _skip_space(text, _next_start(text, start, stop if stop > start else end,
-                                              overlap_chars))
+        start = _skip_space(text, _next_start(text, start, stop if stop > start else end, overlap_chars))
     return chunks
 
 

@@ -75,14 +75,12 @@ def read_cited(store: KnowledgeStore, owner_key: str, cited: str) -> CitedChunk:
     c, d = knowledge_chunks.c, knowledge_documents.c
     with transaction(store.engine) as conn:
         document = conn.execute(
-            sa.select(d.title, d.source_label, d.state)
-            .where(d.owner_key == owner_key, d.doc_id == doc_id)
+            sa.select(d.title, d.source_label, d.state).where(d.owner_key == owner_key, d.doc_id == doc_id)
         ).first()
         if document is None or document.state != "indexed":
             return CitedChunk("not_found")
         row = conn.execute(
-            sa.select(c.text)
-            .where(c.owner_key == owner_key, c.doc_id == doc_id, c.chunk_index == index)
+            sa.select(c.text).where(c.owner_key == owner_key, c.doc_id == doc_id, c.chunk_index == index)
         ).first()
     if row is None or chunk_hash(row.text)[:HASH_CHARS] != match.group("hash"):
         return CitedChunk("stale")

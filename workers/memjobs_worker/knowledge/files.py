@@ -64,8 +64,7 @@ def is_valid_name(path: str) -> bool:
     return True
 
 
-def read_document(raw: str, roots: Sequence[str], host_roots: Sequence[Path], *,
-                  max_bytes: int) -> Resolved:
+def read_document(raw: str, roots: Sequence[str], host_roots: Sequence[Path], *, max_bytes: int) -> Resolved:
     """The text of the file at ``raw``; see the module docstring for the rules.
 
     Raises:

@@ -52,9 +52,14 @@ def _progress(step: Callable[[redis.Redis, str], None], client: redis.Redis, own
         log.warning("reindex progress not recorded", extra={"owner_key": owner_key})
 
 
-def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: redis.Redis,
-                store: Callable[[], KnowledgeStore],
-                embedder: Callable[[], RemoteEmbedder | None]) -> str:
+def run_reindex(
+    payload: ReindexKnowledge,
+    *,
+    settings: Settings,
+    redis_client: redis.Redis,
+    store: Callable[[], KnowledgeStore],
+    embedder: Callable[[], RemoteEmbedder | None],
+) -> str:
     """Index ``payload`` for its owner under the owner's reindex lock; the job's outcome.
     ``store`` and ``embedder`` return their parts (built on first use).
 
@@ -64,8 +69,9 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
     """
     if not settings.knowledge_enabled:
         return "disabled"  # switched off since it was enqueued, or a hand-made message
-    lock = LeaseLock(redis_client, "reindex", payload.owner_key, lease_ms=settings.lease_ms,
-                     on_event=lock_hook("reindex"))
+    lock = LeaseLock(
+        redis_client, "reindex", payload.owner_key, lease_ms=settings.lease_ms, on_event=lock_hook("reindex")
+    )
     deadline = time.monotonic() + (PART_WAIT_S if payload.part is not None else 0.0)
     while lock.try_acquire() is None:
         if time.monotonic() >= deadline:
@@ -81,20 +87,33 @@ def run_reindex(payload: ReindexKnowledge, *, settings: Settings, redis_client: 
             if service is not None:
                 cache = EmbeddingCache(corpus.engine, model_id(settings), settings.vector_dims)
                 cache.prune()  # attempts that never succeeded, of any owner
-            done = reindex(payload, store=corpus,
-                           embed=service.embed_batch if service is not None else None,
-                           dims=settings.vector_dims if service is not None else None,
-                           settings=settings, parts=CorpusParts(redis_client).record, cache=cache)
+            done = reindex(
+                payload,
+                store=corpus,
+                embed=service.embed_batch if service is not None else None,
+                dims=settings.vector_dims if service is not None else None,
+                settings=settings,
+                parts=CorpusParts(redis_client).record,
+                cache=cache,
+            )
     finally:
         lock.abandon()
     _progress(reindexing.part_done, redis_client, payload.owner_key)
     part = payload.part
-    log.info("reindex", extra={
-        "owner_key": payload.owner_key, "indexed": done.indexed, "unchanged": done.unchanged,
-        "removed": done.removed, "refused": done.refusal_counts(), "chunks": done.chunks,
-        "embedding_calls": done.embedding_calls, "embedded_chunks": done.embedded_chunks,
-        "cached_chunks": done.cached_chunks,
-        "part": f"{part.index}/{part.count}" if part is not None else None,
-        "complete": done.complete,
-    })
+    log.info(
+        "reindex",
+        extra={
+            "owner_key": payload.owner_key,
+            "indexed": done.indexed,
+            "unchanged": done.unchanged,
+            "removed": done.removed,
+            "refused": done.refusal_counts(),
+            "chunks": done.chunks,
+            "embedding_calls": done.embedding_calls,
+            "embedded_chunks": done.embedded_chunks,
+            "cached_chunks": done.cached_chunks,
+            "part": f"{part.index}/{part.count}" if part is not None else None,
+            "complete": done.complete,
+        },
+    )
     return "succeeded"

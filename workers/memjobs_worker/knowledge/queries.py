@@ -45,16 +45,16 @@ RANK_NORMALIZATION = 1
 #: weights: it only orders chunks that match equally rare tokens.
 TIE_BREAK = 0.1
 _chunks, _docs = knowledge_chunks, knowledge_documents
-_HIT_COLUMNS = (_chunks.c.doc_id, _chunks.c.chunk_index, _chunks.c.text,
-                _docs.c.title, _docs.c.source_label)
-_JOIN = _chunks.join(
-    _docs, sa.and_(_docs.c.owner_key == _chunks.c.owner_key, _docs.c.doc_id == _chunks.c.doc_id)
-)
+_HIT_COLUMNS = (_chunks.c.doc_id, _chunks.c.chunk_index, _chunks.c.text, _docs.c.title, _docs.c.source_label)
+_JOIN = _chunks.join(_docs, sa.and_(_docs.c.owner_key == _chunks.c.owner_key, _docs.c.doc_id == _chunks.c.doc_id))
 
 
-def keyword_select(owner_key: str, query: str, limit: int,
-                   weigh: Callable[[list[str]], tuple[list[float], float]] | None = None,
-                   ) -> sa.Select[Any] | None:
+def keyword_select(
+    owner_key: str,
+    query: str,
+    limit: int,
+    weigh: Callable[[list[str]], tuple[list[float], float]] | None = None,
+) -> sa.Select[Any] | None:
     """The keyword ranking of ``query`` among the owner's chunks; None for a blank
     query or when no token occurs in the owner's chunks.
 
@@ -75,11 +75,13 @@ def keyword_select(owner_key: str, query: str, limit: int,
     c = _chunks.c
     if not tokens:
         pattern = "%" + _escape_like(text) + "%"
-        return (sa.select(*_HIT_COLUMNS, sa.literal(0.0, sa.Float).label("rank"))
-                .select_from(_JOIN)
-                .where(c.owner_key == owner_key, c.text.ilike(pattern, escape="\\"))
-                .order_by(c.doc_id, c.chunk_index)
-                .limit(limit))
+        return (
+            sa.select(*_HIT_COLUMNS, sa.literal(0.0, sa.Float).label("rank"))
+            .select_from(_JOIN)
+            .where(c.owner_key == owner_key, c.text.ilike(pattern, escape="\\"))
+            .order_by(c.doc_id, c.chunk_index)
+            .limit(limit)
+        )
     weights, least = weigh(tokens) if weigh is not None else ([1.0] * len(tokens), 0.0)
     kept = [(t, w) for t, w in zip(tokens, weights, strict=True) if w > 0]
     if not kept:
@@ -88,8 +90,7 @@ def keyword_select(owner_key: str, query: str, limit: int,
     tsquery = reduce(lambda a, b: a.op("||")(b), per_token)  # OR of the tokens
     density = sa.func.ts_rank_cd(c.tsv, tsquery, RANK_NORMALIZATION, type_=sa.Float)
     matched: list[sa.ColumnElement[Any]] = [
-        sa.case((c.tsv.bool_op("@@")(q), w), else_=0.0)
-        for q, (_, w) in zip(per_token, kept, strict=True)
+        sa.case((c.tsv.bool_op("@@")(q), w), else_=0.0) for q, (_, w) in zip(per_token, kept, strict=True)
     ]
     held = reduce(lambda a, b: a + b, matched)
     score = held + TIE_BREAK * density / (1.0 + density)
@@ -97,10 +98,13 @@ def keyword_select(owner_key: str, query: str, limit: int,
     kept_chunks = [c.owner_key == owner_key, c.tsv.bool_op("@@")(tsquery)]
     if least > 0:
         kept_chunks.append(sa.type_coerce(held, sa.Float) >= least)
-    return (sa.select(*_HIT_COLUMNS, rank).select_from(_JOIN)
-            .where(*kept_chunks)
-            .order_by(rank.desc(), c.doc_id, c.chunk_index)
-            .limit(limit))
+    return (
+        sa.select(*_HIT_COLUMNS, rank)
+        .select_from(_JOIN)
+        .where(*kept_chunks)
+        .order_by(rank.desc(), c.doc_id, c.chunk_index)
+        .limit(limit)
+    )
 
 
 def search_tokens(text: str) -> list[str]:
@@ -110,8 +114,7 @@ def search_tokens(text: str) -> list[str]:
 
 def token_query(token: str) -> sa.ColumnElement[Any]:
     """The ``tsquery`` of one token: ``english`` for a word, ``simple`` for CJK."""
-    return sa.func.plainto_tsquery(SIMPLE if is_unspaced_token(token) else ENGLISH,
-                                   sa.literal(token, sa.Text))
+    return sa.func.plainto_tsquery(SIMPLE if is_unspaced_token(token) else ENGLISH, sa.literal(token, sa.Text))
 
 
 def term_counts_select(owner_key: str, tokens: Sequence[str]) -> sa.Select[Any]:
@@ -140,15 +143,25 @@ def vector_select(owner_key: str, vector: Sequence[float], limit: int) -> sa.Sel
     probe = sa.cast(sa.literal(values, Vector()), Vector())
     # CASE keeps <=> away from rows of another dimension, which it would refuse.
     distance = sa.case((c.dims == len(values), c.embedding.op("<=>", return_type=sa.Float)(probe)))
-    inner = (sa.select(*_HIT_COLUMNS, distance.label("distance")).select_from(_JOIN)
-             .where(c.owner_key == owner_key, c.dims == len(values), c.embedding.is_not(None))
-             .subquery())
-    return (sa.select(inner.c.doc_id, inner.c.chunk_index, inner.c.text, inner.c.title,
-                      inner.c.source_label, (1.0 - inner.c.distance).label("rank"))
-            .where(inner.c.distance.is_not(None),
-                   inner.c.distance != sa.literal_column("'NaN'::float8"))
-            .order_by(inner.c.distance, inner.c.doc_id, inner.c.chunk_index)
-            .limit(limit))
+    inner = (
+        sa.select(*_HIT_COLUMNS, distance.label("distance"))
+        .select_from(_JOIN)
+        .where(c.owner_key == owner_key, c.dims == len(values), c.embedding.is_not(None))
+        .subquery()
+    )
+    return (
+        sa.select(
+            inner.c.doc_id,
+            inner.c.chunk_index,
+            inner.c.text,
+            inner.c.title,
+            inner.c.source_label,
+            (1.0 - inner.c.distance).label("rank"),
+        )
+        .where(inner.c.distance.is_not(None), inner.c.distance != sa.literal_column("'NaN'::float8"))
+        .order_by(inner.c.distance, inner.c.doc_id, inner.c.chunk_index)
+        .limit(limit)
+    )
 
 
 def tsvector_of(words: str, unspaced: str) -> sa.ColumnElement[Any]:
@@ -156,7 +169,8 @@ def tsvector_of(words: str, unspaced: str) -> sa.ColumnElement[Any]:
     :func:`~memjobs_worker.tokens.split_tokens`): words through
     ``english``, characters and bigrams through ``simple``."""
     return sa.func.to_tsvector(ENGLISH, sa.bindparam(words, type_=sa.Text)).op("||")(
-        sa.func.to_tsvector(SIMPLE, sa.bindparam(unspaced, type_=sa.Text)))
+        sa.func.to_tsvector(SIMPLE, sa.bindparam(unspaced, type_=sa.Text))
+    )
 
 
 def check_limit(limit: int) -> None:
@@ -181,8 +195,14 @@ def text_array(values: Collection[str]) -> sa.ColumnElement[Any]:
 
 
 def to_hit(row: Any) -> ChunkHit:
-    return ChunkHit(doc_id=row.doc_id, chunk_index=row.chunk_index, text=row.text,
-                    title=row.title, source_label=row.source_label, rank=float(row.rank))
+    return ChunkHit(
+        doc_id=row.doc_id,
+        chunk_index=row.chunk_index,
+        text=row.text,
+        title=row.title,
+        source_label=row.source_label,
+        rank=float(row.rank),
+    )
 
 
 def clean_query(query: str) -> str:

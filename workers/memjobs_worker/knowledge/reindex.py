@@ -84,8 +84,7 @@ class ReindexReport:
         return dict(sorted(Counter(self.refused.values()).items()))
 
 
-def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequence[str],
-            s: Settings) -> Resolved:
+def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequence[str], s: Settings) -> Resolved:
     """The document's text and public labels, or :class:`Refused` with a reason.
 
     Never raises anything else for a property of the document: an unexpected
@@ -98,8 +97,7 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
         resolved = Resolved(doc.doc_id, doc.title, f"doc:{doc.doc_id}", doc.text)
     else:
         try:
-            resolved = read_document(doc.path, roots, s.knowledge_root_paths,
-                                     max_bytes=s.knowledge_max_file_bytes)
+            resolved = read_document(doc.path, roots, s.knowledge_root_paths, max_bytes=s.knowledge_max_file_bytes)
         except Refused:
             raise
         except Exception as exc:  # noqa: BLE001 - one document must never fail the batch
@@ -117,9 +115,16 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
     return resolved
 
 
-def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBatch | None,
-            dims: int | None, settings: Settings, parts: PartLedger | None = None,
-            cache: EmbeddingCache | None = None) -> ReindexReport:
+def reindex(
+    payload: ReindexKnowledge,
+    *,
+    store: KnowledgeStore,
+    embed: EmbedBatch | None,
+    dims: int | None,
+    settings: Settings,
+    parts: PartLedger | None = None,
+    cache: EmbeddingCache | None = None,
+) -> ReindexReport:
     """Bring the owner's index to ``payload.documents``; see the module docstring.
 
     Parameters:
@@ -157,18 +162,21 @@ def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBat
         if previous is not None and previous.state == "indexed" and previous.content_hash == digest:
             report.unchanged += 1
             continue
-        pieces = chunk_text(resolved.text, size_chars=settings.knowledge_chunk_chars,
-                            overlap_chars=settings.knowledge_chunk_overlap_chars)
-        plans.append((resolved, digest, [StoredChunk(c.index, c.text, chunk_hash(c.text), None)
-                                         for c in pieces]))
+        pieces = chunk_text(
+            resolved.text,
+            size_chars=settings.knowledge_chunk_chars,
+            overlap_chars=settings.knowledge_chunk_overlap_chars,
+        )
+        plans.append((resolved, digest, [StoredChunk(c.index, c.text, chunk_hash(c.text), None) for c in pieces]))
     if embed is not None and dims is not None:
         plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report, cache)
 
     # Phase 2: write, one document at a time.
     for resolved, digest, chunks in plans:
         try:
-            store.put_document(owner, resolved.doc_id, resolved.title, resolved.source_label, digest,
-                               chunks, chars=len(resolved.text))
+            store.put_document(
+                owner, resolved.doc_id, resolved.title, resolved.source_label, digest, chunks, chars=len(resolved.text)
+            )
         except InvalidPayload:
             refusals.append(Refused(resolved.doc_id, resolved.title, "invalid_text"))
             continue
@@ -185,8 +193,7 @@ def reindex(payload: ReindexKnowledge, *, store: KnowledgeStore, embed: EmbedBat
     else:
         report.removed = store.remove_documents_except(owner, keep)
     if cache is not None:  # what it held is in the corpus now (or no longer wanted)
-        cache.forget(owner, None if report.complete else
-                     {c.chunk_hash for _, _, chunks in plans for c in chunks})
+        cache.forget(owner, None if report.complete else {c.chunk_hash for _, _, chunks in plans for c in chunks})
     return report
 
 
@@ -195,9 +202,16 @@ def _storable(title: str) -> str:
     return title.replace("\x00", "").strip()[:300] or "document"
 
 
-def _embed(plans: list[tuple[Resolved, str, list[StoredChunk]]], store: KnowledgeStore, owner: str,
-           embed: EmbedBatch, dims: int, batch: int, report: ReindexReport,
-           cache: EmbeddingCache | None) -> list[tuple[Resolved, str, list[StoredChunk]]]:
+def _embed(
+    plans: list[tuple[Resolved, str, list[StoredChunk]]],
+    store: KnowledgeStore,
+    owner: str,
+    embed: EmbedBatch,
+    dims: int,
+    batch: int,
+    report: ReindexReport,
+    cache: EmbeddingCache | None,
+) -> list[tuple[Resolved, str, list[StoredChunk]]]:
     hashes = {c.chunk_hash for _, _, chunks in plans for c in chunks}
     known = store.chunk_embeddings(owner, hashes, dims)
     if cache is not None:
@@ -214,7 +228,7 @@ def _embed(plans: list[tuple[Resolved, str, list[StoredChunk]]], store: Knowledg
         log.info("reindex embedding", extra={"to_embed": len(pending), "cached": report.cached_chunks})
     last_log = time.monotonic()
     for start in range(0, len(pending), batch):
-        part = pending[start:start + batch]
+        part = pending[start : start + batch]
         vectors = embed([text for _, text in part])
         report.embedding_calls += 1
         report.embedded_chunks += len(part)
@@ -224,7 +238,8 @@ def _embed(plans: list[tuple[Resolved, str, list[StoredChunk]]], store: Knowledg
         known.update(fresh)
         if time.monotonic() - last_log >= PROGRESS_EVERY_S:
             last_log = time.monotonic()
-            log.info("reindex embedding", extra={"embedded": report.embedded_chunks,
-                                                  "to_embed": len(pending)})
-    return [(r, d, [StoredChunk(c.index, c.text, c.chunk_hash, known[c.chunk_hash]) for c in chunks])
-            for r, d, chunks in plans]
+            log.info("reindex embedding", extra={"embedded": report.embedded_chunks, "to_embed": len(pending)})
+    return [
+        (r, d, [StoredChunk(c.index, c.text, c.chunk_hash, known[c.chunk_hash]) for c in chunks])
+        for r, d, chunks in plans
+    ]

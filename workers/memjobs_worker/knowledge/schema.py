@@ -32,8 +32,14 @@ from memjobs_worker.tokens import TOKENIZER_VERSION
 TOKENIZER_KEY = "tokenizer_version"
 
 __all__ = [
-    "TOKENIZER_KEY", "Vector", "ensure_schema", "knowledge_chunks", "knowledge_documents",
-    "knowledge_embedding_cache", "knowledge_meta", "vector_literal",
+    "TOKENIZER_KEY",
+    "Vector",
+    "ensure_schema",
+    "knowledge_chunks",
+    "knowledge_documents",
+    "knowledge_embedding_cache",
+    "knowledge_meta",
+    "vector_literal",
 ]
 
 

@@ -80,9 +80,12 @@ class SearchOutcome:
 Key = tuple[str, int]
 
 
-def fuse(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K, *,
-         key: Callable[[ChunkHit], Key] = lambda hit: (hit.doc_id, hit.chunk_index),
-         ) -> list[tuple[ChunkHit, float]]:
+def fuse(
+    rankings: Sequence[Sequence[ChunkHit]],
+    k: int = RRF_K,
+    *,
+    key: Callable[[ChunkHit], Key] = lambda hit: (hit.doc_id, hit.chunk_index),
+) -> list[tuple[ChunkHit, float]]:
     """:func:`memjobs_worker.ranking.fuse` of chunk rankings, keyed by ``key``
     (default: the chunk)."""
     return rrf(rankings, k, key=key)
@@ -98,9 +101,15 @@ def fuse_documents(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> li
     return [(shown[hit.doc_id], score) for hit, score in by_doc]
 
 
-def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, *,
-                     embed: Callable[[str], list[float]] | None,
-                     all_chunks: bool = False) -> SearchOutcome:
+def search_knowledge(
+    store: KnowledgeStore,
+    owner_key: str,
+    query: str,
+    k: int,
+    *,
+    embed: Callable[[str], list[float]] | None,
+    all_chunks: bool = False,
+) -> SearchOutcome:
     """The owner's ``k`` best documents (or chunks, with ``all_chunks``) for ``query``.
 
     Parameters:
@@ -141,6 +150,13 @@ def search_knowledge(store: KnowledgeStore, owner_key: str, query: str, k: int, 
 
 
 def _results(fused: list[tuple[ChunkHit, float]], k: int) -> list[KnowledgeResult]:
-    return [KnowledgeResult(text=hit.text, score=score, title=hit.title, source=hit.source_label,
-                            chunk_id=chunk_id(hit.doc_id, hit.chunk_index, hit.text))
-            for hit, score in fused[:k]]
+    return [
+        KnowledgeResult(
+            text=hit.text,
+            score=score,
+            title=hit.title,
+            source=hit.source_label,
+            chunk_id=chunk_id(hit.doc_id, hit.chunk_index, hit.text),
+        )
+        for hit, score in fused[:k]
+    ]

@@ -82,17 +82,23 @@ class KnowledgeStore:
     def documents(self, owner_key: str) -> list[DocumentRecord]:
         """The owner's documents, by ``doc_id``."""
         with self._tx() as conn:
-            rows = conn.execute(
-                sa.select(_docs).where(_docs.c.owner_key == owner_key).order_by(_docs.c.doc_id)
-            ).all()
-        return [DocumentRecord(
-            doc_id=r.doc_id, title=r.title, source_label=r.source_label,
-            content_hash=r.content_hash, state=r.state, reason=r.reason,
-            chars=r.chars, chunks=r.chunks, updated_at=r.updated_at,
-        ) for r in rows]
+            rows = conn.execute(sa.select(_docs).where(_docs.c.owner_key == owner_key).order_by(_docs.c.doc_id)).all()
+        return [
+            DocumentRecord(
+                doc_id=r.doc_id,
+                title=r.title,
+                source_label=r.source_label,
+                content_hash=r.content_hash,
+                state=r.state,
+                reason=r.reason,
+                chars=r.chars,
+                chunks=r.chunks,
+                updated_at=r.updated_at,
+            )
+            for r in rows
+        ]
 
-    def chunk_embeddings(self, owner_key: str, chunk_hashes: Collection[str],
-                         dims: int) -> dict[str, list[float]]:
+    def chunk_embeddings(self, owner_key: str, chunk_hashes: Collection[str], dims: int) -> dict[str, list[float]]:
         """Stored embeddings of ``dims`` dimensions for these chunk hashes.
 
         Any of the owner's documents may supply one, so a re-index (or a copy
@@ -104,8 +110,12 @@ class KnowledgeStore:
         with self._tx() as conn:
             rows = conn.execute(
                 sa.select(c.chunk_hash, c.embedding)
-                .where(c.owner_key == owner_key, c.dims == dims, c.embedding.is_not(None),
-                       c.chunk_hash == sa.any_(text_array(chunk_hashes)))
+                .where(
+                    c.owner_key == owner_key,
+                    c.dims == dims,
+                    c.embedding.is_not(None),
+                    c.chunk_hash == sa.any_(text_array(chunk_hashes)),
+                )
                 .order_by(c.chunk_hash, c.doc_id, c.chunk_index)
             ).all()
         found: dict[str, list[float]] = {}
@@ -113,9 +123,17 @@ class KnowledgeStore:
             found.setdefault(r.chunk_hash, r.embedding)
         return found
 
-    def put_document(self, owner_key: str, doc_id: str, title: str, source_label: str,
-                     content_hash: str, chunks: Sequence[StoredChunk], *,
-                     chars: int | None = None) -> None:
+    def put_document(
+        self,
+        owner_key: str,
+        doc_id: str,
+        title: str,
+        source_label: str,
+        content_hash: str,
+        chunks: Sequence[StoredChunk],
+        *,
+        chars: int | None = None,
+    ) -> None:
         """Store a document and its chunks, replacing any earlier version whole.
 
         ``chars`` is the document's length in characters (default: the total
@@ -132,9 +150,19 @@ class KnowledgeStore:
         check_text(owner_key, doc_id, title, source_label, content_hash)
         total = sum(len(chunk.text) for chunk in chunks) if chars is None else chars
         with self._tx() as conn:
-            _upsert_document(conn, owner_key, doc_id, title=title, source_label=source_label,
-                             content_hash=content_hash, state="indexed", reason=None,
-                             chars=total, chunks=len(rows), updated_at=self.clock())
+            _upsert_document(
+                conn,
+                owner_key,
+                doc_id,
+                title=title,
+                source_label=source_label,
+                content_hash=content_hash,
+                state="indexed",
+                reason=None,
+                chars=total,
+                chunks=len(rows),
+                updated_at=self.clock(),
+            )
             _delete_chunks(conn, owner_key, doc_id)
             if rows:
                 conn.execute(
@@ -145,8 +173,16 @@ class KnowledgeStore:
                     rows,
                 )
 
-    def refuse_document(self, owner_key: str, doc_id: str, title: str, reason: str, *,
-                        source_label: str = "", content_hash: str | None = None) -> None:
+    def refuse_document(
+        self,
+        owner_key: str,
+        doc_id: str,
+        title: str,
+        reason: str,
+        *,
+        source_label: str = "",
+        content_hash: str | None = None,
+    ) -> None:
         """Record a document as refused (with why) and drop any chunks it had.
 
         The chunks of an earlier, indexed version go too: the owner replaced
@@ -154,9 +190,19 @@ class KnowledgeStore:
         """
         check_text(owner_key, doc_id, title, reason, source_label, content_hash or "")
         with self._tx() as conn:
-            _upsert_document(conn, owner_key, doc_id, title=title, source_label=source_label,
-                             content_hash=content_hash, state="refused", reason=reason,
-                             chars=0, chunks=0, updated_at=self.clock())
+            _upsert_document(
+                conn,
+                owner_key,
+                doc_id,
+                title=title,
+                source_label=source_label,
+                content_hash=content_hash,
+                state="refused",
+                reason=reason,
+                chars=0,
+                chunks=0,
+                updated_at=self.clock(),
+            )
             _delete_chunks(conn, owner_key, doc_id)
 
     def remove_documents_except(self, owner_key: str, keep_doc_ids: Collection[str]) -> int:
@@ -168,16 +214,16 @@ class KnowledgeStore:
         with self._tx() as conn:
             deleted = conn.execute(
                 _docs.delete()
-                .where(_docs.c.owner_key == owner_key,
-                       _docs.c.doc_id != sa.all_(text_array(keep_doc_ids)))
+                .where(_docs.c.owner_key == owner_key, _docs.c.doc_id != sa.all_(text_array(keep_doc_ids)))
                 .returning(_docs.c.doc_id)
             ).all()
         return len(deleted)
 
     # -- search -----------------------------------------------------------------------
 
-    def keyword_search(self, owner_key: str, query: str, limit: int, *,
-                       min_should_match: float = 0.0) -> list[ChunkHit]:
+    def keyword_search(
+        self, owner_key: str, query: str, limit: int, *, min_should_match: float = 0.0
+    ) -> list[ChunkHit]:
         """The owner's chunks best matching any token of ``query``, best first.
 
         Ranked by the summed rarity (BM25 idf over the owner's chunks) of the
@@ -192,11 +238,15 @@ class KnowledgeStore:
         the owner's chunks only, at most ``limit`` of them, with rank 0.0.
         """
         with self._tx() as conn:
+
             def weigh(tokens: list[str]) -> tuple[list[float], float]:
                 total, *row = conn.execute(term_counts_select(owner_key, tokens)).one()
-                containing, looked_up = [int(n) for n in row[:len(tokens)]], row[len(tokens):]
-                least = (min_should_match * question_weight(int(total), containing, looked_up) * (1 - 1e-9)
-                         if min_should_match > 0 else 0.0)
+                containing, looked_up = [int(n) for n in row[: len(tokens)]], row[len(tokens) :]
+                least = (
+                    min_should_match * question_weight(int(total), containing, looked_up) * (1 - 1e-9)
+                    if min_should_match > 0
+                    else 0.0
+                )
                 return [idf(int(total), n) for n in containing], least
 
             stmt = keyword_select(owner_key, query, limit, weigh)
@@ -247,11 +297,15 @@ class KnowledgeStore:
         """
         c = _chunks.c
         key = sa.tuple_(c.owner_key, c.doc_id, c.chunk_index)
-        update = (_chunks.update()
-                  .where(c.owner_key == sa.bindparam("k_owner"), c.doc_id == sa.bindparam("k_doc"),
-                         c.chunk_index == sa.bindparam("k_index"))
-                  .values(tokens=sa.bindparam("k_tokens", type_=sa.Text),
-                          tsv=tsvector_of("k_words", "k_unspaced")))
+        update = (
+            _chunks.update()
+            .where(
+                c.owner_key == sa.bindparam("k_owner"),
+                c.doc_id == sa.bindparam("k_doc"),
+                c.chunk_index == sa.bindparam("k_index"),
+            )
+            .values(tokens=sa.bindparam("k_tokens", type_=sa.Text), tsv=tsvector_of("k_words", "k_unspaced"))
+        )
         rebuilt = 0
         last: tuple[Any, ...] | None = None
         with self._tx() as conn:
@@ -271,8 +325,7 @@ class KnowledgeStore:
                 conn.execute(
                     pg_insert(knowledge_meta)
                     .values(key=TOKENIZER_KEY, value=str(TOKENIZER_VERSION))
-                    .on_conflict_do_update(index_elements=["key"],
-                                           set_={"value": str(TOKENIZER_VERSION)})
+                    .on_conflict_do_update(index_elements=["key"], set_={"value": str(TOKENIZER_VERSION)})
                 )
         return rebuilt
 
@@ -300,13 +353,27 @@ def _chunk_row(owner_key: str, doc_id: str, chunk: StoredChunk) -> dict[str, Any
             raise InvalidPayload("an embedding must be finite")
     tokens = index_tokens(chunk.text)
     words, unspaced = split_tokens(tokens)
-    return {"owner_key": owner_key, "doc_id": doc_id, "chunk_index": chunk.index,
-            "chunk_hash": chunk.chunk_hash, "text": chunk.text,
-            "tokens_in": tokens, "words_in": words, "unspaced_in": unspaced, "embedding": embedding,
-            "dims": None if embedding is None else len(embedding)}
+    return {
+        "owner_key": owner_key,
+        "doc_id": doc_id,
+        "chunk_index": chunk.index,
+        "chunk_hash": chunk.chunk_hash,
+        "text": chunk.text,
+        "tokens_in": tokens,
+        "words_in": words,
+        "unspaced_in": unspaced,
+        "embedding": embedding,
+        "dims": None if embedding is None else len(embedding),
+    }
 
 
 def _token_params(row: Any, tokens: str) -> dict[str, Any]:
     words, unspaced = split_tokens(tokens)
-    return {"k_owner": row.owner_key, "k_doc": row.doc_id, "k_index": row.chunk_index,
-            "k_tokens": tokens, "k_words": words, "k_unspaced": unspaced}
+    return {
+        "k_owner": row.owner_key,
+        "k_doc": row.doc_id,
+        "k_index": row.chunk_index,
+        "k_tokens": tokens,
+        "k_words": words,
+        "k_unspaced": unspaced,
+    }

@@ -36,8 +36,9 @@ class Collected:
     listing: Listing
 
 
-def collect(paths: Sequence[str], host_roots: Sequence[Path], *, max_depth: int = MAX_DEPTH,
-            max_files: int = MAX_FILES) -> Collected:
+def collect(
+    paths: Sequence[str], host_roots: Sequence[Path], *, max_depth: int = MAX_DEPTH, max_files: int = MAX_FILES
+) -> Collected:
     """Check each named path, then list the files under each folder.
 
     Raises:
@@ -70,9 +71,7 @@ def _check(raw: str, host_roots: Sequence[Path]) -> Path:
     except OSError as exc:
         raise InvalidPayload(f"--path {name}: {exc.strerror or 'cannot be resolved'}") from None
     if find_sensitive_path(str(real)) is not None:
-        raise SensitiveContent(f"--path {name}: it resolves to a credential or system path, "
-                               "which is never indexed")
+        raise SensitiveContent(f"--path {name}: it resolves to a credential or system path, which is never indexed")
     if not any(real == root or root in real.parents for root in host_roots):
-        raise InvalidPayload(f"--path {name}: outside the allowed roots, {ROOTS_HINT}",
-                             reason="path_not_allowed")
+        raise InvalidPayload(f"--path {name}: outside the allowed roots, {ROOTS_HINT}", reason="path_not_allowed")
     return real

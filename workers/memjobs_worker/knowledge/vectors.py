@@ -52,7 +52,8 @@ class ChunksWithoutVectors(EmbeddingModelChanged):
             f"{current} too: its vector ranking would not see them. Run `memjobs reembed` to embed "
             f"them with {current} (resumable; progress on stderr; `memjobs up` does it before its "
             "workers start), or rank knowledge by keywords alone (MEMJOBS_EMBEDDING_BASE_URL unset "
-            "and MEMJOBS_LOCAL_EMBEDDER=hashing)")
+            "and MEMJOBS_LOCAL_EMBEDDER=hashing)",
+        )
         self.space = "knowledge"
         self.stored = "keywords alone"
         self.current = current
@@ -107,9 +108,15 @@ def chunks_to_reembed(engine: Engine, model: str, dims: int, *, semantic: bool) 
         return foreign + _bare(conn)
 
 
-def reembed_knowledge(engine: Engine, embed: Callable[[list[str]], list[list[float]]] | None,
-                      model: str, dims: int, *, batch: int = REEMBED_BATCH,
-                      progress: Progress = _no_progress) -> int:
+def reembed_knowledge(
+    engine: Engine,
+    embed: Callable[[list[str]], list[list[float]]] | None,
+    model: str,
+    dims: int,
+    *,
+    batch: int = REEMBED_BATCH,
+    progress: Progress = _no_progress,
+) -> int:
     """Clear other embedders' vectors, then embed every chunk without one (with
     ``embed``; None: clear only, for an embedder knowledge does not use).
     Returns how many chunks were embedded."""
@@ -129,19 +136,34 @@ def reembed_knowledge(engine: Engine, embed: Callable[[list[str]], list[list[flo
     key = sa.tuple_(_c.owner_key, _c.doc_id, _c.chunk_index)
     while True:
         with transaction(engine) as conn:
-            rows = conn.execute(sa.select(_c.owner_key, _c.doc_id, _c.chunk_index, _c.text)
-                                .where(_c.embedding.is_(None)).order_by(*key.clauses).limit(batch)).all()
+            rows = conn.execute(
+                sa.select(_c.owner_key, _c.doc_id, _c.chunk_index, _c.text)
+                .where(_c.embedding.is_(None))
+                .order_by(*key.clauses)
+                .limit(batch)
+            ).all()
         if not rows:
             return done
         vectors = embed([r.text for r in rows])
         with transaction(engine) as conn:
             conn.execute(
                 knowledge_chunks.update()
-                .where(_c.owner_key == sa.bindparam("k_owner"), _c.doc_id == sa.bindparam("k_doc"),
-                       _c.chunk_index == sa.bindparam("k_index"))
-                .values(embedding=sa.bindparam("k_embedding", type_=_c.embedding.type),
-                        dims=sa.bindparam("k_dims")),
-                [{"k_owner": r.owner_key, "k_doc": r.doc_id, "k_index": r.chunk_index,
-                  "k_embedding": v, "k_dims": len(v)} for r, v in zip(rows, vectors, strict=True)])
+                .where(
+                    _c.owner_key == sa.bindparam("k_owner"),
+                    _c.doc_id == sa.bindparam("k_doc"),
+                    _c.chunk_index == sa.bindparam("k_index"),
+                )
+                .values(embedding=sa.bindparam("k_embedding", type_=_c.embedding.type), dims=sa.bindparam("k_dims")),
+                [
+                    {
+                        "k_owner": r.owner_key,
+                        "k_doc": r.doc_id,
+                        "k_index": r.chunk_index,
+                        "k_embedding": v,
+                        "k_dims": len(v),
+                    }
+                    for r, v in zip(rows, vectors, strict=True)
+                ],
+            )
         done += len(rows)
         progress(done, total)

@@ -43,8 +43,9 @@ class Listing:
             self.skipped.append({"name": relative, "reason": reason})
 
 
-def walk_folder(folder: str, *, max_depth: int = MAX_DEPTH, max_files: int = MAX_FILES,
-                listing: Listing | None = None) -> Listing:
+def walk_folder(
+    folder: str, *, max_depth: int = MAX_DEPTH, max_files: int = MAX_FILES, listing: Listing | None = None
+) -> Listing:
     """The entries under ``folder`` to index, and what was skipped.
 
     Skip reasons: ``too_deep`` (a directory below ``max_depth``),

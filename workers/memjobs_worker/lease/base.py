@@ -71,8 +71,15 @@ class Lease(ABC):
         monotonic: the holder's clock, in seconds, for :meth:`expired`.
     """
 
-    def __init__(self, name: str, owner_key: str, *, lease_ms: int,
-                 on_event: LockEvent = no_event, monotonic: Monotonic = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        owner_key: str,
+        *,
+        lease_ms: int,
+        on_event: LockEvent = no_event,
+        monotonic: Monotonic = time.monotonic,
+    ) -> None:
         self.lease_ms = lease_ms
         self.on_event = on_event
         self.monotonic = monotonic
@@ -238,5 +245,4 @@ class Lease(ABC):
 class LeaseFactory(Protocol):
     """Makes the lease for (``name``, owner) on one backend: what the pipeline is given."""
 
-    def __call__(self, name: str, owner_key: str, *, lease_ms: int,
-                 on_event: LockEvent = no_event) -> Lease: ...
+    def __call__(self, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event) -> Lease: ...

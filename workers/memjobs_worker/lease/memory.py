@@ -101,8 +101,7 @@ class InMemoryKeys:
             self._keys[key] = (str(value), self._keys.get(key, ("", math.inf))[1])
             return value
 
-    def lease(self, name: str, owner_key: str, *, lease_ms: int,
-              on_event: LockEvent = no_event) -> InMemoryLease:
+    def lease(self, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event) -> InMemoryLease:
         """A lease on these keys (a :class:`~memjobs_worker.lease.base.LeaseFactory`)."""
         return InMemoryLease(self, name, owner_key, lease_ms=lease_ms, on_event=on_event)
 
@@ -115,10 +114,10 @@ class InMemoryLease(Lease):
     decides when the lease runs out, not the thread.
     """
 
-    def __init__(self, keyspace: InMemoryKeys, name: str, owner_key: str, *, lease_ms: int,
-                 on_event: LockEvent = no_event) -> None:
-        super().__init__(name, owner_key, lease_ms=lease_ms, on_event=on_event,
-                         monotonic=keyspace.monotonic)
+    def __init__(
+        self, keyspace: InMemoryKeys, name: str, owner_key: str, *, lease_ms: int, on_event: LockEvent = no_event
+    ) -> None:
+        super().__init__(name, owner_key, lease_ms=lease_ms, on_event=on_event, monotonic=keyspace.monotonic)
         self.keyspace = keyspace
 
     def _acquire(self, floor: int, clear: str | None) -> int | None:
@@ -137,7 +136,8 @@ class InMemoryLease(Lease):
     def _extend(self) -> bool:
         with self.keyspace.lock:
             return self.keyspace.get(self.lock_key) == self.value and self.keyspace.pexpire(
-                self.lock_key, self.lease_ms)
+                self.lock_key, self.lease_ms
+            )
 
     def _release(self) -> ReleaseOutcome:
         with self.keyspace.lock:

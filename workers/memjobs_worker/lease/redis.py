@@ -114,9 +114,7 @@ class LeaseLock(Lease):
 
     def _release(self) -> ReleaseOutcome:
         try:
-            outcome = self._release_script(
-                keys=[self.lock_key, self.dirty_key], args=[self.value, self.lease_ms]
-            )
+            outcome = self._release_script(keys=[self.lock_key, self.dirty_key], args=[self.value, self.lease_ms])
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer the release: {exc}") from exc
         text = outcome.decode() if isinstance(outcome, bytes) else str(outcome)

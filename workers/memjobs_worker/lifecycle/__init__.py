@@ -18,9 +18,20 @@ from memjobs_worker.lifecycle.records import FORMAT, VERSION
 
 __all__ = [
     # the seam
-    "Owner", "OwnerPart", "Restoring", "owner_parts",
+    "Owner",
+    "OwnerPart",
+    "Restoring",
+    "owner_parts",
     # erase
-    "EraseIncomplete", "EraseReport", "erase_owner", "erasures",
+    "EraseIncomplete",
+    "EraseReport",
+    "erase_owner",
+    "erasures",
     # export and import
-    "FORMAT", "VERSION", "ImportReport", "export_lines", "import_owner", "read_export",
+    "FORMAT",
+    "VERSION",
+    "ImportReport",
+    "export_lines",
+    "import_owner",
+    "read_export",
 ]

@@ -49,5 +49,7 @@ class BlackboardPart(OwnerPart):
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         models = sorted((BlackboardRecordOut.model_validate(r) for r in records), key=lambda m: m.session_id)
         store = self._store()
-        return sum(store.append(owner.key, session_id, [m.entry() for m in group]).added
-                   for session_id, group in groupby(models, key=lambda m: m.session_id))
+        return sum(
+            store.append(owner.key, session_id, [m.entry() for m in group]).added
+            for session_id, group in groupby(models, key=lambda m: m.session_id)
+        )

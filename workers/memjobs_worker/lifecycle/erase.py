@@ -55,12 +55,18 @@ class EraseReport:
         return sum(self.counts.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": "erased", "erasure_id": self.erasure_id, "counts": self.counts,
-                "total": self.total}
+        return {"status": "erased", "erasure_id": self.erasure_id, "counts": self.counts, "total": self.total}
 
 
-def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis.Redis, db: Engine,
-                hold_ms: int, clock: Clock = utcnow) -> EraseReport:
+def erase_owner(
+    owner: Owner,
+    parts: Sequence[OwnerPart],
+    *,
+    redis_client: redis.Redis,
+    db: Engine,
+    hold_ms: int,
+    clock: Clock = utcnow,
+) -> EraseReport:
     """Erase ``owner`` from every part (see the module docstring).
 
     Raises:
@@ -71,8 +77,11 @@ def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis
     hold(redis_client, owner.key, hold_ms)
     held_at = time.monotonic()
     with transaction(db) as conn:
-        erasure_id = int(conn.execute(owner_erasures.insert().values(started_at=clock(), counts={})
-                                      .returning(owner_erasures.c.id)).scalar_one())
+        erasure_id = int(
+            conn.execute(
+                owner_erasures.insert().values(started_at=clock(), counts={}).returning(owner_erasures.c.id)
+            ).scalar_one()
+        )
     settle(held_at)  # every worker drops the owner's next jobs from here on
     counts = {part.name: 0 for part in parts}
     for part in [*parts, *(p for p in parts if p.again_last)]:
@@ -86,13 +95,15 @@ def erase_owner(owner: Owner, parts: Sequence[OwnerPart], *, redis_client: redis
 
 def _record(db: Engine, erasure_id: int, counts: dict[str, int], **values: Any) -> None:
     with transaction(db) as conn:
-        conn.execute(owner_erasures.update().where(owner_erasures.c.id == erasure_id)
-                     .values(counts=dict(counts), **values))
+        conn.execute(
+            owner_erasures.update().where(owner_erasures.c.id == erasure_id).values(counts=dict(counts), **values)
+        )
 
 
 def erasures(db: Engine, limit: int = 100) -> list[dict[str, Any]]:
     """The latest erasure records: when, and how many records of each store (no owner)."""
     with transaction(db) as conn:
-        rows = conn.execute(sa.select(owner_erasures).order_by(owner_erasures.c.id.desc())
-                            .limit(limit)).mappings().all()
+        rows = (
+            conn.execute(sa.select(owner_erasures).order_by(owner_erasures.c.id.desc()).limit(limit)).mappings().all()
+        )
     return [dict(row) for row in rows]

@@ -32,8 +32,7 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": "imported", "read": self.read, "changed": self.changed,
-                "notes": self.notes}
+        return {"status": "imported", "read": self.read, "changed": self.changed, "notes": self.notes}
 
 
 def read_export(lines: Iterable[str], parts: Sequence[OwnerPart]) -> tuple[Header, list[Record]]:
@@ -59,11 +58,12 @@ def read_export(lines: Iterable[str], parts: Sequence[OwnerPart]) -> tuple[Heade
             raise InvalidPayload(f"line {number}: not a JSON object")
         if header is None:
             if value.get("format") != FORMAT:
-                raise InvalidPayload(f"line {number}: not a memjobs owner export (no format "
-                                     f"{FORMAT!r} header)")
+                raise InvalidPayload(f"line {number}: not a memjobs owner export (no format {FORMAT!r} header)")
             if not isinstance(value.get("version"), int) or not 1 <= value["version"] <= VERSION:
-                raise InvalidPayload(f"line {number}: export version {value.get('version')!r}; "
-                                     f"this memjobs reads versions 1 to {VERSION}")
+                raise InvalidPayload(
+                    f"line {number}: export version {value.get('version')!r}; "
+                    f"this memjobs reads versions 1 to {VERSION}"
+                )
             header = _checked(Header, value, number)
             continue
         model = models.get(str(value.get("type")))
@@ -84,14 +84,15 @@ def _checked(model: type[Any], value: Record, number: int) -> Any:
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
         if any(e["type"] == "sensitive_content" for e in exc.errors()):
-            raise SensitiveContent(f"line {number}: a {value.get('type')} record's "
-                                   f"{', '.join(fields)} looks like a credential") from None
-        raise InvalidPayload(f"line {number}: a {value.get('type', 'header')} record with "
-                             f"invalid fields: {', '.join(fields)}") from None
+            raise SensitiveContent(
+                f"line {number}: a {value.get('type')} record's {', '.join(fields)} looks like a credential"
+            ) from None
+        raise InvalidPayload(
+            f"line {number}: a {value.get('type', 'header')} record with invalid fields: {', '.join(fields)}"
+        ) from None
 
 
-def import_owner(lines: Iterable[str], parts: Sequence[OwnerPart], *,
-                 owner_id: str | None = None) -> ImportReport:
+def import_owner(lines: Iterable[str], parts: Sequence[OwnerPart], *, owner_id: str | None = None) -> ImportReport:
     """Restore an export for its owner, or for ``owner_id`` (another owner).
 
     Raises:

@@ -49,8 +49,15 @@ class LedgerPart(OwnerPart):
 
     def export(self, owner: Owner) -> Iterator[Record]:
         with transaction(self._db()) as conn:
-            rows = conn.execute(sa.select(sources).where(sources.c.owner_key == owner.key)
-                                .order_by(sources.c.created_at, sources.c.source_id)).mappings().all()
+            rows = (
+                conn.execute(
+                    sa.select(sources)
+                    .where(sources.c.owner_key == owner.key)
+                    .order_by(sources.c.created_at, sources.c.source_id)
+                )
+                .mappings()
+                .all()
+            )
         for row in rows:
             yield SourceRecordOut.model_validate(dict(row)).record()
 
@@ -62,14 +69,19 @@ class LedgerPart(OwnerPart):
             for src in parsed:
                 # Another owner: the id of a source with text is a function of
                 # (owner, text), so that a later remember of it finds it.
-                new_id = (source_id_for(owner.key, src.text) if src.text and owner.key != restoring.from_key
-                          else src.source_id)
+                new_id = (
+                    source_id_for(owner.key, src.text)
+                    if src.text and owner.key != restoring.from_key
+                    else src.source_id
+                )
                 restoring.source_ids[src.source_id] = new_id
                 values = src.row(owner.key, new_id)
                 inserted = conn.execute(
-                    pg_insert(sources).values(**values)
+                    pg_insert(sources)
+                    .values(**values)
                     .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
-                    .returning(sources.c.source_id)).first()
+                    .returning(sources.c.source_id)
+                ).first()
                 changed += inserted is not None
                 pending = pending or (inserted is not None and src.state == "pending")
         if pending:
@@ -88,8 +100,14 @@ class MemoriesPart(OwnerPart):
     name = "memories"
     records = {"memory": MemoryRecordOut}
 
-    def __init__(self, db: Callable[[], Engine], pipeline: Callable[[], MemoryPipeline],
-                 engine: Callable[[], MemoryEngine], *, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        db: Callable[[], Engine],
+        pipeline: Callable[[], MemoryPipeline],
+        engine: Callable[[], MemoryEngine],
+        *,
+        enabled: bool = True,
+    ) -> None:
         self._db = db
         self._enabled = enabled
         self._pipeline = pipeline
@@ -98,21 +116,25 @@ class MemoriesPart(OwnerPart):
     def erase(self, owner: Owner) -> int:
         dropped = 0
         with transaction(self._db()) as conn:
-            tables = conn.execute(sa.text(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = current_schema() AND table_name LIKE :p"), {"p": _MEM0_TABLES}).scalars()
+            tables = conn.execute(
+                sa.text(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema() AND table_name LIKE :p"
+                ),
+                {"p": _MEM0_TABLES},
+            ).scalars()
             for table in list(tables):
                 dropped += conn.execute(
-                    sa.text(f'DELETE FROM "{table}" WHERE payload->>\'user_id\' = :k'),  # noqa: S608  (a catalogue name)
-                    {"k": owner.key}).rowcount
+                    sa.text(f"DELETE FROM \"{table}\" WHERE payload->>'user_id' = :k"),  # noqa: S608  (a catalogue name)
+                    {"k": owner.key},
+                ).rowcount
         return dropped
 
     def export(self, owner: Owner) -> Iterator[Record]:
         if not self._enabled:  # personal memory off: no engine to read them with
             return
         for hit in self._pipeline().memories(owner.key):
-            yield MemoryRecordOut(memory_id=hit.memory_id, text=hit.text,
-                                  source_ids=list(hit.source_ids)).record()
+            yield MemoryRecordOut(memory_id=hit.memory_id, text=hit.text, source_ids=list(hit.source_ids)).record()
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         parsed = [MemoryRecordOut.model_validate(r) for r in records]
@@ -126,12 +148,13 @@ class MemoriesPart(OwnerPart):
         missing = list(dict.fromkeys(m.text for m in parsed if m.text not in present))
         if missing:
             present.update(zip(missing, engine.restore(owner.key, missing), strict=True))
-        links = [{"owner_key": owner.key, "memory_id": present[m.text],
-                  "source_id": restoring.source_ids.get(sid, sid)}
-                 for m in parsed for sid in m.source_ids]
+        links = [
+            {"owner_key": owner.key, "memory_id": present[m.text], "source_id": restoring.source_ids.get(sid, sid)}
+            for m in parsed
+            for sid in m.source_ids
+        ]
         with transaction(self._db()) as conn:
-            known = set(conn.execute(sa.select(sources.c.source_id)
-                                     .where(sources.c.owner_key == owner.key)).scalars())
+            known = set(conn.execute(sa.select(sources.c.source_id).where(sources.c.owner_key == owner.key)).scalars())
             for link in links:
                 if link["source_id"] in known:
                     conn.execute(pg_insert(provenance).values(**link).on_conflict_do_nothing())

@@ -56,7 +56,8 @@ class QueuedJobsPart(OwnerPart):
                 raise EraseIncomplete(
                     f"{found.running} jobs of this owner were still running after "
                     f"{self.wait_ms / 1000:g} s (MEMJOBS_ERASE_WAIT_MS); their owner's new jobs are "
-                    "dropped meanwhile: run the erasure again")
+                    "dropped meanwhile: run the erasure again"
+                )
             time.sleep(self.poll_s)  # another process's jobs: nothing to block on
 
 

@@ -22,7 +22,6 @@ FORMAT = "memjobs-owner-export"
 VERSION = 1
 
 
-
 class _Record(BaseModel):
     # Extra fields are ignored: a later version 1 writer may add one.
     model_config = ConfigDict(extra="ignore")
@@ -61,8 +60,14 @@ class SourceRecordOut(_Record):
         """
         if self.text is not None:
             # The rules every remembered source passed (length, credentials).
-            build_payload(RememberSource, owner_key=owner_key, source_id=source_id, text=self.text,
-                          kind=self.kind, session_id=self.session_id)
+            build_payload(
+                RememberSource,
+                owner_key=owner_key,
+                source_id=source_id,
+                text=self.text,
+                kind=self.kind,
+                session_id=self.session_id,
+            )
         values = self.model_dump(exclude={"type"})
         values.update(owner_key=owner_key, source_id=source_id, message_id=None)
         if self.state == "forgotten":

@@ -67,22 +67,23 @@ class MemoryDocumentsPart(OwnerPart):
                 provider.apply(owner.id, [Change(d.doc, "") for d in written], IMPORT_CONTEXT)
                 dropped += len(written)
         with transaction(self._db()) as conn:  # the SQL provider's, or left by an earlier one
-            dropped += conn.execute(memory_documents.delete()
-                                    .where(memory_documents.c.owner_key == owner.key)).rowcount
+            dropped += conn.execute(memory_documents.delete().where(memory_documents.c.owner_key == owner.key)).rowcount
         return dropped
 
     def export(self, owner: Owner) -> Iterator[Record]:
         for document in self._service().snapshot(owner.id):
             if document.version or document.content:
-                yield DocumentRecordOut(doc=document.doc, content=document.content,  # type: ignore[arg-type]
-                                        version=document.version).record()
+                yield DocumentRecordOut(
+                    doc=document.doc,  # type: ignore[arg-type]
+                    content=document.content,
+                    version=document.version,
+                ).record()
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         service = self._service()
         changed = 0
         for document in (DocumentRecordOut.model_validate(r) for r in records):
-            changed += service.restore(owner.id, document.doc, document.content,
-                                       context=IMPORT_CONTEXT).applied
+            changed += service.restore(owner.id, document.doc, document.content, context=IMPORT_CONTEXT).applied
         return changed
 
 
@@ -98,15 +99,29 @@ class SessionsPart(OwnerPart):
 
     def erase(self, owner: Owner) -> int:
         with transaction(self._db()) as conn:
-            return sum(conn.execute(t.delete().where(t.c.owner_key == owner.key)).rowcount
-                       for t in (session_digests, tasks, session_runs))
+            return sum(
+                conn.execute(t.delete().where(t.c.owner_key == owner.key)).rowcount
+                for t in (session_digests, tasks, session_runs)
+            )
 
     def export(self, owner: Owner) -> Iterator[Record]:
         with transaction(self._db()) as conn:
-            digests = conn.execute(sa.select(session_digests).where(session_digests.c.owner_key == owner.key)
-                                   .order_by(session_digests.c.created_at)).mappings().all()
-            owned = conn.execute(sa.select(tasks).where(tasks.c.owner_key == owner.key)
-                                 .order_by(tasks.c.updated_at, tasks.c.task_id)).mappings().all()
+            digests = (
+                conn.execute(
+                    sa.select(session_digests)
+                    .where(session_digests.c.owner_key == owner.key)
+                    .order_by(session_digests.c.created_at)
+                )
+                .mappings()
+                .all()
+            )
+            owned = (
+                conn.execute(
+                    sa.select(tasks).where(tasks.c.owner_key == owner.key).order_by(tasks.c.updated_at, tasks.c.task_id)
+                )
+                .mappings()
+                .all()
+            )
         for row in digests:
             yield DigestRecordOut.model_validate(dict(row)).record()
         for row in owned:
@@ -122,10 +137,15 @@ class SessionsPart(OwnerPart):
                 else:
                     model, table, keys = TaskRecordOut.model_validate(record), tasks, ["task_id"]
                 values = {**model.model_dump(exclude={"type"}), "owner_key": owner.key}
-                changed += conn.execute(
-                    pg_insert(table).values(**values)
-                    .on_conflict_do_nothing(index_elements=["owner_key", *keys])
-                    .returning(table.c.owner_key)).first() is not None
+                changed += (
+                    conn.execute(
+                        pg_insert(table)
+                        .values(**values)
+                        .on_conflict_do_nothing(index_elements=["owner_key", *keys])
+                        .returning(table.c.owner_key)
+                    ).first()
+                    is not None
+                )
         return changed
 
 
@@ -142,12 +162,16 @@ class AuditPart(OwnerPart):
 
     def erase(self, owner: Owner) -> int:
         with transaction(self._db()) as conn:
-            return int(conn.execute(memory_audit.delete()
-                                    .where(memory_audit.c.owner_key == owner.key)).rowcount)
+            return int(conn.execute(memory_audit.delete().where(memory_audit.c.owner_key == owner.key)).rowcount)
 
     def export(self, owner: Owner) -> Iterator[Record]:
         with transaction(self._db()) as conn:
-            rows = conn.execute(sa.select(memory_audit).where(memory_audit.c.owner_key == owner.key)
-                                .order_by(memory_audit.c.id)).mappings().all()
+            rows = (
+                conn.execute(
+                    sa.select(memory_audit).where(memory_audit.c.owner_key == owner.key).order_by(memory_audit.c.id)
+                )
+                .mappings()
+                .all()
+            )
         for row in rows:
             yield AuditRecordOut.model_validate(dict(row)).record()

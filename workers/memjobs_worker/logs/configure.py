@@ -69,26 +69,26 @@ def _parse_level(level: str) -> int:
     raise ValueError(f"unknown log level: {level!r}")
 
 
-def _log_uncaught(exc_type: type[BaseException], exc: BaseException,
-                  tb: TracebackType | None, thread: str | None = None) -> None:
+def _log_uncaught(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None, thread: str | None = None
+) -> None:
     if issubclass(exc_type, KeyboardInterrupt):
         sys.__excepthook__(exc_type, exc, tb)
         return
     logging.getLogger("memjobs_worker.uncaught").critical(
-        "uncaught exception", exc_info=(exc_type, exc, tb),
-        extra={"in_thread": thread} if thread else None)
+        "uncaught exception", exc_info=(exc_type, exc, tb), extra={"in_thread": thread} if thread else None
+    )
 
 
 def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     if args.exc_value is None:
         return
-    _log_uncaught(args.exc_type, args.exc_value, args.exc_traceback,
-                  args.thread.name if args.thread is not None else None)
+    _log_uncaught(
+        args.exc_type, args.exc_value, args.exc_traceback, args.thread.name if args.thread is not None else None
+    )
 
 
-def configure_logging(
-    *, level: str = "INFO", stream: IO[str] | None = None, adopt: bool = False
-) -> None:
+def configure_logging(*, level: str = "INFO", stream: IO[str] | None = None, adopt: bool = False) -> None:
     """Send all logging to ``stream`` (default: the current ``sys.stderr``) as JSON Lines.
 
     Idempotent: a second call reuses the handler installed by the first one

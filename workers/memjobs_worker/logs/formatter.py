@@ -31,15 +31,15 @@ from memjobs_worker.logs.redaction import redact_text, scrub
 MEM0_SUPPRESSED_MSG: Final = "mem0 log record suppressed (may contain memory text)"
 
 # Attributes every LogRecord has; anything else came from ``extra=``.
-_RESERVED_ATTRS: Final = frozenset(
-    logging.LogRecord("", logging.INFO, "", 0, "", (), None).__dict__
-) | {"message", "asctime", "taskName"}
+_RESERVED_ATTRS: Final = frozenset(logging.LogRecord("", logging.INFO, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+}
 
 
 # Fields written by the formatter itself; extras with these names are renamed.
-_OWN_FIELDS: Final = frozenset(
-    {"ts", "level", "logger", "msg", "pid", "thread", "exc_type", "exc", "stack"}
-)
+_OWN_FIELDS: Final = frozenset({"ts", "level", "logger", "msg", "pid", "thread", "exc_type", "exc", "stack"})
 
 
 def _exc_type_name(exc_type: type[BaseException] | None) -> str | None:
@@ -121,11 +121,7 @@ class JsonFormatter(logging.Formatter):
             return out
 
         out = self._core(record, redact_text(_message_without_payloads(record)))
-        extras = {
-            k: v
-            for k, v in record.__dict__.items()
-            if k not in _RESERVED_ATTRS and not k.startswith("_")
-        }
+        extras = {k: v for k, v in record.__dict__.items() if k not in _RESERVED_ATTRS and not k.startswith("_")}
         for key, value in scrub(extras, omit_text=True).items():
             out[f"extra_{key}" if key in _OWN_FIELDS else key] = value
 

@@ -81,8 +81,9 @@ def redact_text(text: str) -> str:
     text = redact_structured(text)
     if len(text) > _MAX_VALUE_SCAN_CHARS:
         # A huge blob (a dumped payload): scanned in pieces, each redacted on its own.
-        return "".join(redact_secrets(text[i:i + _MAX_VALUE_SCAN_CHARS])
-                       for i in range(0, len(text), _MAX_VALUE_SCAN_CHARS))
+        return "".join(
+            redact_secrets(text[i : i + _MAX_VALUE_SCAN_CHARS]) for i in range(0, len(text), _MAX_VALUE_SCAN_CHARS)
+        )
     return _redact_values(text)
 
 

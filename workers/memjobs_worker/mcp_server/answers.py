@@ -88,16 +88,28 @@ def recall_answer(outcome: SearchOutcome) -> RecallAnswer:
         if size > MAX_RECALL_BYTES:
             break
         hits.append(hit)
-    return RecallAnswer(results=hits, mode=outcome.mode, notice=outcome.notice,
-                        truncated=len(hits) < min(len(outcome.results), MAX_RECALL_K))
+    return RecallAnswer(
+        results=hits,
+        mode=outcome.mode,
+        notice=outcome.notice,
+        truncated=len(hits) < min(len(outcome.results), MAX_RECALL_K),
+    )
 
 
 def chunk_answer(cited_id: str, chunk: CitedChunk) -> ChunkAnswer:
     """An ``ok`` chunk read back, its text and citation cut to their bounds."""
-    citation = Citation(chunk_id=cited_id, title=cut(chunk.title, TITLE_CHARS),
-                        source=cut(chunk.source, TITLE_CHARS), quote=cut(_flat(chunk.text), QUOTE_CHARS))
-    return ChunkAnswer(chunk_id=cited_id, text=cut(chunk.text, MAX_CHUNK_CHARS),
-                       truncated=len(chunk.text) > MAX_CHUNK_CHARS, citation=citation)
+    citation = Citation(
+        chunk_id=cited_id,
+        title=cut(chunk.title, TITLE_CHARS),
+        source=cut(chunk.source, TITLE_CHARS),
+        quote=cut(_flat(chunk.text), QUOTE_CHARS),
+    )
+    return ChunkAnswer(
+        chunk_id=cited_id,
+        text=cut(chunk.text, MAX_CHUNK_CHARS),
+        truncated=len(chunk.text) > MAX_CHUNK_CHARS,
+        citation=citation,
+    )
 
 
 def cut(text: str, limit: int) -> str:
@@ -106,9 +118,13 @@ def cut(text: str, limit: int) -> str:
 
 
 def _hit(result: KnowledgeResult) -> RecallHit:
-    return RecallHit(chunk_id=result.chunk_id, title=cut(result.title, TITLE_CHARS),
-                     source=cut(result.source, TITLE_CHARS), snippet=cut(_flat(result.text), SNIPPET_CHARS),
-                     score=round(result.score, 6))
+    return RecallHit(
+        chunk_id=result.chunk_id,
+        title=cut(result.title, TITLE_CHARS),
+        source=cut(result.source, TITLE_CHARS),
+        snippet=cut(_flat(result.text), SNIPPET_CHARS),
+        score=round(result.score, 6),
+    )
 
 
 def _flat(text: str) -> str:

@@ -28,11 +28,16 @@ from memjobs_worker.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
-                          memory: Callable[[], MemoryPipeline], store: Callable[[], StateStore],
-                          scheduler: Callable[[], ExtractionScheduler],
-                          model_waiting: Callable[[], bool] = lambda: False,
-                          was_sent: Callable[[str, str], bool] = lambda key, sid: True) -> Actors:
+def declare_memory_actors(
+    broker: dramatiq.Broker,
+    settings: Settings,
+    *,
+    memory: Callable[[], MemoryPipeline],
+    store: Callable[[], StateStore],
+    scheduler: Callable[[], ExtractionScheduler],
+    model_waiting: Callable[[], bool] = lambda: False,
+    was_sent: Callable[[str, str], bool] = lambda key, sid: True,
+) -> Actors:
     """Register the personal-memory actors. The callables return their parts,
     built on first use: ``remember_source`` needs only the ledger and the
     scheduler, so a process that takes only cheap jobs never loads mem0.
@@ -53,8 +58,9 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
             # Not started (no lease, no attempt): retried on the outage budget, the
             # owner still marked queued, so neither remember nor the sweeper adds one.
             scheduler().hold(payload.owner_key)
-            raise ModelUnavailable("extraction not started: a model service's circuit breaker is open",
-                                   reason="model_circuit_open")
+            raise ModelUnavailable(
+                "extraction not started: a model service's circuit breaker is open", reason="model_circuit_open"
+            )
         try:
             done = memory().extract(payload)
         except StaleFencingToken:
@@ -62,10 +68,18 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
             return
         # The key's first characters (as dead letters show it): never the whole key,
         # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
-        log.info("extraction", extra={"owner": payload.owner_key[:12], "outcome": done.outcome,
-                                      "attempts": done.attempts, "learned": done.learned,
-                                      "discarded": done.discarded, "recovered": done.recovered,
-                                      "failed": done.failed})
+        log.info(
+            "extraction",
+            extra={
+                "owner": payload.owner_key[:12],
+                "outcome": done.outcome,
+                "attempts": done.attempts,
+                "learned": done.learned,
+                "discarded": done.discarded,
+                "recovered": done.recovered,
+                "failed": done.failed,
+            },
+        )
         if done.failed:
             # The job ends (no retry); its sources are failed with the reason in the ledger.
             report(ModelOutputInvalid.reason)
@@ -82,8 +96,12 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *,
 
     # Before Retries: it looks once Retries has decided retry or dead letter.
     broker.add_middleware(ClearMarkerOnDeadLetter(scheduler), before=Retries)
-    return declare(broker, settings, [
-        (contracts.ACTOR_REMEMBER, remember_source, {}),
-        (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
-        (contracts.ACTOR_FORGET, forget_source, {}),
-    ])
+    return declare(
+        broker,
+        settings,
+        [
+            (contracts.ACTOR_REMEMBER, remember_source, {}),
+            (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),
+            (contracts.ACTOR_FORGET, forget_source, {}),
+        ],
+    )

@@ -27,15 +27,19 @@ Enqueue = Callable[[str, dict[str, Any], int | None], None]
 
 def ensure_memory_on(settings: Settings) -> None:
     """Raises:
-        MemoryOff: personal memory is switched off (its jobs are refused, nothing allocated).
+    MemoryOff: personal memory is switched off (its jobs are refused, nothing allocated).
     """
     if not settings.memory_enabled:
         raise MemoryOff()
 
 
-def build_engine(settings: Settings, database_url: str,
-                 breakers: Mapping[str, ModelBreaker] | None = None, *,
-                 share: ModelShare | None = None) -> MemoryEngine:
+def build_engine(
+    settings: Settings,
+    database_url: str,
+    breakers: Mapping[str, ModelBreaker] | None = None,
+    *,
+    share: ModelShare | None = None,
+) -> MemoryEngine:
     """mem0 on the state database's pgvector, with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
     local model, or the hashed embedder) behind their circuit ``breakers`` (by
@@ -65,20 +69,36 @@ def build_engine(settings: Settings, database_url: str,
 
 def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
     """The per-owner debounced scheduling of ``extract_facts``."""
-    return RedisExtractionScheduler(redis_client, enqueue, lease_ms=settings.lease_ms,
-                                    delay_ms=settings.extract_delay_ms,
-                                    marker_ttl_ms=settings.extract_marker_ttl_ms)
+    return RedisExtractionScheduler(
+        redis_client,
+        enqueue,
+        lease_ms=settings.lease_ms,
+        delay_ms=settings.extract_delay_ms,
+        marker_ttl_ms=settings.extract_marker_ttl_ms,
+    )
 
 
-def build_pipeline(settings: Settings, *, store: StateStore, engine: MemoryEngine,
-                   redis_client: redis.Redis, scheduler: ExtractionScheduler) -> MemoryPipeline:
+def build_pipeline(
+    settings: Settings,
+    *,
+    store: StateStore,
+    engine: MemoryEngine,
+    redis_client: redis.Redis,
+    scheduler: ExtractionScheduler,
+) -> MemoryPipeline:
     """The pipeline; a batch is ``MEMJOBS_EXTRACT_BATCH_SIZE`` sources for a model,
     ``MEMJOBS_VERBATIM_BATCH_SIZE`` when sources are stored as they are (one
     embedding call and one insert a batch, no model call to keep small)."""
     batch_size = settings.extract_batch_size if engine.infers else settings.verbatim_batch_size
-    return MemoryPipeline(store=store, engine=engine, leases=redis_leases(redis_client), scheduler=scheduler,
-                          batch_size=batch_size, lease_ms=settings.lease_ms,
-                          max_wait_ms=settings.extract_max_wait_ms)
+    return MemoryPipeline(
+        store=store,
+        engine=engine,
+        leases=redis_leases(redis_client),
+        scheduler=scheduler,
+        batch_size=batch_size,
+        lease_ms=settings.lease_ms,
+        max_wait_ms=settings.extract_max_wait_ms,
+    )
 
 
 def open_ledger(db: Engine) -> StateStore:

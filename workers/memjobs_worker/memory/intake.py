@@ -34,8 +34,9 @@ Enqueue = Callable[[str, dict[str, Any], int | None], None]
 _UNDELIVERED_MAX = 10_000
 
 
-def remember(store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *,
-             sent_at: datetime) -> AddOutcome:
+def remember(
+    store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *, sent_at: datetime
+) -> AddOutcome:
     """Write to the ledger as pending, and schedule extraction.
 
     ``payload`` was validated (:func:`memjobs_client.validation.validate`): its
@@ -48,8 +49,8 @@ def remember(store: StateStore, scheduler: ExtractionScheduler, payload: Remembe
     # the ledger but could not schedule (Redis full or away): schedule now, or
     # the source would wait for the sweeper. The flag keeps this one round trip.
     if outcome in ("created", "revived") or (
-            outcome == "duplicate"
-            and store.source_state(payload.owner_key, payload.source_id) == "pending"):
+        outcome == "duplicate" and store.source_state(payload.owner_key, payload.source_id) == "pending"
+    ):
         scheduler.schedule(payload.owner_key, "remember")
     return outcome
 
@@ -87,8 +88,15 @@ class ExtractionScheduler(ABC):
             lease and four delays): longer than any queue's wait and retry delay.
     """
 
-    def __init__(self, enqueue: Enqueue, *, lease_ms: int, delay_ms: int,
-                 monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
+    def __init__(
+        self,
+        enqueue: Enqueue,
+        *,
+        lease_ms: int,
+        delay_ms: int,
+        monotonic: Monotonic = time.monotonic,
+        marker_ttl_ms: int = 0,
+    ) -> None:
         self.enqueue = enqueue
         self.flag_ttl_ms = max(lease_ms, delay_ms * 4, marker_ttl_ms)
         self.dirty_ttl_ms = lease_ms * DIRTY_LEASES  # as long as a taker's (the lease's own)
@@ -161,8 +169,11 @@ class ExtractionScheduler(ABC):
         """
         if not force and self._surely_undelivered(owner_key):
             return False
-        fresh = (self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True) if force
-                 else self._claim(owner_key, self.flag_ttl_ms))
+        fresh = (
+            self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=True)
+            if force
+            else self._claim(owner_key, self.flag_ttl_ms)
+        )
         if not fresh and not force:
             return False
         try:
@@ -236,10 +247,19 @@ class RedisExtractionScheduler(ExtractionScheduler):
         redis_client: a redis-py client; the rest: see :class:`ExtractionScheduler`.
     """
 
-    def __init__(self, redis_client: redis.Redis, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int, monotonic: Monotonic = time.monotonic, marker_ttl_ms: int = 0) -> None:
-        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic,
-                         marker_ttl_ms=marker_ttl_ms)
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        enqueue: Enqueue,
+        *,
+        lease_ms: int,
+        delay_ms: int,
+        monotonic: Monotonic = time.monotonic,
+        marker_ttl_ms: int = 0,
+    ) -> None:
+        super().__init__(
+            enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=monotonic, marker_ttl_ms=marker_ttl_ms
+        )
         self.redis = redis_client
         self._claim_script = redis_client.register_script(_CLAIM)
 
@@ -251,9 +271,12 @@ class RedisExtractionScheduler(ExtractionScheduler):
 
     def _claim(self, owner_key: str, ttl_ms: int) -> bool:
         try:
-            return bool(self._claim_script(
-                keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
-                args=[ttl_ms, self.dirty_ttl_ms]))
+            return bool(
+                self._claim_script(
+                    keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
+                    args=[ttl_ms, self.dirty_ttl_ms],
+                )
+            )
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
@@ -286,10 +309,8 @@ class InMemoryExtractionScheduler(ExtractionScheduler):
     acquire clears the flag and :meth:`leases_held` sees the leases.
     """
 
-    def __init__(self, keyspace: InMemoryKeys, enqueue: Enqueue, *, lease_ms: int,
-                 delay_ms: int) -> None:
-        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms,
-                         monotonic=keyspace.monotonic)
+    def __init__(self, keyspace: InMemoryKeys, enqueue: Enqueue, *, lease_ms: int, delay_ms: int) -> None:
+        super().__init__(enqueue, lease_ms=lease_ms, delay_ms=delay_ms, monotonic=keyspace.monotonic)
         self.keyspace = keyspace
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
@@ -334,5 +355,4 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     held = scheduler.leases_held(owners)
     # (schedule looks at the lease again, with the flag, in one step: a run may
     # have taken it, and cleared the flag, since the look above)
-    return sum(scheduler.schedule(owner_key, "sweep")
-               for owner_key, busy in zip(owners, held, strict=True) if not busy)
+    return sum(scheduler.schedule(owner_key, "sweep") for owner_key, busy in zip(owners, held, strict=True) if not busy)

@@ -35,8 +35,14 @@ class ClearMarkerOnDeadLetter(Middleware):
     def __init__(self, scheduler: Callable[[], ExtractionScheduler]) -> None:
         self.scheduler = scheduler
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         if exception is None or message.actor_name != ACTOR_EXTRACT or not message.failed:
             return
         payload = message.args[0] if len(message.args) == 1 else None

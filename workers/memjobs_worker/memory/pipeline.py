@@ -68,8 +68,9 @@ class RecallHit:
     source_ids: list[str] = field(default_factory=list)
 
 
-def mark_forgotten(store: StateStore, scheduler: ExtractionScheduler, owner_key: str, source_id: str,
-                   *, sent_at: datetime) -> ForgetResult:
+def mark_forgotten(
+    store: StateStore, scheduler: ExtractionScheduler, owner_key: str, source_id: str, *, sent_at: datetime
+) -> ForgetResult:
     """The ledger half of a forget, at once: the source is ``forgotten`` (recall
     stops returning its memories), the memories derived from it are owed a
     deletion (tombstones), and the sources that shared one are scheduled to be
@@ -144,8 +145,7 @@ class MemoryPipeline:
         # Floored at the ledger's newest token: never behind it, whatever Redis lost.
         # The scheduled flag goes first, in the same script: from then on a new
         # source schedules a new run (or sets the dirty flag).
-        token = lock.try_acquire(floor=self.store.newest_token(owner_key),
-                                 clear=self.scheduler.flag(owner_key))
+        token = lock.try_acquire(floor=self.store.newest_token(owner_key), clear=self.scheduler.flag(owner_key))
         if token is None:
             report.outcome = "busy"
             return report
@@ -194,8 +194,7 @@ class MemoryPipeline:
         if window.count < 2:
             return self.max_wait_ms
         # The pace so far, but no faster than the silence since the newest says.
-        gap_ms = max((window.oldest_age_ms - window.newest_age_ms) / (window.count - 1),
-                     window.newest_age_ms)
+        gap_ms = max((window.oldest_age_ms - window.newest_age_ms) / (window.count - 1), window.newest_age_ms)
         return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (self.batch_size - window.count)))
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
@@ -248,8 +247,7 @@ class MemoryPipeline:
         report.discarded += len(result.discarded)
         return True
 
-    def _fail(self, lock: Lease, attempt: Attempt, problem: ModelOutputInvalid,
-              report: ExtractReport) -> None:
+    def _fail(self, lock: Lease, attempt: Attempt, problem: ModelOutputInvalid, report: ExtractReport) -> None:
         """The model answered, but unusably, even when asked again: asking later
         would cost as much and answer the same. Keep nothing of the attempt, and
         end its sources ``failed`` with the reason, so the owner's other batches
@@ -264,9 +262,15 @@ class MemoryPipeline:
         failed = self.store.fail_attempt(attempt, reason)
         report.failed += len(failed)
         report.failure = reason
-        log.warning("extraction batch failed", extra={
-            "owner_key": attempt.owner_key, "reason": problem.reason, "detail": str(problem),
-            "sources": len(failed)})
+        log.warning(
+            "extraction batch failed",
+            extra={
+                "owner_key": attempt.owner_key,
+                "reason": problem.reason,
+                "detail": str(problem),
+                "sources": len(failed),
+            },
+        )
 
     def _undo(self, attempt: Attempt) -> None:
         """Best effort after a failed extraction; whatever fails here the next holder redoes."""
@@ -280,8 +284,7 @@ class MemoryPipeline:
 
     def forget(self, payload: ForgetSource, *, sent_at: datetime) -> bool:
         """Mark the source forgotten at once, then delete every memory derived from it."""
-        result = mark_forgotten(self.store, self.scheduler, payload.owner_key, payload.source_id,
-                                sent_at=sent_at)
+        result = mark_forgotten(self.store, self.scheduler, payload.owner_key, payload.source_id, sent_at=sent_at)
         self._settle_tombstones(payload.owner_key)
         return result.found
 
@@ -299,12 +302,14 @@ class MemoryPipeline:
         """Search the owner's memories; only those whose sources are all learned."""
         hits = self.engine.search(owner_key, query, limit * 4 + 10)
         learned = self.store.learned_provenance(owner_key, [h.memory_id for h in hits])
-        kept = [RecallHit(h.memory_id, h.text, h.score, learned[h.memory_id])
-                for h in hits if h.memory_id in learned]
+        kept = [RecallHit(h.memory_id, h.text, h.score, learned[h.memory_id]) for h in hits if h.memory_id in learned]
         return kept[:limit]
 
     def memories(self, owner_key: str) -> list[RecallHit]:
         """Every learned memory of the owner with its sources."""
         learned = self.store.learned_provenance(owner_key)
-        return [RecallHit(h.memory_id, h.text, None, learned[h.memory_id])
-                for h in self.engine.list(owner_key) if h.memory_id in learned]
+        return [
+            RecallHit(h.memory_id, h.text, None, learned[h.memory_id])
+            for h in self.engine.list(owner_key)
+            if h.memory_id in learned
+        ]

@@ -73,8 +73,7 @@ class SettleQueuedRemembers(Middleware):
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.clear()
-        self._flusher = threading.Thread(target=self._flush_every, name="memjobs-settle-remembers",
-                                         daemon=True)
+        self._flusher = threading.Thread(target=self._flush_every, name="memjobs-settle-remembers", daemon=True)
         self._flusher.start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
@@ -116,9 +115,10 @@ class SettleQueuedRemembers(Middleware):
         try:
             self.client.delete(*settled)
         except redis.RedisError:
-            log.warning("queued remembers' counts were not settled: they last until their TTL",
-                        extra={"actor": ACTOR_REMEMBER, "reason": "redis_unavailable",
-                               "count": len(settled)})
+            log.warning(
+                "queued remembers' counts were not settled: they last until their TTL",
+                extra={"actor": ACTOR_REMEMBER, "reason": "redis_unavailable", "count": len(settled)},
+            )
 
     def _flush_every(self) -> None:
         while not self._stop.wait(self.flush_ms / 1000):
@@ -131,7 +131,11 @@ def _named(args: tuple[Any, ...]) -> tuple[str, str] | None:
     if payload is None:
         return None
     owner_key, source_id = payload.get("owner_key"), payload.get("source_id")
-    if (isinstance(owner_key, str) and _OWNER_KEY.fullmatch(owner_key)
-            and isinstance(source_id, str) and _SOURCE_ID.fullmatch(source_id)):
+    if (
+        isinstance(owner_key, str)
+        and _OWNER_KEY.fullmatch(owner_key)
+        and isinstance(source_id, str)
+        and _SOURCE_ID.fullmatch(source_id)
+    ):
         return owner_key, source_id
     return None

@@ -54,12 +54,18 @@ class PersonalMemory:
         clock: now, for the forget's time (UTC).
     """
 
-    def __init__(self, *, enabled: bool, store: Callable[[], StateStore],
-                 scheduler: Callable[[], ExtractionScheduler], pipeline: Callable[[], MemoryPipeline],
-                 remember_queued: Callable[[str, str], bool],
-                 enqueue: Callable[[str, dict[str, Any]], None],
-                 rules: SourceRules | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        store: Callable[[], StateStore],
+        scheduler: Callable[[], ExtractionScheduler],
+        pipeline: Callable[[], MemoryPipeline],
+        remember_queued: Callable[[str, str], bool],
+        enqueue: Callable[[str, dict[str, Any]], None],
+        rules: SourceRules | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.enabled = enabled
         self._store = store
         self._scheduler = scheduler
@@ -71,7 +77,7 @@ class PersonalMemory:
 
     def ensure_on(self) -> None:
         """Raises:
-            MemoryOff: personal memory is switched off.
+        MemoryOff: personal memory is switched off.
         """
         if not self.enabled:
             raise MemoryOff()
@@ -92,8 +98,7 @@ class PersonalMemory:
             BackendUnavailable: Redis or the ledger did not answer.
         """
         self.ensure_on()
-        payload = build_payload(ForgetSource, rules=self._rules, owner_key=owner_key_of(owner_id),
-                                source_id=source_id)
+        payload = build_payload(ForgetSource, rules=self._rules, owner_key=owner_key_of(owner_id), source_id=source_id)
         checked = str(payload["source_id"])
         verdict = self.decide_forget(str(payload["owner_key"]), checked)
         if verdict == "not_found":
@@ -149,9 +154,11 @@ class PersonalMemory:
         """
         self.ensure_on()
         store = self._store()
-        return (self._state(store, owner_key, source_id) is not None
-                or self._remember_queued(owner_key, source_id)
-                or self._state(store, owner_key, source_id) is not None)
+        return (
+            self._state(store, owner_key, source_id) is not None
+            or self._remember_queued(owner_key, source_id)
+            or self._state(store, owner_key, source_id) is not None
+        )
 
     def recall(self, owner_key: str, query: str, limit: int) -> list[RecallHit]:
         """The owner's learned memories closest to ``query`` (only those whose

@@ -76,8 +76,14 @@ class RecordFailures(Middleware):
         self.client = client
         self._rewrite = client.register_script(_REWRITE)
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         if exception is None:
             return
         now_ms = int(time.time() * 1000)
@@ -98,5 +104,4 @@ class RecordFailures(Middleware):
             self._rewrite(keys=[dead, f"{dead}.msgs"], args=[redis_id, message.encode()])
         except redis.RedisError:
             # The letter keeps the data it was enqueued with: the previous failure's reason.
-            log.warning("dead letter not completed: Redis did not answer",
-                        extra={"queue": q_name(message.queue_name)})
+            log.warning("dead letter not completed: Redis did not answer", extra={"queue": q_name(message.queue_name)})

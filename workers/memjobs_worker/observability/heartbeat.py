@@ -80,8 +80,9 @@ class Heartbeat(Middleware):
     def _beat(self) -> None:
         try:
             pipe = self.client.pipeline(transaction=False)
-            pipe.set(self.key, json.dumps({"pid": os.getpid(), "at": time.time(), "queues": self.queues}),
-                     px=self.ttl_ms)
+            pipe.set(
+                self.key, json.dumps({"pid": os.getpid(), "at": time.time(), "queues": self.queues}), px=self.ttl_ms
+            )
             pipe.pexpire(self.running_key, self.ttl_ms)
             if self.broker_beat is not None:
                 zset, broker_id = self.broker_beat
@@ -93,5 +94,6 @@ class Heartbeat(Middleware):
 
 def live_heartbeats(client: redis.Redis) -> list[str]:
     """Keys of worker processes whose heartbeat has not expired."""
-    return sorted(k.decode() if isinstance(k, bytes) else str(k)
-                  for k in client.scan_iter(match=f"{PREFIX}*", count=500))
+    return sorted(
+        k.decode() if isinstance(k, bytes) else str(k) for k in client.scan_iter(match=f"{PREFIX}*", count=500)
+    )

@@ -12,12 +12,11 @@ from __future__ import annotations
 from prometheus_client import Counter, Histogram
 
 JOBS_ENQUEUED = Counter(
-    "memjobs_jobs_enqueued_total", "Jobs enqueued by workers (follow-ups and retries).",
+    "memjobs_jobs_enqueued_total",
+    "Jobs enqueued by workers (follow-ups and retries).",
     ["actor"],
 )
-JOBS = Counter(
-    "memjobs_jobs_total", "Jobs finished, by actor and outcome.", ["actor", "outcome"]
-)
+JOBS = Counter("memjobs_jobs_total", "Jobs finished, by actor and outcome.", ["actor", "outcome"])
 JOB_SECONDS = Histogram(
     "memjobs_job_duration_seconds",
     "Time spent executing a job, by actor.",
@@ -30,9 +29,7 @@ QUEUE_WAIT_SECONDS = Histogram(
     ["actor"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
-DEAD_LETTERED = Counter(
-    "memjobs_dead_lettered_total", "Messages moved to a dead-letter queue, by queue.", ["queue"]
-)
+DEAD_LETTERED = Counter("memjobs_dead_lettered_total", "Messages moved to a dead-letter queue, by queue.", ["queue"])
 #: Dead letters replayed and purged by operators, by queue. The CLI and the API do
 #: that, short-lived or in another registry, so the counts live in Redis
 #: (:data:`memjobs_client.keys.DEAD_LETTER_ACTIONS`, bumped in the same script
@@ -40,9 +37,7 @@ DEAD_LETTERED = Counter(
 #: (:class:`memjobs_worker.ops.collectors.QueueCollector`).
 DEAD_LETTERS_RETRIED = ("memjobs_dead_letters_retried", "Dead letters replayed by an operator, by queue.")
 DEAD_LETTERS_PURGED = ("memjobs_dead_letters_purged", "Dead letters purged by an operator, by queue.")
-REFUSED = Counter(
-    "memjobs_refused_total", "Inputs refused, by reason (e.g. sensitive_content).", ["reason"]
-)
+REFUSED = Counter("memjobs_refused_total", "Inputs refused, by reason (e.g. sensitive_content).", ["reason"])
 ERASED_OWNER_JOBS_DROPPED = Counter(
     "memjobs_erased_owner_jobs_dropped_total",
     "Jobs dropped unrun because their owner was being (or had just been) erased, by actor.",
@@ -59,11 +54,14 @@ LOCK_EVENTS = Counter(
     ["lock", "event"],
 )
 MODEL_CALLS = Counter(
-    "memjobs_model_calls_total", "Model and embedding calls, by purpose and outcome.",
+    "memjobs_model_calls_total",
+    "Model and embedding calls, by purpose and outcome.",
     ["purpose", "outcome"],
 )
 MODEL_SECONDS = Histogram(
-    "memjobs_model_call_duration_seconds", "Latency of model and embedding calls.", ["purpose"],
+    "memjobs_model_call_duration_seconds",
+    "Latency of model and embedding calls.",
+    ["purpose"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60),
 )
 

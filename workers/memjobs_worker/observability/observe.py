@@ -70,9 +70,7 @@ class ObserveJobs(Middleware):
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         now_ms = time.time() * 1000
         ready_ms = max(message.message_timestamp, message.options.get("eta", 0))
-        QUEUE_WAIT_SECONDS.labels(_actor(broker, message.actor_name)).observe(
-            max(0.0, (now_ms - ready_ms) / 1000)
-        )
+        QUEUE_WAIT_SECONDS.labels(_actor(broker, message.actor_name)).observe(max(0.0, (now_ms - ready_ms) / 1000))
         message.options[_STARTED] = time.perf_counter()
 
     def after_process_message(
@@ -93,8 +91,7 @@ class ObserveJobs(Middleware):
             # Done, or refused and acknowledged (memjobs_worker.refusals)
             outcome = recorded if isinstance(recorded, str) else "succeeded"
             self._count(actor, outcome, duration_s)
-            log.info("job done", extra={"actor": actor, "outcome": outcome,
-                                        "message_id": message.message_id})
+            log.info("job done", extra={"actor": actor, "outcome": outcome, "message_id": message.message_id})
             return
         reason = exception.reason if isinstance(exception, MemjobsError) else type(exception).__name__
         if not message.failed:
@@ -104,9 +101,16 @@ class ObserveJobs(Middleware):
         else:
             outcome = "dead_lettered"
         self._count(actor, outcome, duration_s)
-        log.warning("job failed", extra={"actor": actor, "outcome": outcome, "reason": reason,
-                                         "message_id": message.message_id,
-                                         "retries": message.options.get("retries", 0)})
+        log.warning(
+            "job failed",
+            extra={
+                "actor": actor,
+                "outcome": outcome,
+                "reason": reason,
+                "message_id": message.message_id,
+                "retries": message.options.get("retries", 0),
+            },
+        )
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         if message.options.get(PUT_BACK_OPTION):

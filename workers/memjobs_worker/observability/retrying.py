@@ -77,8 +77,9 @@ def stale_after_ms(settings: Settings) -> int:
     """How long after its last failure a job still in the record is taken for
     left behind: the longest backoff of either retry policy, a dead worker's
     redelivery (the broker's heartbeat timeout) and :data:`MARGIN_MS`."""
-    return (max(settings.max_backoff_ms, settings.outage_max_backoff_ms)
-            + settings.broker_heartbeat_timeout_ms + MARGIN_MS)
+    return (
+        max(settings.max_backoff_ms, settings.outage_max_backoff_ms) + settings.broker_heartbeat_timeout_ms + MARGIN_MS
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,14 @@ class RetryingJob:
         return QUEUE_OF.get(self.actor, "?")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"queue": self.queue, "actor": self.actor, "message_id": self.message_id,
-                "reason": self.reason, "failures": self.failures, "failed_ms": self.failed_ms}
+        return {
+            "queue": self.queue,
+            "actor": self.actor,
+            "message_id": self.message_id,
+            "reason": self.reason,
+            "failures": self.failures,
+            "failed_ms": self.failed_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,8 +131,10 @@ class RetryingRecord:
 
     def add(self, message_id: str, actor: str, reason: str, failures: int, failed_ms: int) -> None:
         """Record (or refresh) a retrying job, trimming the record to its cap."""
-        self._record(keys=[keys.RETRYING, keys.RETRYING_JOBS],
-                     args=[message_id, failed_ms, f"{actor}\t{reason}\t{failures}", self.cap])
+        self._record(
+            keys=[keys.RETRYING, keys.RETRYING_JOBS],
+            args=[message_id, failed_ms, f"{actor}\t{reason}\t{failures}", self.cap],
+        )
 
     def remove(self, message_id: str) -> None:
         """Forget a job (done, skipped, dead-lettered or refused); nothing if absent."""
@@ -146,8 +155,7 @@ class RetryingRecord:
             with self.client.pipeline(transaction=False) as pipe:
                 pipe.zrangebyscore(keys.RETRYING, "-inf", cutoff, start=0, num=PRUNE_BATCH)
                 pipe.zcount(keys.RETRYING, f"({cutoff}", "+inf")
-                pipe.zrevrangebyscore(keys.RETRYING, "+inf", f"({cutoff}", start=0, num=shown,
-                                      withscores=True)
+                pipe.zrevrangebyscore(keys.RETRYING, "+inf", f"({cutoff}", start=0, num=shown, withscores=True)
                 stale, total, newest = pipe.execute()
             ids = [_text(raw) for raw, _score in newest]
             with self.client.pipeline(transaction=False) as pipe:
@@ -160,12 +168,10 @@ class RetryingRecord:
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         values = answers[-1] if ids else []
-        jobs = [_job(mid, value, int(score))
-                for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
+        jobs = [_job(mid, value, int(score)) for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
         return Retrying(int(total), jobs)
 
-    def page(self, *, stale_after_ms: int, offset: int, count: int,
-             now_ms: int | None = None) -> list[RetryingJob]:
+    def page(self, *, stale_after_ms: int, offset: int, count: int, now_ms: int | None = None) -> list[RetryingJob]:
         """``count`` jobs from ``offset``, the newest failure first (the console's pages).
 
         Raises:
@@ -174,13 +180,13 @@ class RetryingRecord:
         cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - stale_after_ms
         try:
             newest: list[tuple[Any, float]] = self.client.zrevrangebyscore(  # type: ignore[assignment]
-                keys.RETRYING, "+inf", f"({cutoff}", start=offset, num=count, withscores=True)
+                keys.RETRYING, "+inf", f"({cutoff}", start=offset, num=count, withscores=True
+            )
             ids = [_text(raw) for raw, _score in newest]
             values = self.client.hmget(keys.RETRYING_JOBS, ids) if ids else []
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-        return [_job(mid, value, int(score))
-                for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
+        return [_job(mid, value, int(score)) for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
 
     def get(self, message_id: str) -> RetryingJob | None:
         """One job of the record, or None.
@@ -203,8 +209,9 @@ def _text(raw: Any) -> str:
 def _job(message_id: str, value: Any, failed_ms: int) -> RetryingJob:
     actor, _, rest = _text(value).partition("\t") if value is not None else ("?", "", "")
     reason, _, failures = rest.partition("\t")
-    return RetryingJob(message_id, actor or "?", reason or "unknown",
-                       int(failures) if failures.isdigit() else 0, failed_ms)
+    return RetryingJob(
+        message_id, actor or "?", reason or "unknown", int(failures) if failures.isdigit() else 0, failed_ms
+    )
 
 
 class TrackRetrying(Middleware):
@@ -217,8 +224,14 @@ class TrackRetrying(Middleware):
     def __init__(self, record: RetryingRecord) -> None:
         self.record = record
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         if exception is None or message.failed or isinstance(exception, SensitiveContent):
             # Done, dead-lettered, or refused (acknowledged: memjobs_worker.refusals).
             self._leave(message)
@@ -227,11 +240,12 @@ class TrackRetrying(Middleware):
         actor = message.actor_name if message.actor_name in broker.actors else "unknown"
         failures = int(failure_record(message.options).get("attempts") or 1)
         try:
-            self.record.add(message.message_id, actor, reason_of(exception), failures,
-                            int(time.time() * 1000))
+            self.record.add(message.message_id, actor, reason_of(exception), failures, int(time.time() * 1000))
         except redis.RedisError:
-            log.warning("retrying job not recorded: Redis did not answer",
-                        extra={"actor": actor, "message_id": message.message_id})
+            log.warning(
+                "retrying job not recorded: Redis did not answer",
+                extra={"actor": actor, "message_id": message.message_id},
+            )
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         if not message.options.get(PUT_BACK_OPTION):  # a paused queue's: still retrying
@@ -245,5 +259,7 @@ class TrackRetrying(Middleware):
             self.record.remove(message.message_id)
         except redis.RedisError:
             # Pruned by age on a later read.
-            log.warning("retrying job not removed from the record: Redis did not answer",
-                        extra={"message_id": message.message_id})
+            log.warning(
+                "retrying job not removed from the record: Redis did not answer",
+                extra={"message_id": message.message_id},
+            )

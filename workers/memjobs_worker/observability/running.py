@@ -85,16 +85,26 @@ class TrackRunning(Middleware):
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         payload = message.args[0] if len(message.args) == 1 else None
         owner = payload.get("owner_key") if isinstance(payload, dict) else None
-        value = json.dumps({
-            "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
-            "queue": message.queue_name, "started_ms": int(time.time() * 1000),
-            "owner": owner[:OWNER_PREFIX_CHARS] if isinstance(owner, str) else None})
+        value = json.dumps(
+            {
+                "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
+                "queue": message.queue_name,
+                "started_ms": int(time.time() * 1000),
+                "owner": owner[:OWNER_PREFIX_CHARS] if isinstance(owner, str) else None,
+            }
+        )
         with self._lock:
             self._jobs[message.message_id] = value
             self._changed = True
 
-    def after_process_message(self, broker: dramatiq.Broker, message: MessageProxy, *,
-                              result: Any = None, exception: BaseException | None = None) -> None:
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
         self._done(message)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
@@ -168,7 +178,15 @@ def running_jobs(client: redis.Redis) -> list[RunningJob]:
             if not isinstance(job, dict):
                 continue
             owner = job.get("owner")
-            out.append(RunningJob(host, pid, _text(raw_id), str(job.get("actor", "?")),
-                                  str(job.get("queue", "?")), int(job.get("started_ms") or 0),
-                                  owner if isinstance(owner, str) else None))
+            out.append(
+                RunningJob(
+                    host,
+                    pid,
+                    _text(raw_id),
+                    str(job.get("actor", "?")),
+                    str(job.get("queue", "?")),
+                    int(job.get("started_ms") or 0),
+                    owner if isinstance(owner, str) else None,
+                )
+            )
     return sorted(out, key=lambda j: j.started_ms)

@@ -76,6 +76,9 @@ def read(client: redis.Redis, window: Window, now: float | None = None) -> list[
     out = []
     for i, raw in enumerate(answers):
         values = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
-        out.append(Bucket((first + i) * window.resolution_s, values.get("jobs", 0),
-                          values.get("failed", 0), values.get("ms", 0)))
+        out.append(
+            Bucket(
+                (first + i) * window.resolution_s, values.get("jobs", 0), values.get("failed", 0), values.get("ms", 0)
+            )
+        )
     return out

@@ -53,10 +53,15 @@ class Manifest:
     format_version: int = FORMAT_VERSION
 
     def as_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "format_version": self.format_version,
-                "memjobs_version": self.memjobs_version, "created_at": self.created_at,
-                "schema": {"revisions": self.schema_revisions}, **self.details,
-                "contents": self.contents}
+        return {
+            "format": FORMAT,
+            "format_version": self.format_version,
+            "memjobs_version": self.memjobs_version,
+            "created_at": self.created_at,
+            "schema": {"revisions": self.schema_revisions},
+            **self.details,
+            "contents": self.contents,
+        }
 
     @classmethod
     def parse(cls, raw: bytes) -> Manifest:
@@ -66,14 +71,21 @@ class Manifest:
                 raise BadArchive("not a memjobs backup (its manifest names another format)")
             version = int(data["format_version"])
             if version > FORMAT_VERSION:
-                raise BadArchive(f"the archive's format {version} is newer than this memjobs reads "
-                                 f"({FORMAT_VERSION}): restore it with the memjobs that made it "
-                                 f"({data.get('memjobs_version')}) or newer", reason="newer_archive")
+                raise BadArchive(
+                    f"the archive's format {version} is newer than this memjobs reads "
+                    f"({FORMAT_VERSION}): restore it with the memjobs that made it "
+                    f"({data.get('memjobs_version')}) or newer",
+                    reason="newer_archive",
+                )
             known = {"format", "format_version", "memjobs_version", "created_at", "schema", "contents"}
-            return cls(str(data["memjobs_version"]), str(data["created_at"]),
-                       [str(r) for r in data["schema"]["revisions"]],
-                       [dict(c) for c in data["contents"]],
-                       {k: v for k, v in data.items() if k not in known}, version)
+            return cls(
+                str(data["memjobs_version"]),
+                str(data["created_at"]),
+                [str(r) for r in data["schema"]["revisions"]],
+                [dict(c) for c in data["contents"]],
+                {k: v for k, v in data.items() if k not in known},
+                version,
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BadArchive(f"the archive's manifest is unreadable ({type(exc).__name__})") from None
 
@@ -103,8 +115,7 @@ class ArchiveWriter:
         info = tarfile.TarInfo(name)
         info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
         self._tar.addfile(info, io.BytesIO(data))
-        self.contents.append({"name": name, "bytes": len(data),
-                              "sha256": hashlib.sha256(data).hexdigest()})
+        self.contents.append({"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
 
     def finish(self, manifest: Manifest) -> None:
         manifest.contents = list(self.contents)
@@ -177,12 +188,15 @@ def extract_verified(path: Path, manifest: Manifest, into: Path) -> None:
                         digest.update(block)
                         out.write(block)
                 if digest.hexdigest() != entry["sha256"] or member.size != entry["bytes"]:
-                    raise BadArchive(f"{member.name} in the archive is damaged (its checksum does not "
-                                     "match the manifest's)", reason="damaged_archive")
+                    raise BadArchive(
+                        f"{member.name} in the archive is damaged (its checksum does not match the manifest's)",
+                        reason="damaged_archive",
+                    )
                 seen.add(member.name)
     except (tarfile.TarError, OSError) as exc:
         raise BadArchive(f"{path} could not be read whole: {exc}", reason="damaged_archive") from None
     missing = sorted(set(listed) - seen)
     if missing:
-        raise BadArchive(f"the archive lacks {', '.join(missing[:5])}, which its manifest lists",
-                         reason="damaged_archive")
+        raise BadArchive(
+            f"the archive lacks {', '.join(missing[:5])}, which its manifest lists", reason="damaged_archive"
+        )

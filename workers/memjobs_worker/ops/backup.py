@@ -64,8 +64,15 @@ MEMORY_FILES = ("USER.md", "MEMORY.md", ".versions.json")
 _OWNER_DIR = re.compile(r"[0-9a-f]{64}")
 #: Settings whose difference between the backed-up stack and the restoring host
 #: changes what the restored data means.
-COMPARED_SETTINGS = ("memory_provider", "knowledge", "memory_docs_provider", "local_embedder",
-                     "embedding_base_url", "embedding_model", "embedding_dims")
+COMPARED_SETTINGS = (
+    "memory_provider",
+    "knowledge",
+    "memory_docs_provider",
+    "local_embedder",
+    "embedding_base_url",
+    "embedding_model",
+    "embedding_dims",
+)
 
 
 def memjobs_version() -> str:
@@ -90,12 +97,16 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
     data_dir = settings.data_dir
     stack = read_stack(data_dir)
     if stack is None:
-        raise ConfigurationError(f"no memjobs stack is running in {data_dir}: start it with "
-                                 "`memjobs up` (a backup reads the running servers)")
+        raise ConfigurationError(
+            f"no memjobs stack is running in {data_dir}: start it with "
+            "`memjobs up` (a backup reads the running servers)"
+        )
     if stack.redis_pid is None:
-        raise ConfigurationError("this stack's Redis is configured elsewhere (MEMJOBS_REDIS_URL): "
-                                 "back up a deployment with its own tools (docs/operations.md, "
-                                 "\"Backup and restore\")")
+        raise ConfigurationError(
+            "this stack's Redis is configured elsewhere (MEMJOBS_REDIS_URL): "
+            "back up a deployment with its own tools (docs/operations.md, "
+            '"Backup and restore")'
+        )
     if output.exists():
         raise InvalidPayload(f"{output} exists: a backup never overwrites a file", reason="exists")
     if not output.parent.is_dir():
@@ -111,8 +122,10 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
                 client.close()
             held = scrub_snapshot(work / REDIS_RDB)
             writer.add_file(REDIS_RDB, work / REDIS_RDB)
-            progress(f"redis: snapshot of {_size(work / REDIS_RDB)} (Redis {redis_version}): "
-                     f"{held['queued']} job(s) queued, {held['dead']} dead letter(s)")
+            progress(
+                f"redis: snapshot of {_size(work / REDIS_RDB)} (Redis {redis_version}): "
+                f"{held['queued']} job(s) queued, {held['dead']} dead letter(s)"
+            )
             engine = create_db_engine(stack.database_url, pool_size=1)
             try:
                 revisions = current_revisions(engine)
@@ -130,18 +143,28 @@ def backup(settings: Settings, output: Path, *, progress: Progress = _quiet) -> 
             writer.add_bytes(SETTINGS, json.dumps(kept, indent=1, ensure_ascii=False).encode())
             progress(f"settings: {len(kept)} kept; left out, as secrets: {', '.join(omitted)}")
             manifest = Manifest(
-                memjobs_version(), datetime.now(UTC).isoformat(timespec="seconds"), revisions,
-                details={"postgres": {"dump": POSTGRES_DUMP, "format": "custom"},
-                         "redis": {"snapshot": REDIS_RDB, "version": redis_version, **held},
-                         "memory_files": {"owners": owners},
-                         "settings": {"file": SETTINGS, "secrets_left_out": omitted},
-                         "order": ["redis", "postgres", "memory_files"]})
+                memjobs_version(),
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                revisions,
+                details={
+                    "postgres": {"dump": POSTGRES_DUMP, "format": "custom"},
+                    "redis": {"snapshot": REDIS_RDB, "version": redis_version, **held},
+                    "memory_files": {"owners": owners},
+                    "settings": {"file": SETTINGS, "secrets_left_out": omitted},
+                    "order": ["redis", "postgres", "memory_files"],
+                },
+            )
             writer.finish(manifest)
     except BaseException:
         writer.abandon()
         raise
-    return {"archive": str(output), "bytes": output.stat().st_size, "schema": revisions,
-            "memory_owners": owners, "created_at": manifest.created_at}
+    return {
+        "archive": str(output),
+        "bytes": output.stat().st_size,
+        "schema": revisions,
+        "memory_owners": owners,
+        "created_at": manifest.created_at,
+    }
 
 
 def _add_memory_files(writer: ArchiveWriter, root: Path) -> int:
@@ -157,8 +180,11 @@ def _add_memory_files(writer: ArchiveWriter, root: Path) -> int:
         try:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_SH)
-            files = {name: (directory / name).read_bytes() for name in MEMORY_FILES
-                     if (directory / name).is_file() and not (directory / name).is_symlink()}
+            files = {
+                name: (directory / name).read_bytes()
+                for name in MEMORY_FILES
+                if (directory / name).is_file() and not (directory / name).is_symlink()
+            }
         finally:
             if fd is not None:
                 os.close(fd)
@@ -207,7 +233,9 @@ def check_schema(manifest: Manifest) -> bool:
         raise BadArchive(
             f"the archive's database schema ({', '.join(unknown)}) is newer than this memjobs "
             f"({memjobs_version()}) knows: it was made by memjobs {manifest.memjobs_version}; "
-            "restore it with that version or a newer one", reason="newer_schema")
+            "restore it with that version or a newer one",
+            reason="newer_schema",
+        )
     if not manifest.schema_revisions:
         raise BadArchive("the archive's database was never migrated: nothing to restore")
     return any(known[r] == "knowledge" for r in manifest.schema_revisions)
@@ -231,8 +259,7 @@ def restore_database(database_url: str, dump: Path, *, knowledge: bool) -> list[
         engine.dispose()
 
 
-def restore(settings: Settings, archive: Path, data_dir: Path, *,
-            progress: Progress = _quiet) -> dict[str, Any]:
+def restore(settings: Settings, archive: Path, data_dir: Path, *, progress: Progress = _quiet) -> dict[str, Any]:
     """Restore ``archive`` into the new or empty ``data_dir``.
 
     Raises:
@@ -246,8 +273,11 @@ def restore(settings: Settings, archive: Path, data_dir: Path, *,
     knowledge = check_schema(manifest)
     os.umask(0o077)  # everything restored is owner-only, as under `memjobs up`
     if data_dir.exists() and (not data_dir.is_dir() or any(data_dir.iterdir())):
-        raise InvalidPayload(f"{data_dir} is not empty: restore into a new or empty directory "
-                             "(a restore never writes over a data directory)", reason="not_empty")
+        raise InvalidPayload(
+            f"{data_dir} is not empty: restore into a new or empty directory "
+            "(a restore never writes over a data directory)",
+            reason="not_empty",
+        )
     private_dir(data_dir)
     lock = StackLock(data_dir)
     if not lock.acquire():
@@ -257,19 +287,25 @@ def restore(settings: Settings, archive: Path, data_dir: Path, *,
     try:
         work = Path(tempfile.mkdtemp(dir=data_dir, prefix=".restore-"))
         extract_verified(archive, manifest, work)
-        progress(f"archive: {len(manifest.contents)} members checked (made {manifest.created_at} "
-                 f"by memjobs {manifest.memjobs_version})")
+        progress(
+            f"archive: {len(manifest.contents)} members checked (made {manifest.created_at} "
+            f"by memjobs {manifest.memjobs_version})"
+        )
         url = postgres.start()
         try:
             revisions = restore_database(url, work / POSTGRES_DUMP, knowledge=knowledge)
         finally:
             postgres.stop()
         migrated = revisions != manifest.schema_revisions
-        progress(f"postgres: restored, schema {', '.join(revisions)}"
-                 + (f" (migrated from {', '.join(manifest.schema_revisions)})" if migrated else ""))
+        progress(
+            f"postgres: restored, schema {', '.join(revisions)}"
+            + (f" (migrated from {', '.join(manifest.schema_revisions)})" if migrated else "")
+        )
         counts = load_redis_snapshot(work / REDIS_RDB, data_dir / "redis")
-        progress(f"redis: restored, {counts['queued']} job(s) queued ({counts['returned']} of them "
-                 f"in flight at the backup, back on their queues), {counts['dead']} dead letter(s)")
+        progress(
+            f"redis: restored, {counts['queued']} job(s) queued ({counts['returned']} of them "
+            f"in flight at the backup, back on their queues), {counts['dead']} dead letter(s)"
+        )
         if (work / "memory").is_dir():
             os.replace(work / "memory", data_dir / "memory")
             progress(f"memory files: {manifest.details.get('memory_files', {}).get('owners', 0)} owner(s)")
@@ -283,9 +319,16 @@ def restore(settings: Settings, archive: Path, data_dir: Path, *,
             for child in data_dir.iterdir():
                 shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
     lock.release()
-    return {"data_dir": str(data_dir), "schema": revisions, "schema_before": manifest.schema_revisions,
-            "migrated": migrated, "queued": counts["queued"], "returned_to_queues": counts["returned"],
-            "dead_letters": counts["dead"], "notices": notices}
+    return {
+        "data_dir": str(data_dir),
+        "schema": revisions,
+        "schema_before": manifest.schema_revisions,
+        "migrated": migrated,
+        "queued": counts["queued"],
+        "returned_to_queues": counts["returned"],
+        "dead_letters": counts["dead"],
+        "notices": notices,
+    }
 
 
 def _compare_settings(path: Path, settings: Settings) -> list[str]:
@@ -296,5 +339,8 @@ def _compare_settings(path: Path, settings: Settings) -> list[str]:
     except (OSError, ValueError):
         return []
     now = settings.redacted()
-    return [f"{name} was {then.get(name)!r} in the backed-up stack, is {now.get(name)!r} here"
-            for name in COMPARED_SETTINGS if name in then and then.get(name) != now.get(name)]
+    return [
+        f"{name} was {then.get(name)!r} in the backed-up stack, is {now.get(name)!r} here"
+        for name in COMPARED_SETTINGS
+        if name in then and then.get(name) != now.get(name)
+    ]

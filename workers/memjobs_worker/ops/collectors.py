@@ -49,14 +49,16 @@ class QueueCollector(Collector):
         self.client = client
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        depth = GaugeMetricFamily("memjobs_queue_messages", "Messages in a queue, by state.",
-                                  labels=["queue", "state"])
-        age = GaugeMetricFamily("memjobs_queue_oldest_age_seconds",
-                                "Age of the oldest ready message in a queue.", labels=["queue"])
+        depth = GaugeMetricFamily("memjobs_queue_messages", "Messages in a queue, by state.", labels=["queue", "state"])
+        age = GaugeMetricFamily(
+            "memjobs_queue_oldest_age_seconds", "Age of the oldest ready message in a queue.", labels=["queue"]
+        )
         workers = GaugeMetricFamily("memjobs_workers_alive", "Worker processes with a live heartbeat.")
-        breaker = GaugeMetricFamily("memjobs_model_circuit_open",
-                                    "1 while a model service's circuit breaker is open (model work waits).",
-                                    labels=["service"])
+        breaker = GaugeMetricFamily(
+            "memjobs_model_circuit_open",
+            "1 while a model service's circuit breaker is open (model work waits).",
+            labels=["service"],
+        )
         up = GaugeMetricFamily("memjobs_redis_up", "1 when Redis answered this scrape.")
         try:
             stats = ops.queue_stats(self.client)
@@ -69,8 +71,7 @@ class QueueCollector(Collector):
                 breaker.add_metric([model.service], 1 if model.is_open else 0)
             actions: list[CounterMetricFamily] = []
             totals = DeadLetters(self.client).totals()
-            for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"),
-                                              (DEAD_LETTERS_PURGED, "purged")):
+            for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"), (DEAD_LETTERS_PURGED, "purged")):
                 counter = CounterMetricFamily(name, help_text, labels=["queue"])
                 for queue in QUEUES:
                     counter.add_metric([queue], totals[action].get(queue, 0))
@@ -91,10 +92,11 @@ class LedgerCollector(Collector):
         self.store = store
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        sources = GaugeMetricFamily("memjobs_ledger_sources", "Sources in the ledger, by state.",
-                                    labels=["state"])
-        oldest = GaugeMetricFamily("memjobs_ledger_oldest_pending_age_seconds",
-                                   "How long the longest-waiting pending source has waited (0: none).")
+        sources = GaugeMetricFamily("memjobs_ledger_sources", "Sources in the ledger, by state.", labels=["state"])
+        oldest = GaugeMetricFamily(
+            "memjobs_ledger_oldest_pending_age_seconds",
+            "How long the longest-waiting pending source has waited (0: none).",
+        )
         up = GaugeMetricFamily("memjobs_state_store_up", "1 when the state store answered this scrape.")
         try:
             for state, n in self.store.counts_by_state().items():

@@ -48,8 +48,22 @@ SCAN_LIMIT = 10_000
 #: Characters of the owner key shown (enough to tell owners apart, not to look one up).
 OWNER_PREFIX_CHARS = 12
 #: Payload fields shown as they are by :meth:`DeadLetters.show`: ids, enumerations, times.
-SAFE_FIELDS = frozenset({"schema_version", "source_id", "kind", "trigger", "status", "role", "ts",
-                         "consent", "corpus_id", "index", "count", "reason"})
+SAFE_FIELDS = frozenset(
+    {
+        "schema_version",
+        "source_id",
+        "kind",
+        "trigger",
+        "status",
+        "role",
+        "ts",
+        "consent",
+        "corpus_id",
+        "index",
+        "count",
+        "reason",
+    }
+)
 #: Options a replay clears: Dramatiq's retry state and the broker's per-enqueue ids.
 _RETRY_STATE = ("retries", "traceback", "requeue_timestamp", "eta", "redis_message_id")
 
@@ -130,8 +144,7 @@ def _traceback_reason(traceback_text: str) -> str:
 def _entry(queue: str, redis_id: str, score: float, data: bytes) -> _Entry:
     message = _decode(data)
     if message is None:
-        letter = DeadLetter("?", redis_id, queue, "?", "undecodable_message", 0, None, _ms(score),
-                            None, 0)
+        letter = DeadLetter("?", redis_id, queue, "?", "undecodable_message", 0, None, _ms(score), None, 0)
         return _Entry(letter, score, data, None)
     raw_options = message.get("options")
     options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
@@ -143,12 +156,17 @@ def _entry(queue: str, redis_id: str, score: float, data: bytes) -> _Entry:
     payload = args[0] if isinstance(args, list) and args and isinstance(args[0], dict) else {}
     key = payload.get("owner_key")
     letter = DeadLetter(
-        message_id=str(message.get("message_id", "?")), redis_id=redis_id, queue=queue,
-        actor=str(message.get("actor_name", "?")), reason=reason,
+        message_id=str(message.get("message_id", "?")),
+        redis_id=redis_id,
+        queue=queue,
+        actor=str(message.get("actor_name", "?")),
+        reason=reason,
         attempts=int(record.get("attempts") or retries + 1),
-        first_failed_at=_ms(float(first)) if first else None, last_failed_at=_ms(score),
+        first_failed_at=_ms(float(first)) if first else None,
+        last_failed_at=_ms(score),
         owner=key[:OWNER_PREFIX_CHARS] if isinstance(key, str) else None,
-        replays=int(options.get(REPLAYS_OPTION) or 0))
+        replays=int(options.get(REPLAYS_OPTION) or 0),
+    )
     return _Entry(letter, score, data, message)
 
 
@@ -211,8 +229,7 @@ class DeadLetters:
             return out
         options = dict(message.get("options") or {})
         traceback_text = str(options.pop("traceback", "") or "")
-        out["options"] = {k: v for k, v in options.items()
-                          if k in ("retries", "max_retries", "requeue_timestamp")}
+        out["options"] = {k: v for k, v in options.items() if k in ("retries", "max_retries", "requeue_timestamp")}
         args = message.get("args") or []
         payload = args[0] if args and isinstance(args[0], dict) else {}
         out["payload"] = payload if reveal else redact(payload)
@@ -252,8 +269,7 @@ class DeadLetters:
     def purge(self, ident: str) -> bool:
         """Delete one letter; False when there is none of this id."""
         entry = self._find(ident)
-        return entry is not None and self._take_ids(entry.letter.queue, [entry.letter.redis_id],
-                                                    "purged") != {}
+        return entry is not None and self._take_ids(entry.letter.queue, [entry.letter.redis_id], "purged") != {}
 
     def purge_all(self, queue: str | None = None, older_than_s: float | None = None) -> int:
         """Delete every letter (of ``queue``; dead longer than ``older_than_s``): how many."""
@@ -262,12 +278,14 @@ class DeadLetters:
         for name in self._queues(queue):
             try:
                 hi = "+inf" if cutoff is None else f"({cutoff:.0f}"
-                ids = [i.decode() if isinstance(i, bytes) else str(i)
-                       for i in self.client.zrangebyscore(keys.dead_letters(name), "-inf", hi)]
+                ids = [
+                    i.decode() if isinstance(i, bytes) else str(i)
+                    for i in self.client.zrangebyscore(keys.dead_letters(name), "-inf", hi)
+                ]
             except redis.RedisError as exc:
                 raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
             for start in range(0, len(ids), 500):
-                purged += len(self._take_ids(name, ids[start:start + 500], "purged"))
+                purged += len(self._take_ids(name, ids[start : start + 500], "purged"))
         return purged
 
     def retry_ids(self, letters: Iterable[tuple[str, str]]) -> tuple[int, int]:
@@ -290,7 +308,7 @@ class DeadLetters:
         for name, ids in by_queue.items():
             self._queues(name)
             for start in range(0, len(ids), 500):
-                purged += len(self._take_ids(name, ids[start:start + 500], "purged"))
+                purged += len(self._take_ids(name, ids[start : start + 500], "purged"))
         return purged
 
     # internals -----------------------------------------------------------------
@@ -309,7 +327,8 @@ class DeadLetters:
             for name in self._queues(queue):
                 dead = keys.dead_letters(name)
                 members: list[tuple[Any, float]] = self.client.zrevrange(  # type: ignore[assignment]
-                    dead, 0, SCAN_LIMIT - 1, withscores=True)
+                    dead, 0, SCAN_LIMIT - 1, withscores=True
+                )
                 if not members:
                     continue
                 ids = [m.decode() if isinstance(m, bytes) else str(m) for m, _ in members]
@@ -344,16 +363,14 @@ class DeadLetters:
         return entries
 
     def _find(self, ident: str) -> _Entry | None:
-        return next((e for e in self._entries(None)
-                     if ident in (e.letter.redis_id, e.letter.message_id)), None)
+        return next((e for e in self._entries(None) if ident in (e.letter.redis_id, e.letter.message_id)), None)
 
     def _take_ids(self, queue: str, ids: Iterable[str], action: str) -> dict[str, bytes]:
         """Take ``ids`` out of ``queue``'s dead letters in one script: {id: data} of those taken."""
         dead = keys.dead_letters(queue)
         counted = f"{action}:{queue}" if action else ""
         try:
-            taken = self._take(keys=[dead, f"{dead}.msgs", keys.DEAD_LETTER_ACTIONS],
-                               args=[counted, *ids])
+            taken = self._take(keys=[dead, f"{dead}.msgs", keys.DEAD_LETTER_ACTIONS], args=[counted, *ids])
         except redis.RedisError as exc:
             raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         pairs = iter(taken)
@@ -368,22 +385,28 @@ class DeadLetters:
             assert message is not None
             if letter.redis_id not in self._take_ids(letter.queue, [letter.redis_id], ""):
                 continue  # someone else took it
-            options = {k: v for k, v in (message.get("options") or {}).items()
-                       if k not in _RETRY_STATE and not str(k).startswith("_memjobs_")}
+            options = {
+                k: v
+                for k, v in (message.get("options") or {}).items()
+                if k not in _RETRY_STATE and not str(k).startswith("_memjobs_")
+            }
             options[REPLAYS_OPTION] = letter.replays + 1
             replay: Message[Any] = Message(
-                queue_name=letter.queue, actor_name=letter.actor,
-                args=tuple(message.get("args") or ()), kwargs=message.get("kwargs") or {},
-                options=options, message_id=letter.message_id,
-                message_timestamp=int(message.get("message_timestamp") or time.time() * 1000))
+                queue_name=letter.queue,
+                actor_name=letter.actor,
+                args=tuple(message.get("args") or ()),
+                kwargs=message.get("kwargs") or {},
+                options=options,
+                message_id=letter.message_id,
+                message_timestamp=int(message.get("message_timestamp") or time.time() * 1000),
+            )
             try:
                 self.broker.enqueue(replay)
                 self.client.hincrby(keys.DEAD_LETTER_ACTIONS, f"retried:{letter.queue}", 1)
             except redis.RedisError as exc:
                 try:
                     dead = keys.dead_letters(letter.queue)
-                    self._restore(keys=[dead, f"{dead}.msgs"],
-                                  args=[f"{entry.score:.0f}", letter.redis_id, entry.data])
+                    self._restore(keys=[dead, f"{dead}.msgs"], args=[f"{entry.score:.0f}", letter.redis_id, entry.data])
                 except redis.RedisError:
                     pass  # nothing more can be done: Redis is gone
                 raise BackendUnavailable(f"Redis did not take the replay: {exc}") from exc

@@ -51,8 +51,7 @@ class Documents(Protocol):
     def documents(self, owner_key: str) -> Any: ...
 
 
-def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | None, *,
-                  consent: bool) -> None:
+def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | None, *, consent: bool) -> None:
     """Refuse a request that cannot be done, before anything is read or written.
 
     Raises:
@@ -66,20 +65,26 @@ def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | No
         if not settings.knowledge_enabled:
             raise KnowledgeOff()
         if not consent:
-            raise InvalidPayload("indexing the knowledge folder sends its text to the embedding "
-                                 "service: it needs the users' consent (--consent)",
-                                 reason="consent_required")
+            raise InvalidPayload(
+                "indexing the knowledge folder sends its text to the embedding "
+                "service: it needs the users' consent (--consent)",
+                reason="consent_required",
+            )
     if not owner_folders(memory_dir):
-        hint = (f": {memory_dir} holds the documents themselves; name the folder that holds one "
-                "folder per user" if any((memory_dir / d).exists() for d in WRITABLE_DOCS) else "")
-        raise InvalidPayload(f"no user folders under {memory_dir} (the layout: <memory dir>/<owner id>/"
-                             f"USER.md and MEMORY.md){hint}", reason="invalid_payload")
+        hint = (
+            f": {memory_dir} holds the documents themselves; name the folder that holds one folder per user"
+            if any((memory_dir / d).exists() for d in WRITABLE_DOCS)
+            else ""
+        )
+        raise InvalidPayload(
+            f"no user folders under {memory_dir} (the layout: <memory dir>/<owner id>/USER.md and MEMORY.md){hint}",
+            reason="invalid_payload",
+        )
 
 
 def owner_folders(root: Path) -> list[Path]:
     """The user folders of ``root``: directories, not hidden, not symlinks, sorted."""
-    return sorted(p for p in root.iterdir()
-                  if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
 
 
 def blocks(text: str, size: int) -> list[str]:
@@ -134,8 +139,15 @@ class GatewayImport:
         progress: where a line per owner and per document goes.
     """
 
-    def __init__(self, service: MemoryService, *, settings: Settings, knowledge: Documents | None,
-                 client: MemjobsClient, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        *,
+        settings: Settings,
+        knowledge: Documents | None,
+        client: MemjobsClient,
+        progress: Callable[[str], None],
+    ) -> None:
         self.service = service
         self.settings = settings
         self.knowledge = knowledge
@@ -153,16 +165,23 @@ class GatewayImport:
             for folder in owner_folders(knowledge_dir):
                 self.progress(f"knowledge of owner {_shown(folder.name)}")
                 owners.setdefault(folder.name, {})["knowledge"] = self.import_knowledge(folder)
-        return {"owners": len(owners), "totals": dict(self.totals),
-                "results": [{"owner": _shown(name), **result} for name, result in owners.items()]}
+        return {
+            "owners": len(owners),
+            "totals": dict(self.totals),
+            "results": [{"owner": _shown(name), **result} for name, result in owners.items()],
+        }
 
     def import_documents(self, folder: Path) -> list[dict[str, Any]]:
         owner = folder.name
         results = []
-        for name in sorted(p.name for p in folder.iterdir()
-                           if p.suffix == ".md" and p.is_file() and not p.is_symlink()):
-            result = self._one_document(owner, folder / name) if name in WRITABLE_DOCS else {
-                "outcome": "skipped", "reason": "not_a_memory_document"}
+        for name in sorted(
+            p.name for p in folder.iterdir() if p.suffix == ".md" and p.is_file() and not p.is_symlink()
+        ):
+            result = (
+                self._one_document(owner, folder / name)
+                if name in WRITABLE_DOCS
+                else {"outcome": "skipped", "reason": "not_a_memory_document"}
+            )
             result = {"doc": name, **result}
             self.totals[result["outcome"]] += 1
             said = result["outcome"] + (f" ({result['reason']})" if result.get("reason") else "")
@@ -190,8 +209,11 @@ class GatewayImport:
             return {"outcome": "refused", "reason": outcome.reason}
         if not outcome.changed:
             return {"outcome": "unchanged", "version": outcome.results[-1].version}
-        return {"outcome": "imported", "version": outcome.documents[0].version,
-                "blocks": sum(r.applied for r in outcome.results)}
+        return {
+            "outcome": "imported",
+            "version": outcome.documents[0].version,
+            "blocks": sum(r.applied for r in outcome.results),
+        }
 
     def import_knowledge(self, folder: Path) -> dict[str, Any]:
         assert self.knowledge is not None
@@ -227,5 +249,3 @@ def _file_hash(path: str) -> str | None:
 def _shown(owner: str) -> str:
     """An owner in progress lines: the start of its key, never the id (ids stay out of logs)."""
     return owner_key(owner)[:12]
-
-

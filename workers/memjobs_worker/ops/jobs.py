@@ -61,8 +61,23 @@ def job_of(queue: str, state: str, redis_id: str, data: bytes, score: float | No
     except ValueError:
         message = None
     if not isinstance(message, dict):
-        return Job("?", redis_id, queue, state, "?", 0, "undecodable_message", None, None, None,
-                   at_ms(score), None, 0, None, None)
+        return Job(
+            "?",
+            redis_id,
+            queue,
+            state,
+            "?",
+            0,
+            "undecodable_message",
+            None,
+            None,
+            None,
+            at_ms(score),
+            None,
+            0,
+            None,
+            None,
+        )
     raw_options = message.get("options")
     options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
     record = failure_record(options)
@@ -72,17 +87,22 @@ def job_of(queue: str, state: str, redis_id: str, data: bytes, score: float | No
     retries = int(options.get("retries") or 0)
     version = payload.get("schema_version")
     return Job(
-        message_id=str(message.get("message_id", "?")), redis_id=redis_id, queue=queue, state=state,
+        message_id=str(message.get("message_id", "?")),
+        redis_id=redis_id,
+        queue=queue,
+        state=state,
         actor=str(message.get("actor_name", "?")),
         attempts=int(record.get("attempts") or (retries + 1 if retries or state == "dead" else 0)),
         reason=str(record["reason"]) if record.get("reason") else None,
-        enqueued_at=at_ms(message.get("message_timestamp")), due_at=at_ms(options.get("eta")),
+        enqueued_at=at_ms(message.get("message_timestamp")),
+        due_at=at_ms(options.get("eta")),
         first_failed_at=at_ms(record.get("first_ms")),
         last_failed_at=at_ms(score) if score is not None else at_ms(record.get("last_ms")),
         owner=key[:OWNER_PREFIX_CHARS] if isinstance(key, str) else None,
         replays=int(options.get(REPLAYS_OPTION) or 0),
         schema_version=version if isinstance(version, int) else None,
-        payload=payload_outline(payload))
+        payload=payload_outline(payload),
+    )
 
 
 def payload_outline(payload: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +120,9 @@ def matches(job: Job, term: str) -> bool:
     if len(term) < MIN_TERM:
         return False
     owner = (job.owner or "").lower()  # its first characters only: a longer key compares those
-    return (job.message_id.lower().startswith(term) or job.redis_id.lower().startswith(term)
-            or (owner != "" and owner.startswith(term[:OWNER_PREFIX_CHARS]))
-            or term in job.actor.lower())
+    return (
+        job.message_id.lower().startswith(term)
+        or job.redis_id.lower().startswith(term)
+        or (owner != "" and owner.startswith(term[:OWNER_PREFIX_CHARS]))
+        or term in job.actor.lower()
+    )

@@ -122,8 +122,15 @@ def read(client: redis.Redis, store: StateStore, *, stale_after_ms: int) -> Over
         failures[("retrying", job.actor, job.reason)] += 1
     for letter in found:
         failures[("dead", letter.actor, letter.reason)] += 1
-    return Overview(queues=queues, processes=procs, sources=sources, recent=recent,
-                    failures=[(w, a, r, n) for (w, a, r), n in failures.most_common()],
-                    dead_letters=found[:SHOWN_LETTERS], dead_total=len(found), breakers=breakers,
-                    retrying_total=retrying.total, retrying_shown=len(retrying.newest))
-
+    return Overview(
+        queues=queues,
+        processes=procs,
+        sources=sources,
+        recent=recent,
+        failures=[(w, a, r, n) for (w, a, r), n in failures.most_common()],
+        dead_letters=found[:SHOWN_LETTERS],
+        dead_total=len(found),
+        breakers=breakers,
+        retrying_total=retrying.total,
+        retrying_shown=len(retrying.newest),
+    )

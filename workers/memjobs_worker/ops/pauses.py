@@ -153,6 +153,8 @@ class HonourPauses(Middleware):
             return  # not a Redis message: nothing to put back, so run it
         requeue(message.queue_name, redis_id)
         message.options[PUT_BACK_OPTION] = True
-        log.info("message of a paused queue put back", extra={
-            "queue": message.queue_name, "message_id": message.message_id, "reason": "queue_paused"})
+        log.info(
+            "message of a paused queue put back",
+            extra={"queue": message.queue_name, "message_id": message.message_id, "reason": "queue_paused"},
+        )
         raise SkipMessage("queue paused")

@@ -73,8 +73,9 @@ def pending(settings: Settings, database_url: str) -> Pending:
     return Pending(model, memories, foreign, bare)
 
 
-def reembed(settings: Settings, database_url: str, *, progress: Progress = _quiet,
-            knowledge: bool = True) -> tuple[int, int]:
+def reembed(
+    settings: Settings, database_url: str, *, progress: Progress = _quiet, knowledge: bool = True
+) -> tuple[int, int]:
     """Re-embed memories (and, with ``knowledge``, chunks) with this stack's embedder.
 
     Returns:
@@ -90,8 +91,13 @@ def reembed(settings: Settings, database_url: str, *, progress: Progress = _quie
     if settings.memory_enabled:
         from memjobs_worker.memory.engine.reembed import reembed_memories
 
-        memories = reembed_memories(libpq_url(database_url), embedder, model, dims,
-                                    progress=lambda done, total: progress("memories", done, total))
+        memories = reembed_memories(
+            libpq_url(database_url),
+            embedder,
+            model,
+            dims,
+            progress=lambda done, total: progress("memories", done, total),
+        )
     if knowledge and settings.knowledge_enabled:
         from memjobs_worker.knowledge.schema import ensure_schema
         from memjobs_worker.knowledge.vectors import reembed_knowledge
@@ -100,9 +106,13 @@ def reembed(settings: Settings, database_url: str, *, progress: Progress = _quie
         try:
             ensure_schema(engine)
             chunks = reembed_knowledge(
-                engine, embedder.embed_batch if semantic(settings) else None, model, dims,
+                engine,
+                embedder.embed_batch if semantic(settings) else None,
+                model,
+                dims,
                 batch=settings.knowledge_embed_batch,
-                progress=lambda done, total: progress("knowledge chunks", done, total))
+                progress=lambda done, total: progress("knowledge chunks", done, total),
+            )
         finally:
             engine.dispose()
     return memories, chunks

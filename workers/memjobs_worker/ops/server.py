@@ -58,12 +58,13 @@ def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
         return None, None
     exc = _bindable(settings.metrics_host, settings.metrics_port)
     if exc is not None:
-        problem = (f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
-                   f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
-                   "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)")
+        problem = (
+            f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
+            f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
+            "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)"
+        )
         if settings.metrics_bind_failure == "fail":
-            raise ConfigurationError(problem.replace("Metrics are off for this run; set",
-                                                     "Set")) from None
+            raise ConfigurationError(problem.replace("Metrics are off for this run; set", "Set")) from None
         return None, problem
     return metrics_url(settings), None
 
@@ -91,16 +92,18 @@ def claim_metrics_address(settings: Settings) -> tuple[Settings, str | None, str
         ConfigurationError: a port set explicitly cannot be bound and
             ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
     """
-    if settings.metrics == "off" or "metrics_port" in settings.model_fields_set \
-            or _bindable(settings.metrics_host, settings.metrics_port) is None:
+    if (
+        settings.metrics == "off"
+        or "metrics_port" in settings.model_fields_set
+        or _bindable(settings.metrics_host, settings.metrics_port) is None
+    ):
         url, problem = probe_metrics_address(settings)
         return settings, url, problem
     moved = settings.model_copy(update={"metrics_port": free_port(settings.metrics_host)})
     url, problem = probe_metrics_address(moved)
     if problem is not None:  # lost the free port already: say so, metrics off
         return settings, None, problem
-    return moved, url, (f"port {settings.metrics_port} is taken; metrics are served on a free "
-                        f"port: {url}")
+    return moved, url, (f"port {settings.metrics_port} is taken; metrics are served on a free port: {url}")
 
 
 def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:
@@ -142,12 +145,12 @@ def serve_on_thread(settings: Settings) -> bool:
     small host share one process, and it serves); False when the address was
     taken between the probe and now (one warning, and the workers run on)."""
     try:
-        start_http_server(settings.metrics_port, addr=settings.metrics_host,
-                          registry=build_registry(settings))
+        start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=build_registry(settings))
     except OSError as exc:
-        log.warning("metrics endpoint not served: address in use",
-                    extra={"address": f"{settings.metrics_host}:{settings.metrics_port}",
-                           "error": exc.strerror or str(exc)})
+        log.warning(
+            "metrics endpoint not served: address in use",
+            extra={"address": f"{settings.metrics_host}:{settings.metrics_port}", "error": exc.strerror or str(exc)},
+        )
         return False
     return True
 

@@ -47,8 +47,7 @@ def pg_dump(database_url: str, into: Path) -> None:
         ConfigurationError: no pg_dump (the embedded server's binaries are missing).
         BackendUnavailable: pg_dump failed (the server did not answer, …).
     """
-    _pg_tool("pg_dump", "--format=custom", "--no-password", f"--file={into}",
-             f"--dbname={database_url}")
+    _pg_tool("pg_dump", "--format=custom", "--no-password", f"--file={into}", f"--dbname={database_url}")
 
 
 def pg_restore(database_url: str, dump: Path) -> None:
@@ -58,16 +57,22 @@ def pg_restore(database_url: str, dump: Path) -> None:
     Raises:
         BackendUnavailable: pg_restore failed.
     """
-    _pg_tool("pg_restore", "--exit-on-error", "--single-transaction", "--no-owner",
-             "--no-password", f"--dbname={database_url}", str(dump))
+    _pg_tool(
+        "pg_restore",
+        "--exit-on-error",
+        "--single-transaction",
+        "--no-owner",
+        "--no-password",
+        f"--dbname={database_url}",
+        str(dump),
+    )
 
 
 def _pg_tool(tool: str, *args: str) -> None:
     binary = find_postgres_bindir() / tool
     if not binary.exists():
         raise ConfigurationError(f"{binary} not found: the embedded PostgreSQL's binaries are incomplete")
-    result = subprocess.run([str(binary), *args], capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run([str(binary), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         raise BackendUnavailable(f"{tool} failed ({result.returncode}): {result.stderr.strip()[-500:]}")
 
@@ -90,8 +95,10 @@ def redis_snapshot(client: redis.Redis, into: Path, timeout_s: float = SNAPSHOT_
             now = client.info("persistence")
             if now.get("rdb_bgsave_in_progress") or now.get("rdb_bgsave_scheduled"):
                 return False
-            newer = (now.get("rdb_saves", 0) > before.get("rdb_saves", 0)
-                     or now["rdb_last_save_time"] > before["rdb_last_save_time"])
+            newer = (
+                now.get("rdb_saves", 0) > before.get("rdb_saves", 0)
+                or now["rdb_last_save_time"] > before["rdb_last_save_time"]
+            )
             if newer and now.get("rdb_last_bgsave_status") != "ok":
                 raise BackendUnavailable("Redis's BGSAVE failed: see its log")
             return bool(newer)
@@ -122,11 +129,30 @@ def _scratch_redis(directory: Path, dbfilename: str) -> Iterator[redis.Redis]:
     socket = sockets / "redis.sock"
     log = directory / "scratch.log"
     process = subprocess.Popen(
-        [find_redis_server(), "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700",
-         "--dir", str(directory), "--dbfilename", dbfilename, "--appendonly", "no", "--save", "",
-         "--logfile", str(log)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        [
+            find_redis_server(),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(socket),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(directory),
+            "--dbfilename",
+            dbfilename,
+            "--appendonly",
+            "no",
+            "--save",
+            "",
+            "--logfile",
+            str(log),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     client = redis.Redis(unix_socket_path=str(socket), socket_timeout=30)
     try:
         wait_until(lambda: _answers(client, process), timeout_s=60, what="a scratch Redis")
@@ -182,9 +208,12 @@ def load_redis_snapshot(rdb: Path, directory: Path, timeout_s: float = SNAPSHOT_
 
         def rewritten() -> bool:
             info = client.info("persistence")
-            return (info.get("aof_enabled") == 1 and not info.get("aof_rewrite_in_progress")
-                    and not info.get("aof_rewrite_scheduled")
-                    and info.get("aof_last_bgrewrite_status") == "ok")
+            return (
+                info.get("aof_enabled") == 1
+                and not info.get("aof_rewrite_in_progress")
+                and not info.get("aof_rewrite_scheduled")
+                and info.get("aof_last_bgrewrite_status") == "ok"
+            )
 
         wait_until(rewritten, timeout_s=timeout_s, what="the restored Redis's append-only file")
         counts = {**_counts(client), "returned": returned}

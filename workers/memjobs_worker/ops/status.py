@@ -37,10 +37,9 @@ def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
         raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     stats: dict[str, dict[str, int]] = {}
     for i, queue in enumerate(QUEUES):
-        ready, delayed, dead = values[3 * i: 3 * i + 3]
-        stats[queue] = {"ready": int(ready), "delayed": int(delayed), "in_flight": 0,
-                        "dead": int(dead)}
-    for key, count in zip(ack_sets, values[3 * len(QUEUES):], strict=True):
+        ready, delayed, dead = values[3 * i : 3 * i + 3]
+        stats[queue] = {"ready": int(ready), "delayed": int(delayed), "in_flight": 0, "dead": int(dead)}
+    for key, count in zip(ack_sets, values[3 * len(QUEUES) :], strict=True):
         name = key.decode() if isinstance(key, bytes) else str(key)
         acked = keys.acked_queue(name, QUEUES)
         if acked is not None:
@@ -76,9 +75,14 @@ def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
         "pending_sources": states["pending"],
         "sources": states,
         "workers": live_workers(client),
-        "model_breakers": {b.service: {"state": b.state, "failures": b.failures,
-                                       "open_for_s": None if b.open_for_s is None else round(b.open_for_s, 1)}
-                           for b in model_breakers(client)},
+        "model_breakers": {
+            b.service: {
+                "state": b.state,
+                "failures": b.failures,
+                "open_for_s": None if b.open_for_s is None else round(b.open_for_s, 1),
+            }
+            for b in model_breakers(client)
+        },
         "recent": {f"last_{m}_min": jobstats.recent(client, m) for m in RECENT_WINDOWS_MIN},
     }
 
@@ -111,8 +115,9 @@ def is_drained(client: redis.Redis, store: StateStore) -> bool:
     deliveries held by a dead consumer until they are requeued, duplicate
     nudges) do not keep a drain waiting minutes after the last source is final."""
     queues = queue_stats(client)
-    busy = any(q["ready"] or q["delayed"] or q["in_flight"]
-               for name, q in queues.items() if name != QUEUE_OF[ACTOR_EXTRACT])
+    busy = any(
+        q["ready"] or q["delayed"] or q["in_flight"] for name, q in queues.items() if name != QUEUE_OF[ACTOR_EXTRACT]
+    )
     return not busy and store.counts_by_state()["pending"] == 0
 
 

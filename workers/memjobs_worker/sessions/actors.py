@@ -52,20 +52,31 @@ def declare_session_actors(
             # QWEN_AUDIO_MEMORY_AUTO=off, or no model configured on this worker:
             # skipped, not failed, and the run ends skipped with that reason.
             why = "switched_off" if settings.memory_auto == "off" else "no_model"
-            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id,
-                                              "consolidate", why)))
+            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id, "consolidate", why)))
             return
-        report(settle(broker, lease, run_consolidation(
-            store(), payload, lease=lease, model=model, service=memory_docs(), audit=audit(),
-            max_patches=settings.max_patches_per_session, max_patch_chars=settings.max_patch_chars)))
+        report(
+            settle(
+                broker,
+                lease,
+                run_consolidation(
+                    store(),
+                    payload,
+                    lease=lease,
+                    model=model,
+                    service=memory_docs(),
+                    audit=audit(),
+                    max_patches=settings.max_patches_per_session,
+                    max_patch_chars=settings.max_patch_chars,
+                ),
+            )
+        )
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
         model = chat("digest") if settings.session_digest != "off" else None
         if settings.session_digest == "off" or not settings.digest_enabled or model is None:
             why = "switched_off" if settings.session_digest == "off" else "no_model"
-            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id,
-                                              "digest", why)))
+            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id, "digest", why)))
             return
         report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
 
@@ -84,9 +95,13 @@ def declare_session_actors(
     # A dead-lettered session message ends its run (failed, with the failure's reason).
     if not any(isinstance(m, EndRunsOnDeadLetter) for m in broker.middleware):
         broker.add_middleware(EndRunsOnDeadLetter(lambda: store().runs))
-    return declare(broker, settings, [
-        (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
-        (contracts.ACTOR_DIGEST, digest_session, {}),
-        (contracts.ACTOR_RECORD_TASK, record_task, {}),
-        (contracts.ACTOR_APPEND_BLACKBOARD, append_blackboard, {}),
-    ])
+    return declare(
+        broker,
+        settings,
+        [
+            (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
+            (contracts.ACTOR_DIGEST, digest_session, {}),
+            (contracts.ACTOR_RECORD_TASK, record_task, {}),
+            (contracts.ACTOR_APPEND_BLACKBOARD, append_blackboard, {}),
+        ],
+    )

@@ -97,19 +97,34 @@ class BlackboardStore:
             BackendUnavailable: the database did not answer (the job is retried).
         """
         now = self.clock()
-        rows = [{"owner_key": owner_key, "session_id": session_id, "entry_id": e.entry_id,
-                 "seq": e.seq, "at": e.at, "trust": e.trust, "priority": e.priority, "kind": e.kind,
-                 "result": e.result, "evidence": list(e.evidence), "size_bytes": e.size_bytes(),
-                 "stored_at": now} for e in entries]
+        rows = [
+            {
+                "owner_key": owner_key,
+                "session_id": session_id,
+                "entry_id": e.entry_id,
+                "seq": e.seq,
+                "at": e.at,
+                "trust": e.trust,
+                "priority": e.priority,
+                "kind": e.kind,
+                "result": e.result,
+                "evidence": list(e.evidence),
+                "size_bytes": e.size_bytes(),
+                "stored_at": now,
+            }
+            for e in entries
+        ]
         unique = list({r["entry_id"]: r for r in reversed(rows)}.values())  # the first of each id
         with transaction(self.engine) as conn:
             _lock(conn, owner_key, session_id)
             added = 0
             if unique:
-                insert = (pg_insert(T).values(unique)
-                          .on_conflict_do_nothing(index_elements=[T.c.owner_key, T.c.session_id,
-                                                                  T.c.entry_id])
-                          .returning(T.c.entry_id))
+                insert = (
+                    pg_insert(T)
+                    .values(unique)
+                    .on_conflict_do_nothing(index_elements=[T.c.owner_key, T.c.session_id, T.c.entry_id])
+                    .returning(T.c.entry_id)
+                )
                 added = len(conn.execute(insert).all())
             dropped = self._trim(conn, owner_key, session_id, now)
         return Appended(added=added, duplicates=len(rows) - added, dropped=dropped)
@@ -121,25 +136,40 @@ class BlackboardStore:
         cutoff = now - timedelta(days=self.limits.retention_days)
         dropped = int(conn.execute(sa.delete(T).where(session, T.c.at < cutoff)).rowcount)
         newest_first = (T.c.seq.desc(), T.c.entry_id.desc())
-        ranked = (sa.select(T.c.entry_id,
-                            sa.func.row_number().over(order_by=newest_first).label("n"),
-                            sa.func.sum(T.c.size_bytes).over(order_by=newest_first,
-                                                             rows=(None, 0)).label("total"))
-                  .where(session).subquery())
-        over = sa.select(ranked.c.entry_id).where(sa.or_(ranked.c.n > self.limits.max_entries,
-                                                         ranked.c.total > self.limits.max_bytes))
+        ranked = (
+            sa.select(
+                T.c.entry_id,
+                sa.func.row_number().over(order_by=newest_first).label("n"),
+                sa.func.sum(T.c.size_bytes).over(order_by=newest_first, rows=(None, 0)).label("total"),
+            )
+            .where(session)
+            .subquery()
+        )
+        over = sa.select(ranked.c.entry_id).where(
+            sa.or_(ranked.c.n > self.limits.max_entries, ranked.c.total > self.limits.max_bytes)
+        )
         dropped += int(conn.execute(sa.delete(T).where(session, T.c.entry_id.in_(over))).rowcount)
         return dropped
 
-    def page(self, owner_key: str, session_id: str, *, after: tuple[int, str] | None = None,
-             limit: int = MAX_PAGE_ENTRIES, max_bytes: int = MAX_PAGE_BYTES) -> Page:
+    def page(
+        self,
+        owner_key: str,
+        session_id: str,
+        *,
+        after: tuple[int, str] | None = None,
+        limit: int = MAX_PAGE_ENTRIES,
+        max_bytes: int = MAX_PAGE_BYTES,
+    ) -> Page:
         """The session's live entries in event order, from after ``after``, one page
         (at most ``limit`` entries and about ``max_bytes``, always at least one)."""
         cutoff = self.clock() - timedelta(days=self.limits.retention_days)
         limit = max(1, min(limit, MAX_PAGE_ENTRIES))
-        query = (sa.select(T).where(T.c.owner_key == owner_key, T.c.session_id == session_id,
-                                    T.c.at >= cutoff)
-                 .order_by(T.c.seq, T.c.entry_id).limit(limit + 1))
+        query = (
+            sa.select(T)
+            .where(T.c.owner_key == owner_key, T.c.session_id == session_id, T.c.at >= cutoff)
+            .order_by(T.c.seq, T.c.entry_id)
+            .limit(limit + 1)
+        )
         if after is not None:
             query = query.where(sa.tuple_(T.c.seq, T.c.entry_id) > sa.tuple_(*after))
         with transaction(self.engine) as conn:
@@ -174,15 +204,23 @@ class BlackboardStore:
 
 def as_entry(row: Any) -> dict[str, Any]:
     """A stored row as the entry the gateway appended (JSON-ready)."""
-    return {"entry_id": row["entry_id"], "seq": int(row["seq"]), "at": row["at"].isoformat(),
-            "trust": row["trust"], "priority": int(row["priority"]), "kind": row["kind"],
-            "result": row["result"], "evidence": list(row["evidence"])}
+    return {
+        "entry_id": row["entry_id"],
+        "seq": int(row["seq"]),
+        "at": row["at"].isoformat(),
+        "trust": row["trust"],
+        "priority": int(row["priority"]),
+        "kind": row["kind"],
+        "result": row["result"],
+        "evidence": list(row["evidence"]),
+    }
 
 
 def _lock(conn: Connection, owner_key: str, session_id: str) -> None:
     session_key = hashlib.sha256(f"{owner_key}:{session_id}".encode()).hexdigest()
-    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:cls, :key)"),
-                 {"cls": BLACKBOARD, "key": owner_lock_key(session_key)})
+    conn.execute(
+        sa.text("SELECT pg_advisory_xact_lock(:cls, :key)"), {"cls": BLACKBOARD, "key": owner_lock_key(session_key)}
+    )
 
 
 def erase_owner(conn: Connection, owner_id: str) -> int:
@@ -195,8 +233,13 @@ def export_owner(conn: Connection, owner_id: str) -> dict[str, list[dict[str, An
     """The owner's blackboards, ``{session id: entries in event order}``, in the
     caller's transaction. For the export of an owner (entries past their 7 days
     included until pruned: the export shows what is stored)."""
-    rows = conn.execute(sa.select(T).where(T.c.owner_key == key_of(owner_id))
-                        .order_by(T.c.session_id, T.c.seq, T.c.entry_id)).mappings().all()
+    rows = (
+        conn.execute(
+            sa.select(T).where(T.c.owner_key == key_of(owner_id)).order_by(T.c.session_id, T.c.seq, T.c.entry_id)
+        )
+        .mappings()
+        .all()
+    )
     out: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         out.setdefault(row["session_id"], []).append(as_entry(row))

@@ -50,8 +50,13 @@ class Imported:
     refused: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sessions": self.sessions, "added": self.added, "duplicates": self.duplicates,
-                "dropped": self.dropped, "refused": dict(self.refused)}
+        return {
+            "sessions": self.sessions,
+            "added": self.added,
+            "duplicates": self.duplicates,
+            "dropped": self.dropped,
+            "refused": dict(self.refused),
+        }
 
 
 def read_rows(path: Path, owner_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -95,9 +100,16 @@ def as_entry(row: dict[str, Any]) -> dict[str, Any]:
             evidence = json.loads(evidence)
         except ValueError:
             evidence = [evidence]
-    return {"entry_id": row.get("entry_id"), "seq": row.get("seq"), "at": at, "trust": row.get("trust"),
-            "priority": row.get("priority") or 0, "kind": row.get("kind"),
-            "result": row.get("result") or "", "evidence": evidence or []}
+    return {
+        "entry_id": row.get("entry_id"),
+        "seq": row.get("seq"),
+        "at": at,
+        "trust": row.get("trust"),
+        "priority": row.get("priority") or 0,
+        "kind": row.get("kind"),
+        "result": row.get("result") or "",
+        "evidence": evidence or [],
+    }
 
 
 def import_sqlite(store: BlackboardStore, path: Path, owner_id: str, owner_key: str) -> Imported:
@@ -121,7 +133,7 @@ def import_sqlite(store: BlackboardStore, path: Path, owner_id: str, owner_key: 
             continue
         done.sessions += 1
         for i in range(0, len(entries), MAX_BLACKBOARD_APPEND):
-            result = store.append(owner_key, session_id, entries[i:i + MAX_BLACKBOARD_APPEND])
+            result = store.append(owner_key, session_id, entries[i : i + MAX_BLACKBOARD_APPEND])
             done.added += result.added
             done.duplicates += result.duplicates
             done.dropped += result.dropped

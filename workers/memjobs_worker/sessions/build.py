@@ -15,8 +15,9 @@ from memjobs_worker.settings import Settings
 
 
 def build_session_store(settings: Settings, db: Engine) -> SessionStore:
-    return SessionStore(db, digest_retention_days=settings.digest_retention_days,
-                        task_retention_days=settings.task_retention_days)
+    return SessionStore(
+        db, digest_retention_days=settings.digest_retention_days, task_retention_days=settings.task_retention_days
+    )
 
 
 def build_audit(settings: Settings, db: Engine) -> AuditTrail:
@@ -28,12 +29,18 @@ def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: Au
     """The configured provider behind the memory service; ``db`` is called only
     by providers that store in the state database."""
     provider = load_provider(settings.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
-    return MemoryService(provider, max_doc_chars=settings.max_document_chars,
-                         max_change_chars=settings.max_patch_chars, audit=audit)
+    return MemoryService(
+        provider, max_doc_chars=settings.max_document_chars, max_change_chars=settings.max_patch_chars, audit=audit
+    )
 
 
 def build_blackboard(settings: Settings, db: Engine) -> BlackboardStore:
     """The sessions' L0 blackboards in the state database, within the settings' limits."""
-    return BlackboardStore(db, limits=Limits(retention_days=settings.blackboard_retention_days,
-                                             max_entries=settings.blackboard_max_entries,
-                                             max_bytes=settings.blackboard_max_bytes))
+    return BlackboardStore(
+        db,
+        limits=Limits(
+            retention_days=settings.blackboard_retention_days,
+            max_entries=settings.blackboard_max_entries,
+            max_bytes=settings.blackboard_max_bytes,
+        ),
+    )

@@ -86,10 +86,10 @@ class Service(Protocol):
     ``owner`` is the owner id, or an :class:`OwnerKey` from an older producer's message."""
 
     def read(self, owner: str, doc: str) -> Any: ...
-    def append(self, owner: str, doc: str, text: str, *,
-               context: ChangeContext | None = None) -> Any: ...
-    def replace(self, owner: str, doc: str, old_text: str, new_text: str, *,
-                context: ChangeContext | None = None) -> Any: ...
+    def append(self, owner: str, doc: str, text: str, *, context: ChangeContext | None = None) -> Any: ...
+    def replace(
+        self, owner: str, doc: str, old_text: str, new_text: str, *, context: ChangeContext | None = None
+    ) -> Any: ...
 
 
 class Audit(Protocol):
@@ -178,22 +178,46 @@ def consolidate(
         finding = find_sensitive_document(text)
         if finding is not None:
             # Redaction does not see a secret split over lines: the document is not sent.
-            audit.record([AuditEntry.of(owner_key=payload.owner_key, doc=doc, op="-", applied=False,
-                                        reason=SENSITIVE_DOCUMENT, version=None, context=context)])
+            audit.record(
+                [
+                    AuditEntry.of(
+                        owner_key=payload.owner_key,
+                        doc=doc,
+                        op="-",
+                        applied=False,
+                        reason=SENSITIVE_DOCUMENT,
+                        version=None,
+                        context=context,
+                    )
+                ]
+            )
             # The key's first characters (as dead letters show it): never the whole key,
             # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
-            log.warning("consolidation skipped: a memory document fails the sensitivity check",
-                        extra={"doc": doc, "rule": finding.rule, "owner": payload.owner_key[:12]})
+            log.warning(
+                "consolidation skipped: a memory document fails the sensitivity check",
+                extra={"doc": doc, "rule": finding.rule, "owner": payload.owner_key[:12]},
+            )
             report.skipped = SENSITIVE_DOCUMENT
             return report
 
-    def record(doc: str, op: str, applied: bool, reason: str | None, version: int | None,
-               audited: bool = False) -> None:
+    def record(
+        doc: str, op: str, applied: bool, reason: str | None, version: int | None, audited: bool = False
+    ) -> None:
         # The service audits what reaches it; refusals before it are audited here.
         if not audited:
-            audit.record([AuditEntry.of(owner_key=payload.owner_key, doc=doc, op=op,
-                                        applied=applied, reason=reason, version=version,
-                                        context=context)])
+            audit.record(
+                [
+                    AuditEntry.of(
+                        owner_key=payload.owner_key,
+                        doc=doc,
+                        op=op,
+                        applied=applied,
+                        reason=reason,
+                        version=version,
+                        context=context,
+                    )
+                ]
+            )
         if applied:
             report.applied += 1
         else:
@@ -218,13 +242,13 @@ def consolidate(
             record(_doc_name(item), _op_name(item), False, reason, None)
             continue
         if not still_held():
-            raise StaleFencingToken("the session run was taken over; no more patches applied",
-                                    reason="stale_fencing_token")
+            raise StaleFencingToken(
+                "the session run was taken over; no more patches applied", reason="stale_fencing_token"
+            )
         if patch.op == "append":
             result = service.append(owner, patch.doc, patch.text or "", context=context)
         else:
-            result = service.replace(owner, patch.doc, patch.old_text or "", patch.new_text or "",
-                                     context=context)
+            result = service.replace(owner, patch.doc, patch.old_text or "", patch.new_text or "", context=context)
         record(patch.doc, patch.op, bool(result.applied), result.reason, result.version, audited=True)
     return report
 

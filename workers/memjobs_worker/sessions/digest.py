@@ -44,6 +44,7 @@ SYSTEM_PROMPT = (
 )
 _SHAPE = '{"topic": "...", "gist": "..."}'
 
+
 @dataclass(frozen=True)
 class Digest:
     """What is kept of a session: topic, gist and the goals of the tasks dispatched."""
@@ -53,9 +54,13 @@ class Digest:
     task_goals: list[TaskRef]
 
 
-def digest_session(model: ChatModel, payload: DigestSession, *,
-                   max_gist_chars: int = MAX_GIST_CHARS,
-                   max_topic_chars: int = MAX_TOPIC_CHARS) -> Digest:
+def digest_session(
+    model: ChatModel,
+    payload: DigestSession,
+    *,
+    max_gist_chars: int = MAX_GIST_CHARS,
+    max_topic_chars: int = MAX_TOPIC_CHARS,
+) -> Digest:
     """Ask the model for the session's topic and gist and enforce their limits.
 
     Task goals are copied from the payload (goals only, never a status), redacted.
@@ -66,8 +71,7 @@ def digest_session(model: ChatModel, payload: DigestSession, *,
             string ``topic`` and ``gist``.
     """
     messages = [
-        {"role": "system",
-         "content": SYSTEM_PROMPT.format(topic=max_topic_chars, gist=max_gist_chars)},
+        {"role": "system", "content": SYSTEM_PROMPT.format(topic=max_topic_chars, gist=max_gist_chars)},
         {"role": "user", "content": render_transcript(payload.transcript)},
     ]
     topic, gist = ask_json(model, messages, parse_digest, shape=_SHAPE)
@@ -99,10 +103,15 @@ def parse_digest(reply: str) -> tuple[str, str]:
 
 def _shorter(model: ChatModel, messages: list[dict[str, str]], gist: str, limit: int) -> str:
     """Ask once more for a gist within ``limit`` characters; keep the first if this fails."""
-    again = [*messages, {"role": "user", "content":
-                         f"The gist must be at most {limit} characters; it had "
-                         f"{len(normalise_spaces(gist))}. Answer again in the same JSON shape "
-                         f"with a shorter gist: {_SHAPE}"}]
+    again = [
+        *messages,
+        {
+            "role": "user",
+            "content": f"The gist must be at most {limit} characters; it had "
+            f"{len(normalise_spaces(gist))}. Answer again in the same JSON shape "
+            f"with a shorter gist: {_SHAPE}",
+        },
+    ]
     try:
         _, shorter = ask_json(model, again, parse_digest, shape=_SHAPE, attempts=1)
     except ModelOutputInvalid:

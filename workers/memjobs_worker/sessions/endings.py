@@ -42,8 +42,7 @@ log = logging.getLogger(__name__)
 #: The message option where a job leaves its last claim: key and holder token.
 RUN_OPTION = "_memjobs_session_run"
 #: The run kind of each session-end actor.
-KIND_OF_ACTOR: dict[str, RunKind] = {contracts.ACTOR_CONSOLIDATE: "consolidate",
-                                     contracts.ACTOR_DIGEST: "digest"}
+KIND_OF_ACTOR: dict[str, RunKind] = {contracts.ACTOR_CONSOLIDATE: "consolidate", contracts.ACTOR_DIGEST: "digest"}
 
 
 class _RunKey(BaseModel):
@@ -59,8 +58,11 @@ def remember_claim(claim: RunClaim) -> None:
     """Leave ``claim`` on the current message, for :class:`EndRunsOnDeadLetter`."""
     message = CurrentMessage.get_current_message()
     if message is not None:
-        message.options[RUN_OPTION] = {"owner_key": claim.owner_key, "session_id": claim.session_id,
-                                       "holder": claim.holder}
+        message.options[RUN_OPTION] = {
+            "owner_key": claim.owner_key,
+            "session_id": claim.session_id,
+            "holder": claim.holder,
+        }
 
 
 def current_letter() -> str | None:
@@ -89,16 +91,22 @@ class EndRunsOnDeadLetter(Middleware):
         (owner_key, session_id), holder = named
         reason = str(failure_record(message.options).get("reason") or "dead_lettered")
         try:
-            ended = self.runs().end_dead_lettered(owner_key, session_id, kind, reason,
-                                                  letter=message.message_id, holder=holder)
+            ended = self.runs().end_dead_lettered(
+                owner_key, session_id, kind, reason, letter=message.message_id, holder=holder
+            )
         except MemjobsError:
             # The run keeps running, lease lapsed: the sweep ends it as abandoned.
-            log.warning("could not end a dead-lettered session run",
-                        extra={"kind": kind, "reason": reason, "message_id": message.message_id})
+            log.warning(
+                "could not end a dead-lettered session run",
+                extra={"kind": kind, "reason": reason, "message_id": message.message_id},
+            )
             return
-        log.info("session run ended by its dead letter" if ended else
-                 "dead-lettered session message: its run had already ended or is held",
-                 extra={"kind": kind, "reason": reason, "message_id": message.message_id})
+        log.info(
+            "session run ended by its dead letter"
+            if ended
+            else "dead-lettered session message: its run had already ended or is held",
+            extra={"kind": kind, "reason": reason, "message_id": message.message_id},
+        )
 
 
 def _run_of(message: MessageProxy) -> tuple[tuple[str, str], str | None] | None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import unicodedata
 
 #: Punctuation that ends a phrase; the cut keeps sentence ends and drops the rest.
-PHRASE_ENDS = set("，。、；：！？,.;:!?…—～~）)」』”\"")
-_KEEP_AT_END = set("。！？.!?…）)」』”\"")
+PHRASE_ENDS = set('，。、；：！？,.;:!?…—～~）)」』”"')
+_KEEP_AT_END = set('。！？.!?…）)」』”"')
 #: Chinese particles after which a phrase rarely continues the same word.
 _PARTICLES = set("的了和与及并在是就都也吧呢啊")
 #: A prefix shorter than this share of the limit is too short to stand for the whole.
@@ -72,11 +72,16 @@ def _is_cjk(char: str) -> bool:
 
 def _script_change(before: str, after: str) -> bool:
     """A boundary between a CJK character and a Latin letter or digit."""
-    return (_is_cjk(before) and after.isascii() and after.isalnum()) or \
-        (_is_cjk(after) and before.isascii() and before.isalnum())
+    return (_is_cjk(before) and after.isascii() and after.isalnum()) or (
+        _is_cjk(after) and before.isascii() and before.isalnum()
+    )
 
 
 def _continues(char: str) -> bool:
     """Whether ``char`` attaches to the character before it."""
-    return (unicodedata.combining(char) != 0 or char in _JOINERS
-            or "\ufe00" <= char <= "\ufe0f" or "\U0001f3fb" <= char <= "\U0001f3ff")
+    return (
+        unicodedata.combining(char) != 0
+        or char in _JOINERS
+        or "\ufe00" <= char <= "\ufe0f"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+    )

@@ -51,8 +51,9 @@ def normalise(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def grounded(doc: str, text: str, evidence: str | None, user_turns: Sequence[str], *,
-             deletion: bool = False) -> str | None:
+def grounded(
+    doc: str, text: str, evidence: str | None, user_turns: Sequence[str], *, deletion: bool = False
+) -> str | None:
     """``None`` when the patch is grounded in ``evidence`` said in ``user_turns``;
     otherwise the reason: ``not_grounded`` (evidence missing or not the user's),
     ``not_covered`` (the patch says more than the evidence), ``not_requested``
@@ -69,8 +70,7 @@ def grounded(doc: str, text: str, evidence: str | None, user_turns: Sequence[str
         return "not_covered"
     stated = normalise(text)
     if _has(stated, lex.ADDRESS):
-        asked = _has(said, lex.ADDRESS_REQUESTS) or (_has(said, lex.REQUESTS)
-                                                     and _has(said, lex.ADDRESS_WORDS))
+        asked = _has(said, lex.ADDRESS_REQUESTS) or (_has(said, lex.REQUESTS) and _has(said, lex.ADDRESS_WORDS))
         return None if asked else "not_requested"
     if doc == "USER.md" or _has(stated, lex.REPLY):
         asked = _has(said, lex.REQUESTS) or (_has(said, lex.PREFERS) and _has(said, lex.REPLY))
@@ -115,19 +115,29 @@ def _covered(content: str, said: str) -> bool:
     words = {_stem(w) for w in lex.UNIT.findall(said) if not (w[0] >= "\u3400")}
     cjk = " ".join(w for w in lex.UNIT.findall(said) if w[0] >= "\u3400")
     hits = sum(1 for u in wanted if (_in_cjk(u, cjk) if u[0] >= "\u3400" else u in words))
-    exact = (set(lex.NUMBER.findall(content)) <= set(lex.NUMBER.findall(said))
-             and all(w in said for w in lex.EXACT_ZH.findall(content))
-             # "一个" may stand for "a", but not where the evidence counted otherwise
-             and not any(re.search(f"[{lex.NUMERALS}\\d]{m}", said) and f"一{m}" not in said
-                         for m in lex.ONE_OF.findall(content)))
-    framed = all(_has(said, needed) or (kind == "like" and _has(said, lex.REQUESTS))
-                 for kind, frames, needed in lex.GROUPS if _has(content, frames))
+    exact = (
+        set(lex.NUMBER.findall(content)) <= set(lex.NUMBER.findall(said))
+        and all(w in said for w in lex.EXACT_ZH.findall(content))
+        # "一个" may stand for "a", but not where the evidence counted otherwise
+        and not any(
+            re.search(f"[{lex.NUMERALS}\\d]{m}", said) and f"一{m}" not in said for m in lex.ONE_OF.findall(content)
+        )
+    )
+    framed = all(
+        _has(said, needed) or (kind == "like" and _has(said, lex.REQUESTS))
+        for kind, frames, needed in lex.GROUPS
+        if _has(content, frames)
+    )
     if lex.IDENTITY.match(content) and not _has(said, lex.COPULAS):
         return False
     if lex.NAME_CLAIM.match(content) and not _has(said, lex.NAMING):
         return False
-    if (subject := _subject(said)) is not None and subject not in content \
-            and _kin(subject) not in _kin(content) and subject not in units(content):
+    if (
+        (subject := _subject(said)) is not None
+        and subject not in content
+        and _kin(subject) not in _kin(content)
+        and subject not in units(content)
+    ):
         return False
     for match in lex.OTHERS.finditer(said):
         whose = match.group(1) or match.group(2)
@@ -154,7 +164,7 @@ def _in_cjk(unit: str, cjk: str) -> bool:
     first, second = unit[0], unit[1]
     start = cjk.find(first)
     while start != -1:
-        if second in cjk[start + 1:start + 4].split(" ")[0]:
+        if second in cjk[start + 1 : start + 4].split(" ")[0]:
             return True
         start = cjk.find(first, start + 1)
     return False

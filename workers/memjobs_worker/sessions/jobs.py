@@ -66,13 +66,13 @@ def redact_payload(payload: P) -> P:
     turns = tuple(Turn(role=t.role, text=redact_secrets(t.text), ts=t.ts) for t in payload.transcript)
     update: dict[str, Any] = {"transcript": turns}
     if isinstance(payload, DigestSession):
-        update["tasks"] = tuple(TaskRef(task_id=t.task_id, goal=redact_secrets(t.goal))
-                                for t in payload.tasks)
+        update["tasks"] = tuple(TaskRef(task_id=t.task_id, goal=redact_secrets(t.goal)) for t in payload.tasks)
     return payload.model_copy(update=update)
 
 
-def run_consolidation(store: SessionStore, payload: ConsolidateSession, *,
-                      lease: timedelta = DEFAULT_LEASE, **kwargs: Any) -> str:
+def run_consolidation(
+    store: SessionStore, payload: ConsolidateSession, *, lease: timedelta = DEFAULT_LEASE, **kwargs: Any
+) -> str:
     """The consolidation job; ``kwargs`` go to :func:`~memjobs_worker.sessions.consolidation.consolidate`.
     Returns the job's outcome."""
     payload = redact_payload(payload)
@@ -85,23 +85,31 @@ def run_consolidation(store: SessionStore, payload: ConsolidateSession, *,
         store.runs.finish(claim)
         # The key's first characters (as dead letters show it): never the whole key,
         # which an owner's erasure must leave in no log (docs/data-lifecycle.md).
-        log.info("consolidation", extra={"owner": payload.owner_key[:12], "applied": done.applied,
-                                         "refused": done.refused})
+        log.info(
+            "consolidation", extra={"owner": payload.owner_key[:12], "applied": done.applied, "refused": done.refused}
+        )
         return "succeeded"
 
     return _once(store.runs, payload.owner_key, payload.session_id, "consolidate", lease, work)
 
 
-def run_digest(store: SessionStore, model: ChatModel, payload: DigestSession,
-               now: datetime | None = None, *, lease: timedelta = DEFAULT_LEASE) -> str:
+def run_digest(
+    store: SessionStore,
+    model: ChatModel,
+    payload: DigestSession,
+    now: datetime | None = None,
+    *,
+    lease: timedelta = DEFAULT_LEASE,
+) -> str:
     """The digest job: returns ``stored``, ``duplicate``, ``model_output_invalid`` or
     ``stale_commit_refused``. ``now`` dates the digest (default: the store's clock)."""
     payload = redact_payload(payload)
 
     def work(claim: RunClaim, held: Callable[[], bool]) -> str:
         digest = digest_session(model, payload)
-        store.save_digest(payload.owner_key, payload.session_id, digest.topic, digest.gist,
-                          digest.task_goals, now=now, claim=claim)
+        store.save_digest(
+            payload.owner_key, payload.session_id, digest.topic, digest.gist, digest.task_goals, now=now, claim=claim
+        )
         return "stored"
 
     return _once(store.runs, payload.owner_key, payload.session_id, "digest", lease, work)
@@ -117,8 +125,12 @@ def settle(broker: dramatiq.Broker, lease: timedelta, outcome: str) -> str:
     checks = int(message.options.get(_CHECK_BACKS, 0)) if message is not None else MAX_CHECK_BACKS
     if message is not None and checks < MAX_CHECK_BACKS:
         again: dramatiq.Message[Any] = dramatiq.Message(
-            queue_name=QUEUE_OF[message.actor_name], actor_name=message.actor_name,
-            args=message.args, kwargs=message.kwargs, options={_CHECK_BACKS: checks + 1})
+            queue_name=QUEUE_OF[message.actor_name],
+            actor_name=message.actor_name,
+            args=message.args,
+            kwargs=message.kwargs,
+            options={_CHECK_BACKS: checks + 1},
+        )
         broker.enqueue(again, delay=int(lease.total_seconds() * 1000) + 100)
     return "duplicate"
 
@@ -132,8 +144,14 @@ def skip(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, reason
     return "busy" if runs.state(owner_key, session_id, kind) == "running" else "duplicate"
 
 
-def _once(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, lease: timedelta,
-          work: Callable[[RunClaim, Callable[[], bool]], str]) -> str:
+def _once(
+    runs: RunLedger,
+    owner_key: str,
+    session_id: str,
+    kind: RunKind,
+    lease: timedelta,
+    work: Callable[[RunClaim, Callable[[], bool]], str],
+) -> str:
     claim = runs.claim(owner_key, session_id, kind, lease, letter=current_letter())
     if claim is None:
         return "busy" if runs.state(owner_key, session_id, kind) == "running" else "duplicate"
@@ -143,8 +161,7 @@ def _once(runs: RunLedger, owner_key: str, session_id: str, kind: RunKind, lease
             return work(claim, held)
     except ModelOutputInvalid as exc:
         runs.fail(claim, exc.reason)
-        log.warning("session run failed", extra={"kind": kind, "reason": exc.reason,
-                                                 "attempt": claim.attempt})
+        log.warning("session run failed", extra={"kind": kind, "reason": exc.reason, "attempt": claim.attempt})
         return exc.reason
     except StaleFencingToken:
         return "stale_commit_refused"  # a newer holder owns the run now

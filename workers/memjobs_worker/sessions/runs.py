@@ -86,9 +86,14 @@ class RunRecord:
     updated_at: datetime | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "kind": self.kind, "state": self.state,
-                "attempts": self.attempts, "reason": self.reason,
-                "updated_at": self.updated_at.isoformat() if self.updated_at else None}
+        return {
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "state": self.state,
+            "attempts": self.attempts,
+            "reason": self.reason,
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+        }
 
 
 class RunLedger:
@@ -98,8 +103,9 @@ class RunLedger:
         self.engine = engine
         self.clock = clock
 
-    def claim(self, owner_key: str, session_id: str, kind: RunKind,
-              lease: timedelta, *, letter: str | None = None) -> RunClaim | None:
+    def claim(
+        self, owner_key: str, session_id: str, kind: RunKind, lease: timedelta, *, letter: str | None = None
+    ) -> RunClaim | None:
         """Take the run, or None: it has ended, or it is held under a live lease.
 
         ``letter``: the delivery's message id; a run that its dead letter ended is
@@ -107,12 +113,26 @@ class RunLedger:
         now = self.clock()
         holder = secrets.token_hex(16)
         insert = pg_insert(session_runs).values(
-            owner_key=owner_key, session_id=session_id, kind=kind, state="running",
-            created_at=now, updated_at=now, holder=holder, lease_until=now + lease, attempts=1)
+            owner_key=owner_key,
+            session_id=session_id,
+            kind=kind,
+            state="running",
+            created_at=now,
+            updated_at=now,
+            holder=holder,
+            lease_until=now + lease,
+            attempts=1,
+        )
         stmt = insert.on_conflict_do_update(
             index_elements=["owner_key", "session_id", "kind"],
-            set_={"state": "running", "holder": holder, "lease_until": now + lease,
-                  "updated_at": now, "dead_letter": None, "attempts": session_runs.c.attempts + 1},
+            set_={
+                "state": "running",
+                "holder": holder,
+                "lease_until": now + lease,
+                "updated_at": now,
+                "dead_letter": None,
+                "attempts": session_runs.c.attempts + 1,
+            },
             where=_open_to(now, letter),
         ).returning(session_runs.c.attempts)
         with transaction(self.engine) as conn:
@@ -121,25 +141,38 @@ class RunLedger:
             return None
         return RunClaim(owner_key, session_id, kind, holder, int(attempt))
 
-    def skip(self, owner_key: str, session_id: str, kind: RunKind, reason: str, *,
-             letter: str | None = None) -> bool:
+    def skip(self, owner_key: str, session_id: str, kind: RunKind, reason: str, *, letter: str | None = None) -> bool:
         """End the run ``skipped`` with ``reason`` (``no_model``, ``switched_off``), when it
         could be claimed (see :meth:`claim`); False when it has ended or is held."""
         now = self.clock()
         insert = pg_insert(session_runs).values(
-            owner_key=owner_key, session_id=session_id, kind=kind, state="skipped", reason=reason,
-            created_at=now, updated_at=now, attempts=0)
+            owner_key=owner_key,
+            session_id=session_id,
+            kind=kind,
+            state="skipped",
+            reason=reason,
+            created_at=now,
+            updated_at=now,
+            attempts=0,
+        )
         stmt = insert.on_conflict_do_update(
             index_elements=["owner_key", "session_id", "kind"],
-            set_={"state": "skipped", "reason": reason, "holder": None, "lease_until": None,
-                  "dead_letter": None, "updated_at": now},
+            set_={
+                "state": "skipped",
+                "reason": reason,
+                "holder": None,
+                "lease_until": None,
+                "dead_letter": None,
+                "updated_at": now,
+            },
             where=_open_to(now, letter),
         ).returning(session_runs.c.attempts)
         with transaction(self.engine) as conn:
             return conn.execute(stmt).first() is not None
 
-    def end_dead_lettered(self, owner_key: str, session_id: str, kind: RunKind, reason: str, *,
-                          letter: str, holder: str | None = None) -> bool:
+    def end_dead_lettered(
+        self, owner_key: str, session_id: str, kind: RunKind, reason: str, *, letter: str, holder: str | None = None
+    ) -> bool:
         """End the run ``failed`` with ``reason`` because its message ``letter`` was
         dead-lettered; a run with no record gets one. Only a run this message held
         (``holder``, its last claim), or one running under no live lease, is ended:
@@ -148,12 +181,26 @@ class RunLedger:
         now = self.clock()
         mine = session_runs.c.holder == holder if holder is not None else sa.false()
         insert = pg_insert(session_runs).values(
-            owner_key=owner_key, session_id=session_id, kind=kind, state="failed", reason=reason,
-            dead_letter=letter, created_at=now, updated_at=now, attempts=0)
+            owner_key=owner_key,
+            session_id=session_id,
+            kind=kind,
+            state="failed",
+            reason=reason,
+            dead_letter=letter,
+            created_at=now,
+            updated_at=now,
+            attempts=0,
+        )
         stmt = insert.on_conflict_do_update(
             index_elements=["owner_key", "session_id", "kind"],
-            set_={"state": "failed", "reason": reason, "dead_letter": letter, "holder": None,
-                  "lease_until": None, "updated_at": now},
+            set_={
+                "state": "failed",
+                "reason": reason,
+                "dead_letter": letter,
+                "holder": None,
+                "lease_until": None,
+                "updated_at": now,
+            },
             where=sa.or_(
                 sa.and_(session_runs.c.state == "running", sa.or_(mine, _lapsed(now))),
                 sa.and_(session_runs.c.state == "failed", mine),  # its holder failed it (permanent)
@@ -165,15 +212,15 @@ class RunLedger:
     def abandon(self, before: datetime) -> int:
         """End ``failed`` as ``abandoned`` every run still ``running`` whose lease ran
         out before ``before`` (no message is left to finish it): how many."""
-        last_seen = sa.func.coalesce(session_runs.c.lease_until, session_runs.c.updated_at,
-                                     session_runs.c.created_at)
+        last_seen = sa.func.coalesce(session_runs.c.lease_until, session_runs.c.updated_at, session_runs.c.created_at)
         with transaction(self.engine) as conn:
-            return int(conn.execute(
-                session_runs.update()
-                .where(session_runs.c.state == "running", last_seen < before)
-                .values(state="failed", reason="abandoned", holder=None, lease_until=None,
-                        updated_at=self.clock())
-            ).rowcount)
+            return int(
+                conn.execute(
+                    session_runs.update()
+                    .where(session_runs.c.state == "running", last_seen < before)
+                    .values(state="failed", reason="abandoned", holder=None, lease_until=None, updated_at=self.clock())
+                ).rowcount
+            )
 
     def renew(self, claim: RunClaim, lease: timedelta) -> bool:
         """Extend the lease; False when the claim was taken over or the run ended."""
@@ -190,8 +237,9 @@ class RunLedger:
         again, but for a replay of its dead letter. The holder token stays on the row, so
         the dead-lettering of this very delivery can name its letter
         (:meth:`end_dead_lettered`)."""
-        return self._fenced(claim, {"state": "failed", "reason": reason,
-                                    "lease_until": None, "updated_at": self.clock()})
+        return self._fenced(
+            claim, {"state": "failed", "reason": reason, "lease_until": None, "updated_at": self.clock()}
+        )
 
     def finish(self, claim: RunClaim, conn: Connection | None = None) -> None:
         """Mark the run ``done`` (inside ``conn``'s transaction when given).
@@ -200,26 +248,34 @@ class RunLedger:
             StaleFencingToken: the claim was taken over; nothing is committed.
         """
         now = self.clock()
-        values = {"state": "done", "reason": None, "holder": None, "lease_until": None,
-                  "updated_at": now, "done_at": now}
+        values = {
+            "state": "done",
+            "reason": None,
+            "holder": None,
+            "lease_until": None,
+            "updated_at": now,
+            "done_at": now,
+        }
         if not self._fenced(claim, values, conn):
-            raise StaleFencingToken("the session run was taken over; this result is dropped",
-                                    reason="stale_fencing_token")
+            raise StaleFencingToken(
+                "the session run was taken over; this result is dropped", reason="stale_fencing_token"
+            )
 
     def state(self, owner_key: str, session_id: str, kind: RunKind) -> str | None:
         """The run's state (running, done, skipped, failed), or None when it has no record."""
         with transaction(self.engine) as conn:
             return conn.execute(
                 sa.select(session_runs.c.state).where(
-                    session_runs.c.owner_key == owner_key, session_runs.c.session_id == session_id,
-                    session_runs.c.kind == kind)
+                    session_runs.c.owner_key == owner_key,
+                    session_runs.c.session_id == session_id,
+                    session_runs.c.kind == kind,
+                )
             ).scalar()
 
     def holds(self, claim: RunClaim) -> bool:
         """Whether ``claim`` still holds its run (checked before each irreversible step)."""
         with transaction(self.engine) as conn:
-            row = conn.execute(sa.select(session_runs.c.holder, session_runs.c.state)
-                               .where(*_key(claim))).first()
+            row = conn.execute(sa.select(session_runs.c.holder, session_runs.c.state).where(*_key(claim))).first()
         return row is not None and row.holder == claim.holder and row.state == "running"
 
     @contextmanager
@@ -250,19 +306,18 @@ class RunLedger:
         """The owner's run records created since ``since``, newest first."""
         with transaction(self.engine) as conn:
             rows = conn.execute(
-                sa.select(session_runs).where(session_runs.c.owner_key == owner_key,
-                                              session_runs.c.created_at >= since)
-                .order_by(session_runs.c.created_at.desc(), session_runs.c.session_id,
-                          session_runs.c.kind)
+                sa.select(session_runs)
+                .where(session_runs.c.owner_key == owner_key, session_runs.c.created_at >= since)
+                .order_by(session_runs.c.created_at.desc(), session_runs.c.session_id, session_runs.c.kind)
             ).all()
-        return [RunRecord(r.session_id, r.kind, r.state, r.attempts, r.reason, r.updated_at)
-                for r in rows]
+        return [RunRecord(r.session_id, r.kind, r.state, r.attempts, r.reason, r.updated_at) for r in rows]
 
     def _fenced(self, claim: RunClaim, values: dict[str, Any], conn: Connection | None = None) -> bool:
-        stmt = (session_runs.update()
-                .where(*_key(claim), session_runs.c.holder == claim.holder,
-                       session_runs.c.state == "running")
-                .values(**values))
+        stmt = (
+            session_runs.update()
+            .where(*_key(claim), session_runs.c.holder == claim.holder, session_runs.c.state == "running")
+            .values(**values)
+        )
         if conn is not None:
             return bool(conn.execute(stmt).rowcount)
         with transaction(self.engine) as own:
@@ -280,10 +335,12 @@ def _open_to(now: datetime, letter: str | None) -> sa.ColumnElement[bool]:
     lapsed = sa.and_(session_runs.c.state == "running", _lapsed(now))
     if letter is None:
         return lapsed
-    return sa.or_(lapsed, sa.and_(session_runs.c.state == "failed",
-                                  session_runs.c.dead_letter == letter))
+    return sa.or_(lapsed, sa.and_(session_runs.c.state == "failed", session_runs.c.dead_letter == letter))
 
 
 def _key(claim: RunClaim) -> tuple[sa.ColumnElement[bool], ...]:
-    return (session_runs.c.owner_key == claim.owner_key,
-            session_runs.c.session_id == claim.session_id, session_runs.c.kind == claim.kind)
+    return (
+        session_runs.c.owner_key == claim.owner_key,
+        session_runs.c.session_id == claim.session_id,
+        session_runs.c.kind == claim.kind,
+    )

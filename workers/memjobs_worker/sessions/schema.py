@@ -118,6 +118,11 @@ blackboard_entries = sa.Table(
     sa.Column("size_bytes", sa.Integer, nullable=False),
     sa.Column("stored_at", sa.DateTime(timezone=True), nullable=False),
 )
-sa.Index("blackboard_entries_order", blackboard_entries.c.owner_key, blackboard_entries.c.session_id,
-         blackboard_entries.c.seq, blackboard_entries.c.entry_id)
+sa.Index(
+    "blackboard_entries_order",
+    blackboard_entries.c.owner_key,
+    blackboard_entries.c.session_id,
+    blackboard_entries.c.seq,
+    blackboard_entries.c.entry_id,
+)
 sa.Index("blackboard_entries_at", blackboard_entries.c.at)

@@ -76,8 +76,7 @@ class SessionRecall:
             "topic": self.topic,
             "gist": self.gist,
             "tasks": [
-                {"task_id": t.task_id, "goal": t.goal, "status": t.status,
-                 "status_known": t.status_known}
+                {"task_id": t.task_id, "goal": t.goal, "status": t.status, "status_known": t.status_known}
                 for t in self.tasks
             ],
         }
@@ -135,9 +134,17 @@ class SessionStore:
 
     # -- digests and tasks ----------------------------------------------------------
 
-    def save_digest(self, owner_key: str, session_id: str, topic: str, gist: str,
-                    task_goals: Sequence[TaskRef], *, now: datetime | None = None,
-                    claim: RunClaim | None = None) -> None:
+    def save_digest(
+        self,
+        owner_key: str,
+        session_id: str,
+        topic: str,
+        gist: str,
+        task_goals: Sequence[TaskRef],
+        *,
+        now: datetime | None = None,
+        claim: RunClaim | None = None,
+    ) -> None:
         """Store (or replace) a session's digest; a replay keeps the first ``created_at``.
 
         With ``claim``, the digest and the run's ``done`` mark commit together,
@@ -149,8 +156,14 @@ class SessionStore:
                 self.runs.finish(claim, conn)
             conn.execute(
                 pg_insert(session_digests)
-                .values(owner_key=owner_key, session_id=session_id, topic=topic, gist=gist,
-                        task_goals=goals, created_at=self._now(now))
+                .values(
+                    owner_key=owner_key,
+                    session_id=session_id,
+                    topic=topic,
+                    gist=gist,
+                    task_goals=goals,
+                    created_at=self._now(now),
+                )
                 .on_conflict_do_update(
                     index_elements=["owner_key", "session_id"],
                     set_={"topic": topic, "gist": gist, "task_goals": goals},
@@ -170,16 +183,21 @@ class SessionStore:
         with self._tx() as conn:
             conn.execute(
                 pg_insert(tasks)
-                .values(owner_key=owner_key, task_id=task_id, goal=goal, status=status,
-                        updated_at=now, terminal_at=now if terminal else None)
+                .values(
+                    owner_key=owner_key,
+                    task_id=task_id,
+                    goal=goal,
+                    status=status,
+                    updated_at=now,
+                    terminal_at=now if terminal else None,
+                )
                 .on_conflict_do_update(
                     index_elements=["owner_key", "task_id"],
                     set_={
                         "goal": goal,
                         "status": status,
                         "updated_at": now,
-                        "terminal_at": sa.func.coalesce(tasks.c.terminal_at, now) if terminal
-                        else None,
+                        "terminal_at": sa.func.coalesce(tasks.c.terminal_at, now) if terminal else None,
                     },
                 )
             )
@@ -192,8 +210,7 @@ class SessionStore:
 
     # -- recall ---------------------------------------------------------------------
 
-    def recall_sessions(self, owner_key: str, days: int,
-                        now: datetime | None = None) -> list[SessionRecall]:
+    def recall_sessions(self, owner_key: str, days: int, now: datetime | None = None) -> list[SessionRecall]:
         """The owner's sessions of the last ``days`` days (at most the retention), newest first.
 
         Raises:
@@ -206,9 +223,11 @@ class SessionStore:
         with self._tx() as conn:
             rows = conn.execute(
                 sa.select(session_digests)
-                .where(session_digests.c.owner_key == owner_key,
-                       session_digests.c.created_at >= since,
-                       session_digests.c.created_at <= at)
+                .where(
+                    session_digests.c.owner_key == owner_key,
+                    session_digests.c.created_at >= since,
+                    session_digests.c.created_at <= at,
+                )
                 .order_by(session_digests.c.created_at.desc(), session_digests.c.session_id.desc())
             ).all()
             ids = sorted({g["task_id"] for r in rows for g in r.task_goals})
@@ -221,14 +240,16 @@ class SessionStore:
                             tasks.c.owner_key == owner_key,
                             tasks.c.task_id.in_(ids),
                             # An expired terminal record counts as gone, swept or not.
-                            sa.or_(tasks.c.terminal_at.is_(None),
-                                   tasks.c.terminal_at >= at - self.task_retention),
+                            sa.or_(tasks.c.terminal_at.is_(None), tasks.c.terminal_at >= at - self.task_retention),
                         )
                     ).all()
                 }
         return [
             SessionRecall(
-                session_id=r.session_id, created_at=r.created_at, topic=r.topic, gist=r.gist,
+                session_id=r.session_id,
+                created_at=r.created_at,
+                topic=r.topic,
+                gist=r.gist,
                 tasks=[_recalled(g, live.get(g["task_id"])) for g in r.task_goals],
             )
             for r in rows
@@ -247,26 +268,24 @@ class SessionStore:
         digest_cutoff = at - self.digest_retention
         abandoned = self.runs.abandon(at - ABANDONED_AFTER)
         if abandoned:
-            log.warning("session runs abandoned: no message was left to end them",
-                        extra={"count": abandoned, "reason": "abandoned"})
+            log.warning(
+                "session runs abandoned: no message was left to end them",
+                extra={"count": abandoned, "reason": "abandoned"},
+            )
         with self._tx() as conn:
             digests = conn.execute(
                 session_digests.delete().where(session_digests.c.created_at < digest_cutoff)
             ).rowcount
             dropped = conn.execute(
-                tasks.delete().where(tasks.c.terminal_at.is_not(None),
-                                     tasks.c.terminal_at < at - self.task_retention)
+                tasks.delete().where(tasks.c.terminal_at.is_not(None), tasks.c.terminal_at < at - self.task_retention)
             ).rowcount
-            runs = conn.execute(
-                session_runs.delete().where(session_runs.c.created_at < digest_cutoff)
-            ).rowcount
-        return RetentionReport(digests_deleted=digests, tasks_deleted=dropped, runs_deleted=runs,
-                               runs_abandoned=abandoned)
+            runs = conn.execute(session_runs.delete().where(session_runs.c.created_at < digest_cutoff)).rowcount
+        return RetentionReport(
+            digests_deleted=digests, tasks_deleted=dropped, runs_deleted=runs, runs_abandoned=abandoned
+        )
 
 
 def _recalled(goal: dict[str, str], status: str | None) -> RecalledTask:
     if status is None:
-        return RecalledTask(task_id=goal["task_id"], goal=goal["goal"], status="dispatched",
-                            status_known=False)
-    return RecalledTask(task_id=goal["task_id"], goal=goal["goal"],
-                        status=cast(TaskStatus, status), status_known=True)
+        return RecalledTask(task_id=goal["task_id"], goal=goal["goal"], status="dispatched", status_known=False)
+    return RecalledTask(task_id=goal["task_id"], goal=goal["goal"], status=cast(TaskStatus, status), status_known=True)

@@ -37,15 +37,22 @@ REFRESH_S = 5
 RETRY_AFTER_S = 5
 #: Form fields read at most (a bulk action names every letter shown, a page at most).
 MAX_FORM_FIELDS = 250
-SESSIONS_DOWN = ("Redis is not answering, so the console cannot check its sessions and "
-                 "refuses every page and action until it is back. Nothing was done.")
+SESSIONS_DOWN = (
+    "Redis is not answering, so the console cannot check its sessions and "
+    "refuses every page and action until it is back. Nothing was done."
+)
 
-TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                        autoescape=select_autoescape(default=True), trim_blocks=True,
-                        lstrip_blocks=True)
-_CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
-        "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-        "base-uri 'none'")
+TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(default=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+    "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
+)
 HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -83,8 +90,9 @@ def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
     nonce = secrets.token_urlsafe(16)
     values.setdefault("refresh_s", REFRESH_S)
     html = TEMPLATES.get_template(name).render(ago=ago, nonce=nonce, **values)
-    return HTMLResponse(html, status_code=status,
-                        headers={**HEADERS, "Content-Security-Policy": _CSP.format(nonce=nonce)})
+    return HTMLResponse(
+        html, status_code=status, headers={**HEADERS, "Content-Security-Policy": _CSP.format(nonce=nonce)}
+    )
 
 
 def refresh_of(request: Request) -> int:
@@ -136,8 +144,9 @@ def secure(request: Request) -> bool:
 
 
 def set_cookie(response: Response, request: Request, cookie: str) -> Response:
-    response.set_cookie(COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True,
-                        samesite="strict", secure=secure(request))
+    response.set_cookie(
+        COOKIE, cookie, max_age=SESSION_S, path="/console", httponly=True, samesite="strict", secure=secure(request)
+    )
     return response
 
 
@@ -205,8 +214,10 @@ async def form_fields(request: Request) -> list[tuple[str, str]]:
     return parse_qsl(body, max_num_fields=MAX_FORM_FIELDS)
 
 
-async def checked(request: Request, down: str = SESSIONS_DOWN,
-                  ) -> tuple[Session, list[tuple[str, str]]] | Response:
+async def checked(
+    request: Request,
+    down: str = SESSIONS_DOWN,
+) -> tuple[Session, list[tuple[str, str]]] | Response:
     """The session and form of a POST whose session and CSRF token are valid, or the refusal:
     403 for a missing, malformed, forged, expired or logged-out cookie or token; 503 saying
     ``down`` when Redis cannot say whether the session is live; 400 for a form of more
@@ -221,8 +232,7 @@ async def checked(request: Request, down: str = SESSIONS_DOWN,
     except SessionsDown:
         return unavailable(down)
     if session is None:
-        return refused("no console session (none, expired or logged out): "
-                       "open the console (and log in) first", 403)
+        return refused("no console session (none, expired or logged out): open the console (and log in) first", 403)
     if not keys.csrf_ok(session, dict(fields).get("csrf")):
         return refused("the form's CSRF token is missing or not this session's", 403)
     return session, fields

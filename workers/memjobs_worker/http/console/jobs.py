@@ -43,28 +43,43 @@ STATES = ("queued", "delayed", "in_flight", "retrying", "dead")
 
 
 def _retrying_job(job: RetryingJob) -> jobs.Job:
-    return jobs.Job(job.message_id, "", job.queue, "retrying", job.actor, job.failures, job.reason,
-                    None, None, None, jobs.at_ms(job.failed_ms), None, 0, None, None)
+    return jobs.Job(
+        job.message_id,
+        "",
+        job.queue,
+        "retrying",
+        job.actor,
+        job.failures,
+        job.reason,
+        None,
+        None,
+        None,
+        jobs.at_ms(job.failed_ms),
+        None,
+        0,
+        None,
+        None,
+    )
 
 
-def _list(client: Any, state: str, queue: str | None, term: str, cursor: str | None,
-          stale_ms: int) -> dict[str, Any]:
+def _list(client: Any, state: str, queue: str | None, term: str, cursor: str | None, stale_ms: int) -> dict[str, Any]:
     counts = queue_stats(client)
     if state == "retrying":
         offset = int(cursor) if cursor and cursor.isdigit() else 0
         record = RetryingRecord(client)
-        rows = [_retrying_job(j) for j in record.page(stale_after_ms=stale_ms, offset=offset,
-                                                      count=PAGE)]
-        found = [j for j in rows if (queue is None or j.queue == queue)
-                 and (not term or jobs.matches(j, term))]
-        return {"jobs": found, "cursor": str(offset + PAGE) if len(rows) == PAGE else None,
-                "scanned": len(rows), "counts": counts}
+        rows = [_retrying_job(j) for j in record.page(stale_after_ms=stale_ms, offset=offset, count=PAGE)]
+        found = [j for j in rows if (queue is None or j.queue == queue) and (not term or jobs.matches(j, term))]
+        return {
+            "jobs": found,
+            "cursor": str(offset + PAGE) if len(rows) == PAGE else None,
+            "scanned": len(rows),
+            "counts": counts,
+        }
 
     def accept(m: stored.StoredMessage) -> bool:
         return not term or jobs.matches(jobs.job_of(m.queue, m.state, m.redis_id, m.data, m.score), term)
 
-    page = stored.page_messages(client, state, queue=queue, cursor=cursor, want=PAGE,
-                                accept=accept if term else None)
+    page = stored.page_messages(client, state, queue=queue, cursor=cursor, want=PAGE, accept=accept if term else None)
     found = [jobs.job_of(m.queue, m.state, m.redis_id, m.data, m.score) for m in page.messages]
     return {"jobs": found, "cursor": page.cursor, "scanned": page.scanned, "counts": counts}
 
@@ -81,26 +96,38 @@ async def _jobs_page(request: Request, state: str, page: str) -> Response:
     cursor = params.get("cursor") or None
     c = ctx(request)
     try:
-        values = await c.call(_list, c.client.broker.client, state, queue, term, cursor,
-                              stale_after_ms(c.settings))
+        values = await c.call(_list, c.client.broker.client, state, queue, term, cursor, stale_after_ms(c.settings))
         problem = None
     except ValueError:
         values, problem = {}, "not_a_cursor"
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         values, problem = {}, getattr(exc, "reason", None) or "backend_unavailable"
-    base = {k: v for k, v in (("state", state if page == "jobs" else None), ("queue", queue),
-                              ("q", term)) if v}
+    base = {k: v for k, v in (("state", state if page == "jobs" else None), ("queue", queue), ("q", term)) if v}
     path = "/console/jobs" if page == "jobs" else "/console/dead-letters"
     query = urlencode({**base, **({"cursor": cursor} if cursor else {})})
     here = f"{path}?{query}" if query else path
     next_cursor = values.get("cursor")
-    response = render("jobs.html", page=page, state=state, states=STATES, queue=queue, queues=QUEUES,
-                      term=term, problem=problem, csrf=csrf, open=c.tokens.open, now=time.time(),
-                      refresh_s=common.refresh_of(request),
-                      done=params.get("done", "")[:80], here=here, first=cursor is not None,
-                      first_url=f"{path}?{urlencode(base)}" if base else path,
-                      next_url=None if not next_cursor else f"{path}?{urlencode({**base, 'cursor': next_cursor})}",
-                      min_term=jobs.MIN_TERM, **values)
+    response = render(
+        "jobs.html",
+        page=page,
+        state=state,
+        states=STATES,
+        queue=queue,
+        queues=QUEUES,
+        term=term,
+        problem=problem,
+        csrf=csrf,
+        open=c.tokens.open,
+        now=time.time(),
+        refresh_s=common.refresh_of(request),
+        done=params.get("done", "")[:80],
+        here=here,
+        first=cursor is not None,
+        first_url=f"{path}?{urlencode(base)}" if base else path,
+        next_url=None if not next_cursor else f"{path}?{urlencode({**base, 'cursor': next_cursor})}",
+        min_term=jobs.MIN_TERM,
+        **values,
+    )
     return finish(response, request, cookie)
 
 
@@ -117,8 +144,11 @@ async def dead_page(request: Request) -> Response:
 
 def _detail(client: Any, ident: str) -> dict[str, Any]:
     message = stored.find_message(client, ident)
-    job = None if message is None else jobs.job_of(message.queue, message.state, message.redis_id,
-                                                   message.data, message.score)
+    job = (
+        None
+        if message is None
+        else jobs.job_of(message.queue, message.state, message.redis_id, message.data, message.score)
+    )
     message_id = job.message_id if job is not None else ident
     retrying = RetryingRecord(client).get(message_id)
     if job is None and retrying is not None:
@@ -141,9 +171,18 @@ async def job_page(request: Request, ident: str) -> Response:
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         values, problem = {"job": None}, getattr(exc, "reason", None) or "backend_unavailable"
     status = 404 if values["job"] is None and problem is None else 200
-    response = render("job.html", status=status, page="job", ident=ident, problem=problem,
-                      csrf=csrf, open=c.tokens.open, now=time.time(),
-                      here=f"/console/jobs/{ident}", done=request.query_params.get("done", "")[:80],
-                      looked=2 * stored.PAGE_BUDGET,
-                      **values)
+    response = render(
+        "job.html",
+        status=status,
+        page="job",
+        ident=ident,
+        problem=problem,
+        csrf=csrf,
+        open=c.tokens.open,
+        now=time.time(),
+        here=f"/console/jobs/{ident}",
+        done=request.query_params.get("done", "")[:80],
+        looked=2 * stored.PAGE_BUDGET,
+        **values,
+    )
     return finish(response, request, cookie)

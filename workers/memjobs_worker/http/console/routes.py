@@ -45,8 +45,10 @@ from memjobs_worker.ops.pauses import QueuePauses
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
-LOGOUT_NOT_RECORDED = ("Redis is not answering, so the logout was not recorded: this session "
-                       "is still valid. Log out again once Redis is back.")
+LOGOUT_NOT_RECORDED = (
+    "Redis is not answering, so the logout was not recorded: this session "
+    "is still valid. Log out again once Redis is back."
+)
 #: The pages an older form names by word.
 _PAGES = {"overview": "/console", "dead": "/console/dead-letters"}
 _PAST = {"retry": "retried", "purge": "purged"}
@@ -55,9 +57,12 @@ MAX_BULK = 200
 
 
 def _overview(client: Any, store: Any, stale_ms: int, window: timeline.Window) -> dict[str, Any]:
-    return {"view": overview.read(client, store, stale_after_ms=stale_ms),
-            "paused": QueuePauses(client).paused(), "running": running_jobs(client),
-            "charts": charts(timeline.read(client, window), window)}
+    return {
+        "view": overview.read(client, store, stale_after_ms=stale_ms),
+        "paused": QueuePauses(client).paused(),
+        "running": running_jobs(client),
+        "charts": charts(timeline.read(client, window), window),
+    }
 
 
 @router.get("")
@@ -69,15 +74,23 @@ async def overview_page(request: Request) -> Response:
     c = ctx(request)
     window = timeline.DAY if request.query_params.get("window") == "day" else timeline.HOUR
     try:
-        values = await c.call(_overview, c.client.broker.client, c.ledger(),
-                              stale_after_ms(c.settings), window)
+        values = await c.call(_overview, c.client.broker.client, c.ledger(), stale_after_ms(c.settings), window)
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         values, problem = {"view": None}, getattr(exc, "reason", None) or "backend_unavailable"
-    response = render("overview.html", page="overview", problem=problem, csrf=csrf, queues=QUEUES,
-                      refresh_s=common.refresh_of(request),
-                      done=request.query_params.get("done", "")[:80], now=time.time(),
-                      open=c.tokens.open, window=window.name, **values)
+    response = render(
+        "overview.html",
+        page="overview",
+        problem=problem,
+        csrf=csrf,
+        queues=QUEUES,
+        refresh_s=common.refresh_of(request),
+        done=request.query_params.get("done", "")[:80],
+        now=time.time(),
+        open=c.tokens.open,
+        window=window.name,
+        **values,
+    )
     return finish(response, request, cookie)
 
 
@@ -117,8 +130,7 @@ async def logout(request: Request) -> Response:
     except SessionsDown:
         return common.unavailable(LOGOUT_NOT_RECORDED)
     response = RedirectResponse("/console/login", status_code=303, headers=HEADERS)
-    response.delete_cookie(COOKIE, path="/console", secure=common.secure(request), httponly=True,
-                           samesite="strict")
+    response.delete_cookie(COOKIE, path="/console", secure=common.secure(request), httponly=True, samesite="strict")
     return response
 
 
@@ -162,15 +174,13 @@ def _letters(request: Request) -> DeadLetters:
 @router.post("/queues/{queue}/pause")
 async def pause(request: Request, queue: str) -> Response:
     pauses = QueuePauses(ctx(request).client.broker.client)
-    return await _act(request, lambda: f"paused {queue}" if pauses.pause(queue)
-                      else f"{queue} was already paused")
+    return await _act(request, lambda: f"paused {queue}" if pauses.pause(queue) else f"{queue} was already paused")
 
 
 @router.post("/queues/{queue}/resume")
 async def resume(request: Request, queue: str) -> Response:
     pauses = QueuePauses(ctx(request).client.broker.client)
-    return await _act(request, lambda: f"resumed {queue}" if pauses.resume(queue)
-                      else f"{queue} was not paused")
+    return await _act(request, lambda: f"resumed {queue}" if pauses.resume(queue) else f"{queue} was not paused")
 
 
 @router.post("/dead-letters/{letter_id}/retry")
@@ -210,8 +220,15 @@ async def _bulk(request: Request, verb: str) -> Response:
         return _done(back, f"{_PAST[verb]} 0: the form named no letters")
     if form.get("confirmed") != "yes":  # no script asked: ask here, naming the same letters
         keys = await common.console_keys(request)
-        return render("confirm.html", page="confirm", verb=verb, pairs=pairs, back=back,
-                      csrf=keys.csrf(session), open=ctx(request).tokens.open)
+        return render(
+            "confirm.html",
+            page="confirm",
+            verb=verb,
+            pairs=pairs,
+            back=back,
+            csrf=keys.csrf(session),
+            open=ctx(request).tokens.open,
+        )
     letters = _letters(request)
     c = ctx(request)
     if verb == "retry":

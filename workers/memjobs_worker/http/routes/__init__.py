@@ -18,18 +18,17 @@ _PROBLEM_SCHEMA = {"$ref": "#/components/schemas/Problem"}
 def errors(*reasons: str) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for the problem replies a route can give."""
     out: dict[int | str, dict[str, Any]] = {}
-    for reason in dict.fromkeys(reasons + ("internal", "overloaded", "backend_unavailable",
-                                           "request_timeout", "too_many_requests")):
+    for reason in dict.fromkeys(
+        reasons + ("internal", "overloaded", "backend_unavailable", "request_timeout", "too_many_requests")
+    ):
         kind = PROBLEMS[reason]
-        entry = out.setdefault(kind.status, {"description": "", "content": {
-            MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}})
+        entry = out.setdefault(kind.status, {"description": "", "content": {MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}})
         entry["description"] = "; ".join(filter(None, [entry["description"], kind.title]))
     return out
 
 
 #: The problem replies every JSON route can give.
-COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "forbidden",
-          "too_large")
+COMMON = ("validation", "malformed_json", "unsupported_media_type", "unauthorized", "forbidden", "too_large")
 
 
 def owner_key_of(owner_id: str) -> str:
@@ -45,16 +44,19 @@ def owner_key_of(owner_id: str) -> str:
 
 
 async def owner_id_header(
-    owner: str = Header(alias="X-Memjobs-Owner", min_length=1, max_length=MAX_OWNER_HEADER,
-                        description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
-                        "does); in a header so that it never appears in a URL or an access log"),
+    owner: str = Header(
+        alias="X-Memjobs-Owner",
+        min_length=1,
+        max_length=MAX_OWNER_HEADER,
+        description="the owner id, UTF-8 percent-encoded (as encodeURIComponent "
+        "does); in a header so that it never appears in a URL or an access log",
+    ),
 ) -> str:
     """Dependency of the GET routes that hand the owner id on (a memory provider maps
     tenants by it): the decoded, checked owner id (:func:`~memjobs_worker.http.auth.owner_id_of_header`)."""
     decoded = owner_id_of_header(owner)
     if decoded is None:
-        raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded "
-                           "UTF-8 owner id")
+        raise ProblemError("validation", "X-Memjobs-Owner: must be a non-empty, percent-encoded UTF-8 owner id")
     return decoded
 
 
@@ -71,8 +73,10 @@ def check_query_chars(query: str, limit: int) -> None:
         ProblemError: ``validation``, naming the cap and its setting.
     """
     if len(query) > limit:
-        raise ProblemError("validation", f"query: {len(query)} characters, over the limit of {limit} "
-                           "characters (MEMJOBS_API_MAX_QUERY_CHARS)")
+        raise ProblemError(
+            "validation",
+            f"query: {len(query)} characters, over the limit of {limit} characters (MEMJOBS_API_MAX_QUERY_CHARS)",
+        )
 
 
 #: A route's context parameter: ``c: Ctx``.

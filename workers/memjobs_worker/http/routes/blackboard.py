@@ -29,13 +29,16 @@ from memjobs_worker.http.schemas import (
 )
 from memjobs_worker.sessions.blackboard import MAX_PAGE_ENTRIES
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")],
-                   route_class=JsonRoute)
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")], route_class=JsonRoute)
 
-@router.post("/sessions/{session_id:path}/blackboard", status_code=202, response_model=BlackboardAppended,
-             responses=errors(*COMMON, "sensitive_content", "redis_full", "not_found"))
-async def append_blackboard(body: BlackboardAppendRequest, c: Ctx,
-                            session_id: str = SessionId) -> BlackboardAppended:
+
+@router.post(
+    "/sessions/{session_id:path}/blackboard",
+    status_code=202,
+    response_model=BlackboardAppended,
+    responses=errors(*COMMON, "sensitive_content", "redis_full", "not_found"),
+)
+async def append_blackboard(body: BlackboardAppendRequest, c: Ctx, session_id: str = SessionId) -> BlackboardAppended:
     """Queue entries for the session's blackboard: idempotent by entry id, read back
     in event order (``seq``) whatever order they arrive in; kept within the seeds'
     limits (7 days per entry, 1,000 entries, 8 MB per session, the oldest dropped
@@ -47,13 +50,17 @@ async def append_blackboard(body: BlackboardAppendRequest, c: Ctx,
     return BlackboardAppended(session_id=session_id, entries=len(entries), status="queued")
 
 
-@router.get("/sessions/{session_id:path}/blackboard", response_model=BlackboardPage,
-            responses=errors(*COMMON, "not_found"))
-async def restore_blackboard(key: OwnerKey, c: Ctx, session_id: str = SessionId,
-                             after_seq: int | None = Query(default=None, ge=0),
-                             after_id: str | None = Query(default=None, min_length=1, max_length=128),
-                             limit: int = Query(default=MAX_PAGE_ENTRIES, ge=1, le=MAX_PAGE_ENTRIES),
-                             ) -> BlackboardPage:
+@router.get(
+    "/sessions/{session_id:path}/blackboard", response_model=BlackboardPage, responses=errors(*COMMON, "not_found")
+)
+async def restore_blackboard(
+    key: OwnerKey,
+    c: Ctx,
+    session_id: str = SessionId,
+    after_seq: int | None = Query(default=None, ge=0),
+    after_id: str | None = Query(default=None, min_length=1, max_length=128),
+    limit: int = Query(default=MAX_PAGE_ENTRIES, ge=1, le=MAX_PAGE_ENTRIES),
+) -> BlackboardPage:
     """The session's live entries (the owner's only), in event order, one page
     (at most ``limit`` entries and about 512 KiB); ``next_after`` continues."""
     if (after_seq is None) != (after_id is None):
@@ -61,5 +68,6 @@ async def restore_blackboard(key: OwnerKey, c: Ctx, session_id: str = SessionId,
     after = (after_seq, after_id) if after_seq is not None and after_id is not None else None
     page = await c.call(lambda: c.blackboard().page(key, session_id, after=after, limit=limit))
     cursor = BlackboardCursor(seq=page.next_after[0], entry_id=page.next_after[1]) if page.next_after else None
-    return BlackboardPage(session_id=session_id, next_after=cursor,
-                          entries=[BlackboardEntry.model_validate(e) for e in page.entries])
+    return BlackboardPage(
+        session_id=session_id, next_after=cursor, entries=[BlackboardEntry.model_validate(e) for e in page.entries]
+    )

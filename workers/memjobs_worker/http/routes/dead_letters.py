@@ -22,11 +22,19 @@ from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, errors
 from memjobs_worker.ops.deadletters import DeadLetters
 
-router = APIRouter(prefix="/v1/ops/dead-letters", tags=["operations"],
-                   dependencies=[needs("admin", per_owner=False)], route_class=JsonRoute)
+router = APIRouter(
+    prefix="/v1/ops/dead-letters",
+    tags=["operations"],
+    dependencies=[needs("admin", per_owner=False)],
+    route_class=JsonRoute,
+)
 
-LetterId = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$",
-                description="the message id (as job log lines carry it) or the dead-letter id")
+LetterId = Path(
+    min_length=1,
+    max_length=64,
+    pattern=r"^[A-Za-z0-9-]+$",
+    description="the message id (as job log lines carry it) or the dead-letter id",
+)
 
 
 class DeadLetterOut(BaseModel):
@@ -34,13 +42,16 @@ class DeadLetterOut(BaseModel):
     redis_id: str = Field(description="the letter's member id in the dead-letter set")
     queue: str
     actor: str
-    reason: str = Field(description="a memjobs error's reason (model_unavailable, invalid_payload, "
-                        "…) or the exception's class name; never its message")
+    reason: str = Field(
+        description="a memjobs error's reason (model_unavailable, invalid_payload, "
+        "…) or the exception's class name; never its message"
+    )
     attempts: int
     first_failed_at: datetime | None
     last_failed_at: datetime = Field(description="when it was dead-lettered")
-    owner: str | None = Field(description="the first characters of the owner key (sha256 of "
-                              "the owner id); never the id")
+    owner: str | None = Field(
+        description="the first characters of the owner key (sha256 of the owner id); never the id"
+    )
     replays: int = Field(description="times an operator replayed it")
 
 
@@ -51,10 +62,8 @@ class DeadLetterList(BaseModel):
 
 class DeadLetterDetail(DeadLetterOut):
     options: dict[str, Any] | None = None
-    payload: dict[str, Any] | None = Field(description="strings redacted but ids and enumerations, "
-                                           "unless reveal=true")
-    error: str | None = Field(default=None, description="with reveal=true: the error's last "
-                              "line, secrets redacted")
+    payload: dict[str, Any] | None = Field(description="strings redacted but ids and enumerations, unless reveal=true")
+    error: str | None = Field(default=None, description="with reveal=true: the error's last line, secrets redacted")
 
 
 class RetryRequest(BaseModel):
@@ -74,8 +83,9 @@ class RetryRequest(BaseModel):
 class PurgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queue: str | None = Field(default=None, description="only this queue")
-    older_than_s: float | None = Field(default=None, ge=0, description="only letters dead longer "
-                                       "than this many seconds")
+    older_than_s: float | None = Field(
+        default=None, ge=0, description="only letters dead longer than this many seconds"
+    )
     all: bool = Field(default=False, description="every letter (of queue): needed without older_than_s")
 
     @model_validator(mode="after")
@@ -103,8 +113,7 @@ def letters_of(c: ApiContext) -> DeadLetters:
 
 
 @router.get("", response_model=DeadLetterList, responses=errors(*COMMON, "forbidden"))
-async def list_letters(c: Ctx, queue: str | None = Query(default=None, description="one queue")
-                       ) -> DeadLetterList:
+async def list_letters(c: Ctx, queue: str | None = Query(default=None, description="one queue")) -> DeadLetterList:
     """Every dead letter, the latest failure first: no text, no owner id."""
     if queue is not None and queue not in QUEUES:
         raise ProblemError("validation", f"queue: one of {', '.join(QUEUES)}")
@@ -128,11 +137,10 @@ async def purge_many(body: PurgeRequest, c: Ctx) -> Purged:
     return Purged(purged=purged)
 
 
-@router.get("/{letter_id}", response_model=DeadLetterDetail,
-            responses=errors(*COMMON, "forbidden", "not_found"))
-async def show_letter(c: Ctx, letter_id: str = LetterId,
-                      reveal: bool = Query(default=False, description="the payload's text too")
-                      ) -> DeadLetterDetail:
+@router.get("/{letter_id}", response_model=DeadLetterDetail, responses=errors(*COMMON, "forbidden", "not_found"))
+async def show_letter(
+    c: Ctx, letter_id: str = LetterId, reveal: bool = Query(default=False, description="the payload's text too")
+) -> DeadLetterDetail:
     """One letter with its payload, text redacted unless ``reveal=true``."""
     shown = await c.call(letters_of(c).show, letter_id, reveal=reveal)
     if shown is None:
@@ -140,8 +148,7 @@ async def show_letter(c: Ctx, letter_id: str = LetterId,
     return DeadLetterDetail(**shown)
 
 
-@router.post("/{letter_id}/retry", response_model=Retried,
-             responses=errors(*COMMON, "forbidden", "not_found"))
+@router.post("/{letter_id}/retry", response_model=Retried, responses=errors(*COMMON, "forbidden", "not_found"))
 async def retry_letter(c: Ctx, letter_id: str = LetterId) -> Retried:
     """Replay one letter on its original queue (404 when it is gone, e.g. replayed already)."""
     if not await c.call(letters_of(c).retry, letter_id):
@@ -149,8 +156,7 @@ async def retry_letter(c: Ctx, letter_id: str = LetterId) -> Retried:
     return Retried(retried=1)
 
 
-@router.delete("/{letter_id}", response_model=Purged,
-               responses=errors(*COMMON, "forbidden", "not_found"))
+@router.delete("/{letter_id}", response_model=Purged, responses=errors(*COMMON, "forbidden", "not_found"))
 async def purge_letter(c: Ctx, letter_id: str = LetterId) -> Purged:
     """Delete one letter for good."""
     if not await c.call(letters_of(c).purge, letter_id):

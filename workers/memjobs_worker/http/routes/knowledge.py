@@ -21,10 +21,13 @@ from memjobs_worker.http.schemas import (
 router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"], route_class=JsonRoute)
 
 
-@router.post("/reindex", status_code=202, response_model=ReindexAccepted,
-             dependencies=[needs("admin")],
-             responses=errors(*COMMON, "forbidden", "consent_required", "sensitive_content",
-                              "knowledge_off"))
+@router.post(
+    "/reindex",
+    status_code=202,
+    response_model=ReindexAccepted,
+    dependencies=[needs("admin")],
+    responses=errors(*COMMON, "forbidden", "consent_required", "sensitive_content", "knowledge_off"),
+)
 async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
     """Queue a re-index of the owner's whole corpus (documents as text; the
     owner's documents not named are removed). Host token only, and only with
@@ -47,8 +50,12 @@ def _ensure_no_credential(documents: list[dict[str, str]]) -> None:
             ensure_not_sensitive(text=doc[name], field=f"documents.{i}.{name}")
 
 
-@router.post("/search", response_model=KnowledgeResults, dependencies=[needs("knowledge")],
-             responses=errors(*COMMON, "knowledge_off", "model_busy"))
+@router.post(
+    "/search",
+    response_model=KnowledgeResults,
+    dependencies=[needs("knowledge")],
+    responses=errors(*COMMON, "knowledge_off", "model_busy"),
+)
 async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     """Hybrid search of the owner's documents; results are untrusted external text.
 
@@ -57,6 +64,11 @@ async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     earlier requests hold its share of the model)."""
     check_query_chars(body.query, c.settings.api_max_query_chars)
     outcome = await c.call(c.search_knowledge, owner_key_of(body.owner_id), body.query, body.k)
-    return KnowledgeResults(mode=outcome.mode, notice=outcome.notice, results=[
-        KnowledgeHit(text=r.text, score=r.score, title=r.title, source=r.source, trust=r.trust)
-        for r in outcome.results])
+    return KnowledgeResults(
+        mode=outcome.mode,
+        notice=outcome.notice,
+        results=[
+            KnowledgeHit(text=r.text, score=r.score, title=r.title, source=r.source, trust=r.trust)
+            for r in outcome.results
+        ],
+    )

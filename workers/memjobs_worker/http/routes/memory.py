@@ -27,8 +27,13 @@ LONG_TEXT_CHARS = 2000
 router = APIRouter(prefix="/v1", tags=["personal memory"], route_class=JsonRoute)
 
 
-@router.post("/remember", status_code=202, dependencies=[needs("write")], response_model=RememberAccepted,
-             responses=errors(*COMMON, "sensitive_content", "memory_off"))
+@router.post(
+    "/remember",
+    status_code=202,
+    dependencies=[needs("write")],
+    response_model=RememberAccepted,
+    responses=errors(*COMMON, "sensitive_content", "memory_off"),
+)
 async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
 
@@ -37,14 +42,18 @@ async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     # digits): on the one computing thread, so that a flood of them does not fight
     # every other owner's requests for the GIL from all the backend threads.
     run = c.compute if len(body.text) > LONG_TEXT_CHARS else c.call
-    source_id = await run(c.client.remember, body.owner_id, body.text,
-                          session_id=body.session_id, kind=body.kind)
+    source_id = await run(c.client.remember, body.owner_id, body.text, session_id=body.session_id, kind=body.kind)
     # The hot path: a ready response skips FastAPI's re-validation of the model.
     return JSONResponse({"source_id": source_id, "status": "queued"}, status_code=202)
 
 
-@router.post("/forget", status_code=202, dependencies=[needs("forget")], response_model=ForgetAccepted,
-             responses=errors(*COMMON, "memory_off", "not_found"))
+@router.post(
+    "/forget",
+    status_code=202,
+    dependencies=[needs("forget")],
+    response_model=ForgetAccepted,
+    responses=errors(*COMMON, "memory_off", "not_found"),
+)
 async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     """Forget a source at once (recall stops returning its memories before this
     answers); the purge of the memories derived from it is queued.
@@ -62,8 +71,12 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     return ForgetAccepted(source_id=outcome.source_id, status=outcome.status, purge=outcome.purge)
 
 
-@router.post("/recall", dependencies=[needs("read")], response_model=Memories,
-             responses=errors(*COMMON, "sensitive_content", "memory_off", "model_busy"))
+@router.post(
+    "/recall",
+    dependencies=[needs("read")],
+    response_model=Memories,
+    responses=errors(*COMMON, "sensitive_content", "memory_off", "model_busy"),
+)
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned).
 
@@ -73,10 +86,10 @@ async def recall(body: RecallRequest, c: Ctx) -> Memories:
     an owner whose earlier recalls and searches still hold its share of the model
     gets ``model_busy`` (429), other owners are served meanwhile."""
     check_query_chars(body.query, c.settings.api_max_query_chars)
-    hits = await c.call_model(key := owner_key_of(body.owner_id), c.memory.recall, key, body.query,
-                              body.limit)
-    return Memories(memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score,
-                                     source_ids=h.source_ids) for h in hits])
+    hits = await c.call_model(key := owner_key_of(body.owner_id), c.memory.recall, key, body.query, body.limit)
+    return Memories(
+        memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score, source_ids=h.source_ids) for h in hits]
+    )
 
 
 @router.get("/preferences", dependencies=[needs("read")], response_model=Preferences, responses=errors(*COMMON))

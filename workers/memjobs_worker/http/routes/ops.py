@@ -51,13 +51,24 @@ async def readyz(c: Ctx) -> Ready:
             raise
         raise ProblemError("backend_unavailable", _UNREACHABLE[0]) from None
     models = {b.service: "open" if b.is_open else "closed" for b in breakers}
-    return Ready(status="degraded" if "open" in models.values() else "ready",
-                 redis="ok", state_store="ok", models=models)  # type: ignore[arg-type]
+    return Ready(
+        status="degraded" if "open" in models.values() else "ready",
+        redis="ok",
+        state_store="ok",
+        models=models,  # type: ignore[arg-type]
+    )
 
 
-@router.get("/metrics", response_class=Response,
-            responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
-                             "description": "Prometheus text exposition"}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
+            "description": "Prometheus text exposition",
+        }
+    },
+)
 async def metrics(c: Ctx) -> Response:
     """Requests by route template and status, latency, jobs enqueued."""
     return Response(generate_latest(c.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -18,8 +18,9 @@ from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors
 from memjobs_worker.lifecycle import Owner
 
-router = APIRouter(prefix="/v1/owners", tags=["operations"],
-                   dependencies=[needs("admin", per_owner=False)], route_class=JsonRoute)
+router = APIRouter(
+    prefix="/v1/owners", tags=["operations"], dependencies=[needs("admin", per_owner=False)], route_class=JsonRoute
+)
 
 #: The export's media type: one JSON document per line.
 JSON_LINES = "application/x-ndjson"
@@ -42,13 +43,23 @@ async def erase(owner_id: OwnerId, c: Ctx) -> Erased:
     return Erased(**report.as_dict())
 
 
-@router.get("/export", response_class=StreamingResponse, responses={
-    **errors(*COMMON), 200: {"description": "the export, JSON Lines: a header, then one record per line",
-                             "content": {JSON_LINES: {"schema": {"type": "string"}}}}})
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={
+        **errors(*COMMON),
+        200: {
+            "description": "the export, JSON Lines: a header, then one record per line",
+            "content": {JSON_LINES: {"schema": {"type": "string"}}},
+        },
+    },
+)
 async def export(owner_id: OwnerId, c: Ctx) -> Any:
     """Everything memjobs holds about the owner, as JSON Lines (format
     ``memjobs-owner-export``, docs/data-lifecycle.md)."""
     lines = await c.call(c.export_owner, Owner.of(owner_id))
-    return StreamingResponse(iter(lines), media_type=JSON_LINES,
-                             headers={"Content-Disposition": 'attachment; filename="memjobs-export.jsonl"',
-                                      "Cache-Control": "no-store"})
+    return StreamingResponse(
+        iter(lines),
+        media_type=JSON_LINES,
+        headers={"Content-Disposition": 'attachment; filename="memjobs-export.jsonl"', "Cache-Control": "no-store"},
+    )

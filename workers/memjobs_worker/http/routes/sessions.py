@@ -24,8 +24,7 @@ from memjobs_worker.http.schemas import (
     TaskUpdate,
 )
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")],
-                   route_class=JsonRoute)
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[needs("session")], route_class=JsonRoute)
 
 SessionId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 TaskId = Path(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
@@ -41,8 +40,9 @@ def check_transcript_bytes(turns: Sequence[Turn], limit: int) -> None:
     """
     size = sum(len(t.text.encode("utf-8", "surrogatepass")) for t in turns)
     if size > limit:
-        raise ProblemError("validation", f"transcript: {size} bytes, over the limit of {limit} bytes "
-                           "(MEMJOBS_MAX_TRANSCRIPT_BYTES)")
+        raise ProblemError(
+            "validation", f"transcript: {size} bytes, over the limit of {limit} bytes (MEMJOBS_MAX_TRANSCRIPT_BYTES)"
+        )
 
 
 def _redacted(body: EndSessionRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -56,10 +56,13 @@ def _redacted(body: EndSessionRequest) -> tuple[list[dict[str, Any]], list[dict[
     return transcript, tasks
 
 
-@router.post("/sessions/{session_id:path}/end", status_code=202, response_model=SessionEndAccepted,
-             responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
-async def end_session(body: EndSessionRequest, c: Ctx,
-                      session_id: str = SessionId) -> SessionEndAccepted:
+@router.post(
+    "/sessions/{session_id:path}/end",
+    status_code=202,
+    response_model=SessionEndAccepted,
+    responses=errors(*COMMON, "not_found"),
+)  # a line break in the id routes nowhere
+async def end_session(body: EndSessionRequest, c: Ctx, session_id: str = SessionId) -> SessionEndAccepted:
     """Queue consolidation, the digest and an extraction nudge for the session.
 
     By default both are queued and the workers decide with their own settings
@@ -74,30 +77,40 @@ async def end_session(body: EndSessionRequest, c: Ctx,
     when the request is gone."""
     check_transcript_bytes(body.transcript, c.client.max_transcript_bytes)
     transcript, tasks = await c.compute(_redacted, body)
-    sent = await c.call(c.client.end_session, body.owner_id, session_id, transcript, tasks,
-                        consolidate=body.consolidate, digest=body.digest)
-    opted_out = [actor for actor, wanted in ((ACTOR_CONSOLIDATE, body.consolidate),
-                                             (ACTOR_DIGEST, body.digest)) if not wanted]
-    return SessionEndAccepted(session_id=session_id, enqueued=sent, opted_out=opted_out,
-                              status="queued" if sent else "already_ended")
+    sent = await c.call(
+        c.client.end_session,
+        body.owner_id,
+        session_id,
+        transcript,
+        tasks,
+        consolidate=body.consolidate,
+        digest=body.digest,
+    )
+    opted_out = [
+        actor for actor, wanted in ((ACTOR_CONSOLIDATE, body.consolidate), (ACTOR_DIGEST, body.digest)) if not wanted
+    ]
+    return SessionEndAccepted(
+        session_id=session_id, enqueued=sent, opted_out=opted_out, status="queued" if sent else "already_ended"
+    )
 
 
 @router.get("/sessions", response_model=Sessions, responses=errors(*COMMON))
-async def sessions(key: OwnerKey, c: Ctx,
-                   days: int = Query(default=7, ge=1, le=365),
-                   limit: int = Query(default=50, ge=1, le=1000)) -> Sessions:
+async def sessions(
+    key: OwnerKey, c: Ctx, days: int = Query(default=7, ge=1, le=365), limit: int = Query(default=50, ge=1, le=1000)
+) -> Sessions:
     """The owner's session digests of the last ``days`` days, newest first, each
     task's status read live from the task ledger."""
     cap = min(limit, c.settings.api_max_listing)
     found = await c.call(lambda: c.sessions().recall_sessions(key, days))
-    return Sessions(sessions=[SessionDigest.model_validate(s.as_dict()) for s in found[:cap]],
-                    truncated=len(found) > cap)
+    return Sessions(
+        sessions=[SessionDigest.model_validate(s.as_dict()) for s in found[:cap]], truncated=len(found) > cap
+    )
 
 
-@router.put("/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted,
-            responses=errors(*COMMON, "not_found"))  # a line break in the id routes nowhere
+@router.put(
+    "/tasks/{task_id:path}", status_code=202, response_model=TaskAccepted, responses=errors(*COMMON, "not_found")
+)  # a line break in the id routes nowhere
 async def put_task(body: TaskUpdate, c: Ctx, task_id: str = TaskId) -> TaskAccepted:
     """Report a task's status to the task ledger (read live by session recall)."""
-    await c.call(lambda: c.client.record_task(body.owner_id, task_id, redact_secrets(body.goal),
-                                              body.status))
+    await c.call(lambda: c.client.record_task(body.owner_id, task_id, redact_secrets(body.goal), body.status))
     return TaskAccepted(task_id=task_id, status="queued")

@@ -30,9 +30,7 @@ class MemoryEngine(ABC):
     infers: bool = False
 
     @abstractmethod
-    def extract(
-        self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
-    ) -> list[Produced]:
+    def extract(self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]) -> list[Produced]:
         """Create memories from ``batch``, tagged with ``attempt_id``.
 
         Raises:

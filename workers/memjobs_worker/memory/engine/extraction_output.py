@@ -76,14 +76,12 @@ class CheckedExtractionModel:
         self.model = model
         self.attempts = attempts
 
-    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None,
-                          **kwargs: Any) -> str:
+    def generate_response(self, messages: list[dict[str, str]], response_format: Any = None, **kwargs: Any) -> str:
         """The reply, checked and re-serialised.
 
         Raises:
             ModelUnavailable: the model service failed (transient).
             ModelOutputInvalid: ``attempts`` replies in a row were malformed.
         """
-        data = ask_json(self.model, messages, parse_facts_reply, shape=FACTS_SHAPE,
-                        attempts=self.attempts)
+        data = ask_json(self.model, messages, parse_facts_reply, shape=FACTS_SHAPE, attempts=self.attempts)
         return json.dumps(data, ensure_ascii=False)

@@ -68,23 +68,40 @@ def patch_mem0_tokens(mem0_main: Any) -> None:
     mem0_main.lemmatize_for_bm25 = index_tokens
 
 
-def fused_search(pool: ConnectionPool[Any], table: str, owner_key: str, query: str,
-                 vector: Sequence[float], limit: int, min_score: float) -> list[MemoryHit]:
+def fused_search(
+    pool: ConnectionPool[Any],
+    table: str,
+    owner_key: str,
+    query: str,
+    vector: Sequence[float],
+    limit: int,
+    min_score: float,
+) -> list[MemoryHit]:
     """The owner's ``limit`` best memories for ``query`` (whose vector is ``vector``), by
     :func:`rank_memories`; each hit's ``score`` is the one it gives (1.0 reads "a perfect match")."""
     with pool.connection() as conn:
         memories = similarities(conn, table, owner_key, vector)
         by_keyword, whole = keyword_weights(conn, table, owner_key, query)
     texts = {hit.memory_id: hit.text for hit in memories}
-    ranked = rank_memories([(hit.memory_id, hit.score or 0.0) for hit in memories],
-                           {hit.memory_id: hit.score or 0.0 for hit in by_keyword}, whole, min_score)
+    ranked = rank_memories(
+        [(hit.memory_id, hit.score or 0.0) for hit in memories],
+        {hit.memory_id: hit.score or 0.0 for hit in by_keyword},
+        whole,
+        min_score,
+    )
     return [MemoryHit(memory_id, texts[memory_id], score) for memory_id, score in ranked[:limit]]
 
 
-def rank_memories(memories: Sequence[tuple[str, float]], keyword: Mapping[str, float], whole: float,
-                  min_score: float, *, keyword_weight: float = KEYWORD_WEIGHT,
-                  neighbour_weight: float = NEIGHBOUR_WEIGHT, neighbours: int = NEIGHBOURS,
-                  ) -> list[tuple[str, float]]:
+def rank_memories(
+    memories: Sequence[tuple[str, float]],
+    keyword: Mapping[str, float],
+    whole: float,
+    min_score: float,
+    *,
+    keyword_weight: float = KEYWORD_WEIGHT,
+    neighbour_weight: float = NEIGHBOUR_WEIGHT,
+    neighbours: int = NEIGHBOURS,
+) -> list[tuple[str, float]]:
     """The owner's memories that answer a question, best first, each with its score in [0, 1].
 
     ``memories``: every memory of the owner as (memory id, cosine similarity to the
@@ -111,13 +128,16 @@ def rank_memories(memories: Sequence[tuple[str, float]], keyword: Mapping[str, f
         return []
     mean = sum(cosine for _, cosine in memories) / len(memories)
     span = max(1.0 - mean, 1e-9)
-    own = [((cosine - mean) / span + keyword_weight * (min(1.0, keyword.get(m, 0.0) / whole) if whole > 0 else 0.0))
-           / (1.0 + keyword_weight) for m, cosine in memories]
+    own = [
+        ((cosine - mean) / span + keyword_weight * (min(1.0, keyword.get(m, 0.0) / whole) if whole > 0 else 0.0))
+        / (1.0 + keyword_weight)
+        for m, cosine in memories
+    ]
     scored = []
     for i, (memory_id, cosine) in enumerate(memories):
         if cosine < min_score and keyword.get(memory_id, 0.0) <= 0:
             continue
-        beside = own[max(0, i - neighbours):i] + own[i + 1:i + 1 + neighbours]
+        beside = own[max(0, i - neighbours) : i] + own[i + 1 : i + 1 + neighbours]
         related = min(1.0, max(0.0, own[i] / RELATED))
         score = own[i] + neighbour_weight * related * max([0.0, *beside])
         if score > FLOOR:
@@ -130,10 +150,12 @@ def similarities(conn: Any, table: str, owner_key: str, vector: Sequence[float])
     """Every memory of the owner with its cosine similarity to ``vector`` (as ``score``),
     in the order they were made."""
     rows = conn.execute(
-        sql.SQL("SELECT id, payload->>'data', 1 - (vector <=> %s::vector) FROM {} "
-                "WHERE payload->>'user_id' = %s ORDER BY (payload->>'created_at')::timestamptz, id")
-        .format(sql.Identifier(table)),
-        (vector, owner_key)).fetchall()
+        sql.SQL(
+            "SELECT id, payload->>'data', 1 - (vector <=> %s::vector) FROM {} "
+            "WHERE payload->>'user_id' = %s ORDER BY (payload->>'created_at')::timestamptz, id"
+        ).format(sql.Identifier(table)),
+        (vector, owner_key),
+    ).fetchall()
     return [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows if r[1] and r[2] is not None]
 
 
@@ -149,14 +171,17 @@ def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[
     if not tokens:
         return [], 0.0
     queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in tokens]
-    holds = [sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
-             for t, q in zip(tokens, queries, strict=True)]
+    holds = [
+        sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
+        for t, q in zip(tokens, queries, strict=True)
+    ]
     params: list[Any] = [p for t in tokens for p in ("simple" if is_unspaced_token(t) else "english", t)]
     # Each memory's text is parsed once per configuration the question needs (most of the time).
     unspaced = {is_unspaced_token(t) for t in tokens}
     parsed = sql.SQL(", ").join(
         [sql.SQL("to_tsvector('english', {lem}) AS e").format(lem=sql.SQL(_LEMMAS))] * (False in unspaced)
-        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in unspaced))
+        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in unspaced)
+    )
     rows = conn.execute(
         sql.SQL(
             "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text, {parsed}"
@@ -164,14 +189,20 @@ def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[
             " held AS (SELECT id, text, ARRAY[{holds}] AS holds FROM owned)"
             " SELECT (SELECT count(*) FROM owned), ARRAY[{words}], id, text, holds FROM held"
             " WHERE true = ANY(holds)"
-        ).format(parsed=parsed, table=sql.Identifier(table), holds=sql.SQL(", ").join(holds),
-                 words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries)),
-        (owner_key, *params, *params)).fetchall()
+        ).format(
+            parsed=parsed,
+            table=sql.Identifier(table),
+            holds=sql.SQL(", ").join(holds),
+            words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries),
+        ),
+        (owner_key, *params, *params),
+    ).fetchall()
     if not rows:
         return [], 0.0
     total, words = int(rows[0][0]), rows[0][1]
     containing = [sum(1 for r in rows if r[4][i]) for i in range(len(tokens))]
     weights = [idf(total, n) for n in containing]
-    scored = [MemoryHit(str(r[2]), r[3], sum(w for w, held in zip(weights, r[4], strict=True) if held))
-              for r in rows if r[3]]
+    scored = [
+        MemoryHit(str(r[2]), r[3], sum(w for w, held in zip(weights, r[4], strict=True) if held)) for r in rows if r[3]
+    ]
     return scored, question_weight(total, containing, words)

@@ -140,8 +140,15 @@ class Mem0Engine(MemoryEngine):
         # A connection the server closed (a restart, a failover) is replaced
         # before use, not handed to mem0 to fail a job with; lost connections
         # are replaced promptly once the server is back (RecoveringPool).
-        pool = RecoveringPool(conninfo=database_url, min_size=1, max_size=8, timeout=10,
-                              kwargs={"autocommit": True}, open=False, name="mem0-vectors")
+        pool = RecoveringPool(
+            conninfo=database_url,
+            min_size=1,
+            max_size=8,
+            timeout=10,
+            kwargs={"autocommit": True},
+            open=False,
+            name="mem0-vectors",
+        )
         pool.open(wait=False)
         try:
             _create_collection(database_url, self._table, dims)  # what mem0 makes, before a search needs it
@@ -222,9 +229,7 @@ class Mem0Engine(MemoryEngine):
             memory.llm = CheckedExtractionModel(self._chat)
         return memory
 
-    def extract(
-        self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
-    ) -> list[Produced]:
+    def extract(self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]) -> list[Produced]:
         texts = [(s.source_id, s.text) for s in batch if s.text]
         if not texts:
             return []
@@ -242,8 +247,7 @@ class Mem0Engine(MemoryEngine):
                 return [Produced(m["id"], batch_ids) for m in result["results"]]
             return self._store_verbatim(owner_key, attempt_id, [s for s in batch if s.text])
 
-    def _store_verbatim(self, owner_key: str, attempt_id: str,
-                        batch: Sequence[SourceRecord]) -> list[Produced]:
+    def _store_verbatim(self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]) -> list[Produced]:
         """Each source as one memory, as mem0's ``add(infer=False)`` would store it
         (the same row: id, vector, payload), but the batch's vectors in one
         embedding call and its rows in one statement: one round trip and one
@@ -254,17 +258,25 @@ class Mem0Engine(MemoryEngine):
         # by creation order (fused_search.similarities), as mem0's one-by-one adds gave.
         now = datetime.now(UTC)
         ids = [str(uuid.uuid4()) for _ in batch]
-        payloads = [json.dumps(verbatim_payload(owner_key, attempt_id, s.source_id, s.text or "",
-                                                (now + timedelta(microseconds=i)).isoformat()))
-                    for i, s in enumerate(batch)]
+        payloads = [
+            json.dumps(
+                verbatim_payload(
+                    owner_key, attempt_id, s.source_id, s.text or "", (now + timedelta(microseconds=i)).isoformat()
+                )
+            )
+            for i, s in enumerate(batch)
+        ]
         rows = [_VectorDumper.text(v) for v in vectors]
         with self._pool.connection() as conn:
             conn.execute(
-                sql.SQL("INSERT INTO {} (id, vector, payload) "
-                        "SELECT CAST(i AS uuid), CAST(v AS vector), CAST(p AS jsonb) "
-                        "FROM unnest(CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[])) "
-                        "AS r(i, v, p)").format(sql.Identifier(self._table)),
-                (ids, rows, payloads))
+                sql.SQL(
+                    "INSERT INTO {} (id, vector, payload) "
+                    "SELECT CAST(i AS uuid), CAST(v AS vector), CAST(p AS jsonb) "
+                    "FROM unnest(CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS text[])) "
+                    "AS r(i, v, p)"
+                ).format(sql.Identifier(self._table)),
+                (ids, rows, payloads),
+            )
         return [Produced(memory_id, (s.source_id,)) for memory_id, s in zip(ids, batch, strict=True)]
 
     def delete(self, owner_key: str, memory_ids: Sequence[str]) -> None:
@@ -276,9 +288,9 @@ class Mem0Engine(MemoryEngine):
 
     def delete_attempt(self, owner_key: str, attempt_id: str) -> int:
         with _translated("cleanup", self._pool):
-            found = self.memory.get_all(
-                filters={"user_id": owner_key, "attempt_id": attempt_id}, top_k=_LIST_LIMIT
-            )["results"]
+            found = self.memory.get_all(filters={"user_id": owner_key, "attempt_id": attempt_id}, top_k=_LIST_LIMIT)[
+                "results"
+            ]
         ids = [m["id"] for m in found]
         self.delete(owner_key, ids)
         return len(ids)
@@ -290,8 +302,7 @@ class Mem0Engine(MemoryEngine):
             vectors.prime(list(texts))  # one embedding call for them all
             try:
                 for text in texts:
-                    result = self.memory.add(text, user_id=owner_key, metadata={"restored": True},
-                                             infer=False)
+                    result = self.memory.add(text, user_id=owner_key, metadata={"restored": True}, infer=False)
                     ids.append(result["results"][0]["id"])
             finally:
                 vectors.prime([])
@@ -322,16 +333,23 @@ def passage_text(source: SourceRecord) -> str:
     return source.text or ""
 
 
-def verbatim_payload(owner_key: str, attempt_id: str, source_id: str, text: str,
-                     created_at: str) -> dict[str, Any]:
+def verbatim_payload(owner_key: str, attempt_id: str, source_id: str, text: str, created_at: str) -> dict[str, Any]:
     """The payload mem0's ``add(text, user_id=…, metadata=…, infer=False)`` stores
     for one message (mem0 2.x: its metadata, the owner, the role, the text, its
     hash, the times and the keyword form), so every reader of mem0's rows (its
     ``get_all``, fused search, deletes by attempt) finds a batch-stored memory
     as it finds one mem0 stored."""
-    return {"attempt_id": attempt_id, "source_id": source_id, "user_id": owner_key, "role": "user",
-            "data": text, "hash": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 (mem0's hash)
-            "created_at": created_at, "updated_at": created_at, "text_lemmatized": index_tokens(text)}
+    return {
+        "attempt_id": attempt_id,
+        "source_id": source_id,
+        "user_id": owner_key,
+        "role": "user",
+        "data": text,
+        "hash": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 (mem0's hash)
+        "created_at": created_at,
+        "updated_at": created_at,
+        "text_lemmatized": index_tokens(text),
+    }
 
 
 class _Vector(list[float]):
@@ -371,8 +389,9 @@ class _TextVectors:
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed ``texts`` now, for this thread's next ``embed`` of each (none: forget them)."""
-        self._primed.vectors = (dict(zip(texts, self.embedder.embed_batch(list(texts), "add"), strict=True))
-                                if texts else {})
+        self._primed.vectors = (
+            dict(zip(texts, self.embedder.embed_batch(list(texts), "add"), strict=True)) if texts else {}
+        )
 
     def embed(self, text: Any, memory_action: str | None = None) -> _Vector:
         primed: dict[str, Any] = getattr(self._primed, "vectors", {})
@@ -390,11 +409,16 @@ def _create_collection(database_url: str, table: str, dims: int) -> None:
     connection of its own, so that the pool keeps one while idle."""
     with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), "
-                             "payload JSONB)").format(sql.Identifier(table), sql.Literal(dims)))
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} "
-                             "USING gin(to_tsvector('simple', payload->>'text_lemmatized'))")
-                     .format(sql.Identifier(f"{table}_text_lemmatized_idx"), sql.Identifier(table)))
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)").format(
+                sql.Identifier(table), sql.Literal(dims)
+            )
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING gin(to_tsvector('simple', payload->>'text_lemmatized'))"
+            ).format(sql.Identifier(f"{table}_text_lemmatized_idx"), sql.Identifier(table))
+        )
 
 
 def _index_by_owner(database_url: str, table: str) -> None:
@@ -414,15 +438,17 @@ def _index_by_owner(database_url: str, table: str) -> None:
     owner_index, hnsw_index = f"{table}_owner_idx", f"{table}_hnsw_idx"
     try:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            present = {r[0] for r in conn.execute(
-                "SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,))}
+            present = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,))}
             if owner_index in present and hnsw_index not in present:
                 return
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory.MIGRATIONS,))
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(hnsw_index)))
-                conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((payload->>'user_id'))")
-                             .format(sql.Identifier(owner_index), sql.Identifier(table)))
+                conn.execute(
+                    sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((payload->>'user_id'))").format(
+                        sql.Identifier(owner_index), sql.Identifier(table)
+                    )
+                )
     except psycopg.OperationalError as exc:
         raise BackendUnavailable(f"mem0's vector store did not answer: {exc}") from exc
 
@@ -454,7 +480,5 @@ class _translated:
                 # go through the URL's hosts again (target_session_attrs).
                 self.pool.drain()
             if is_outage(cause):
-                raise BackendUnavailable(
-                    f"mem0's vector store did not answer during {self.what}"
-                ) from exc
+                raise BackendUnavailable(f"mem0's vector store did not answer during {self.what}") from exc
             cause = cause.__cause__ or cause.__context__

@@ -73,8 +73,9 @@ class InMemoryEngine(MemoryEngine):
         min_score: search results scoring below this are dropped (as mem0's threshold).
     """
 
-    def __init__(self, *, extractor: Extractor | None = None,
-                 embedder: HashingEmbedder | None = None, min_score: float = 0.1) -> None:
+    def __init__(
+        self, *, extractor: Extractor | None = None, embedder: HashingEmbedder | None = None, min_score: float = 0.1
+    ) -> None:
         self.extractor = extractor
         self.infers = extractor is not None
         self.embedder = embedder or HashingEmbedder()
@@ -105,9 +106,7 @@ class InMemoryEngine(MemoryEngine):
 
     # -- the seam --------------------------------------------------------------
 
-    def extract(
-        self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]
-    ) -> list[Produced]:
+    def extract(self, owner_key: str, attempt_id: str, batch: Sequence[SourceRecord]) -> list[Produced]:
         texts = [(s.source_id, s.text) for s in batch if s.text]
         self._record("extract", owner_key, attempt_id, tuple(text for _, text in texts))
         self.before_extract(owner_key, batch)
@@ -128,8 +127,9 @@ class InMemoryEngine(MemoryEngine):
     def delete_attempt(self, owner_key: str, attempt_id: str) -> int:
         self._record("delete_attempt", owner_key, attempt_id)
         with self._lock:
-            doomed = [m.memory_id for m in self._memories.values()
-                      if m.owner_key == owner_key and m.attempt_id == attempt_id]
+            doomed = [
+                m.memory_id for m in self._memories.values() if m.owner_key == owner_key and m.attempt_id == attempt_id
+            ]
             for memory_id in doomed:
                 del self._memories[memory_id]
         return len(doomed)
@@ -142,8 +142,11 @@ class InMemoryEngine(MemoryEngine):
         self._record("search", owner_key, query, limit)
         wanted = self.embedder.embed(query)
         with self._lock:
-            scored = [(sum(a * b for a, b in zip(wanted, m.vector, strict=True)), m)
-                      for m in self._memories.values() if m.owner_key == owner_key]
+            scored = [
+                (sum(a * b for a, b in zip(wanted, m.vector, strict=True)), m)
+                for m in self._memories.values()
+                if m.owner_key == owner_key
+            ]
         kept = [(score, m) for score, m in scored if score >= self.min_score]
         kept.sort(key=lambda pair: -pair[0])  # stable: ties stay in creation order
         return [MemoryHit(m.memory_id, m.text, score) for score, m in kept[:limit]]
@@ -151,8 +154,7 @@ class InMemoryEngine(MemoryEngine):
     def list(self, owner_key: str) -> list[MemoryHit]:
         self._record("list", owner_key)
         with self._lock:
-            return [MemoryHit(m.memory_id, m.text) for m in self._memories.values()
-                    if m.owner_key == owner_key]
+            return [MemoryHit(m.memory_id, m.text) for m in self._memories.values() if m.owner_key == owner_key]
 
     def close(self) -> None:
         """Nothing to release."""

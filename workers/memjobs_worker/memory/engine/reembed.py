@@ -69,8 +69,11 @@ def check_memory_vectors(database_url: str, model: str, dims: int) -> None:
         if stored is None:
             if others:
                 raise EmbeddingModelChanged("memory", _describe(others), model, sum(others.values()))
-            conn.execute("INSERT INTO embedding_models (space, model, dims, updated_at) "
-                         "VALUES ('memory', %s, %s, now()) ON CONFLICT (space) DO NOTHING", (model, dims))
+            conn.execute(
+                "INSERT INTO embedding_models (space, model, dims, updated_at) "
+                "VALUES ('memory', %s, %s, now()) ON CONFLICT (space) DO NOTHING",
+                (model, dims),
+            )
             stored = _recorded(conn)
         if stored is not None and stored != (model, dims):
             count = sum(others.values()) + (_count(conn, collection(dims)) if stored[1] == dims else 0)
@@ -91,8 +94,15 @@ def memories_to_reembed(database_url: str, model: str, dims: int) -> int:
         return count
 
 
-def reembed_memories(database_url: str, embedder: Any, model: str, dims: int, *,
-                     batch: int = REEMBED_BATCH, progress: Progress = _no_progress) -> int:
+def reembed_memories(
+    database_url: str,
+    embedder: Any,
+    model: str,
+    dims: int,
+    *,
+    batch: int = REEMBED_BATCH,
+    progress: Progress = _no_progress,
+) -> int:
     """Re-embed every memory not in the current embedder's collection; returns how many.
 
     One at a time per database (an advisory lock); safe to interrupt and run
@@ -104,21 +114,24 @@ def reembed_memories(database_url: str, embedder: Any, model: str, dims: int, *,
         try:
             with conn.transaction():
                 stored = _recorded(conn)
-                if (stored is not None and stored != (model, dims) and stored[1] == dims
-                        and _exists(conn, target)):
+                if stored is not None and stored != (model, dims) and stored[1] == dims and _exists(conn, target):
                     _set_aside(conn, target, f"{_ASIDE}{dims}")
                 _create(conn, target, dims)
-                conn.execute("INSERT INTO embedding_models (space, model, dims, updated_at) "
-                             "VALUES ('memory', %s, %s, now()) ON CONFLICT (space) DO UPDATE "
-                             "SET model = EXCLUDED.model, dims = EXCLUDED.dims, updated_at = now()",
-                             (model, dims))
+                conn.execute(
+                    "INSERT INTO embedding_models (space, model, dims, updated_at) "
+                    "VALUES ('memory', %s, %s, now()) ON CONFLICT (space) DO UPDATE "
+                    "SET model = EXCLUDED.model, dims = EXCLUDED.dims, updated_at = now()",
+                    (model, dims),
+                )
             sources = _other_collections(conn, target)
             total, done = sum(sources.values()), 0
             progress(done, total)
             for source in sources:
                 while True:
-                    rows = conn.execute(sql.SQL("SELECT id, payload FROM {} ORDER BY id LIMIT %s")
-                                        .format(sql.Identifier(source)), (batch,)).fetchall()
+                    rows = conn.execute(
+                        sql.SQL("SELECT id, payload FROM {} ORDER BY id LIMIT %s").format(sql.Identifier(source)),
+                        (batch,),
+                    ).fetchall()
                     if not rows:
                         break
                     payloads = [dict(r[1] or {}) for r in rows]
@@ -128,13 +141,20 @@ def reembed_memories(database_url: str, embedder: Any, model: str, dims: int, *,
                     with conn.transaction():
                         with conn.cursor() as cur:
                             cur.executemany(
-                                sql.SQL("INSERT INTO {} (id, vector, payload) VALUES (%s, %s::vector, %s) "
-                                        "ON CONFLICT (id) DO UPDATE SET vector = EXCLUDED.vector, "
-                                        "payload = EXCLUDED.payload").format(sql.Identifier(target)),
-                                [(r[0], _literal(v), json.dumps(p))
-                                 for r, v, p in zip(rows, vectors, payloads, strict=True)])
-                        conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(sql.Identifier(source)),
-                                     ([r[0] for r in rows],))
+                                sql.SQL(
+                                    "INSERT INTO {} (id, vector, payload) VALUES (%s, %s::vector, %s) "
+                                    "ON CONFLICT (id) DO UPDATE SET vector = EXCLUDED.vector, "
+                                    "payload = EXCLUDED.payload"
+                                ).format(sql.Identifier(target)),
+                                [
+                                    (r[0], _literal(v), json.dumps(p))
+                                    for r, v, p in zip(rows, vectors, payloads, strict=True)
+                                ],
+                            )
+                        conn.execute(
+                            sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(sql.Identifier(source)),
+                            ([r[0] for r in rows],),
+                        )
                     done += len(rows)
                     progress(done, total)
                 conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(source)))
@@ -164,9 +184,13 @@ def _count(conn: Any, table: str) -> int:
 
 def _other_collections(conn: Any, current: str) -> dict[str, int]:
     """mem0's collections other than ``current`` that hold memories, with how many."""
-    names = [r[0] for r in conn.execute(
-        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
-        (_PREFIX.replace("_", r"\_") + "%",))]
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
+            (_PREFIX.replace("_", r"\_") + "%",),
+        )
+    ]
     counts = {name: _count(conn, name) for name in sorted(names) if name != current}
     return {name: n for name, n in counts.items() if n > 0}
 
@@ -178,18 +202,27 @@ def _describe(others: dict[str, int]) -> str:
 
 def _create(conn: Any, table: str, dims: int) -> None:
     """The collection as mem0's pgvector provider creates it (mem0 adds its indexes later)."""
-    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)")
-                 .format(sql.Identifier(table), sql.Literal(dims)))
+    conn.execute(
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (id UUID PRIMARY KEY, vector vector({}), payload JSONB)").format(
+            sql.Identifier(table), sql.Literal(dims)
+        )
+    )
 
 
 def _set_aside(conn: Any, table: str, aside: str) -> None:
     """Rename a collection and its indexes, freeing the names for a new one."""
     if _exists(conn, aside):  # an earlier set-aside not yet emptied: merge into it
-        conn.execute(sql.SQL("INSERT INTO {} SELECT * FROM {} ON CONFLICT (id) DO NOTHING")
-                     .format(sql.Identifier(aside), sql.Identifier(table)))
+        conn.execute(
+            sql.SQL("INSERT INTO {} SELECT * FROM {} ON CONFLICT (id) DO NOTHING").format(
+                sql.Identifier(aside), sql.Identifier(table)
+            )
+        )
         conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
         return
     for (index,) in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,)).fetchall():
-        conn.execute(sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-            sql.Identifier(index), sql.Identifier(index.replace(table, aside, 1))))
+        conn.execute(
+            sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                sql.Identifier(index), sql.Identifier(index.replace(table, aside, 1))
+            )
+        )
     conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(sql.Identifier(table), sql.Identifier(aside)))

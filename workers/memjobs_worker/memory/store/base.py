@@ -203,8 +203,7 @@ class StateStore(ABC):
     def clear_tombstones(self, memory_ids: Sequence[str]) -> None: ...
 
     @abstractmethod
-    def learned_provenance(self, owner_key: str,
-                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def learned_provenance(self, owner_key: str, memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
         """memory id → its sources, for memories whose sources are all learned
         (only among ``memory_ids`` when given)."""
 

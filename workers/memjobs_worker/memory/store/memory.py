@@ -87,27 +87,40 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             row = self._sources.get((payload.owner_key, payload.source_id))
             if row is None:
-                self._sources[(payload.owner_key, payload.source_id)] = _Row(SourceRecord(
-                    source_id=payload.source_id, owner_key=payload.owner_key, state="pending",
-                    kind=payload.kind, session_id=payload.session_id, text=payload.text,
-                    created_at=now, updated_at=now, learned_at=None,
-                ))
+                self._sources[(payload.owner_key, payload.source_id)] = _Row(
+                    SourceRecord(
+                        source_id=payload.source_id,
+                        owner_key=payload.owner_key,
+                        state="pending",
+                        kind=payload.kind,
+                        session_id=payload.session_id,
+                        text=payload.text,
+                        created_at=now,
+                        updated_at=now,
+                        learned_at=None,
+                    )
+                )
                 return "created"
             if row.record.state not in ("forgotten", "failed"):
                 return "duplicate"
-            if row.record.state == "forgotten" and row.forgotten_at is not None \
-                    and sent_at <= row.forgotten_at:
+            if row.record.state == "forgotten" and row.forgotten_at is not None and sent_at <= row.forgotten_at:
                 return "forgotten"  # a late or redelivered request: the forget wins
-            row.record = replace(row.record, state="pending", text=payload.text,
-                                 kind=payload.kind, session_id=payload.session_id,
-                                 updated_at=now, learned_at=None, reason=None)
+            row.record = replace(
+                row.record,
+                state="pending",
+                text=payload.text,
+                kind=payload.kind,
+                session_id=payload.session_id,
+                updated_at=now,
+                learned_at=None,
+                reason=None,
+            )
             row.forgotten_at = None
             return "revived"
 
     def list_sources(self, owner_key: str) -> list[SourceRecord]:
         with self._lock:
-            return sorted((r.record for r in self._sources.values()
-                           if r.record.owner_key == owner_key), key=_age)
+            return sorted((r.record for r in self._sources.values() if r.record.owner_key == owner_key), key=_age)
 
     def source_state(self, owner_key: str, source_id: str) -> SourceState | None:
         with self._lock:
@@ -123,13 +136,17 @@ class InMemoryStateStore(StateStore):
 
     def oldest_pending_at(self) -> datetime | None:
         with self._lock:
-            return min((r.record.updated_at for r in self._sources.values()
-                        if r.record.state == "pending"), default=None)
+            return min(
+                (r.record.updated_at for r in self._sources.values() if r.record.state == "pending"), default=None
+            )
 
     def pending_window(self, owner_key: str) -> PendingWindow:
         with self._lock:
-            times = [r.record.updated_at for r in self._sources.values()
-                     if r.record.owner_key == owner_key and r.record.state == "pending"]
+            times = [
+                r.record.updated_at
+                for r in self._sources.values()
+                if r.record.owner_key == owner_key and r.record.state == "pending"
+            ]
             if not times:
                 return PendingWindow(0, 0, 0)
             now = self.clock()
@@ -137,15 +154,19 @@ class InMemoryStateStore(StateStore):
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._lock:
-            return sorted({r.record.owner_key for r in self._sources.values()
-                           if r.record.state == "pending" and r.record.updated_at <= before})
+            return sorted(
+                {
+                    r.record.owner_key
+                    for r in self._sources.values()
+                    if r.record.state == "pending" and r.record.updated_at <= before
+                }
+            )
 
     # -- extraction attempts ------------------------------------------------------
 
     def open_attempts(self, owner_key: str) -> list[str]:
         with self._lock:
-            return [a.attempt_id for a in self._attempts.values()
-                    if a.owner_key == owner_key and a.state == "open"]
+            return [a.attempt_id for a in self._attempts.values() if a.owner_key == owner_key and a.state == "open"]
 
     def newest_token(self, owner_key: str) -> int:
         with self._lock:
@@ -159,8 +180,9 @@ class InMemoryStateStore(StateStore):
 
     def prune_attempts(self, started_before: datetime) -> int:
         with self._lock:
-            ended = [a.attempt_id for a in self._attempts.values()
-                     if a.state != "open" and a.started_at < started_before]
+            ended = [
+                a.attempt_id for a in self._attempts.values() if a.state != "open" and a.started_at < started_before
+            ]
             for attempt_id in ended:
                 del self._attempts[attempt_id]
             return len(ended)
@@ -168,17 +190,27 @@ class InMemoryStateStore(StateStore):
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
         with self._lock:
             self._fence(owner_key, token)
-            pending = sorted((r.record for r in self._sources.values()
-                              if r.record.owner_key == owner_key and r.record.state == "pending"),
-                             key=_age)
+            pending = sorted(
+                (
+                    r.record
+                    for r in self._sources.values()
+                    if r.record.owner_key == owner_key and r.record.state == "pending"
+                ),
+                key=_age,
+            )
             batch = tuple(pending[:batch_size])
             if not batch:
                 return None
             attempt_id = uuid.uuid4().hex
             self._attempts[attempt_id] = _AttemptRow(
-                attempt_id=attempt_id, owner_key=owner_key, token=token,
-                source_ids=tuple(s.source_id for s in batch), state="open", pid=os.getpid(),
-                started_seq=next(self._seq), started_at=self.clock(),
+                attempt_id=attempt_id,
+                owner_key=owner_key,
+                token=token,
+                source_ids=tuple(s.source_id for s in batch),
+                state="open",
+                pid=os.getpid(),
+                started_seq=next(self._seq),
+                started_at=self.clock(),
             )
         return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch)
 
@@ -188,8 +220,9 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             self._fence(attempt.owner_key, attempt.token)
             owner = attempt.owner_key
-            states = {sid: self._sources[(owner, sid)].record.state
-                      for sid in batch_ids if (owner, sid) in self._sources}
+            states = {
+                sid: self._sources[(owner, sid)].record.state for sid in batch_ids if (owner, sid) in self._sources
+            }
             discarded: list[str] = []
             blocked: set[str] = set()
             for memory in produced:
@@ -228,8 +261,7 @@ class InMemoryStateStore(StateStore):
 
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
         with self._lock:
-            rows = sorted((a for a in self._attempts.values() if a.owner_key == owner_key),
-                          key=lambda a: a.started_seq)
+            rows = sorted((a for a in self._attempts.values() if a.owner_key == owner_key), key=lambda a: a.started_seq)
             return [(a.attempt_id, a.started_seq, a.ended_seq, a.state) for a in rows]
 
     # -- forgetting ---------------------------------------------------------------
@@ -242,14 +274,22 @@ class InMemoryStateStore(StateStore):
                 # The forget overtook its remember: leave a forgotten marker so the
                 # remember, when it arrives, finds the source already forgotten.
                 # The owner's own row: another owner's source with this id is another row.
-                self._sources[(owner_key, source_id)] = _Row(SourceRecord(
-                    source_id=source_id, owner_key=owner_key, state="forgotten",
-                    kind="utterance", session_id=None, text=None,
-                    created_at=now, updated_at=now, learned_at=None,
-                ), forgotten_at=sent_at)
+                self._sources[(owner_key, source_id)] = _Row(
+                    SourceRecord(
+                        source_id=source_id,
+                        owner_key=owner_key,
+                        state="forgotten",
+                        kind="utterance",
+                        session_id=None,
+                        text=None,
+                        created_at=now,
+                        updated_at=now,
+                        learned_at=None,
+                    ),
+                    forgotten_at=sent_at,
+                )
                 return ForgetResult(found=False)
-            row.record = replace(row.record, state="forgotten", text=None, updated_at=now,
-                                 learned_at=None, reason=None)
+            row.record = replace(row.record, state="forgotten", text=None, updated_at=now, learned_at=None, reason=None)
             row.forgotten_at = sent_at
             mine = [(m, s) for o, m, s in self._provenance if o == owner_key]
             memory_ids = sorted({m for m, s in mine if s == source_id})
@@ -259,8 +299,7 @@ class InMemoryStateStore(StateStore):
             for sid in sharers:
                 shared = self._sources.get((owner_key, sid))
                 if shared is not None and shared.record.state == "learned":
-                    shared.record = replace(shared.record, state="pending", learned_at=None,
-                                            updated_at=now)
+                    shared.record = replace(shared.record, state="pending", learned_at=None, updated_at=now)
                     relearn.append(sid)
             for memory_id in memory_ids:
                 self._tombstones.setdefault(memory_id, owner_key)
@@ -277,16 +316,14 @@ class InMemoryStateStore(StateStore):
 
     # -- reads ------------------------------------------------------------------
 
-    def learned_provenance(self, owner_key: str,
-                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def learned_provenance(self, owner_key: str, memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
         wanted = None if memory_ids is None else set(memory_ids)
         by_memory: dict[str, list[str]] = {}
         not_learned: set[str] = set()
         with self._lock:
             for owner, memory_id, source_id in sorted(self._provenance):
                 row = self._sources.get((owner, source_id))
-                if owner != owner_key or row is None or (wanted is not None
-                                                         and memory_id not in wanted):
+                if owner != owner_key or row is None or (wanted is not None and memory_id not in wanted):
                     continue
                 by_memory.setdefault(memory_id, []).append(source_id)
                 if row.record.state != "learned":

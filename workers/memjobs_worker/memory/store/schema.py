@@ -32,8 +32,7 @@ sources = sa.Table(
     sa.Column("learned_at", sa.DateTime(timezone=True)),
     sa.Column("forgotten_at", sa.DateTime(timezone=True)),
     sa.Column("reason", sa.Text),  # why a source is failed; never user text
-    sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten', 'failed')",
-                       name="sources_state"),
+    sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten', 'failed')", name="sources_state"),
 )
 sa.Index("sources_owner_state", sources.c.owner_key, sources.c.state, sources.c.updated_at)
 
@@ -45,8 +44,9 @@ provenance = sa.Table(
     sa.Column("owner_key", sa.Text, primary_key=True),
     sa.Column("memory_id", sa.Text, primary_key=True),
     sa.Column("source_id", sa.Text, primary_key=True),
-    sa.ForeignKeyConstraint(["owner_key", "source_id"], ["sources.owner_key", "sources.source_id"],
-                            name="provenance_source_fkey"),
+    sa.ForeignKeyConstraint(
+        ["owner_key", "source_id"], ["sources.owner_key", "sources.source_id"], name="provenance_source_fkey"
+    ),
 )
 sa.Index("provenance_source", provenance.c.owner_key, provenance.c.source_id)
 

@@ -45,9 +45,12 @@ from memjobs_worker.memory.store.sql_rows import end_attempt, fence, next_seq, r
 #: (remember runs it for every source; building it per call cost more than running it).
 _INSERT_SOURCE = (
     pg_insert(sources)
-    .values({name: sa.bindparam(name, type_=sources.c[name].type)
-             for name in ("source_id", "owner_key", "state", "kind", "session_id", "text",
-                          "created_at", "updated_at")})
+    .values(
+        {
+            name: sa.bindparam(name, type_=sources.c[name].type)
+            for name in ("source_id", "owner_key", "state", "kind", "session_id", "text", "created_at", "updated_at")
+        }
+    )
     .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
     .returning(sources.c.source_id)
 )
@@ -150,9 +153,16 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def add_source(self, payload: RememberSource, *, sent_at: datetime) -> AddOutcome:
         now = self.clock()
-        values = {"source_id": payload.source_id, "owner_key": payload.owner_key, "state": "pending",
-                  "kind": payload.kind, "session_id": payload.session_id, "text": payload.text,
-                  "created_at": now, "updated_at": now}
+        values = {
+            "source_id": payload.source_id,
+            "owner_key": payload.owner_key,
+            "state": "pending",
+            "kind": payload.kind,
+            "session_id": payload.session_id,
+            "text": payload.text,
+            "created_at": now,
+            "updated_at": now,
+        }
         # The common case, a new source, is one statement that is atomic alone:
         # one round trip, no transaction around it. Rows are keyed by (owner,
         # source id): a row of another owner with the same id is never touched.
@@ -162,25 +172,27 @@ class SqlStateStore(SqlForgetting, StateStore):
         with self._tx() as conn:
             row = conn.execute(
                 sa.select(sources.c.state, sources.c.forgotten_at)
-                .where(sources.c.owner_key == payload.owner_key,
-                       sources.c.source_id == payload.source_id)
+                .where(sources.c.owner_key == payload.owner_key, sources.c.source_id == payload.source_id)
                 .with_for_update()
             ).first()
             if row is None:  # gone in between (retention): insert it after all
                 return "created" if conn.execute(_INSERT_SOURCE, values).first() is not None else "duplicate"
             if row.state not in ("forgotten", "failed"):
                 return "duplicate"
-            if row.state == "forgotten" and row.forgotten_at is not None \
-                    and sent_at <= row.forgotten_at:
+            if row.state == "forgotten" and row.forgotten_at is not None and sent_at <= row.forgotten_at:
                 return "forgotten"  # a late or redelivered request: the forget wins
             conn.execute(
                 sources.update()
-                .where(sources.c.owner_key == payload.owner_key,
-                       sources.c.source_id == payload.source_id)
+                .where(sources.c.owner_key == payload.owner_key, sources.c.source_id == payload.source_id)
                 .values(
-                    state="pending", text=payload.text, kind=payload.kind,
-                    session_id=payload.session_id, updated_at=now,
-                    learned_at=None, forgotten_at=None, reason=None,
+                    state="pending",
+                    text=payload.text,
+                    kind=payload.kind,
+                    session_id=payload.session_id,
+                    updated_at=now,
+                    learned_at=None,
+                    forgotten_at=None,
+                    reason=None,
                 )
             )
             return "revived"
@@ -197,16 +209,13 @@ class SqlStateStore(SqlForgetting, StateStore):
     def source_state(self, owner_key: str, source_id: str) -> SourceState | None:
         with self._one() as conn:
             state = conn.execute(
-                sa.select(sources.c.state)
-                .where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
+                sa.select(sources.c.state).where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
             ).scalar()
         return state
 
     def counts_by_state(self) -> dict[str, int]:
         with self._one() as conn:
-            rows = conn.execute(
-                sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)
-            ).all()
+            rows = conn.execute(sa.select(sources.c.state, sa.func.count()).group_by(sources.c.state)).all()
         counts: dict[str, int] = dict.fromkeys(SOURCE_STATES, 0)
         counts.update({str(state): int(n) for state, n in rows})
         return counts
@@ -221,8 +230,9 @@ class SqlStateStore(SqlForgetting, StateStore):
     def pending_window(self, owner_key: str) -> PendingWindow:
         with self._one() as conn:
             row = conn.execute(
-                sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at))
-                .where(sources.c.owner_key == owner_key, sources.c.state == "pending")
+                sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at)).where(
+                    sources.c.owner_key == owner_key, sources.c.state == "pending"
+                )
             ).one()
         count, oldest, newest = row
         if not count:
@@ -243,31 +253,25 @@ class SqlStateStore(SqlForgetting, StateStore):
 
     def newest_token(self, owner_key: str) -> int:
         with self._one() as conn:
-            value = conn.execute(
-                sa.select(fencing.c.token).where(fencing.c.owner_key == owner_key)
-            ).scalar()
+            value = conn.execute(sa.select(fencing.c.token).where(fencing.c.owner_key == owner_key)).scalar()
         return int(value) if value is not None else 0
 
     def open_attempts(self, owner_key: str) -> list[str]:
         with self._one() as conn:
             rows = conn.execute(
-                sa.select(attempts.c.attempt_id).where(
-                    attempts.c.owner_key == owner_key, attempts.c.state == "open"
-                )
+                sa.select(attempts.c.attempt_id).where(attempts.c.owner_key == owner_key, attempts.c.state == "open")
             ).all()
         return [r.attempt_id for r in rows]
 
     def owed(self, owner_key: str) -> tuple[list[str], list[str]]:
         with self._one() as conn:
             rows = conn.execute(_OWED, {"owner_key": owner_key}).all()
-        return ([r.id for r in rows if r.kind == "attempt"],
-                [r.id for r in rows if r.kind == "tombstone"])
+        return ([r.id for r in rows if r.kind == "attempt"], [r.id for r in rows if r.kind == "tombstone"])
 
     def prune_attempts(self, started_before: datetime) -> int:
         with self._one() as conn:
             return conn.execute(
-                attempts.delete().where(attempts.c.state != "open",
-                                        attempts.c.started_at < started_before)
+                attempts.delete().where(attempts.c.state != "open", attempts.c.started_at < started_before)
             ).rowcount
 
     def close_abandoned(self, owner_key: str, token: int, attempt_ids: Sequence[str]) -> None:
@@ -286,10 +290,17 @@ class SqlStateStore(SqlForgetting, StateStore):
     def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
         attempt_id = uuid.uuid4().hex
         with self._one() as conn:
-            rows = conn.execute(_BEGIN_ATTEMPT, {
-                "owner_key": owner_key, "token": token, "batch_size": batch_size,
-                "attempt_id": attempt_id, "pid": os.getpid(), "now": self.clock(),
-            }).all()
+            rows = conn.execute(
+                _BEGIN_ATTEMPT,
+                {
+                    "owner_key": owner_key,
+                    "token": token,
+                    "batch_size": batch_size,
+                    "attempt_id": attempt_id,
+                    "pid": os.getpid(),
+                    "now": self.clock(),
+                },
+            ).all()
         if not rows[0].fenced:
             raise StaleFencingToken(f"fencing token {token} is older than the newest seen")
         if rows[0].source_id is None:
@@ -316,11 +327,18 @@ class SqlStateStore(SqlForgetting, StateStore):
                     discarded.append(memory.memory_id)
                     blocked.update(sid for sid in memory.source_ids if states.get(sid) == "pending")
             learned = [sid for sid in batch_ids if states.get(sid) == "pending" and sid not in blocked]
-            conn.execute(_COMMIT_ATTEMPT, {
-                "owner_key": attempt.owner_key, "attempt_id": attempt.attempt_id, "now": now,
-                "link_memories": link_memories, "link_sources": link_sources,
-                "learned": learned, "discarded": discarded,
-            })
+            conn.execute(
+                _COMMIT_ATTEMPT,
+                {
+                    "owner_key": attempt.owner_key,
+                    "attempt_id": attempt.attempt_id,
+                    "now": now,
+                    "link_memories": link_memories,
+                    "link_sources": link_sources,
+                    "learned": learned,
+                    "discarded": discarded,
+                },
+            )
         return CommitResult(learned=learned, discarded=discarded, still_pending=sorted(blocked))
 
     @staticmethod
@@ -331,8 +349,9 @@ class SqlStateStore(SqlForgetting, StateStore):
         Raises:
             StaleFencingToken: a newer holder has been seen for this owner.
         """
-        rows = conn.execute(_FENCE_AND_LOCK, {"owner_key": attempt.owner_key,
-                                              "token": attempt.token, "ids": batch_ids}).all()
+        rows = conn.execute(
+            _FENCE_AND_LOCK, {"owner_key": attempt.owner_key, "token": attempt.token, "ids": batch_ids}
+        ).all()
         if not rows:  # refused, or every source of the batch is gone: the fence says which
             fence(conn, attempt.owner_key, attempt.token)
         return {r.source_id: r.state for r in rows}
@@ -346,24 +365,32 @@ class SqlStateStore(SqlForgetting, StateStore):
         with self._tx() as conn:
             fence(conn, attempt.owner_key, attempt.token)
             # The row locks serialise this against a forget, as in commit_attempt.
-            failed = conn.execute(
-                sources.update()
-                .where(sources.c.owner_key == attempt.owner_key, sources.c.source_id.in_(batch_ids),
-                       sources.c.state == "pending")
-                .values(state="failed", reason=reason, updated_at=self.clock())
-                .returning(sources.c.source_id)
-            ).scalars().all()
+            failed = (
+                conn.execute(
+                    sources.update()
+                    .where(
+                        sources.c.owner_key == attempt.owner_key,
+                        sources.c.source_id.in_(batch_ids),
+                        sources.c.state == "pending",
+                    )
+                    .values(state="failed", reason=reason, updated_at=self.clock())
+                    .returning(sources.c.source_id)
+                )
+                .scalars()
+                .all()
+            )
             end_attempt(conn, attempt.attempt_id, "aborted")
         return sorted(failed)
 
     # -- reads ------------------------------------------------------------------
 
-    def learned_provenance(self, owner_key: str,
-                           memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+    def learned_provenance(self, owner_key: str, memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
         query = (
             sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
-            .join(sources, sa.and_(sources.c.owner_key == provenance.c.owner_key,
-                                   sources.c.source_id == provenance.c.source_id))
+            .join(
+                sources,
+                sa.and_(sources.c.owner_key == provenance.c.owner_key, sources.c.source_id == provenance.c.source_id),
+            )
             .where(provenance.c.owner_key == owner_key)
             .order_by(provenance.c.memory_id, provenance.c.source_id)
         )
@@ -383,8 +410,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         """(attempt id, started seq, ended seq, state) in start order: the event log."""
         with self._one() as conn:
             rows = conn.execute(
-                sa.select(attempts.c.attempt_id, attempts.c.started_seq,
-                          attempts.c.ended_seq, attempts.c.state)
+                sa.select(attempts.c.attempt_id, attempts.c.started_seq, attempts.c.ended_seq, attempts.c.state)
                 .where(attempts.c.owner_key == owner_key)
                 .order_by(attempts.c.started_seq)
             ).all()

@@ -43,8 +43,12 @@ class SqlForgetting:
                 marked = conn.execute(
                     pg_insert(sources)
                     .values(
-                        source_id=source_id, owner_key=owner_key, state="forgotten",
-                        kind="utterance", created_at=now, updated_at=now,
+                        source_id=source_id,
+                        owner_key=owner_key,
+                        state="forgotten",
+                        kind="utterance",
+                        created_at=now,
+                        updated_at=now,
                         forgotten_at=sent_at,
                     )
                     .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
@@ -58,14 +62,16 @@ class SqlForgetting:
             conn.execute(
                 sources.update()
                 .where(sources.c.owner_key == owner_key, sources.c.source_id == source_id)
-                .values(state="forgotten", text=None, updated_at=now, learned_at=None,
-                        forgotten_at=sent_at, reason=None)
+                .values(
+                    state="forgotten", text=None, updated_at=now, learned_at=None, forgotten_at=sent_at, reason=None
+                )
             )
             memory_ids = [
                 r.memory_id
                 for r in conn.execute(
-                    sa.select(provenance.c.memory_id).where(provenance.c.owner_key == owner_key,
-                                                            provenance.c.source_id == source_id)
+                    sa.select(provenance.c.memory_id).where(
+                        provenance.c.owner_key == owner_key, provenance.c.source_id == source_id
+                    )
                 ).all()
             ]
             relearn: list[str] = []
@@ -74,21 +80,29 @@ class SqlForgetting:
                     r.source_id
                     for r in conn.execute(
                         sa.select(provenance.c.source_id)
-                        .where(provenance.c.owner_key == owner_key,
-                               provenance.c.memory_id.in_(memory_ids),
-                               provenance.c.source_id != source_id)
+                        .where(
+                            provenance.c.owner_key == owner_key,
+                            provenance.c.memory_id.in_(memory_ids),
+                            provenance.c.source_id != source_id,
+                        )
                         .distinct()
                     ).all()
                 ]
-                conn.execute(provenance.delete().where(provenance.c.owner_key == owner_key,
-                                                       provenance.c.memory_id.in_(memory_ids)))
+                conn.execute(
+                    provenance.delete().where(
+                        provenance.c.owner_key == owner_key, provenance.c.memory_id.in_(memory_ids)
+                    )
+                )
                 if sharers:
                     relearn = [
                         r.source_id
                         for r in conn.execute(
                             sources.update()
-                            .where(sources.c.owner_key == owner_key, sources.c.source_id.in_(sharers),
-                                   sources.c.state == "learned")
+                            .where(
+                                sources.c.owner_key == owner_key,
+                                sources.c.source_id.in_(sharers),
+                                sources.c.state == "learned",
+                            )
                             .values(state="pending", learned_at=None, updated_at=now)
                             .returning(sources.c.source_id)
                         ).all()
@@ -106,9 +120,7 @@ class SqlForgetting:
 
     def tombstones(self, owner_key: str) -> list[str]:
         with self._one() as conn:
-            rows = conn.execute(
-                sa.select(tombstones.c.memory_id).where(tombstones.c.owner_key == owner_key)
-            ).all()
+            rows = conn.execute(sa.select(tombstones.c.memory_id).where(tombstones.c.owner_key == owner_key)).all()
         return [r.memory_id for r in rows]
 
     def clear_tombstones(self, memory_ids: Sequence[str]) -> None:
@@ -116,4 +128,3 @@ class SqlForgetting:
             return
         with self._one() as conn:
             conn.execute(tombstones.delete().where(tombstones.c.memory_id.in_(list(memory_ids))))
-

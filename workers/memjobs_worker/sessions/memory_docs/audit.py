@@ -64,18 +64,31 @@ class AuditEntry:
     id: int | None = None
 
     @classmethod
-    def of(cls, *, owner_key: str, doc: str, op: str, applied: bool, reason: str | None,
-           version: int | None, context: ChangeContext | None) -> AuditEntry:
+    def of(
+        cls,
+        *,
+        owner_key: str,
+        doc: str,
+        op: str,
+        applied: bool,
+        reason: str | None,
+        version: int | None,
+        context: ChangeContext | None,
+    ) -> AuditEntry:
         """An entry whose names and codes are safe to keep (no model-chosen text)."""
         ctx = context or ChangeContext("unknown")
-        return cls(owner_key=owner_key[:_MAX_ID_CHARS],
-                   doc=doc if doc in _NAMED_DOCS else "other",
-                   op=op if op in _NAMED_OPS else "other",
-                   applied=bool(applied),
-                   reason=reason[:_MAX_CODE_CHARS] if reason is not None else None,
-                   version=version if isinstance(version, int) and not isinstance(version, bool)
-                   else None,
-                   source=ctx.source, session=ctx.session, turn=ctx.turn, trace=ctx.trace)
+        return cls(
+            owner_key=owner_key[:_MAX_ID_CHARS],
+            doc=doc if doc in _NAMED_DOCS else "other",
+            op=op if op in _NAMED_OPS else "other",
+            applied=bool(applied),
+            reason=reason[:_MAX_CODE_CHARS] if reason is not None else None,
+            version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+            source=ctx.source,
+            session=ctx.session,
+            turn=ctx.turn,
+            trace=ctx.trace,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,19 +121,32 @@ class AuditTrail:
         if not entries:
             return
         now, pid = self.clock(), os.getpid()
-        rows = [{**{k: v for k, v in asdict(e).items() if k not in ("id", "at", "host", "pid")},
-                 "at": now, "host": self._host, "pid": pid} for e in entries]
+        rows = [
+            {
+                **{k: v for k, v in asdict(e).items() if k not in ("id", "at", "host", "pid")},
+                "at": now,
+                "host": self._host,
+                "pid": pid,
+            }
+            for e in entries
+        ]
         with transaction(self.engine) as conn:
             conn.execute(memory_audit.insert(), rows)
 
-    def entries(self, *, owner_key: str | None = None, session: str | None = None,
-                source: str | None = None, since: datetime | None = None,
-                before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+    def entries(
+        self,
+        *,
+        owner_key: str | None = None,
+        session: str | None = None,
+        source: str | None = None,
+        since: datetime | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
         """The latest entries first (``before_id`` pages on), filtered as asked."""
         t = memory_audit
         query = sa.select(t).order_by(t.c.id.desc()).limit(max(1, min(limit, MAX_READ)))
-        for column, value in ((t.c.owner_key, owner_key), (t.c.session, session),
-                              (t.c.source, source)):
+        for column, value in ((t.c.owner_key, owner_key), (t.c.session, session), (t.c.source, source)):
             if value is not None:
                 query = query.where(column == value)
         if since is not None:
@@ -131,14 +157,19 @@ class AuditTrail:
             rows = conn.execute(query).mappings().all()
         return [AuditEntry(**dict(row)) for row in rows]
 
-    def entries_after(self, after_id: int, *, owner_key: str | None = None, session: str | None = None,
-                      source: str | None = None, limit: int = MAX_READ) -> list[AuditEntry]:
+    def entries_after(
+        self,
+        after_id: int,
+        *,
+        owner_key: str | None = None,
+        session: str | None = None,
+        source: str | None = None,
+        limit: int = MAX_READ,
+    ) -> list[AuditEntry]:
         """The entries after ``after_id``, oldest first (a follower polls with it)."""
         t = memory_audit
-        query = (sa.select(t).where(t.c.id > after_id).order_by(t.c.id)
-                 .limit(max(1, min(limit, MAX_READ))))
-        for column, value in ((t.c.owner_key, owner_key), (t.c.session, session),
-                              (t.c.source, source)):
+        query = sa.select(t).where(t.c.id > after_id).order_by(t.c.id).limit(max(1, min(limit, MAX_READ)))
+        for column, value in ((t.c.owner_key, owner_key), (t.c.session, session), (t.c.source, source)):
             if value is not None:
                 query = query.where(column == value)
         with transaction(self.engine) as conn:

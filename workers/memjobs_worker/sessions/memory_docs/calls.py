@@ -38,13 +38,15 @@ def list_documents(provider: MemoryProvider, owner: str, cap: int) -> list[Docum
         raise BackendUnavailable(f"memory provider failed to list: {type(exc).__name__}") from exc
     if inspect.isawaitable(raw):
         discard(raw)
-        raise BackendUnavailable("memory provider: list() must answer synchronously "
-                                 "(keep a local cache in the adapter)")
+        raise BackendUnavailable(
+            "memory provider: list() must answer synchronously (keep a local cache in the adapter)"
+        )
     return normalise_documents(raw, cap)
 
 
-def apply_changes(provider: MemoryProvider, owner: str, changes: list[Change],
-                  context: ChangeContext) -> dict[str, int]:
+def apply_changes(
+    provider: MemoryProvider, owner: str, changes: list[Change], context: ChangeContext
+) -> dict[str, int]:
     """The provider's apply (awaited if async); the new version of each document it reports.
 
     Raises:
@@ -84,8 +86,10 @@ def settle(value: T | Awaitable[T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+
         async def wait() -> T:
             return await cast(Awaitable[T], value)
+
         return asyncio.run(wait())
     discard(value)
     raise ConfigurationError("the memory service blocks: call it from a thread, not an event loop")

@@ -134,28 +134,24 @@ class MarkdownFileProvider(MemoryProvider):
         """Write every change or none: the versions are all checked before the first write."""
         for change in changes:
             if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-                raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
-                                     reason="forbidden_document")
+                raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
         key = storage_key(owner_id)
         directory = self.root / key
         written: builtins.list[Document] = []
         with self._locked(key):
             try:
                 versions = _read_versions(directory)
-                current = {c.doc: _effective(versions, c.doc, _read_bytes(directory / c.doc))
-                           for c in changes}
+                current = {c.doc: _effective(versions, c.doc, _read_bytes(directory / c.doc)) for c in changes}
                 for change in changes:
                     expected = change.expected_version
                     if expected is not None and expected != current[change.doc]:
-                        raise VersionConflict(
-                            f"{change.doc} is at version {current[change.doc]}, not {expected}")
+                        raise VersionConflict(f"{change.doc} is at version {current[change.doc]}, not {expected}")
                 for change in changes:
                     data = change.content.encode("utf-8")
                     current[change.doc] += 1
                     _atomic_write(directory / change.doc, data)
                     versions[change.doc] = (current[change.doc], hashlib.sha256(data).hexdigest())
-                    written.append(Document(change.doc, SCOPES[change.doc], change.content,
-                                            current[change.doc]))
+                    written.append(Document(change.doc, SCOPES[change.doc], change.content, current[change.doc]))
                 if changes:
                     _atomic_write(directory / VERSIONS_FILE, _dump_versions(versions))
             except OSError as exc:

@@ -35,8 +35,9 @@ from memjobs_worker.sessions.memory_docs.sql import SqlMemoryProvider
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-def load_provider(spec: str | None, *, data_dir: Path,
-                  engine_factory: Callable[[], Engine] | None = None) -> MemoryProvider:
+def load_provider(
+    spec: str | None, *, data_dir: Path, engine_factory: Callable[[], Engine] | None = None
+) -> MemoryProvider:
     """The provider named by ``spec``, checked against the protocol version.
 
     Parameters:
@@ -70,7 +71,8 @@ def check_provider(provider: object, name: str = "injected") -> MemoryProvider:
     if missing:
         raise ConfigurationError(
             f"memory provider {name!r} ({type(provider).__name__}) lacks {', '.join(missing)}(): "
-            "a memory provider has describe, list, apply, health and close")
+            "a memory provider has describe, list, apply, health and close"
+        )
     checked = cast(MemoryProvider, provider)
     try:
         info = ProviderInfo.coerce(checked.describe())
@@ -82,7 +84,8 @@ def check_provider(provider: object, name: str = "injected") -> MemoryProvider:
         found = info.protocol_version if info is not None else "unknown"
         raise ConfigurationError(
             f"memory provider {name!r} implements protocol version {found}; memjobs needs "
-            f"version {PROTOCOL_VERSION} (describe() -> {{protocolVersion, key, label}})")
+            f"version {PROTOCOL_VERSION} (describe() -> {{protocolVersion, key, label}})"
+        )
     return checked
 
 
@@ -99,8 +102,7 @@ def _close(provider: MemoryProvider) -> None:
 
 def _from_import_path(spec: str, data_dir: Path) -> object:
     if _IMPORT_PATH.fullmatch(spec) is None:
-        raise ConfigurationError(
-            f"unknown memory provider {spec!r}: use 'markdown', 'sql' or 'package.module:factory'")
+        raise ConfigurationError(f"unknown memory provider {spec!r}: use 'markdown', 'sql' or 'package.module:factory'")
     module_name, _, attr_path = spec.partition(":")
     try:
         target: object = importlib.import_module(module_name)
@@ -122,6 +124,8 @@ def _accepts_data_dir(factory: Callable[..., object]) -> bool:
         params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD
-               or (p.name == "data_dir" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
-               for p in params)
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "data_dir" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in params
+    )

@@ -72,6 +72,8 @@ class EditOutcome:
 
 def refused(edits: list[Edit], index: int, reason: Reason, version: int | None) -> EditOutcome:
     """The outcome of a turn one edit refused: nothing applied; ``version`` is that edit's."""
-    results = tuple(OpResult(False, e.doc, version if i == index else None,
-                             reason if i == index else None) for i, e in enumerate(edits))
+    results = tuple(
+        OpResult(False, e.doc, version if i == index else None, reason if i == index else None)
+        for i, e in enumerate(edits)
+    )
     return EditOutcome(False, results, failed=index, reason=reason)

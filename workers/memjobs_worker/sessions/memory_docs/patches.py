@@ -12,11 +12,17 @@ from typing import Literal
 
 from memjobs_client.sensitive import find_sensitive_text
 
-Reason = Literal["not_found", "ambiguous", "too_long", "forbidden_document",
-                 "sensitive_content", "empty", "duplicate"]
+Reason = Literal["not_found", "ambiguous", "too_long", "forbidden_document", "sensitive_content", "empty", "duplicate"]
 #: Why a patch was not applied (``OpResult.reason``).
-REASONS: tuple[Reason, ...] = ("not_found", "ambiguous", "too_long", "forbidden_document",
-                               "sensitive_content", "empty", "duplicate")
+REASONS: tuple[Reason, ...] = (
+    "not_found",
+    "ambiguous",
+    "too_long",
+    "forbidden_document",
+    "sensitive_content",
+    "empty",
+    "duplicate",
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ def plan_replace(content: str, old_text: str, new_text: str, *, max_doc_chars: i
         return Plan(reason="too_long")
     line_start = new.rfind("\n", 0, start) + 1
     line_end = new.find("\n", start + len(new_text))
-    if find_sensitive_text(new[line_start:line_end if line_end >= 0 else len(new)]) is not None:
+    if find_sensitive_text(new[line_start : line_end if line_end >= 0 else len(new)]) is not None:
         return Plan(reason="sensitive_content")
     return Plan(new)
 

@@ -140,8 +140,7 @@ class Change:
         return SCOPES[self.doc]
 
     def as_json(self) -> dict[str, Any]:
-        return {"doc": self.doc, "scope": self.scope, "content": self.content,
-                "expectedVersion": self.expected_version}
+        return {"doc": self.doc, "scope": self.scope, "content": self.content, "expectedVersion": self.expected_version}
 
 
 @dataclass(frozen=True)
@@ -159,18 +158,18 @@ class ChangeContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, str) or _SOURCE.fullmatch(self.source) is None:
-            raise InvalidPayload("context.source: 1-40 characters a-z 0-9 _ . - starting with "
-                                 "a letter", reason="invalid_payload")
+            raise InvalidPayload(
+                "context.source: 1-40 characters a-z 0-9 _ . - starting with a letter", reason="invalid_payload"
+            )
         for name in ("session", "turn", "trace"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str)
-                                      or _CONTEXT_ID.fullmatch(value) is None):
-                raise InvalidPayload(f"context.{name}: 1-128 characters, no control characters",
-                                     reason="invalid_payload")
+            if value is not None and (not isinstance(value, str) or _CONTEXT_ID.fullmatch(value) is None):
+                raise InvalidPayload(
+                    f"context.{name}: 1-128 characters, no control characters", reason="invalid_payload"
+                )
 
     def as_json(self) -> dict[str, Any]:
-        return {"source": self.source, "session": self.session, "turn": self.turn,
-                "trace": self.trace}
+        return {"source": self.source, "session": self.session, "turn": self.turn, "trace": self.trace}
 
 
 @dataclass(frozen=True)

@@ -97,9 +97,15 @@ class MemoryService:
         audit: where each patch is recorded; ``None`` records nothing.
     """
 
-    def __init__(self, provider: MemoryProvider, *, max_doc_chars: int = 8000,
-                 max_change_chars: int = 1000, max_attempts: int = 5,
-                 audit: Audit | None = None) -> None:
+    def __init__(
+        self,
+        provider: MemoryProvider,
+        *,
+        max_doc_chars: int = 8000,
+        max_change_chars: int = 1000,
+        max_attempts: int = 5,
+        audit: Audit | None = None,
+    ) -> None:
         if min(max_doc_chars, max_change_chars, max_attempts) < 1:
             raise ConfigurationError("memory bounds and max_attempts must be positive")
         self.provider = provider
@@ -149,8 +155,7 @@ class MemoryService:
 
     # -- writes -------------------------------------------------------------------
 
-    def append(self, owner: str, doc: str, text: str, *,
-               context: ChangeContext | None = None) -> OpResult:
+    def append(self, owner: str, doc: str, text: str, *, context: ChangeContext | None = None) -> OpResult:
         """Append Markdown ``text`` (on its own line) to ``doc``.
 
         A text already present as whole lines is a no-op (reason
@@ -159,8 +164,16 @@ class MemoryService:
         _check_text(text=text)
         return self._one(owner, Edit("append", doc, text=text), context, strict=False)
 
-    def replace(self, owner: str, doc: str, old_text: str, new_text: str, *,
-                context: ChangeContext | None = None, strict: bool = False) -> OpResult:
+    def replace(
+        self,
+        owner: str,
+        doc: str,
+        old_text: str,
+        new_text: str,
+        *,
+        context: ChangeContext | None = None,
+        strict: bool = False,
+    ) -> OpResult:
         """Replace the unique match of ``old_text`` in ``doc`` by ``new_text``.
 
         An empty ``new_text`` deletes the match (and its line, if it was a
@@ -170,8 +183,7 @@ class MemoryService:
         matches: ``ambiguous``. Nothing is written then.
         """
         _check_text(old_text=old_text, new_text=new_text)
-        return self._one(owner, Edit("replace", doc, old_text=old_text, new_text=new_text),
-                         context, strict=strict)
+        return self._one(owner, Edit("replace", doc, old_text=old_text, new_text=new_text), context, strict=strict)
 
     def edit(self, owner: str, edits: Sequence[Edit], *, context: ChangeContext) -> EditOutcome:
         """A turn's edits, in order, as one: all applied, or none.
@@ -225,8 +237,7 @@ class MemoryService:
                     self._record(key, [Edit("replace", doc)], context, [result])
                     return result
                 try:
-                    written = apply_changes(self.provider, owner, [Change(doc, content, current.version)],
-                                            context)
+                    written = apply_changes(self.provider, owner, [Change(doc, content, current.version)], context)
                 except VersionConflict:
                     continue
             result = OpResult(True, doc, written.get(doc, current.version + 1), None)
@@ -240,9 +251,11 @@ class MemoryService:
         """Check ``owner``; an :class:`OwnerKey` only for a provider that stores by key."""
         storage_key(owner)
         if isinstance(owner, OwnerKey) and not getattr(self.provider, "accepts_owner_keys", False):
-            raise InvalidPayload("this memory provider needs the owner id, and the message "
-                                 "carries only its key (queued by an older producer)",
-                                 reason="owner_id_missing")
+            raise InvalidPayload(
+                "this memory provider needs the owner id, and the message "
+                "carries only its key (queued by an older producer)",
+                reason="owner_id_missing",
+            )
         return owner
 
     def _one(self, owner: str, edit: Edit, context: ChangeContext | None, *, strict: bool) -> OpResult:
@@ -267,21 +280,18 @@ class MemoryService:
             return "sensitive_content"
         return None
 
-    def _run(self, owner: str, edits: list[Edit], context: ChangeContext | None, *,
-             strict: bool) -> EditOutcome:
+    def _run(self, owner: str, edits: list[Edit], context: ChangeContext | None, *, strict: bool) -> EditOutcome:
         key = storage_key(self._owner(owner))
         context = context or ChangeContext("unknown")
         try:
             outcome = self._decide(owner, edits, strict, context)
         except MemjobsError as exc:
-            self._record(key, edits, context, [OpResult(False, e.doc, None, None) for e in edits],
-                         error=exc.reason)
+            self._record(key, edits, context, [OpResult(False, e.doc, None, None) for e in edits], error=exc.reason)
             raise
         self._record(key, edits, context, list(outcome.results))
         return outcome
 
-    def _decide(self, owner: str, edits: list[Edit], strict: bool,
-                context: ChangeContext) -> EditOutcome:
+    def _decide(self, owner: str, edits: list[Edit], strict: bool, context: ChangeContext) -> EditOutcome:
         for index, e in enumerate(edits):
             refusal = self._precheck(e)
             if refusal is not None:
@@ -298,25 +308,27 @@ class MemoryService:
                         self._check_documents(turn, edits)
                     if turn.failed is not None:
                         failed = turn.results[turn.failed]
-                        return refused(edits, turn.failed, failed.reason or "not_found",
-                                        failed.version)
-                    changes = [Change(doc, text, self._find_in(turn.read, doc).version)
-                               for doc, text in turn.contents.items()
-                               if text != self._find_in(turn.read, doc).content]
+                        return refused(edits, turn.failed, failed.reason or "not_found", failed.version)
+                    changes = [
+                        Change(doc, text, self._find_in(turn.read, doc).version)
+                        for doc, text in turn.contents.items()
+                        if text != self._find_in(turn.read, doc).content
+                    ]
                     written = apply_changes(self.provider, owner, changes, context) if changes else {}
                 # Out of the serialised block: the write is committed before it is reported.
             except VersionConflict:
                 continue  # raised through the block: the provider's transaction rolled back
-            versions = {c.doc: written.get(c.doc, self._find_in(turn.read, c.doc).version + 1)
-                        for c in changes}
+            versions = {c.doc: written.get(c.doc, self._find_in(turn.read, c.doc).version + 1) for c in changes}
             results = tuple(
-                OpResult(True, r.doc, versions.get(r.doc, r.version), None) if r.applied else r
-                for r in turn.results)
-            documents = tuple(Document(c.doc, self._find_in(turn.read, c.doc).scope, c.content,
-                                       versions[c.doc]) for c in changes)
+                OpResult(True, r.doc, versions.get(r.doc, r.version), None) if r.applied else r for r in turn.results
+            )
+            documents = tuple(
+                Document(c.doc, self._find_in(turn.read, c.doc).scope, c.content, versions[c.doc]) for c in changes
+            )
             return EditOutcome(True, results, len(changes), documents)
-        raise VersionConflict(f"{', '.join(sorted({e.doc for e in edits}))} kept changing: "
-                              f"gave up after {self.max_attempts} attempts")
+        raise VersionConflict(
+            f"{', '.join(sorted({e.doc for e in edits}))} kept changing: gave up after {self.max_attempts} attempts"
+        )
 
     def _plan(self, turn: _Turn, edits: list[Edit], read_cap: int, strict: bool) -> None:
         for index, e in enumerate(edits):
@@ -326,11 +338,9 @@ class MemoryService:
             if len(current.content) >= read_cap:
                 decided = Plan(reason="too_long")  # a cut snapshot must never be written back
             elif e.op == "append":
-                decided = plan_append(content, (e.text or "").strip("\r\n"),
-                                      max_doc_chars=self.max_doc_chars)
+                decided = plan_append(content, (e.text or "").strip("\r\n"), max_doc_chars=self.max_doc_chars)
             else:
-                decided = plan_replace(content, e.old_text or "", e.new_text or "",
-                                       max_doc_chars=self.max_doc_chars)
+                decided = plan_replace(content, e.old_text or "", e.new_text or "", max_doc_chars=self.max_doc_chars)
                 if strict and decided.reason == "duplicate" and (e.old_text or "") not in content:
                     decided = Plan(reason="not_found")
             if decided.content is not None:
@@ -357,11 +367,9 @@ class MemoryService:
             if find_sensitive_document(content) is None:
                 continue
             last = max(i for i, e in enumerate(edits) if e.doc == doc)
-            turn.results[last] = OpResult(False, doc, self._find_in(turn.read, doc).version,
-                                          "sensitive_content")
+            turn.results[last] = OpResult(False, doc, self._find_in(turn.read, doc).version, "sensitive_content")
             turn.failed = last
-            log.info("memory edit refused: the document it would write fails the sensitivity check",
-                     extra={"doc": doc})
+            log.info("memory edit refused: the document it would write fails the sensitivity check", extra={"doc": doc})
             return
 
     @staticmethod
@@ -372,16 +380,26 @@ class MemoryService:
     def _find_in(read: dict[str, Document], doc: str) -> Document:
         return read.get(doc) or empty_document(doc)
 
-    def _record(self, key: str, edits: list[Edit], context: ChangeContext,
-                results: list[OpResult], error: str | None = None) -> None:
+    def _record(
+        self, key: str, edits: list[Edit], context: ChangeContext, results: list[OpResult], error: str | None = None
+    ) -> None:
         if self.audit is None:
             return
         entries = []
         for index, e in enumerate(edits):
             r = results[index] if index < len(results) else OpResult(False, e.doc, None, None)
             reason = error or r.reason or (None if r.applied else BATCH_REFUSED)
-            entries.append(AuditEntry.of(owner_key=key, doc=e.doc, op=e.op, applied=r.applied,
-                                         reason=reason, version=r.version, context=context))
+            entries.append(
+                AuditEntry.of(
+                    owner_key=key,
+                    doc=e.doc,
+                    op=e.op,
+                    applied=r.applied,
+                    reason=reason,
+                    version=r.version,
+                    context=context,
+                )
+            )
         try:
             self.audit.record(entries)
         except Exception as exc:  # the patch stands; losing its audit row must not undo it

@@ -58,8 +58,9 @@ class SqlMemoryProvider(MemoryProvider):
 
     accepts_owner_keys = True
 
-    def __init__(self, engine: Engine, *, lock_timeout_ms: int = 10_000,
-                 dispose_on_close: bool = False, clock: Clock = utcnow) -> None:
+    def __init__(
+        self, engine: Engine, *, lock_timeout_ms: int = 10_000, dispose_on_close: bool = False, clock: Clock = utcnow
+    ) -> None:
         self.engine = engine
         self.lock_timeout_ms = int(lock_timeout_ms)
         self.dispose_on_close = dispose_on_close
@@ -103,9 +104,9 @@ class SqlMemoryProvider(MemoryProvider):
         key = storage_key(owner_id)
         with self._tx() as conn:
             rows = conn.execute(
-                sa.select(t.c.doc,
-                          sa.func.substr(t.c.content, 1, max(options.max_chars, 0)).label("content"),
-                          t.c.version)
+                sa.select(
+                    t.c.doc, sa.func.substr(t.c.content, 1, max(options.max_chars, 0)).label("content"), t.c.version
+                )
                 .where(t.c.owner_key == key, t.c.doc.in_(WRITABLE_DOCS))
                 .order_by(t.c.doc)
                 .limit(max(options.max_docs, 0))
@@ -118,8 +119,7 @@ class SqlMemoryProvider(MemoryProvider):
         even inside the service's serialised transaction."""
         for change in changes:
             if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-                raise InvalidPayload(f"not a writable memory document: {change.doc!r}",
-                                     reason="forbidden_document")
+                raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
         t = memory_documents
         key = storage_key(owner_id)
         now = self.clock()
@@ -127,8 +127,9 @@ class SqlMemoryProvider(MemoryProvider):
         with self._tx() as conn:
             found: dict[str, int | None] = {}
             for change in changes:
-                current = conn.execute(sa.select(t.c.version).where(
-                    t.c.owner_key == key, t.c.doc == change.doc).with_for_update()).scalar()
+                current = conn.execute(
+                    sa.select(t.c.version).where(t.c.owner_key == key, t.c.doc == change.doc).with_for_update()
+                ).scalar()
                 found[change.doc] = current if isinstance(current, int) else None
                 expected, at = change.expected_version, found[change.doc] or 0
                 if expected is not None and expected != at:
@@ -138,19 +139,20 @@ class SqlMemoryProvider(MemoryProvider):
                 if current is None:
                     inserted = conn.execute(
                         pg_insert(t)
-                        .values(owner_key=key, doc=change.doc, content=change.content,
-                                version=1, updated_at=now)
+                        .values(owner_key=key, doc=change.doc, content=change.content, version=1, updated_at=now)
                         .on_conflict_do_nothing(index_elements=["owner_key", "doc"])
                         .returning(t.c.version)
                     ).first()
                     if inserted is None:  # only possible outside serialise: nothing else written yet
                         raise VersionConflict(f"{change.doc} was created concurrently")
                 else:
-                    conn.execute(t.update().where(t.c.owner_key == key, t.c.doc == change.doc)
-                                 .values(content=change.content, version=current + 1, updated_at=now))
+                    conn.execute(
+                        t.update()
+                        .where(t.c.owner_key == key, t.c.doc == change.doc)
+                        .values(content=change.content, version=current + 1, updated_at=now)
+                    )
                 found[change.doc] = (current or 0) + 1
-                written.append(Document(change.doc, SCOPES[change.doc], change.content,
-                                        found[change.doc] or 0))
+                written.append(Document(change.doc, SCOPES[change.doc], change.content, found[change.doc] or 0))
         return ApplyResult(len(written), tuple(written))
 
     def health(self) -> Health:

@@ -58,9 +58,7 @@ def upgrade() -> None:
         sa.Column("started_seq", sa.BigInteger, nullable=False),
         sa.Column("ended_seq", sa.BigInteger),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint(
-            "state IN ('open', 'committed', 'aborted', 'abandoned')", name="attempts_state"
-        ),
+        sa.CheckConstraint("state IN ('open', 'committed', 'aborted', 'abandoned')", name="attempts_state"),
     )
     op.create_index("attempts_owner_state", "attempts", ["owner_key", "state"])
     # Memories whose deletion from the vector store is owed (survives a crash).

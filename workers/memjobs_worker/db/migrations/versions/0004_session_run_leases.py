@@ -15,13 +15,11 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("session_runs", sa.Column("holder", sa.Text))
     op.add_column("session_runs", sa.Column("lease_until", sa.DateTime(timezone=True)))
-    op.add_column("session_runs", sa.Column("attempts", sa.Integer, nullable=False,
-                                            server_default="0"))
+    op.add_column("session_runs", sa.Column("attempts", sa.Integer, nullable=False, server_default="0"))
     op.add_column("session_runs", sa.Column("reason", sa.Text))
     op.add_column("session_runs", sa.Column("updated_at", sa.DateTime(timezone=True)))
     op.drop_constraint("session_runs_state", "session_runs", type_="check")
-    op.create_check_constraint("session_runs_state", "session_runs",
-                               "state IN ('running', 'done', 'failed')")
+    op.create_check_constraint("session_runs_state", "session_runs", "state IN ('running', 'done', 'failed')")
 
 
 def downgrade() -> None:

@@ -14,14 +14,12 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("sources", sa.Column("reason", sa.Text))
     op.drop_constraint("sources_state", "sources", type_="check")
-    op.create_check_constraint("sources_state", "sources",
-                               "state IN ('pending', 'learned', 'forgotten', 'failed')")
+    op.create_check_constraint("sources_state", "sources", "state IN ('pending', 'learned', 'forgotten', 'failed')")
 
 
 def downgrade() -> None:
     # An older memjobs knows no failed source: it tries them again.
     op.execute("UPDATE sources SET state = 'pending' WHERE state = 'failed'")
     op.drop_constraint("sources_state", "sources", type_="check")
-    op.create_check_constraint("sources_state", "sources",
-                               "state IN ('pending', 'learned', 'forgotten')")
+    op.create_check_constraint("sources_state", "sources", "state IN ('pending', 'learned', 'forgotten')")
     op.drop_column("sources", "reason")

@@ -29,41 +29,57 @@ depends_on = None
 
 def _source_id(owner_key: str, text: str) -> str:
     """``source_id_for`` as of this revision (a migration keeps its own copy)."""
-    content = hashlib.sha256(
-        unicodedata.normalize("NFC", text).strip().encode("utf-8", "surrogatepass")).hexdigest()
+    content = hashlib.sha256(unicodedata.normalize("NFC", text).strip().encode("utf-8", "surrogatepass")).hexdigest()
     return "src_" + hashlib.sha256(f"{owner_key}:{content}".encode()).hexdigest()[:32]
 
 
 def _repair_crossed_rows() -> None:
     """Forget the rows that hold another owner's text (see the module's docstring)."""
     conn = op.get_bind()
-    rows = conn.execute(sa.text(
-        "SELECT source_id, owner_key, text FROM sources WHERE text IS NOT NULL")).all()
-    crossed = [(r.owner_key, r.source_id) for r in rows
-               if _source_id(r.owner_key, r.text) != r.source_id]
+    rows = conn.execute(sa.text("SELECT source_id, owner_key, text FROM sources WHERE text IS NOT NULL")).all()
+    crossed = [(r.owner_key, r.source_id) for r in rows if _source_id(r.owner_key, r.text) != r.source_id]
     for owner_key, source_id in crossed:
         keys = {"owner_key": owner_key, "source_id": source_id}
-        memories = [r.memory_id for r in conn.execute(sa.text(
-            "SELECT memory_id FROM provenance WHERE owner_key = :owner_key "
-            "AND source_id = :source_id"), keys).all()]
+        memories = [
+            r.memory_id
+            for r in conn.execute(
+                sa.text("SELECT memory_id FROM provenance WHERE owner_key = :owner_key AND source_id = :source_id"),
+                keys,
+            ).all()
+        ]
         if memories:
             ids = {"owner_key": owner_key, "memories": memories}
-            conn.execute(sa.text(
-                "UPDATE sources SET state = 'pending', learned_at = NULL, updated_at = now() "
-                "WHERE owner_key = :owner_key AND state = 'learned' AND source_id IN ("
-                "  SELECT source_id FROM provenance WHERE owner_key = :owner_key "
-                "  AND memory_id = ANY(CAST(:memories AS text[])))"), ids)
-            conn.execute(sa.text(
-                "DELETE FROM provenance WHERE owner_key = :owner_key "
-                "AND memory_id = ANY(CAST(:memories AS text[]))"), ids)
-            conn.execute(sa.text(
-                "INSERT INTO tombstones (memory_id, owner_key, created_at) "
-                "SELECT m, :owner_key, now() FROM unnest(CAST(:memories AS text[])) AS m "
-                "ON CONFLICT DO NOTHING"), ids)
-        conn.execute(sa.text(
-            "UPDATE sources SET state = 'forgotten', text = NULL, learned_at = NULL, reason = NULL, "
-            "forgotten_at = now(), updated_at = now() "
-            "WHERE owner_key = :owner_key AND source_id = :source_id"), keys)
+            conn.execute(
+                sa.text(
+                    "UPDATE sources SET state = 'pending', learned_at = NULL, updated_at = now() "
+                    "WHERE owner_key = :owner_key AND state = 'learned' AND source_id IN ("
+                    "  SELECT source_id FROM provenance WHERE owner_key = :owner_key "
+                    "  AND memory_id = ANY(CAST(:memories AS text[])))"
+                ),
+                ids,
+            )
+            conn.execute(
+                sa.text(
+                    "DELETE FROM provenance WHERE owner_key = :owner_key AND memory_id = ANY(CAST(:memories AS text[]))"
+                ),
+                ids,
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO tombstones (memory_id, owner_key, created_at) "
+                    "SELECT m, :owner_key, now() FROM unnest(CAST(:memories AS text[])) AS m "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                ids,
+            )
+        conn.execute(
+            sa.text(
+                "UPDATE sources SET state = 'forgotten', text = NULL, learned_at = NULL, reason = NULL, "
+                "forgotten_at = now(), updated_at = now() "
+                "WHERE owner_key = :owner_key AND source_id = :source_id"
+            ),
+            keys,
+        )
 
 
 def upgrade() -> None:
@@ -72,8 +88,9 @@ def upgrade() -> None:
     op.drop_constraint("sources_pkey", "sources", type_="primary")
     op.create_primary_key("sources_pkey", "sources", ["owner_key", "source_id"])
     op.create_primary_key("provenance_pkey", "provenance", ["owner_key", "memory_id", "source_id"])
-    op.create_foreign_key("provenance_source_fkey", "provenance", "sources",
-                          ["owner_key", "source_id"], ["owner_key", "source_id"])
+    op.create_foreign_key(
+        "provenance_source_fkey", "provenance", "sources", ["owner_key", "source_id"], ["owner_key", "source_id"]
+    )
     op.drop_index("provenance_source", table_name="provenance")
     op.drop_index("provenance_owner", table_name="provenance")
     op.create_index("provenance_source", "provenance", ["owner_key", "source_id"])
@@ -96,7 +113,6 @@ def downgrade() -> None:
     op.drop_constraint("sources_pkey", "sources", type_="primary")
     op.create_primary_key("sources_pkey", "sources", ["source_id"])
     op.create_primary_key("provenance_pkey", "provenance", ["memory_id", "source_id"])
-    op.create_foreign_key("provenance_source_id_fkey", "provenance", "sources",
-                          ["source_id"], ["source_id"])
+    op.create_foreign_key("provenance_source_id_fkey", "provenance", "sources", ["source_id"], ["source_id"])
     op.create_index("provenance_source", "provenance", ["source_id"])
     op.create_index("provenance_owner", "provenance", ["owner_key"])

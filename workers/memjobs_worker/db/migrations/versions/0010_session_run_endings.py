@@ -20,13 +20,13 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("session_runs", sa.Column("dead_letter", sa.Text))
     op.drop_constraint("session_runs_state", "session_runs", type_="check")
-    op.create_check_constraint("session_runs_state", "session_runs",
-                               "state IN ('running', 'done', 'skipped', 'failed')")
+    op.create_check_constraint(
+        "session_runs_state", "session_runs", "state IN ('running', 'done', 'skipped', 'failed')"
+    )
 
 
 def downgrade() -> None:
     op.execute("UPDATE session_runs SET state = 'failed' WHERE state = 'skipped'")
     op.drop_constraint("session_runs_state", "session_runs", type_="check")
-    op.create_check_constraint("session_runs_state", "session_runs",
-                               "state IN ('running', 'done', 'failed')")
+    op.create_check_constraint("session_runs_state", "session_runs", "state IN ('running', 'done', 'failed')")
     op.drop_column("session_runs", "dead_letter")

@@ -28,8 +28,7 @@ def upgrade() -> None:
         sa.Column("size_bytes", sa.Integer, nullable=False),
         sa.Column("stored_at", sa.DateTime(timezone=True), nullable=False),
     )
-    op.create_index("blackboard_entries_order", "blackboard_entries",
-                    ["owner_key", "session_id", "seq", "entry_id"])
+    op.create_index("blackboard_entries_order", "blackboard_entries", ["owner_key", "session_id", "seq", "entry_id"])
     op.create_index("blackboard_entries_at", "blackboard_entries", ["at"])
 
 
