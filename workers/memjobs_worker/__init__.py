@@ -10,8 +10,9 @@ The names below are imported on first use (PEP 562): importing a submodule —
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memjobs_worker.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from memjobs_worker.lease import LeaseLock
@@ -46,12 +47,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'memjobs_worker' has no attribute {name!r}")
-    value = getattr(import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())
 
 
 def __dir__() -> list[str]:

@@ -7,10 +7,10 @@ only read the state file (every producer command) do not load psycopg.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memjobs_worker.embedded.stack import StackInfo, read_stack, remove_stack, write_stack
+from memjobs_worker.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from memjobs_worker.embedded.postgres import EmbeddedPostgres
@@ -28,9 +28,4 @@ __all__ = [
 _SERVERS = {"EmbeddedPostgres": "memjobs_worker.embedded.postgres", "EmbeddedRedis": "memjobs_worker.embedded.redis"}
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _SERVERS:
-        raise AttributeError(f"module 'memjobs_worker.embedded' has no attribute {name!r}")
-    value = getattr(import_module(_SERVERS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SERVERS, globals())

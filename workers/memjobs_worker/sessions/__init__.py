@@ -14,8 +14,9 @@ store (the migrations' schema, ``memjobs forget``) do not load the model client.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memjobs_worker.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import ChatModel
@@ -86,9 +87,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'memjobs_worker.sessions' has no attribute {name!r}")
-    value = getattr(import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOME, globals())
