@@ -19,6 +19,17 @@ messages it had prefetched stay unacknowledged until the worker dies. Here such
 a message is found among this consumer's unacknowledged ids and moved to the
 dead-letter queue, once, and consumption goes on.
 
+The same holds for a lost connection (a Redis restart, a Sentinel failover):
+Dramatiq's consumer thread drops its delayed messages (an extraction waiting
+out its debounce, a retry waiting out its backoff) and its prefetched ones,
+while their ids stay in this live worker's unacknowledged set, which only a
+*dead* worker's maintenance puts back: a worker that never restarts would hold
+them for ever (and the owner's "extraction queued" flag would keep the sweeper
+away until it expires). Here every new consumer first puts back what its
+predecessor left (:meth:`_Consumer._put_back_stranded`): this worker's
+unacknowledged ids for the queue that no worker thread holds and that the
+consumer thread's delay queue no longer has.
+
 A queue an operator paused (:mod:`memjobs_worker.ops.pauses`) is not fetched
 from: its consumers put back what they had prefetched and idle until it is
 resumed; what already reached a worker thread goes back through
@@ -54,7 +65,7 @@ import redis
 from dramatiq.broker import MessageProxy
 from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
 from dramatiq.common import current_millis, dq_name, xq_name
-from dramatiq.errors import DecodeError
+from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 
 from memjobs_client import keys
@@ -82,17 +93,71 @@ log = logging.getLogger(__name__)
 
 
 class _Consumer(_RedisConsumer):
+    def __init__(self, broker: MemjobsRedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
+        super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
+        self._settled = False  # what a predecessor left is put back before the first fetch
+
     def __next__(self) -> Any:
         gate: PauseGate | None = getattr(self.broker, "pause_gate", None)
+        if not self._settled:
+            try:
+                self._put_back_stranded()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:  # the thread restarts, as on a fetch
+                raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
+            self._settled = True
         while True:
             if gate is not None and gate.is_paused(self.queue_name):
                 self._put_back_prefetched()
                 time.sleep(min(self.timeout, gate.poll_ms) / 1000)
                 return None  # the consumer thread loops (and sees a stop) as when idle
             try:
-                return super().__next__()  # type: ignore[no-untyped-call]
+                message = super().__next__()  # type: ignore[no-untyped-call]
             except DecodeError as exc:
                 self._dead_letter(exc.data)
+                continue
+            if message is not None:
+                self.broker.handed_out(self.queue_name)[message.options["redis_message_id"]] = "eta" in message.options
+            return message
+
+    def ack(self, message: MessageProxy) -> None:
+        super().ack(message)  # type: ignore[no-untyped-call]
+        self.broker.handed_out(self.queue_name).pop(message.options["redis_message_id"], None)
+
+    def nack(self, message: MessageProxy) -> None:
+        super().nack(message)  # type: ignore[no-untyped-call]
+        self.broker.handed_out(self.queue_name).pop(message.options["redis_message_id"], None)
+
+    def requeue(self, messages: Any) -> None:
+        messages = list(messages)
+        super().requeue(messages)  # type: ignore[no-untyped-call]
+        handed = self.broker.handed_out(self.queue_name)
+        for message in messages:
+            handed.pop(message.options["redis_message_id"], None)
+
+    def _put_back_stranded(self) -> None:
+        """Put back onto the queue this worker's unacknowledged messages that
+        nobody here holds any more (see the module): those a consumer before
+        this one prefetched, and the delayed ones its thread dropped when the
+        connection was lost. A message a worker thread still runs stays (it is
+        acknowledged when done); the put-back skips an id acknowledged meanwhile."""
+        handed = dict(self.broker.handed_out(self.queue_name))  # before the read below
+        delay_queue = getattr(threading.current_thread(), "delay_queue", None)
+        waiting = (
+            None
+            if delay_queue is None
+            else {item.message.options["redis_message_id"] for item in list(delay_queue.queue)}
+        )
+        held = {i for i, delayed in handed.items() if not delayed or waiting is None or i in waiting}
+        unacked = {_str(raw) for raw in self.broker.client.smembers(keys.acks(self.broker.broker_id, self.queue_name))}
+        stranded = sorted(unacked - held)
+        for redis_id in handed.keys() - held:  # dropped with the delay queue: put back below
+            self.broker.handed_out(self.queue_name).pop(redis_id, None)
+        if stranded:
+            self.broker.do_requeue(self.queue_name, *stranded)
+            log.warning(
+                "messages left unacknowledged by a lost connection put back",
+                extra={"queue": self.queue_name, "messages": len(stranded), "reason": "stranded_messages"},
+            )
 
     def _put_back_prefetched(self) -> None:
         """Return what this consumer fetched but has not handed out to its queue (the
@@ -143,6 +208,14 @@ class MemjobsRedisBroker(RedisBroker):
         self._moving = threading.local()
         #: Which queues an operator paused (ops/pauses.py): the consumers fetch nothing from them.
         self.pause_gate: PauseGate | None = None
+        #: Per queue, the messages its consumers handed out and not yet acknowledged,
+        #: each with whether it waits for its eta in the consumer thread (_Consumer).
+        self._handed: dict[str, dict[str, bool]] = {}
+
+    def handed_out(self, queue_name: str) -> dict[str, bool]:
+        """The queue's messages handed to this worker and not yet acknowledged
+        (redis id → delayed), one consumer thread per queue writing it."""
+        return self._handed.setdefault(queue_name, {})
 
     @property
     def consumer_class(self) -> type[_RedisConsumer]:
