@@ -58,18 +58,18 @@ def test_a_delayed_message_dropped_by_a_lost_connection_runs_once_after_reconnec
     ran: list[str] = []
     done = threading.Event()
 
+    @dramatiq.actor(broker=broker, queue_name=QUEUE, max_retries=0)
     def probe(text: str) -> None:
         ran.append(text)
         done.set()
 
-    actor = dramatiq.actor(probe, broker=broker, queue_name=QUEUE, max_retries=0)
     errors = _ConnectionErrors()
     logging.getLogger("dramatiq").addHandler(errors)
     worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=50)
     worker.start()
     delayed_acks = keys.acks(broker.broker_id, f"{QUEUE}.DQ")
     try:
-        actor.send_with_options(args=("once",), delay=DELAY_MS)
+        probe.send_with_options(args=("once",), delay=DELAY_MS)
         wait_for(lambda: broker.client.scard(delayed_acks) == 1, 30, "the worker to hold the delayed message")
         redis_server.stop()
         try:
