@@ -1,12 +1,15 @@
-"""A message a worker holds when its Redis connection is lost is not held for ever.
+"""A message a worker holds when Redis goes away is neither held for ever nor lost.
 
 Dramatiq's consumer thread drops its delayed messages on a connection error
 while their ids stay in the live worker's unacknowledged set (only a dead
 worker's are put back): an extraction waiting out its debounce when Redis
-failed over stayed there until the worker restarted (tests/faults/
-test_many_hosts.py found it). memjobs' consumer puts them back when it
-reconnects (memjobs_worker/broker.py); this drives that with a real worker and
-a real Redis restart.
+failed over stayed there until the worker restarted. And a retry that Redis
+did not take (a job failed on the outage itself) was dropped while its
+delivery was acknowledged once Redis came back: the job was gone.
+tests/faults/test_many_hosts.py found both after a Sentinel failover;
+memjobs' broker puts the first back and retries the second
+(memjobs_worker/broker.py). Driven here with a real worker and real Redis
+stops and starts.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import dramatiq
 import pytest
 
 from memjobs_client import keys
+from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.broker import MemjobsRedisBroker, build_broker
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.settings import Settings
@@ -31,15 +35,16 @@ QUEUE = "stranded_probe"
 DELAY_MS = 8000
 
 
-class _ConnectionErrors(logging.Handler):
-    """Counts the consumer threads' "connection error" reports (Dramatiq's own log)."""
+class _Reports(logging.Handler):
+    """Collects the log records whose message holds ``words`` (their loggers' names)."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.CRITICAL)
+    def __init__(self, words: str, level: int) -> None:
+        super().__init__(level)
+        self.words = words
         self.seen: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "connection error" in record.getMessage():
+        if self.words in record.getMessage():
             self.seen.append(record.name)
 
 
@@ -63,7 +68,7 @@ def test_a_delayed_message_dropped_by_a_lost_connection_runs_once_after_reconnec
         ran.append(text)
         done.set()
 
-    errors = _ConnectionErrors()
+    errors = _Reports("connection error", logging.CRITICAL)  # Dramatiq's consumer threads say so
     logging.getLogger("dramatiq").addHandler(errors)
     worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=50)
     worker.start()
@@ -91,3 +96,43 @@ def test_a_delayed_message_dropped_by_a_lost_connection_runs_once_after_reconnec
     finally:
         worker.stop()
         logging.getLogger("dramatiq").removeHandler(errors)
+
+
+def test_a_retry_redis_did_not_take_is_queued_once_redis_is_back(
+    broker: MemjobsRedisBroker, redis_server: EmbeddedRedis
+) -> None:
+    calls: list[int] = []
+    again = threading.Event()
+
+    @dramatiq.actor(broker=broker, queue_name=QUEUE, min_backoff=10, max_backoff=100)
+    def outage_probe() -> None:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            redis_server.stop()  # the outage begins while the job runs: its retry meets it
+            raise BackendUnavailable("Redis went away mid-job")
+        again.set()
+
+    refused = _Reports("a retry could not be queued", logging.WARNING)  # memjobs' broker, trying again
+    dropped = _Reports("Unexpected failure in after_process_message", logging.CRITICAL)  # Dramatiq, giving up
+    logging.getLogger("memjobs_worker.broker").addHandler(refused)
+    logging.getLogger("dramatiq").addHandler(dropped)
+    worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=50)
+    worker.start()
+    try:
+        outage_probe.send()
+        try:
+            wait_for(lambda: refused.seen or dropped.seen, 60, "the worker to find Redis gone when it queues the retry")
+        finally:
+            if redis_server.process is None or redis_server.process.poll() is not None:
+                redis_server.start()
+        assert again.wait(60), "the retry was lost: the job never ran again"
+        wait_for(lambda: worker.work_queue.unfinished_tasks == 0, 30, "the worker to finish")
+        assert calls == [0, 1]
+        assert not dropped.seen
+        for queue in (QUEUE, f"{QUEUE}.DQ"):
+            assert broker.client.llen(f"{keys.NAMESPACE}:{queue}") == 0
+            assert broker.client.scard(keys.acks(broker.broker_id, queue)) == 0
+    finally:
+        worker.stop()
+        logging.getLogger("memjobs_worker.broker").removeHandler(refused)
+        logging.getLogger("dramatiq").removeHandler(dropped)

@@ -25,10 +25,15 @@ out its debounce, a retry waiting out its backoff) and its prefetched ones,
 while their ids stay in this live worker's unacknowledged set, which only a
 *dead* worker's maintenance puts back: a worker that never restarts would hold
 them for ever (and the owner's "extraction queued" flag would keep the sweeper
-away until it expires). Here every new consumer first puts back what its
-predecessor left (:meth:`_Consumer._put_back_stranded`): this worker's
-unacknowledged ids for the queue that no worker thread holds and that the
-consumer thread's delay queue no longer has.
+away until it expires). Here a consumer, before its first fetch and every
+:data:`AUDIT_EVERY_S`, puts back what its worker no longer holds
+(:meth:`_Consumer._put_back_stranded`): this worker's unacknowledged ids for
+the queue that are neither prefetched, nor with a worker thread, nor in the
+consumer thread's delay queue. And a worker thread whose retry Redis does not
+take (the job failed on the outage itself) tries again until Redis does
+(:meth:`MemjobsRedisBroker.enqueue`), as Dramatiq does its acknowledgement:
+Dramatiq would log the failure and acknowledge the delivery, and the job
+would be gone.
 
 A queue an operator paused (:mod:`memjobs_worker.ops.pauses`) is not fetched
 from: its consumers put back what they had prefetched and idle until it is
@@ -67,6 +72,7 @@ from dramatiq.brokers.redis import RedisBroker, _RedisConsumer, _scripts
 from dramatiq.common import current_millis, dq_name, xq_name
 from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
+from dramatiq.worker import WorkerThread
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
@@ -92,19 +98,24 @@ from memjobs_worker.settings import Settings
 log = logging.getLogger(__name__)
 
 
+#: How often a consumer compares its worker's unacknowledged messages with
+#: what the worker holds (:meth:`_Consumer._put_back_stranded`), in seconds.
+AUDIT_EVERY_S = 5.0
+
+
 class _Consumer(_RedisConsumer):
     def __init__(self, broker: MemjobsRedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
-        self._settled = False  # what a predecessor left is put back before the first fetch
+        self._audit_at = 0.0  # the first fetch puts back what a predecessor left
 
     def __next__(self) -> Any:
         gate: PauseGate | None = getattr(self.broker, "pause_gate", None)
-        if not self._settled:
+        if time.monotonic() >= self._audit_at:
             try:
                 self._put_back_stranded()
             except (redis.ConnectionError, redis.TimeoutError) as exc:  # the thread restarts, as on a fetch
                 raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
-            self._settled = True
+            self._audit_at = time.monotonic() + AUDIT_EVERY_S
         while True:
             if gate is not None and gate.is_paused(self.queue_name):
                 self._put_back_prefetched()
@@ -137,26 +148,31 @@ class _Consumer(_RedisConsumer):
     def _put_back_stranded(self) -> None:
         """Put back onto the queue this worker's unacknowledged messages that
         nobody here holds any more (see the module): those a consumer before
-        this one prefetched, and the delayed ones its thread dropped when the
-        connection was lost. A message a worker thread still runs stays (it is
-        acknowledged when done); the put-back skips an id acknowledged meanwhile."""
+        this one prefetched, and delayed ones its thread dropped. Held are the
+        messages prefetched and not yet handed out, those handed to a worker
+        thread (acknowledged when done), and the delayed ones still in this
+        consumer thread's delay queue. Runs in the consumer thread (which alone
+        fetches and hands out), before the first fetch and every
+        :data:`AUDIT_EVERY_S`; the put-back skips an id acknowledged meanwhile."""
         handed = dict(self.broker.handed_out(self.queue_name))  # before the read below
         delay_queue = getattr(threading.current_thread(), "delay_queue", None)
-        waiting = (
-            None
-            if delay_queue is None
-            else {item.message.options["redis_message_id"] for item in list(delay_queue.queue)}
-        )
+        waiting = None if delay_queue is None else {_redis_id(item.message) for item in list(delay_queue.queue)}
         held = {i for i, delayed in handed.items() if not delayed or waiting is None or i in waiting}
+        held.update(_redis_id(data) for data in self.message_cache)
         unacked = {_str(raw) for raw in self.broker.client.smembers(keys.acks(self.broker.broker_id, self.queue_name))}
         stranded = sorted(unacked - held)
-        for redis_id in handed.keys() - held:  # dropped with the delay queue: put back below
+        for redis_id in handed.keys() - held:  # dropped from the delay queue: put back below
             self.broker.handed_out(self.queue_name).pop(redis_id, None)
         if stranded:
             self.broker.do_requeue(self.queue_name, *stranded)
             log.warning(
-                "messages left unacknowledged by a lost connection put back",
-                extra={"queue": self.queue_name, "messages": len(stranded), "reason": "stranded_messages"},
+                "unacknowledged messages this worker no longer held put back",
+                extra={
+                    "queue": self.queue_name,
+                    "messages": len(stranded),
+                    "dropped_delayed": len(handed.keys() - held),
+                    "reason": "stranded_messages",
+                },
             )
 
     def _put_back_prefetched(self) -> None:
@@ -191,6 +207,11 @@ class _Consumer(_RedisConsumer):
         )
 
 
+#: How long a worker thread waits between tries at moving its message while
+#: Redis does not answer, and how often it says so.
+MOVE_RETRY_S = 1.0
+REFUSED_LOG_EVERY_S = 30.0
+
 #: Dispatch commands that only move or delete messages already in Redis.
 _DRAIN_COMMANDS = frozenset({"fetch", "ack", "nack", "requeue"})
 #: Redis ≥ 7: the script may run while Redis is over its maxmemory.
@@ -224,11 +245,30 @@ class MemjobsRedisBroker(RedisBroker):
     def enqueue(self, message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
         # A message that came from Redis (a retry, a delayed message coming due, a
         # newer schema's deferral) is moved, not added: it may go while Redis is full.
-        self._moving.active = "redis_message_id" in message.options
-        try:
-            return super().enqueue(message, delay=delay)
-        finally:
-            self._moving.active = False
+        moving = "redis_message_id" in message.options
+        thread = threading.current_thread()
+        refused_at: float | None = None
+        while True:
+            self._moving.active = moving
+            try:
+                return super().enqueue(message, delay=delay)
+            except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError):
+                # A worker thread moving its message (a retry) acknowledges the
+                # delivery next: giving up here would lose the job. Tried again
+                # until Redis takes it, as Dramatiq does the acknowledgement
+                # itself; a worker stopped meanwhile leaves the delivery
+                # unacknowledged, for the broker to requeue.
+                if not (moving and isinstance(thread, WorkerThread) and thread.running):
+                    raise
+                if refused_at is None or time.monotonic() - refused_at >= REFUSED_LOG_EVERY_S:
+                    refused_at = time.monotonic()
+                    log.warning(
+                        "a retry could not be queued: Redis did not answer; trying again until it does",
+                        extra={"actor": message.actor_name, "reason": "backend_unavailable"},
+                    )
+                time.sleep(MOVE_RETRY_S)
+            finally:
+                self._moving.active = False
 
     def _dispatch(self, command: str) -> Callable[..., Any]:
         stock: Callable[..., Any] = super()._dispatch(command)  # type: ignore[no-untyped-call]
@@ -425,6 +465,16 @@ class MessagePage:
 
 def _str(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _redis_id(message: Any) -> str:
+    """A message's id in Redis, from the message or its stored bytes ("" when unreadable)."""
+    if isinstance(message, bytes | str):
+        try:
+            message = dramatiq.Message.decode(message if isinstance(message, bytes) else message.encode())
+        except DecodeError:
+            return ""
+    return str(message.options.get("redis_message_id", ""))
 
 
 def _chunk(
