@@ -2,7 +2,8 @@
 three sentinels) and PostgreSQL each in their own namespace, three worker hosts
 each a separate process tree with its own data directory and its own model
 stand-in (with latency). 1,000 sources from 50 owners, remembered in three
-waves so that each fault meets work in flight however fast the machine learns:
+waves so that each fault meets work in flight however fast the machine learns
+(each wave goes in just before its fault):
 a host is killed with SIGKILL, another is cut off from Redis (not from
 PostgreSQL) while it holds a lease mid-extraction and healed later, and the
 Redis master is killed (Sentinel failover). Then 50 sources are forgotten. At the end every source is
@@ -125,7 +126,7 @@ def _scenario(
         "sweep_pending_after_ms": 2000,
         "extract_delay_ms": 100,
         "redis_timeout_ms": 1000,
-        "model_timeout_ms": 20_000,
+        "model_timeout_ms": 300_000,  # h1's held call waits for the steps below, however slow
         "metrics_port": 0,
         "min_backoff_ms": 100,
         "max_backoff_ms": 2000,
@@ -179,10 +180,6 @@ def _scenario(
             ).all()
         return [(r.owner_key, r.attempt_id) for r in rows if r.pid in pids]
 
-    # h1's first model call is held from the start: whenever h1 takes its first
-    # extraction, it is mid-extraction, lease held, for step 2.
-    h1_model = models[1]
-    h1_model.hang_next("chat")
     remember_wave(WAVES[0])
     # 1. kill -9 of a whole host (every process of its tree) while it works.
     wait_for(lambda: learned() >= 100, 300, "100 sources learned", poll_s=0.2)
@@ -193,9 +190,13 @@ def _scenario(
     #    its model call is held, it is cut off, another host takes the owner over,
     #    the model answers (still cut off: h1 cannot tell whether its lease is
     #    gone, so it tries to commit) and the fence in the ledger refuses it.
-    wait_for(lambda: h1_model.requests_for("chat"), 120, "h1 inside a model call", poll_s=0.05)
+    #    The second wave gives every owner new work, so h1 has some to take.
+    h1_model = models[1]
+    calls = len(h1_model.requests_for("chat"))
+    h1_model.hang_next("chat")
+    remember_wave(WAVES[1])
+    wait_for(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", poll_s=0.01)
     topo.partition("h1", "redis")
-    remember_wave(WAVES[1])  # every owner has new work for the hosts still up
     [(victim, cut_attempt)] = wait_for(
         lambda: open_attempts_of("h1") if len(open_attempts_of("h1")) == 1 else [],
         90,

@@ -169,7 +169,7 @@ class _Consumer(_RedisConsumer):
                 "unacknowledged messages this worker no longer held put back",
                 extra={
                     "queue": self.queue_name,
-                    "messages": len(stranded),
+                    "put_back": len(stranded),
                     "dropped_delayed": len(handed.keys() - held),
                     "reason": "stranded_messages",
                 },
