@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from memjobs_client import MemjobsClient
+from memjobs_client import MemjobsClient, keys
 from memjobs_client.connect import Durability
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable
@@ -235,7 +236,7 @@ def _scenario(
     def sweep_until(done: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not done():
-            assert time.monotonic() < deadline, f"{what}: {store.counts_by_state()}"
+            assert time.monotonic() < deadline, f"{what}: {store.counts_by_state()}\n{_stuck_report(runtime)}"
             try:
                 runtime.sweeper.once()
             except Exception:  # noqa: BLE001 - Redis may still be failing over
@@ -311,3 +312,47 @@ def _as_a_gateway(call: Callable[[], Any], timeout_s: float = 60) -> Any:
 def _attempt_rows(store: Any) -> list[Any]:
     with store.engine.connect() as conn:
         return list(conn.execute(sa.select(attempts)).all())
+
+
+def _stuck_report(runtime: Runtime) -> str:
+    """What holds the owners still pending (for a failure's message): each one's
+    lease, dirty and "extraction queued" flags with their TTLs, and where
+    Redis keeps messages naming it (queue, delay queue, a worker's
+    unacknowledged set, dead letters)."""
+    try:
+        return _stuck_lines(runtime)
+    except Exception as exc:  # noqa: BLE001 - a report must not hide the failure it reports
+        return f"(no report: {exc!r})"
+
+
+def _stuck_lines(runtime: Runtime) -> str:
+    r = runtime.redis
+    owners = runtime.store.owners_pending_since(datetime.now(UTC))
+    where: dict[str, list[str]] = {o: [] for o in owners}
+    for msgs in r.scan_iter(match=f"{keys.NAMESPACE}:*.msgs", count=1000):
+        name = msgs.decode() if isinstance(msgs, bytes) else str(msgs)
+        queue = name.removeprefix(f"{keys.NAMESPACE}:").removesuffix(".msgs")
+        acked = {
+            a.decode() if isinstance(a, bytes) else str(a): acks_key
+            for acks_key in r.scan_iter(match=f"{keys.NAMESPACE}:__acks__.*.{queue}", count=1000)
+            for a in r.smembers(acks_key)
+        }
+        listed = {i.decode() if isinstance(i, bytes) else str(i) for i in r.lrange(keys.queue(queue), 0, -1)}
+        for raw_id, raw in r.hgetall(name).items():
+            rid = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            for o in owners:
+                if o.encode() in raw:
+                    spot = "listed" if rid in listed else f"unacked by {acked[rid]!s}" if rid in acked else "nowhere"
+                    where[o].append(f"{queue}: {spot}")
+    lines = []
+    for o in owners:
+        flags = {
+            k: (r.get(key), r.pttl(key))
+            for k, key in (
+                ("lease", keys.lock("learn", o)),
+                ("dirty", keys.lock_dirty("learn", o)),
+                ("queued", keys.extraction_scheduled(o)),
+            )
+        }
+        lines.append(f"owner {o[:12]}: {flags}; messages: {where[o] or 'none'}")
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import dramatiq
 import pytest
@@ -136,3 +137,69 @@ def test_a_retry_redis_did_not_take_is_queued_once_redis_is_back(
         worker.stop()
         logging.getLogger("memjobs_worker.broker").removeHandler(refused)
         logging.getLogger("dramatiq").removeHandler(dropped)
+
+
+class _StopRedisOnMove(dramatiq.Middleware):
+    """Stops Redis the first time a delayed message is moved to its queue: the
+    consumer thread's move then fails, and its close puts back what it held
+    with Redis still down."""
+
+    def __init__(self, server: EmbeddedRedis) -> None:
+        self.server = server
+        self.cut = False
+        self.stopped = threading.Event()
+
+    def before_enqueue(self, broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int | None) -> None:
+        if message.queue_name == QUEUE and "redis_message_id" in message.options and not self.cut:
+            self.cut = True
+            self.server.stop()
+            self.stopped.set()
+
+
+def test_the_consumer_thread_survives_redis_going_away_as_it_moves_a_delayed_message(
+    broker: MemjobsRedisBroker, redis_server: EmbeddedRedis
+) -> None:
+    ran: list[str] = []
+    done = threading.Event()
+
+    @dramatiq.actor(broker=broker, queue_name=QUEUE, max_retries=0)
+    def moved_probe(text: str) -> None:
+        ran.append(text)
+        if len(ran) == 2:
+            done.set()
+
+    cut = _StopRedisOnMove(redis_server)
+    broker.add_middleware(cut)
+    restarts = _Reports("Restarting consumer", logging.INFO)  # logged once the thread's close returned
+    dramatiq_worker_log = logging.getLogger("dramatiq.worker")
+    level = dramatiq_worker_log.level
+    dramatiq_worker_log.setLevel(logging.INFO)
+    dramatiq_worker_log.addHandler(restarts)
+    worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=50)
+    worker.start()
+    consumer = worker.consumers[f"{QUEUE}.DQ"]
+    try:
+        # The later one is still in the consumer thread's delay queue when the
+        # first one's move fails: its close tries to put it back, Redis down.
+        later = keys.acks(broker.broker_id, f"{QUEUE}.DQ")
+        moved_probe.send_with_options(args=("later",), delay=4000)
+        moved_probe.send_with_options(args=("first",), delay=500)
+        wait_for(lambda: broker.client.scard(later) == 2, 30, "the worker to hold both delayed messages")
+        try:
+            assert cut.stopped.wait(60), "the delayed message never came due"
+            # Redis stays down until the consumer thread has closed (or died trying).
+            wait_for(
+                lambda: f"{QUEUE}.DQ" in " ".join(restarts.seen) or not consumer.is_alive(),
+                60,
+                "the consumer thread to close its consumer",
+            )
+        finally:
+            redis_server.start()
+        assert consumer.is_alive(), "the consumer thread died closing its consumer with Redis down"
+        assert done.wait(60), f"the delayed messages never ran (ran: {ran})"
+        wait_for(lambda: worker.work_queue.unfinished_tasks == 0, 30, "the worker to finish")
+        assert sorted(ran) == ["first", "later"]
+    finally:
+        worker.stop()
+        dramatiq_worker_log.removeHandler(restarts)
+        dramatiq_worker_log.setLevel(level)

@@ -139,11 +139,20 @@ class _Consumer(_RedisConsumer):
         self.broker.handed_out(self.queue_name).pop(message.options["redis_message_id"], None)
 
     def requeue(self, messages: Any) -> None:
+        """Put messages back onto the queue (a consumer closing: a restart, a
+        shutdown). Redis not answering raises ConnectionClosed, as ack and
+        nack do, which Dramatiq's close expects: anything else escapes its
+        consumer thread, which dies, and the queue's delayed messages with it.
+        Those not put back stay unacknowledged: the next consumer's audit, or
+        once this worker is dead Dramatiq's maintenance, puts them back."""
         messages = list(messages)
-        super().requeue(messages)  # type: ignore[no-untyped-call]
         handed = self.broker.handed_out(self.queue_name)
         for message in messages:
             handed.pop(message.options["redis_message_id"], None)
+        try:
+            super().requeue(messages)  # type: ignore[no-untyped-call]
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
 
     def _put_back_stranded(self) -> None:
         """Put back onto the queue this worker's unacknowledged messages that
