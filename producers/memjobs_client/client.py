@@ -47,6 +47,7 @@ from memjobs_client.contracts import (
 )
 from memjobs_client.errors import BackendUnavailable, InvalidPayload, KnowledgeOff, MemoryOff, RedisFull
 from memjobs_client.payloads import build_payload, corpus_payloads, owner_key_of, redacted
+from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_client.validation import as_list as _items
 from memjobs_client.validation import validate
 
@@ -297,20 +298,17 @@ class MemjobsClient:
         that were not already (concurrent ends: one of them gets each)."""
         if not actors:
             return []
-        try:
+        with _taking("the end of session"):
             added = self.broker.client.eval(_CLAIM_SESSION_JOBS, 1, marker, _SESSION_MARKER_TTL_S, *actors)
-        except redis.RedisError as exc:
-            raise _unavailable(exc, "the end of session") from exc
-        names = {a.decode() if isinstance(a, bytes) else str(a) for a in added}
+        names = {as_str(a) for a in added}
         return [a for a in actors if a in names]
 
     def _release_session_jobs(self, marker: str, actors: list[str]) -> None:
         if not actors:
             return
-        try:
+        # Redis down: the marker names a job never queued; see end_session
+        with redis_best_effort():
             self.broker.client.srem(marker, *actors)
-        except redis.RedisError:
-            pass  # Redis is down: the marker names a job never queued; see end_session
 
     def record_task(self, owner_id: str, task_id: str, goal: str, status: str) -> None:
         """Report a task's status to the task ledger (read live by session recall).
@@ -371,10 +369,8 @@ class MemjobsClient:
         payloads = corpus_payloads(owner_key_of(owner_id), documents, allowed_roots, part_size, self.rules)
         named = [_named(doc) for p in payloads for doc in p["documents"]]
         # Recorded before the first part can start, so a worker's "indexing" follows it.
-        try:
+        with _taking("reindex_knowledge"):
             reindexing.record_queued(self.broker.client, payloads[0]["owner_key"], named, len(payloads))
-        except redis.RedisError as exc:
-            raise _unavailable(exc, "reindex_knowledge") from exc
         for i, payload in enumerate(payloads, start=1):
             self._send(ACTOR_REINDEX, payload)
             if on_part is not None:
@@ -427,7 +423,7 @@ class MemjobsClient:
             kwargs={},
             options={},
         )
-        try:
+        with _taking(f"the {actor_name} job"):
             if self.memory_guard is not None:
                 self.memory_guard.check(self.broker.client)
             if queued is not None:
@@ -439,8 +435,6 @@ class MemjobsClient:
                     queued_remembers.take_back(self.broker.client, *queued)
                 raise
             self.durability.wait(self.broker.client)
-        except redis.RedisError as exc:
-            raise _unavailable(exc, f"the {actor_name} job") from exc
 
 
 def _named(doc: Mapping[str, Any]) -> tuple[str, str]:
@@ -451,12 +445,16 @@ def _named(doc: Mapping[str, Any]) -> tuple[str, str]:
     return str(doc.get("doc_id", "")), str(doc.get("title", ""))
 
 
-def _unavailable(exc: redis.RedisError, what: str) -> BackendUnavailable:
-    """Redis's refusal as the producer's error: RedisFull when Redis is at its
-    ``maxmemory`` (``OOM`` reply), else BackendUnavailable."""
-    if isinstance(exc, redis.OutOfMemoryError):
-        return RedisFull(
-            f"Redis is full (maxmemory reached) and refused {what}: nothing was queued; "
-            "retry once the workers have drained it"
-        )
-    return BackendUnavailable(f"Redis did not take {what}: {exc}")
+def _taking(what: str) -> redis_errors:
+    """Redis's refusal of ``what`` as the producer's error: RedisFull when Redis
+    is at its ``maxmemory`` (``OOM`` reply), else BackendUnavailable."""
+
+    def refused(exc: redis.RedisError) -> BackendUnavailable:
+        if isinstance(exc, redis.OutOfMemoryError):
+            return RedisFull(
+                f"Redis is full (maxmemory reached) and refused {what}: nothing was queued; "
+                "retry once the workers have drained it"
+            )
+        return BackendUnavailable(f"Redis did not take {what}: {exc}")
+
+    return redis_errors(translate=refused)

@@ -28,6 +28,7 @@ from redis.sentinel import Sentinel
 
 from memjobs_client import keys
 from memjobs_client.errors import BackendUnavailable, RedisFull
+from memjobs_client.redis_seam import redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +161,8 @@ class Durability:
         """Raises BackendUnavailable when the write is not durable in time."""
         if not self.enabled:
             return
-        try:
+        with redis_errors("Redis did not confirm durability"):
             self._wait(client)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not confirm durability: {exc}") from exc
 
     def _wait(self, client: redis.Redis) -> None:
         marker = keys.DURABILITY_PROBE

@@ -32,6 +32,7 @@ from __future__ import annotations
 import redis
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import redis_best_effort
 
 #: How long a recorded remember counts at most, in seconds (8 days: Dramatiq
 #: keeps a dead letter 7 days; retries and outage budgets are far shorter).
@@ -62,7 +63,5 @@ def take_back(client: redis.Redis, owner_key: str, source_id: str) -> None:
     when Redis does not answer either, the count outlives the failed remember
     until its TTL, and a forget of that source meanwhile answers ``forgotten``
     (a forgotten marker in the ledger, which a later remember overrides)."""
-    try:
+    with redis_best_effort():
         client.eval(_TAKE_BACK, 1, keys.remember_queued(owner_key, source_id))
-    except redis.RedisError:
-        pass

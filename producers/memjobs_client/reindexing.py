@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import as_str
 
 #: How long a recorded reindex is shown at most, in seconds (a day: a reindex
 #: of a whole corpus takes minutes; one stuck longer is not "being indexed").
@@ -72,9 +73,7 @@ def read(client: redis.Redis, owner_key: str) -> dict[str, Any] | None:
     raw = client.hgetall(keys.reindex_progress(owner_key))
     if not raw:
         return None
-    found = {
-        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()
-    }
+    found = {as_str(k): as_str(v) for k, v in raw.items()}
     try:
         return {
             "state": found.get("state", "queued"),

@@ -35,6 +35,7 @@ from memjobs_client import MemjobsClient, keys
 from memjobs_client.connect import Durability
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.endpoints import Endpoints
@@ -330,16 +331,16 @@ def _stuck_lines(runtime: Runtime) -> str:
     owners = runtime.store.owners_pending_since(datetime.now(UTC))
     where: dict[str, list[str]] = {o: [] for o in owners}
     for msgs in r.scan_iter(match=f"{keys.NAMESPACE}:*.msgs", count=1000):
-        name = msgs.decode() if isinstance(msgs, bytes) else str(msgs)
+        name = as_str(msgs)
         queue = name.removeprefix(f"{keys.NAMESPACE}:").removesuffix(".msgs")
         acked = {
-            a.decode() if isinstance(a, bytes) else str(a): acks_key
+            as_str(a): acks_key
             for acks_key in r.scan_iter(match=f"{keys.NAMESPACE}:__acks__.*.{queue}", count=1000)
             for a in r.smembers(acks_key)
         }
-        listed = {i.decode() if isinstance(i, bytes) else str(i) for i in r.lrange(keys.queue(queue), 0, -1)}
+        listed = {as_str(i) for i in r.lrange(keys.queue(queue), 0, -1)}
         for raw_id, raw in r.hgetall(name).items():
-            rid = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            rid = as_str(raw_id)
             for o in owners:
                 if o.encode() in raw:
                     spot = "listed" if rid in listed else f"unacked by {acked[rid]!s}" if rid in acked else "nowhere"

@@ -77,7 +77,8 @@ from dramatiq.worker import WorkerThread
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
-from memjobs_client.errors import BackendUnavailable, InvalidPayload
+from memjobs_client.errors import InvalidPayload
+from memjobs_client.redis_seam import as_bytes, as_str, redis_errors
 from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.erased import DropErasedOwners
 from memjobs_worker.jobs import use_outage_retries
@@ -168,7 +169,9 @@ class _Consumer(_RedisConsumer):
         waiting = None if delay_queue is None else {_redis_id(item.message) for item in list(delay_queue.queue)}
         held = {i for i, delayed in handed.items() if not delayed or waiting is None or i in waiting}
         held.update(_redis_id(data) for data in self.message_cache)
-        unacked = {_str(raw) for raw in self.broker.client.smembers(keys.acks(self.broker.broker_id, self.queue_name))}
+        unacked = {
+            as_str(raw) for raw in self.broker.client.smembers(keys.acks(self.broker.broker_id, self.queue_name))
+        }
         stranded = sorted(unacked - held)
         for redis_id in handed.keys() - held:  # dropped from the delay queue: put back below
             self.broker.handed_out(self.queue_name).pop(redis_id, None)
@@ -203,7 +206,7 @@ class _Consumer(_RedisConsumer):
         messages = keys.messages(self.queue_name)
         for raw_id in broker.client.smembers(acks):
             if broker.client.hget(messages, raw_id) == data:
-                message_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+                message_id = as_str(raw_id)
                 broker.do_nack(self.queue_name, message_id)
                 log.warning(
                     "undecodable message dead-lettered",
@@ -437,10 +440,8 @@ def owner_has_messages(client: redis.Redis, owner_key: str) -> bool:
         BackendUnavailable: Redis did not answer.
     """
     needle = owner_key.encode()
-    try:
+    with redis_errors():
         return any(needle in raw for _queue, raw in scan_messages(client))
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 # Dramatiq's stored messages, a page at a time, for the console ------------------
@@ -472,15 +473,11 @@ class MessagePage:
     scanned: int  # messages read to fill this page
 
 
-def _str(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
 def _redis_id(message: Any) -> str:
     """A message's id in Redis, from the message or its stored bytes ("" when unreadable)."""
     if isinstance(message, bytes | str):
         try:
-            message = dramatiq.Message.decode(message if isinstance(message, bytes) else message.encode())
+            message = dramatiq.Message.decode(as_bytes(message))
         except DecodeError:
             return ""
     return str(message.options.get("redis_message_id", ""))
@@ -496,27 +493,28 @@ def _chunk(
     if state in ("queued", "dead"):
         dead = keys.dead_letters(queue)
         if state == "queued":
-            ids = [_str(i) for i in client.lrange(keys.queue(queue), pos, pos + count - 1)]
+            ids = [as_str(i) for i in client.lrange(keys.queue(queue), pos, pos + count - 1)]
             scores: dict[str, float] = {}
         else:
             members: list[tuple[Any, float]] = client.zrevrange(  # type: ignore[assignment]
                 dead, pos, pos + count - 1, withscores=True
             )
-            ids = [_str(i) for i, _ in members]
-            scores = {_str(i): float(s) for i, s in members}
+            ids = [as_str(i) for i, _ in members]
+            scores = {as_str(i): float(s) for i, s in members}
         datas = client.hmget(keys.messages(queue) if state == "queued" else f"{dead}.msgs", ids) if ids else []
         found: list[tuple[int | None, StoredMessage]] = [
-            (pos + k + 1, StoredMessage(queue, state, i, _bytes(d), scores.get(i)))
+            (pos + k + 1, StoredMessage(queue, state, i, as_bytes(d), scores.get(i)))
             for k, (i, d) in enumerate(zip(ids, datas, strict=True))
             if d is not None
         ]
         return found, (pos + len(ids) if len(ids) == count else None)
     if state == "delayed":
         after, pairs = client.hscan(keys.messages(dq_name(queue)), pos, count=count)
-        return [(None, StoredMessage(queue, state, _str(i), _bytes(d))) for i, d in pairs.items()], (int(after) or None)  # type: ignore[union-attr]
+        found = [(None, StoredMessage(queue, state, as_str(i), as_bytes(d))) for i, d in pairs.items()]  # type: ignore[union-attr]
+        return found, (int(after) or None)
     if state == "in_flight":  # fetched by a live consumer: at most its prefetch each
-        consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
-        ids = sorted({_str(i) for c in consumers for i in client.smembers(keys.acks(c, queue))})
+        consumers = [as_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
+        ids = sorted({as_str(i) for c in consumers for i in client.smembers(keys.acks(c, queue))})
         return [(None, m) for m in _with_data(client, keys.messages(queue), queue, state, ids[:PAGE_BUDGET])], None
     raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
 
@@ -525,11 +523,7 @@ def _with_data(client: redis.Redis, hash_name: str, queue: str, state: str, ids:
     if not ids:
         return []
     datas = client.hmget(hash_name, ids)
-    return [StoredMessage(queue, state, i, _bytes(d)) for i, d in zip(ids, datas, strict=True) if d is not None]
-
-
-def _bytes(raw: Any) -> bytes:
-    return raw if isinstance(raw, bytes) else str(raw).encode()
+    return [StoredMessage(queue, state, i, as_bytes(d)) for i, d in zip(ids, datas, strict=True) if d is not None]
 
 
 def page_messages(
@@ -561,7 +555,7 @@ def page_messages(
     qi, pos = int(index), int(at)
     found: list[StoredMessage] = []
     scanned = 0
-    try:
+    with redis_errors():
         while qi < len(names) and len(found) < want and scanned < budget:
             count = min(CHUNK, budget - scanned, want - len(found) if accept is None else CHUNK)
             batch, after = _chunk(client, state, names[qi], pos, count)
@@ -573,14 +567,12 @@ def page_messages(
                         after = stop  # the next page starts right after it
                         break
             qi, pos = (qi + 1, 0) if after is None else (qi, after)
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     return MessagePage(found, None if qi >= len(names) else f"{qi}:{pos}", scanned)
 
 
 def _fetched(client: redis.Redis, queue: str, redis_id: str) -> bool:
     """Whether a live consumer holds this message of ``queue`` (fetched, not acknowledged)."""
-    consumers = [_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
+    consumers = [as_str(c) for c in client.zrange(keys.BROKER_HEARTBEATS, 0, -1)]
     return any(client.sismember(keys.acks(c, queue), redis_id) for c in consumers)
 
 
@@ -592,24 +584,21 @@ def find_message(client: redis.Redis, ident: str, budget: int = 2 * PAGE_BUDGET)
     Raises:
         BackendUnavailable: Redis did not answer.
     """
-    try:
-        with client.pipeline(transaction=False) as pipe:
-            where = []
-            for queue in QUEUES:
-                for state, name in (
-                    ("queued", keys.messages(queue)),
-                    ("delayed", keys.messages(dq_name(queue))),
-                    ("dead", f"{keys.dead_letters(queue)}.msgs"),
-                ):
-                    pipe.hget(name, ident)
-                    where.append((queue, state))
-            for (queue, state), data in zip(where, pipe.execute(), strict=True):
-                if data is not None:
-                    if state == "queued" and _fetched(client, queue, ident):
-                        state = "in_flight"
-                    return StoredMessage(queue, state, ident, _bytes(data))
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    with redis_errors(), client.pipeline(transaction=False) as pipe:
+        where = []
+        for queue in QUEUES:
+            for state, name in (
+                ("queued", keys.messages(queue)),
+                ("delayed", keys.messages(dq_name(queue))),
+                ("dead", f"{keys.dead_letters(queue)}.msgs"),
+            ):
+                pipe.hget(name, ident)
+                where.append((queue, state))
+        for (queue, state), data in zip(where, pipe.execute(), strict=True):
+            if data is not None:
+                if state == "queued" and _fetched(client, queue, ident):
+                    state = "in_flight"
+                return StoredMessage(queue, state, ident, as_bytes(data))
     needle = f'"message_id":"{ident}"'.encode()
     for state in ("in_flight", "delayed", "dead", "queued"):
         cursor: str | None = None
@@ -656,7 +645,7 @@ def drop_owner_messages(client: redis.Redis, owner_key: str) -> OwnerMessages:
     """
     needle = owner_key.encode()
     dropped = running = 0
-    try:
+    with redis_errors():
         for queue in QUEUES:
             for name, kind in ((queue, "ready"), (dq_name(queue), "delayed"), (xq_name(queue), "dead")):
                 stored = keys.messages(name)
@@ -669,6 +658,4 @@ def drop_owner_messages(client: redis.Redis, owner_key: str) -> OwnerMessages:
                         continue
                     client.hdel(stored, mid)
                     dropped += 1
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     return OwnerMessages(dropped, running)

@@ -35,7 +35,7 @@ from dramatiq.middleware import Middleware, SkipMessage
 
 from memjobs_client import keys
 from memjobs_client.contracts import content_hash
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str, redis_errors
 from memjobs_worker.observability.metrics import ERASED_OWNER_JOBS_DROPPED
 
 log = logging.getLogger(__name__)
@@ -54,14 +54,11 @@ def hold(client: redis.Redis, owner_key: str, hold_ms: int) -> None:
     """
     marker = keys.owner_erased(owner_key)
     now_ms = int(time.time() * 1000)
-    try:
-        with client.pipeline(transaction=True) as pipe:
-            pipe.set(marker, "1", px=hold_ms)
-            pipe.zadd(keys.ERASING, {marker: now_ms + hold_ms})
-            pipe.zremrangebyscore(keys.ERASING, "-inf", now_ms)
-            pipe.execute()
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+    with redis_errors(), client.pipeline(transaction=True) as pipe:
+        pipe.set(marker, "1", px=hold_ms)
+        pipe.zadd(keys.ERASING, {marker: now_ms + hold_ms})
+        pipe.zremrangebyscore(keys.ERASING, "-inf", now_ms)
+        pipe.execute()
 
 
 def settle(held_at: float, poll_ms: int = POLL_MS) -> None:
@@ -93,11 +90,9 @@ class ErasureGate:
         with self._lock:
             began = time.monotonic() * 1000
             if began - self._read_at >= self.poll_ms:
-                try:
+                with redis_errors():
                     raw = self.client.zrangebyscore(keys.ERASING, int(time.time() * 1000), "+inf")
-                except redis.RedisError as exc:
-                    raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
-                self._markers = frozenset(m.decode() if isinstance(m, bytes) else str(m) for m in raw)
+                self._markers = frozenset(as_str(m) for m in raw)
                 self._read_at = began
             return marker in self._markers
 
@@ -143,7 +138,5 @@ class DropErasedOwners(Middleware):
         if isinstance(payload.get("session_id"), str):
             settled.append(keys.session_ended(owner_key, content_hash(payload["session_id"])))
         if settled:
-            try:
+            with redis_errors():
                 self.client.delete(*settled)
-            except redis.RedisError as exc:
-                raise BackendUnavailable(f"Redis did not answer: {exc}") from exc

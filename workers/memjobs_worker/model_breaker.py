@@ -49,6 +49,7 @@ from typing import Any
 import redis
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import redis_best_effort
 from memjobs_worker.settings import Settings
 
 #: The services a breaker guards: the light chat model and the embedding service.
@@ -151,34 +152,29 @@ class RedisModelBreaker(ModelBreaker):
         self._keys = keys.model_breaker(service)
 
     def admit(self) -> Ticket:
-        try:
+        with redis_best_effort() as attempt:
             answer = self._admit(keys=[self._keys.open, self._keys.probe], args=[self.probe_interval_ms])
-        except redis.RedisError:
+        if attempt.failed:
             return Ticket.CLOSED  # advisory: Redis away is an outage of its own
         return _TICKETS.get(int(answer), Ticket.CLOSED)
 
     def waiting(self) -> bool:
-        try:
+        with redis_best_effort():
             return int(self.redis.exists(self._keys.open, self._keys.probe)) == 2
-        except redis.RedisError:
-            return False
+        return False
 
     def failed(self, ticket: Ticket) -> None:
-        try:
+        with redis_best_effort():
             self._failed(
                 keys=[self._keys.failures, self._keys.open],
                 args=[self.failure_window_ms, self.failures, int(time.time() * 1000)],
             )
-        except redis.RedisError:
-            pass
 
     def succeeded(self, ticket: Ticket) -> None:
         if ticket is not Ticket.PROBE:
             return
-        try:
+        with redis_best_effort():  # the next probe closes it
             self.redis.delete(self._keys.open, self._keys.failures)
-        except redis.RedisError:
-            pass  # the next probe closes it
 
 
 def breakers(settings: Settings, client: redis.Redis) -> dict[str, ModelBreaker]:

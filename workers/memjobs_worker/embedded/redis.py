@@ -11,6 +11,7 @@ from pathlib import Path
 import redis
 
 from memjobs_client.errors import ConfigurationError
+from memjobs_client.redis_seam import redis_best_effort
 from memjobs_worker.embedded.process import free_port, process_name, wait_until
 from memjobs_worker.embedded.stack import private_dir
 
@@ -126,14 +127,13 @@ class EmbeddedRedis:
     def _answers(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
             raise TimeoutError("redis-server exited")
-        try:
+        with redis_best_effort():
             client = redis.Redis(host=self.bind, port=self.port or 6379, socket_timeout=0.5)
             try:
                 return bool(client.ping())
             finally:
                 client.close()
-        except redis.RedisError:
-            return False
+        return False
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SHUTDOWN (the append-only file is flushed), then wait for the exit."""

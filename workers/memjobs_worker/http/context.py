@@ -26,12 +26,12 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-import redis
 import sqlalchemy.exc
 from fastapi import Request
 
 from memjobs_client.client import MemjobsClient
 from memjobs_client.errors import MemjobsError
+from memjobs_client.redis_seam import RedisError
 from memjobs_worker.embedding.fair import Abandoned, Claim, ModelShare
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import Tokens
@@ -161,7 +161,7 @@ class ApiContext:
             raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
         except (MemjobsError, ProblemError):
             raise
-        except (redis.RedisError, sqlalchemy.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
+        except (RedisError, sqlalchemy.exc.SQLAlchemyError, psycopg.Error, OSError) as exc:
             log.warning(
                 "backend call failed", extra={"call": getattr(fn, "__name__", "call"), "error": type(exc).__name__}
             )

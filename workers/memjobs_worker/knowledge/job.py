@@ -26,6 +26,7 @@ import redis
 from memjobs_client import reindexing
 from memjobs_client.contracts import ReindexKnowledge
 from memjobs_client.errors import TransientError
+from memjobs_client.redis_seam import redis_best_effort
 from memjobs_worker.embedding import model_id
 from memjobs_worker.knowledge.cache import EmbeddingCache
 from memjobs_worker.knowledge.parts import CorpusParts
@@ -46,9 +47,9 @@ _POLL_S = 0.2
 def _progress(step: Callable[[redis.Redis, str], None], client: redis.Redis, owner_key: str) -> None:
     """Keep the owner's reindex record; a Redis that does not answer it costs
     the record, not the reindex (the lock's own calls say an outage)."""
-    try:
+    with redis_best_effort() as attempt:
         step(client, owner_key)
-    except redis.RedisError:
+    if attempt.failed:
         log.warning("reindex progress not recorded", extra={"owner_key": owner_key})
 
 

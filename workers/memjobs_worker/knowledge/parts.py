@@ -21,7 +21,7 @@ import redis
 
 from memjobs_client import keys
 from memjobs_client.contracts import CorpusPart
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str, redis_errors
 
 #: How long a corpus's record is kept after its last part.
 TTL_S = 24 * 3600
@@ -44,7 +44,7 @@ class CorpusParts:
             BackendUnavailable: Redis did not answer.
         """
         base = keys.knowledge_corpus(owner_key, part.corpus_id)
-        try:
+        with redis_errors("Redis did not record the corpus part"):
             pipe = self.client.pipeline()
             if doc_ids:
                 pipe.sadd(f"{base}:docs", *doc_ids)
@@ -56,13 +56,9 @@ class CorpusParts:
             if done < part.count:
                 return None
             members = self.client.smembers(f"{base}:docs")
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not record the corpus part: {exc}") from exc
-        return {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        return {as_str(m) for m in members}
 
     def done(self, owner_key: str, corpus_id: str) -> int:
         """How many parts of the corpus are indexed."""
-        try:
+        with redis_errors():
             return int(self.client.scard(f"{keys.knowledge_corpus(owner_key, corpus_id)}:parts"))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc

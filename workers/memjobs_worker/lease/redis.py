@@ -16,7 +16,7 @@ import time
 
 import redis
 
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str, redis_errors
 from memjobs_worker.lease.base import (
     DIRTY_LEASES,
     Lease,
@@ -97,34 +97,26 @@ class LeaseLock(Lease):
         self._abandon_script = client.register_script(_ABANDON)
 
     def _acquire(self, floor: int, clear: str | None) -> int | None:
-        try:
+        with redis_errors("Redis did not answer the lock"):
             token = self._acquire_script(
                 keys=[self.lock_key, self.fence_key, self.dirty_key, *([clear] if clear else [])],
                 args=[self.value, self.lease_ms, self.lease_ms * DIRTY_LEASES, floor],
             )
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer the lock: {exc}") from exc
         return None if token is None else int(token)
 
     def _extend(self) -> bool:
-        try:
+        with redis_errors("Redis did not answer the renewal"):
             return bool(self._renew_script(keys=[self.lock_key], args=[self.value, self.lease_ms]))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer the renewal: {exc}") from exc
 
     def _release(self) -> ReleaseOutcome:
-        try:
+        with redis_errors("Redis did not answer the release"):
             outcome = self._release_script(keys=[self.lock_key, self.dirty_key], args=[self.value, self.lease_ms])
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer the release: {exc}") from exc
-        text = outcome.decode() if isinstance(outcome, bytes) else str(outcome)
+        text = as_str(outcome)
         return "released" if text == "released" else "again" if text == "again" else "lost"
 
     def _abandon(self) -> None:
-        try:
+        with redis_errors("Redis did not answer the abandon"):
             self._abandon_script(keys=[self.lock_key], args=[self.value])
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer the abandon: {exc}") from exc
 
 
 def redis_leases(client: redis.Redis) -> LeaseFactory:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 import redis
 
 from memjobs_client import keys
-from memjobs_client.errors import BackendUnavailable, TransientError
+from memjobs_client.errors import TransientError
+from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.broker import drop_owner_messages
 from memjobs_worker.lifecycle.parts import Owner, OwnerPart
 
@@ -74,8 +75,6 @@ class RedisKeysPart(OwnerPart):
 
     def erase(self, owner: Owner) -> int:
         client = self._client()
-        try:
+        with redis_errors():
             found = list(client.scan_iter(match=keys.owner_keys_pattern(owner.key), count=1000))
             return int(client.delete(*found)) if found else 0
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc

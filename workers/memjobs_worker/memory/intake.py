@@ -24,6 +24,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
 from memjobs_worker.lease.memory import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
@@ -264,42 +265,32 @@ class RedisExtractionScheduler(ExtractionScheduler):
         self._claim_script = redis_client.register_script(_CLAIM)
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
-        try:
+        with redis_errors():
             return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
     def _claim(self, owner_key: str, ttl_ms: int) -> bool:
-        try:
+        with redis_errors():
             return bool(
                 self._claim_script(
                     keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
                     args=[ttl_ms, self.dirty_ttl_ms],
                 )
             )
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
     def clear(self, owner_key: str) -> None:
-        try:
+        with redis_errors():
             self.redis.delete(self.flag(owner_key))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
     def is_scheduled(self, owner_key: str) -> bool:
-        try:
+        with redis_errors():
             return bool(self.redis.exists(self.flag(owner_key)))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
     def leases_held(self, owner_keys: Sequence[str]) -> list[bool]:
-        try:
+        with redis_errors():
             pipe = self.redis.pipeline(transaction=False)
             for owner_key in owner_keys:
                 pipe.exists(keys.lock("learn", owner_key))
             return [bool(held) for held in pipe.execute()]
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 class InMemoryExtractionScheduler(ExtractionScheduler):

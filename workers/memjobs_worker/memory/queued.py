@@ -32,7 +32,8 @@ from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_REMEMBER
-from memjobs_client.errors import BackendUnavailable, SensitiveContent
+from memjobs_client.errors import SensitiveContent
+from memjobs_client.redis_seam import redis_best_effort, redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,8 @@ def holds(client: redis.Redis, owner_key: str, source_id: str) -> bool:
     Raises:
         BackendUnavailable: Redis did not answer.
     """
-    try:
+    with redis_errors():
         count = client.get(keys.remember_queued(owner_key, source_id))
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     return count is not None and int(count) > 0
 
 
@@ -112,9 +111,9 @@ class SettleQueuedRemembers(Middleware):
             settled, self._settled = self._settled, []
         if not settled:
             return
-        try:
+        with redis_best_effort() as attempt:
             self.client.delete(*settled)
-        except redis.RedisError:
+        if attempt.failed:
             log.warning(
                 "queued remembers' counts were not settled: they last until their TTL",
                 extra={"actor": ACTOR_REMEMBER, "reason": "redis_unavailable", "count": len(settled)},

@@ -32,6 +32,7 @@ from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.errors import MemjobsError
+from memjobs_client.redis_seam import redis_best_effort
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,8 @@ class RecordFailures(Middleware):
         if not redis_id:
             return
         dead = keys.dead_letters(q_name(message.queue_name))
-        try:
+        with redis_best_effort() as attempt:
             self._rewrite(keys=[dead, f"{dead}.msgs"], args=[redis_id, message.encode()])
-        except redis.RedisError:
+        if attempt.failed:
             # The letter keeps the data it was enqueued with: the previous failure's reason.
             log.warning("dead letter not completed: Redis did not answer", extra={"queue": q_name(message.queue_name)})

@@ -28,6 +28,7 @@ import redis
 from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import as_str, redis_best_effort
 
 log = logging.getLogger(__name__)
 PREFIX = keys.HEARTBEAT_PREFIX
@@ -68,17 +69,15 @@ class Heartbeat(Middleware):
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        try:
+        with redis_best_effort():  # it expires by itself
             self.client.delete(self.key)
-        except redis.RedisError:
-            pass  # it expires by itself
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_ms / 1000):
             self._beat()
 
     def _beat(self) -> None:
-        try:
+        with redis_best_effort() as attempt:
             pipe = self.client.pipeline(transaction=False)
             pipe.set(
                 self.key, json.dumps({"pid": os.getpid(), "at": time.time(), "queues": self.queues}), px=self.ttl_ms
@@ -88,12 +87,10 @@ class Heartbeat(Middleware):
                 zset, broker_id = self.broker_beat
                 pipe.zadd(zset, {broker_id: int(time.time() * 1000)})
             pipe.execute()
-        except redis.RedisError:
+        if attempt.failed:
             log.warning("heartbeat not written: Redis did not answer")
 
 
 def live_heartbeats(client: redis.Redis) -> list[str]:
     """Keys of worker processes whose heartbeat has not expired."""
-    return sorted(
-        k.decode() if isinstance(k, bytes) else str(k) for k in client.scan_iter(match=f"{PREFIX}*", count=500)
-    )
+    return sorted(as_str(k) for k in client.scan_iter(match=f"{PREFIX}*", count=500))

@@ -17,6 +17,7 @@ from collections import Counter
 import redis
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import as_str, redis_best_effort
 from memjobs_worker.observability import timeline
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class JobStats:
             totals, self._timeline = self._timeline, Counter()
         if not counts and not totals:
             return
-        try:
+        with redis_best_effort() as attempt:
             pipe = self.client.pipeline(transaction=False)
             for (minute, field), n in counts.items():
                 pipe.hincrby(keys.job_stats(minute), field, n)
@@ -75,7 +76,7 @@ class JobStats:
                 pipe.hincrby(key, field, n)
                 pipe.expire(key, ttl_s)
             pipe.execute()
-        except redis.RedisError:
+        if attempt.failed:
             log.warning("could not flush job stats; keeping them for the next flush")
             with self._lock:
                 self._counts.update(counts)
@@ -91,7 +92,7 @@ def recent(client: redis.Redis, minutes: int, now: float | None = None) -> dict[
     totals: dict[str, dict[str, int]] = {}
     for bucket in pipe.execute():
         for raw_field, raw_n in bucket.items():
-            field = raw_field.decode() if isinstance(raw_field, bytes) else str(raw_field)
+            field = as_str(raw_field)
             actor, _, outcome = field.partition(":")
             per_actor = totals.setdefault(actor, {})
             per_actor[outcome] = per_actor.get(outcome, 0) + int(raw_n)

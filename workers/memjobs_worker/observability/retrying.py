@@ -43,7 +43,8 @@ from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_OF
-from memjobs_client.errors import BackendUnavailable, SensitiveContent
+from memjobs_client.errors import SensitiveContent
+from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.observability.failures import failure_record, reason_of
 from memjobs_worker.observability.observe import PUT_BACK_OPTION
 from memjobs_worker.settings import Settings
@@ -151,13 +152,13 @@ class RetryingRecord:
             BackendUnavailable: Redis did not answer.
         """
         cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - stale_after_ms
-        try:
+        with redis_errors():
             with self.client.pipeline(transaction=False) as pipe:
                 pipe.zrangebyscore(keys.RETRYING, "-inf", cutoff, start=0, num=PRUNE_BATCH)
                 pipe.zcount(keys.RETRYING, f"({cutoff}", "+inf")
                 pipe.zrevrangebyscore(keys.RETRYING, "+inf", f"({cutoff}", start=0, num=shown, withscores=True)
                 stale, total, newest = pipe.execute()
-            ids = [_text(raw) for raw, _score in newest]
+            ids = [as_str(raw) for raw, _score in newest]
             with self.client.pipeline(transaction=False) as pipe:
                 if stale:
                     pipe.zrem(keys.RETRYING, *stale)
@@ -165,8 +166,6 @@ class RetryingRecord:
                 if ids:
                     pipe.hmget(keys.RETRYING_JOBS, ids)
                 answers = pipe.execute() if stale or ids else []
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         values = answers[-1] if ids else []
         jobs = [_job(mid, value, int(score)) for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
         return Retrying(int(total), jobs)
@@ -178,14 +177,12 @@ class RetryingRecord:
             BackendUnavailable: Redis did not answer.
         """
         cutoff = (now_ms if now_ms is not None else int(time.time() * 1000)) - stale_after_ms
-        try:
+        with redis_errors():
             newest: list[tuple[Any, float]] = self.client.zrevrangebyscore(  # type: ignore[assignment]
                 keys.RETRYING, "+inf", f"({cutoff}", start=offset, num=count, withscores=True
             )
-            ids = [_text(raw) for raw, _score in newest]
+            ids = [as_str(raw) for raw, _score in newest]
             values = self.client.hmget(keys.RETRYING_JOBS, ids) if ids else []
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         return [_job(mid, value, int(score)) for mid, value, (_raw, score) in zip(ids, values, newest, strict=True)]
 
     def get(self, message_id: str) -> RetryingJob | None:
@@ -194,20 +191,14 @@ class RetryingRecord:
         Raises:
             BackendUnavailable: Redis did not answer.
         """
-        try:
+        with redis_errors():
             score = self.client.zscore(keys.RETRYING, message_id)
             value = self.client.hget(keys.RETRYING_JOBS, message_id)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         return None if score is None else _job(message_id, value, int(score))
 
 
-def _text(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
 def _job(message_id: str, value: Any, failed_ms: int) -> RetryingJob:
-    actor, _, rest = _text(value).partition("\t") if value is not None else ("?", "", "")
+    actor, _, rest = as_str(value).partition("\t") if value is not None else ("?", "", "")
     reason, _, failures = rest.partition("\t")
     return RetryingJob(
         message_id, actor or "?", reason or "unknown", int(failures) if failures.isdigit() else 0, failed_ms
@@ -239,9 +230,9 @@ class TrackRetrying(Middleware):
         # Failed and enqueued again by Retries (counted) or OutageRetries (not).
         actor = message.actor_name if message.actor_name in broker.actors else "unknown"
         failures = int(failure_record(message.options).get("attempts") or 1)
-        try:
+        with redis_best_effort() as attempt:
             self.record.add(message.message_id, actor, reason_of(exception), failures, int(time.time() * 1000))
-        except redis.RedisError:
+        if attempt.failed:
             log.warning(
                 "retrying job not recorded: Redis did not answer",
                 extra={"actor": actor, "message_id": message.message_id},
@@ -255,9 +246,9 @@ class TrackRetrying(Middleware):
         # Only a message that failed before may be in the record.
         if not (failure_record(message.options) or message.options.get("retries")):
             return
-        try:
+        with redis_best_effort() as attempt:
             self.record.remove(message.message_id)
-        except redis.RedisError:
+        if attempt.failed:
             # Pruned by age on a later read.
             log.warning(
                 "retrying job not removed from the record: Redis did not answer",

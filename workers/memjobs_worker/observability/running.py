@@ -32,6 +32,7 @@ from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import as_str, redis_best_effort
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,8 @@ class TrackRunning(Middleware):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        try:
+        with redis_best_effort():  # it expires by itself
             self.client.delete(self.key)
-        except redis.RedisError:
-            pass  # it expires by itself
 
     def _done(self, message: MessageProxy) -> None:
         with self._lock:
@@ -136,22 +135,17 @@ class TrackRunning(Middleware):
             if not self._changed:
                 return
             jobs, self._changed = dict(self._jobs), False
-        try:
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.delete(self.key)
-                for message_id, value in jobs.items():
-                    pipe.hset(self.key, message_id, value)
-                if jobs:
-                    pipe.pexpire(self.key, self.ttl_ms)
-                pipe.execute()
-        except redis.RedisError:
+        with redis_best_effort() as attempt, self.client.pipeline(transaction=True) as pipe:
+            pipe.delete(self.key)
+            for message_id, value in jobs.items():
+                pipe.hset(self.key, message_id, value)
+            if jobs:
+                pipe.pexpire(self.key, self.ttl_ms)
+            pipe.execute()
+        if attempt.failed:
             log.warning("running jobs not published: Redis did not answer (tried again next period)")
             with self._lock:
                 self._changed = True
-
-
-def _text(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def running_jobs(client: redis.Redis) -> list[RunningJob]:
@@ -160,7 +154,7 @@ def running_jobs(client: redis.Redis) -> list[RunningJob]:
     Raises:
         redis.RedisError: Redis did not answer.
     """
-    names = sorted(_text(k) for k in client.scan_iter(match=f"{keys.RUNNING_PREFIX}*", count=500))
+    names = sorted(as_str(k) for k in client.scan_iter(match=f"{keys.RUNNING_PREFIX}*", count=500))
     if not names:
         return []
     with client.pipeline(transaction=False) as pipe:
@@ -182,7 +176,7 @@ def running_jobs(client: redis.Redis) -> list[RunningJob]:
                 RunningJob(
                     host,
                     pid,
-                    _text(raw_id),
+                    as_str(raw_id),
                     str(job.get("actor", "?")),
                     str(job.get("queue", "?")),
                     int(job.get("started_ms") or 0),

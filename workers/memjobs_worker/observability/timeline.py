@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import redis
 
 from memjobs_client import keys
+from memjobs_client.redis_seam import as_str
 
 #: Outcomes counted as failures.
 FAILED_OUTCOMES = frozenset({"retried", "dead_lettered", "invalid_payload", "memory_off"})
@@ -75,7 +76,7 @@ def read(client: redis.Redis, window: Window, now: float | None = None) -> list[
         answers = pipe.execute()
     out = []
     for i, raw in enumerate(answers):
-        values = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+        values = {as_str(k): int(v) for k, v in raw.items()}
         out.append(
             Bucket(
                 (first + i) * window.resolution_s, values.get("jobs", 0), values.get("failed", 0), values.get("ms", 0)

@@ -17,6 +17,7 @@ import time
 
 import redis
 
+from memjobs_client.redis_seam import redis_best_effort
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.ops.status import queue_stats
 
@@ -51,12 +52,12 @@ class ForgetRewriter:
         idle = not any(q["ready"] or q["delayed"] or q["in_flight"] for q in queues.values())
         if not idle and now - self._dirty_since < MAX_WAIT_S:
             return False
-        try:
+        with redis_best_effort() as attempt:
             if int(self.redis.info("persistence").get("aof_rewrite_in_progress", 0)):
                 return False
             self.redis.bgrewriteaof()
-        except redis.RedisError as exc:
-            log.warning("append-only rewrite not started", extra={"error": type(exc).__name__})
+        if attempt.failed:
+            log.warning("append-only rewrite not started", extra={"error": type(attempt.error).__name__})
             return False
         self._rewritten_at_count = forgotten
         self._dirty_since = None

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import MemjobsError
+from memjobs_client.redis_seam import as_bytes, redis_errors
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.observability.heartbeat import live_heartbeats
 from memjobs_worker.observability.metrics import DEAD_LETTERS_PURGED, DEAD_LETTERS_RETRIED
@@ -34,7 +35,7 @@ def oldest_ready_age_s(client: redis.Redis, queue: str, now: float | None = None
     if data is None:
         return 0.0
     try:
-        message = Message.decode(data if isinstance(data, bytes) else str(data).encode())
+        message = Message.decode(as_bytes(data))
     except Exception:  # noqa: BLE001 - a crafted message must not break the scrape
         return 0.0
     ready_ms = max(message.message_timestamp, int(message.options.get("eta", 0)))
@@ -61,23 +62,24 @@ class QueueCollector(Collector):
         )
         up = GaugeMetricFamily("memjobs_redis_up", "1 when Redis answered this scrape.")
         try:
-            stats = ops.queue_stats(self.client)
-            for queue in QUEUES:
-                for state in ("ready", "delayed", "in_flight", "dead"):
-                    depth.add_metric([queue, state], stats[queue][state])
-                age.add_metric([queue], oldest_ready_age_s(self.client, queue))
-            workers.add_metric([], len(live_heartbeats(self.client)))
-            for model in ops.model_breakers(self.client):
-                breaker.add_metric([model.service], 1 if model.is_open else 0)
-            actions: list[CounterMetricFamily] = []
-            totals = DeadLetters(self.client).totals()
-            for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"), (DEAD_LETTERS_PURGED, "purged")):
-                counter = CounterMetricFamily(name, help_text, labels=["queue"])
+            with redis_errors():
+                stats = ops.queue_stats(self.client)
                 for queue in QUEUES:
-                    counter.add_metric([queue], totals[action].get(queue, 0))
-                actions.append(counter)
-            up.add_metric([], 1)
-        except (redis.RedisError, MemjobsError):
+                    for state in ("ready", "delayed", "in_flight", "dead"):
+                        depth.add_metric([queue, state], stats[queue][state])
+                    age.add_metric([queue], oldest_ready_age_s(self.client, queue))
+                workers.add_metric([], len(live_heartbeats(self.client)))
+                for model in ops.model_breakers(self.client):
+                    breaker.add_metric([model.service], 1 if model.is_open else 0)
+                actions: list[CounterMetricFamily] = []
+                totals = DeadLetters(self.client).totals()
+                for (name, help_text), action in ((DEAD_LETTERS_RETRIED, "retried"), (DEAD_LETTERS_PURGED, "purged")):
+                    counter = CounterMetricFamily(name, help_text, labels=["queue"])
+                    for queue in QUEUES:
+                        counter.add_metric([queue], totals[action].get(queue, 0))
+                    actions.append(counter)
+                up.add_metric([], 1)
+        except MemjobsError:  # Redis did not answer (BackendUnavailable)
             up.add_metric([], 0)
             yield up
             return

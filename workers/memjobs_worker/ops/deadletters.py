@@ -40,6 +40,7 @@ from dramatiq import Message
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_bytes, as_str, redis_best_effort, redis_errors
 from memjobs_worker.logs import redact_text
 from memjobs_worker.observability.failures import REPLAYS_OPTION, failure_record
 
@@ -208,13 +209,11 @@ class DeadLetters:
 
     def count(self) -> dict[str, int]:
         """Letters per queue."""
-        try:
+        with redis_errors():
             pipe = self.client.pipeline(transaction=False)
             for queue in QUEUES:
                 pipe.zcard(keys.dead_letters(queue))
             return {q: int(n) for q, n in zip(QUEUES, pipe.execute(), strict=True)}
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
     def show(self, ident: str, *, reveal: bool = False) -> dict[str, Any] | None:
         """One letter: its listing, its options and its payload, redacted unless ``reveal``
@@ -240,13 +239,11 @@ class DeadLetters:
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Letters retried and purged so far, by queue: ``{"retried": {…}, "purged": {…}}``."""
-        try:
+        with redis_errors():
             raw = self.client.hgetall(keys.DEAD_LETTER_ACTIONS)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         out: dict[str, dict[str, int]] = {"retried": {}, "purged": {}}
         for field, n in raw.items():
-            action, _, queue = (field.decode() if isinstance(field, bytes) else str(field)).partition(":")
+            action, _, queue = as_str(field).partition(":")
             if action in out and queue in QUEUES:
                 out[action][queue] = int(n)
         return out
@@ -276,14 +273,9 @@ class DeadLetters:
         cutoff = None if older_than_s is None else time.time() * 1000 - older_than_s * 1000
         purged = 0
         for name in self._queues(queue):
-            try:
+            with redis_errors():
                 hi = "+inf" if cutoff is None else f"({cutoff:.0f}"
-                ids = [
-                    i.decode() if isinstance(i, bytes) else str(i)
-                    for i in self.client.zrangebyscore(keys.dead_letters(name), "-inf", hi)
-                ]
-            except redis.RedisError as exc:
-                raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+                ids = [as_str(i) for i in self.client.zrangebyscore(keys.dead_letters(name), "-inf", hi)]
             for start in range(0, len(ids), 500):
                 purged += len(self._take_ids(name, ids[start : start + 500], "purged"))
         return purged
@@ -323,7 +315,7 @@ class DeadLetters:
 
     def _entries(self, queue: str | None) -> list[_Entry]:
         entries: list[_Entry] = []
-        try:
+        with redis_errors():
             for name in self._queues(queue):
                 dead = keys.dead_letters(name)
                 members: list[tuple[Any, float]] = self.client.zrevrange(  # type: ignore[assignment]
@@ -331,14 +323,12 @@ class DeadLetters:
                 )
                 if not members:
                     continue
-                ids = [m.decode() if isinstance(m, bytes) else str(m) for m, _ in members]
+                ids = [as_str(m) for m, _ in members]
                 datas: list[Any] = self.client.hmget(f"{dead}.msgs", ids)
                 for (_, score), redis_id, data in zip(members, ids, datas, strict=True):
                     if data is not None:
-                        raw = data if isinstance(data, bytes) else str(data).encode()
+                        raw = as_bytes(data)
                         entries.append(_entry(name, redis_id, float(score), raw))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         entries.sort(key=lambda e: e.score, reverse=True)
         return entries
 
@@ -346,19 +336,16 @@ class DeadLetters:
         """The entries of these ``(queue, redis id)`` letters still dead, in one round trip."""
         for queue, _ in letters:
             self._queues(queue)
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                for queue, redis_id in letters:
-                    pipe.zscore(keys.dead_letters(queue), redis_id)
-                    pipe.hget(f"{keys.dead_letters(queue)}.msgs", redis_id)
-                answers = pipe.execute()
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+        with redis_errors(), self.client.pipeline(transaction=False) as pipe:
+            for queue, redis_id in letters:
+                pipe.zscore(keys.dead_letters(queue), redis_id)
+                pipe.hget(f"{keys.dead_letters(queue)}.msgs", redis_id)
+            answers = pipe.execute()
         entries = []
         for i, (queue, redis_id) in enumerate(letters):
             score, data = answers[2 * i], answers[2 * i + 1]
             if score is not None and data is not None:
-                raw = data if isinstance(data, bytes) else str(data).encode()
+                raw = as_bytes(data)
                 entries.append(_entry(queue, redis_id, float(score), raw))
         return entries
 
@@ -369,12 +356,10 @@ class DeadLetters:
         """Take ``ids`` out of ``queue``'s dead letters in one script: {id: data} of those taken."""
         dead = keys.dead_letters(queue)
         counted = f"{action}:{queue}" if action else ""
-        try:
+        with redis_errors():
             taken = self._take(keys=[dead, f"{dead}.msgs", keys.DEAD_LETTER_ACTIONS], args=[counted, *ids])
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         pairs = iter(taken)
-        return {(i.decode() if isinstance(i, bytes) else str(i)): d for i, d in zip(pairs, pairs, strict=True)}
+        return {as_str(i): d for i, d in zip(pairs, pairs, strict=True)}
 
     def _replay(self, entries: list[_Entry]) -> int:
         if self.broker is None:
@@ -400,15 +385,13 @@ class DeadLetters:
                 message_id=letter.message_id,
                 message_timestamp=int(message.get("message_timestamp") or time.time() * 1000),
             )
-            try:
+            with redis_best_effort() as attempt:
                 self.broker.enqueue(replay)
                 self.client.hincrby(keys.DEAD_LETTER_ACTIONS, f"retried:{letter.queue}", 1)
-            except redis.RedisError as exc:
-                try:
+            if attempt.failed:
+                with redis_best_effort():  # nothing more can be done: Redis is gone
                     dead = keys.dead_letters(letter.queue)
                     self._restore(keys=[dead, f"{dead}.msgs"], args=[f"{entry.score:.0f}", letter.redis_id, entry.data])
-                except redis.RedisError:
-                    pass  # nothing more can be done: Redis is gone
-                raise BackendUnavailable(f"Redis did not take the replay: {exc}") from exc
+                raise BackendUnavailable(f"Redis did not take the replay: {attempt.error}") from attempt.error
             replayed += 1
         return replayed

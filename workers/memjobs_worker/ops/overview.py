@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import redis
 
 from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES
-from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState, read_states
 from memjobs_worker.observability import jobstats
@@ -104,15 +104,13 @@ def read(client: redis.Redis, store: StateStore, *, stale_after_ms: int) -> Over
         BackendUnavailable: Redis did not answer.
     """
     letters = DeadLetters(client)
-    try:
+    with redis_errors():
         queues = queue_stats(client)
         found = letters.letters()
         recent = jobstats.recent(client, RECENT_MIN)
         procs = processes(client)
         retrying = RetryingRecord(client).read(stale_after_ms=stale_after_ms)
         breakers = read_states(client)
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     try:
         sources: dict[str, int] | None = store.counts_by_state()
     except Exception:  # noqa: BLE001 - the page still shows the queues

@@ -28,16 +28,13 @@ from dramatiq.middleware import Middleware, SkipMessage
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str, redis_errors
 from memjobs_worker.observability.observe import PUT_BACK_OPTION
 
 log = logging.getLogger(__name__)
 
 #: How long a worker trusts what it last read of the paused queues.
 POLL_MS = 1_000
-
-
-def _text(raw: object) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 class QueuePauses:
@@ -59,10 +56,8 @@ class QueuePauses:
         """
         _check(queue)
         at = int(time.time() * 1000) if now_ms is None else now_ms
-        try:
+        with redis_errors(f"Redis did not pause {queue}"):
             return bool(self.client.hsetnx(keys.PAUSED_QUEUES, queue, at))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not pause {queue}: {exc}") from exc
 
     def resume(self, queue: str) -> bool:
         """Resume ``queue``; False if it was not paused.
@@ -72,10 +67,8 @@ class QueuePauses:
             BackendUnavailable: Redis did not answer.
         """
         _check(queue)
-        try:
+        with redis_errors(f"Redis did not resume {queue}"):
             return bool(self.client.hdel(keys.PAUSED_QUEUES, queue))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not resume {queue}: {exc}") from exc
 
     def paused(self) -> dict[str, int]:
         """Paused queues → when each was paused (epoch ms).
@@ -83,14 +76,12 @@ class QueuePauses:
         Raises:
             BackendUnavailable: Redis did not answer.
         """
-        try:
+        with redis_errors():
             raw = self.client.hgetall(keys.PAUSED_QUEUES)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
         out: dict[str, int] = {}
         for name, at in raw.items():
-            value = _text(at)
-            out[_text(name)] = int(value) if value.isdigit() else 0
+            value = as_str(at)
+            out[as_str(name)] = int(value) if value.isdigit() else 0
         return out
 
 

@@ -25,6 +25,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
+from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.embedded.postgres import find_postgres_bindir
 from memjobs_worker.embedded.process import wait_until
 from memjobs_worker.embedded.redis import find_redis_server
@@ -88,27 +89,26 @@ def redis_snapshot(client: redis.Redis, into: Path, timeout_s: float = SNAPSHOT_
         BackendUnavailable: Redis did not answer, or the save failed.
     """
     try:
-        before = client.info("persistence")
-        client.bgsave(schedule=True)
+        with redis_errors():
+            before = client.info("persistence")
+            client.bgsave(schedule=True)
 
-        def saved() -> bool:
-            now = client.info("persistence")
-            if now.get("rdb_bgsave_in_progress") or now.get("rdb_bgsave_scheduled"):
-                return False
-            newer = (
-                now.get("rdb_saves", 0) > before.get("rdb_saves", 0)
-                or now["rdb_last_save_time"] > before["rdb_last_save_time"]
-            )
-            if newer and now.get("rdb_last_bgsave_status") != "ok":
-                raise BackendUnavailable("Redis's BGSAVE failed: see its log")
-            return bool(newer)
+            def saved() -> bool:
+                now = client.info("persistence")
+                if now.get("rdb_bgsave_in_progress") or now.get("rdb_bgsave_scheduled"):
+                    return False
+                newer = (
+                    now.get("rdb_saves", 0) > before.get("rdb_saves", 0)
+                    or now["rdb_last_save_time"] > before["rdb_last_save_time"]
+                )
+                if newer and now.get("rdb_last_bgsave_status") != "ok":
+                    raise BackendUnavailable("Redis's BGSAVE failed: see its log")
+                return bool(newer)
 
-        wait_until(saved, timeout_s=timeout_s, what="Redis's BGSAVE")
-        directory = Path(str(client.config_get("dir")["dir"]))
-        name = str(client.config_get("dbfilename")["dbfilename"])
-        version = str(client.info("server")["redis_version"])
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
+            wait_until(saved, timeout_s=timeout_s, what="Redis's BGSAVE")
+            directory = Path(str(client.config_get("dir")["dir"]))
+            name = str(client.config_get("dbfilename")["dbfilename"])
+            version = str(client.info("server")["redis_version"])
     except TimeoutError as exc:
         raise BackendUnavailable(f"Redis's BGSAVE did not finish in {timeout_s:.0f} s") from exc
     with open(directory / name, "rb") as source, open(into, "wb") as target:
@@ -155,12 +155,17 @@ def _scratch_redis(directory: Path, dbfilename: str) -> Iterator[redis.Redis]:
     )
     client = redis.Redis(unix_socket_path=str(socket), socket_timeout=30)
     try:
-        wait_until(lambda: _answers(client, process), timeout_s=60, what="a scratch Redis")
-        yield client
-        client.shutdown(nosave=True)
-    except (redis.RedisError, TimeoutError) as exc:
-        if not isinstance(exc, redis.ConnectionError) or process.poll() is None:
-            raise ConfigurationError(f"the Redis snapshot did not load: {exc}; see {log}") from exc
+        with redis_best_effort() as attempt:
+            wait_until(lambda: _answers(client, process), timeout_s=60, what="a scratch Redis")
+            yield client
+            client.shutdown(nosave=True)
+        # A connection closed by a server that exited is SHUTDOWN's own answer.
+        if attempt.error is not None and (
+            not isinstance(attempt.error, redis.ConnectionError) or process.poll() is None
+        ):
+            raise ConfigurationError(f"the Redis snapshot did not load: {attempt.error}; see {log}") from attempt.error
+    except TimeoutError as exc:
+        raise ConfigurationError(f"the Redis snapshot did not load: {exc}; see {log}") from exc
     finally:
         client.close()
         if process.poll() is None:
@@ -224,10 +229,9 @@ def load_redis_snapshot(rdb: Path, directory: Path, timeout_s: float = SNAPSHOT_
 def _answers(client: redis.Redis, process: subprocess.Popen[bytes]) -> bool:
     if process.poll() is not None:
         raise TimeoutError("redis-server exited while loading the snapshot")
-    try:
+    with redis_best_effort():
         return bool(client.ping())
-    except redis.RedisError:
-        return False
+    return False
 
 
 def _counts(client: redis.Redis) -> dict[str, int]:
@@ -243,7 +247,7 @@ def return_unacknowledged(client: redis.Redis) -> int:
     many messages went back."""
     returned = 0
     for raw in list(client.scan_iter(match=keys.ACKS_PATTERN, count=500)):
-        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        name = as_str(raw)
         queue_name = name.split(".", 1)[1].split(".", 1)[1] if name.count(".") >= 2 else ""
         ids = list(client.smembers(name))
         if ids and keys.acked_queue(name, QUEUES) is not None:

@@ -11,7 +11,8 @@ import redis
 
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, QUEUES
-from memjobs_client.errors import BackendUnavailable, MemjobsError
+from memjobs_client.errors import MemjobsError
+from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState, read_states
 from memjobs_worker.observability import jobstats
@@ -23,7 +24,7 @@ RECENT_WINDOWS_MIN = (5, 15)
 
 def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
     """Per queue: ready (waiting), delayed, in_flight (fetched, not acked), dead."""
-    try:
+    with redis_errors():
         ack_sets = list(client.scan_iter(match=keys.ACKS_PATTERN, count=500))
         pipe = client.pipeline(transaction=False)
         for queue in QUEUES:
@@ -33,14 +34,12 @@ def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
         for key in ack_sets:
             pipe.scard(key)
         values = pipe.execute()
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
     stats: dict[str, dict[str, int]] = {}
     for i, queue in enumerate(QUEUES):
         ready, delayed, dead = values[3 * i : 3 * i + 3]
         stats[queue] = {"ready": int(ready), "delayed": int(delayed), "in_flight": 0, "dead": int(dead)}
     for key, count in zip(ack_sets, values[3 * len(QUEUES) :], strict=True):
-        name = key.decode() if isinstance(key, bytes) else str(key)
+        name = as_str(key)
         acked = keys.acked_queue(name, QUEUES)
         if acked is not None:
             stats[acked]["in_flight"] += int(count)
@@ -49,10 +48,8 @@ def queue_stats(client: redis.Redis) -> dict[str, dict[str, int]]:
 
 def live_workers(client: redis.Redis) -> int:
     """Worker processes whose heartbeat key has not expired."""
-    try:
+    with redis_errors():
         return len(live_heartbeats(client))
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 def model_breakers(client: redis.Redis) -> list[BreakerState]:
@@ -61,10 +58,8 @@ def model_breakers(client: redis.Redis) -> list[BreakerState]:
     Raises:
         BackendUnavailable: Redis did not answer.
     """
-    try:
+    with redis_errors():
         return read_states(client)
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not answer: {exc}") from exc
 
 
 def status(client: redis.Redis, store: StateStore) -> dict[str, Any]:
@@ -93,10 +88,10 @@ def check(client: redis.Redis, store: StateStore | Callable[[], StateStore]) -> 
     ``store`` may be given as the call that opens it: opening the ledger
     connects (and migrates), which is what is checked.
     """
-    try:
+    with redis_best_effort() as attempt:
         client.ping()
-    except redis.RedisError as exc:
-        return f"Redis does not answer: {type(exc).__name__}"
+    if attempt.failed:
+        return f"Redis does not answer: {type(attempt.error).__name__}"
     try:
         (store() if callable(store) else store).ping()
     except MemjobsError as exc:

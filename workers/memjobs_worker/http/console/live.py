@@ -25,6 +25,7 @@ import redis
 
 from memjobs_client import keys
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.http.console.session import Session
 
 #: Prefix of the live-session keys (``<prefix><session id>``).
@@ -66,11 +67,9 @@ def signing_key(client: redis.Redis, host_token: bytes | None) -> bytes:
         BackendUnavailable: Redis did not answer, or holds something else there.
     """
     name = signing_key_name(host_token)
-    try:
+    with redis_errors("Redis did not give the console's signing key"):
         client.set(name, secrets.token_bytes(KEY_BYTES), nx=True)
         key = client.get(name)
-    except redis.RedisError as exc:
-        raise BackendUnavailable(f"Redis did not give the console's signing key: {exc}") from exc
     if not isinstance(key, bytes) or len(key) != KEY_BYTES:
         raise BackendUnavailable(f"Redis holds no {KEY_BYTES}-byte console signing key at {name}")
     return key
@@ -93,10 +92,8 @@ class LiveSessions:
             BackendUnavailable: Redis did not answer (or refused the write).
         """
         ttl_s = max(1, session.expires - int(time.time() if now is None else now))
-        try:
+        with redis_errors("Redis did not record the console session"):
             self.client.set(session_key(session.sid), b"1", ex=ttl_s)
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not record the console session: {exc}") from exc
 
     def alive(self, session: Session) -> bool:
         """True while ``session`` was neither logged out nor forgotten by Redis.
@@ -104,10 +101,8 @@ class LiveSessions:
         Raises:
             BackendUnavailable: Redis did not answer.
         """
-        try:
+        with redis_errors("Redis did not answer the session check"):
             return bool(self.client.exists(session_key(session.sid)))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not answer the session check: {exc}") from exc
 
     def end(self, session: Session) -> None:
         """Log ``session`` out: its cookie proves nothing from now on.
@@ -115,7 +110,5 @@ class LiveSessions:
         Raises:
             BackendUnavailable: Redis did not answer (the session is still live).
         """
-        try:
+        with redis_errors("Redis did not end the console session"):
             self.client.delete(session_key(session.sid))
-        except redis.RedisError as exc:
-            raise BackendUnavailable(f"Redis did not end the console session: {exc}") from exc
