@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ def context(tmp_path: Path) -> Iterator[ApiContext]:
 def test_a_lane_runs_no_more_threads_than_it_has_abandoned_work_included(
     context: ApiContext, lane: str, threads: int
 ) -> None:
-    run: Callable[..., object] = getattr(context, lane)
+    run: Callable[..., Awaitable[object]] = getattr(context, lane)
     release = threading.Event()
     started: list[str] = []
 
