@@ -122,7 +122,9 @@ def test_a_cookie_copied_before_logout_is_refused_after_it(api_factory: Callable
     cookie = log_in(api)
     copy = cookie.encode()  # what a thief (or a shared machine's history) kept
     csrf = csrf_of(api, cookie)
-    sid = cookie.split(".")[0]
+    session = keys_of(api).session(cookie)
+    assert session is not None
+    sid = session.sid
     assert SESSION_S - 60 < redis_of(api).ttl(session_key(sid)) <= SESSION_S
 
     out = log_out(api, cookie)
@@ -201,34 +203,48 @@ def test_the_cookie_is_secure_when_the_api_serves_tls_itself(
 
 
 def malformed_cookies(api: Api, good: str) -> dict[str, bytes]:
-    """Cookie values a session must never be read from, by what is wrong with them."""
-    sid, expires, mac = good.split(".")
-    rest = f".{expires}.{mac}".encode()
+    """Cookie values a session must never be read from, by what is wrong with them.
+
+    Built from the good cookie by edits that know only that it is ASCII, starts with
+    the session id and ends with the signature, each up to a dot, so that they stand
+    whatever the signing library writes in between."""
+    signed, _, signature = good.rpartition(".")
+    sid = good.partition(".")[0]
     keys = keys_of(api)
     expired, expired_cookie = keys.new_session(now=time.time() - SESSION_S - 60)
     redis_of(api).set(session_key(expired.sid), b"1", ex=600)  # live in Redis: expiry alone refuses
     logged_out = log_in(api)
     assert log_out(api, logged_out).status == 303
+    later = keys.new_session(now=time.time() + 3600)[1]  # another session, signed later
+    later_time = later.partition(".")[2].rpartition(".")[0]  # what lies between its id and signature
+    other = ConsoleKeys(Tokens.from_settings(api.harness.settings), secrets.token_bytes(32))
+
+    def changed(at: int) -> bytes:
+        """The good cookie with one character at ``at`` changed to another of base64url."""
+        return (good[:at] + ("A" if good[at] != "A" else "B") + good[at + 1 :]).encode()
+
     return {
         "empty": b"",
         "the id alone": sid.encode(),
-        "a non-ASCII byte (latin-1)": "é".encode("latin-1") + sid[1:].encode() + rest,
-        "non-ASCII UTF-8": "€".encode() + sid[1:].encode() + rest,
-        "a non-ASCII digit in the expiry": f"{sid}.{expires[:-1]}".encode() + "²".encode() + f".{mac}".encode(),
-        "a non-ASCII hex digit in the MAC": f"{sid}.{expires}.{mac[:-1]}".encode() + "ｆ".encode(),
-        "an id one short": f"{sid[1:]}.{expires}.{mac}".encode(),
-        "an id one long": f"{sid}A.{expires}.{mac}".encode(),
-        "a MAC one short": good[:-1].encode(),
-        "a MAC one long": f"{good}0".encode(),
+        "the signature alone": signature.encode(),
+        "a non-ASCII byte first (latin-1)": "é".encode("latin-1") + good[1:].encode(),
+        "non-ASCII UTF-8 first": "€".encode() + good[1:].encode(),
+        "a non-ASCII letter appended": good.encode() + "é".encode(),
+        "a non-ASCII digit for the last": good[:-1].encode() + "²".encode(),
+        "a fullwidth letter for the last": good[:-1].encode() + "ｆ".encode(),
+        "one character short": good[:-1].encode(),
+        "one character long": f"{good}A".encode(),
         "a 4 KB value": good.encode() * 40,
-        "an id that is not base64url": f"+/{sid[2:]}".encode() + rest,
-        "base64 padding": f"{sid[:-1]}=".encode() + rest,
-        "an upper-case MAC": f"{sid}.{expires}.{mac.upper()}".encode(),
-        "a forged MAC": f"{sid}.{expires}.{'0' * 64}".encode(),
-        "the expiry moved on": f"{sid}.{int(expires) + 3600}.{mac}".encode(),
-        "signed under another key": ConsoleKeys(Tokens.from_settings(api.harness.settings), secrets.token_bytes(32))
-        .new_session()[1]
-        .encode(),
+        "not base64url": f"+/{good[2:]}".encode(),
+        "base64 padding": f"{good}=".encode(),
+        "upper-cased": good.upper().encode(),
+        "the first character changed (the id)": changed(0),
+        "a character before the signature changed (the issue time)": changed(len(signed) - 1),
+        "the last character changed (the signature)": changed(len(good) - 1),
+        "a forged signature": f"{signed}.{'A' * len(signature)}".encode(),
+        "another session's signature": f"{signed}.{later.rpartition('.')[2]}".encode(),
+        "the issue time moved on (another session's)": f"{sid}.{later_time}.{signature}".encode(),
+        "signed under another key": other.new_session()[1].encode(),
         "expired": expired_cookie.encode(),
         "logged out": logged_out.encode(),
     }
@@ -258,11 +274,14 @@ def test_every_malformed_csrf_token_is_refused_with_403(api_factory: Callable[..
         "non-ASCII UTF-8": f"csrf=é{csrf[1:]}".encode(),
         "non-ASCII percent-encoded": f"csrf=%C3%A9{csrf[1:]}".encode(),
         "not UTF-8 at all": b"csrf=\xe9" + csrf[1:].encode(),
-        "a non-ASCII hex digit": f"csrf={csrf[:-1]}".encode() + "ｆ".encode(),
+        "a fullwidth letter for the last": f"csrf={csrf[:-1]}".encode() + "ｆ".encode(),
+        "a non-ASCII letter appended": f"csrf={csrf}é".encode(),
         "one short": f"csrf={csrf[:-1]}".encode(),
         "one long": f"csrf={csrf}0".encode(),
         "upper-case": f"csrf={csrf.upper()}".encode(),
-        "not hex": f"csrf={'g' * 64}".encode(),
+        "not base64url": f"csrf={'+' * len(csrf)}".encode(),
+        "a forged token": f"csrf={'A' * len(csrf)}".encode(),
+        "the session cookie's signature": f"csrf={cookie.rpartition('.')[2]}".encode(),
         "a NUL inside": f"csrf=%00{csrf[1:]}".encode(),
         "another session's": f"csrf={csrf_of(api, other)}".encode(),
     }
@@ -312,6 +331,6 @@ def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
     out = send(api, "POST", "/console/logout", cookie=cookie.encode(), body=f"csrf={csrf}".encode())
     assert out.status == 503 and "logout was not recorded" in out.text
     assert out.headers.get_all("set-cookie") is None  # the cookie kept: log out again later
-    sid, expires, _ = cookie.split(".")
-    forged = send(api, "GET", "/console", cookie=f"{sid}.{expires}.{'0' * 64}".encode())
+    signed, _, signature = cookie.rpartition(".")
+    forged = send(api, "GET", "/console", cookie=f"{signed}.{'A' * len(signature)}".encode())
     assert forged.status == 303 and forged.location == "/console/login"  # refused without Redis

@@ -20,11 +20,12 @@ import contextvars
 import gc
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import anyio
+import anyio.to_thread
 import psycopg
 import sqlalchemy.exc
 from fastapi import Request
@@ -122,10 +123,10 @@ class ApiContext:
         # Few backend threads: 32 threads fighting the event loop for the GIL made the
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
-        self.executor = ThreadPoolExecutor(
-            min(BACKEND_THREADS, settings.api_max_in_flight), thread_name_prefix="memjobs-api-backend"
-        )
-        self.cpu = ThreadPoolExecutor(1, thread_name_prefix="memjobs-api-cpu")
+        # Each lane bounds its threads, the work of abandoned requests included (_run).
+        self.backend_lane = anyio.CapacityLimiter(min(BACKEND_THREADS, settings.api_max_in_flight))
+        self.cpu_lane = anyio.CapacityLimiter(1)
+        self._threads: set[asyncio.Future[Any]] = set()  # the calls whose thread may still run
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking backend call in a worker thread, bounded by the backend timeout.
@@ -135,7 +136,7 @@ class ApiContext:
                 error that is not a memjobs error (logged by class name only).
             MemjobsError: as the call raised it (mapped to its problem type).
         """
-        return await self._run(self.executor, fn, *args, **kwargs)
+        return await self._run(self.backend_lane, fn, *args, **kwargs)
 
     async def compute(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """:meth:`call` for CPU-bound Python work (redacting a transcript, checking a
@@ -147,15 +148,22 @@ class ApiContext:
         Raises:
             ProblemError: as :meth:`call` does.
         """
-        return await self._run(self.cpu, fn, *args, **kwargs)
+        return await self._run(self.cpu_lane, fn, *args, **kwargs)
 
-    async def _run(self, executor: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _run(self, lane: anyio.CapacityLimiter, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         claim = Claim()
-        work = partial(_unless_abandoned, claim, contextvars.copy_context(), partial(fn, *args, **kwargs))
+        work = partial(_unless_abandoned, claim, partial(fn, *args, **kwargs))
+        # The thread is awaited in a future of its own, shielded: a timeout or a client
+        # gone gives up the wait, never the thread's token in its lane, which the future
+        # holds until the thread ends. So a lane never runs more threads than its tokens,
+        # abandoned work included (anyio's abandon_on_cancel would hand the token back at
+        # once while the thread ran on, and a hung backend would pile up threads).
+        thread = asyncio.ensure_future(anyio.to_thread.run_sync(work, limiter=lane))
+        self._threads.add(thread)
+        thread.add_done_callback(self._threads.discard)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                result = await asyncio.get_running_loop().run_in_executor(executor, work)
-            return result
+            with anyio.fail_after(self.timeout_s):
+                return await asyncio.shield(thread)
         except TimeoutError:
             log.warning("backend call timed out", extra={"call": getattr(fn, "__name__", "call")})
             raise ProblemError("backend_unavailable", "the backend did not answer in time") from None
@@ -172,9 +180,10 @@ class ApiContext:
             )
             raise ProblemError("internal") from None
         finally:
-            # Answered, timed out or cancelled: work not started yet is dropped, and an
-            # embedding still waiting for its turn gives the turn up (the thread itself
-            # cannot be stopped once it runs; the embedder's window bounds what is left).
+            # Answered, timed out or cancelled: work not started yet is dropped (its turn
+            # in the lane comes and goes at once), and an embedding still waiting for its
+            # turn gives the turn up (the thread itself cannot be stopped once it runs;
+            # the embedder's window bounds what is left).
             claim.abandon()
 
     async def call_model(self, owner_key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -189,18 +198,20 @@ class ApiContext:
         return await self.call(_as_party, self.model_share, owner_key, partial(fn, *args, **kwargs))
 
     def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
-        self.cpu.shutdown(wait=False, cancel_futures=True)
+        # Work still running in threads is abandoned: its requests are gone with the
+        # loop, and what it does to the closed clients below ends in an error nobody reads.
         self._runtime.close()
         self.client.close()
 
 
-def _unless_abandoned(claim: Claim, context: contextvars.Context, work: Callable[[], T]) -> T:
-    """Run ``work`` in the caller's context (the claim in it), unless its request was
-    abandoned while the work waited for a thread: then nothing runs."""
+def _unless_abandoned(claim: Claim, work: Callable[[], T]) -> T:
+    """Run ``work`` with the claim in its context (a copy of the caller's, made by
+    anyio), unless its request was abandoned while the work waited for a thread: then
+    nothing runs."""
     if claim.abandoned:
         raise Abandoned()
-    return context.run(_with_claim, claim, work)
+    CLAIM.set(claim)
+    return work()
 
 
 def ensure_wanted() -> None:
@@ -212,11 +223,6 @@ def ensure_wanted() -> None:
     claim = CLAIM.get()
     if claim is not None and claim.abandoned:
         raise Abandoned()
-
-
-def _with_claim(claim: Claim, work: Callable[[], T]) -> T:
-    CLAIM.set(claim)
-    return work()
 
 
 def _as_party(share: ModelShare, owner_key: str, work: Callable[[], T]) -> T:
