@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-parallel test-fast lint format typecheck bench bench-scale soak clean promtool typescript chromium
+.PHONY: demo test test-parallel test-fast coverage lint format typecheck bench bench-scale soak clean promtool typescript chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "memjobs needs Python >= 3.11"'
@@ -29,6 +29,24 @@ test-parallel: $(BIN)/.installed promtool typescript chromium
 # no PostgreSQL, no worker process; one that tries to start a server fails.
 test-fast: $(BIN)/.installed
 	$(BIN)/python -m pytest --server-free -q
+
+# Line coverage of memjobs_client and memjobs_worker, their Python subprocesses
+# included (pyproject's [tool.coverage]): the server-free tests, then one
+# server-backed file or two per area. It prints a figure (docs/development.md,
+# "Coverage"); it is no gate, and `make test` does not trace: tracing would push
+# the suite past its 20 minutes. The detector's CPU-cost bounds are left out:
+# under the tracer they measure the tracer.
+COVERAGE_SERVER_TESTS ?= tests/memory/test_pipeline.py tests/memory/test_store_contract.py \
+	tests/memory/test_engine_contract.py tests/http/test_http_api.py tests/sessions/test_sessions.py \
+	tests/knowledge/test_knowledge_store.py tests/lifecycle/test_erase_basic.py \
+	tests/ops/test_dead_letters.py tests/ops/test_cli.py
+coverage: $(BIN)/.installed
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest --server-free -q \
+	  --deselect tests/security/test_detector_cost.py::test_text_of_secrets_costs_a_bounded_time_a_megabyte
+	$(BIN)/coverage run -m pytest -q $(COVERAGE_SERVER_TESTS)
+	$(BIN)/coverage combine -q
+	$(BIN)/coverage report --sort=cover
 
 # The TypeScript client's type check needs `tsc` (its one dev dependency); best
 # effort: without npm or the registry, that one test is skipped, saying why.
@@ -86,4 +104,4 @@ soak: $(BIN)/.installed
 	$(BIN)/python bench/soak_many_hosts.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.* clients/typescript/node_modules

@@ -145,10 +145,10 @@ def report(title: str, readings: list[Reading]) -> str:
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - the bench's own local API
         url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=60) as answer:
+    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - as above
         result: dict[str, Any] = json.loads(answer.read())
         return result
 

@@ -149,7 +149,7 @@ def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpe
             while not stop.wait(settings.sweep_interval_ms / 1000):
                 try:
                     h.runtime.sweeper.once()
-                except Exception:  # noqa: BLE001 - keep sweeping, as the service does
+                except Exception:  # noqa: BLE001, S110 - keep sweeping, as the service does
                     pass
 
         killed_at = time.perf_counter()
@@ -178,7 +178,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=2)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-hosts-"))
-    os.chmod(workdir, 0o755)
+    os.chmod(workdir, 0o755)  # noqa: S103 - the embedded PostgreSQL's own user must traverse it
     rates = fsync_cost(workdir, args.calls)
     print(
         f"producer remember calls/s (4 threads, {args.calls} calls): "

@@ -153,7 +153,7 @@ class SessionBlackboard:
         headers = {"Accept": "application/json, application/problem+json", "X-Memjobs-Owner": quote(owner_id, safe="")}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(url, headers=headers, method="GET")
+        request = urllib.request.Request(url, headers=headers, method="GET")  # noqa: S310 - api_url is https or loopback http (_checked_url)
         try:
             with self._opener.open(request, timeout=self.timeout_s) as reply:
                 body = reply.read(self.max_response_bytes + 1)

@@ -74,7 +74,7 @@ def test_many_hosts_survive_kill_partition_and_failover() -> None:
         pytest.skip(reason)
     topo = Topology(["redis", "pg", "ctl", *HOSTS])
     root = Path(tempfile.mkdtemp(prefix="memjobs-netns-"))
-    os.chmod(root, 0o755)  # the embedded PostgreSQL's own user must traverse it
+    os.chmod(root, 0o755)  # noqa: S103 - the embedded PostgreSQL's own user must traverse it
     procs: dict[str, subprocess.Popen[bytes]] = {}
     models: list[FakeOpenAI] = []
     redis_set = SentinelSet(root / "redis", host=topo.address("redis"), prefix=topo.exec_prefix("redis"))
@@ -95,7 +95,7 @@ def test_many_hosts_survive_kill_partition_and_failover() -> None:
         redis_set.stop()
         try:
             run_in(topo.ns("pg"), pg.stop)
-        except Exception:  # noqa: BLE001 - the namespace goes anyway
+        except Exception:  # noqa: BLE001, S110 - the namespace goes anyway
             pass
         topo.destroy()
         if not os.environ.get("NETNS_KEEP_DIR"):  # a debugging aid for the soak
@@ -240,7 +240,7 @@ def _scenario(
             assert time.monotonic() < deadline, f"{what}: {store.counts_by_state()}\n{_stuck_report(runtime)}"
             try:
                 runtime.sweeper.once()
-            except Exception:  # noqa: BLE001 - Redis may still be failing over
+            except Exception:  # noqa: BLE001, S110 - Redis may still be failing over
                 pass
             time.sleep(1)
 

@@ -40,7 +40,7 @@ def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:
 def test_parse_sentinels() -> None:
     assert parse_sentinels("a:1, b:2,") == [("a", 1), ("b", 2)]
     assert parse_sentinels(None) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not host:port"):
         parse_sentinels("no-port")
 
 

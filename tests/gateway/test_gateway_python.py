@@ -212,7 +212,7 @@ def test_tools_answer_the_seeds_results_and_errors(seeded_api: Api) -> None:
         assert run("memory", args) == {"ok": False, "error": "invalid_arguments", "message": message}
     assert run("recall", {"days": 91})["message"] == "days: 1 to 90"
     assert run("memory__recall", {"query": "my password is hunter2!"})["error"] == "sensitive_content"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="owner_id"):
         tools.dispatch("memory", {"op": "read", "doc": MEM}, owner_id="")
 
     sessions = run("recall", {}, who=SEEDED_OWNER)

@@ -159,7 +159,7 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
 
 
 @pytest.mark.parametrize(
-    "overrides, words",
+    ("overrides", "words"),
     [
         ({"api_gateway_token": "short"}, "at least 16"),
         ({"api_gateway_token": " " * 16}, "blank"),
@@ -169,7 +169,7 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
         ({"api_token_previous_key": SIGNING_KEY}, "without MEMJOBS_API_TOKEN_KEY"),
         ({"api_token_key": SIGNING_KEY, "api_token_previous_key": SIGNING_KEY}, "must differ"),
         ({"api_gateway_token": GATEWAY_TOKEN, "api_host_token": GATEWAY_TOKEN}, "must differ"),
-        ({"api_tls_cert": "/tmp/cert.pem"}, "MEMJOBS_API_TLS_KEY"),
+        ({"api_tls_cert": "/tmp/cert.pem"}, "MEMJOBS_API_TLS_KEY"),  # noqa: S108 - a setting, never opened
     ],
 )
 def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any], words: str) -> None:
@@ -178,7 +178,7 @@ def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any]
 
 
 @pytest.fixture
-def certificate(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         [
@@ -202,7 +202,7 @@ def certificate(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         check=True,
         capture_output=True,
     )
-    yield cert, key
+    return cert, key
 
 
 def test_tls_is_served_with_a_certificate_and_key(

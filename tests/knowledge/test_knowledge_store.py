@@ -69,7 +69,7 @@ def test_chunk_text_of_empty_or_whitespace_text_is_empty() -> None:
 
 
 def test_chunk_text_refuses_an_overlap_as_large_as_the_size() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must exceed overlap_chars"):
         chunk_text("abc", size_chars=80, overlap_chars=80)
 
 

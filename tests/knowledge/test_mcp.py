@@ -310,7 +310,7 @@ def test_http_mcp_needs_the_host_token_an_owner_and_refuses_the_rest(
             return [t.name for t in (await client.list_tools()).tools]
 
     for token in ("wrong-token-0123456789abcdef", GATEWAY_TOKEN):
-        with pytest.raises(Exception):  # noqa: B017 - the SDK's client gives up on a refused connection
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the SDK's client gives up on a refused connection
             run(partial(listed, token))
     assert "/mcp" not in api.http.get("/openapi.json").json()["paths"]
 

@@ -192,7 +192,7 @@ def test_config_redacts_passwords_given_as_url_query_parameters(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "variable, value",
+    ("variable", "value"),
     [
         ("NOVA_AUDIO_AGENT_MEMORY_PROVIDER", "bogus"),
         ("MEMJOBS_EXTRACT_DELAY_MS", "-1"),

@@ -40,7 +40,7 @@ def test_remember_says_what_it_queued(tmp_path: Path, redis_url: str, database_u
     no_reprs(result.stdout + result.stderr)
 
 
-@pytest.mark.parametrize("text, said", [(SECRET, "refused (sensitive_content)"), ("", "--text")])
+@pytest.mark.parametrize(("text", "said"), [(SECRET, "refused (sensitive_content)"), ("", "--text")])
 def test_a_refused_remember_is_one_line_without_reprs_or_class_names(
     tmp_path: Path, redis_url: str, database_url: str, text: str, said: str
 ) -> None:

@@ -45,7 +45,7 @@ def test_one_port_for_several_hosts_applies_to_each() -> None:
 
 
 @pytest.mark.parametrize(
-    "url, words",
+    ("url", "words"),
     [
         ("postgresql://u@/db?host=a,b,c&port=1,2", "3 hosts and 2 ports"),
         ("postgresql://u@[::1]:5432,[::2]:5432/db", "IPv6"),
@@ -73,7 +73,7 @@ def _caused_by(outer: BaseException, inner: BaseException) -> BaseException:
 
 
 @pytest.mark.parametrize(
-    "exc, outage",
+    ("exc", "outage"),
     [
         (BackendUnavailable("down"), True),
         (psycopg.OperationalError("connection refused"), True),

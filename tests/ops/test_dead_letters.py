@@ -173,7 +173,7 @@ def test_purge_one_older_than_and_all_count_what_they_removed(
         s.labels["queue"]: s.value for s in families["memjobs_dead_letters_purged"].samples if s.name.endswith("_total")
     }
     assert purged[QUEUE_TASKS] == 3 and purged[QUEUE_EXTRACT] == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no queue 'no-such-queue'"):
         letters.purge_all("no-such-queue")
 
 

@@ -7,7 +7,7 @@ and pruned by age on read. Real Redis, the production broker and middleware.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -49,10 +49,8 @@ class Flaky:
 
 
 @pytest.fixture
-def harness(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> Iterator[Harness]:
-    yield harness_factory(make_settings())
+def harness(make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]) -> Harness:
+    return harness_factory(make_settings())
 
 
 def run(h: Harness, flaky: Flaky, max_retries: int) -> dramatiq.Message[Any]:

@@ -12,7 +12,7 @@ import pytest
 from memjobs_worker.logs import NOISY_LOGGERS, configure_logging
 
 
-@pytest.fixture()
+@pytest.fixture
 def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -26,7 +26,7 @@ def restore_logging() -> Iterator[None]:
         logging.getLogger(n).setLevel(lvl)
 
 
-@pytest.fixture()
+@pytest.fixture
 def stream(restore_logging: None) -> io.StringIO:
     s = io.StringIO()
     configure_logging(level="DEBUG", stream=s)

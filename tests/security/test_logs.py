@@ -313,7 +313,7 @@ def test_configure_defaults_to_stderr(restore_logging: None, capsys: pytest.Capt
 
 
 def test_configure_rejects_unknown_level(restore_logging: None) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown log level"):
         configure_logging(level="LOUD", stream=io.StringIO())
 
 

@@ -107,7 +107,7 @@ def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
     worker.stop(timeout=SHUTDOWN_TIMEOUT_MS)
     app.broker.close()
     if received[0] == signal.SIGHUP:
-        os.execv(sys.executable, [sys.executable, "-m", "memjobs_worker", *argv])
+        os.execv(sys.executable, [sys.executable, "-m", "memjobs_worker", *argv])  # noqa: S606 - this worker again, same argv
     return 0
 
 

@@ -205,7 +205,7 @@ def run_pools(settings: Settings, processes: int, threads: int) -> int:
     for sig in FORWARDED:
         signal.signal(sig, forward)
     children = [
-        subprocess.Popen(pool.command, env={**os.environ, **pool.env})
+        subprocess.Popen(pool.command, env={**os.environ, **pool.env})  # noqa: S603 - the pools' worker commands
         for pool in worker_pools(settings, processes, threads)
     ]
     forwarded = 0

@@ -210,7 +210,7 @@ class Stack:
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         # Its own process group: the terminal's signals (Ctrl-C, hang-up) reach
         # only `up`, which stops the workers in order.
-        self.worker = subprocess.Popen(
+        self.worker = subprocess.Popen(  # noqa: S603 - worker_command(), the worker's own argv
             worker_command(self.processes, self.threads),
             env=env,
             stdin=subprocess.DEVNULL,

@@ -109,35 +109,47 @@ def check_arguments(name: str, args: object) -> dict[str, Any]:
         if value.get(key) is None:
             return failure("invalid_arguments", f"{key} is required")
     for key, spec in properties.items():
-        v = value.get(key)
-        if v is None:
-            continue
-        if spec["type"] == "string":
-            if not isinstance(v, str):
-                return failure("invalid_arguments", f"{key} must be a string")
-            if "enum" in spec and v not in spec["enum"]:
-                return failure("invalid_arguments", f"{key} must be one of {', '.join(spec['enum'])}")
-            if len(v.strip()) < spec.get("minLength", 0):
-                return failure("invalid_arguments", f"{key} must not be empty")
-            if len(v) > spec.get("maxLength", len(v)):
-                return failure("invalid_arguments", f"{key}: at most {spec['maxLength']} characters")
-        elif spec["type"] == "integer":
-            if not isinstance(v, int) or isinstance(v, bool):
-                return failure("invalid_arguments", f"{key} must be an integer")
-            if not spec["minimum"] <= v <= spec["maximum"]:
-                return failure("invalid_arguments", f"{key}: {spec['minimum']} to {spec['maximum']}")
-    if name == "memory":
-        allowed = {"read": (), "append": ("text",), "replace": ("old_text", "new_text")}[value["op"]]
-        wrong = next(
-            (k for k in ("text", "old_text", "new_text") if value.get(k) is not None and k not in allowed), None
-        )
-        if wrong is not None:
-            return failure("invalid_arguments", f"{wrong} does not go with op {value['op']}")
-        if value["op"] == "append" and value.get("text") is None:
-            return failure("invalid_arguments", "append needs text")
-        if value["op"] == "replace" and value.get("old_text") is None:
-            return failure("invalid_arguments", "replace needs old_text")
+        problem = _field_problem(key, spec, value.get(key))
+        if problem is not None:
+            return failure("invalid_arguments", problem)
+    problem = _memory_op_problem(value) if name == "memory" else None
+    if problem is not None:
+        return failure("invalid_arguments", problem)
     return {"ok": True, "value": value}
+
+
+def _field_problem(key: str, spec: dict[str, Any], v: object) -> str | None:
+    """What is wrong with argument ``key``'s value ``v`` by its schema ``spec``, or None."""
+    if v is None:
+        return None
+    if spec["type"] == "string":
+        if not isinstance(v, str):
+            return f"{key} must be a string"
+        if "enum" in spec and v not in spec["enum"]:
+            return f"{key} must be one of {', '.join(spec['enum'])}"
+        if len(v.strip()) < spec.get("minLength", 0):
+            return f"{key} must not be empty"
+        if len(v) > spec.get("maxLength", len(v)):
+            return f"{key}: at most {spec['maxLength']} characters"
+    elif spec["type"] == "integer":
+        if not isinstance(v, int) or isinstance(v, bool):
+            return f"{key} must be an integer"
+        if not spec["minimum"] <= v <= spec["maximum"]:
+            return f"{key}: {spec['minimum']} to {spec['maximum']}"
+    return None
+
+
+def _memory_op_problem(value: dict[str, Any]) -> str | None:
+    """What is wrong with the memory tool's texts for its ``op``, or None."""
+    allowed = {"read": (), "append": ("text",), "replace": ("old_text", "new_text")}[value["op"]]
+    wrong = next((k for k in ("text", "old_text", "new_text") if value.get(k) is not None and k not in allowed), None)
+    if wrong is not None:
+        return f"{wrong} does not go with op {value['op']}"
+    if value["op"] == "append" and value.get("text") is None:
+        return "append needs text"
+    if value["op"] == "replace" and value.get("old_text") is None:
+        return "replace needs old_text"
+    return None
 
 
 class MemoryTools:

@@ -38,7 +38,7 @@ empty: an unsigned token is a credential too)."""
 BEARER = r"(?<![A-Za-z0-9])(?i:bearer)"
 """The ``Bearer`` auth scheme; the token follows after white space."""
 SECRET_WORDS = (
-    r"api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|password"
+    r"api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|token|password"  # noqa: S105 - names, not a secret
     r"|passwd|pwd|secret|credential|auth|authorization|cookie|session|dsn|signature"
 )
 """Words that make a name secret-like (searched, case-insensitive): ``DB_PASSWORD``,

@@ -24,7 +24,7 @@ CONVERSATION = [
     "我对花生过敏。",
     "My daughter's birthday is on March 3rd.",
 ]
-SECRET = "my wifi password is Tr0ub4dor&3"
+SECRET = "my wifi password is Tr0ub4dor&3"  # noqa: S105 - the demo's made-up secret, shown being refused
 NOTE = {
     "doc_id": "tea-notes",
     "title": "Tea notes",

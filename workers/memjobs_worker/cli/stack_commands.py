@@ -142,7 +142,7 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     elif metrics:
         prepare_metrics_dir(settings, env)
-    os.execve(command[0], command, env)
+    os.execve(command[0], command, env)  # noqa: S606 - the stack's own command, built above
     return exits.FAILED  # pragma: no cover - execv does not return
 
 

@@ -57,7 +57,7 @@ def _has_pgvector(bindir: Path) -> bool:
     pg_config = bindir / "pg_config"
     sharedirs = [bindir.parent / "share" / "postgresql", bindir.parent / "share"]
     if pg_config.exists():
-        out = subprocess.run([str(pg_config), "--sharedir"], capture_output=True, text=True)
+        out = subprocess.run([str(pg_config), "--sharedir"], capture_output=True, text=True)  # noqa: S603 - fixed argv
         if out.returncode == 0:
             sharedirs.insert(0, Path(out.stdout.strip()))
     return any((d / "extension" / "vector.control").exists() for d in sharedirs)
@@ -70,8 +70,8 @@ def _system_user() -> pwd.struct_passwd:
         return pwd.getpwnam(SYSTEM_USER)
     except KeyError:
         pass
-    subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER],
+    subprocess.run(  # noqa: S603 - fixed argv
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SYSTEM_USER],  # noqa: S607 - from PATH, as root
         capture_output=True,
     )
     try:
@@ -281,7 +281,7 @@ class EmbeddedPostgres:
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         assert self.bindir is not None
-        result = subprocess.run(
+        result = subprocess.run(  # noqa: S603 - a PostgreSQL binary of bindir, our arguments
             [str(self.bindir / tool), *args],
             capture_output=True,
             text=True,

@@ -84,7 +84,7 @@ class EmbeddedRedis:
         private_dir(self.directory)
         for _ in range(5):
             port = self.port or free_port()
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # noqa: S603 - redis-server with our arguments
                 [
                     binary,
                     "--bind",

@@ -113,7 +113,7 @@ def _redact_values(text: str) -> str:
     return redacted
 
 
-def scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:
+def scrub(value: Any, *, omit_text: bool, depth: int = 0) -> Any:  # noqa: C901 - one flat dispatch on the value's type
     """Return a JSON-ready copy of ``value`` with secrets (and text) removed.
 
     Secret-looking keys get ``"[REDACTED]"``; with ``omit_text``, fields named

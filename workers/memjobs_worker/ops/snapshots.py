@@ -73,7 +73,7 @@ def _pg_tool(tool: str, *args: str) -> None:
     binary = find_postgres_bindir() / tool
     if not binary.exists():
         raise ConfigurationError(f"{binary} not found: the embedded PostgreSQL's binaries are incomplete")
-    result = subprocess.run([str(binary), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    result = subprocess.run([str(binary), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)  # noqa: S603 - a PostgreSQL tool, our arguments
     if result.returncode != 0:
         raise BackendUnavailable(f"{tool} failed ({result.returncode}): {result.stderr.strip()[-500:]}")
 
@@ -128,7 +128,7 @@ def _scratch_redis(directory: Path, dbfilename: str) -> Iterator[redis.Redis]:
     sockets = Path(tempfile.mkdtemp(prefix="memjobs-redis-"))  # short: a socket path is ≤ 107 bytes
     socket = sockets / "redis.sock"
     log = directory / "scratch.log"
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # noqa: S603 - redis-server with our arguments
         [
             find_redis_server(),
             "--port",

@@ -289,7 +289,7 @@ class RunLedger:
             while not stop.wait(lease.total_seconds() / 3):
                 try:
                     held[0] = self.renew(claim, lease)
-                except Exception:  # noqa: BLE001 - a failed renewal is retried at the next tick
+                except Exception:  # noqa: BLE001, S112 - a failed renewal is retried at the next tick
                     continue
                 if not held[0]:
                     return

@@ -87,7 +87,7 @@ WITH {_FENCED}, batch AS (
 SELECT (SELECT count(*) FROM fenced) > 0 AS fenced, batch.*
 FROM (SELECT 1) AS one LEFT JOIN batch ON true
 ORDER BY batch.created_at, batch.source_id
-""")
+""")  # noqa: S608 - _FENCED is a constant; values are bound
 
 #: The open attempts and the owed deletions of an owner, in one round trip.
 _OWED = sa.text("""
@@ -106,7 +106,7 @@ SELECT source_id, state FROM sources
 WHERE owner_key = :owner_key AND source_id = ANY(CAST(:ids AS text[]))
   AND EXISTS (SELECT 1 FROM fenced)
 FOR UPDATE OF sources
-""")
+""")  # noqa: S608 - _FENCED is a constant; values are bound
 
 #: The rest of a commit in one statement: the provenance links, the learned
 #: sources, the tombstones of memories not kept, and the attempt's end.

@@ -96,7 +96,7 @@ def _close(provider: MemoryProvider) -> None:
             close = getattr(result, "close", None)
             if callable(close):
                 close()
-    except Exception:
+    except Exception:  # noqa: S110 - a provider that fails to close is dropped all the same
         pass
 
 
