@@ -36,7 +36,7 @@ def test_translate_makes_the_callers_own_error() -> None:
 
 
 def test_other_errors_and_returns_pass_through() -> None:
-    with pytest.raises(ValueError), redis_errors():
+    with pytest.raises(ValueError, match="not Redis's"), redis_errors():
         raise ValueError("not Redis's")
 
     def answer() -> int:
