@@ -241,8 +241,8 @@ def fast_candidates(
     from psycopg.types.json import Jsonb
 
     from memjobs_worker.embedded import EmbeddedPostgres
+    from memjobs_worker.fulltext import index_tokens
     from memjobs_worker.memory.engine import fused_search as fs
-    from memjobs_worker.tokens import index_tokens
 
     pg = EmbeddedPostgres(workdir / "pg")
     url = pg.start()

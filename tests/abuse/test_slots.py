@@ -25,7 +25,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from memjobs_worker.http.tokens import issue
+from memjobs_worker.http.scoped_tokens import issue
 from memjobs_worker.settings import Settings
 from tests.support.api_process import ApiProcess
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, connect, reply_of, still_open

@@ -116,7 +116,7 @@ async def http_client_for(api: Api, owner: str, token: str) -> AsyncIterator[Cli
 
 
 def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(api_factory: Callable[..., Api]) -> None:
-    from memjobs_worker.http.tokens import issue
+    from memjobs_worker.http.scoped_tokens import issue
 
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, api_token_key="k" * 40)
     reader = issue(api.harness.settings, scopes=["read"], owners=["carol"])

@@ -183,7 +183,7 @@ def test_the_typescript_client_uses_the_memory_tool(api_factory: Callable[..., A
 
 
 def test_scoped_tokens_read_and_write_only_what_they_name(api_factory: Callable[..., Api]) -> None:
-    from memjobs_worker.http.tokens import issue
+    from memjobs_worker.http.scoped_tokens import issue
 
     api = api_factory(worker=False, api_token_key="k" * 40)
     settings = api.harness.settings

@@ -16,7 +16,7 @@ import pytest
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.cli.main import main as cli_main
-from memjobs_worker.http.tokens import AUDIENCE, ISSUER, InvalidToken, ScopedKeys, issue
+from memjobs_worker.http.scoped_tokens import AUDIENCE, ISSUER, InvalidToken, ScopedKeys, issue
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem

@@ -29,7 +29,7 @@ from memjobs_client.contracts import (
 )
 from memjobs_client.errors import BackendUnavailable, ModelUnavailable
 from memjobs_worker.memory.engine import InMemoryEngine
-from memjobs_worker.memory.engine.memory import Extractor
+from memjobs_worker.memory.engine.stub import Extractor
 from memjobs_worker.memory.pipeline import ExtractReport, MemoryPipeline
 from memjobs_worker.memory.store import Attempt, InMemoryStateStore, SourceRecord
 from memjobs_worker.memory.store.base import AddOutcome

@@ -17,7 +17,7 @@ import re
 import pytest
 from mnemonic import Mnemonic
 
-from memjobs_client.sensitive import numbers, seeds, tokens
+from memjobs_client.sensitive import numbers, seeds, shapes
 from memjobs_client.sensitive.normalize import normalise
 from memjobs_client.sensitive.rules import folded, regex_scanner
 
@@ -28,12 +28,12 @@ def _texts(pieces: list[str], count: int, seed: int, most: int = 12) -> list[str
     return ["".join(rnd.choice(pieces) + rnd.choice(glue) for _ in range(rnd.randint(1, most))) for _ in range(count)]
 
 
-@pytest.mark.parametrize("rule", sorted(tokens._LEADS))
+@pytest.mark.parametrize("rule", sorted(shapes._LEADS))
 def test_a_vendor_pattern_led_by_its_prefixes_finds_what_finditer_finds(rule: str) -> None:
-    pattern = next(p for r, _, p in tokens._VENDOR_KEYS if r == rule)
-    plain, led = regex_scanner(pattern), regex_scanner(pattern, lead=tokens._LEADS[rule])
+    pattern = next(p for r, _, p in shapes._VENDOR_KEYS if r == rule)
+    plain, led = regex_scanner(pattern), regex_scanner(pattern, lead=shapes._LEADS[rule])
     # One prefix per alternative: the first choice of each group and class.
-    lead = re.sub(r"\(\?=[^)]*\)", "", re.sub(r"\(\?:([^|)]*)[^)]*\)", r"\1", tokens._LEADS[rule]))
+    lead = re.sub(r"\(\?=[^)]*\)", "", re.sub(r"\(\?:([^|)]*)[^)]*\)", r"\1", shapes._LEADS[rule]))
     prefixes = re.sub(r"\[(.)[^\]]*\]", r"\1", lead).replace("\\", "").split("|")
     pieces = [*prefixes, "A" * 16, "a1B2" * 5, "0123456789abcdef" * 2, "eyJhbGci", "Ab9-_" * 9]
     found = 0

@@ -6,7 +6,7 @@ BM25's weight of a term by how many of a collection's items contain it;
 keyword ranking keeps when it is fused with a vector ranking.
 
 Why here: knowledge ranks chunks and personal memory ranks memories, each by
-keywords (PostgreSQL full text over :mod:`memjobs_worker.tokens`, weighted by
+keywords (PostgreSQL full text over :mod:`memjobs_worker.fulltext`, weighted by
 :func:`idf`) and by vectors; knowledge merges the two by :func:`fuse`, recall by
 scores of its own (:mod:`memjobs_worker.memory.engine.fused_search`). The two
 features may not import each other, so what they share sits below them. RRF uses positions only, so

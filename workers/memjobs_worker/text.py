@@ -9,7 +9,7 @@ to a script written without spaces between words (Han, kana, Hangul, Thai,
 characters, variation selectors); :func:`bigrams` and :func:`grams` cut a run
 of such characters into the pairs that stand in for its words.
 
-Why here: knowledge search (:mod:`~memjobs_worker.tokens`), the
+Why here: knowledge search (:mod:`~memjobs_worker.fulltext`), the
 hashed embedder (:mod:`~memjobs_worker.embedding.hashing`) and
 the grounding rule (:mod:`~memjobs_worker.sessions.grounding`) each split
 Chinese into characters and pairs after NFKC; they are independent features,

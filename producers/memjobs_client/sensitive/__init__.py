@@ -22,7 +22,7 @@ How, and what it will not do (one module each):
   invisible format characters dropped, Cyrillic and Greek look-alikes folded
   to Latin, and offsets mapped back for redaction.
 * :mod:`~memjobs_client.sensitive.content` — the content rules, in order:
-  token *shapes* (:mod:`~memjobs_client.sensitive.tokens`: vendor keys, PEM
+  token *shapes* (:mod:`~memjobs_client.sensitive.shapes`: vendor keys, PEM
   blocks, JWTs, URLs with passwords, Wi-Fi QR codes) matched anywhere; long
   random values assigned to secret-like names; disclosures in English
   (:mod:`~memjobs_client.sensitive.disclosures`) and Chinese
@@ -44,7 +44,7 @@ How, and what it will not do (one module each):
 * :mod:`~memjobs_client.sensitive.structured` — the stricter masking of
   machine text the worker's logs add (values under secret-like names,
   ``Authorization:`` headers, URL user info, ``Bearer …``), built on the
-  names and shapes of :mod:`~memjobs_client.sensitive.tokens`: the refusal
+  names and shapes of :mod:`~memjobs_client.sensitive.shapes`: the refusal
   and the log redaction share one source of secret patterns.
 * A :class:`Finding` (:mod:`~memjobs_client.sensitive.rules`) and every error
   message name the rule only, never the matched text, because the matched

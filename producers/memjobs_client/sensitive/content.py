@@ -1,6 +1,6 @@
 """The content rules, in the order they are tried, and :func:`find_sensitive_text`.
 
-1. Token *shapes* (:mod:`~memjobs_client.sensitive.tokens`: vendor keys, PEM
+1. Token *shapes* (:mod:`~memjobs_client.sensitive.shapes`: vendor keys, PEM
    blocks, JWTs, URLs with passwords, Wi-Fi QR codes), matched anywhere and
    also inside paths;
 2. numbers (:mod:`~memjobs_client.sensitive.numbers`: cards, identity
@@ -31,7 +31,7 @@ from memjobs_client.sensitive.rules import (
     scan_first,
 )
 from memjobs_client.sensitive.seeds import SEED_RUN, seed_phrase_scanner
-from memjobs_client.sensitive.tokens import BEARER, SECRET_WORDS, TOKEN_RULES
+from memjobs_client.sensitive.shapes import BEARER, SECRET_WORDS, TOKEN_RULES
 from memjobs_client.sensitive.zh import chinese_reverse_scanner, chinese_scanner
 
 # --- High-entropy assignments ------------------------------------------------

@@ -8,7 +8,7 @@ What: :func:`is_secret_key` says whether a mapping key names a secret;
 end of the line, URL user info (``scheme://user:pass@`` becomes
 ``scheme://[REDACTED]@``), the value after ``Bearer`` and ``sk-…`` keys (the
 ``sk-`` kept). The names, ``sk-`` keys and the ``Bearer`` scheme are those of
-:mod:`~memjobs_client.sensitive.tokens`, which the content rules use too.
+:mod:`~memjobs_client.sensitive.shapes`, which the content rules use too.
 
 Why apart from the content rules: these are stricter, for text written by
 programs (log lines, tracebacks, URLs, headers), where any value under
@@ -30,7 +30,7 @@ import re
 from typing import Final
 
 from memjobs_client.sensitive.redact import REDACTED
-from memjobs_client.sensitive.tokens import BEARER, SECRET_WORDS, SK_KEY
+from memjobs_client.sensitive.shapes import BEARER, SECRET_WORDS, SK_KEY
 
 # Mapping keys: also any name ending in "key" ("openaiApiKey"), but not "session".
 _SECRET_KEY_RE: Final = re.compile(

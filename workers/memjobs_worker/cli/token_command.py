@@ -36,7 +36,7 @@ def duration_s(text: str) -> int:
 
 def token(settings: Settings, args: argparse.Namespace) -> int:
     """Print a new scoped token."""
-    from memjobs_worker.http.tokens import issue
+    from memjobs_worker.http.scoped_tokens import issue
 
     scopes = [s.strip() for group in args.scope for s in group.split(",") if s.strip()]
     if not scopes:

@@ -6,7 +6,7 @@ Three kinds of bearer token (docs/security.md):
   ``admin``, for every owner;
 - the **host** token (``MEMJOBS_API_HOST_TOKEN``): every scope, ``admin``
   (knowledge re-indexing, dead letters) included, for every owner;
-- **scoped** tokens (:mod:`~memjobs_worker.http.tokens`): signed, expiring, for
+- **scoped** tokens (:mod:`~memjobs_worker.http.scoped_tokens`): signed, expiring, for
   the scopes and owners they name.
 
 With none of them configured the API is open, which :func:`check_bind` allows
@@ -32,7 +32,7 @@ from fastapi import Depends, Request
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.http.tokens import SCOPES, InvalidToken, ScopedKeys
+from memjobs_worker.http.scoped_tokens import SCOPES, InvalidToken, ScopedKeys
 from memjobs_worker.settings import Settings
 
 #: The key of the caller's :class:`Principal` in the ASGI scope's ``state``.

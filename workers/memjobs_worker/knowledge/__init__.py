@@ -6,6 +6,7 @@ switched-off knowledge feature leaves no tables behind. Results shown to the
 model carry a public source label, never a path, and are ``untrusted_external``.
 """
 
+from memjobs_worker.fulltext import TOKENIZER_VERSION, index_tokens, query_tokens
 from memjobs_worker.knowledge.chunking import Chunk, chunk_hash, chunk_text
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, DocumentState, StoredChunk
 from memjobs_worker.knowledge.schema import ensure_schema
@@ -17,7 +18,6 @@ from memjobs_worker.knowledge.search import (
     search_knowledge,
 )
 from memjobs_worker.knowledge.store import KnowledgeStore
-from memjobs_worker.tokens import TOKENIZER_VERSION, index_tokens, query_tokens
 
 __all__ = [
     # chunking and tokens

@@ -23,10 +23,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.fulltext import is_searchable, is_unspaced_token, query_tokens
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.schema import Vector, knowledge_chunks, knowledge_documents
 from memjobs_worker.ranking import idf as idf  # re-exported: the store weighs tokens with it
-from memjobs_worker.tokens import is_searchable, is_unspaced_token, query_tokens
 
 #: Longer queries are cut to this many characters before searching.
 MAX_QUERY_CHARS = 1000
@@ -166,7 +166,7 @@ def vector_select(owner_key: str, vector: Sequence[float], limit: int) -> sa.Sel
 
 def tsvector_of(words: str, unspaced: str) -> sa.ColumnElement[Any]:
     """The ``tsvector`` of a chunk from its bound token parameters (see
-    :func:`~memjobs_worker.tokens.split_tokens`): words through
+    :func:`~memjobs_worker.fulltext.split_tokens`): words through
     ``english``, characters and bigrams through ``simple``."""
     return sa.func.to_tsvector(ENGLISH, sa.bindparam(words, type_=sa.Text)).op("||")(
         sa.func.to_tsvector(SIMPLE, sa.bindparam(unspaced, type_=sa.Text))

@@ -26,7 +26,7 @@ from memjobs_worker.db.connect import transaction
 from memjobs_worker.db.metadata import KNOWLEDGE, metadata
 from memjobs_worker.db.migrate import migrate
 from memjobs_worker.db.pgvector import Vector, vector_literal
-from memjobs_worker.tokens import TOKENIZER_VERSION
+from memjobs_worker.fulltext import TOKENIZER_VERSION
 
 #: The ``knowledge_meta`` key of the tokenizer version of the stored tokens.
 TOKENIZER_KEY = "tokenizer_version"

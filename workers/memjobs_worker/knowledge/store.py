@@ -38,6 +38,7 @@ from sqlalchemy.engine import Connection, Engine
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
+from memjobs_worker.fulltext import TOKENIZER_VERSION, index_tokens, split_tokens
 from memjobs_worker.knowledge.queries import (
     MAX_DIMS,
     check_text,
@@ -52,7 +53,6 @@ from memjobs_worker.knowledge.queries import (
 from memjobs_worker.knowledge.records import ChunkHit, DocumentRecord, StoredChunk
 from memjobs_worker.knowledge.schema import TOKENIZER_KEY, knowledge_chunks, knowledge_documents, knowledge_meta
 from memjobs_worker.ranking import question_weight
-from memjobs_worker.tokens import TOKENIZER_VERSION, index_tokens, split_tokens
 
 __all__ = ["KnowledgeStore", "StoredChunk", "DocumentRecord", "ChunkHit"]
 

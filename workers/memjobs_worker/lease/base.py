@@ -4,7 +4,7 @@
 lost, when a renewal was last confirmed, the renewer thread, the events) and
 leaves four atomic steps to a backend: acquire, extend, release, abandon.
 :class:`~memjobs_worker.lease.redis.LeaseLock` does them in Redis scripts;
-:class:`~memjobs_worker.lease.memory.InMemoryLease` in process memory on a
+:class:`~memjobs_worker.lease.stub.InMemoryLease` in process memory on a
 clock it is given. ``tests/memory/test_lease_contract.py`` holds both to the
 same contract.
 

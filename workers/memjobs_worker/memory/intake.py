@@ -6,7 +6,7 @@ engine: the processes that take the cheap jobs do not load mem0.
 The scheduling seam is :class:`ExtractionScheduler` (the debounce bookkeeping,
 with the flag left to a backend): :class:`RedisExtractionScheduler` keeps the
 flag in Redis, :class:`InMemoryExtractionScheduler` in the twin leases'
-:class:`~memjobs_worker.lease.memory.InMemoryKeys`. ``tests/memory/test_scheduler_contract.py`` holds both
+:class:`~memjobs_worker.lease.stub.InMemoryKeys`. ``tests/memory/test_scheduler_contract.py`` holds both
 to the same contract."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
 from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
-from memjobs_worker.lease.memory import InMemoryKeys
+from memjobs_worker.lease.stub import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]

@@ -5,8 +5,8 @@ here: mem0 is heavy, and only a worker with personal memory on loads it.
 """
 
 from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
-from memjobs_worker.memory.engine.memory import EngineCall, InMemoryEngine
 from memjobs_worker.memory.engine.offline_embedder import HashingEmbedder
+from memjobs_worker.memory.engine.stub import EngineCall, InMemoryEngine
 
 __all__ = [
     # the seam

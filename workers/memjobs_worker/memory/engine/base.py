@@ -1,7 +1,7 @@
 """The memory-engine seam: extract memories from sources, delete, search.
 
 mem0 is the production engine (:mod:`memjobs_worker.memory.engine.mem0_engine`); its
-twin for tests is :class:`memjobs_worker.memory.engine.memory.InMemoryEngine`, and
+twin for tests is :class:`memjobs_worker.memory.engine.stub.InMemoryEngine`, and
 ``tests/memory/test_engine_contract.py`` holds both to this seam. An engine
 never decides what is learned: it returns what it created, and the ledger
 decides (and may order the deletion of what it created).

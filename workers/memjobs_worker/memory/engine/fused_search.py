@@ -20,10 +20,10 @@ leaving each conversation out (``bench/bench_locomo.py``, docs/benchmarks.md).
 
 How the keywords are stored: mem0 keeps, beside each memory's text, a
 "lemmatised" copy it searches with ``to_tsvector('simple', …)``. memjobs
-hands mem0 :func:`memjobs_worker.tokens.index_tokens` as that lemmatiser
+hands mem0 :func:`memjobs_worker.fulltext.index_tokens` as that lemmatiser
 (see :func:`patch_mem0_tokens`), so the copy holds knowledge's tokens: words,
 and each Chinese character and pair. A question is looked up token by token
-(:func:`memjobs_worker.tokens.query_tokens`), each weighted by its rarity among
+(:func:`memjobs_worker.fulltext.query_tokens`), each weighted by its rarity among
 the owner's memories (:func:`memjobs_worker.ranking.idf`), words through
 PostgreSQL's ``english`` configuration (stemmed, stop words weigh nothing) and
 Chinese through ``simple``. The search is exact over the owner's rows (mem0's
@@ -38,9 +38,9 @@ from typing import Any
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from memjobs_worker.fulltext import index_tokens, is_searchable, is_unspaced_token, query_tokens
 from memjobs_worker.memory.engine.base import MemoryHit
 from memjobs_worker.ranking import idf, question_weight
-from memjobs_worker.tokens import index_tokens, is_searchable, is_unspaced_token, query_tokens
 
 #: What holding every keyword of the question weighs against being its nearest
 #: memory (1), in a memory's own score (:func:`rank_memories`).
@@ -62,7 +62,7 @@ _LEMMAS = "coalesce(payload->>'text_lemmatized', payload->>'data')"
 
 
 def patch_mem0_tokens(mem0_main: Any) -> None:
-    """Make mem0 store :func:`~memjobs_worker.tokens.index_tokens` as each memory's
+    """Make mem0 store :func:`~memjobs_worker.fulltext.index_tokens` as each memory's
     keyword form (``text_lemmatized``) instead of spaCy lemmas (memjobs installs
     no spaCy, so it stored the raw text, one unsearchable "word" per Chinese sentence)."""
     mem0_main.lemmatize_for_bm25 = index_tokens

@@ -41,12 +41,12 @@ from psycopg_pool import ConnectionPool
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 from memjobs_worker.db import advisory
 from memjobs_worker.db.outage import RecoveringPool, is_outage, is_read_only_refusal
+from memjobs_worker.fulltext import index_tokens
 from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
 from memjobs_worker.memory.engine.extraction_output import CheckedExtractionModel
 from memjobs_worker.memory.engine.fused_search import fused_search, patch_mem0_tokens
 from memjobs_worker.memory.engine.reembed import check_memory_vectors
 from memjobs_worker.memory.store.base import Produced, SourceRecord
-from memjobs_worker.tokens import index_tokens
 
 _LIST_LIMIT = 10_000
 _import_lock = threading.Lock()

@@ -34,7 +34,7 @@ from psycopg import sql
 
 from memjobs_worker.db import advisory
 from memjobs_worker.embedding.record import EmbeddingModelChanged
-from memjobs_worker.tokens import index_tokens
+from memjobs_worker.fulltext import index_tokens
 
 #: Memories re-embedded per transaction (one embedding call each).
 REEMBED_BATCH = 64

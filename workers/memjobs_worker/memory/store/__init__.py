@@ -9,8 +9,8 @@ from memjobs_worker.memory.store.base import (
     SourceRecord,
     StateStore,
 )
-from memjobs_worker.memory.store.memory import InMemoryStateStore
 from memjobs_worker.memory.store.sql import SqlStateStore
+from memjobs_worker.memory.store.stub import InMemoryStateStore
 
 __all__ = [
     # the seam

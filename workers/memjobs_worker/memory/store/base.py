@@ -2,7 +2,7 @@
 
 The production implementation is :class:`memjobs_worker.memory.store.sql.SqlStateStore` on
 PostgreSQL; the same class serves the embedded default and multi-host. Its twin,
-:class:`memjobs_worker.memory.store.memory.InMemoryStateStore`, keeps the ledger in
+:class:`memjobs_worker.memory.store.stub.InMemoryStateStore`, keeps the ledger in
 process memory for tests; ``tests/memory/test_store_contract.py`` holds both to this seam.
 """
 
