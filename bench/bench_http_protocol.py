@@ -34,7 +34,7 @@ import socket, sys, uvicorn
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
 from memjobs_worker.http.deadline import MarksRequests, header_deadline
-from memjobs_worker.http.limits import MAX_HEADER_BYTES
+from memjobs_worker.http.guard import MAX_HEADER_BYTES
 from memjobs_worker.settings import Settings
 app = create_app(Settings(api_max_per_client=10_000, api_max_public_in_flight=10_000),
                  Endpoints("redis://127.0.0.1:1/0", "postgresql://u@127.0.0.1:1/d"))

@@ -247,7 +247,7 @@ def default(name: str) -> Any:
 
 
 def test_caddy_sets_the_apis_limits_and_the_header_deadline() -> None:
-    from memjobs_worker.http.limits import MAX_HEADER_BYTES
+    from memjobs_worker.http.guard import MAX_HEADER_BYTES
     from memjobs_worker.http.serve import KEEP_ALIVE_S
 
     text = CADDYFILE.read_text()
@@ -265,7 +265,7 @@ def test_caddy_sets_the_apis_limits_and_the_header_deadline() -> None:
 
 
 def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline() -> None:
-    from memjobs_worker.http.limits import MAX_HEADER_BYTES
+    from memjobs_worker.http.guard import MAX_HEADER_BYTES
 
     notes = by_kind("Ingress")["memjobs-api"]["metadata"]["annotations"]
     prefix = "nginx.ingress.kubernetes.io/"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memjobs_worker.http.auth import Tokens
-from memjobs_worker.http.limits import Limits
+from memjobs_worker.http.guard import RequestGuard
 from memjobs_worker.http.slots import RefusalLog, Slots
 
 
@@ -43,7 +43,7 @@ class Held:
         await send({"type": "http.response.body", "body": b"{}"})
 
 
-async def status(guard: Limits, path: str, client: str = "127.0.0.1") -> int:
+async def status(guard: RequestGuard, path: str, client: str = "127.0.0.1") -> int:
     sent: list[Any] = []
 
     async def send(message: Any) -> None:
@@ -55,7 +55,7 @@ async def status(guard: Limits, path: str, client: str = "127.0.0.1") -> int:
 
 def test_unauthenticated_paths_have_their_own_pool() -> None:
     app = Held()
-    guard = Limits(
+    guard = RequestGuard(
         app,
         tokens=Tokens(None, None),
         slots=Slots({"api": 4, "public": 2}, 16),
@@ -80,7 +80,7 @@ def test_unauthenticated_paths_have_their_own_pool() -> None:
 
 def test_one_address_is_capped_below_the_pool() -> None:
     app = Held()
-    guard = Limits(
+    guard = RequestGuard(
         app,
         tokens=Tokens(None, None),
         slots=Slots({"api": 8, "public": 8}, 2),

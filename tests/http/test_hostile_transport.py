@@ -376,11 +376,11 @@ def _refused(api: Api, reason: str) -> float:
 def guard_of(app: Any, body_timeout_s: float = 1, max_in_flight: int = 1) -> Any:
     """The guard alone (ASGI), open on loopback, around ``app``."""
     from memjobs_worker.http.auth import Tokens
-    from memjobs_worker.http.limits import Limits
+    from memjobs_worker.http.guard import RequestGuard
     from memjobs_worker.http.slots import RefusalLog, Slots
 
     slots = Slots({"api": max_in_flight, "public": max_in_flight}, max_per_client=max_in_flight)
-    return Limits(
+    return RequestGuard(
         app,
         tokens=Tokens(None, None),
         slots=slots,
@@ -397,7 +397,7 @@ def test_a_reply_the_client_does_not_take_frees_its_slot_at_once() -> None:
     closes the connection)."""
     import asyncio
 
-    from memjobs_worker.http.limits import ReplyNotRead
+    from memjobs_worker.http.guard import ReplyNotRead
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -491,7 +491,7 @@ def test_a_flood_of_readiness_probes_costs_one_round_of_pings() -> None:
     50 probes at once run the route once; a probe a second later runs it again."""
     import asyncio
 
-    from memjobs_worker.http.limits import READY_REUSE_S
+    from memjobs_worker.http.guard import READY_REUSE_S
 
     runs = 0
 

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http import console, problems
 from memjobs_worker.http.context import ApiContext
-from memjobs_worker.http.limits import Limits, ReplyNotRead, SecurityHeaders
+from memjobs_worker.http.guard import ReplyNotRead, RequestGuard, SecurityHeaders
 from memjobs_worker.http.mcp_door import McpEndpoint
 from memjobs_worker.http.mcp_memory_door import PATH as MEMORY_MCP_PATH
 from memjobs_worker.http.mcp_memory_door import MemoryMcpEndpoint
@@ -100,7 +100,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     app.state.slots = slots
     app.state.refusals = RefusalLog(context.metrics.refused)
     app.add_middleware(
-        Limits,
+        RequestGuard,
         tokens=context.tokens,
         slots=slots,
         refusals=app.state.refusals,

@@ -11,7 +11,7 @@ Three kinds of bearer token (docs/security.md):
 
 With none of them configured the API is open, which :func:`check_bind` allows
 on a loopback address only. Authentication (401) happens in the guard
-middleware (:mod:`~memjobs_worker.http.limits`) before a body is read. Each
+middleware (:mod:`~memjobs_worker.http.guard`) before a body is read. Each
 route declares the scope it needs once, ``dependencies=[needs("read")]``; the
 route class (:class:`~memjobs_worker.http.body.JsonRoute`) runs that one check
 (:func:`authorize`) before the body is parsed: the scope (403), then the owner

@@ -9,13 +9,13 @@ error log goes through memjobs' JSON logging.
 Connections (docs/security.md) are bounded by uvicorn's own settings, nothing
 of its internals: the h11 protocol with ``h11_max_incomplete_event_size`` (a
 request line and headers still arriving hold at most
-:data:`~memjobs_worker.http.limits.MAX_HEADER_BYTES`; httptools has no such
+:data:`~memjobs_worker.http.guard.MAX_HEADER_BYTES`; httptools has no such
 bound, and is chosen with ``api_http_parser`` only behind a proxy that has),
 ``timeout_keep_alive`` for idle connections between requests, and
 ``limit_concurrency`` off (it answered every path, ``/healthz`` too, with
 ``503 text/plain`` once enough connections sat idle). Everything the
 application knows (tokens, slots, bodies, a header block that arrived whole
-but too large) is the guard's, :mod:`~memjobs_worker.http.limits`. Uvicorn has
+but too large) is the guard's, :mod:`~memjobs_worker.http.guard`. Uvicorn has
 no deadline on a request's headers: ``api_header_timeout_ms`` is
 :mod:`~memjobs_worker.http.deadline`'s, a protocol class given to uvicorn's
 ``http`` setting that holds the parser's own (for h11 and httptools alike) and
@@ -39,7 +39,7 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.app import QuietErrors, create_app
 from memjobs_worker.http.auth import check_bind
 from memjobs_worker.http.deadline import MarksRequests, header_deadline
-from memjobs_worker.http.limits import MAX_HEADER_BYTES
+from memjobs_worker.http.guard import MAX_HEADER_BYTES
 from memjobs_worker.http.slots import RefusalLog
 from memjobs_worker.settings import Settings
 

@@ -1,5 +1,5 @@
 """One answer of a GET route shared by the requests that arrive close together
-(the readiness probe's: :data:`~memjobs_worker.http.limits.READY_PATH`)."""
+(the readiness probe's: :data:`~memjobs_worker.http.guard.READY_PATH`)."""
 
 from __future__ import annotations
 

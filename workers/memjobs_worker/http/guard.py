@@ -81,7 +81,7 @@ def head_bytes(scope: Scope) -> int:
     return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
 
 
-class Limits:
+class RequestGuard:
     """ASGI middleware: the guard (see the module docstring).
 
     Parameters:
