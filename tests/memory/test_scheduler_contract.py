@@ -16,6 +16,7 @@ import pytest
 
 from memjobs_client.contracts import ACTOR_EXTRACT, RememberSource, owner_key, source_id_for
 from memjobs_client.errors import BackendUnavailable
+from memjobs_client.redis_seam import as_str
 from memjobs_worker.memory.intake import ExtractionScheduler, sweep
 from memjobs_worker.memory.store import InMemoryStateStore
 from tests.support.coordination import KEY, Coordination, OnRedis, Twin
@@ -191,3 +192,28 @@ class TestRedis(SchedulerContract):
     def co(self, redis_url: str) -> Iterator[Coordination]:
         with OnRedis(redis_url) as co:
             yield co
+
+    def test_after_a_failover_a_flag_set_before_it_is_sent_again_once(self, co: Coordination) -> None:
+        # Redis replicates asynchronously: a flag may survive a failover that
+        # lost the message it announced. The sweep sends that owner's
+        # extraction again, once; a flag set under the current master it trusts.
+        assert isinstance(co, OnRedis)
+        sent = Sent()
+        s = scheduler(co, sent)
+        store = InMemoryStateStore(clock=co.clock)
+        store.add_source(
+            RememberSource(owner_key=KEY, source_id=source_id_for(KEY, "a note"), text="a note"), sent_at=co.clock.now
+        )
+        assert s.schedule(KEY, "remember")
+        co.advance(1000)
+        assert sweep(store, s, co.clock.now, 500) == 0  # set under this master: trusted
+        # The flag was set under another master, as one that reached the
+        # replica promoted since (its message did not).
+        flag = s.flag(KEY)
+        set_at = as_str(co.admin.get(flag)).rpartition(":")[2]
+        co.admin.set(flag, f"an-earlier-master:{set_at}", keepttl=True)
+        assert sweep(store, s, co.clock.now, 500) == 1
+        assert [(p["owner_key"], p["trigger"]) for _, p, _ in sent[1:]] == [(KEY, "sweep")]
+        assert s.is_scheduled(KEY) and as_str(co.admin.get(flag)).startswith(s.history(fresh=True) + ":")
+        assert sweep(store, s, co.clock.now, 500) == 0  # the flag set afresh is trusted
+        assert len(sent) == 2

@@ -12,6 +12,7 @@ to the same contract."""
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -24,7 +25,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
-from memjobs_client.redis_seam import redis_errors
+from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
 from memjobs_worker.lease.stub import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
@@ -153,6 +154,28 @@ class ExtractionScheduler(ABC):
             BackendUnavailable: the backend did not answer.
         """
 
+    @abstractmethod
+    def flags_history(self, owner_keys: Sequence[str]) -> list[str | None]:
+        """The backend history each owner's debounce flag was set in ("" when
+        the flag does not say), None where it is not set (one round trip).
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
+    @abstractmethod
+    def history(self, *, fresh: bool = False) -> str:
+        """The backend's current history ("" when it has one only): Redis's
+        replication id, new after a failover (a replica promoted). Writes just
+        before a failover, an extraction's message among them, may be gone
+        while the flag that announced it is not (Redis replicates
+        asynchronously). ``fresh``: asked now, else as asked at most
+        :data:`HISTORY_TTL_S` ago.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+
     # -- scheduling --------------------------------------------------------------------------
 
     def flag(self, owner_key: str) -> str:
@@ -200,6 +223,17 @@ class ExtractionScheduler(ABC):
         self._send(owner_key, "remember", delay_ms)
         return True
 
+    def send_again(self, owner_key: str) -> bool:
+        """Send the owner's extraction although its flag is set (the flag's message
+        may have been lost: see :func:`sweep`), and set the flag afresh.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+        self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=False)
+        self._send(owner_key, "sweep", self.delay_ms)
+        return True
+
     def hold(self, owner_key: str) -> None:
         """Set the owner's flag again for a run that failed and will be retried:
         called while its lease is still held, so there is no moment when neither
@@ -230,15 +264,30 @@ class ExtractionScheduler(ABC):
 
 
 #: KEYS: the flag, the learning lease, its dirty flag; ARGV: the flag's and the
-#: dirty flag's TTL (ms). See :meth:`ExtractionScheduler._claim`.
+#: dirty flag's TTL (ms), the flag's value (when it is set, ms). See
+#: :meth:`ExtractionScheduler._claim`.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
   return 0
 end
-if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 1 end
+if redis.call('SET', KEYS[1], ARGV[3], 'NX', 'PX', ARGV[1]) then return 1 end
 return 0
 """
+
+
+#: How long a scheduler uses the backend's history it read before reading it again.
+HISTORY_TTL_S = 5.0
+
+
+def _flag_value(history: str) -> str:
+    """A flag's value: the history it is set in, and when (ms, for a reader)."""
+    return f"{history}:{int(time.time() * 1000)}"
+
+
+def _flag_history(raw: object) -> str | None:
+    """The history a flag's value names ("" for a flag that names none)."""
+    return None if raw is None else as_str(raw).rpartition(":")[0]
 
 
 class RedisExtractionScheduler(ExtractionScheduler):
@@ -263,19 +312,42 @@ class RedisExtractionScheduler(ExtractionScheduler):
         )
         self.redis = redis_client
         self._claim_script = redis_client.register_script(_CLAIM)
+        #: (when read, monotonic s; Redis's replication id then)
+        self._history: tuple[float, str] = (-math.inf, "")
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
+        value = _flag_value(self.history())
         with redis_errors():
-            return bool(self.redis.set(self.flag(owner_key), "1", nx=only_if_new, px=ttl_ms))
+            return bool(self.redis.set(self.flag(owner_key), value, nx=only_if_new, px=ttl_ms))
 
     def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        value = _flag_value(self.history())
         with redis_errors():
             return bool(
                 self._claim_script(
                     keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
-                    args=[ttl_ms, self.dirty_ttl_ms],
+                    args=[ttl_ms, self.dirty_ttl_ms, value],
                 )
             )
+
+    def flags_history(self, owner_keys: Sequence[str]) -> list[str | None]:
+        if not owner_keys:
+            return []
+        with redis_errors():
+            return [_flag_history(raw) for raw in self.redis.mget([self.flag(o) for o in owner_keys])]
+
+    def history(self, *, fresh: bool = False) -> str:
+        # (a stale one, up to HISTORY_TTL_S after a failover, only makes the
+        # sweeper send a flag's message once more than needed)
+        read, replid = self._history
+        if fresh or time.monotonic() - read >= HISTORY_TTL_S:
+            # A Redis (or a proxy) that will not say: "", no history (the flags
+            # are trusted, as before); one that does not answer fails the next call.
+            with redis_best_effort() as asked:
+                replid = as_str(self.redis.info("replication").get("master_replid", ""))
+            replid = "" if asked.failed else replid
+            self._history = (time.monotonic(), replid)
+        return replid
 
     def clear(self, owner_key: str) -> None:
         with redis_errors():
@@ -305,14 +377,21 @@ class InMemoryExtractionScheduler(ExtractionScheduler):
         self.keyspace = keyspace
 
     def _set_flag(self, owner_key: str, ttl_ms: int, *, only_if_new: bool) -> bool:
-        return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=only_if_new)
+        return self.keyspace.set(self.flag(owner_key), _flag_value(""), px=ttl_ms, nx=only_if_new)
 
     def _claim(self, owner_key: str, ttl_ms: int) -> bool:
         with self.keyspace.lock:
             if self.keyspace.exists(keys.lock("learn", owner_key)):
                 self.keyspace.set(keys.lock_dirty("learn", owner_key), "1", px=self.dirty_ttl_ms)
                 return False
-            return self.keyspace.set(self.flag(owner_key), "1", px=ttl_ms, nx=True)
+            return self.keyspace.set(self.flag(owner_key), _flag_value(""), px=ttl_ms, nx=True)
+
+    def flags_history(self, owner_keys: Sequence[str]) -> list[str | None]:
+        with self.keyspace.lock:
+            return [_flag_history(self.keyspace.get(self.flag(o))) for o in owner_keys]
+
+    def history(self, *, fresh: bool = False) -> str:
+        return ""  # process memory has one history
 
     def clear(self, owner_key: str) -> None:
         self.keyspace.delete(self.flag(owner_key))
@@ -335,6 +414,12 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     model outage a retrying extraction is not joined by one more per pass. So a short threshold adds no message per
     pass to a long backlog, and drain is not kept busy by redundant work.
 
+    Except after a failover of Redis: Redis replicates asynchronously, so a
+    flag may have reached the new master while the message it announces did
+    not. A flag set in an earlier history (:meth:`ExtractionScheduler.history`,
+    Redis's replication id, which its value names) is not trusted: its owner's
+    extraction is sent again, once per failover.
+
     Returns how many owners were re-enqueued.
 
     Raises:
@@ -344,6 +429,16 @@ def sweep(store: StateStore, scheduler: ExtractionScheduler, now: datetime, pend
     if not owners:
         return 0
     held = scheduler.leases_held(owners)
+    free = [owner_key for owner_key, busy in zip(owners, held, strict=True) if not busy]
+    # A flag set in an earlier history of Redis (before a failover) may announce
+    # a message that did not survive it: sent again, once (the flag set afresh
+    # names the current history).
+    current = scheduler.history(fresh=True)
+    histories = scheduler.flags_history(free) if current else [None] * len(free)
+    lost = {o for o, h in zip(free, histories, strict=True) if h and h != current}
     # (schedule looks at the lease again, with the flag, in one step: a run may
     # have taken it, and cleared the flag, since the look above)
-    return sum(scheduler.schedule(owner_key, "sweep") for owner_key, busy in zip(owners, held, strict=True) if not busy)
+    return sum(
+        scheduler.send_again(owner_key) if owner_key in lost else scheduler.schedule(owner_key, "sweep")
+        for owner_key in free
+    )
