@@ -34,10 +34,11 @@ from pathlib import Path
 
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.db import create_db_engine, migrate
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis, StackInfo, remove_stack, write_stack
+from memjobs_worker.embedded import StackInfo, remove_stack, write_stack
 from memjobs_worker.embedded.leftovers import Leftover, find_leftovers, stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
 from memjobs_worker.embedded.process import pid_alive
+from memjobs_worker.embedded.servers import EmbeddedServers
 from memjobs_worker.embedded.stack import (
     StackLock,
     lock_file,
@@ -67,14 +68,16 @@ class StackBusy(MemjobsError):
 
 
 class Stack:
-    """The servers, workers and sweeper of one ``memjobs up`` (or ``demo``)."""
+    """One ``memjobs up`` (or ``demo``): the data directory's lock, the logs,
+    the migration and re-embedding, the state file, the worker processes and
+    the sweeper, around the embedded servers it supervises
+    (:class:`~memjobs_worker.embedded.servers.EmbeddedServers`)."""
 
     def __init__(self, settings: Settings, *, processes: int, threads: int) -> None:
         self.settings = settings
         self.processes = processes
         self.threads = threads
-        self.redis: EmbeddedRedis | None = None
-        self.postgres: EmbeddedPostgres | None = None
+        self.servers = EmbeddedServers(say=self._notify, restarted=self._write_state)
         self.worker: subprocess.Popen[bytes] | None = None
         self.endpoints: Endpoints | None = None
         self.metrics_url: str | None = None
@@ -87,10 +90,6 @@ class Stack:
         self._sweeper: threading.Thread | None = None
         self._runtime: Runtime | None = None
         self._started_at = time.time()
-        #: Restarts of the embedded PostgreSQL after it died, and when the last one ended.
-        self.postgres_restarts = 0
-        self.postgres_restarted_at: float | None = None
-        self.redis_restarts = 0
         #: Where a running stack says what happened to it (``up``: the terminal).
         self.notify: Callable[[str], None] | None = None
 
@@ -127,14 +126,7 @@ class Stack:
                 "metrics endpoint not served: address in use",
                 address=f"{asked.metrics_host}:{asked.metrics_port}",
             )
-        redis_url = s.redis_url
-        if redis_url is None:
-            self.redis = EmbeddedRedis(s.data_dir / "redis", appendfsync=s.redis_appendfsync)
-            redis_url = self.redis.start()
-        database_url = s.database_url
-        if database_url is None:
-            self.postgres = EmbeddedPostgres(s.data_dir / "postgres")
-            database_url = self.postgres.start()
+        redis_url, database_url = self.servers.start(s)
         engine = create_db_engine(database_url, pool_size=1)
         try:
             migrate(engine)
@@ -179,6 +171,8 @@ class Stack:
 
     def _write_state(self) -> None:
         assert self.endpoints is not None
+        servers = self.servers
+        postgres_restarts, postgres_restarted_at = servers.restarts("PostgreSQL")
         write_stack(
             self.settings.data_dir,
             StackInfo(
@@ -189,10 +183,10 @@ class Stack:
                 metrics_url=self.metrics_url,
                 api_url=self.api_url,
                 worker_pid=self.worker.pid if self.worker is not None else None,
-                redis_pid=self.redis.pid if self.redis is not None else None,
-                postgres_restarts=self.postgres_restarts,
-                postgres_restarted_at=self.postgres_restarted_at,
-                redis_restarts=self.redis_restarts,
+                redis_pid=servers.redis.pid if servers.redis is not None else None,
+                postgres_restarts=postgres_restarts,
+                postgres_restarted_at=postgres_restarted_at,
+                redis_restarts=servers.restarts("Redis")[0],
                 settings=stack_settings(self.settings),
             ),
         )
@@ -227,7 +221,7 @@ class Stack:
         assert self.endpoints is not None
         client = producer_client(self.settings, redis_url=self.endpoints.redis_url)
         runtime = self._runtime = Runtime(self.settings, self.endpoints, client)
-        rewrite = self.redis is not None
+        rewrite = self.servers.redis is not None
         rewriter: ForgetRewriter | None = None
 
         def loop() -> None:
@@ -255,67 +249,12 @@ class Stack:
             signal.signal(sig, lambda signum, _frame: received.append(signum))
         while not received:
             time.sleep(0.2)
-            if self.postgres is not None and not received and not self.postgres.alive():
-                self._revive_postgres()
-            redis_process = self.redis.process if self.redis is not None else None
-            if redis_process is not None and redis_process.poll() is not None and not received:
-                self._revive_redis()
+            self.servers.revive_dead(stopping=lambda: bool(received))
             if self.worker is not None and self.worker.poll() is not None and not received:
                 log.warning("worker exited; restarting", extra={"code": self.worker.returncode})
                 self._start_worker()
                 self._write_state()
         return received[0]
-
-    def _revive_postgres(self) -> None:
-        """The embedded PostgreSQL died (kill -9, the OOM killer): start it again
-        on its port, and say so in the log, on the terminal and in the state
-        file. The workers keep running: their jobs fail as an outage meanwhile
-        and are retried (see :class:`memjobs_worker.jobs.OutageRetries`)."""
-        assert self.postgres is not None
-        self.postgres_restarts += 1
-        log.warning("embedded PostgreSQL exited; restarting", extra={"restarts": self.postgres_restarts})
-        started = time.monotonic()
-        try:
-            self.postgres.restart()
-        except MemjobsError as exc:
-            log.error(
-                "embedded PostgreSQL did not restart; trying again", extra={"reason": exc.reason, "detail": str(exc)}
-            )
-            self._notify(f"embedded PostgreSQL exited and did not restart yet: {exc}")
-            return
-        took_s = round(time.monotonic() - started, 1)
-        self.postgres_restarted_at = time.time()
-        log.warning("embedded PostgreSQL restarted", extra={"restarts": self.postgres_restarts, "took_s": took_s})
-        self._notify(
-            f"embedded PostgreSQL exited unexpectedly and was restarted in {took_s} s "
-            f"(restart {self.postgres_restarts})"
-        )
-        if self.endpoints is not None:
-            self._write_state()
-
-    def _revive_redis(self) -> None:
-        """The embedded Redis died: start it again on its port, from its
-        append-only file (fsynced on every write by default, so no acknowledged
-        job is lost), and say so. Workers, sweeper and API reconnect by themselves."""
-        assert self.redis is not None
-        self.redis_restarts += 1
-        log.warning("embedded Redis exited; restarting", extra={"restarts": self.redis_restarts})
-        started = time.monotonic()
-        try:
-            url = self.redis.start()
-        except (MemjobsError, TimeoutError) as exc:
-            log.error("embedded Redis did not restart; trying again", extra={"detail": str(exc)})
-            self._notify(f"embedded Redis exited and did not restart yet: {exc}")
-            return
-        took_s = round(time.monotonic() - started, 1)
-        if self.endpoints is not None and url != self.endpoints.redis_url:
-            log.error("embedded Redis came back on another port: restart memjobs up", extra={"took_s": took_s})
-        log.warning("embedded Redis restarted", extra={"restarts": self.redis_restarts, "took_s": took_s})
-        self._notify(
-            f"embedded Redis exited unexpectedly and was restarted in {took_s} s (restart {self.redis_restarts})"
-        )
-        if self.endpoints is not None:
-            self._write_state()
 
     def _notify(self, text: str) -> None:
         if self.notify is not None:
@@ -350,13 +289,7 @@ class Stack:
             self._runtime.close()
             self._runtime.client.close()
         remove_stack(self.settings.data_dir)
-        for name, server in (("PostgreSQL", self.postgres), ("Redis", self.redis)):
-            if server is None:
-                continue
-            try:
-                server.stop()
-            except (MemjobsError, OSError) as exc:
-                problems.append(f"{name} did not stop: {exc}")
+        problems += self.servers.stop()
         if self._logs is not None:
             self._logs.close()
         try:

@@ -78,6 +78,10 @@ class EmbeddedRedis:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
+    def alive(self) -> bool:
+        """Whether the server this object started still runs."""
+        return self.process is not None and self.process.poll() is None
+
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the server and return its URL once it answers PING."""
         binary = find_redis_server()
