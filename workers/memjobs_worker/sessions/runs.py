@@ -145,30 +145,8 @@ class RunLedger:
         """End the run ``skipped`` with ``reason`` (``no_model``, ``switched_off``), when it
         could be claimed (see :meth:`claim`); False when it has ended or is held."""
         now = self.clock()
-        insert = pg_insert(session_runs).values(
-            owner_key=owner_key,
-            session_id=session_id,
-            kind=kind,
-            state="skipped",
-            reason=reason,
-            created_at=now,
-            updated_at=now,
-            attempts=0,
-        )
-        stmt = insert.on_conflict_do_update(
-            index_elements=["owner_key", "session_id", "kind"],
-            set_={
-                "state": "skipped",
-                "reason": reason,
-                "holder": None,
-                "lease_until": None,
-                "dead_letter": None,
-                "updated_at": now,
-            },
-            where=_open_to(now, letter),
-        ).returning(session_runs.c.attempts)
-        with transaction(self.engine) as conn:
-            return conn.execute(stmt).first() is not None
+        ended = {"state": "skipped", "reason": reason, "dead_letter": None}
+        return self._end(owner_key, session_id, kind, now, ended, _open_to(now, letter))
 
     def end_dead_lettered(
         self, owner_key: str, session_id: str, kind: RunKind, reason: str, *, letter: str, holder: str | None = None
@@ -180,31 +158,37 @@ class RunLedger:
         Returns whether the run now names ``letter`` (so its replay may run it again)."""
         now = self.clock()
         mine = session_runs.c.holder == holder if holder is not None else sa.false()
-        insert = pg_insert(session_runs).values(
-            owner_key=owner_key,
-            session_id=session_id,
-            kind=kind,
-            state="failed",
-            reason=reason,
-            dead_letter=letter,
-            created_at=now,
-            updated_at=now,
-            attempts=0,
-        )
-        stmt = insert.on_conflict_do_update(
-            index_elements=["owner_key", "session_id", "kind"],
-            set_={
-                "state": "failed",
-                "reason": reason,
-                "dead_letter": letter,
-                "holder": None,
-                "lease_until": None,
-                "updated_at": now,
-            },
-            where=sa.or_(
+        ended = {"state": "failed", "reason": reason, "dead_letter": letter}
+        return self._end(
+            owner_key,
+            session_id,
+            kind,
+            now,
+            ended,
+            sa.or_(
                 sa.and_(session_runs.c.state == "running", sa.or_(mine, _lapsed(now))),
                 sa.and_(session_runs.c.state == "failed", mine),  # its holder failed it (permanent)
             ),
+        )
+
+    def _end(
+        self,
+        owner_key: str,
+        session_id: str,
+        kind: RunKind,
+        now: datetime,
+        ended: dict[str, Any],
+        where: sa.ColumnElement[bool],
+    ) -> bool:
+        """Give the run the ``ended`` values (its record made if it has none, else
+        updated where ``where`` holds), its lease let go; whether it now has them."""
+        insert = pg_insert(session_runs).values(
+            owner_key=owner_key, session_id=session_id, kind=kind, created_at=now, updated_at=now, attempts=0, **ended
+        )
+        stmt = insert.on_conflict_do_update(
+            index_elements=["owner_key", "session_id", "kind"],
+            set_={**ended, "holder": None, "lease_until": None, "updated_at": now},
+            where=where,
         ).returning(session_runs.c.attempts)
         with transaction(self.engine) as conn:
             return conn.execute(stmt).first() is not None
