@@ -11,7 +11,7 @@ ledger, so every door answers alike.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from memjobs_worker.model_breaker import ModelBreaker, breakers
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
+    from dramatiq.middleware import Middleware
     from sqlalchemy.engine import Engine
 
     from memjobs_worker.embedding.fair import ModelShare
@@ -58,12 +59,16 @@ def open_door(
     *,
     redis_url: str | None = None,
     on_engine_built: Callable[[], None] | None = None,
+    middleware: Sequence[Middleware] = (),
 ) -> Runtime:
     """The runtime of a door (the CLI, the HTTP API), its producer client built
-    on ``redis_url`` (default: the endpoints'); its forgets are decided by
+    on ``redis_url`` (default: the endpoints') with ``middleware`` on its broker
+    (the HTTP API counts what it enqueues); its forgets are decided by
     ``runtime.personal_memory``. Close both: ``runtime.close()``, then
     ``runtime.client.close()``."""
     client = producer_client(settings, redis_url=redis_url or endpoints.redis_url)
+    for each in middleware:
+        client.broker.add_middleware(each)
     return Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
 
 

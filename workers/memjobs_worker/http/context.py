@@ -84,8 +84,8 @@ class ApiContext:
             endpoints,
             on_engine_built=gc.freeze,
             redis_url=_with_timeouts(endpoints.redis_url, self.timeout_s),
+            middleware=[CountEnqueued(self.metrics.enqueued)],
         )
-        runtime.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
         self._runtime = runtime  # to close it; the routes see only the parts below
         self.client: MemjobsClient = runtime.client
         self.memory: PersonalMemory = runtime.personal_memory
