@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from memjobs_worker.embedding.fair import ModelShare
-    from memjobs_worker.knowledge.search import SearchOutcome
     from memjobs_worker.knowledge.store import KnowledgeStore
     from memjobs_worker.memory.engine.base import MemoryEngine
     from memjobs_worker.memory.intake import ExtractionScheduler
@@ -281,26 +280,6 @@ class Runtime:
         check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.vector_dims)
         embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
-
-    def search_knowledge(self, owner_key: str, query: str, k: int, *, all_chunks: bool = False) -> SearchOutcome:
-        """:func:`~memjobs_worker.knowledge.search.search_knowledge` on this
-        process's store and embedder (the store, hence the switch, first).
-
-        Raises:
-            KnowledgeOff: knowledge is switched off.
-        """
-        store = self.knowledge
-        embedder = self.knowledge_embedder
-        from memjobs_worker.knowledge.search import search_knowledge
-
-        return search_knowledge(
-            store,
-            owner_key,
-            query,
-            k,
-            all_chunks=all_chunks,
-            embed=(lambda q: embedder.embed(q, "search")) if embedder is not None else None,
-        )
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.client.send(actor, payload, delay_ms=delay_ms)
