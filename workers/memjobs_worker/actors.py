@@ -40,9 +40,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
             declare_knowledge_actors(
                 broker,
                 settings,
-                redis_client=lambda: runtime.redis,
-                store=lambda: runtime.knowledge,
-                embedder=lambda: runtime.knowledge_embedder,
+                parts=runtime,  # the feature reads its three parts alone (KnowledgeParts)
             )
         )
     return actors
