@@ -28,11 +28,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
         **declare_session_actors(
             broker,
             settings,
-            store=lambda: runtime.sessions,
-            chat=runtime.chat,
-            memory_docs=lambda: runtime.memory_docs,
-            audit=lambda: runtime.audit,
-            blackboard=lambda: runtime.blackboard,
+            parts=runtime,  # the feature reads its parts alone (SessionParts)
         ),
     }
     if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
