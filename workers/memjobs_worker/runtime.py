@@ -3,9 +3,11 @@ on first use by the feature's own ``build`` module.
 
 Built once per process at its entry point (a worker process, a CLI command,
 the HTTP API) from settings read there; the entry point hands each part the
-parts it uses, never the runtime itself. :func:`open_door` wires the runtime
-of a door (CLI, HTTP): its producer client decides forgets on the runtime's
-ledger, so every door answers alike.
+parts it uses, or the runtime as one feature's parts (a protocol naming only
+those: :class:`~memjobs_worker.knowledge.build.KnowledgeParts`,
+:class:`~memjobs_worker.sessions.build.SessionParts`). :func:`open_door`
+wires the runtime of a door (CLI, HTTP): its producer client decides forgets
+on the runtime's ledger, so every door answers alike.
 """
 
 from __future__ import annotations
