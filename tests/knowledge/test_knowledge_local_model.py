@@ -16,7 +16,7 @@ from memjobs_worker.db import create_db_engine
 from memjobs_worker.embedding.local import MODEL_ID
 from memjobs_worker.knowledge.chunking import chunk_hash
 from memjobs_worker.knowledge.schema import ensure_schema
-from memjobs_worker.knowledge.search import search_knowledge
+from memjobs_worker.knowledge.search import search_knowledge, search_with
 from memjobs_worker.knowledge.store import KnowledgeStore, StoredChunk
 from memjobs_worker.knowledge.vectors import ChunksWithoutVectors
 from memjobs_worker.ops.reembed import pending, reembed
@@ -40,7 +40,10 @@ def index_notes(h: Harness) -> None:
 
 def finder(h: Harness) -> Callable[[str, int], list[str]]:
     def found(query: str, k: int) -> list[str]:
-        return [r.source.removeprefix("doc:") for r in h.runtime.search_knowledge(KEY, query, k).results]
+        return [
+            r.source.removeprefix("doc:")
+            for r in search_with(h.runtime.knowledge, h.runtime.knowledge_embedder, KEY, query, k).results
+        ]
 
     return found
 
@@ -51,7 +54,7 @@ def test_cross_lingual_questions_are_found_where_keywords_miss(
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off", local_embedder="e5"))
     index_notes(h)
-    assert h.runtime.search_knowledge(KEY, "花生过敏", 1).mode == "hybrid"
+    assert search_with(h.runtime.knowledge, h.runtime.knowledge_embedder, KEY, "花生过敏", 1).mode == "hybrid"
     found = finder(h)
 
     def keywords(query: str, k: int) -> list[str]:
@@ -80,7 +83,7 @@ def test_a_corpus_indexed_by_keywords_is_refused_until_reembedded(
 
     h = harness_factory(settings)
     with pytest.raises(ChunksWithoutVectors) as refused:
-        h.runtime.search_knowledge(KEY, "What am I allergic to?", 3)
+        search_with(h.runtime.knowledge, h.runtime.knowledge_embedder, KEY, "What am I allergic to?", 3)
     assert f"{left.bare_chunks} stored knowledge chunks have no vector" in str(refused.value)
     assert "memjobs reembed" in str(refused.value) and MODEL_ID in str(refused.value)
 

@@ -28,11 +28,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
         **declare_session_actors(
             broker,
             settings,
-            store=lambda: runtime.sessions,
-            chat=runtime.chat,
-            memory_docs=lambda: runtime.memory_docs,
-            audit=lambda: runtime.audit,
-            blackboard=lambda: runtime.blackboard,
+            parts=runtime,  # the feature reads its parts alone (SessionParts)
         ),
     }
     if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
@@ -40,9 +36,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
             declare_knowledge_actors(
                 broker,
                 settings,
-                redis_client=lambda: runtime.redis,
-                store=lambda: runtime.knowledge,
-                embedder=lambda: runtime.knowledge_embedder,
+                parts=runtime,  # the feature reads its three parts alone (KnowledgeParts)
             )
         )
     return actors

@@ -32,10 +32,10 @@ actors = declare_actors(broker, runtime)
 
 
 def warm_up(queues: Set[str] | None) -> None:
-    """At start-up rather than on the first job: the migrated ledger; mem0 where
+    """At start-up rather than on the first job: the migrated database; mem0 where
     extractions run; the knowledge tables (a stale full-text index rebuilt) where
     reindexing runs. A process that takes only cheap jobs never loads mem0."""
-    runtime.store  # noqa: B018
+    runtime.migrate()
     if settings.memory_enabled and (queues is None or QUEUE_EXTRACT in queues):
         runtime.pipeline.engine.warm()
     if settings.knowledge_enabled and (queues is None or QUEUE_KNOWLEDGE in queues):

@@ -3,21 +3,26 @@ on first use by the feature's own ``build`` module.
 
 Built once per process at its entry point (a worker process, a CLI command,
 the HTTP API) from settings read there; the entry point hands each part the
-parts it uses, never the runtime itself. :func:`open_door` wires the runtime
-of a door (CLI, HTTP): its producer client decides forgets on the runtime's
-ledger, so every door answers alike.
+parts it uses, or the runtime as one feature's parts (a protocol naming only
+those: :class:`~memjobs_worker.knowledge.build.KnowledgeParts`,
+:class:`~memjobs_worker.sessions.build.SessionParts`). :func:`open_door`
+wires the runtime of a door (CLI, HTTP): its producer client decides forgets
+on the runtime's ledger, so every door answers alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from memjobs_client.client import MemjobsClient
-from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.db import create_db_engine
+from memjobs_worker.db import migrate as migrate_db
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.endpoints import connect_redis as connect_redis  # moved there: light for producers
 from memjobs_worker.endpoints import producer_client as producer_client
@@ -29,10 +34,10 @@ from memjobs_worker.model_breaker import ModelBreaker, breakers
 from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
+    from dramatiq.middleware import Middleware
     from sqlalchemy.engine import Engine
 
     from memjobs_worker.embedding.fair import ModelShare
-    from memjobs_worker.knowledge.search import SearchOutcome
     from memjobs_worker.knowledge.store import KnowledgeStore
     from memjobs_worker.memory.engine.base import MemoryEngine
     from memjobs_worker.memory.intake import ExtractionScheduler
@@ -55,12 +60,16 @@ def open_door(
     *,
     redis_url: str | None = None,
     on_engine_built: Callable[[], None] | None = None,
+    middleware: Sequence[Middleware] = (),
 ) -> Runtime:
     """The runtime of a door (the CLI, the HTTP API), its producer client built
-    on ``redis_url`` (default: the endpoints'); its forgets are decided by
+    on ``redis_url`` (default: the endpoints') with ``middleware`` on its broker
+    (the HTTP API counts what it enqueues); its forgets are decided by
     ``runtime.personal_memory``. Close both: ``runtime.close()``, then
     ``runtime.client.close()``."""
     client = producer_client(settings, redis_url=redis_url or endpoints.redis_url)
+    for each in middleware:
+        client.broker.add_middleware(each)
     return Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
 
 
@@ -73,6 +82,9 @@ class Runtime:
         client: the producer client to enqueue follow-up jobs with.
         on_engine_built: called once mem0 is built (the HTTP API moves its
             long-lived objects out of the collector's sight then).
+
+    Each part that holds a resource registers its closing when it is built, so
+    :meth:`close` closes what was built, in the reverse order, and nothing else.
     """
 
     def __init__(
@@ -88,16 +100,20 @@ class Runtime:
         self.client = client
         self._on_engine_built = on_engine_built
         self._chats: dict[str, ChatModel | None] = {}
+        self._closing = ExitStack()
+        self._migrated = False
+        self._migrating = threading.Lock()
 
     # shared -----------------------------------------------------------------
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return connect_redis(self.endpoints.redis_url, self.settings)
+        client = connect_redis(self.endpoints.redis_url, self.settings)
+        self._closing.callback(client.close)
+        return client
 
     @cached_property
-    def db(self) -> Engine:
-        """The state database, migrated (pgvector checked) on first use."""
+    def _state_db(self) -> Engine:
         # A connection for every worker thread of the process (and a few for the
         # sweeper and heartbeats): an overflow connection is closed on return,
         # so a pool smaller than the threads reconnects on every job.
@@ -105,8 +121,29 @@ class Runtime:
         engine = create_db_engine(
             self.endpoints.database_url, pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2
         )
-        migrate(engine)
+        self._closing.callback(engine.dispose)
         return engine
+
+    def migrate(self) -> None:
+        """Bring the state database to head (pgvector checked), once per runtime:
+        the worker's step at boot, and a door's on its first database call
+        (:attr:`db`). Again, it does nothing.
+
+        Raises:
+            ConfigurationError: the server has no pgvector extension.
+        """
+        if self._migrated:
+            return
+        with self._migrating:
+            if not self._migrated:
+                migrate_db(self._state_db)
+                self._migrated = True
+
+    @property
+    def db(self) -> Engine:
+        """The state database, migrated (:meth:`migrate`) before it is first handed out."""
+        self.migrate()
+        return self._state_db
 
     @cached_property
     def model_share(self) -> ModelShare:
@@ -146,8 +183,9 @@ class Runtime:
 
     @cached_property
     def engine(self) -> MemoryEngine:
-        self.db  # noqa: B018  (migrations, pgvector check) before mem0 touches the database
+        self.migrate()  # (pgvector checked) before mem0 touches the database
         engine = build_engine(self.settings, self.endpoints.database_url, self.model_breakers, share=self.model_share)
+        self._closing.callback(engine.close)
         if self._on_engine_built is not None:
             self._on_engine_built()
         return engine
@@ -216,7 +254,9 @@ class Runtime:
         """The one writer of USER.md and MEMORY.md (the configured provider)."""
         from memjobs_worker.sessions.build import build_memory_service
 
-        return build_memory_service(self.settings, lambda: self.db, self.audit)
+        service = build_memory_service(self.settings, lambda: self.db, self.audit)
+        self._closing.callback(service.close)
+        return service
 
     # knowledge ----------------------------------------------------------------
 
@@ -238,40 +278,14 @@ class Runtime:
             return None
         from memjobs_worker.knowledge.vectors import check_knowledge_vectors
 
-        self.knowledge  # noqa: B018  (the switch, and the knowledge tables, first)
-        check_knowledge_vectors(self.db, model_id(self.settings), self.settings.vector_dims)
+        knowledge = self.knowledge  # the switch, and the knowledge tables, first
+        check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.vector_dims)
         embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
-
-    def search_knowledge(self, owner_key: str, query: str, k: int, *, all_chunks: bool = False) -> SearchOutcome:
-        """:func:`~memjobs_worker.knowledge.search.search_knowledge` on this
-        process's store and embedder (the store, hence the switch, first).
-
-        Raises:
-            KnowledgeOff: knowledge is switched off.
-        """
-        store = self.knowledge
-        embedder = self.knowledge_embedder
-        from memjobs_worker.knowledge.search import search_knowledge
-
-        return search_knowledge(
-            store,
-            owner_key,
-            query,
-            k,
-            all_chunks=all_chunks,
-            embed=(lambda q: embedder.embed(q, "search")) if embedder is not None else None,
-        )
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.client.send(actor, payload, delay_ms=delay_ms)
 
     def close(self) -> None:
-        if "memory_docs" in self.__dict__:
-            self.memory_docs.close()
-        if "engine" in self.__dict__:
-            self.engine.close()
-        if "db" in self.__dict__:
-            self.db.dispose()
-        if "redis" in self.__dict__:
-            self.redis.close()
+        """Close the parts built so far (none is built to be closed); again, nothing."""
+        self._closing.close()

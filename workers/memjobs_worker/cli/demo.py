@@ -14,6 +14,7 @@ from memjobs_worker.broker import owner_has_messages
 from memjobs_worker.cli import exits
 from memjobs_worker.embedded.stack import read_stack
 from memjobs_worker.endpoints import Endpoints, resolve_endpoints
+from memjobs_worker.knowledge.search import search_with
 from memjobs_worker.runtime import Runtime, producer_client
 from memjobs_worker.settings import Settings
 from memjobs_worker.supervisor import Stack
@@ -153,7 +154,8 @@ def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owne
     if not wait_for_owner(runtime, key, timeout_s=120):
         print("    the reindex was not done in 120 s")
         return exits.FAILED
-    found = runtime.search_knowledge(key, "Longjing water temperature", 3)
+    store = runtime.knowledge
+    found = search_with(store, runtime.knowledge_embedder, key, "Longjing water temperature", 3)
     for result in found.results or []:
         print(f"    {result.score:.3f}  {result.title}: {result.text[:70]}")
     if not found.results:

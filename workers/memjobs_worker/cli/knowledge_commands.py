@@ -21,7 +21,7 @@ from memjobs_worker.cli.door import owner_arg, runtime_for
 from memjobs_worker.cli.options import limited
 from memjobs_worker.cli.output import emit, error, say, table
 from memjobs_worker.cli.progress import Progress
-from memjobs_worker.knowledge.search import MAX_K
+from memjobs_worker.knowledge.search import MAX_K, search_with
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
 from memjobs_worker.settings import Settings
@@ -147,7 +147,9 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
             raise InvalidPayload("knowledge search needs --query")
         if not 1 <= args.k <= MAX_K:
             raise InvalidPayload(f"--k must be between 1 and {MAX_K}")
-        outcome = rt.search_knowledge(key, args.query, args.k, all_chunks=args.all_chunks)
+        # The store (hence the switch) before the embedder.
+        store = rt.knowledge
+        outcome = search_with(store, rt.knowledge_embedder, key, args.query, args.k, all_chunks=args.all_chunks)
     results = [
         {"text": r.text, "score": r.score, "title": r.title, "source": r.source, "trust": r.trust}
         for r in outcome.results

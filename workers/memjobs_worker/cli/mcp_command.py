@@ -24,6 +24,7 @@ from memjobs_client.gateway.tools import MemoryTools
 from memjobs_worker.cli import exits
 from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.knowledge.citations import read_cited
+from memjobs_worker.knowledge.search import search_with
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.mcp_server import Backend, build_server
 from memjobs_worker.mcp_server.memory_server import (
@@ -70,7 +71,7 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
             server = build_server(
                 "front",
                 Backend(
-                    search=rt.search_knowledge,
+                    search=lambda key, query, k: search_with(store, rt.knowledge_embedder, key, query, k),
                     read_chunk=lambda key, cited: read_cited(store, key, cited),
                     owner_of=lambda ctx: owner,
                     run=anyio.to_thread.run_sync,

@@ -39,7 +39,7 @@ from memjobs_worker.http.auth import Tokens
 from memjobs_worker.http.metrics import ApiMetrics, CountEnqueued
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.knowledge.citations import CitedChunk, read_cited
-from memjobs_worker.knowledge.search import SearchOutcome
+from memjobs_worker.knowledge.search import SearchOutcome, search_with
 from memjobs_worker.lifecycle import EraseReport, Owner, erase_owner, export_lines, owner_parts
 from memjobs_worker.memory.pipeline import RecallHit
 from memjobs_worker.memory.service import PersonalMemory
@@ -84,8 +84,8 @@ class ApiContext:
             endpoints,
             on_engine_built=gc.freeze,
             redis_url=_with_timeouts(endpoints.redis_url, self.timeout_s),
+            middleware=[CountEnqueued(self.metrics.enqueued)],
         )
-        runtime.client.broker.add_middleware(CountEnqueued(self.metrics.enqueued))
         self._runtime = runtime  # to close it; the routes see only the parts below
         self.client: MemjobsClient = runtime.client
         self.memory: PersonalMemory = runtime.personal_memory
@@ -95,8 +95,9 @@ class ApiContext:
         self.blackboard: Callable[[], BlackboardStore] = lambda: runtime.blackboard
         self.model_share: ModelShare = runtime.model_share
         # Every search (the route's and /mcp's) embeds as its owner's turn.
+        # The store (hence the switch) before the embedder, as every door searches.
         self.search_knowledge: Callable[[str, str, int], SearchOutcome] = lambda owner, query, k: _as_party(
-            self.model_share, owner, partial(runtime.search_knowledge, owner, query, k)
+            self.model_share, owner, lambda: search_with(runtime.knowledge, runtime.knowledge_embedder, owner, query, k)
         )
         # /mcp/memory's recall: its owner's turn on the model share too (as /v1/recall's).
         self.recall_memories: Callable[[str, str, int], list[RecallHit]] = lambda owner, query, limit: _as_party(

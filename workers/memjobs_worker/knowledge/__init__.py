@@ -16,6 +16,7 @@ from memjobs_worker.knowledge.search import (
     SearchOutcome,
     fuse,
     search_knowledge,
+    search_with,
 )
 from memjobs_worker.knowledge.store import KnowledgeStore
 
@@ -36,6 +37,7 @@ __all__ = [
     "ChunkHit",
     # search
     "search_knowledge",
+    "search_with",
     "SearchOutcome",
     "KnowledgeResult",
     "fuse",

@@ -28,12 +28,11 @@ from memjobs_client.contracts import ReindexKnowledge
 from memjobs_client.errors import TransientError
 from memjobs_client.redis_seam import redis_best_effort
 from memjobs_worker.embedding import model_id
+from memjobs_worker.knowledge.build import KnowledgeParts
 from memjobs_worker.knowledge.cache import EmbeddingCache
 from memjobs_worker.knowledge.parts import CorpusParts
 from memjobs_worker.knowledge.reindex import reindex
-from memjobs_worker.knowledge.store import KnowledgeStore
 from memjobs_worker.lease import LeaseLock
-from memjobs_worker.model_client import RemoteEmbedder
 from memjobs_worker.observability.metrics import lock_hook
 from memjobs_worker.settings import Settings
 
@@ -57,12 +56,10 @@ def run_reindex(
     payload: ReindexKnowledge,
     *,
     settings: Settings,
-    redis_client: redis.Redis,
-    store: Callable[[], KnowledgeStore],
-    embedder: Callable[[], RemoteEmbedder | None],
+    parts: KnowledgeParts,
 ) -> str:
     """Index ``payload`` for its owner under the owner's reindex lock; the job's outcome.
-    ``store`` and ``embedder`` return their parts (built on first use).
+    The store and the embedder of ``parts`` are read (so built) under the lock only.
 
     Raises:
         TransientError: another reindex of this owner holds the lock (``reindex_busy``).
@@ -70,6 +67,7 @@ def run_reindex(
     """
     if not settings.knowledge_enabled:
         return "disabled"  # switched off since it was enqueued, or a hand-made message
+    redis_client = parts.redis
     lock = LeaseLock(
         redis_client, "reindex", payload.owner_key, lease_ms=settings.lease_ms, on_event=lock_hook("reindex")
     )
@@ -82,8 +80,8 @@ def run_reindex(
     _progress(reindexing.mark_indexing, redis_client, payload.owner_key)
     try:
         with lock:
-            service = embedder()
-            corpus = store()
+            service = parts.knowledge_embedder
+            corpus = parts.knowledge
             cache = None
             if service is not None:
                 cache = EmbeddingCache(corpus.engine, model_id(settings), settings.vector_dims)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from memjobs_client.errors import InvalidPayload, ModelUnavailable
 from memjobs_client.sensitive import ensure_not_sensitive
@@ -99,6 +99,31 @@ def fuse_documents(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> li
     for hit, _ in fuse(rankings, k):
         shown.setdefault(hit.doc_id, hit)
     return [(shown[hit.doc_id], score) for hit, score in by_doc]
+
+
+class QueryEmbedder(Protocol):
+    """What :func:`search_with` embeds a query with (a knowledge embedder)."""
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]: ...
+
+
+def search_with(
+    store: KnowledgeStore,
+    embedder: QueryEmbedder | None,
+    owner_key: str,
+    query: str,
+    k: int,
+    *,
+    all_chunks: bool = False,
+) -> SearchOutcome:
+    """:func:`search_knowledge` with ``embedder`` embedding the query as a search;
+    ``None`` (the hashed embedder) ranks by keywords alone. Every door's search.
+
+    Raises:
+        InvalidPayload, SensitiveContent: as :func:`search_knowledge`.
+    """
+    embed = (lambda q: embedder.embed(q, "search")) if embedder is not None else None
+    return search_knowledge(store, owner_key, query, k, all_chunks=all_chunks, embed=embed)
 
 
 def search_knowledge(

@@ -13,7 +13,6 @@ is in :mod:`~memjobs_worker.sessions.consolidation` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,13 +20,10 @@ import dramatiq
 
 from memjobs_client import contracts
 from memjobs_worker.jobs import Actors, declare, parse, report
-from memjobs_worker.model_client import ChatModel
 from memjobs_worker.sessions import run_consolidation, run_digest
-from memjobs_worker.sessions.blackboard import BlackboardStore
+from memjobs_worker.sessions.build import SessionParts
 from memjobs_worker.sessions.endings import EndRunsOnDeadLetter
 from memjobs_worker.sessions.jobs import settle, skip
-from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
-from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
 
 
@@ -35,36 +31,36 @@ def declare_session_actors(
     broker: dramatiq.Broker,
     settings: Settings,
     *,
-    store: Callable[[], SessionStore],
-    chat: Callable[[str], ChatModel | None],
-    memory_docs: Callable[[], MemoryService],
-    audit: Callable[[], AuditTrail],
-    blackboard: Callable[[], BlackboardStore],
+    parts: SessionParts,
 ) -> Actors:
-    """Register the session-end actors; the callables return their parts, built on first use."""
+    """Register the session-end actors on ``parts`` (built when a job first reads them)."""
     rules = settings.source_rules()
     lease = timedelta(milliseconds=settings.lease_ms)
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
-        model = chat("consolidate") if settings.memory_auto != "off" else None
+        model = parts.chat("consolidate") if settings.memory_auto != "off" else None
         if settings.memory_auto == "off" or not settings.consolidation_enabled or model is None:
             # QWEN_AUDIO_MEMORY_AUTO=off, or no model configured on this worker:
             # skipped, not failed, and the run ends skipped with that reason.
             why = "switched_off" if settings.memory_auto == "off" else "no_model"
-            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id, "consolidate", why)))
+            report(
+                settle(
+                    broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "consolidate", why)
+                )
+            )
             return
         report(
             settle(
                 broker,
                 lease,
                 run_consolidation(
-                    store(),
+                    parts.sessions,
                     payload,
                     lease=lease,
                     model=model,
-                    service=memory_docs(),
-                    audit=audit(),
+                    service=parts.memory_docs,
+                    audit=parts.audit,
                     max_patches=settings.max_patches_per_session,
                     max_patch_chars=settings.max_patch_chars,
                 ),
@@ -73,28 +69,30 @@ def declare_session_actors(
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
-        model = chat("digest") if settings.session_digest != "off" else None
+        model = parts.chat("digest") if settings.session_digest != "off" else None
         if settings.session_digest == "off" or not settings.digest_enabled or model is None:
             why = "switched_off" if settings.session_digest == "off" else "no_model"
-            report(settle(broker, lease, skip(store().runs, payload.owner_key, payload.session_id, "digest", why)))
+            report(
+                settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "digest", why))
+            )
             return
-        report(settle(broker, lease, run_digest(store(), model, payload, lease=lease)))
+        report(settle(broker, lease, run_digest(parts.sessions, model, payload, lease=lease)))
 
     def record_task(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RecordTask, args, kwargs, rules)
-        store().record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
+        parts.sessions.record_task(payload.owner_key, payload.task_id, payload.goal, payload.status)
         report("recorded")
 
     def append_blackboard(*args: Any, **kwargs: Any) -> None:
         # Idempotent by entry id, applied in event order on read: a redelivery or a
         # late message changes nothing it should not; the limits trim the oldest.
         payload = parse(contracts.AppendBlackboard, args, kwargs, rules)
-        done = blackboard().append(payload.owner_key, payload.session_id, payload.entries)
+        done = parts.blackboard.append(payload.owner_key, payload.session_id, payload.entries)
         report("appended" if done.added else "duplicate")
 
     # A dead-lettered session message ends its run (failed, with the failure's reason).
     if not any(isinstance(m, EndRunsOnDeadLetter) for m in broker.middleware):
-        broker.add_middleware(EndRunsOnDeadLetter(lambda: store().runs))
+        broker.add_middleware(EndRunsOnDeadLetter(lambda: parts.sessions.runs))
     return declare(
         broker,
         settings,

@@ -1,10 +1,12 @@
 """Session end's parts, built from settings: the session store, the memory
 service (the one writer of USER.md and MEMORY.md) and its audit trail, the
-sessions' blackboards."""
+sessions' blackboards; and :class:`SessionParts`, what session end's jobs are
+handed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -12,6 +14,31 @@ from memjobs_worker.sessions.blackboard import BlackboardStore, Limits
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
 from memjobs_worker.settings import Settings
+
+if TYPE_CHECKING:
+    from memjobs_worker.model_client import ChatModel
+
+
+class SessionParts(Protocol):
+    """Session end's parts in one process, each built when first read (the
+    process's :class:`~memjobs_worker.runtime.Runtime` is one: the feature sees
+    these alone)."""
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def memory_docs(self) -> MemoryService: ...
+
+    @property
+    def audit(self) -> AuditTrail: ...
+
+    @property
+    def blackboard(self) -> BlackboardStore: ...
+
+    def chat(self, purpose: str) -> ChatModel | None:
+        """The light model for ``purpose``, or None when none is configured."""
+        ...
 
 
 def build_session_store(settings: Settings, db: Engine) -> SessionStore:
