@@ -128,16 +128,20 @@ class _Consumer(_RedisConsumer):
                 self._dead_letter(exc.data)
                 continue
             if message is not None:
-                self.broker.handed_out(self.queue_name)[message.options["redis_message_id"]] = "eta" in message.options
+                self._handed[_redis_id(message)] = "eta" in message.options
             return message
+
+    @property
+    def _handed(self) -> dict[str, bool]:
+        return self.broker.handed_out(self.queue_name)  # type: ignore[no-any-return]
 
     def ack(self, message: MessageProxy) -> None:
         super().ack(message)  # type: ignore[no-untyped-call]
-        self.broker.handed_out(self.queue_name).pop(message.options["redis_message_id"], None)
+        self._handed.pop(_redis_id(message), None)
 
     def nack(self, message: MessageProxy) -> None:
         super().nack(message)  # type: ignore[no-untyped-call]
-        self.broker.handed_out(self.queue_name).pop(message.options["redis_message_id"], None)
+        self._handed.pop(_redis_id(message), None)
 
     def requeue(self, messages: Any) -> None:
         """Put messages back onto the queue (a consumer closing: a restart, a
@@ -147,9 +151,8 @@ class _Consumer(_RedisConsumer):
         Those not put back stay unacknowledged: the next consumer's audit, or
         once this worker is dead Dramatiq's maintenance, puts them back."""
         messages = list(messages)
-        handed = self.broker.handed_out(self.queue_name)
         for message in messages:
-            handed.pop(message.options["redis_message_id"], None)
+            self._handed.pop(_redis_id(message), None)
         try:
             super().requeue(messages)  # type: ignore[no-untyped-call]
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -164,17 +167,17 @@ class _Consumer(_RedisConsumer):
         consumer thread's delay queue. Runs in the consumer thread (which alone
         fetches and hands out), before the first fetch and every
         :data:`AUDIT_EVERY_S`; the put-back skips an id acknowledged meanwhile."""
-        handed = dict(self.broker.handed_out(self.queue_name))  # before the read below
+        handed = dict(self._handed)  # before the read below
         delay_queue = getattr(threading.current_thread(), "delay_queue", None)
         waiting = None if delay_queue is None else {_redis_id(item.message) for item in list(delay_queue.queue)}
-        held = {i for i, delayed in handed.items() if not delayed or waiting is None or i in waiting}
-        held.update(_redis_id(data) for data in self.message_cache)
+        dropped = {i for i, delayed in handed.items() if delayed and waiting is not None and i not in waiting}
+        held = (handed.keys() - dropped) | {_redis_id(data) for data in self.message_cache}
         unacked = {
             as_str(raw) for raw in self.broker.client.smembers(keys.acks(self.broker.broker_id, self.queue_name))
         }
         stranded = sorted(unacked - held)
-        for redis_id in handed.keys() - held:  # dropped from the delay queue: put back below
-            self.broker.handed_out(self.queue_name).pop(redis_id, None)
+        for redis_id in dropped:  # put back below
+            self._handed.pop(redis_id, None)
         if stranded:
             self.broker.do_requeue(self.queue_name, *stranded)
             log.warning(
@@ -182,7 +185,7 @@ class _Consumer(_RedisConsumer):
                 extra={
                     "queue": self.queue_name,
                     "put_back": len(stranded),
-                    "dropped_delayed": len(handed.keys() - held),
+                    "dropped_delayed": len(dropped),
                     "reason": "stranded_messages",
                 },
             )
@@ -192,10 +195,11 @@ class _Consumer(_RedisConsumer):
         broker's ``requeue``: out of the unacknowledged set, onto the queue's end)."""
         ids, kept = [], []
         for data in self.message_cache:
-            try:
-                ids.append(dramatiq.Message.decode(data).options["redis_message_id"])
-            except (DecodeError, KeyError):
-                kept.append(data)  # the normal path dead-letters it after the pause
+            redis_id = _redis_id(data)
+            if redis_id:
+                ids.append(redis_id)
+            else:
+                kept.append(data)  # undecodable: the normal path dead-letters it after the pause
         self.message_cache = kept
         if ids:
             self.broker.do_requeue(self.queue_name, *ids)

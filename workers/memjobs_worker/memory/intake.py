@@ -200,16 +200,20 @@ class ExtractionScheduler(ABC):
         )
         if not fresh and not force:
             return False
+        self._send_or_unflag(owner_key, trigger, flagged=fresh)
+        return True
+
+    def _send_or_unflag(self, owner_key: str, trigger: str, *, flagged: bool) -> None:
+        """Send the owner's extraction; when it does not go out, clear the flag
+        this call set (``flagged``): left behind, it would make the job's retry
+        skip its send, and the sweeper the owner, until it expired."""
         try:
             self._send(owner_key, trigger, self.delay_ms)
         except BaseException:
-            # No message went out: a flag left behind would make the job's retry
-            # skip its send until the flag expired (the source left to the sweeper).
-            if fresh:
+            if flagged:
                 with contextlib.suppress(BackendUnavailable):
                     self.clear(owner_key)
             raise
-        return True
 
     def defer(self, owner_key: str, delay_ms: int) -> bool:
         """Re-enqueue the owner's scheduled extraction ``delay_ms`` from now,
@@ -231,7 +235,7 @@ class ExtractionScheduler(ABC):
             BackendUnavailable: the backend did not answer.
         """
         self._set_flag(owner_key, self.flag_ttl_ms, only_if_new=False)
-        self._send(owner_key, "sweep", self.delay_ms)
+        self._send_or_unflag(owner_key, "sweep", flagged=True)
         return True
 
     def hold(self, owner_key: str) -> None:
