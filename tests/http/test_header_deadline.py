@@ -182,10 +182,11 @@ def test_a_second_request_trickled_on_a_kept_alive_connection_is_cut(
         if not pipelined:
             sock.sendall(second)
         elapsed = trickle_until_closed(sock, started)
-    # Pipelined, the server's clock starts as it sends the first reply: a moment
-    # before this side has read it and taken ``started`` (0.9998 s was seen).
-    early = 0.05 if pipelined else 0.0
-    assert DEADLINE_S - early <= elapsed < DEADLINE_S + SLACK_S, elapsed
+    # The server's timer may fire a moment early (the event loop's timers have
+    # millisecond resolution) and, pipelined, its clock starts as it sends the
+    # first reply, before this side has read it and taken ``started``: 0.9998 s
+    # was seen both ways. 50 ms is far below any early cut this test is for.
+    assert DEADLINE_S - 0.05 <= elapsed < DEADLINE_S + SLACK_S, elapsed
     assert refused(api) == 1
 
 
