@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -32,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 
 BASELINE = "import memjobs_client"
 
@@ -75,14 +73,12 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-cli-"))
-    redis_server = EmbeddedRedis(workdir / "redis")
-    pg_server = EmbeddedPostgres(workdir / "pg")
-    try:
+    with Scratch("cli") as scratch:
+        workdir = scratch.dir
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_"))}
         env.update(
-            MEMJOBS_REDIS_URL=redis_server.start(),
-            MEMJOBS_DATABASE_URL=pg_server.start(),
+            MEMJOBS_REDIS_URL=scratch.redis().url,
+            MEMJOBS_DATABASE_URL=scratch.postgres().url,
             MEMJOBS_DATA_DIR=str(workdir / "data"),
             MEM0_TELEMETRY="False",
             PYTHONPATH=str(REPO),
@@ -107,10 +103,6 @@ def main() -> int:
             median = statistics.median(times)
             shown = " / ".join(f"{t:.2f}" for t in times)
             print(f"| `{name}` | {median:.2f} | {shown} | {median / base:.2f} |")
-    finally:
-        pg_server.stop()
-        redis_server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -49,7 +47,6 @@ import psycopg  # noqa: E402
 
 from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine  # noqa: E402
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.embedding.batching import QueryBatcher  # noqa: E402
 from memjobs_worker.embedding.fair import BoundedEmbedder  # noqa: E402
 from memjobs_worker.embedding.hashing import HashingEmbedder  # noqa: E402
@@ -60,9 +57,9 @@ from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES, top_k_share  # noqa: E402
-from tests.support.openai_server import FakeOpenAI  # noqa: E402
 
 SET = json.loads((REPO / "tests" / "data" / "recall_bilingual.json").read_text(encoding="utf-8"))
 FACTS = [f["text"] for f in SET["facts"]]
@@ -165,13 +162,11 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
         "--latency-only", action="store_true", help="only the quality of the recall path and its latency"
     )
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-ebench-"))
-    pg = EmbeddedPostgres(workdir / "pg")
-    redis_server = EmbeddedRedis(workdir / "redis")
-    fake = FakeOpenAI(embedding_dims=384).start()
-    try:
-        pg_url = pg.start()
-        redis_url = redis_server.start()
+    with Scratch("embeddings") as scratch:
+        workdir = scratch.dir
+        pg, redis_url = scratch.postgres(), scratch.redis().url
+        pg_url = pg.url
+        fake = scratch.model(embedding_dims=384)
 
         def settings(**overrides: Any) -> Settings:
             name = f"ebench_{uuid.uuid4().hex[:8]}"
@@ -294,11 +289,6 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
             )
         engine.dispose()
         return 0
-    finally:
-        fake.stop()
-        redis_server.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

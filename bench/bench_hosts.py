@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -40,6 +38,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
@@ -177,26 +176,21 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--kills", type=int, default=2)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-hosts-"))
-    os.chmod(workdir, 0o755)  # noqa: S103 - the embedded PostgreSQL's own user must traverse it
-    rates = fsync_cost(workdir, args.calls)
-    print(
-        f"producer remember calls/s (4 threads, {args.calls} calls): "
-        f"appendfsync always {rates['always']:.0f}, everysec {rates['everysec']:.0f} "
-        f"(always/everysec = {rates['always'] / rates['everysec']:.2f})"
-    )
-    pg = EmbeddedPostgres(workdir / "pg")
-    server = EmbeddedRedis(workdir / "redis")
-    model = FakeOpenAI(embedding_dims=64).start()
+    with Scratch("hosts") as scratch:
+        workdir = scratch.dir
+        rates = fsync_cost(workdir, args.calls)
+        print(
+            f"producer remember calls/s (4 threads, {args.calls} calls): "
+            f"appendfsync always {rates['always']:.0f}, everysec {rates['everysec']:.0f} "
+            f"(always/everysec = {rates['always'] / rates['everysec']:.2f})"
+        )
+        pg, server, model = scratch.postgres(), scratch.redis(), scratch.model(embedding_dims=64)
 
-    def slow_echo(request: dict[str, Any]) -> str:
-        time.sleep(args.latency_ms / 1000)
-        return echo_facts_handler(request)
+        def slow_echo(request: dict[str, Any]) -> str:
+            time.sleep(args.latency_ms / 1000)
+            return echo_facts_handler(request)
 
-    model.set_chat_handler(slow_echo)
-    try:
-        pg.start()
-        server.start()
+        model.set_chat_handler(slow_echo)
         for processes in (1, 2, 4):
             remember_rate, learned_rate = scaling(server.url, pg, workdir, model, args.sources, processes)
             print(
@@ -209,11 +203,6 @@ def main() -> int:
                 f"kill -9 of a host mid-extraction, default timings: every source learned "
                 f"{recovery(server.url, pg, workdir, model, run):.1f} s after the kill"
             )
-    finally:
-        model.stop()
-        server.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -40,13 +38,13 @@ import psycopg  # noqa: E402
 
 from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine  # noqa: E402
-from memjobs_worker.embedded import EmbeddedPostgres  # noqa: E402
 from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
 from memjobs_worker.knowledge.schema import ensure_schema  # noqa: E402
 from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.knowledge_corpus import (  # noqa: E402
     CROSSLINGUAL_QUERIES,
     DISTRACTORS,
@@ -55,7 +53,6 @@ from tests.support.knowledge_corpus import (  # noqa: E402
     recall_at,
     top_k_share,
 )
-from tests.support.openai_server import FakeOpenAI  # noqa: E402
 
 SENTENCES = [
     "我们周末去湖边散步。",
@@ -112,11 +109,9 @@ def main() -> int:
         "--local-model", action="store_true", help="the local model (multilingual-e5-small) instead of the stand-in"
     )
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-kbench-"))
-    pg = EmbeddedPostgres(workdir / "pg")
-    fake = FakeOpenAI(embedding_dims=256).start()
-    try:
-        pg.start()
+    with Scratch("knowledge") as scratch:
+        workdir = scratch.dir
+        pg, fake = scratch.postgres(), scratch.model(embedding_dims=256)
         name = f"kbench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(pg.url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
@@ -214,10 +209,6 @@ def main() -> int:
         )
         engine.dispose()
         return 0
-    finally:
-        fake.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

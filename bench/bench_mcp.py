@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -42,15 +40,14 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from memjobs_client.contracts import ReindexKnowledge, owner_key  # noqa: E402
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.endpoints import Endpoints  # noqa: E402
 from memjobs_worker.http.serve import ApiServer  # noqa: E402
 from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
 from memjobs_worker.knowledge.search import search_with  # noqa: E402
 from memjobs_worker.runtime import open_door  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES  # noqa: E402
-from tests.support.openai_server import FakeOpenAI  # noqa: E402
 
 OWNER = "bench-mcp"
 HOST_TOKEN = "bench-host-token-0123456789abcdef"
@@ -76,12 +73,9 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)  # before the SDK's own set-up: no INFO per request
     queries = [q for q, _ in RANKING_QUERIES]
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-mcpbench-"))
-    pg, redis_server = EmbeddedPostgres(workdir / "pg"), EmbeddedRedis(workdir / "redis")
-    fake = FakeOpenAI(embedding_dims=DIMS).start()
-    try:
-        pg.start()
-        redis_server.start()
+    with Scratch("mcp") as scratch:
+        workdir = scratch.dir
+        pg, redis_server, fake = scratch.postgres(), scratch.redis(), scratch.model(embedding_dims=DIMS)
         name = f"mcpbench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(pg.url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
@@ -204,11 +198,6 @@ def main() -> int:
         for label, samples in rows:
             p50, p95 = percentiles(samples)
             print(f"{label:48} {len(samples):5d} {p50:8.1f} {p95:8.1f}")
-    finally:
-        fake.stop()
-        redis_server.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -18,11 +18,7 @@ Prints one line per outage and a summary; the figures are in docs/operations.md.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +32,7 @@ import redis  # noqa: E402
 from memjobs_client import MemjobsClient, keys  # noqa: E402
 from memjobs_client.contracts import QUEUES  # noqa: E402
 from memjobs_client.errors import MemjobsError  # noqa: E402
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 
 
 class Producer(threading.Thread):
@@ -90,33 +86,11 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
     outages = [float(x) for x in args.outages.split(",")]
-    base = Path(tempfile.mkdtemp(prefix="memjobs-bench-pgoutage-"))
-    base.chmod(0o755)
-    rds = EmbeddedRedis(base / "redis")
-    pg = EmbeddedPostgres(base / "pg")
-    workers = None
-    try:
-        redis_url, pg_url = rds.start(), pg.start()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-        env.update(
-            PYTHONPATH=str(REPO),
-            MEMJOBS_REDIS_URL=redis_url,
-            MEMJOBS_DATABASE_URL=pg_url,
-            MEMJOBS_DATA_DIR=str(base / "data"),
-            MEMJOBS_LOCAL_EMBEDDER="hashing",
-            MEMJOBS_METRICS="off",
-            MEMJOBS_KNOWLEDGE="off",
-            MEM0_TELEMETRY="False",
-        )
-        log = open(base / "workers.log", "ab")  # noqa: SIM115 - for the run's lifetime
-        workers = subprocess.Popen(
-            [sys.executable, "-m", "memjobs_worker.cli.main", "worker", "--processes", str(args.processes)],
-            env=env,
-            cwd=REPO,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
+    with Scratch("pgoutage") as scratch:
+        base = scratch.dir
+        redis_url, pg = scratch.redis().url, scratch.postgres()
+        pg_url = pg.url
+        scratch.memjobs(scratch.env(redis_url, pg_url), "worker", "--processes", str(args.processes))
         producer = Producer(redis_url, args.owners, args.rate)
         producer.start()
         deadline = time.monotonic() + 120
@@ -177,19 +151,6 @@ def main() -> None:
             f"sent {len(producer.sent)} (producer failures {producer.failures}); states {states}; "
             f"memories {memories}, duplicates {dupes}; dead letters {dead}"
         )
-    finally:
-        if workers is not None:
-            workers.terminate()
-            try:
-                workers.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(workers.pid, 9)
-        pg.stop()
-        rds.stop()
-        if os.environ.get("KEEP"):
-            print(base)
-        else:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

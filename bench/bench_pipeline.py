@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -40,8 +38,9 @@ from dramatiq.brokers.redis import RedisBroker  # noqa: E402
 
 from memjobs_client.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
-from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
+from memjobs_worker.embedded import EmbeddedPostgres  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
@@ -150,14 +149,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs of each (median ratio)")
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="memjobs-bench-"))
-    redis_server = EmbeddedRedis(workdir / "redis")
-    pg_server = EmbeddedPostgres(workdir / "pg")
-    fake = FakeOpenAI(embedding_dims=64).start()
-    trips = RoundTrips()
-    try:
-        redis_url = redis_server.start()
-        pg_server.start()
+    with Scratch("pipeline") as scratch:
+        workdir = scratch.dir
+        redis_url, pg_server = scratch.redis().url, scratch.postgres()
+        fake = scratch.model(embedding_dims=64)
+        trips = RoundTrips()
         common: dict[str, Any] = dict(
             redis_url=redis_url, data_dir=workdir / "data", max_retries=3, extract_delay_ms=500
         )
@@ -203,11 +199,6 @@ def main() -> int:
             f"{per_source:.2f} calls/source (target <= 0.2)"
         )
         return 0
-    finally:
-        fake.stop()
-        pg_server.stop()
-        redis_server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ ALLOWED: dict[tuple[str, str], int] = {
     ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)"): 1,
     # The allow-oom dispatch: a Redis < 7 refusing script flags goes the stock way.
     ("workers/memjobs_worker/broker.py", "redis.ResponseError"): 1,
-    ("workers/memjobs_worker/broker.py", "(redis.RedisError, ValueError)"): 1,
     # WAITAOF unknown to a Redis < 7.2: the durability wait falls back to WAIT.
     ("producers/memjobs_client/connect.py", "redis.ResponseError"): 1,
 }

@@ -78,7 +78,7 @@ from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import InvalidPayload
-from memjobs_client.redis_seam import as_bytes, as_str, redis_errors
+from memjobs_client.redis_seam import as_bytes, as_str, redis_best_effort, redis_errors
 from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.erased import DropErasedOwners
 from memjobs_worker.jobs import use_outage_retries
@@ -325,11 +325,11 @@ class MemjobsRedisBroker(RedisBroker):
     def _allows_oom(self) -> bool:
         """Whether this Redis runs scripts flagged ``allow-oom`` (Redis ≥ 7), asked once."""
         if self._allow_oom is None:
-            try:
+            with redis_best_effort() as asked:
                 version = str(self.client.info("server").get("redis_version", "0"))
-                self._allow_oom = int(version.split(".")[0]) >= 7
-            except (redis.RedisError, ValueError):
+            if asked.failed or not version.split(".")[0].isdigit():
                 return False  # asked again next time; this call goes the stock way
+            self._allow_oom = int(version.split(".")[0]) >= 7
             if not self._allow_oom:
                 log.warning(
                     "Redis < 7 runs no script flags: workers cannot drain it once it is full (maxmemory)",
