@@ -194,7 +194,16 @@ class StateStore(ABC):
         Sequence numbers are shared by starts and ends, so the log orders them."""
 
     @abstractmethod
-    def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult: ...
+    def forget(self, owner_key: str, source_id: str, *, sent_at: datetime) -> ForgetResult:
+        """Forget the owner's source in one transaction: its state ``forgotten``
+        and its text cleared, the memories it produced owed a deletion
+        (tombstones, returned in ``memory_ids``), and the surviving sources that
+        shared one of them returned in ``relearn``, back to pending.
+
+        A source the ledger does not hold yet (the forget overtook its remember)
+        gets a forgotten marker, the owner's own row, which that remember finds
+        (``found`` False); another owner's source with this id is another row and
+        is never touched. ``sent_at``: when the forget was sent, kept on the row."""
 
     @abstractmethod
     def tombstones(self, owner_key: str) -> list[str]: ...

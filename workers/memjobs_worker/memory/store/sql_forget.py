@@ -36,10 +36,7 @@ class SqlForgetting:
         with self._tx() as conn:
             row = self._lock_source(conn, owner_key, source_id)
             if row is None:
-                # The forget overtook its remember: leave a forgotten marker so the
-                # remember, when it arrives, finds the source already forgotten.
-                # The marker is the owner's own row: only a remember of the same
-                # owner finds it (another owner's source with this id is another row).
+                # The forget overtook its remember: the marker (StateStore.forget).
                 marked = conn.execute(
                     pg_insert(sources)
                     .values(

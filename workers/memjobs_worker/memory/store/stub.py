@@ -271,9 +271,7 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             row = self._sources.get((owner_key, source_id))
             if row is None:
-                # The forget overtook its remember: leave a forgotten marker so the
-                # remember, when it arrives, finds the source already forgotten.
-                # The owner's own row: another owner's source with this id is another row.
+                # The forget overtook its remember: the marker (StateStore.forget).
                 self._sources[(owner_key, source_id)] = _Row(
                     SourceRecord(
                         source_id=source_id,
