@@ -4,15 +4,15 @@ three limits applied as on any append)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import groupby
 from typing import Literal
 
 from memjobs_client.contracts import BlackboardEntry
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
+from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring, StackParts
 from memjobs_worker.lifecycle.records import _Record
-from memjobs_worker.sessions.blackboard import BlackboardStore, erase_owner, export_owner
+from memjobs_worker.sessions.blackboard import erase_owner, export_owner
 
 
 class BlackboardRecordOut(_Record, BlackboardEntry):
@@ -32,15 +32,15 @@ class BlackboardPart(OwnerPart):
     name = "blackboard"
     records = {"blackboard_entry": BlackboardRecordOut}
 
-    def __init__(self, store: Callable[[], BlackboardStore]) -> None:
-        self._store = store
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
-        with transaction(self._store().engine) as conn:
+        with transaction(self._stack.blackboard.engine) as conn:
             return erase_owner(conn, owner.id)
 
     def export(self, owner: Owner) -> Iterator[Record]:
-        with transaction(self._store().engine) as conn:
+        with transaction(self._stack.blackboard.engine) as conn:
             sessions = export_owner(conn, owner.id)
         for session_id, entries in sessions.items():
             for entry in entries:
@@ -48,7 +48,7 @@ class BlackboardPart(OwnerPart):
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         models = sorted((BlackboardRecordOut.model_validate(r) for r in records), key=lambda m: m.session_id)
-        store = self._store()
+        store = self._stack.blackboard
         return sum(
             store.append(owner.key, session_id, [m.entry() for m in group]).added
             for session_id, group in groupby(models, key=lambda m: m.session_id)

@@ -5,11 +5,10 @@ documents and says so."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from memjobs_worker.db.connect import transaction
 from memjobs_worker.knowledge.schema import (
@@ -18,47 +17,36 @@ from memjobs_worker.knowledge.schema import (
     knowledge_embedding_cache,
 )
 from memjobs_worker.knowledge.store import StoredChunk
-from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
+from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring, StackParts
 from memjobs_worker.lifecycle.records import ChunkOut, KnowledgeDocumentOut
 
 if TYPE_CHECKING:
-    from memjobs_worker.knowledge.store import KnowledgeStore
-    from memjobs_worker.model_client import RemoteEmbedder
+    pass
 
 
 class KnowledgePart(OwnerPart):
     """The owner's knowledge documents with their chunks' text (in order).
 
     Parameters:
-        db: the state database.
+        stack: its state database; its knowledge store and embedder (or None:
+            keywords only), built only by an import.
         enabled: whether knowledge is on here (an import needs it on).
-        store: the knowledge store (built only by an import).
-        embedder: the knowledge embedder, or None (keywords only).
     """
 
     name = "knowledge"
     records = {"knowledge_document": KnowledgeDocumentOut}
 
-    def __init__(
-        self,
-        db: Callable[[], Engine],
-        *,
-        enabled: bool,
-        store: Callable[[], KnowledgeStore],
-        embedder: Callable[[], RemoteEmbedder | None],
-    ) -> None:
-        self._db = db
+    def __init__(self, stack: StackParts, *, enabled: bool) -> None:
+        self._stack = stack
         self._enabled = enabled
-        self._store = store
-        self._embedder = embedder
 
     def _present(self) -> bool:
-        return sa.inspect(self._db()).has_table(knowledge_documents.name)
+        return sa.inspect(self._stack.db).has_table(knowledge_documents.name)
 
     def erase(self, owner: Owner) -> int:
         if not self._present():
             return 0
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             return sum(
                 conn.execute(t.delete().where(t.c.owner_key == owner.key)).rowcount
                 for t in (knowledge_chunks, knowledge_embedding_cache, knowledge_documents)
@@ -68,7 +56,7 @@ class KnowledgePart(OwnerPart):
         if not self._present():
             return
         d, c = knowledge_documents, knowledge_chunks
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             documents = (
                 conn.execute(sa.select(d).where(d.c.owner_key == owner.key).order_by(d.c.doc_id)).mappings().all()
             )
@@ -96,7 +84,7 @@ class KnowledgePart(OwnerPart):
                 "here (MEMJOBS_KNOWLEDGE=on, then import again)"
             )
             return 0
-        store, embedder = self._store(), self._embedder()
+        store, embedder = self._stack.knowledge, self._stack.knowledge_embedder
         stored = {d.doc_id: d for d in store.documents(owner.key)}
         changed = 0
         for document in (KnowledgeDocumentOut.model_validate(r) for r in records):

@@ -3,22 +3,20 @@ tombstones, the fencing floor) and mem0's memories and vectors."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Engine
 
 from memjobs_client.contracts import source_id_for
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
+from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring, StackParts
 from memjobs_worker.lifecycle.records import MemoryRecordOut, SourceRecordOut
 from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources, tombstones
 
 if TYPE_CHECKING:
-    from memjobs_worker.memory.engine.base import MemoryEngine
-    from memjobs_worker.memory.pipeline import MemoryPipeline
+    pass
 
 #: mem0's vector tables: one per vector size (``mem0_memories_<dims>``).
 _MEM0_TABLES = "mem0_memories_%"
@@ -28,27 +26,26 @@ class LedgerPart(OwnerPart):
     """Sources with their states, dates and text; what the ledger keeps beside them.
 
     Parameters:
-        db: the state database.
-        schedule: queues the owner's extraction (after an import with pending sources).
+        stack: its state database, and the scheduler that queues the owner's
+            extraction after an import with pending sources.
     """
 
     name = "sources"
     records = {"source": SourceRecordOut}
 
-    def __init__(self, db: Callable[[], Engine], schedule: Callable[[str], object]) -> None:
-        self._db = db
-        self._schedule = schedule
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
         dropped = 0
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             # Provenance first: it refers to the sources.
             for table in (provenance, attempts, tombstones, sources, fencing):
                 dropped += conn.execute(table.delete().where(table.c.owner_key == owner.key)).rowcount
         return dropped
 
     def export(self, owner: Owner) -> Iterator[Record]:
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             rows = (
                 conn.execute(
                     sa.select(sources)
@@ -65,7 +62,7 @@ class LedgerPart(OwnerPart):
         parsed = [SourceRecordOut.model_validate(r) for r in records]
         changed = 0
         pending = False
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             for src in parsed:
                 # Another owner: the id of a source with text is a function of
                 # (owner, text), so that a later remember of it finds it.
@@ -85,7 +82,7 @@ class LedgerPart(OwnerPart):
                 changed += inserted is not None
                 pending = pending or (inserted is not None and src.state == "pending")
         if pending:
-            self._schedule(owner.key)
+            self._stack.scheduler.schedule(owner.key, "manual", force=True)
         return changed
 
 
@@ -100,22 +97,13 @@ class MemoriesPart(OwnerPart):
     name = "memories"
     records = {"memory": MemoryRecordOut}
 
-    def __init__(
-        self,
-        db: Callable[[], Engine],
-        pipeline: Callable[[], MemoryPipeline],
-        engine: Callable[[], MemoryEngine],
-        *,
-        enabled: bool = True,
-    ) -> None:
-        self._db = db
+    def __init__(self, stack: StackParts, *, enabled: bool = True) -> None:
+        self._stack = stack
         self._enabled = enabled
-        self._pipeline = pipeline
-        self._engine = engine
 
     def erase(self, owner: Owner) -> int:
         dropped = 0
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             tables = conn.execute(
                 sa.text(
                     "SELECT table_name FROM information_schema.tables "
@@ -133,7 +121,7 @@ class MemoriesPart(OwnerPart):
     def export(self, owner: Owner) -> Iterator[Record]:
         if not self._enabled:  # personal memory off: no engine to read them with
             return
-        for hit in self._pipeline().memories(owner.key):
+        for hit in self._stack.pipeline.memories(owner.key):
             yield MemoryRecordOut(memory_id=hit.memory_id, text=hit.text, source_ids=list(hit.source_ids)).record()
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
@@ -143,7 +131,7 @@ class MemoriesPart(OwnerPart):
         if not self._enabled:
             restoring.notes.append(f"{len(parsed)} memories skipped: personal memory is off here")
             return 0
-        engine = self._engine()
+        engine = self._stack.engine
         present = {hit.text: hit.memory_id for hit in engine.list(owner.key)}
         missing = list(dict.fromkeys(m.text for m in parsed if m.text not in present))
         if missing:
@@ -153,7 +141,7 @@ class MemoriesPart(OwnerPart):
             for m in parsed
             for sid in m.source_ids
         ]
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             known = set(conn.execute(sa.select(sources.c.source_id).where(sources.c.owner_key == owner.key)).scalars())
             for link in links:
                 if link["source_id"] in known:

@@ -19,11 +19,23 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
 from memjobs_client.contracts import owner_key
+
+if TYPE_CHECKING:
+    import redis
+    from sqlalchemy.engine import Engine
+
+    from memjobs_worker.knowledge.store import KnowledgeStore
+    from memjobs_worker.memory.engine.base import MemoryEngine
+    from memjobs_worker.memory.intake import ExtractionScheduler
+    from memjobs_worker.memory.pipeline import MemoryPipeline
+    from memjobs_worker.model_client import RemoteEmbedder
+    from memjobs_worker.sessions.blackboard import BlackboardStore
+    from memjobs_worker.sessions.memory_docs import MemoryService
 
 Record = dict[str, Any]
 
@@ -40,6 +52,31 @@ class Owner:
     def of(cls, owner_id: str) -> Owner:
         """Raises ``ValueError`` for an empty or invalid owner id."""
         return cls(owner_id, owner_key(owner_id))
+
+
+class StackParts(Protocol):
+    """What the parts read of a stack (the :class:`~memjobs_worker.runtime.Runtime`
+    is one): each is built on its first read, so a part builds only what it
+    uses; an erasure builds neither mem0 nor an embedder."""
+
+    @property
+    def db(self) -> Engine: ...
+    @property
+    def redis(self) -> redis.Redis: ...
+    @property
+    def scheduler(self) -> ExtractionScheduler: ...
+    @property
+    def pipeline(self) -> MemoryPipeline: ...
+    @property
+    def engine(self) -> MemoryEngine: ...
+    @property
+    def memory_docs(self) -> MemoryService: ...
+    @property
+    def blackboard(self) -> BlackboardStore: ...
+    @property
+    def knowledge(self) -> KnowledgeStore: ...
+    @property
+    def knowledge_embedder(self) -> RemoteEmbedder | None: ...
 
 
 @dataclass

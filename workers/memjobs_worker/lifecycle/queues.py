@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-
-import redis
 
 from memjobs_client import keys
 from memjobs_client.errors import TransientError
 from memjobs_client.redis_seam import redis_errors
 from memjobs_worker.broker import drop_owner_messages
-from memjobs_worker.lifecycle.parts import Owner, OwnerPart
+from memjobs_worker.lifecycle.parts import Owner, OwnerPart, StackParts
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +29,7 @@ class QueuedJobsPart(OwnerPart):
     drop any of their jobs they have not started).
 
     Parameters:
-        client: Redis.
+        stack: its Redis.
         wait_ms: how long to wait for the owner's running jobs.
         poll_s: between two looks at the queues while waiting.
     """
@@ -40,8 +37,8 @@ class QueuedJobsPart(OwnerPart):
     name = "queued_jobs"
     again_last = True
 
-    def __init__(self, client: Callable[[], redis.Redis], *, wait_ms: int, poll_s: float = 0.1) -> None:
-        self._client = client
+    def __init__(self, stack: StackParts, *, wait_ms: int, poll_s: float = 0.1) -> None:
+        self._stack = stack
         self.wait_ms = wait_ms
         self.poll_s = poll_s
 
@@ -49,7 +46,7 @@ class QueuedJobsPart(OwnerPart):
         deadline = time.monotonic() + self.wait_ms / 1000
         dropped = 0
         while True:
-            found = drop_owner_messages(self._client(), owner.key)
+            found = drop_owner_messages(self._stack.redis, owner.key)
             dropped += found.dropped
             if not found.running:
                 return dropped
@@ -70,11 +67,11 @@ class RedisKeysPart(OwnerPart):
     name = "redis_keys"
     again_last = True
 
-    def __init__(self, client: Callable[[], redis.Redis]) -> None:
-        self._client = client
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
-        client = self._client()
+        client = self._stack.redis
         with redis_errors():
             found = list(client.scan_iter(match=keys.owner_keys_pattern(owner.key), count=1000))
             return int(client.delete(*found)) if found else 0

@@ -4,15 +4,14 @@ its provider), digests, tasks and session runs, and the memory audit trail."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Engine
 
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring
+from memjobs_worker.lifecycle.parts import Owner, OwnerPart, Record, Restoring, StackParts
 from memjobs_worker.lifecycle.records import (
     AuditRecordOut,
     DigestRecordOut,
@@ -30,7 +29,7 @@ from memjobs_worker.sessions.schema import (
 )
 
 if TYPE_CHECKING:
-    from memjobs_worker.sessions.memory_docs import MemoryService
+    pass
 
 #: The context an import's and an erasure's writes are audited with.
 IMPORT_CONTEXT = ChangeContext("import")
@@ -48,12 +47,11 @@ class MemoryDocumentsPart(OwnerPart):
     name = "memory_documents"
     records = {"memory_document": DocumentRecordOut}
 
-    def __init__(self, db: Callable[[], Engine], service: Callable[[], MemoryService]) -> None:
-        self._db = db
-        self._service = service
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
-        service = self._service()
+        service = self._stack.memory_docs
         provider = service.provider
         dropped = 0
         if isinstance(provider, MarkdownFileProvider):
@@ -66,12 +64,12 @@ class MemoryDocumentsPart(OwnerPart):
             if written:
                 provider.apply(owner.id, [Change(d.doc, "") for d in written], IMPORT_CONTEXT)
                 dropped += len(written)
-        with transaction(self._db()) as conn:  # the SQL provider's, or left by an earlier one
+        with transaction(self._stack.db) as conn:  # the SQL provider's, or left by an earlier one
             dropped += conn.execute(memory_documents.delete().where(memory_documents.c.owner_key == owner.key)).rowcount
         return dropped
 
     def export(self, owner: Owner) -> Iterator[Record]:
-        for document in self._service().snapshot(owner.id):
+        for document in self._stack.memory_docs.snapshot(owner.id):
             if document.version or document.content:
                 yield DocumentRecordOut(
                     doc=document.doc,  # type: ignore[arg-type]
@@ -80,7 +78,7 @@ class MemoryDocumentsPart(OwnerPart):
                 ).record()
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
-        service = self._service()
+        service = self._stack.memory_docs
         changed = 0
         for document in (DocumentRecordOut.model_validate(r) for r in records):
             changed += service.restore(owner.id, document.doc, document.content, context=IMPORT_CONTEXT).applied
@@ -94,18 +92,18 @@ class SessionsPart(OwnerPart):
     name = "sessions"
     records = {"digest": DigestRecordOut, "task": TaskRecordOut}
 
-    def __init__(self, db: Callable[[], Engine]) -> None:
-        self._db = db
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             return sum(
                 conn.execute(t.delete().where(t.c.owner_key == owner.key)).rowcount
                 for t in (session_digests, tasks, session_runs)
             )
 
     def export(self, owner: Owner) -> Iterator[Record]:
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             digests = (
                 conn.execute(
                     sa.select(session_digests)
@@ -129,7 +127,7 @@ class SessionsPart(OwnerPart):
 
     def restore(self, owner: Owner, records: Sequence[Record], restoring: Restoring) -> int:
         changed = 0
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             for record in records:
                 model: DigestRecordOut | TaskRecordOut
                 if record.get("type") == "digest":
@@ -157,15 +155,15 @@ class AuditPart(OwnerPart):
     name = "memory_audit"
     records = {"audit": AuditRecordOut}
 
-    def __init__(self, db: Callable[[], Engine]) -> None:
-        self._db = db
+    def __init__(self, stack: StackParts) -> None:
+        self._stack = stack
 
     def erase(self, owner: Owner) -> int:
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             return int(conn.execute(memory_audit.delete().where(memory_audit.c.owner_key == owner.key)).rowcount)
 
     def export(self, owner: Owner) -> Iterator[Record]:
-        with transaction(self._db()) as conn:
+        with transaction(self._stack.db) as conn:
             rows = (
                 conn.execute(
                     sa.select(memory_audit).where(memory_audit.c.owner_key == owner.key).order_by(memory_audit.c.id)
