@@ -199,8 +199,13 @@ def _scenario(
     remember_wave(WAVES[1])
     wait_for(lambda: len(h1_model.requests_for("chat")) > calls, 120, "h1 inside a model call", poll_s=0.01)
     topo.partition("h1", "redis")
+
+    def one_open_attempt_of(host: str) -> list[tuple[str, str]]:
+        found = open_attempts_of(host)  # read once: another read may see one more or one fewer
+        return found if len(found) == 1 else []
+
     [(victim, cut_attempt)] = wait_for(
-        lambda: open_attempts_of("h1") if len(open_attempts_of("h1")) == 1 else [],
+        lambda: one_open_attempt_of("h1"),
         90,
         "h1's other extractions to end",
         poll_s=0.2,

@@ -19,11 +19,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
         **declare_memory_actors(
             broker,
             settings,
-            memory=lambda: runtime.pipeline,
-            store=lambda: runtime.store,
-            scheduler=lambda: runtime.scheduler,
-            model_waiting=runtime.model_waiting,
-            was_sent=lambda key, sid: runtime.personal_memory.was_sent(key, sid),
+            parts=runtime,  # the feature reads its parts alone (MemoryParts)
         ),
         **declare_session_actors(
             broker,

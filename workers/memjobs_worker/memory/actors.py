@@ -8,7 +8,6 @@ pipeline and reports how the job ended; the domain is in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -17,52 +16,39 @@ from dramatiq.middleware import Retries
 from memjobs_client import contracts
 from memjobs_client.errors import ModelUnavailable, StaleFencingToken
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
-from memjobs_worker.memory.build import ensure_memory_on
-from memjobs_worker.memory.intake import ExtractionScheduler, remember
+from memjobs_worker.memory.build import MemoryParts, ensure_memory_on
+from memjobs_worker.memory.intake import remember
 from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
-from memjobs_worker.memory.pipeline import MemoryPipeline
-from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def declare_memory_actors(
-    broker: dramatiq.Broker,
-    settings: Settings,
-    *,
-    memory: Callable[[], MemoryPipeline],
-    store: Callable[[], StateStore],
-    scheduler: Callable[[], ExtractionScheduler],
-    model_waiting: Callable[[], bool] = lambda: False,
-    was_sent: Callable[[str, str], bool] = lambda key, sid: True,
-) -> Actors:
-    """Register the personal-memory actors. The callables return their parts,
-    built on first use: ``remember_source`` needs only the ledger and the
-    scheduler, so a process that takes only cheap jobs never loads mem0.
-    ``model_waiting``: whether a model call now would be refused (a circuit
-    breaker open: :meth:`memjobs_worker.model_breaker.ModelBreaker.waiting`).
-    ``was_sent``: whether the owner sent a source (in the ledger, or its remember
-    queued: :meth:`memjobs_worker.memory.service.PersonalMemory.was_sent`)."""
+def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *, parts: MemoryParts) -> Actors:
+    """Register the personal-memory actors; each reads the parts it uses from
+    ``parts`` when it runs (``remember_source`` the ledger and the scheduler
+    alone). ``forget_source`` first asks whether the owner sent the source (in
+    the ledger, or its remember queued:
+    :meth:`memjobs_worker.memory.service.PersonalMemory.was_sent`)."""
     rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs, rules)
         ensure_memory_on(settings)  # the ledger and scheduler alone would not say so
-        report(remember(store(), scheduler(), payload, sent_at=sent_at()))
+        report(remember(parts.store, parts.scheduler, payload, sent_at=sent_at()))
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ExtractFacts, args, kwargs, rules)
-        if model_waiting():
+        if parts.model_waiting():
             # Not started (no lease, no attempt): retried on the outage budget, the
             # owner still marked queued, so neither remember nor the sweeper adds one.
-            scheduler().hold(payload.owner_key)
+            parts.scheduler.hold(payload.owner_key)
             raise ModelUnavailable(
                 "extraction not started: a model service's circuit breaker is open", reason="model_circuit_open"
             )
         try:
-            done = memory().extract(payload)
+            done = parts.pipeline.extract(payload)
         except StaleFencingToken:
             report("stale_commit_refused")  # a newer holder owns the work now
             return
@@ -88,14 +74,14 @@ def declare_memory_actors(
 
     def forget_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ForgetSource, args, kwargs, rules)
-        if not was_sent(payload.owner_key, payload.source_id):
+        if not parts.personal_memory.was_sent(payload.owner_key, payload.source_id):
             report("not_found")  # a producer's forget of a source never sent: nothing written
             return
-        found = memory().forget(payload, sent_at=sent_at())
+        found = parts.pipeline.forget(payload, sent_at=sent_at())
         report("forgotten" if found else "forgotten_unknown")
 
     # Before Retries: it looks once Retries has decided retry or dead letter.
-    broker.add_middleware(ClearMarkerOnDeadLetter(scheduler), before=Retries)
+    broker.add_middleware(ClearMarkerOnDeadLetter(lambda: parts.scheduler), before=Retries)
     return declare(
         broker,
         settings,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 from sqlalchemy.engine import Engine
@@ -21,8 +21,35 @@ from memjobs_worker.settings import Settings
 
 if TYPE_CHECKING:
     from memjobs_worker.embedding.fair import ModelShare
+    from memjobs_worker.memory.service import PersonalMemory
 
 Enqueue = Callable[[str, dict[str, Any], int | None], None]
+
+
+class MemoryParts(Protocol):
+    """Personal memory's parts in one process, each built when first read (the
+    process's :class:`~memjobs_worker.runtime.Runtime` is one): a process that
+    takes only ``remember_source`` reads the ledger and the scheduler, never
+    the pipeline, so it never loads mem0."""
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def scheduler(self) -> ExtractionScheduler: ...
+
+    @property
+    def pipeline(self) -> MemoryPipeline: ...
+
+    @property
+    def personal_memory(self) -> PersonalMemory:
+        """What every door asks of memory; the actors ask it whether a source was sent."""
+        ...
+
+    def model_waiting(self) -> bool:
+        """Whether a model call now would be refused (a circuit breaker open:
+        :meth:`memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
+        ...
 
 
 def ensure_memory_on(settings: Settings) -> None:
