@@ -163,6 +163,33 @@ class MicroBatching:
         assert s.extract() == "deferred"
         assert s.sent[-1][2] == QUIET_MS - 100
 
+    def test_sources_that_arrive_during_a_batch_wait_for_the_deferred_run(self, s: Setup) -> None:
+        # Two sources come while the full batch is with the model: they mark the
+        # lease dirty. The run defers the three left and ends; it does not take
+        # them at once as a batch of three (a backlog's batches of one or two).
+        engine = s.pipeline.engine
+        assert isinstance(engine, InMemoryEngine)
+        extract = engine.extract
+
+        def talking(owner: str, attempt_id: str, batch: Any) -> Any:
+            if len(batch) == BATCH:
+                s.advance(300)  # past the first half of the remember's message's delay
+                s.remember(2)
+            return extract(owner, attempt_id, batch)
+
+        engine.extract = talking  # type: ignore[method-assign]
+        s.remember(BATCH + 1)
+        s.advance(100)
+        assert s.extract() == "done"
+        assert engine.extractions() and [len(b) for b in engine.extractions()] == [BATCH]
+        assert s.pending() == 3
+        assert not s.lease_held()
+        assert s.scheduler.is_scheduled(KEY)  # the deferred message is on its way
+        s.advance(QUIET_MS)
+        assert s.extract() == "done"
+        assert [len(b) for b in engine.extractions()] == [BATCH, 3]
+        assert s.pending() == 0
+
 
 class TestTwin(MicroBatching):
     @pytest.fixture
