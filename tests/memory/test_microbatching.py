@@ -177,7 +177,7 @@ class MicroBatching:
                 s.remember(2)
             return extract(owner, attempt_id, batch)
 
-        engine.extract = talking  # type: ignore[method-assign]
+        engine.extract = talking  # type: ignore[method-assign,assignment]
         s.remember(BATCH + 1)
         s.advance(100)
         assert s.extract() == "done"

@@ -55,9 +55,7 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
     rt = open_door(settings, resolve_endpoints(settings))
     try:
         if args.memory:
-            tools = MemoryTools(
-                ServiceToolBackend(lambda: rt.memory_docs, rt.personal_memory.recall, lambda: rt.sessions), source="mcp"
-            )
+            tools = MemoryTools(ServiceToolBackend(rt, rt.personal_memory.recall), source="mcp")
             server = build_memory_server(
                 MemoryBackend(
                     tools=tools,

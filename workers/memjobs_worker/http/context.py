@@ -21,7 +21,7 @@ import gc
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -63,6 +63,24 @@ CLAIM: contextvars.ContextVar[Claim | None] = contextvars.ContextVar("memjobs_ap
 BACKEND_THREADS = 8
 
 
+class ApiParts(Protocol):
+    """The stores the routes read, each built when first read (the process's
+    :class:`~memjobs_worker.runtime.Runtime` is one)."""
+
+    @property
+    def memory_docs(self) -> MemoryService: ...
+    @property
+    def audit(self) -> AuditTrail: ...
+    @property
+    def sessions(self) -> SessionStore: ...
+    @property
+    def blackboard(self) -> BlackboardStore: ...
+    @property
+    def store(self) -> StateStore:
+        """The ledger (the console's counts)."""
+        ...
+
+
 class ApiContext:
     """The collaborators of one API instance.
 
@@ -89,10 +107,7 @@ class ApiContext:
         self._runtime = runtime  # to close it; the routes see only the parts below
         self.client: MemjobsClient = runtime.client
         self.memory: PersonalMemory = runtime.personal_memory
-        self.memory_docs: Callable[[], MemoryService] = lambda: runtime.memory_docs
-        self.memory_audit: Callable[[], AuditTrail] = lambda: runtime.audit
-        self.sessions: Callable[[], SessionStore] = lambda: runtime.sessions
-        self.blackboard: Callable[[], BlackboardStore] = lambda: runtime.blackboard
+        self.parts: ApiParts = runtime  # the stores the routes read, each built on first read
         self.model_share: ModelShare = runtime.model_share
         # Every search (the route's and /mcp's) embeds as its owner's turn.
         # The store (hence the switch) before the embedder, as every door searches.
@@ -106,7 +121,6 @@ class ApiContext:
         self.read_cited_chunk: Callable[[str, str], CitedChunk] = lambda owner, cited: read_cited(
             runtime.knowledge, owner, cited
         )
-        self.ledger: Callable[[], StateStore] = lambda: runtime.store  # counts for the console
         # An owner's erasure and export (docs/data-lifecycle.md): an erasure waits for the
         # owner's running jobs half the backend timeout at most, so that it answers in time.
         wait_ms = min(settings.erase_wait_ms, settings.api_backend_timeout_ms // 2)

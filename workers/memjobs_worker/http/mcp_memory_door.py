@@ -54,9 +54,7 @@ class MemoryMcpEndpoint(StatelessMcpEndpoint):
     def __init__(self, settings: Settings, context: ApiContext) -> None:
         super().__init__(settings, context, enabled=settings.memory_enabled)
         if self.served:
-            tools = MemoryTools(
-                ServiceToolBackend(context.memory_docs, context.recall_memories, context.sessions), source="mcp"
-            )
+            tools = MemoryTools(ServiceToolBackend(context.parts, context.recall_memories), source="mcp")
             self._server = build_memory_server(
                 MemoryBackend(tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run)
             )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -143,29 +143,37 @@ def build_memory_server(backend: MemoryBackend) -> MCPServer[Any]:
     return server
 
 
+class ToolParts(Protocol):
+    """What the gateway tools read of a process, each built when first read (a
+    :class:`~memjobs_worker.runtime.Runtime` is one)."""
+
+    @property
+    def memory_docs(self) -> MemoryService:
+        """The memory service (USER.md, MEMORY.md)."""
+        ...
+
+    @property
+    def sessions(self) -> SessionStore:
+        """The session store (digests, live task status)."""
+        ...
+
+
 class ServiceToolBackend:
     """The gateway tools' backend on the workers' services (no HTTP in between).
 
     Parameters:
-        memory_docs: the memory service (USER.md, MEMORY.md).
+        parts: the memory service and the session store.
         recall_memories: ``(owner_key, query, limit)``: personal memory's recall
             (the API's takes the owner's turn on its model share, as ``/v1/recall`` does).
-        sessions: the session store (digests, live task status).
     """
 
-    def __init__(
-        self,
-        memory_docs: Callable[[], MemoryService],
-        recall_memories: Callable[[str, str, int], list[RecallHit]],
-        sessions: Callable[[], SessionStore],
-    ) -> None:
-        self.memory_docs = memory_docs
+    def __init__(self, parts: ToolParts, recall_memories: Callable[[str, str, int], list[RecallHit]]) -> None:
+        self.parts = parts
         self.recall_memories = recall_memories
-        self.sessions_store = sessions
 
     def read(self, owner_id: str, doc: str) -> Mapping[str, Any]:
         with _refusals():
-            return self.memory_docs().read(owner_id, doc).as_json()
+            return self.parts.memory_docs.read(owner_id, doc).as_json()
 
     def edit(self, owner_id: str, edit: dict[str, Any], context: dict[str, Any]) -> Mapping[str, Any]:
         with _refusals():
@@ -175,7 +183,7 @@ class ServiceToolBackend:
                 turn=context.get("turn"),
                 trace=context.get("trace"),
             )
-            outcome = self.memory_docs().edit(
+            outcome = self.parts.memory_docs.edit(
                 owner_id,
                 [
                     Edit(
@@ -210,7 +218,7 @@ class ServiceToolBackend:
 
     def sessions(self, owner_id: str, days: int, limit: int) -> list[Mapping[str, Any]]:
         with _refusals():
-            found = self.sessions_store().recall_sessions(owner_key(owner_id), days)
+            found = self.parts.sessions.recall_sessions(owner_key(owner_id), days)
         return [s.as_dict() for s in found[:limit]]
 
 

@@ -66,7 +66,7 @@ async def restore_blackboard(
     if (after_seq is None) != (after_id is None):
         raise ProblemError("validation", "after_seq and after_id: give both, or neither")
     after = (after_seq, after_id) if after_seq is not None and after_id is not None else None
-    page = await c.call(lambda: c.blackboard().page(key, session_id, after=after, limit=limit))
+    page = await c.call(lambda: c.parts.blackboard.page(key, session_id, after=after, limit=limit))
     cursor = BlackboardCursor(seq=page.next_after[0], entry_id=page.next_after[1]) if page.next_after else None
     return BlackboardPage(
         session_id=session_id, next_after=cursor, entries=[BlackboardEntry.model_validate(e) for e in page.entries]

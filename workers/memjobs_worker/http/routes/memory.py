@@ -95,5 +95,5 @@ async def recall(body: RecallRequest, c: Ctx) -> Memories:
 @router.get("/preferences", dependencies=[needs("read")], response_model=Preferences, responses=errors(*COMMON))
 async def preferences(owner: OwnerId, c: Ctx) -> Preferences:
     """The owner's USER.md, read through the memory service, and its version (0: never written)."""
-    doc = await c.call(lambda: c.memory_docs().read(owner, "USER.md"))
+    doc = await c.call(lambda: c.parts.memory_docs.read(owner, "USER.md"))
     return Preferences(doc="USER.md", version=doc.version, content=doc.content)

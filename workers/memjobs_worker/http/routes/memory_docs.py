@@ -116,7 +116,7 @@ async def read_documents(
 
     The answer's ``ETag`` changes whenever a document does; with ``If-None-Match``
     naming it, the answer is ``304`` without a body (a provider cache's cheap poll)."""
-    service = c.memory_docs()
+    service = c.parts.memory_docs
     docs = await c.call(service.snapshot, owner)
     info = service.describe()
     found = MemoryDocuments(
@@ -141,7 +141,7 @@ async def read_document(
     """One document, read again before any write should be planned on it (the tool's ``read``)."""
     if doc not in WRITABLE_DOCS:
         raise ProblemError("forbidden_document", "only USER.md and MEMORY.md can be read")
-    return _out(await c.call(c.memory_docs().read, owner, doc))
+    return _out(await c.call(c.parts.memory_docs.read, owner, doc))
 
 
 @tool.post(
@@ -176,7 +176,7 @@ async def edit_documents(body: MemoryEditsRequest, c: Ctx) -> MemoryEditsApplied
         )
         for e in body.edits
     ]
-    outcome: EditOutcome = await c.call(c.memory_docs().edit, body.owner_id, edits, context=context)
+    outcome: EditOutcome = await c.call(c.parts.memory_docs.edit, body.owner_id, edits, context=context)
     if not outcome.applied:
         index, reason = outcome.failed or 0, outcome.reason or "not_found"
         edit = edits[index]
@@ -216,7 +216,7 @@ async def memory_audit(
     """The memory audit trail of every host, latest first: whether each patch was
     applied, why not, the version, the source and the producer's ids; never the text."""
     entries = await c.call(
-        c.memory_audit().entries,
+        c.parts.audit.entries,
         owner_key=owner_key,
         session=session,
         source=source,
