@@ -37,7 +37,7 @@ from tests.support.openai_server import echo_facts_handler  # noqa: E402
 from tests.support.redis_values import as_bytes  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from bench_pg_outage import Producer, all_final, ledger  # noqa: E402  (one producer, one ledger read)
+from bench_pg_outage import Producer, all_final, final_after, ledger  # noqa: E402  (one producer, one ledger read)
 
 EXTRACT = QUEUE_OF[ACTOR_EXTRACT]
 
@@ -97,12 +97,7 @@ def main() -> None:
         model.clear_faults("chat")
         back = time.monotonic()
         calls = sum(1 for r in model.requests_for("chat") if down <= r.received_at < back)
-        snapshot = producer.snapshot()
-        while not all_final(pg_url, snapshot):
-            if time.monotonic() - back > 600:
-                raise SystemExit(f"not final 600 s after the model returned; see {base / 'workers.log'}")
-            time.sleep(0.2)
-        final_s = time.monotonic() - back
+        final_s = final_after(pg_url, producer.snapshot(), back, f"the model returned; see {base / 'workers.log'}")
         producer.stopping.set()
         producer.join()
         deadline = time.monotonic() + 120  # the last few sent after the model returned

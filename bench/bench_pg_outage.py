@@ -78,6 +78,16 @@ def all_final(url: str, sent: set[str]) -> bool:
     return found is not None and all(found.get(s, "pending") != "pending" for s in sent)
 
 
+def final_after(url: str, sent: set[str], since: float, what: str) -> float:
+    """Seconds from ``since`` (monotonic) until every source of ``sent`` is
+    final; the run ends, saying ``what`` it waited after, at 600 s."""
+    while not all_final(url, sent):
+        if time.monotonic() - since > 600:
+            raise SystemExit(f"not final 600 s after {what}")
+        time.sleep(0.2)
+    return time.monotonic() - since
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--outages", default="10,60,180")
@@ -114,11 +124,7 @@ def main() -> None:
             pg.restart()
             back = time.monotonic()
             snapshot = producer.snapshot()
-            while not all_final(pg_url, snapshot):
-                if time.monotonic() - back > 600:
-                    raise SystemExit(f"not final 600 s after a {outage_s:g} s outage")
-                time.sleep(0.2)
-            final_s = time.monotonic() - back
+            final_s = final_after(pg_url, snapshot, back, f"a {outage_s:g} s outage")
             print(
                 f"outage {outage_s:>5g} s: {len(snapshot) - before:>5} sources sent during it; every "
                 f"source final {final_s:5.1f} s after PostgreSQL answered again"
