@@ -51,7 +51,8 @@ _DATES = [
 
 def date_spans(text: str) -> list[tuple[dt.date, dt.date]]:
     """The dates ``text`` names, each as the first and last day it covers (a day, a
-    month or a year); dates that do not exist (31 February) are left out."""
+    month or a year). A day that does not exist is read as its month when the text
+    names one ("30 February 2023": February 2023), else left out."""
     spans: list[tuple[dt.date, dt.date]] = []
     taken: list[tuple[int, int]] = []
     for form in _DATES:
