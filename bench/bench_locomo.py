@@ -230,6 +230,8 @@ class Asked:
     memories: list[tuple[str, float]]  # every memory, in the order made, with its cosine
     keyword: dict[str, float]
     whole: float
+    question: str = ""
+    texts: list[str] = field(default_factory=list)  # the memories' texts, in their order
 
 
 def fast_candidates(
@@ -287,6 +289,8 @@ def fast_candidates(
                             [(h.memory_id, h.score or 0.0) for h in near],
                             {h.memory_id: h.score or 0.0 for h in keyword},
                             whole,
+                            question,
+                            [h.text for h in near],
                         )
                     )
                 out[c.name] = (asked, turn_of)
@@ -308,7 +312,7 @@ def fast_tally(
     for name in names:
         asked, turn_of = candidates[name]
         for a in asked:
-            ranked = rank(a.memories, a.keyword, a.whole, min_score)[:LIMIT]
+            ranked = rank(a.memories, a.keyword, a.whole, min_score, question=a.question, texts=a.texts)[:LIMIT]
             tally.add(a.category, a.evidence, [{turn_of[m]} for m, _ in ranked])
     return tally
 
@@ -322,11 +326,16 @@ def leave_one_out(candidates: dict[str, tuple[list[Asked], dict[str, str]]], nam
 
     from memjobs_worker.memory.engine.fused_search import rank_memories
 
-    grid = list(itertools.product((0.25, 0.5, 1.0), (0.0, 0.3, 0.6, 1.0), (1, 2, 3)))
-    found: dict[tuple[float, float, int], dict[str, tuple[int, int]]] = {}
+    grid = list(itertools.product((0.25, 0.5, 1.0), (0.3, 0.6, 1.0), (2, 3), (0.0, 0.15, 0.3), (0.0, 0.1)))
+    found: dict[tuple[float, float, int, float, float], dict[str, tuple[int, int]]] = {}
     for choice in grid:
         rank = functools.partial(
-            rank_memories, keyword_weight=choice[0], neighbour_weight=choice[1], neighbours=choice[2]
+            rank_memories,
+            keyword_weight=choice[0],
+            neighbour_weight=choice[1],
+            neighbours=choice[2],
+            speaker_weight=choice[3],
+            date_weight=choice[4],
         )
         found[choice] = {}
         for name in names:
@@ -339,7 +348,7 @@ def leave_one_out(candidates: dict[str, tuple[list[Asked], dict[str, str]]], nam
         hits, asked = found[best][name]
         held_hits, held_asked = held_hits + hits, held_asked + asked
         print(
-            f"  held out {name}: weights chosen on the others (keyword, neighbour, neighbours) {best}, "
+            f"  held out {name}: weights chosen on the others (keyword, neighbour, neighbours, speaker, date) {best}, "
             f"top-5 on it {hits / asked:.1%}"
         )
     print(f"  leave-one-conversation-out top-5: {held_hits / held_asked:.1%}")

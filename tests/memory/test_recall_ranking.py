@@ -57,3 +57,36 @@ def test_a_keyword_match_counts_even_when_the_vector_is_not_near() -> None:
     memories = spread({"car": 0.25, "near": 0.5})  # the car: less near than the owner's average memory
     assert ids(rank_memories(memories, {"car": 2.0}, 2.0, MIN_SCORE))[0] == "car"
     assert "car" not in ids(rank_memories(memories, {}, 2.0, MIN_SCORE))
+
+
+def test_what_the_named_person_said_comes_before_what_the_other_said() -> None:
+    # "What did Caroline research?": Melanie's turn is as near as Caroline's, and names her too.
+    memories = spread({"melanie": 0.6, "caroline": 0.6})
+    texts = ["[8 May 2023] Melanie: Caroline, how is the research going?", "[8 May 2023] Caroline: Adoption agencies."]
+    texts += ["[8 May 2023] Melanie: ok"] * 12
+    plain = ids(rank_memories(memories, {}, 0.0, MIN_SCORE))
+    assert plain[:2] == ["melanie", "caroline"]  # equal scores: the order made
+    asked = rank_memories(memories, {}, 0.0, MIN_SCORE, question="What did Caroline research?", texts=texts)
+    assert ids(asked)[:2] == ["caroline", "melanie"]
+    assert all(0.0 < score <= 1.0 for _, score in asked)
+
+
+def test_a_memory_stamped_on_the_day_the_question_names_comes_first() -> None:
+    memories = spread({"march": 0.6, "may": 0.6})
+    texts = ["[1 March, 2022] Joanna: I watched a film.", "[2 May, 2022] Joanna: I watched a film last night."]
+    texts += ["[1 March, 2022] Nate: ok"] * 12
+    # The question names the day before the stamp: a turn tells of "last night" the next day.
+    asked = rank_memories(memories, {}, 0.0, MIN_SCORE, question="What did Joanna watch on 1 May, 2022?", texts=texts)
+    assert ids(asked)[0] == "may"
+    for question in ("What did Joanna watch in May 2022?", "What did Joanna watch on 2022-05-02?"):
+        assert ids(rank_memories(memories, {}, 0.0, MIN_SCORE, question=question, texts=texts))[0] == "may"
+    # A date no memory was stamped on changes nothing: the order made.
+    assert ids(rank_memories(memories, {}, 0.0, MIN_SCORE, question="In 2021?", texts=texts))[0] == "march"
+
+
+def test_the_named_speaker_does_not_lift_a_memory_unrelated_to_the_question() -> None:
+    memories = [(f"m{i}", 0.2 + 0.001 * (i % 3)) for i in range(20)]
+    texts = [f"[8 May 2023] Caroline: line {i}" for i in range(20)]
+    assert (
+        rank_memories(memories, {}, 0.0, MIN_SCORE, question="What did Caroline say on 8 May 2023?", texts=texts) == []
+    )

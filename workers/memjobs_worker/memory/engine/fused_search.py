@@ -6,7 +6,10 @@ were made) and, from PostgreSQL full text, the weight of the question's words an
 Chinese character pairs each memory holds; :func:`rank_memories` scores each
 memory from its nearness, its share of the question's keyword weight and the best
 of its neighbours (the memories made just before and after it: the turns of the
-same conversation). A memory's ``score`` is that score, in [0, 1]: a memory that
+same conversation), and, among memories that read as lines of a transcript
+("[date] Speaker: text"), puts first those said by the person the question names
+and those stamped on the date it names (:mod:`~memjobs_worker.memory.engine.turns`).
+A memory's ``score`` is that score, in [0, 1]: a memory that
 is the question, word for word, reads 1; unrelated memories stay under a floor
 and are not shown.
 
@@ -14,7 +17,9 @@ Why these: the embedding finds what a question means in other words or the
 other language ("what am I allergic to?" → 我对花生过敏); the keywords find
 what an embedding blurs: names, numbers, exact phrases (docs/embeddings.md
 has the figures of each alone and fused); the neighbours find the turn that
-answers ("yes, last year") beside the turns that say what it is about. The
+answers ("yes, last year") beside the turns that say what it is about; the
+speaker and the date tell apart turns that are alike in words ("What did
+Caroline research?" is answered by Caroline, not by Melanie asking her). The
 weights were chosen on LoCoMo's development conversations and checked by
 leaving each conversation out (``bench/bench_locomo.py``, docs/benchmarks.md).
 
@@ -32,6 +37,7 @@ collection is indexed by owner: see ``_index_by_owner``).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +46,7 @@ from psycopg_pool import ConnectionPool
 
 from memjobs_worker.fulltext import index_tokens, is_searchable, is_unspaced_token, query_tokens
 from memjobs_worker.memory.engine.base import MemoryHit
+from memjobs_worker.memory.engine.turns import date_spans, named_speaker, speaker_of, stamp_of
 from memjobs_worker.ranking import idf, question_weight
 
 #: What holding every keyword of the question weighs against being its nearest
@@ -53,11 +60,18 @@ NEIGHBOURS = 2
 #: itself: in full from this own score up, in proportion below, none at 0 or less
 #: (a fact remembered beside the answer is not the answer).
 RELATED = 0.05
+#: What a memory that relates to the question gains when it was said by the person the
+#: question names (:func:`~memjobs_worker.memory.engine.turns.named_speaker`).
+SPEAKER_WEIGHT = 0.15
+#: What a memory that relates to the question gains when its stamp falls in a date the
+#: question names (:func:`~memjobs_worker.memory.engine.turns.date_spans`).
+DATE_WEIGHT = 0.1
 #: A memory scoring this or less is not shown (unrelated to the question).
 FLOOR = 0.1
 #: At most this many question tokens are looked up.
 MAX_QUERY_TOKENS = 64
 
+_DAY = datetime.timedelta(days=1)
 _LEMMAS = "coalesce(payload->>'text_lemmatized', payload->>'data')"
 
 
@@ -88,6 +102,8 @@ def fused_search(
         {hit.memory_id: hit.score or 0.0 for hit in by_keyword},
         whole,
         min_score,
+        question=query,
+        texts=[hit.text for hit in memories],
     )
     return [MemoryHit(memory_id, texts[memory_id], score) for memory_id, score in ranked[:limit]]
 
@@ -101,6 +117,10 @@ def rank_memories(
     keyword_weight: float = KEYWORD_WEIGHT,
     neighbour_weight: float = NEIGHBOUR_WEIGHT,
     neighbours: int = NEIGHBOURS,
+    question: str = "",
+    texts: Sequence[str] | None = None,
+    speaker_weight: float = SPEAKER_WEIGHT,
+    date_weight: float = DATE_WEIGHT,
 ) -> list[tuple[str, float]]:
     """The owner's memories that answer a question, best first, each with its score in [0, 1].
 
@@ -119,10 +139,19 @@ def rank_memories(
     ``neighbour_weight`` of the best own score among the ``neighbours``
     memories made just before and after it (measured on LoCoMo's development
     conversations: docs/benchmarks.md), as far as it relates to the question itself
-    (:data:`RELATED`). The score shown is that sum, at most 1.
+    (:data:`RELATED`).
 
-    The floor: a memory is left out when its score is :data:`FLOOR` or less, or
-    when its cosine is under ``min_score`` and it holds no keyword of the question.
+    When ``texts`` (the memories' texts, in the same order) read as lines of a
+    transcript (:mod:`~memjobs_worker.memory.engine.turns`), a memory that relates
+    to the question gains ``speaker_weight`` when it was said by the person
+    ``question`` names first, and ``date_weight`` when its stamp falls on a date
+    the question names (a named day also takes the day after: a turn tells of
+    "yesterday"). The score shown is that sum, at most 1.
+
+    The floor: a memory is left out when its score before those two gains is
+    :data:`FLOOR` or less (they order what relates, they do not make a memory
+    relate), or when its cosine is under ``min_score`` and it holds no keyword of
+    the question.
     """
     if not memories:
         return []
@@ -133,6 +162,7 @@ def rank_memories(
         / (1.0 + keyword_weight)
         for m, cosine in memories
     ]
+    gains = _gains(question, texts, speaker_weight, date_weight) if texts is not None else None
     scored = []
     for i, (memory_id, cosine) in enumerate(memories):
         if cosine < min_score and keyword.get(memory_id, 0.0) <= 0:
@@ -141,9 +171,29 @@ def rank_memories(
         related = min(1.0, max(0.0, own[i] / RELATED))
         score = own[i] + neighbour_weight * related * max([0.0, *beside])
         if score > FLOOR:
-            scored.append((score, i, memory_id))
+            scored.append((score + (related * gains[i] if gains else 0.0), i, memory_id))
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [(memory_id, min(1.0, score)) for score, _, memory_id in scored]
+
+
+def _gains(question: str, texts: Sequence[str], speaker_weight: float, date_weight: float) -> list[float] | None:
+    """What each memory gains from being said by the person ``question`` names and on a
+    date it names (:func:`rank_memories`); None when it names neither."""
+    speakers = [speaker_of(text) for text in texts]
+    named = named_speaker(question, {s for s in speakers if s}) if speaker_weight else None
+    # A named day also covers the day after: "last night" is told the next day.
+    days = (
+        [(first, last + _DAY if first == last else last) for first, last in date_spans(question)] if date_weight else []
+    )
+    if named is None and not days:
+        return None
+    gains = [speaker_weight if named is not None and s == named else 0.0 for s in speakers]
+    if days:
+        for i, text in enumerate(texts):
+            stamp = stamp_of(text)
+            if stamp is not None and any(first <= stamp <= last for first, last in days):
+                gains[i] += date_weight
+    return gains
 
 
 def similarities(conn: Any, table: str, owner_key: str, vector: Sequence[float]) -> list[MemoryHit]:
