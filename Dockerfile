@@ -8,7 +8,7 @@ COPY pyproject.toml README.md ./
 COPY producers ./producers
 COPY workers ./workers
 # The model's engine built for this image (memjobs_worker/embedding/engine.py:
-# about 45 % less CPU a text than the wheel's); the compiler is removed again,
+# about half the CPU a text of the wheel's); the compiler is removed again,
 # OpenMP's runtime (libgomp1) stays. Should the build fail, the wheel's engine runs.
 RUN pip install --no-cache-dir . \
  && apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev libgomp1 \

@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	# The model's engine built for this host (embedding/engine.py); without a C
-	# compiler the wheel's engine is used, about 45 % slower a text.
+	# compiler the wheel's engine is used (about twice the CPU a text).
 	$(BIN)/python -m memjobs_worker.embedding.engine || true
 	touch $@
 

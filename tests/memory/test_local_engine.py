@@ -124,3 +124,12 @@ def test_the_kernel_is_spliced_only_into_the_source_it_was_written_for(tmp_path:
     other.write_text((package / "e5.c").read_text().replace("blazing-fast", "fast"))
     with pytest.raises(engine.EngineBuildError, match="not the one"):
         engine.spliced_source(tmp_path)
+
+
+def test_without_a_compiler_nothing_is_installed_and_the_wheels_engine_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "ENGINE_DIR", tmp_path)
+    with pytest.raises(engine.EngineBuildError, match="no C compiler"):
+        engine.build("memjobs-no-such-compiler")
+    assert engine.tuned_engine() is None and not list(tmp_path.iterdir())
