@@ -14,6 +14,7 @@ heuristic: it trades a few misses for few false refusals.  A number after
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -26,7 +27,6 @@ from memjobs_client.sensitive.values import (
     digit_count,
     is_filler,
     value_core,
-    value_span,
 )
 
 # --- English disclosures ---------------------------------------------------
@@ -201,31 +201,70 @@ def _en_family(keyword: str) -> str:
 _LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|admin|root|ssid|wi-?fi)|账号|帐号|用户名")
 
 
-def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
+#: A connector and the value after it, in one pattern: the connector as
+#: :data:`_EN_CONNECTOR` matches it (atomic: the first of its alternatives that
+#: matches, none other tried when no value follows), then, where it ends (the
+#: empty group ``opens``), the value as :data:`_EN_VALUE` matches it. One call
+#: and one tuple of groups a keyword, where two patterns and a group each were
+#: (issue 31: the Python steps per keyword were most of a text of secrets' cost).
+_EN_JUDGED = re.compile("(?>" + _EN_CONNECTOR.pattern + ")(?P<opens>)" + _EN_VALUE.pattern, re.IGNORECASE | re.VERBOSE)
+assert tuple(_EN_JUDGED.groupindex) == (
+    "eq",
+    "colon",
+    "verb",
+    "to",
+    "none",
+    "opens",
+    "quoted",
+    "digits",
+    "spoken",
+    "plain",
+)
+
+
+def _en_value(family: str, value: re.Match[str], text: str) -> tuple[int, int] | None:
+    """The span of the secret in a match of :data:`_EN_JUDGED` after a keyword
+    of ``family``, or None when the value does not look like one."""
+    eq, colon, verb, to, _, _, raw, digits, spoken, plain = value.groups()
+    conn = (
+        "eq"
+        if eq is not None
+        else "colon"
+        if colon is not None
+        else "verb"
+        if verb is not None
+        else "to"
+        if to is not None
+        else "none"
+    )
     # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
-    if (
-        family == "short"
-        and conn not in ("eq", "colon", "verb")
-        and (conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None)
-    ):
-        return False
-    digits = value.group("digits")
+    if family == "short" and conn not in ("eq", "colon", "verb"):
+        opens = value.start("opens")
+        if conn != "none" or _LOGIN_CONTEXT.search(text, max(0, opens - 48), opens) is None:
+            return None
     if digits is not None:
-        return digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key")
-    if value.group("spoken") is not None:
-        return True
-    raw = value.group("quoted")
+        if digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key"):
+            return value.span("digits")
+        return None
+    if spoken is not None:
+        return value.span("spoken")
     quoted = raw is not None
     if raw is None:
-        raw = value.group("plain")
+        raw = plain
     core, punct_after = value_core(raw, quoted)
     # Filler (a stop word, a placeholder, code) is judged last, when the rest
     # would take the value: most values a keyword is followed by fail sooner.
-    return (
+    if (
         len(core) >= 4
         and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text)
-        and not (is_filler(core, raw))
-    )
+        and not is_filler(core, raw)
+    ):
+        if quoted:
+            return value.span("quoted")
+        start = value.start("plain")
+        # A plain value loses trailing ",.;:" (values.value_span).
+        return start, start + len(raw.rstrip(".,;:)]}>"))
+    return None
 
 
 def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: bool, end: int, text: str) -> bool:
@@ -291,46 +330,54 @@ _LONG_VALUE = 256
 #: The last text's keywords, one tuple read and replaced whole (threads never see
 #: one text's half with another's): the password and the secret rules look for
 #: the same keywords in the same text, one after the other.
-_last_keywords: tuple[str, list[tuple[int, int]]] = ("", [])
+_last_keywords: tuple[str, list[tuple[int, int, str]]] = ("", [])
 
 
-def _keywords(text: str) -> list[tuple[int, int]]:
-    """The span of each keyword in ``text``. Spans, not matches: a list of
-    hundreds of thousands of match objects kept the garbage collector busy
-    (``pw=pw=…``: three times the cost of the search)."""
+def _keywords(text: str) -> list[tuple[int, int, str]]:
+    """The span of each keyword in ``text``, and its family. Spans, not
+    matches: a list of hundreds of thousands of match objects kept the garbage
+    collector busy (``pw=pw=…``: three times the cost of the search)."""
     global _last_keywords
     last = _last_keywords
     if last[0] is text:
         return last[1]
-    found = [keyword.span() for keyword in _EN_KEYWORD.finditer(folded(text))]
+    found = [(*span, _en_family(text[slice(*span)])) for span in map(_span, _EN_KEYWORD.finditer(folded(text)))]
     _last_keywords = (text, found)
     return found
 
 
+_span = operator.methodcaller("span")
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
+    plausible = {family: _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match for family in families}
+    judge = _EN_JUDGED.match
+
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        for kw_start, kw_end in _keywords(text):
-            if kw_start < judged_to:
+        for kw_start, kw_end, family in _keywords(text):
+            if kw_start < judged_to or family not in families or plausible[family](text, kw_end) is None:
                 continue
-            family = _en_family(text[kw_start:kw_end])
-            if family not in families:
-                continue
-            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, kw_end) is None:
-                continue
-            for start in _en_candidates(text, kw_end):
-                connector = _EN_CONNECTOR.match(text, start)
-                if connector is None:
-                    continue
-                conn = connector.lastgroup or "none"
-                value = _EN_VALUE.match(text, connector.end())
-                if value is not None and value.end() - value.start() >= _LONG_VALUE:
-                    judged_to = max(judged_to, value.end())
-                if value is None or not _en_value_ok(family, conn, value, text):
-                    continue
-                # The one of quoted, digits, spoken and plain that took part.
-                yield value_span(value, value.lastgroup or "plain")
-                break
+            # Where a connector may start: right after the keyword, then (when
+            # that finds no secret) after a qualifier's words.
+            candidates: list[int] | None = None
+            start, tried = kw_end, 1
+            while True:
+                value = judge(text, start)
+                if value is not None:
+                    end = value.end()
+                    if end - start >= _LONG_VALUE and end - value.start("opens") >= _LONG_VALUE:
+                        judged_to = max(judged_to, end)
+                    span = _en_value(family, value, text)
+                    if span is not None:
+                        yield span
+                        break
+                if candidates is None:
+                    candidates = _en_candidates(text, kw_end)
+                if tried == len(candidates):
+                    break
+                start = candidates[tried]
+                tried += 1
 
     return scan
 
@@ -363,7 +410,8 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
         )
         if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
-        yield match.start("value"), match.start("value") + len(core)
+        start = match.start("value")
+        yield start, start + len(core)
 
 
 # Words that can stand before "is my password" without being one.

@@ -216,11 +216,12 @@ def gated(scan: Scanner, *words: str) -> Scanner:
     most text (log lines above all) holds none of a rule's words."""
 
     def run(text: str) -> Iterator[tuple[int, int]]:
+        # The scan's own iterator, not a generator around it: no step per span.
         fold = folded(text)
         for word in words:
             if word in fold:
-                yield from scan(text)
-                return
+                return scan(text)
+        return iter(())
 
     return run
 
@@ -251,8 +252,7 @@ def needs(scan: Scanner, *patterns: str) -> Scanner:
         else:
             found = any(pattern.search(text) is not None for pattern in compiled)
             _needed[key] = (text, found)
-        if found:
-            yield from scan(text)
+        return scan(text) if found else iter(())
 
     return run
 
