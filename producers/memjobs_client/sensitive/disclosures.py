@@ -14,7 +14,6 @@ heuristic: it trades a few misses for few false refusals.  A number after
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -330,33 +329,50 @@ _LONG_VALUE = 256
 #: The last text's keywords, one tuple read and replaced whole (threads never see
 #: one text's half with another's): the password and the secret rules look for
 #: the same keywords in the same text, one after the other.
-_last_keywords: tuple[str, list[tuple[int, int, str]]] = ("", [])
+_last_keywords: tuple[str, list[tuple[int, int]]] = ("", [])
 
 
-def _keywords(text: str) -> list[tuple[int, int, str]]:
-    """The span of each keyword in ``text``, and its family. Spans, not
-    matches: a list of hundreds of thousands of match objects kept the garbage
-    collector busy (``pw=pw=…``: three times the cost of the search)."""
+def _keywords(text: str) -> list[tuple[int, int]]:
+    """The span of each keyword in ``text``. Spans, not matches: a list of
+    hundreds of thousands of match objects kept the garbage collector busy
+    (``pw=pw=…``: three times the cost of the search)."""
     global _last_keywords
     last = _last_keywords
     if last[0] is text:
         return last[1]
-    found = [(*span, _en_family(text[slice(*span)])) for span in map(_span, _EN_KEYWORD.finditer(folded(text)))]
+    found = [keyword.span() for keyword in _EN_KEYWORD.finditer(folded(text))]
     _last_keywords = (text, found)
     return found
 
 
-_span = operator.methodcaller("span")
+#: The family of each keyword as written (:func:`_en_family`), looked up in a
+#: dictionary: a step per keyword of a text of secrets, where the cached
+#: function's call was several.
+_families: dict[str, str] = {}
+
+
+def _family(keyword: str) -> str:
+    family = _families.get(keyword)
+    if family is None:
+        if len(_families) >= 4096:
+            _families.clear()
+        family = _families[keyword] = _en_family(keyword)
+    return family
 
 
 def english_scanner(families: frozenset[str]) -> Scanner:
     plausible = {family: _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match for family in families}
     judge = _EN_JUDGED.match
+    families_get = _families.get
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
-        for kw_start, kw_end, family in _keywords(text):
-            if kw_start < judged_to or family not in families or plausible[family](text, kw_end) is None:
+        for kw_start, kw_end in _keywords(text):
+            if kw_start < judged_to:
+                continue
+            keyword = text[kw_start:kw_end]
+            family = families_get(keyword) or _family(keyword)
+            if family not in families or plausible[family](text, kw_end) is None:
                 continue
             # Where a connector may start: right after the keyword, then (when
             # that finds no secret) after a qualifier's words.

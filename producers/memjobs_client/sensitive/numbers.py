@@ -28,7 +28,12 @@ from memjobs_client.sensitive.rules import DIGIT, TextRule, anchored_scanner, fo
 
 # --- cards ------------------------------------------------------------------
 
-_DIGIT_RUN = re.compile(r"(?<![\d.,/:])\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
+# A run of digit groups, thirteen characters at least (shorter runs hold no
+# card: their look-ahead fails where they start and at each position in them,
+# as the first character that is no digit, space or dash is within thirteen, so
+# the runs found are those the pattern without it finds, less the short ones;
+# issue 31: a Python step per short number of a text of secrets).
+_DIGIT_RUN = re.compile(r"(?<![\d.,/:])(?=[\d \-]{13})\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
 _GROUP_SPLIT = re.compile(r"[ \-]")
 _CARD_WORDS = re.compile(
     r"(?i:card|visa|master|amex|american express|discover|jcb|unionpay|diners|maestro|credit|debit"
@@ -525,7 +530,10 @@ def _backwards(pattern: str) -> str:
 # a keyword with neither leads no match (issue 31: each word before each
 # keyword of "abcd1234 is my password …" was tried, 0.3 s a megabyte).
 _NAMED_BEFORE = re.compile(r"[ \-]?(?:" + _backwards(_CODE_NAMES) + ")")
-_DIGITS_FIRST = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
+# Led by its first character, a "G" or a digit (the engine skips to one; a
+# pattern opening with a look-behind is tried at every position), which it
+# consumes: the next position, after a letter or digit, cannot begin one.
+_DIGITS_FIRST = re.compile(r"[G\d](?<![0-9A-Za-z].)(?<=(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是)).)")
 
 
 def _otp_starts(text: str) -> Iterator[int]:
@@ -610,6 +618,24 @@ def _lead_starts(text: str) -> Iterator[int]:
         yield begin
 
 
+_SSN_SCAN = regex_scanner(_SSN)
+_SSN_WORDS = ("ssn", "social", "社保", "社会保障")
+# A number in the shape of a social security number, unnamed (the second
+# alternative of :data:`_SSN`).
+_SSN_SHAPE = re.compile(r"\d{3}-\d{2}-\d{4}")
+
+
+def _ssn_scan(text: str) -> Iterator[tuple[int, int]]:
+    """:data:`_SSN`'s matches, looked for only when the text names one (its
+    first alternative) or holds one's shape (the second). A dash alone no
+    longer wakes the pattern tried at every position (issue 31: a Markdown
+    list's dashes cost 0.1 s a megabyte)."""
+    fold = folded(text)
+    if any(word in fold for word in _SSN_WORDS) or _SSN_SHAPE.search(text) is not None:
+        return _SSN_SCAN(text)
+    return iter(())
+
+
 _CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
 
 # "admin / admin123456", "root/toor2024": a user name, a slash and a password.
@@ -635,7 +661,7 @@ NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule(
         "social_security_number",
         "social security number",
-        needs(gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), DIGIT),
+        needs(_ssn_scan, DIGIT),
         False,
     ),
     TextRule(
