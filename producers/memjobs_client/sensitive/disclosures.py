@@ -360,6 +360,30 @@ def _family(keyword: str) -> str:
     return family
 
 
+def _long_end(value: re.Match[str] | None, start: int, judged_to: int) -> int:
+    """``judged_to`` moved on to the end of ``value`` (judged from ``start``)
+    when that is a long value (:data:`_LONG_VALUE`)."""
+    if value is None:
+        return judged_to
+    end = value.end()
+    if end - start >= _LONG_VALUE and end - value.start("opens") >= _LONG_VALUE:
+        return max(judged_to, end)
+    return judged_to
+
+
+def _qualified(family: str, text: str, kw_end: int, judged_to: int) -> tuple[tuple[int, int] | None, int]:
+    """The secret after a qualifier's words ("password for my gmail account
+    is …"), tried when none follows the keyword itself; and ``judged_to``
+    moved on past the long values judged (:func:`_long_end`)."""
+    for start in _en_candidates(text, kw_end)[1:]:
+        value = _EN_JUDGED.match(text, start)
+        judged_to = _long_end(value, start, judged_to)
+        span = None if value is None else _en_value(family, value, text)
+        if span is not None:
+            return span, judged_to
+    return None, judged_to
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
     plausible = {family: _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match for family in families}
     judge = _EN_JUDGED.match
@@ -367,33 +391,38 @@ def english_scanner(families: frozenset[str]) -> Scanner:
 
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
+        # Whether the last keyword of each family was followed by a secret:
+        # its next is judged before the plausibility check is made (a value
+        # taken right after the keyword passes it: see _EN_PLAUSIBLE), so that
+        # each secret of a text of them costs one pattern, not two; a value not
+        # taken is then checked, and the order turned back. Either order finds
+        # the same.
+        judge_first: dict[str, bool] = {}
         for kw_start, kw_end in _keywords(text):
             if kw_start < judged_to:
                 continue
             keyword = text[kw_start:kw_end]
             family = families_get(keyword) or _family(keyword)
-            if family not in families or plausible[family](text, kw_end) is None:
+            if family not in families:
                 continue
-            # Where a connector may start: right after the keyword, then (when
-            # that finds no secret) after a qualifier's words.
-            candidates: list[int] | None = None
-            start, tried = kw_end, 1
-            while True:
-                value = judge(text, start)
-                if value is not None:
-                    end = value.end()
-                    if end - start >= _LONG_VALUE and end - value.start("opens") >= _LONG_VALUE:
-                        judged_to = max(judged_to, end)
-                    span = _en_value(family, value, text)
-                    if span is not None:
-                        yield span
-                        break
-                if candidates is None:
-                    candidates = _en_candidates(text, kw_end)
-                if tried == len(candidates):
-                    break
-                start = candidates[tried]
-                tried += 1
+            if judge_first.get(family, False):
+                value = judge(text, kw_end)
+                span = None if value is None else _en_value(family, value, text)
+                if span is None and plausible[family](text, kw_end) is None:
+                    judge_first[family] = False
+                    continue
+            elif plausible[family](text, kw_end) is None:
+                continue
+            else:
+                value = judge(text, kw_end)
+                span = None if value is None else _en_value(family, value, text)
+            judged_to = _long_end(value, kw_end, judged_to)
+            if span is not None:
+                judge_first[family] = True
+            else:
+                span, judged_to = _qualified(family, text, kw_end, judged_to)
+            if span is not None:
+                yield span
 
     return scan
 
