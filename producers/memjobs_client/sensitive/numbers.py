@@ -571,23 +571,6 @@ def _last_letters(names: str) -> str:
     return "[" + "".join(sorted(chars)) + "]"
 
 
-# The keywords (their first letter, in either case) that can lead a match,
-# found by the C library alone (the first letter leads the search): a code
-# word's last letter right before, or a space or dash and such a letter before
-# it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
-# (:data:`_SELF_LED`); atomic, so each is tried once. A keyword after a number
-# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
-# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
-# is found (issue 31: the tail of each keyword of a text of secrets was read in
-# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
-# megabyte).
-_NAME_END = _last_letters(_CODE_NAMES)
-_CODE_KEYWORD = re.compile(
-    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
-    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
-)
-
-
 # A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
 # alternative), or "code" or "pin" with a connector (the second). Any other
 # begins with a code word before the keyword ("door code", "one-time pass"),
@@ -595,6 +578,25 @@ _CODE_KEYWORD = re.compile(
 _SELF_LED = re.compile(
     r"(?i:otp|2fa|mfa)|(?i:code|pin)\b(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
     r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("c")
+)
+
+
+# The keywords (their first letter, in either case) that can lead a match,
+# found by the C library alone (the first letter leads the search): a code
+# word's last letter right before, or a space or dash and such a letter before
+# it (:data:`_NAMED_BEFORE`), or a match of :data:`_SELF_LED` (read here:
+# without a code word before it a keyword leads a match only so, and "… pin
+# 9012 …" with no connector, thousands of them, is not looked at in Python);
+# atomic, so each is tried once. A keyword after a number
+# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
+# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
+# is found (issue 31: the tail of each keyword of a text of secrets was read in
+# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
+# megabyte).
+_NAME_END = _last_letters(_CODE_NAMES)
+_CODE_KEYWORD = re.compile(
+    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=" + _SELF_LED.pattern + r").))"
+    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
 )
 
 
@@ -631,7 +633,7 @@ def _ssn_scan(text: str) -> Iterator[tuple[int, int]]:
     longer wakes the pattern tried at every position (issue 31: a Markdown
     list's dashes cost 0.1 s a megabyte)."""
     fold = folded(text)
-    if any(word in fold for word in _SSN_WORDS) or _SSN_SHAPE.search(text) is not None:
+    if any(word in fold for word in _SSN_WORDS) or ("-" in fold and _SSN_SHAPE.search(text) is not None):
         return _SSN_SCAN(text)
     return iter(())
 
