@@ -33,7 +33,10 @@ from memjobs_client.sensitive.rules import DIGIT, TextRule, anchored_scanner, fo
 # as the first character that is no digit, space or dash is within thirteen, so
 # the runs found are those the pattern without it finds, less the short ones;
 # issue 31: a Python step per short number of a text of secrets).
-_DIGIT_RUN = re.compile(r"(?<![\d.,/:])(?=[\d \-]{13})\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
+# Led by its first digit (the engine skips to one; a pattern opening with a
+# look-behind is tried at every position), the look-behind and look-ahead read
+# from after it.
+_DIGIT_RUN = re.compile(r"\d(?<![\d.,/:].)(?<=(?=[\d \-]{13}).)\d*(?:[ \-]\d+)*(?![\d]|[.,]\d)")
 _GROUP_SPLIT = re.compile(r"[ \-]")
 _CARD_WORDS = re.compile(
     r"(?i:card|visa|master|amex|american express|discover|jcb|unionpay|diners|maestro|credit|debit"
@@ -275,7 +278,8 @@ def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
 
 # --- identity numbers -------------------------------------------------------
 
-_CN_ID = re.compile(r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])")
+# Led by its first digit, as _DIGIT_RUN.
+_CN_ID = re.compile(r"[1-8](?<![0-9A-Za-z].)\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])")
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 
 
