@@ -47,7 +47,7 @@ _EN_KEYWORD = re.compile(
       | secrets? | tokens? | credentials? | creds | (?<![_.\-])key
     )
     (?![A-Za-z0-9])
-    (?:(?=["']?[ \t]*[:=]?[ \t]*["'`“‘]?\[redacted\])(?P<marked>))?
+    (?:(?=["']?(?:[:=][ \t]*|[ \t]*)["'`“‘]?\[redacted\])(?P<marked>))?
     """,
     re.VERBOSE,
 )
@@ -56,7 +56,9 @@ text (:func:`~memjobs_client.sensitive.rules.folded`), where they are
 matched as with ``re.IGNORECASE``, three times faster. ``marked`` takes part
 when a marker is the keyword's value ("password: [REDACTED]", a redaction's
 later rounds): every connector that can follow such a keyword is followed by
-a marker, which :func:`_value_opens` refuses, and no qualifier can; so the
+a marker, which :func:`_value_opens` refuses, and no qualifier can (not after
+a space and then ":" or "=": " :[REDACTED]" is read as no connector and a
+value that opens with ":"); so the
 plausibility check fails for each family (:data:`_EN_PLAUSIBLE`), and the
 keyword is left out, by the C library (the keywords matched are the same: the
 group is optional, after the keyword)."""
