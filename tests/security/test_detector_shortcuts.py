@@ -17,7 +17,7 @@ import re
 import pytest
 from mnemonic import Mnemonic
 
-from memjobs_client.sensitive import numbers, seeds, shapes
+from memjobs_client.sensitive import disclosures, document, encoded, numbers, seeds, shapes
 from memjobs_client.sensitive.normalize import normalise
 from memjobs_client.sensitive.rules import folded, regex_scanner
 
@@ -171,3 +171,89 @@ def test_seed_words_looked_up_in_regions_make_the_same_runs() -> None:
         assert list(seeds._runs(text)) == runs, text
         found += bool(runs)
     assert found > 20
+
+
+def test_digit_patterns_led_by_their_first_digit_find_what_the_look_behind_first_ones_find() -> None:
+    # The plain patterns, opening with their look-behinds (tried at every position).
+    run = re.compile(r"(?<![\d.,/:])\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
+    identity = re.compile(
+        r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])"
+    )
+    digits_first = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
+    pieces = [
+        "1",
+        "4111",
+        "123456",
+        "1990",
+        "0307",
+        "777X",
+        "110101",
+        "19900307",
+        "١٢٣",
+        "G-",
+        "is",
+        "是",
+        "a",
+        ":",
+        ".",
+    ]
+    found = 0
+    for text in _texts(pieces, 4000, seed=31, most=14):
+        # Cards read runs of 13 characters or more only: the led pattern leaves out
+        # most shorter ones (one cut short by its look-ahead may still come).
+        long_runs = [m.span() for m in run.finditer(text) if len(m.group()) >= 13]
+        assert [m.span() for m in numbers._DIGIT_RUN.finditer(text) if len(m.group()) >= 13] == long_runs, text
+        assert [m.span() for m in numbers._CN_ID.finditer(text)] == [m.span() for m in identity.finditer(text)], text
+        firsts = [m.start() for m in digits_first.finditer(text)]
+        assert [m.start() for m in numbers._DIGITS_FIRST.finditer(text)] == firsts, text
+        found += bool(long_runs) + bool(firsts)
+    assert found > 100
+
+
+def test_a_keyword_whose_value_is_a_marker_would_fail_every_plausibility_check() -> None:
+    pieces = ["password", "pin", "key", "api_key", "token", "secret", "pw", "PASSWORD", ":", "=", " ", "\t", '"', "'"]
+    pieces += ["[REDACTED]", "[REDACTED]", "“", "is", "for my", "hunter22", "1234", ":=", "=>", " :", " =", ": "]
+    left_out = 0
+    for text in _texts(pieces, 6000, seed=7, most=8):
+        fold = folded(text)
+        for keyword in disclosures._EN_KEYWORD.finditer(fold):
+            assert keyword.span() == disclosures._EN_KEYWORD_ONLY.match(fold, keyword.start()).span()  # type: ignore[union-attr]
+            if keyword.lastindex != 1:
+                left_out += 1
+                for plausible in (*disclosures._EN_PLAUSIBLE.values(), disclosures._EN_PLAUSIBLE_OTHERS):
+                    assert plausible.match(text, keyword.end()) is None, text
+    assert left_out > 100
+
+
+def test_a_value_taken_right_after_its_keyword_passes_the_plausibility_check() -> None:
+    # What lets the English rule judge a keyword's value before that check.
+    pieces = ["password", "pin", "pass", "key", "token", "api key", "is", "was set to", ":", "=", "-", "to", " ", '"']
+    pieces += ["hunter22", "1234", "12 34", "one two three four", "'s3cret!'", "superSecret99", "abcd1234", "****"]
+    pieces += ["[REDACTED]", "wrong", "4096", "x", "：", "是", "it's", "you"]
+    taken = 0
+    for text in _texts(pieces, 6000, seed=11, most=8):
+        for start, end in disclosures._keywords(text):
+            family = disclosures._en_family(text[start:end])
+            value = disclosures._EN_JUDGED.match(text, end)
+            if value is not None and disclosures._en_value(family, value, text) is not None:
+                taken += 1
+                assert disclosures._EN_PLAUSIBLE.get(family, disclosures._EN_PLAUSIBLE_OTHERS).match(text, end), text
+    assert taken > 100
+
+
+def test_joins_are_looked_for_where_they_can_be() -> None:
+    pieces = ["is", "IS", "password", "passphrase", "pin", "no", ":", "=", "是", "号", "->", " ", "\t", "\r", "\n"]
+    pieces += ["- ", "* ", "1. ", "12) ", "> ", "### ", "[ ] ", "[x] ", "abc", "x" * 40, "\r\n", "pass phrase"]
+    for text in _texts(pieces, 6000, seed=3, most=16):
+        start, end = document._join_reach(text)
+        whole = document._LINE_JOIN.sub("\\g<trail>\0", text)
+        assert text[:start] + document._LINE_JOIN.sub("\\g<trail>\0", text[start:end]) + text[end:] == whole, text
+
+
+def test_random_looking_pieces_found_at_once_are_those_found_one_by_one() -> None:
+    rnd = random.Random(17)
+    for _ in range(3000):
+        pieces = [
+            "".join(rnd.choice("aZ0_-+/=.xY9") for _ in range(rnd.randint(1, 6))) for _ in range(rnd.randint(1, 9))
+        ]
+        assert encoded._tokenish_pieces(pieces) == [i for i, piece in enumerate(pieces) if encoded._tokenish(piece)]

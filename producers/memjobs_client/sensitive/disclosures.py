@@ -26,7 +26,6 @@ from memjobs_client.sensitive.values import (
     digit_count,
     is_filler,
     value_core,
-    value_span,
 )
 
 # --- English disclosures ---------------------------------------------------
@@ -48,12 +47,23 @@ _EN_KEYWORD = re.compile(
       | secrets? | tokens? | credentials? | creds | (?<![_.\-])key
     )
     (?![A-Za-z0-9])
+    (?:(?=["']?(?:[:=][ \t]*|[ \t]*)["'`“‘]?\[redacted\])(?P<marked>))?
     """,
     re.VERBOSE,
 )
 """The keywords, in lower case: matched, case-sensitively, against the folded
 text (:func:`~memjobs_client.sensitive.rules.folded`), where they are
-matched as with ``re.IGNORECASE``, three times faster."""
+matched as with ``re.IGNORECASE``, three times faster. ``marked`` takes part
+when a marker is the keyword's value ("password: [REDACTED]", a redaction's
+later rounds): every connector that can follow such a keyword is followed by
+a marker, which :func:`_value_opens` refuses, and no qualifier can (not after
+a space and then ":" or "=": " :[REDACTED]" is read as no connector and a
+value that opens with ":"); so the
+plausibility check fails for each family (:data:`_EN_PLAUSIBLE`), and the
+keyword is left out, by the C library (the keywords matched are the same: the
+group is optional, after the keyword)."""
+# The keywords alone, for a text that holds no marker.
+_EN_KEYWORD_ONLY = re.compile(_EN_KEYWORD.pattern[: _EN_KEYWORD.pattern.rindex("(?:(?=")], re.VERBOSE)
 _EN_QUALIFIER = re.compile(r"[ \t]+(?:for|of|on|at|to|in|with|from)(?=[ \t])", re.IGNORECASE)
 _EN_WORD = re.compile(r"[ \t]+[^\s:=,;!?。，：；\"'`]+")
 # The connectors, one pattern each: "=", ":", a verb ("is", "was set to" …),
@@ -201,31 +211,70 @@ def _en_family(keyword: str) -> str:
 _LOGIN_CONTEXT = re.compile(r"(?i:user(?:[ _]?name)?|login|log[ _]in|account|admin|root|ssid|wi-?fi)|账号|帐号|用户名")
 
 
-def _en_value_ok(family: str, conn: str, value: re.Match[str], text: str) -> bool:
+#: A connector and the value after it, in one pattern: the connector as
+#: :data:`_EN_CONNECTOR` matches it (atomic: the first of its alternatives that
+#: matches, none other tried when no value follows), then, where it ends (the
+#: empty group ``opens``), the value as :data:`_EN_VALUE` matches it. One call
+#: and one tuple of groups a keyword, where two patterns and a group each were
+#: (issue 31: the Python steps per keyword were most of a text of secrets' cost).
+_EN_JUDGED = re.compile("(?>" + _EN_CONNECTOR.pattern + ")(?P<opens>)" + _EN_VALUE.pattern, re.IGNORECASE | re.VERBOSE)
+assert tuple(_EN_JUDGED.groupindex) == (
+    "eq",
+    "colon",
+    "verb",
+    "to",
+    "none",
+    "opens",
+    "quoted",
+    "digits",
+    "spoken",
+    "plain",
+)
+
+
+def _en_value(family: str, value: re.Match[str], text: str) -> tuple[int, int] | None:
+    """The span of the secret in a match of :data:`_EN_JUDGED` after a keyword
+    of ``family``, or None when the value does not look like one."""
+    eq, colon, verb, to, _, _, raw, digits, spoken, plain = value.groups()
+    conn = (
+        "eq"
+        if eq is not None
+        else "colon"
+        if colon is not None
+        else "verb"
+        if verb is not None
+        else "to"
+        if to is not None
+        else "none"
+    )
     # "pass the salt" is not a disclosure; "login admin / pass 711475" is.
-    if (
-        family == "short"
-        and conn not in ("eq", "colon", "verb")
-        and (conn != "none" or _LOGIN_CONTEXT.search(text, max(0, value.start() - 48), value.start()) is None)
-    ):
-        return False
-    digits = value.group("digits")
+    if family == "short" and conn not in ("eq", "colon", "verb"):
+        opens = value.start("opens")
+        if conn != "none" or _LOGIN_CONTEXT.search(text, max(0, opens - 48), opens) is None:
+            return None
     if digits is not None:
-        return digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key")
-    if value.group("spoken") is not None:
-        return True
-    raw = value.group("quoted")
+        if digit_count(digits) >= 4 and family not in ("ambiguous", "compound", "key"):
+            return value.span("digits")
+        return None
+    if spoken is not None:
+        return value.span("spoken")
     quoted = raw is not None
     if raw is None:
-        raw = value.group("plain")
+        raw = plain
     core, punct_after = value_core(raw, quoted)
     # Filler (a stop word, a placeholder, code) is judged last, when the rest
     # would take the value: most values a keyword is followed by fail sooner.
-    return (
+    if (
         len(core) >= 4
         and _en_shape_ok(family, conn, core, quoted, punct_after, value.end(), text)
-        and not (is_filler(core, raw))
-    )
+        and not is_filler(core, raw)
+    ):
+        if quoted:
+            return value.span("quoted")
+        start = value.start("plain")
+        # A plain value loses trailing ",.;:" (values.value_span).
+        return start, start + len(raw.rstrip(".,;:)]}>"))
+    return None
 
 
 def _en_shape_ok(family: str, conn: str, core: str, quoted: bool, punct_after: bool, end: int, text: str) -> bool:
@@ -302,35 +351,93 @@ def _keywords(text: str) -> list[tuple[int, int]]:
     last = _last_keywords
     if last[0] is text:
         return last[1]
-    found = [keyword.span() for keyword in _EN_KEYWORD.finditer(folded(text))]
+    fold = folded(text)
+    if "[redacted]" not in fold:  # no marker: none is left out, and the plain pattern is faster
+        found = [keyword.span() for keyword in _EN_KEYWORD_ONLY.finditer(fold)]
+    else:
+        found = [keyword.span() for keyword in _EN_KEYWORD.finditer(fold) if keyword.lastindex == 1]
     _last_keywords = (text, found)
     return found
 
 
+#: The family of each keyword as written (:func:`_en_family`), looked up in a
+#: dictionary: a step per keyword of a text of secrets, where the cached
+#: function's call was several.
+_families: dict[str, str] = {}
+
+
+def _family(keyword: str) -> str:
+    family = _families.get(keyword)
+    if family is None:
+        if len(_families) >= 4096:
+            _families.clear()
+        family = _families[keyword] = _en_family(keyword)
+    return family
+
+
+def _long_end(value: re.Match[str] | None, start: int, judged_to: int) -> int:
+    """``judged_to`` moved on to the end of ``value`` (judged from ``start``)
+    when that is a long value (:data:`_LONG_VALUE`)."""
+    if value is None:
+        return judged_to
+    end = value.end()
+    if end - start >= _LONG_VALUE and end - value.start("opens") >= _LONG_VALUE:
+        return max(judged_to, end)
+    return judged_to
+
+
+def _qualified(family: str, text: str, kw_end: int, judged_to: int) -> tuple[tuple[int, int] | None, int]:
+    """The secret after a qualifier's words ("password for my gmail account
+    is …"), tried when none follows the keyword itself; and ``judged_to``
+    moved on past the long values judged (:func:`_long_end`)."""
+    for start in _en_candidates(text, kw_end)[1:]:
+        value = _EN_JUDGED.match(text, start)
+        judged_to = _long_end(value, start, judged_to)
+        span = None if value is None else _en_value(family, value, text)
+        if span is not None:
+            return span, judged_to
+    return None, judged_to
+
+
 def english_scanner(families: frozenset[str]) -> Scanner:
+    plausible = {family: _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match for family in families}
+    judge = _EN_JUDGED.match
+    families_get = _families.get
+
     def scan(text: str) -> Iterator[tuple[int, int]]:
         judged_to = 0  # the end of the last long value judged
+        # Whether the last keyword of each family was followed by a secret:
+        # its next is judged before the plausibility check is made (a value
+        # taken right after the keyword passes it: see _EN_PLAUSIBLE), so that
+        # each secret of a text of them costs one pattern, not two; a value not
+        # taken is then checked, and the order turned back. Either order finds
+        # the same.
+        judge_first: dict[str, bool] = {}
         for kw_start, kw_end in _keywords(text):
             if kw_start < judged_to:
                 continue
-            family = _en_family(text[kw_start:kw_end])
+            keyword = text[kw_start:kw_end]
+            family = families_get(keyword) or _family(keyword)
             if family not in families:
                 continue
-            if _EN_PLAUSIBLE.get(family, _EN_PLAUSIBLE_OTHERS).match(text, kw_end) is None:
+            if judge_first.get(family, False):
+                value = judge(text, kw_end)
+                span = None if value is None else _en_value(family, value, text)
+                if span is None and plausible[family](text, kw_end) is None:
+                    judge_first[family] = False
+                    continue
+            elif plausible[family](text, kw_end) is None:
                 continue
-            for start in _en_candidates(text, kw_end):
-                connector = _EN_CONNECTOR.match(text, start)
-                if connector is None:
-                    continue
-                conn = connector.lastgroup or "none"
-                value = _EN_VALUE.match(text, connector.end())
-                if value is not None and value.end() - value.start() >= _LONG_VALUE:
-                    judged_to = max(judged_to, value.end())
-                if value is None or not _en_value_ok(family, conn, value, text):
-                    continue
-                # The one of quoted, digits, spoken and plain that took part.
-                yield value_span(value, value.lastgroup or "plain")
-                break
+            else:
+                value = judge(text, kw_end)
+                span = None if value is None else _en_value(family, value, text)
+            judged_to = _long_end(value, kw_end, judged_to)
+            if span is not None:
+                judge_first[family] = True
+            else:
+                span, judged_to = _qualified(family, text, kw_end, judged_to)
+            if span is not None:
+                yield span
 
     return scan
 
@@ -363,7 +470,8 @@ def reverse_scanner(text: str) -> Iterator[tuple[int, int]]:
         )
         if weak and not (core.isalpha() and len(core) >= 6 and core.lower() not in _COMMON_WORDS):
             continue
-        yield match.start("value"), match.start("value") + len(core)
+        start = match.start("value")
+        yield start, start + len(core)
 
 
 # Words that can stand before "is my password" without being one.

@@ -49,9 +49,33 @@ def joined_lines(text: str) -> str:
 def _joined(text: str) -> tuple[str, list[int]]:
     """:func:`joined_lines`, and where each join's space is in it."""
     # A NUL marks a join (a document holds none: the doors refuse it as text).
-    marked = _LINE_JOIN.sub("\\g<trail>\0", text)
+    start, end = _join_reach(text)
+    marked = text[:start] + _LINE_JOIN.sub("\\g<trail>\0", text[start:end]) + text[end:]
     kept = "\n".join(line for line in marked.split("\n") if "\0" in line)
     return kept.replace("\0", " "), [m.start() for m in _NUL.finditer(kept)]
+
+
+#: The longest a join's trail is ("passphrase").
+_TRAIL_MOST = 10
+# What can follow a document's last line break in a join, or more: spaces and
+# tabs, a Markdown marker and a checkbox (:data:`_LINE_JOIN`'s end, not possessive).
+_AFTER_LAST_BREAK = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,9}[.)]|>|#{1,6})[ \t]*(?:\[[ xX]\][ \t]*)?)?")
+
+
+def _join_reach(text: str) -> tuple[int, int]:
+    """The part of ``text`` in which every join lies: from two characters
+    before the longest trail can start (the character before it is read) up to
+    the first line break, to one after what can follow the last. Each join
+    holds a line break, after at most a trail and spaces (issue 31: a
+    document of one long line after a few short ones was tried for a join at
+    each of its characters, 0.1 s a megabyte)."""
+    first, last = text.find("\n"), text.rfind("\n")
+    if first < 0:
+        return 0, 0
+    start = max(0, len(text[:first].rstrip(" \t\r")) - _TRAIL_MOST - 2)
+    after = _AFTER_LAST_BREAK.match(text, last + 1)
+    assert after is not None  # it matches the empty string
+    return start, min(len(text), after.end() + 1)
 
 
 _NUL = re.compile("\0")

@@ -21,8 +21,8 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from functools import partial
-from itertools import accumulate
-from operator import add
+from itertools import accumulate, chain, compress, count, repeat
+from operator import and_, is_not, ne, or_
 
 from memjobs_client.sensitive.rules import Scanner, touching_marker
 
@@ -144,8 +144,17 @@ _GROUP = re.compile(
     rf"(?:(?:[ \t]{{1,3}}+|[ \t]*+\r?\n[ \t]*+)(?={_FRAGMENT_CHAR}){_FRAGMENT_CHAR}++)+"
 )
 _PREFIX_AT = re.compile(rf"(?=(?:{_PREFIX.pattern}))")
-# At the start of a NUL-separated fragment holding a digit, or both cases (as _tokenish).
-_TOKENISH_AT = re.compile(r"(?<![^\0])(?:(?=[^\0]*?[0-9])|(?=[^\0]*?[A-Z])(?=[^\0]*?[a-z]))")
+
+
+def _tokenish_pieces(pieces: list[str]) -> list[int]:
+    """The index of each random-looking piece (:func:`_tokenish`), in order:
+    one with a digit, or with both an upper-case letter (it differs from its
+    lower case) and a lower-case one (from its upper case). Pieces are ASCII
+    (:data:`_FRAGMENT`). Each test is the C library's over all the pieces at
+    once, no Python step per piece (a wrapped line of tens of thousands)."""
+    digit = map(is_not, map(_DIGIT.search, pieces), repeat(None))
+    mixed = map(and_, map(ne, map(str.lower, pieces), pieces), map(ne, map(str.upper, pieces), pieces))
+    return list(compress(count(), map(or_, digit, mixed)))
 
 
 def spaced_scanner(matches: Matches) -> Scanner:
@@ -162,14 +171,14 @@ def spaced_scanner(matches: Matches) -> Scanner:
         for group in _GROUP.finditer(text):
             pieces = _FRAGMENT.findall(group.group())
             joined = "".join(pieces)
+            prefixes = _PREFIX_AT.finditer(joined)
+            first_prefix = next(prefixes, None)
+            if first_prefix is None:
+                continue  # no prefix in the group: nothing below to look at
             offsets = [0, *accumulate(map(len, pieces))]
-            # The random-looking fragments, by index, found by one pattern over
-            # the fragments joined by NULs (their start there: offset + index).
-            separated = "\0".join(pieces)
-            starts = list(map(add, offsets, range(len(pieces))))
-            tokenish = [bisect_left(starts, m.start()) for m in _TOKENISH_AT.finditer(separated)]
+            tokenish = _tokenish_pieces(pieces)
             is_tokenish = set(tokenish)
-            for prefix in _PREFIX_AT.finditer(joined):
+            for prefix in chain((first_prefix,), prefixes):
                 start = bisect_left(offsets, prefix.start())
                 if offsets[start] != prefix.start() or start >= len(pieces) - 1:
                     continue  # not at a fragment's start, or in the last fragment

@@ -60,6 +60,12 @@ class Normalised:
         self._widths = widths
         self._starts: array[int] | None = None
 
+    @property
+    def offsets_hold(self) -> bool:
+        """Whether every offset of the text is the original's (no character
+        became two or none): :meth:`orig_span` maps each span to itself."""
+        return self._widths is None
+
     def orig_span(self, start: int, end: int) -> tuple[int, int]:
         """Map a non-empty span of the normalised text back to the original: from
         the start of the character ``start`` came from to the end of the one

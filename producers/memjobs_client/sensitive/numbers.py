@@ -28,7 +28,15 @@ from memjobs_client.sensitive.rules import DIGIT, TextRule, anchored_scanner, fo
 
 # --- cards ------------------------------------------------------------------
 
-_DIGIT_RUN = re.compile(r"(?<![\d.,/:])\d+(?:[ \-]\d+)*(?![\d]|[.,]\d)")
+# A run of digit groups, thirteen characters at least (shorter runs hold no
+# card: their look-ahead fails where they start and at each position in them,
+# as the first character that is no digit, space or dash is within thirteen, so
+# the runs found are those the pattern without it finds, less the short ones;
+# issue 31: a Python step per short number of a text of secrets).
+# Led by its first digit (the engine skips to one; a pattern opening with a
+# look-behind is tried at every position), the look-behind and look-ahead read
+# from after it.
+_DIGIT_RUN = re.compile(r"\d(?<![\d.,/:].)(?<=(?=[\d \-]{13}).)\d*(?:[ \-]\d+)*(?![\d]|[.,]\d)")
 _GROUP_SPLIT = re.compile(r"[ \-]")
 _CARD_WORDS = re.compile(
     r"(?i:card|visa|master|amex|american express|discover|jcb|unionpay|diners|maestro|credit|debit"
@@ -270,7 +278,8 @@ def _card_context_ok(text: str, start: int, end: int, digits: str) -> bool:
 
 # --- identity numbers -------------------------------------------------------
 
-_CN_ID = re.compile(r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])")
+# Led by its first digit, as _DIGIT_RUN.
+_CN_ID = re.compile(r"[1-8](?<![0-9A-Za-z].)\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])")
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 
 
@@ -525,7 +534,10 @@ def _backwards(pattern: str) -> str:
 # a keyword with neither leads no match (issue 31: each word before each
 # keyword of "abcd1234 is my password …" was tried, 0.3 s a megabyte).
 _NAMED_BEFORE = re.compile(r"[ \-]?(?:" + _backwards(_CODE_NAMES) + ")")
-_DIGITS_FIRST = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
+# Led by its first character, a "G" or a digit (the engine skips to one; a
+# pattern opening with a look-behind is tried at every position), which it
+# consumes: the next position, after a letter or digit, cannot begin one.
+_DIGITS_FIRST = re.compile(r"[G\d](?<![0-9A-Za-z].)(?<=(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是)).)")
 
 
 def _otp_starts(text: str) -> Iterator[int]:
@@ -563,23 +575,6 @@ def _last_letters(names: str) -> str:
     return "[" + "".join(sorted(chars)) + "]"
 
 
-# The keywords (their first letter, in either case) that can lead a match,
-# found by the C library alone (the first letter leads the search): a code
-# word's last letter right before, or a space or dash and such a letter before
-# it (:data:`_NAMED_BEFORE`), or "otp", "2fa", "mfa", "code" or "pin"
-# (:data:`_SELF_LED`); atomic, so each is tried once. A keyword after a number
-# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
-# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
-# is found (issue 31: the tail of each keyword of a text of secrets was read in
-# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
-# megabyte).
-_NAME_END = _last_letters(_CODE_NAMES)
-_CODE_KEYWORD = re.compile(
-    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=(?i:otp|2fa|mfa|code|pin)).))"
-    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
-)
-
-
 # A match that begins at its keyword: "otp", "2fa" or "mfa" first (the first
 # alternative), or "code" or "pin" with a connector (the second). Any other
 # begins with a code word before the keyword ("door code", "one-time pass"),
@@ -587,6 +582,25 @@ _CODE_KEYWORD = re.compile(
 _SELF_LED = re.compile(
     r"(?i:otp|2fa|mfa)|(?i:code|pin)\b(?i:[ \t]+(?:for|to|of|on)[ \t]+(?:the[ \t]+|my[ \t]+|our[ \t]+)?[\w\-]+)?"
     r"(?:[ \t]*(?::|=|：)|[ \t]+(?i:is|was)(?:[ \t]*:)?)" + _code_value("c")
+)
+
+
+# The keywords (their first letter, in either case) that can lead a match,
+# found by the C library alone (the first letter leads the search): a code
+# word's last letter right before, or a space or dash and such a letter before
+# it (:data:`_NAMED_BEFORE`), or a match of :data:`_SELF_LED` (read here:
+# without a code word before it a keyword leads a match only so, and "… pin
+# 9012 …" with no connector, thousands of them, is not looked at in Python);
+# atomic, so each is tried once. A keyword after a number
+# or a value ("hunter22 password=…", "1234 pin") is not looked at, and the tail
+# (:data:`_CODE_TAIL`) is read only after the code word or the self-led match
+# is found (issue 31: the tail of each keyword of a text of secrets was read in
+# each round of a redaction, and of each of ``codepincodepin…1``: 0.6 s a
+# megabyte).
+_NAME_END = _last_letters(_CODE_NAMES)
+_CODE_KEYWORD = re.compile(
+    r"[cpo2mCPOM](?>(?<=" + _NAME_END + r".)|(?<=" + _NAME_END + r"[ \-].)|(?<=(?=" + _SELF_LED.pattern + r").))"
+    r"(?<=(?=(?i:passcode|password|pass|code|pin|otp|2fa|mfa)).)"
 )
 
 
@@ -608,6 +622,24 @@ def _lead_starts(text: str) -> Iterator[int]:
         for separator in _LEAD_SEPARATOR.finditer(text, begin, at):
             yield separator.end()
         yield begin
+
+
+_SSN_SCAN = regex_scanner(_SSN)
+_SSN_WORDS = ("ssn", "social", "社保", "社会保障")
+# A number in the shape of a social security number, unnamed (the second
+# alternative of :data:`_SSN`).
+_SSN_SHAPE = re.compile(r"\d{3}-\d{2}-\d{4}")
+
+
+def _ssn_scan(text: str) -> Iterator[tuple[int, int]]:
+    """:data:`_SSN`'s matches, looked for only when the text names one (its
+    first alternative) or holds one's shape (the second). A dash alone no
+    longer wakes the pattern tried at every position (issue 31: a Markdown
+    list's dashes cost 0.1 s a megabyte)."""
+    fold = folded(text)
+    if any(word in fold for word in _SSN_WORDS) or ("-" in fold and _SSN_SHAPE.search(text) is not None):
+        return _SSN_SCAN(text)
+    return iter(())
 
 
 _CODE_GATE = ("code", "pin", "otp", "2fa", "mfa", "pass", "码", "碼", "口令")
@@ -635,7 +667,7 @@ NUMBER_RULES: tuple[TextRule, ...] = (
     TextRule(
         "social_security_number",
         "social security number",
-        needs(gated(regex_scanner(_SSN), "ssn", "social", "社保", "社会保障", "-"), DIGIT),
+        needs(_ssn_scan, DIGIT),
         False,
     ),
     TextRule(

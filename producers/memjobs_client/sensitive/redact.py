@@ -11,6 +11,9 @@ doubled redaction's cost). Up to four rounds.
 
 from __future__ import annotations
 
+from itertools import accumulate, chain, compress, count, pairwise, repeat, starmap
+from operator import add, lt, sub
+
 from memjobs_client.sensitive.content import TEXT_RULES
 from memjobs_client.sensitive.normalize import normalise
 from memjobs_client.sensitive.rules import MARKER
@@ -37,15 +40,26 @@ def _found(text: str, windows: list[_Window], again: bool = False) -> list[tuple
     spans: list[tuple[int, int]] = []
     for start, end, keep_start, keep_end in windows:
         normalised = normalise(text[start:end])
+        found: list[tuple[int, int]] = []
         for rule in TEXT_RULES:
             if again and rule.wakes is not None and rule.wakes.search(normalised.text) is None:
                 continue
-            for s, e in rule.scan(normalised.text):
-                a, b = normalised.orig_span(s, e)
-                if start + b > keep_start and start + a < keep_end:
-                    spans.append((start + a, start + b))
+            found += rule.scan(normalised.text)  # no Python step per span: a text of secrets has thousands
+        if (
+            start == 0
+            and keep_start <= 0
+            and keep_end >= end
+            and normalised.offsets_hold
+            and all(starmap(lt, found))  # (the rules' spans are never empty: the check is cheap)
+        ):
+            spans += found  # the whole text, read as it is: each span is kept, where it is
+            continue
+        for s, e in found:
+            a, b = normalised.orig_span(s, e)
+            if start + b > keep_start and start + a < keep_end:
+                spans.append((start + a, start + b))
     merged: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
+    for s, e in sorted(set(spans)):  # a secret two rules find is one span
         if merged and s <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], e))
         else:
@@ -55,17 +69,31 @@ def _found(text: str, windows: list[_Window], again: bool = False) -> list[tuple
 
 def _around(replaced: list[int], size: int) -> list[_Window]:
     """Windows around each replacement starting at an offset of ``replaced``
-    in a text of ``size`` characters, merged where they overlap."""
+    (in order) in a text of ``size`` characters, merged where they overlap:
+    where two replacements are further apart than two windows' width, one
+    window ends and the next begins (found by the C library: a text of
+    secrets has thousands of replacements, and one window)."""
+    width = len(REDACTED)
+    apart = map(lt, repeat(4 * _REACH + width), map(sub, replaced[1:], replaced))
+    firsts = [0, *compress(count(1), apart), len(replaced)]
     windows: list[_Window] = []
-    for at in replaced:
-        keep_start, keep_end = at - _REACH, at + len(REDACTED) + _REACH
-        start, end = max(0, keep_start - _REACH), min(size, keep_end + _REACH)
-        if windows and start <= windows[-1][1]:
-            last = windows[-1]
-            windows[-1] = (last[0], end, last[2], keep_end)
-        else:
-            windows.append((start, end, keep_start, keep_end))
+    for first, after in pairwise(firsts):
+        low, high = replaced[first], replaced[after - 1]
+        windows.append(
+            (max(0, low - 2 * _REACH), min(size, high + width + 2 * _REACH), low - _REACH, high + width + _REACH)
+        )
     return windows
+
+
+def _replaced(text: str, merged: list[tuple[int, int]]) -> tuple[str, list[int]]:
+    """``text`` with each span of ``merged`` (in order, apart) replaced by
+    :data:`REDACTED`, and where each replacement starts in it; by the C
+    library, no Python step per span."""
+    starts, ends = zip(*merged, strict=True)
+    kept = map(text.__getitem__, map(slice, chain((0,), ends), chain(starts, (None,))))
+    # Each replacement starts after the text kept before it and the replacements before.
+    steps = map(add, map(sub, starts, chain((0,), ends)), chain((0,), repeat(len(REDACTED))))
+    return REDACTED.join(kept), list(accumulate(steps))
 
 
 def redact_secrets(text: str) -> str:
@@ -80,18 +108,7 @@ def redact_secrets(text: str) -> str:
         merged = _found(text, windows, again=round_ > 0)
         if not merged:
             return text
-        out: list[str] = []
-        replaced: list[int] = []  # where each replacement starts in the new text
-        cursor = length = 0
-        for start, end in merged:
-            out.append(text[cursor:start])
-            length += start - cursor
-            replaced.append(length)
-            out.append(REDACTED)
-            length += len(REDACTED)
-            cursor = end
-        out.append(text[cursor:])
-        redacted = "".join(out)
+        redacted, replaced = _replaced(text, merged)  # where each replacement starts in the new text
         if redacted == text:
             return text
         text = redacted

@@ -215,12 +215,17 @@ def gated(scan: Scanner, *words: str) -> Scanner:
     substring test is far cheaper than a pattern tried at every position, and
     most text (log lines above all) holds none of a rule's words."""
 
+    # An ASCII text (most) holds none of the other words: each absent word is a
+    # search of the whole text.
+    ascii_words = tuple(word for word in words if word.isascii())
+
     def run(text: str) -> Iterator[tuple[int, int]]:
+        # The scan's own iterator, not a generator around it: no step per span.
         fold = folded(text)
-        for word in words:
+        for word in ascii_words if fold.isascii() else words:
             if word in fold:
-                yield from scan(text)
-                return
+                return scan(text)
+        return iter(())
 
     return run
 
@@ -251,8 +256,7 @@ def needs(scan: Scanner, *patterns: str) -> Scanner:
         else:
             found = any(pattern.search(text) is not None for pattern in compiled)
             _needed[key] = (text, found)
-        if found:
-            yield from scan(text)
+        return scan(text) if found else iter(())
 
     return run
 

@@ -21,7 +21,16 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from memjobs_client.sensitive.rules import DIGIT, Scanner, TextRule, gated, needs, regex_scanner, touching_marker
+from memjobs_client.sensitive.rules import (
+    DIGIT,
+    MARKER,
+    Scanner,
+    TextRule,
+    gated,
+    needs,
+    regex_scanner,
+    touching_marker,
+)
 from memjobs_client.sensitive.values import PLACEHOLDER
 
 # Not preceded by a character that would make the prefix part of a longer word.
@@ -154,6 +163,8 @@ def _secret_groups(pattern: re.Pattern[str]) -> tuple[str, ...]:
 def _not_placeholder(match: re.Match[str]) -> bool:
     """The matched password is not a stand-in (``password``, ``****``, ``${PW}``)."""
     value = next(filter(None, map(match.group, _secret_groups(match.re))), "")
+    if value == MARKER:
+        return False  # a placeholder ("[…]"): a redaction's later rounds read thousands
     return value.lower() not in _URL_PLACEHOLDERS and PLACEHOLDER.fullmatch(value) is None
 
 

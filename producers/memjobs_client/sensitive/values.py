@@ -64,6 +64,13 @@ _CODE_REF = re.compile(
 _FILLER_CORE = re.compile(
     r"(?ix:" + PLACEHOLDER.pattern + r")\Z|(?:" + _CODE_REF.pattern + r")\Z|" + _MARKER_FIRST.pattern
 )
+# The first characters of an ASCII word of letters and digits that no
+# alternative of _FILLER_CORE opens with: not a placeholder's (*, x, <, [, $, %,
+# r of "redacted", y of "your_…", c, p, e, d, n), not "[", and such a word holds
+# none of the ".", "(", "[", "_" each alternative of _CODE_REF needs. A secret
+# ("hunter22", "abcd1234") is then known not to be filler without the pattern
+# (2 µs a value, two rules a value in a text of secrets: issue 31).
+_NO_FILLER_FIRST = frozenset("0123456789abfghijklmoqstuvwzABFGHIJKLMOQSTUVWZ")
 # Particles and punctuation that end a clause ("密码是hunter啊", "... is swordfish.").
 _CLAUSE_END = re.compile(
     r"[ \t]*(?:$|\n|[.,!?;:)\]}，。！？；：、…~]|[了啊呀哦吧啦哈喔嘛呢]"
@@ -86,7 +93,14 @@ def is_filler(core: str, raw: str) -> bool:
     """A stop word, a placeholder ("<password>", "${PW}", "[REDACTED]") or code,
     or a value that opens with a marker ("[REDACTED])": its core, "[REDACTED",
     was taken for a secret, and each redaction round added a "]")."""
-    if core.lower() in _STOP_WORDS or _FILLER_CORE.match(core) is not None or _MARKER_FIRST.match(raw) is not None:
+    if core.lower() in _STOP_WORDS:
+        return True
+    if (
+        not (core[:1] in _NO_FILLER_FIRST and core.isascii() and core.isalnum())
+        and _FILLER_CORE.match(core) is not None
+    ):
+        return True
+    if raw[:1] == "[" and _MARKER_FIRST.match(raw) is not None:
         return True
     stripped = raw.rstrip(".,;:!?")
     return (raw != core and PLACEHOLDER.fullmatch(raw) is not None) or (
