@@ -10,8 +10,9 @@ another owner's recall and ``/healthz`` timed while the attack runs.
   within a minute, and are learned themselves (one window each); a flood of
   them leaves another owner's recall answering.
 
-The bound on the victim's latency is the contract (200 within 1 s), taken as
-the median of ten probes, each on a new connection, so that one scheduling
+The bound on the victim's latency is the contract (200 within 1 s; and a new
+source of the victim's learned within a minute, by real workers, while the
+attack runs), the latency taken as the median of ten probes, each on a new connection, so that one scheduling
 hiccup of this shared machine does not decide it; the figures are printed
 (``-s``) and written down in docs/security.md, "Bounded work".
 """
@@ -30,7 +31,7 @@ import httpx
 import pytest
 
 from memjobs_worker.settings import Settings
-from tests.support.api_process import ApiProcess, Probes, api_process, probe
+from tests.support.api_process import ApiProcess, Probes, api_process, learned_within, owner_states, probe
 from tests.support.harness import spawn_workers
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, problem, turn
 from tests.support.polling import wait_for
@@ -138,10 +139,18 @@ def in_flight(url: str) -> float:
     return float(line.split()[1])
 
 
+def victim_learns(api: ApiProcess, attack: Attack, name: str) -> None:
+    """Another owner's new source is learned within a minute while ``attack`` runs."""
+    seconds = learned_within(api.url, AUTH, "alice", f"I water the ferns on Sundays ({name})")
+    assert attack.running
+    print(f"\n{name} another owner's new source learned in {seconds:.1f} s")
+
+
 def test_f2_a_huge_transcript_is_refused_before_any_scan_and_scans_leave_the_loop_free(
-    start_api: Callable[..., ApiProcess],
+    start_api: Callable[..., ApiProcess], make_settings: Callable[..., Settings], tmp_path: Path, procs: list[Any]
 ) -> None:
     api = start_api()
+    procs.append(spawn_workers(make_settings(), tmp_path / "worker.log"))
     warm_up(api.url)
     huge = {"owner_id": "mallory", "transcript": [turn("card " + "4 " * 120000)] * 4}  # 960 KB
     body = problem(httpx.post(f"{api.url}/v1/sessions/x/end", json=huge, headers=AUTH, timeout=60), "validation", 422)
@@ -157,14 +166,16 @@ def test_f2_a_huge_transcript_is_refused_before_any_scan_and_scans_leave_the_loo
         wait_for(lambda: in_flight(api.url) >= 2, 60, "two transcripts held for redaction")
         recall, health = victim_probes(api.url)
         assert attack.running
+        victim_learns(api, attack, "F2")
     assert_answered_in_time("F2 victim recall", recall)
     assert_answered_in_time("F2 /healthz", health)
 
 
 def test_f3_one_owner_s_long_recalls_leave_other_owners_recall_and_probes_answering(
-    start_api: Callable[..., ApiProcess],
+    start_api: Callable[..., ApiProcess], make_settings: Callable[..., Settings], tmp_path: Path, procs: list[Any]
 ) -> None:
     api = start_api(local_embedder="e5")
+    procs.append(spawn_workers(make_settings(local_embedder="e5"), tmp_path / "worker.log"))
     body = problem(
         httpx.post(f"{api.url}/v1/recall", json={"owner_id": "mallory", "query": "x" * 2000}, headers=AUTH, timeout=60),
         "validation",
@@ -181,6 +192,7 @@ def test_f3_one_owner_s_long_recalls_leave_other_owners_recall_and_probes_answer
         attack.wait_for("the attacker's share full (429 model_busy)", lambda s: s[429] >= 1)
         recall, health = victim_probes(api.url)
         assert attack.running
+        victim_learns(api, attack, "F3")
     print(f"\nF3 attacker's statuses: {dict(attack.statuses)}")
     busy = problem(attack.last[429], "model_busy", 429)
     assert "2 embeddings running or waiting" in busy["detail"]
@@ -218,9 +230,9 @@ def test_f6_long_sources_of_one_owner_leave_another_owner_s_source_learned(
         f"{api.url}/v1/remember", headers=AUTH, timeout=60, json={"owner_id": "alice", "text": "I like green tea"}
     )
     assert r.status_code == 202, r.text
-    wait_for(lambda: states(api.url, "alice") == ["learned"], 60, "alice's source learned")
+    wait_for(lambda: owner_states(api.url, AUTH, "alice") == ["learned"], 60, "alice's source learned")
     print(f"\nF6 another owner's source learned in {time.monotonic() - started:.1f} s")
-    wait_for(lambda: states(api.url, "mallory") == ["learned"] * 8, 300, "the long sources learned")
+    wait_for(lambda: owner_states(api.url, AUTH, "mallory") == ["learned"] * 8, 300, "the long sources learned")
     print(f"F6 the eight 32 KB sources learned in {time.monotonic() - started:.1f} s")
 
 
@@ -241,9 +253,3 @@ def test_f6_a_flood_of_long_remembers_leaves_other_owners_recall_answering(
     print(f"\nF6 flood, the attacker's statuses: {dict(attack.statuses)}")
     assert_answered_in_time("F6 flood, victim recall", recall)
     assert_answered_in_time("F6 flood, /healthz", health)
-
-
-def states(url: str, owner: str) -> list[str]:
-    r = httpx.get(f"{url}/v1/sources", headers={**AUTH, "X-Memjobs-Owner": owner}, timeout=60)
-    assert r.status_code == 200, r.text
-    return [s["state"] for s in r.json()["sources"]]

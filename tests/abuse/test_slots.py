@@ -11,7 +11,9 @@ clients that hold what they are sent, and what another client sees meanwhile.
   (the SDK kept each stream alive with pings).
 
 Each test measures another owner's recall and ``/healthz`` from another address
-DURING the attack: every one must be 200 within 1 s.
+DURING the attack: every one must be 200 within 1 s; and a new source of that
+owner, remembered through the door meanwhile, is learned by real workers within
+a minute.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ import socket
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from memjobs_worker.http.scoped_tokens import issue
 from memjobs_worker.settings import Settings
-from tests.support.api_process import ApiProcess
+from tests.support.api_process import ApiProcess, learned_within
+from tests.support.harness import spawn_workers
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, connect, reply_of, still_open
 from tests.support.polling import wait_for
 
@@ -40,9 +45,23 @@ SAMPLES = 20
 
 
 @pytest.fixture
-def api(api_process_factory: Callable[..., ApiProcess]) -> ApiProcess:
-    """The API as shipped (default limits and timeouts), with tokens, /mcp served."""
+def api(
+    api_process_factory: Callable[..., ApiProcess],
+    make_settings: Callable[..., Settings],
+    tmp_path: Path,
+    procs: list[Any],
+) -> ApiProcess:
+    """The API as shipped (default limits and timeouts), with tokens, /mcp served;
+    and workers beside it, which learn what it is sent."""
+    procs.append(spawn_workers(make_settings(), tmp_path / "worker.log"))
     return api_process_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, api_token_key=TOKEN_KEY)
+
+
+def victim_learns(api: ApiProcess, name: str) -> None:
+    """Another owner's new source, remembered from another address, is learned within a minute."""
+    auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
+    seconds = learned_within(api.url, auth, "alice", f"I water the ferns on Sundays ({name})")
+    print(f"\n{name} another owner's new source learned in {seconds:.1f} s")
 
 
 def attacker(port: int, source: str) -> socket.socket:
@@ -154,6 +173,7 @@ def test_unread_pipelined_replies_hold_no_slot_another_owner_is_served(api: ApiP
         wait_for(lambda: in_flight(api) > ATTACKERS, 120, "a stuck reply on every attacking socket")
         print(f"\nF1 in place after {time.monotonic() - started:.1f} s")
         during = measure(port)
+        victim_learns(api, "F1")
         stuck = sum(still_open(s) for s in held)
     finally:
         for sock in held:
@@ -190,6 +210,7 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
             held.append(sock)
         statuses = [reply_of(sock, then_closed=False)[0] for sock in held]
         during = measure(port)
+        victim_learns(api, "F4")
     finally:
         for sock in held:
             sock.close()

@@ -19,6 +19,7 @@ import httpx
 
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, worker_env
+from tests.support.polling import wait_for
 
 
 @dataclass
@@ -91,3 +92,31 @@ def probe(send: Callable[[httpx.Client], httpx.Response], url: str, times: int) 
             statuses.append(send(client).status_code)
             ms.append((time.perf_counter() - started) * 1000)
     return Probes(statuses, ms)
+
+
+def owner_states(url: str, headers: dict[str, str], owner: str) -> list[str]:
+    """The states of ``owner``'s sources, as ``GET /v1/sources`` lists them."""
+    r = httpx.get(f"{url}/v1/sources", headers={**headers, "X-Memjobs-Owner": owner}, timeout=60)
+    assert r.status_code == 200, r.text
+    return [s["state"] for s in r.json()["sources"]]
+
+
+#: How soon another owner's new source must be learned while one owner attacks (issue 31).
+LEARNED_WITHIN_S = 60.0
+
+
+def learned_within(url: str, headers: dict[str, str], owner: str, text: str) -> float:
+    """Remember ``text`` for ``owner`` through the door and wait (at most
+    :data:`LEARNED_WITHIN_S`) until the workers have learned it: the seconds it took."""
+    started = time.monotonic()
+    r = httpx.post(f"{url}/v1/remember", headers=headers, timeout=60, json={"owner_id": owner, "text": text})
+    assert r.status_code == 202, r.text
+    source_id = r.json()["source_id"]
+
+    def learned() -> bool:
+        r = httpx.get(f"{url}/v1/sources", headers={**headers, "X-Memjobs-Owner": owner}, timeout=60)
+        assert r.status_code == 200, r.text
+        return any(s["source_id"] == source_id and s["state"] == "learned" for s in r.json()["sources"])
+
+    wait_for(learned, LEARNED_WITHIN_S, f"{owner}'s new source learned", poll_s=0.2)
+    return time.monotonic() - started
