@@ -274,7 +274,7 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
             f"{len(DISTRACTORS)} long distractors) =="
         )
         kset = settings(knowledge="on", local_embedder="e5")
-        engine = create_db_engine(kset.database_url or "")
+        engine = create_db_engine(kset.database.url or "")
         ensure_schema(engine)
         store = KnowledgeStore(engine)
         docs = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in {**DOCS, **DISTRACTORS}.items()]

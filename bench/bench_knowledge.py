@@ -46,7 +46,7 @@ from memjobs_worker.knowledge.schema import ensure_schema  # noqa: E402
 from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
+from memjobs_worker.settings import DatabaseSettings, EmbeddingSettings, RedisSettings, Settings  # noqa: E402
 from tests.support.knowledge_corpus import (  # noqa: E402
     CROSSLINGUAL_QUERIES,
     DISTRACTORS,
@@ -126,11 +126,10 @@ def main() -> int:
         real = args.embedding_base_url
         dims = args.embedding_dims if real else 256
         settings = Settings(
-            redis_url="redis://unused",
-            database_url="postgresql://unused",
             data_dir=workdir / "data",
-            embedding_base_url=real or fake.base_url,
-            embedding_dims=dims,
+            redis=RedisSettings(url="redis://unused"),
+            database=DatabaseSettings(url="postgresql://unused"),
+            embedding=EmbeddingSettings(base_url=real or fake.base_url, dims=dims),
         )
         embedder = RemoteEmbedder(
             base_url=real or fake.base_url,

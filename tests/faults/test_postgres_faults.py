@@ -39,7 +39,7 @@ from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.embedded.process import pid_alive
 from memjobs_worker.memory.store.schema import attempts
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import DatabaseSettings, RedisSettings, Settings
 from tests.support.cli import Up, cli_env, run_cli, scratch_dir
 from tests.support.harness import Harness
 from tests.support.http import Api
@@ -180,7 +180,7 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
         ready = api.get("/readyz")
         assert ready.status_code == 503, ready.text
         assert ready.json()["detail"] == "the state database (PostgreSQL) is unreachable"
-        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis_url or "", MEMJOBS_DATABASE_URL=own_pg.url)
+        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis.url or "", MEMJOBS_DATABASE_URL=own_pg.url)
         check = run_cli(env, "check")
         assert check.code == exits.FAILED, check
         assert "state database (PostgreSQL) is unreachable" in check.stderr, check
@@ -237,10 +237,10 @@ def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
             stack = json.loads(up.stack_file.read_text())
             h = harness_factory(
                 Settings(
-                    redis_url=stack["redis_url"],
-                    database_url=stack["database_url"],
                     data_dir=base / "reader",
                     **embeddings,
+                    redis=RedisSettings(url=stack["redis_url"]),
+                    database=DatabaseSettings(url=stack["database_url"]),
                 )
             )
             pidfile = data_dir / "postgres" / "postmaster.pid"

@@ -81,9 +81,9 @@ def declare(
     retry policy the settings give, each on its contract's queue."""
     common: dict[str, Any] = {
         "broker": broker,
-        "max_retries": settings.max_retries,
-        "min_backoff": settings.min_backoff_ms,
-        "max_backoff": settings.max_backoff_ms,
+        "max_retries": settings.workers.max_retries,
+        "min_backoff": settings.workers.min_backoff_ms,
+        "max_backoff": settings.workers.max_backoff_ms,
         "throws": (PermanentError,),
     }
     return {
@@ -185,7 +185,7 @@ def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
     for i, middleware in enumerate(broker.middleware):
         if type(middleware) is Retries:
             broker.middleware[i] = OutageRetries(
-                budget_ms=settings.outage_retry_budget_ms, max_backoff_ms=settings.outage_max_backoff_ms
+                budget_ms=settings.workers.outage_retry_budget_ms, max_backoff_ms=settings.workers.outage_max_backoff_ms
             )
             return
     raise RuntimeError("the broker has no Retries middleware to replace")

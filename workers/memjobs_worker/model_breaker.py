@@ -181,9 +181,9 @@ def breakers(settings: Settings, client: redis.Redis) -> dict[str, ModelBreaker]
     """The breaker of each service (:data:`SERVICES`), on ``client``, with the
     settings' thresholds (``MEMJOBS_MODEL_BREAKER_*``)."""
     limits = {
-        "failures": settings.model_breaker_failures,
-        "failure_window_ms": settings.model_breaker_window_ms,
-        "probe_interval_ms": settings.model_breaker_probe_interval_ms,
+        "failures": settings.model.breaker_failures,
+        "failure_window_ms": settings.model.breaker_window_ms,
+        "probe_interval_ms": settings.model.breaker_probe_interval_ms,
     }
     return {service: RedisModelBreaker(client, service, **limits) for service in SERVICES}
 

@@ -228,8 +228,8 @@ def _endpoint(
         "breaker": breaker,
         "base_url": base_url,
         "api_key": api_key.get_secret_value() if api_key else None,
-        "timeout_ms": settings.model_timeout_ms,
-        "max_attempts": settings.model_max_attempts,
+        "timeout_ms": settings.model.timeout_ms,
+        "max_attempts": settings.model.max_attempts,
         "on_call": record_model_call,
     }
 
@@ -243,19 +243,19 @@ def chat_model(settings: Settings, purpose: str, breaker: ModelBreaker | None = 
     if not settings.model_configured:
         return None
     return ChatModel(
-        model=settings.memory_model,
+        model=settings.model.name,
         purpose=purpose,
-        **_endpoint(settings, settings.memory_base_url, settings.memory_key, breaker),
+        **_endpoint(settings, settings.model.base_url, settings.model_keys.chat, breaker),
     )
 
 
 def remote_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> RemoteEmbedder | None:
     """The configured embedding service, or None when none is configured; its
     endpoint gets its own key only, as the light model's does."""
-    if settings.embedding_base_url is None:
+    if settings.embedding.base_url is None:
         return None
     return RemoteEmbedder(
-        model=settings.embedding_model,
-        dims=settings.embedding_dims,
-        **_endpoint(settings, settings.embedding_base_url, settings.embedding_key, breaker),
+        model=settings.embedding.model,
+        dims=settings.embedding.dims,
+        **_endpoint(settings, settings.embedding.base_url, settings.model_keys.embedding, breaker),
     )

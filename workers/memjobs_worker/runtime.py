@@ -119,7 +119,7 @@ class Runtime:
         # so a pool smaller than the threads reconnects on every job.
         s = self.settings
         engine = create_db_engine(
-            self.endpoints.database_url, pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2
+            self.endpoints.database_url, pool_size=max(s.workers.worker_threads, s.workers.fast_worker_threads, 8) + 2
         )
         self._closing.callback(engine.dispose)
         return engine
@@ -162,7 +162,7 @@ class Runtime:
         breaker (:meth:`~memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
         used = [
             name
-            for name, on in (("chat", self.settings.model_configured), ("embed", self.settings.embedding_configured))
+            for name, on in (("chat", self.settings.model_configured), ("embed", self.settings.embedding.configured))
             if on
         ]
         return any(self.model_breakers[name].waiting() for name in used)
@@ -205,7 +205,7 @@ class Runtime:
         """Forget, recall and the owner's reads as every door asks for them
         (its parts still built on first use)."""
         return PersonalMemory(
-            enabled=self.settings.memory_enabled,
+            enabled=self.settings.memory.enabled,
             store=lambda: self.store,
             scheduler=lambda: self.scheduler,
             pipeline=lambda: self.pipeline,
@@ -222,7 +222,7 @@ class Runtime:
             self.store,
             self.scheduler,
             self.sessions,
-            self.settings.sweep_pending_after_ms,
+            self.settings.lifecycle.sweep_pending_after_ms,
             audit=self.audit,
             blackboard=self.blackboard,
         )
@@ -279,7 +279,7 @@ class Runtime:
         from memjobs_worker.knowledge.vectors import check_knowledge_vectors
 
         knowledge = self.knowledge  # the switch, and the knowledge tables, first
-        check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.vector_dims)
+        check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.embedding.vector_dims)
         embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
 

@@ -27,9 +27,9 @@ HASHING_ID = "hashing-v1"
 
 def model_id(settings: Settings) -> str:
     """What makes this stack's vectors: recorded beside them, compared at start-up."""
-    if settings.embedding_configured:
-        return f"service:{settings.embedding_model}"
-    if settings.local_embedder == "e5":
+    if settings.embedding.configured:
+        return f"service:{settings.embedding.model}"
+    if settings.embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import MODEL_ID
 
         return MODEL_ID
@@ -39,7 +39,7 @@ def model_id(settings: Settings) -> str:
 def model_share(settings: Settings) -> ModelShare:
     """The model slots of one process (:class:`~memjobs_worker.embedding.fair.ModelShare`):
     ``MEMJOBS_EMBEDDING_SLOTS`` at once, ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
-    return ModelShare(slots=settings.embedding_slots, per_party=settings.api_model_per_owner)
+    return ModelShare(slots=settings.embedding.slots, per_party=settings.api.model_per_owner)
 
 
 def build_embedder(settings: Settings, share: ModelShare | None = None, breaker: ModelBreaker | None = None) -> Any:
@@ -59,19 +59,19 @@ def build_embedder(settings: Settings, share: ModelShare | None = None, breaker:
     share = share or model_share(settings)
     remote = remote_embedder(settings, breaker)
     if remote is not None:
-        return BoundedEmbedder(remote, share, settings.embedding_max_chars)
-    if settings.local_embedder == "e5":
+        return BoundedEmbedder(remote, share, settings.embedding.max_chars)
+    if settings.embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import LocalEmbedder
 
         return BoundedEmbedder(
-            LocalEmbedder(settings.local_embedder_threads),
+            LocalEmbedder(settings.embedding.local_embedder_threads),
             share,
-            settings.embedding_max_chars,
-            batch_queries=settings.embedding_batch_queries,
+            settings.embedding.max_chars,
+            batch_queries=settings.embedding.batch_queries,
         )
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
-    return HashingEmbedder(settings.offline_embedding_dims)
+    return HashingEmbedder(settings.embedding.offline_dims)
 
 
 def semantic(settings: Settings) -> bool:
@@ -84,4 +84,4 @@ def semantic(settings: Settings) -> bool:
     without that rule, fusing the local model's ranking lowered top-1 on
     knowledge's ranking checks from 0.97 to 0.94 (docs/embeddings.md, "Knowledge").
     """
-    return settings.embedding_configured or settings.local_embedder == "e5"
+    return settings.embedding.configured or settings.embedding.local_embedder == "e5"

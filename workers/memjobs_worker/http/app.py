@@ -94,8 +94,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
     slots = Slots(
-        {API_POOL: settings.api_max_in_flight, PUBLIC_POOL: settings.api_max_public_in_flight},
-        settings.api_max_per_client,
+        {API_POOL: settings.api.max_in_flight, PUBLIC_POOL: settings.api.max_public_in_flight},
+        settings.api.max_per_client,
     )
     app.state.slots = slots
     app.state.refusals = RefusalLog(context.metrics.refused)
@@ -104,8 +104,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         tokens=context.tokens,
         slots=slots,
         refusals=app.state.refusals,
-        max_body_bytes=settings.api_max_body_bytes,
-        body_timeout_s=settings.api_body_timeout_ms / 1000,
+        max_body_bytes=settings.api.max_body_bytes,
+        body_timeout_s=settings.api.body_timeout_ms / 1000,
         mcp_served=mcp.served,
         mcp_paths=[MEMORY_MCP_PATH] if memory_mcp.served else [],
     )

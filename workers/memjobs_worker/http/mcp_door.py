@@ -91,7 +91,7 @@ class StatelessMcpEndpoint:
     def __init__(self, settings: Settings, context: ApiContext, *, enabled: bool) -> None:
         self.context = context
         self.served = enabled and (context.tokens.host is not None or context.tokens.scoped is not None)
-        self.max_body_bytes = settings.api_max_body_bytes
+        self.max_body_bytes = settings.api.max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
         self._server: MCPServer[Any] | None = None
 
@@ -179,7 +179,7 @@ class McpEndpoint(StatelessMcpEndpoint):
     """The ``/mcp`` endpoint of one API instance (see the module docstring)."""
 
     def __init__(self, settings: Settings, context: ApiContext) -> None:
-        super().__init__(settings, context, enabled=settings.knowledge_enabled)
+        super().__init__(settings, context, enabled=settings.knowledge.enabled)
         if self.served:
             self._server = build_server(
                 "agent",
@@ -190,7 +190,7 @@ class McpEndpoint(StatelessMcpEndpoint):
                     run=self._run,
                 ),
             )
-        elif settings.knowledge_enabled:
+        elif settings.knowledge.enabled:
             log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
 
     def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:

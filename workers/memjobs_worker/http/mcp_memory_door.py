@@ -52,7 +52,7 @@ class MemoryMcpEndpoint(StatelessMcpEndpoint):
     path = PATH
 
     def __init__(self, settings: Settings, context: ApiContext) -> None:
-        super().__init__(settings, context, enabled=settings.memory_enabled)
+        super().__init__(settings, context, enabled=settings.memory.enabled)
         if self.served:
             tools = MemoryTools(
                 ServiceToolBackend(context.memory_docs, context.recall_memories, context.sessions), source="mcp"

@@ -84,8 +84,8 @@ class ScopedKeys:
     """
 
     def __init__(self, settings: Settings) -> None:
-        current = _key_value(settings.api_token_key, "MEMJOBS_API_TOKEN_KEY")
-        previous = _key_value(settings.api_token_previous_key, "MEMJOBS_API_TOKEN_PREVIOUS_KEY")
+        current = _key_value(settings.api.token_key, "MEMJOBS_API_TOKEN_KEY")
+        previous = _key_value(settings.api.token_previous_key, "MEMJOBS_API_TOKEN_PREVIOUS_KEY")
         if previous is not None and current is None:
             raise ConfigurationError("MEMJOBS_API_TOKEN_PREVIOUS_KEY is set without MEMJOBS_API_TOKEN_KEY")
         if previous is not None and previous == current:

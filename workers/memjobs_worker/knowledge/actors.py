@@ -33,6 +33,6 @@ def declare_knowledge_actors(
         broker,
         settings,
         [
-            (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge_reindex_time_limit_ms}),
+            (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge.reindex_time_limit_ms}),
         ],
     )

@@ -42,7 +42,7 @@ def open_knowledge(settings: Settings, db: Engine) -> KnowledgeStore:
     Raises:
         KnowledgeOff: knowledge is off (``MEMJOBS_KNOWLEDGE=off``).
     """
-    if not settings.knowledge_enabled:
+    if not settings.knowledge.enabled:
         raise KnowledgeOff()
     ensure_schema(db)
     store = KnowledgeStore(db)

@@ -97,7 +97,7 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
         resolved = Resolved(doc.doc_id, doc.title, f"doc:{doc.doc_id}", doc.text)
     else:
         try:
-            resolved = read_document(doc.path, roots, s.knowledge_root_paths, max_bytes=s.knowledge_max_file_bytes)
+            resolved = read_document(doc.path, roots, s.knowledge.root_paths, max_bytes=s.knowledge.max_file_bytes)
         except Refused:
             raise
         except Exception as exc:  # noqa: BLE001 - one document must never fail the batch
@@ -106,7 +106,7 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
             raise Refused(doc_id, public_name(doc.path.rsplit("/", 1)[-1]), "unreadable") from None
     if "\x00" in resolved.text:
         raise Refused(resolved.doc_id, resolved.title, "binary")
-    if len(resolved.text) > s.knowledge_max_doc_chars:
+    if len(resolved.text) > s.knowledge.max_doc_chars:
         raise Refused(resolved.doc_id, resolved.title, "too_large")
     if not resolved.text.strip():
         raise Refused(resolved.doc_id, resolved.title, "empty")
@@ -148,7 +148,7 @@ def reindex(
         try:
             resolved = resolve(doc, payload.allowed_roots, settings)
             total_chars += len(resolved.text)
-            if total_chars > settings.knowledge_max_corpus_chars:
+            if total_chars > settings.knowledge.max_corpus_chars:
                 raise Refused(resolved.doc_id, resolved.title, "corpus_too_large")
         except Refused as refused:
             refusals.append(refused)
@@ -164,12 +164,12 @@ def reindex(
             continue
         pieces = chunk_text(
             resolved.text,
-            size_chars=settings.knowledge_chunk_chars,
-            overlap_chars=settings.knowledge_chunk_overlap_chars,
+            size_chars=settings.knowledge.chunk_chars,
+            overlap_chars=settings.knowledge.chunk_overlap_chars,
         )
         plans.append((resolved, digest, [StoredChunk(c.index, c.text, chunk_hash(c.text), None) for c in pieces]))
     if embed is not None and dims is not None:
-        plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report, cache)
+        plans = _embed(plans, store, owner, embed, dims, settings.knowledge.embed_batch, report, cache)
 
     # Phase 2: write, one document at a time.
     for resolved, digest, chunks in plans:

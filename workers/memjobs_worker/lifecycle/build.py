@@ -21,20 +21,20 @@ def owner_parts(runtime: Runtime, *, wait_ms: int | None = None) -> list[OwnerPa
     jobs (default ``MEMJOBS_ERASE_WAIT_MS``)."""
     s = runtime.settings
     return [
-        QueuedJobsPart(lambda: runtime.redis, wait_ms=s.erase_wait_ms if wait_ms is None else wait_ms),
+        QueuedJobsPart(lambda: runtime.redis, wait_ms=s.lifecycle.erase_wait_ms if wait_ms is None else wait_ms),
         LedgerPart(lambda: runtime.db, schedule=lambda key: runtime.scheduler.schedule(key, "manual", force=True)),
         MemoriesPart(
             lambda: runtime.db,
             pipeline=lambda: runtime.pipeline,
             engine=lambda: runtime.engine,
-            enabled=s.memory_enabled,
+            enabled=s.memory.enabled,
         ),
         MemoryDocumentsPart(lambda: runtime.db, lambda: runtime.memory_docs),
         SessionsPart(lambda: runtime.db),
         BlackboardPart(lambda: runtime.blackboard),
         KnowledgePart(
             lambda: runtime.db,
-            enabled=s.knowledge_enabled,
+            enabled=s.knowledge.enabled,
             store=lambda: runtime.knowledge,
             embedder=lambda: runtime.knowledge_embedder,
         ),

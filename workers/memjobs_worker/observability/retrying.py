@@ -79,7 +79,9 @@ def stale_after_ms(settings: Settings) -> int:
     left behind: the longest backoff of either retry policy, a dead worker's
     redelivery (the broker's heartbeat timeout) and :data:`MARGIN_MS`."""
     return (
-        max(settings.max_backoff_ms, settings.outage_max_backoff_ms) + settings.broker_heartbeat_timeout_ms + MARGIN_MS
+        max(settings.workers.max_backoff_ms, settings.workers.outage_max_backoff_ms)
+        + settings.workers.broker_heartbeat_timeout_ms
+        + MARGIN_MS
     )
 
 

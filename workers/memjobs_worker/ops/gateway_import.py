@@ -62,7 +62,7 @@ def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | No
         if folder is not None and not folder.is_dir():
             raise InvalidPayload(f"{folder} is not a directory", reason="invalid_payload")
     if knowledge_dir is not None:
-        if not settings.knowledge_enabled:
+        if not settings.knowledge.enabled:
             raise KnowledgeOff()
         if not consent:
             raise InvalidPayload(
@@ -220,7 +220,7 @@ class GatewayImport:
         owner = folder.name
         result: dict[str, Any]
         try:
-            found = collect([str(folder)], self.settings.knowledge_root_paths)
+            found = collect([str(folder)], self.settings.knowledge.root_paths)
             stored = {d.doc_id: d.content_hash for d in self.knowledge.documents(owner_key(owner))}
             wanted = {knowledge_path_id(f): _file_hash(f) for f in found.files}
             if wanted and wanted == stored:
