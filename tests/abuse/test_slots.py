@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from memjobs_worker.http.scoped_tokens import issue
-from memjobs_worker.settings import ApiSettings, Settings
+from memjobs_worker.settings import ApiSettings
 from tests.support.api_process import ApiProcess
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, connect, reply_of, still_open
 from tests.support.polling import wait_for
@@ -172,7 +172,7 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
     quiet = warm(port)
     # A raw key, as from the environment: pydantic validates it into a SecretStr.
     knowledge = issue(
-        Settings(api=ApiSettings(token_key=TOKEN_KEY)),  # type: ignore[arg-type]
+        ApiSettings(token_key=TOKEN_KEY),  # type: ignore[arg-type]
         scopes=["knowledge"],
         owners=["alice"],
     )

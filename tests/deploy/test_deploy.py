@@ -120,7 +120,7 @@ def test_compose_serves_the_api_through_tls_only() -> None:
     api = services["api"]
     assert "ports" not in api, "the API's plain-HTTP port is published"
     settings = api_settings(api["environment"])
-    check_bind(settings)  # the API would start: off loopback, TLS is said to be in front
+    check_bind(settings.api)  # the API would start: off loopback, TLS is said to be in front
     assert settings.api.tls_terminated_by_proxy and not is_loopback(settings.api.host)
     proxy = services["caddy"]
     assert proxy["ports"] == ["8443:8443"]
@@ -217,7 +217,7 @@ def test_kubernetes_serves_the_api_through_a_tls_ingress_only() -> None:
     api = by_kind("Deployment")["memjobs-api"]
     [container] = api["spec"]["template"]["spec"]["containers"]
     settings = api_settings({e["name"]: e["value"] for e in container["env"]})
-    check_bind(settings)
+    check_bind(settings.api)
     assert settings.api.tls_terminated_by_proxy and not is_loopback(settings.api.host)
     ingress = by_kind("Ingress")["memjobs-api"]
     assert ingress["spec"]["tls"] and all(t["secretName"] for t in ingress["spec"]["tls"])

@@ -69,7 +69,7 @@ def run(h: Harness, flaky: Flaky, max_retries: int) -> dramatiq.Message[Any]:
 
 
 def record(h: Harness) -> list[RetryingJob]:
-    return RetryingRecord(h.runtime.redis).read(stale_after_ms=stale_after_ms(h.settings)).newest
+    return RetryingRecord(h.runtime.redis).read(stale_after_ms=stale_after_ms(h.settings.workers)).newest
 
 
 @pytest.mark.parametrize(
@@ -153,5 +153,5 @@ def test_entries_older_than_the_stale_age_are_pruned_on_read(redis_url: str) -> 
 
 def test_the_stale_age_covers_the_longest_backoff_of_either_policy() -> None:
     settings = Settings(workers=WorkerSettings(max_backoff_ms=300_000, outage_max_backoff_ms=5_000))
-    assert stale_after_ms(settings) > 300_000 + settings.workers.broker_heartbeat_timeout_ms
-    assert stale_after_ms(Settings(workers=WorkerSettings(max_backoff_ms=1_000, outage_max_backoff_ms=90_000))) > 90_000
+    assert stale_after_ms(settings.workers) > 300_000 + settings.workers.broker_heartbeat_timeout_ms
+    assert stale_after_ms(WorkerSettings(max_backoff_ms=1_000, outage_max_backoff_ms=90_000)) > 90_000

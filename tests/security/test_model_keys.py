@@ -33,7 +33,7 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
 
 
 def _chat_auth(settings: Settings, server: FakeOpenAI) -> str | None:
-    model = chat_model(settings, "extract")
+    model = chat_model(settings.model, settings.embedding, "extract")
     assert model is not None
     try:
         model.generate_response([{"role": "user", "content": "hello"}])
@@ -43,7 +43,7 @@ def _chat_auth(settings: Settings, server: FakeOpenAI) -> str | None:
 
 
 def _embed_auth(settings: Settings, server: FakeOpenAI) -> str | None:
-    embedder = remote_embedder(settings)
+    embedder = remote_embedder(settings.model, settings.embedding)
     assert embedder is not None
     try:
         embedder.embed("hello")
@@ -88,7 +88,7 @@ def test_a_blank_key_or_url_is_none(env: pytest.MonkeyPatch, name: str, blank: s
     ):
         assert settings.entry(key).value is None, key
     assert settings.model.base_url == DASHSCOPE_COMPATIBLE_URL
-    assert chat_model(settings, "consolidate") is None
+    assert chat_model(settings.model, settings.embedding, "consolidate") is None
 
 
 def test_a_blank_data_dir_is_the_default_not_the_current_directory(
@@ -113,7 +113,7 @@ def test_the_dashscope_key_goes_to_dashscope(env: pytest.MonkeyPatch) -> None:
     settings = load_settings()
     assert settings.model_configured and settings.consolidation_enabled
     assert settings.model_keys.chat is not None and settings.model_keys.chat.get_secret_value() == DASH
-    model = chat_model(settings, "consolidate")
+    model = chat_model(settings.model, settings.embedding, "consolidate")
     assert model is not None  # DashScope is not called from a test: the client it would use
     assert model.client.api_key == DASH and model.headers == {}
     assert str(model.client.base_url).startswith(DASHSCOPE_COMPATIBLE_URL)
@@ -163,7 +163,7 @@ def test_embeddings_at_dashscope_get_the_dashscope_key(env: pytest.MonkeyPatch) 
     env.setenv("MEMJOBS_EMBEDDING_BASE_URL", DASHSCOPE_COMPATIBLE_URL + "/")
     settings = load_settings()
     assert settings.model_keys.embedding.get_secret_value() == DASH  # type: ignore[union-attr]
-    embedder = remote_embedder(settings)
+    embedder = remote_embedder(settings.model, settings.embedding)
     assert embedder is not None and embedder.client.api_key == DASH
     embedder.close()
 

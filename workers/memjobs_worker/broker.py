@@ -393,7 +393,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
         # one dispatch in ten checks for dead workers (a ZRANGEBYSCORE).
         maintenance_chance=100_000,
     )
-    use_outage_retries(broker, settings)  # outages retried on a time budget, not a count
+    use_outage_retries(broker, settings.workers)  # outages retried on a time budget, not a count
     broker.pause_gate = PauseGate(broker.client)
     # First: a paused queue's message goes back before any other middleware sees it.
     broker.add_middleware(HonourPauses(broker.pause_gate), before=type(broker.middleware[0]))

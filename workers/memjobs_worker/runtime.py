@@ -155,7 +155,7 @@ class Runtime:
     @cached_property
     def model_breakers(self) -> dict[str, ModelBreaker]:
         """The circuit breaker of each model service, in Redis: shared by every host."""
-        return breakers(self.settings, self.redis)
+        return breakers(self.settings.model, self.redis)
 
     def model_waiting(self) -> bool:
         """Whether a call to a configured model service would now be refused by its
@@ -172,7 +172,9 @@ class Runtime:
         if purpose not in self._chats:
             from memjobs_worker.model_client import chat_model
 
-            self._chats[purpose] = chat_model(self.settings, purpose, self.model_breakers["chat"])
+            self._chats[purpose] = chat_model(
+                self.settings.model, self.settings.embedding, purpose, self.model_breakers["chat"]
+            )
         return self._chats[purpose]
 
     # personal memory ----------------------------------------------------------
@@ -264,7 +266,7 @@ class Runtime:
     def knowledge(self) -> KnowledgeStore:
         from memjobs_worker.knowledge.build import open_knowledge
 
-        return open_knowledge(self.settings, self.db)
+        return open_knowledge(self.settings.knowledge, self.db)
 
     @cached_property
     def knowledge_embedder(self) -> RemoteEmbedder | None:

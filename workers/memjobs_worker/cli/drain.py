@@ -52,7 +52,7 @@ def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
 
 
 def _retrying(rt: Runtime) -> list[dict[str, Any]]:
-    found = RetryingRecord(rt.redis).read(stale_after_ms=stale_after_ms(rt.settings))
+    found = RetryingRecord(rt.redis).read(stale_after_ms=stale_after_ms(rt.settings.workers))
     return [job.as_dict() for job in found.newest]
 
 

@@ -57,7 +57,7 @@ def build_embedder(settings: Settings, share: ModelShare | None = None, breaker:
     from memjobs_worker.model_client import remote_embedder
 
     share = share or model_share(settings)
-    remote = remote_embedder(settings, breaker)
+    remote = remote_embedder(settings.model, settings.embedding, breaker)
     if remote is not None:
         return BoundedEmbedder(remote, share, settings.embedding.max_chars)
     if settings.embedding.local_embedder == "e5":

@@ -73,7 +73,7 @@ class ApiContext:
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
         self.settings = settings
-        self.tokens = Tokens.from_settings(settings)
+        self.tokens = Tokens.from_settings(settings.api)
         self.metrics = ApiMetrics()
         self.timeout_s = settings.api.backend_timeout_ms / 1000
         # The producer client as every door builds it, its Redis calls bounded by the

@@ -56,7 +56,7 @@ class ApiServer:
     """
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
-        check_bind(settings)
+        check_bind(settings.api)
         self.settings = settings
         self.sock = _bind(settings.api.host, settings.api.port)
         self.tls = settings.api.tls_cert is not None

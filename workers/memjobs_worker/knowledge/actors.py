@@ -31,7 +31,7 @@ def declare_knowledge_actors(
 
     return declare(
         broker,
-        settings,
+        settings.workers,
         [
             (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge.reindex_time_limit_ms}),
         ],

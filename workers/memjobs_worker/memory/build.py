@@ -61,7 +61,7 @@ def build_engine(
         data_dir=settings.data_dir / "mem0",
         dims=settings.embedding.vector_dims,
         embedder=build_embedder(settings, share, (breakers or {}).get("embed")),
-        chat=chat_model(settings, "extract", (breakers or {}).get("chat")),
+        chat=chat_model(settings.model, settings.embedding, "extract", (breakers or {}).get("chat")),
         min_score=settings.memory.recall_min_score,
         model_id=model_id(settings),
     )

@@ -95,7 +95,7 @@ def declare_session_actors(
         broker.add_middleware(EndRunsOnDeadLetter(lambda: parts.sessions.runs))
     return declare(
         broker,
-        settings,
+        settings.workers,
         [
             (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
             (contracts.ACTOR_DIGEST, digest_session, {}),
