@@ -29,13 +29,13 @@ def test_without_the_model_package_the_embedder_names_both_ways_out(monkeypatch:
 
 def test_the_settings_pick_the_embedder_and_its_recorded_identity() -> None:
     assert isinstance(build_embedder(Settings(embedding=EmbeddingSettings(local_embedder="hashing"))), HashingEmbedder)
-    assert model_id(Settings(embedding=EmbeddingSettings(local_embedder="hashing"))) == HASHING_ID
+    assert model_id(EmbeddingSettings(local_embedder="hashing")) == HASHING_ID
     assert (
-        model_id(Settings(embedding=EmbeddingSettings(local_embedder="e5"))) == MODEL_ID
+        model_id(EmbeddingSettings(local_embedder="e5")) == MODEL_ID
         and Settings(embedding=EmbeddingSettings(local_embedder="e5")).embedding.vector_dims == 384
     )
     service = Settings(embedding=EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model="m", dims=8))
-    assert model_id(service) == "service:m" and service.embedding.vector_dims == 8
+    assert model_id(service.embedding) == "service:m" and service.embedding.vector_dims == 8
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
             return embedder.embed_batch(texts, action)  # type: ignore[no-any-return]
 
     with pytest.raises(ConnectionError):
-        reembed_memories(libpq_url(new.database.url or ""), Failing(), model_id(new), 384, batch=1)
+        reembed_memories(libpq_url(new.database.url or ""), Failing(), model_id(new.embedding), 384, batch=1)
     assert tables(new.database.url or "") == {"mem0_memories_512": 2, "mem0_memories_384": 1}
     assert pending(new, new.database.url or "").memories == 2
 

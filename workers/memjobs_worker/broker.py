@@ -386,7 +386,7 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared (the
     knowledge queue only with knowledge on: a worker consumes what is declared)."""
     broker = MemjobsRedisBroker(
-        client=connect_redis(redis_url, settings),  # bounded calls; Sentinel when set
+        client=connect_redis(redis_url, settings.redis),  # bounded calls; Sentinel when set
         namespace=keys.NAMESPACE,
         heartbeat_timeout=settings.workers.broker_heartbeat_timeout_ms,
         # Requeue a dead worker's messages promptly (Dramatiq's default is rare):

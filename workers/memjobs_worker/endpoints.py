@@ -15,7 +15,7 @@ from memjobs_client.client import MemjobsClient
 from memjobs_client.connect import Durability, MemoryGuard, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import RedisSettings, Settings
 
 #: The switches a running stack shares with the commands run against its data
 #: directory: a command follows the stack's value, not its shell's.
@@ -109,7 +109,7 @@ def producer_client(
         memory_enabled=settings.memory.enabled,
         max_transcript_bytes=settings.sessions.max_transcript_bytes,
         knowledge_enabled=settings.knowledge.enabled,
-        **redis_options(settings),
+        **redis_options(settings.redis),
         # A worker's own follow-up jobs (its broker) are not held back: they drain.
         memory_guard=MemoryGuard(settings.redis.high_water) if broker is None else None,
         durability=Durability(
@@ -121,15 +121,15 @@ def producer_client(
     )
 
 
-def redis_options(settings: Settings) -> dict[str, Any]:
+def redis_options(redis_settings: RedisSettings) -> dict[str, Any]:
     """Timeout and Sentinel options of every Redis client memjobs makes."""
     return {
-        "timeout_s": settings.redis.timeout_ms / 1000,
-        "sentinels": settings.redis.sentinels,
-        "sentinel_master": settings.redis.sentinel_master,
+        "timeout_s": redis_settings.timeout_ms / 1000,
+        "sentinels": redis_settings.sentinels,
+        "sentinel_master": redis_settings.sentinel_master,
     }
 
 
-def connect_redis(url: str, settings: Settings) -> redis.Redis:
+def connect_redis(url: str, redis_settings: RedisSettings) -> redis.Redis:
     """A Redis client on ``url`` (or the sentinels' master), bounded in time."""
-    return redis_client(url, **redis_options(settings))
+    return redis_client(url, **redis_options(redis_settings))

@@ -108,7 +108,7 @@ class Runtime:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        client = connect_redis(self.endpoints.redis_url, self.settings)
+        client = connect_redis(self.endpoints.redis_url, self.settings.redis)
         self._closing.callback(client.close)
         return client
 
@@ -235,21 +235,21 @@ class Runtime:
     def sessions(self) -> SessionStore:
         from memjobs_worker.sessions.build import build_session_store
 
-        return build_session_store(self.settings, self.db)
+        return build_session_store(self.settings.lifecycle, self.db)
 
     @cached_property
     def audit(self) -> AuditTrail:
         """The memory audit trail (the state database's ``memory_audit``)."""
         from memjobs_worker.sessions.build import build_audit
 
-        return build_audit(self.settings, self.db)
+        return build_audit(self.settings.lifecycle, self.db)
 
     @cached_property
     def blackboard(self) -> BlackboardStore:
         """The sessions' L0 blackboards (the state database's ``blackboard_entries``)."""
         from memjobs_worker.sessions.build import build_blackboard
 
-        return build_blackboard(self.settings, self.db)
+        return build_blackboard(self.settings.blackboard, self.db)
 
     @cached_property
     def memory_docs(self) -> MemoryService:
@@ -276,12 +276,14 @@ class Runtime:
         by another model, or chunks without a vector, remain (``memjobs reembed``)."""
         from memjobs_worker.embedding import build_embedder, model_id, semantic
 
-        if not semantic(self.settings):
+        if not semantic(self.settings.embedding):
             return None
         from memjobs_worker.knowledge.vectors import check_knowledge_vectors
 
         knowledge = self.knowledge  # the switch, and the knowledge tables, first
-        check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.embedding.vector_dims)
+        check_knowledge_vectors(
+            knowledge.engine, model_id(self.settings.embedding), self.settings.embedding.vector_dims
+        )
         embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
 

@@ -19,17 +19,17 @@ from typing import Any
 
 from memjobs_worker.embedding.fair import BoundedEmbedder, ModelShare
 from memjobs_worker.model_breaker import ModelBreaker
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, Settings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
 HASHING_ID = "hashing-v1"
 
 
-def model_id(settings: Settings) -> str:
+def model_id(embedding: EmbeddingSettings) -> str:
     """What makes this stack's vectors: recorded beside them, compared at start-up."""
-    if settings.embedding.configured:
-        return f"service:{settings.embedding.model}"
-    if settings.embedding.local_embedder == "e5":
+    if embedding.configured:
+        return f"service:{embedding.model}"
+    if embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import MODEL_ID
 
         return MODEL_ID
@@ -74,7 +74,7 @@ def build_embedder(settings: Settings, share: ModelShare | None = None, breaker:
     return HashingEmbedder(settings.embedding.offline_dims)
 
 
-def semantic(settings: Settings) -> bool:
+def semantic(embedding: EmbeddingSettings) -> bool:
     """Whether knowledge embeds its chunks: with an embedding service or the local
     model, not with the hashed embedder (its vectors are lexical: keywords already
     find what they would).
@@ -84,4 +84,4 @@ def semantic(settings: Settings) -> bool:
     without that rule, fusing the local model's ranking lowered top-1 on
     knowledge's ranking checks from 0.97 to 0.94 (docs/embeddings.md, "Knowledge").
     """
-    return settings.embedding.configured or settings.embedding.local_embedder == "e5"
+    return embedding.configured or embedding.local_embedder == "e5"

@@ -84,7 +84,7 @@ def run_reindex(
             corpus = parts.knowledge
             cache = None
             if service is not None:
-                cache = EmbeddingCache(corpus.engine, model_id(settings), settings.embedding.vector_dims)
+                cache = EmbeddingCache(corpus.engine, model_id(settings.embedding), settings.embedding.vector_dims)
                 cache.prune()  # attempts that never succeeded, of any owner
             done = reindex(
                 payload,

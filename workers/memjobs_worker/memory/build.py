@@ -63,7 +63,7 @@ def build_engine(
         embedder=build_embedder(settings, share, (breakers or {}).get("embed")),
         chat=chat_model(settings.model, settings.embedding, "extract", (breakers or {}).get("chat")),
         min_score=settings.memory.recall_min_score,
-        model_id=model_id(settings),
+        model_id=model_id(settings.embedding),
     )
 
 

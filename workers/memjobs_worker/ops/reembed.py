@@ -55,7 +55,7 @@ def pending(settings: Settings, database_url: str) -> Pending:
     """How many memories and chunks a re-embedding would touch (the schema must be migrated)."""
     from memjobs_worker.memory.engine.reembed import memories_to_reembed
 
-    model, dims = model_id(settings), settings.embedding.vector_dims
+    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
     memories = memories_to_reembed(libpq_url(database_url), model, dims) if settings.memory.enabled else 0
     foreign = bare = 0
     if settings.knowledge.enabled:
@@ -66,7 +66,7 @@ def pending(settings: Settings, database_url: str) -> Pending:
         try:
             ensure_schema(engine)
             foreign = chunks_to_reembed(engine, model, dims, semantic=False)
-            if semantic(settings):
+            if semantic(settings.embedding):
                 bare = chunks_to_reembed(engine, model, dims, semantic=True) - foreign
         finally:
             engine.dispose()
@@ -85,7 +85,7 @@ def reembed(
         ConfigurationError: the local model is chosen but not installed here.
         ModelUnavailable: the embedding service failed (run again: it resumes).
     """
-    model, dims = model_id(settings), settings.embedding.vector_dims
+    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
     embedder = build_embedder(settings)
     memories = chunks = 0
     if settings.memory.enabled:
@@ -107,7 +107,7 @@ def reembed(
             ensure_schema(engine)
             chunks = reembed_knowledge(
                 engine,
-                embedder.embed_batch if semantic(settings) else None,
+                embedder.embed_batch if semantic(settings.embedding) else None,
                 model,
                 dims,
                 batch=settings.knowledge.embed_batch,

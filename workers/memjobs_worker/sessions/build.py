@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from memjobs_worker.sessions.blackboard import BlackboardStore, Limits
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import BlackboardSettings, LifecycleSettings, Settings
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import ChatModel
@@ -41,17 +41,17 @@ class SessionParts(Protocol):
         ...
 
 
-def build_session_store(settings: Settings, db: Engine) -> SessionStore:
+def build_session_store(lifecycle: LifecycleSettings, db: Engine) -> SessionStore:
     return SessionStore(
         db,
-        digest_retention_days=settings.lifecycle.digest_retention_days,
-        task_retention_days=settings.lifecycle.task_retention_days,
+        digest_retention_days=lifecycle.digest_retention_days,
+        task_retention_days=lifecycle.task_retention_days,
     )
 
 
-def build_audit(settings: Settings, db: Engine) -> AuditTrail:
+def build_audit(lifecycle: LifecycleSettings, db: Engine) -> AuditTrail:
     """The memory audit trail in the state database (one for every host)."""
-    return AuditTrail(db, retention_days=settings.lifecycle.memory_audit_retention_days)
+    return AuditTrail(db, retention_days=lifecycle.memory_audit_retention_days)
 
 
 def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditTrail) -> MemoryService:
@@ -66,13 +66,13 @@ def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: Au
     )
 
 
-def build_blackboard(settings: Settings, db: Engine) -> BlackboardStore:
+def build_blackboard(blackboard: BlackboardSettings, db: Engine) -> BlackboardStore:
     """The sessions' L0 blackboards in the state database, within the settings' limits."""
     return BlackboardStore(
         db,
         limits=Limits(
-            retention_days=settings.blackboard.retention_days,
-            max_entries=settings.blackboard.max_entries,
-            max_bytes=settings.blackboard.max_bytes,
+            retention_days=blackboard.retention_days,
+            max_entries=blackboard.max_entries,
+            max_bytes=blackboard.max_bytes,
         ),
     )
