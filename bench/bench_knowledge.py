@@ -155,7 +155,7 @@ def main() -> int:
                 {"owner_key": owner_key(owner), "consent": True, "documents": docs}
             )
             started = time.perf_counter()
-            report = reindex(payload, store=store, embed=embed_batch, dims=dims, settings=settings)
+            report = reindex(payload, store=store, embed=embed_batch, dims=dims, knowledge=settings.knowledge)
             chunks_embedded.append(report.embedded_chunks)
             return time.perf_counter() - started, report.chunks, report.embedding_calls
 

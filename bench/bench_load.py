@@ -62,8 +62,9 @@ from memjobs_worker.memory.store.base import SourceRecord  # noqa: E402
 from memjobs_worker.memory.store.schema import sources  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
-from memjobs_worker.settings import DatabaseSettings, MetricsSettings, RedisSettings, Settings  # noqa: E402
+from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 
 class Bench:
@@ -101,12 +102,12 @@ class Bench:
         }
         if model:
             extra |= {"memory_base_url": self.fake.base_url, "memory_api_key": "bench", "memory_model": "bench-flash"}
-        return Settings(
+        return build_settings(
+            redis_url=self.redis_url,
+            database_url=database_url,
             data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
+            metrics_port=0,
             **extra,
-            redis=RedisSettings(url=self.redis_url),
-            database=DatabaseSettings(url=database_url),
-            metrics=MetricsSettings(port=0),
         )
 
     def fresh_database(self) -> str:

@@ -37,14 +37,14 @@ import psycopg  # noqa: E402
 import redis  # noqa: E402
 import redis.connection  # noqa: E402
 from dramatiq.brokers.redis import RedisBroker  # noqa: E402
-from pydantic import SecretStr  # noqa: E402
 
 from memjobs_client.contracts import QUEUE_REMEMBER, owner_key  # noqa: E402
 from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
-from memjobs_worker.settings import DatabaseSettings, ModelSettings, Settings  # noqa: E402
+from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 
 class RoundTrips:
@@ -169,14 +169,14 @@ def main() -> int:
         ratios = []
         for _ in range(args.repeat):
             noop_rate, noop_trips = run_noop(
-                Settings(**common, database=DatabaseSettings(url=fresh_database(pg_server))),
+                build_settings(**common, database_url=fresh_database(pg_server)),
                 args.jobs,
                 args.threads,
                 trips,
             )
             redis.Redis.from_url(redis_url).flushall()
             remember_rate, remember_trips = run_remember(
-                Settings(**common, database=DatabaseSettings(url=fresh_database(pg_server))),
+                build_settings(**common, database_url=fresh_database(pg_server)),
                 args.jobs,
                 args.threads,
                 trips,
@@ -190,10 +190,12 @@ def main() -> int:
                 flush=True,
             )
         calls, per_source = run_burst(
-            Settings(
+            build_settings(
                 **common,
-                database=DatabaseSettings(url=fresh_database(pg_server)),
-                model=ModelSettings(base_url=fake.base_url, api_key=SecretStr("bench"), name="bench-flash"),
+                database_url=fresh_database(pg_server),
+                memory_base_url=fake.base_url,
+                memory_api_key="bench",
+                memory_model="bench-flash",
             ),
             fake,
             args.burst,

@@ -52,7 +52,7 @@ def test_a_small_host_shares_one_process_unless_told(
 ) -> None:
     monkeypatch.setattr(pools, "host_size", lambda: (cores, memory))
     settings = Settings(data_dir=tmp_path, workers=WorkerSettings(worker_layout=layout))  # type: ignore[arg-type]  # a str, as from the environment
-    assert shares_process(settings, processes) is shared
+    assert shares_process(settings.workers, processes) is shared
 
 
 def test_the_shared_process_keeps_each_pool_on_its_own_queues(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_another_model_is_refused_then_reembedded_resumably(
             "documents": [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()],
         }
     )
-    reindex(payload, store=store, embed=old.embed_batch, dims=DIMS, settings=settings)
+    reindex(payload, store=store, embed=old.embed_batch, dims=DIMS, knowledge=settings.knowledge)
     embedded, _ = vectors(engine)
     assert embedded > 4
 

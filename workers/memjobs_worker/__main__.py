@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
         sizes.add_argument("--processes", "-p", type=int, default=settings.workers.worker_processes)
         sizes.add_argument("--threads", "-t", type=int, default=settings.workers.worker_threads)
         given, _rest = sizes.parse_known_args(argv)
-        if shares_process(settings, given.processes):
+        if shares_process(settings.workers, given.processes):
             return run_shared(settings, given.threads, argv)
         return run_pools(settings, given.processes, given.threads)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]

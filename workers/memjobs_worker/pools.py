@@ -38,7 +38,7 @@ from typing import Any
 import dramatiq
 
 from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES, QUEUE_KNOWLEDGE
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import Settings, WorkerSettings
 
 #: Signals a runner passes on to its pools.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -71,13 +71,13 @@ def host_size() -> tuple[int, int]:
     return cores, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def shares_process(settings: Settings, processes: int) -> bool:
+def shares_process(workers: WorkerSettings, processes: int) -> bool:
     """Whether this host's pools run in one process (:class:`SharedWorker`):
     as ``MEMJOBS_WORKER_LAYOUT`` says, or, left at ``auto``, when each pool is
     to have one process and the host is small (see the module)."""
-    if settings.workers.worker_layout != "auto":
-        return settings.workers.worker_layout == "shared"
-    if processes != 1 or settings.workers.fast_worker_processes > 1:
+    if workers.worker_layout != "auto":
+        return workers.worker_layout == "shared"
+    if processes != 1 or workers.fast_worker_processes > 1:
         return False
     cores, memory = host_size()
     return cores <= SMALL_HOST_CORES or memory <= SMALL_HOST_MEMORY

@@ -91,7 +91,7 @@ def run_reindex(
                 store=corpus,
                 embed=service.embed_batch if service is not None else None,
                 dims=settings.embedding.vector_dims if service is not None else None,
-                settings=settings,
+                knowledge=settings.knowledge,
                 parts=CorpusParts(redis_client).record,
                 cache=cache,
             )
