@@ -24,6 +24,10 @@ def documented() -> set[str]:
     return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])}
 
 
+def test_every_field_of_the_settings_is_a_section_or_the_data_directory() -> None:
+    assert set(Settings.model_fields) == {"data_dir", *Settings.SECTIONS}
+
+
 def test_no_level_of_the_settings_has_more_than_25_fields() -> None:
     sizes = {"Settings": len(Settings.model_fields)}
     sizes.update({name: len(Settings.section_type(name).model_fields) for name in Settings.SECTIONS})

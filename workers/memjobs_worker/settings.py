@@ -554,14 +554,15 @@ class Settings(BaseModel):
 
     @classmethod
     def section_type(cls, name: str) -> type[Section]:
+        """The class of the section ``name`` (``RedisSettings`` for ``redis``)."""
         annotation = cls.model_fields[name].annotation
         assert isinstance(annotation, type) and issubclass(annotation, Section)
         return annotation
 
     def updated(self, **sections: dict[str, Any]) -> Settings:
-        """A copy with the named sections' fields changed (not validated again), e.g.
-        ``settings.updated(api={"port": 0})``; ``data_dir`` as ``data_dir={"": path}``
-        is not supported: use ``model_copy(update={"data_dir": path})``."""
+        """A copy with the named sections' fields changed, not validated again (the
+        values come from settings already read), e.g. ``settings.updated(api={"port": 0})``.
+        The data directory is no section: ``model_copy(update={"data_dir": path})``."""
         update = {name: getattr(self, name).model_copy(update=changes) for name, changes in sections.items()}
         return self.model_copy(update=update)
 

@@ -61,8 +61,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
     context = ApiContext(settings, endpoints)
-    mcp = McpEndpoint(settings, context)  # /mcp: served or not, docs/mcp.md
-    memory_mcp = MemoryMcpEndpoint(settings, context)  # /mcp/memory: the same rules
+    body = settings.api.max_body_bytes
+    mcp = McpEndpoint(context, enabled=settings.knowledge.enabled, max_body_bytes=body)  # /mcp: docs/mcp.md
+    memory_mcp = MemoryMcpEndpoint(context, enabled=settings.memory.enabled, max_body_bytes=body)  # the same rules
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
