@@ -39,13 +39,14 @@ from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.embedded.process import pid_alive
 from memjobs_worker.memory.store.schema import attempts
-from memjobs_worker.settings import DatabaseSettings, RedisSettings, Settings
+from memjobs_worker.settings import Settings
 from tests.support.cli import Up, cli_env, run_cli, scratch_dir
 from tests.support.harness import Harness
 from tests.support.http import Api
 from tests.support.joblog import JobLog
 from tests.support.openai_server import FakeOpenAI
 from tests.support.polling import wait_for
+from tests.support.settings import build as build_settings
 
 pytestmark = pytest.mark.fault
 
@@ -236,11 +237,11 @@ def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
             up.wait_ready()
             stack = json.loads(up.stack_file.read_text())
             h = harness_factory(
-                Settings(
+                build_settings(
                     data_dir=base / "reader",
+                    redis_url=stack["redis_url"],
+                    database_url=stack["database_url"],
                     **embeddings,
-                    redis=RedisSettings(url=stack["redis_url"]),
-                    database=DatabaseSettings(url=stack["database_url"]),
                 )
             )
             pidfile = data_dir / "postgres" / "postmaster.pid"

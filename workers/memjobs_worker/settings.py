@@ -43,6 +43,7 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -506,7 +507,10 @@ class Settings(BaseModel):
 
     ``Settings()`` reads every section from the environment; a section given as a
     mapping (``Settings(redis={"url": url})``) reads the rest of that section from
-    the environment too, as ``RedisSettings(url=url)`` would."""
+    the environment too, as ``RedisSettings(url=url)`` would. An unknown keyword is
+    an error (a setting's old flat name, ``redis_url=``, must not pass unnoticed)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     #: Unset URLs (Redis, the database) mean "the embedded stack in data_dir".
     data_dir: DataDir = Field(default_factory=_read_data_dir)
