@@ -60,6 +60,7 @@ from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES, top_k_share  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 SET = json.loads((REPO / "tests" / "data" / "recall_bilingual.json").read_text(encoding="utf-8"))
 FACTS = [f["text"] for f in SET["facts"]]
@@ -183,7 +184,7 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
                 "knowledge": "off",
             }
             values.update(overrides)
-            return Settings(**values)
+            return build_settings(**values)
 
         local, hashed = LocalEmbedder(), HashingEmbedder()
         print(
@@ -269,12 +270,12 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
             f"{len(DISTRACTORS)} long distractors) =="
         )
         kset = settings(knowledge="on", local_embedder="e5")
-        engine = create_db_engine(kset.database_url or "")
+        engine = create_db_engine(kset.database.url or "")
         ensure_schema(engine)
         store = KnowledgeStore(engine)
         docs = [{"doc_id": d, "title": t, "text": x} for d, (t, x) in {**DOCS, **DISTRACTORS}.items()]
         payload = ReindexKnowledge.model_validate({"owner_key": owner_key("k"), "consent": True, "documents": docs})
-        reindex(payload, store=store, embed=local.embed_batch, dims=local.dims, settings=kset)
+        reindex(payload, store=store, embed=local.embed_batch, dims=local.dims, knowledge=kset.knowledge)
         for mode, embed in (("keywords alone", None), ("hybrid, local e5", lambda q: local.embed(q, "search"))):
 
             def found(q: str, k: int, e: Any = embed) -> list[str]:

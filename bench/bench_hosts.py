@@ -30,6 +30,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 import psycopg  # noqa: E402
 import redis  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
 
 from memjobs_client import MemjobsClient  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
@@ -37,7 +38,7 @@ from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
+from memjobs_worker.settings import DatabaseSettings, MetricsSettings, ModelSettings, RedisSettings, Settings  # noqa: E402
 from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
@@ -87,14 +88,12 @@ def fsync_cost(workdir: Path, calls: int) -> dict[str, float]:
 
 def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, **extra: Any) -> Settings:
     return Settings(
-        redis_url=redis_url,
-        database_url=database_url,
         data_dir=data_dir,
-        memory_base_url=model.base_url,
-        memory_api_key="bench-key",  # type: ignore[arg-type]
-        memory_model="fake-flash",
-        metrics_port=0,
         **extra,
+        redis=RedisSettings(url=redis_url),
+        database=DatabaseSettings(url=database_url),
+        model=ModelSettings(base_url=model.base_url, api_key=SecretStr("bench-key"), name="fake-flash"),
+        metrics=MetricsSettings(port=0),
     )
 
 
@@ -145,7 +144,7 @@ def recovery(redis_url: str, pg: EmbeddedPostgres, workdir: Path, model: FakeOpe
         stop = threading.Event()
 
         def sweeper() -> None:
-            while not stop.wait(settings.sweep_interval_ms / 1000):
+            while not stop.wait(settings.lifecycle.sweep_interval_ms / 1000):
                 try:
                     h.runtime.sweeper.once()
                 except Exception:  # noqa: BLE001, S110 - keep sweeping, as the service does

@@ -43,7 +43,7 @@ from bench.bench_pipeline import fresh_database  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
+from memjobs_worker.settings import DatabaseSettings, MemorySettings, RedisSettings, Settings  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 
 
@@ -182,7 +182,12 @@ def main() -> int:
         redis_url = redis_server.start()
         pg.start()
         database_url = fresh_database(pg)
-        settings = Settings(redis_url=redis_url, database_url=database_url, data_dir=base / "data", extract_delay_ms=20)
+        settings = Settings(
+            data_dir=base / "data",
+            redis=RedisSettings(url=redis_url),
+            database=DatabaseSettings(url=database_url),
+            memory=MemorySettings(extract_delay_ms=20),
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
         env.update(
             {

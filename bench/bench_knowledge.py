@@ -43,7 +43,7 @@ from memjobs_worker.knowledge.schema import ensure_schema  # noqa: E402
 from memjobs_worker.knowledge.search import search_knowledge  # noqa: E402
 from memjobs_worker.knowledge.store import KnowledgeStore  # noqa: E402
 from memjobs_worker.model_client import RemoteEmbedder  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
+from memjobs_worker.settings import DatabaseSettings, EmbeddingSettings, RedisSettings, Settings  # noqa: E402
 from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.knowledge_corpus import (  # noqa: E402
     CROSSLINGUAL_QUERIES,
@@ -121,11 +121,10 @@ def main() -> int:
         real = args.embedding_base_url
         dims = args.embedding_dims if real else 256
         settings = Settings(
-            redis_url="redis://unused",
-            database_url="postgresql://unused",
             data_dir=workdir / "data",
-            embedding_base_url=real or fake.base_url,
-            embedding_dims=dims,
+            redis=RedisSettings(url="redis://unused"),
+            database=DatabaseSettings(url="postgresql://unused"),
+            embedding=EmbeddingSettings(base_url=real or fake.base_url, dims=dims),
         )
         embedder = RemoteEmbedder(
             base_url=real or fake.base_url,
@@ -151,7 +150,7 @@ def main() -> int:
                 {"owner_key": owner_key(owner), "consent": True, "documents": docs}
             )
             started = time.perf_counter()
-            report = reindex(payload, store=store, embed=embed_batch, dims=dims, settings=settings)
+            report = reindex(payload, store=store, embed=embed_batch, dims=dims, knowledge=settings.knowledge)
             chunks_embedded.append(report.embedded_chunks)
             return time.perf_counter() - started, report.chunks, report.embedding_calls
 

@@ -49,6 +49,7 @@ from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 OWNER = "talker@example.com"
 PROSE = (
@@ -234,7 +235,7 @@ def main() -> int:
                 field, _, value = pair.partition("=")
                 values[field] = value
             profile = Profile() if args.profile else None
-            took, sent, attempts = run_once(Settings(**values), texts, args.threads, args.worker_threads, profile)
+            took, sent, attempts = run_once(build_settings(**values), texts, args.threads, args.worker_threads, profile)
             rates.append(len(texts) / took)
             print(
                 f"  learned {len(texts)} in {took:6.1f} s: {len(texts) / took:6.1f} sources/s "

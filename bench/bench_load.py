@@ -64,6 +64,7 @@ from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 
 class Bench:
@@ -101,7 +102,7 @@ class Bench:
         }
         if model:
             extra |= {"memory_base_url": self.fake.base_url, "memory_api_key": "bench", "memory_model": "bench-flash"}
-        return Settings(
+        return build_settings(
             redis_url=self.redis_url,
             database_url=database_url,
             data_dir=self.workdir / f"data-{uuid.uuid4().hex[:6]}",
@@ -375,21 +376,21 @@ class Bench:
 
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {
-        "MEMJOBS_REDIS_URL": settings.redis_url or "",
-        "MEMJOBS_DATABASE_URL": settings.database_url or "",
+        "MEMJOBS_REDIS_URL": settings.redis.url or "",
+        "MEMJOBS_DATABASE_URL": settings.database.url or "",
         "MEMJOBS_DATA_DIR": str(settings.data_dir),
         "MEMJOBS_METRICS_PORT": "0",
         "MEMJOBS_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
-        "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding_base_url or "",
+        "MEMJOBS_EMBEDDING_BASE_URL": settings.embedding.base_url or "",
         "MEMJOBS_EMBEDDING_API_KEY": "bench",
-        "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding_dims),
+        "MEMJOBS_EMBEDDING_DIMS": str(settings.embedding.dims),
     }
     if settings.model_configured:
         env.update(
             {
-                "QWEN_AUDIO_MEMORY_BASE_URL": settings.memory_base_url,
+                "QWEN_AUDIO_MEMORY_BASE_URL": settings.model.base_url,
                 "QWEN_AUDIO_MEMORY_API_KEY": "bench",
-                "QWEN_AUDIO_MEMORY_MODEL": settings.memory_model,
+                "QWEN_AUDIO_MEMORY_MODEL": settings.model.name,
             }
         )
     return env

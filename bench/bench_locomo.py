@@ -367,7 +367,14 @@ def full(conversations: Sequence[Conversation], workdir: Path, threads: int) -> 
 
     from memjobs_client.contracts import owner_key
     from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
-    from memjobs_worker.settings import Settings
+    from memjobs_worker.settings import (
+        DatabaseSettings,
+        EmbeddingSettings,
+        KnowledgeSettings,
+        MetricsSettings,
+        RedisSettings,
+        Settings,
+    )
     from tests.support.harness import Harness
 
     pg, redis_server = EmbeddedPostgres(workdir / "pg"), EmbeddedRedis(workdir / "redis")
@@ -376,12 +383,12 @@ def full(conversations: Sequence[Conversation], workdir: Path, threads: int) -> 
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE locomo")
         settings = Settings(
-            redis_url=redis_url,
-            database_url=f"postgresql://postgres@127.0.0.1:{pg.port}/locomo",
             data_dir=workdir / "data",
-            metrics="off",
-            knowledge="off",
-            local_embedder="e5",
+            redis=RedisSettings(url=redis_url),
+            database=DatabaseSettings(url=f"postgresql://postgres@127.0.0.1:{pg.port}/locomo"),
+            metrics=MetricsSettings(mode="off"),
+            knowledge=KnowledgeSettings(mode="off"),
+            embedding=EmbeddingSettings(local_embedder="e5"),
         )
         h = Harness(settings)
         h.runtime.engine  # noqa: B018  (the engine and its model loaded before the clock)

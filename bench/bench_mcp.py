@@ -45,9 +45,9 @@ from memjobs_worker.http.serve import ApiServer  # noqa: E402
 from memjobs_worker.knowledge.reindex import reindex  # noqa: E402
 from memjobs_worker.knowledge.search import search_with  # noqa: E402
 from memjobs_worker.runtime import open_door  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 OWNER = "bench-mcp"
 HOST_TOKEN = "bench-host-token-0123456789abcdef"
@@ -93,11 +93,9 @@ def main() -> int:
             "MEMJOBS_API_PORT": "0",
             "MEMJOBS_KNOWLEDGE": "on",
         }  # opt-in
-        settings = Settings.model_validate(
-            {
-                **{k.removeprefix("MEMJOBS_").lower(): v for k, v in env.items() if k.startswith("MEMJOBS_")},
-                "memory_provider": "off",
-            }
+        settings = build_settings(
+            **{k.removeprefix("MEMJOBS_").lower(): v for k, v in env.items() if k.startswith("MEMJOBS_")},
+            memory_provider="off",
         )
         endpoints = Endpoints(redis_url=redis_server.url, database_url=database_url)
         runtime = open_door(settings, endpoints)
@@ -109,7 +107,7 @@ def main() -> int:
             store=runtime.knowledge,
             embed=embedder.embed_batch,
             dims=DIMS,
-            settings=settings,
+            knowledge=settings.knowledge,
         )
         key = owner_key(OWNER)
         rows: list[tuple[str, list[float]]] = []

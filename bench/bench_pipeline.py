@@ -43,6 +43,7 @@ from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.bench_env import Scratch  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
+from tests.support.settings import build as build_settings  # noqa: E402
 
 
 class RoundTrips:
@@ -85,7 +86,7 @@ def wait_queue_empty(client: redis.Redis, queue: str, acks_prefix: str) -> None:
 def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
     """Stock Dramatiq: its RedisBroker with its default middleware, in memjobs'
     namespace on the same Redis (so the same waits below apply)."""
-    broker = RedisBroker(url=settings.redis_url or "", namespace="memjobs")  # type: ignore[no-untyped-call]
+    broker = RedisBroker(url=settings.redis.url or "", namespace="memjobs")  # type: ignore[no-untyped-call]
     noop_queue = "bench_noop"
 
     @dramatiq.actor(broker=broker, queue_name=noop_queue, actor_name="bench_noop", max_retries=0)
@@ -94,7 +95,7 @@ def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> 
 
     for i in range(jobs):
         noop.send({"i": i})
-    probe = redis.Redis.from_url(settings.redis_url or "")
+    probe = redis.Redis.from_url(settings.redis.url or "")
     worker = dramatiq.Worker(broker, worker_threads=threads, queues={noop_queue}, worker_timeout=50)
     start_trips = trips.count
     started = time.perf_counter()
@@ -113,7 +114,7 @@ def run_remember(settings: Settings, jobs: int, threads: int, trips: RoundTrips)
     owners = [f"owner-{i}" for i in range(100)]
     for i in range(jobs):
         h.client.remember(owners[i % len(owners)], f"bench source number {i}: I like item {i}")
-    probe = redis.Redis.from_url(settings.redis_url or "")
+    probe = redis.Redis.from_url(settings.redis.url or "")
     worker = dramatiq.Worker(h.broker, worker_threads=threads, queues={QUEUE_REMEMBER}, worker_timeout=50)
     start_trips = trips.count
     started = time.perf_counter()
@@ -164,11 +165,17 @@ def main() -> int:
         ratios = []
         for _ in range(args.repeat):
             noop_rate, noop_trips = run_noop(
-                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips
+                build_settings(**common, database_url=fresh_database(pg_server)),
+                args.jobs,
+                args.threads,
+                trips,
             )
             redis.Redis.from_url(redis_url).flushall()
             remember_rate, remember_trips = run_remember(
-                Settings(database_url=fresh_database(pg_server), **common), args.jobs, args.threads, trips
+                build_settings(**common, database_url=fresh_database(pg_server)),
+                args.jobs,
+                args.threads,
+                trips,
             )
             redis.Redis.from_url(redis_url).flushall()
             ratios.append(remember_rate / noop_rate)
@@ -179,12 +186,12 @@ def main() -> int:
                 flush=True,
             )
         calls, per_source = run_burst(
-            Settings(
+            build_settings(
+                **common,
                 database_url=fresh_database(pg_server),
                 memory_base_url=fake.base_url,
-                memory_api_key="bench",  # type: ignore[arg-type]
+                memory_api_key="bench",
                 memory_model="bench-flash",
-                **common,
             ),
             fake,
             args.burst,

@@ -171,7 +171,7 @@ class Stack:
 
     def start_workers(self) -> None:
         settings = self.settings()
-        for pool in worker_pools(settings, settings.worker_processes, settings.worker_threads):
+        for pool in worker_pools(settings, settings.workers.worker_processes, settings.workers.worker_threads):
             self.workers.append(
                 subprocess.Popen(
                     pool.command,
@@ -614,7 +614,7 @@ def outage(args: argparse.Namespace, deadline: Deadline) -> None:
         ok, _ = wait_final(stack.pg_url, [(owner_key("probe-owner"), probe_id)], deadline.left(300), poll_s=0.2)
         if not ok:
             raise SystemExit(f"the workers did not learn a probe in 300 s; see {stack.base / 'processes.log'}")
-        retries = args.max_retries if args.max_retries is not None else stack.settings().max_retries
+        retries = args.max_retries if args.max_retries is not None else stack.settings().workers.max_retries
         print(
             f"outage: {args.rate:g} remembers/s over {args.load_owners} owners, stand-in model (chat and "
             f"embeddings), max_retries {retries}, outage {args.outage_seconds:g} s",

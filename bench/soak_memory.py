@@ -47,13 +47,21 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
 
 from bench.bench_load import Bench, settings_env  # noqa: E402
 from memjobs_client.errors import MemjobsError  # noqa: E402
 from memjobs_worker.ops.status import queue_stats  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
-from memjobs_worker.settings import Settings  # noqa: E402
+from memjobs_worker.settings import (  # noqa: E402
+    DatabaseSettings,
+    MetricsSettings,
+    ModelSettings,
+    RedisSettings,
+    SessionSettings,
+    Settings,
+)
 from tests.support.openai_server import echo_facts_handler  # noqa: E402
 
 #: Redis keys by kind: the prefix after ``memjobs:`` (first match wins).
@@ -381,14 +389,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         db_url = bench.fresh_database()
         settings = Settings(
-            redis_url=bench.redis_url,
-            database_url=db_url,
             data_dir=bench.workdir / "data",
-            metrics_port=0,
-            memory_base_url=bench.fake.base_url,
-            memory_api_key="bench",  # type: ignore[arg-type]
-            memory_model="bench-flash",
-            memory_auto="on",
+            redis=RedisSettings(url=bench.redis_url),
+            database=DatabaseSettings(url=db_url),
+            metrics=MetricsSettings(port=0),
+            model=ModelSettings(base_url=bench.fake.base_url, api_key=SecretStr("bench"), name="bench-flash"),
+            sessions=SessionSettings(memory_auto="on"),
         )
         env = {**os.environ, **settings_env(settings), "QWEN_AUDIO_MEMORY_AUTO": "on"}
         model_pool, cheap_pool = worker_pools(settings, 1, args.threads)

@@ -35,6 +35,7 @@ from memjobs_worker.settings import Settings
 from tests.support.harness import Harness, kill_group
 from tests.support.http import api_factory, api_process_factory  # noqa: F401  (fixtures of the HTTP API tests)
 from tests.support.openai_server import FakeOpenAI
+from tests.support.settings import build as build_settings
 
 TEMPLATE_DB = "memjobs_template"
 
@@ -223,7 +224,7 @@ def make_settings(tmp_path: Path, redis_url: str, database_url: str) -> Callable
             "knowledge": "on",
         }
         values.update(overrides)
-        return Settings(**values)
+        return build_settings(**values)
 
     return make
 

@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from memjobs_worker.http.scoped_tokens import issue
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings, Settings
 from tests.support.api_process import ApiProcess, learned_within
 from tests.support.harness import spawn_workers
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, connect, reply_of, still_open
@@ -192,7 +192,7 @@ def test_mcp_get_streams_are_refused_and_another_owner_is_served(api: ApiProcess
     quiet = warm(port)
     # A raw key, as from the environment: pydantic validates it into a SecretStr.
     knowledge = issue(
-        Settings(api_token_key=TOKEN_KEY),  # type: ignore[arg-type]
+        ApiSettings(token_key=TOKEN_KEY),  # type: ignore[arg-type]
         scopes=["knowledge"],
         owners=["alice"],
     )

@@ -14,7 +14,7 @@ import yaml
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUES
 from memjobs_worker.http.auth import check_bind, is_loopback
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings, Settings, default_of, setting_keys
 from tests.support.harness import REPO
 
 COMPOSE = REPO / "docker-compose.yml"
@@ -25,15 +25,7 @@ MEMJOBS_SERVICES = {"worker", "sweeper", "api"}
 
 def known_env_names() -> set[str]:
     """Every environment name the settings read."""
-    names: set[str] = set()
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        choices = getattr(alias, "choices", None)
-        if choices:
-            names.update(str(c) for c in choices)
-        else:
-            names.add(f"MEMJOBS_{name.upper()}")
-    return names
+    return set(setting_keys().values())
 
 
 def memjobs_env(names: Any) -> set[str]:
@@ -116,11 +108,11 @@ def test_compose_secrets_come_from_an_env_file_that_is_not_committed() -> None:
 def api_settings(env: dict[str, Any]) -> Settings:
     """The API settings a deployment's environment gives (the tokens and keys come from
     secrets, so stand-ins are used for them)."""
-    values: dict[str, Any] = {"api_gateway_token": "g" * 20, "api_host_token": "h" * 20}
+    values: dict[str, Any] = {"gateway_token": "g" * 20, "host_token": "h" * 20}
     for name in ("host", "port", "tls_cert", "tls_key", "tls_terminated_by_proxy", "http_parser"):
         if f"MEMJOBS_API_{name.upper()}" in env:
-            values[f"api_{name}"] = env[f"MEMJOBS_API_{name.upper()}"]
-    return Settings(**values)
+            values[name] = env[f"MEMJOBS_API_{name.upper()}"]
+    return Settings(api=ApiSettings(**values))
 
 
 def test_compose_serves_the_api_through_tls_only() -> None:
@@ -128,8 +120,8 @@ def test_compose_serves_the_api_through_tls_only() -> None:
     api = services["api"]
     assert "ports" not in api, "the API's plain-HTTP port is published"
     settings = api_settings(api["environment"])
-    check_bind(settings)  # the API would start: off loopback, TLS is said to be in front
-    assert settings.api_tls_terminated_by_proxy and not is_loopback(settings.api_host)
+    check_bind(settings.api)  # the API would start: off loopback, TLS is said to be in front
+    assert settings.api.tls_terminated_by_proxy and not is_loopback(settings.api.host)
     proxy = services["caddy"]
     assert proxy["ports"] == ["8443:8443"]
     caddyfile = REPO / proxy["volumes"][0].split(":")[0]
@@ -191,8 +183,8 @@ def test_kubernetes_deployments_are_well_formed_and_use_known_settings() -> None
 def test_worker_deployment_lets_in_flight_jobs_finish() -> None:
     worker = by_kind("Deployment")["memjobs-worker"]["spec"]["template"]["spec"]
     grace = worker["terminationGracePeriodSeconds"]
-    lease_s = Settings.model_fields["lease_ms"].default / 1000
-    model_s = Settings.model_fields["model_timeout_ms"].default / 1000
+    lease_s = default_of("memory.lease_ms") / 1000
+    model_s = default_of("model.timeout_ms") / 1000
     assert grace >= max(lease_s, model_s) * 3, grace
     assert "readinessProbe" in worker["containers"][0]
 
@@ -225,8 +217,8 @@ def test_kubernetes_serves_the_api_through_a_tls_ingress_only() -> None:
     api = by_kind("Deployment")["memjobs-api"]
     [container] = api["spec"]["template"]["spec"]["containers"]
     settings = api_settings({e["name"]: e["value"] for e in container["env"]})
-    check_bind(settings)
-    assert settings.api_tls_terminated_by_proxy and not is_loopback(settings.api_host)
+    check_bind(settings.api)
+    assert settings.api.tls_terminated_by_proxy and not is_loopback(settings.api.host)
     ingress = by_kind("Ingress")["memjobs-api"]
     assert ingress["spec"]["tls"] and all(t["secretName"] for t in ingress["spec"]["tls"])
     backends = {p["backend"]["service"]["name"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]}
@@ -243,7 +235,7 @@ CADDYFILE = REPO / "deploy" / "caddy" / "Caddyfile"
 
 
 def default(name: str) -> Any:
-    return Settings.model_fields[name].default
+    return default_of(name)
 
 
 def test_caddy_sets_the_apis_limits_and_the_header_deadline() -> None:
@@ -253,15 +245,15 @@ def test_caddy_sets_the_apis_limits_and_the_header_deadline() -> None:
     text = CADDYFILE.read_text()
     timeouts = {k: int(v) for k, v in re.findall(r"^\s*(read_header|read_body|write|idle)\s+(\d+)s\s*$", text, re.M)}
     assert set(timeouts) == {"read_header", "read_body", "write", "idle"}, timeouts
-    assert 0 < timeouts["read_header"] * 1000 <= default("api_header_timeout_ms")
-    assert timeouts["read_body"] * 1000 <= default("api_body_timeout_ms")
+    assert 0 < timeouts["read_header"] * 1000 <= default("api.header_timeout_ms")
+    assert timeouts["read_body"] * 1000 <= default("api.body_timeout_ms")
     assert timeouts["idle"] <= KEEP_ALIVE_S
     [header] = re.findall(r"^\s*max_header_size\s+(\d+)KiB\s*$", text, re.M)
     assert int(header) * 1024 <= MAX_HEADER_BYTES
     [body] = re.findall(r"request_body\s*\{\s*max_size\s+(\d+)MiB\s*\}", text)
-    assert int(body) * 1024 * 1024 <= default("api_max_body_bytes")
+    assert int(body) * 1024 * 1024 <= default("api.max_body_bytes")
     # httptools (no bound of its own on headers) only because Caddy bounds them.
-    assert api_settings(compose()["services"]["api"]["environment"]).api_http_parser == "httptools"
+    assert api_settings(compose()["services"]["api"]["environment"]).api.http_parser == "httptools"
 
 
 def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline() -> None:
@@ -269,17 +261,17 @@ def test_the_ingress_sets_the_apis_limits_and_the_controller_the_header_deadline
 
     notes = by_kind("Ingress")["memjobs-api"]["metadata"]["annotations"]
     prefix = "nginx.ingress.kubernetes.io/"
-    assert notes[prefix + "proxy-body-size"] == f"{default('api_max_body_bytes') // 2**20}m"
-    assert int(notes[prefix + "limit-connections"]) <= default("api_max_per_client")
-    assert int(notes[prefix + "proxy-send-timeout"]) * 1000 <= default("api_body_timeout_ms")
-    assert int(notes[prefix + "proxy-read-timeout"]) * 1000 > default("api_backend_timeout_ms")
+    assert notes[prefix + "proxy-body-size"] == f"{default('api.max_body_bytes') // 2**20}m"
+    assert int(notes[prefix + "limit-connections"]) <= default("api.max_per_client")
+    assert int(notes[prefix + "proxy-send-timeout"]) * 1000 <= default("api.body_timeout_ms")
+    assert int(notes[prefix + "proxy-read-timeout"]) * 1000 > default("api.backend_timeout_ms")
     controller = yaml.safe_load((KUBE / "ingress-nginx" / "controller-limits.yaml").read_text())["data"]
-    assert 0 < int(controller["client-header-timeout"]) * 1000 <= default("api_header_timeout_ms")
-    assert int(controller["client-body-timeout"]) * 1000 <= default("api_body_timeout_ms")
+    assert 0 < int(controller["client-header-timeout"]) * 1000 <= default("api.header_timeout_ms")
+    assert int(controller["client-body-timeout"]) * 1000 <= default("api.body_timeout_ms")
     count, size = controller["large-client-header-buffers"].split()
     assert int(count) * int(size.rstrip("k")) * 1024 <= MAX_HEADER_BYTES
     [container] = by_kind("Deployment")["memjobs-api"]["spec"]["template"]["spec"]["containers"]
-    assert api_settings({e["name"]: e["value"] for e in container["env"]}).api_http_parser == "httptools"
+    assert api_settings({e["name"]: e["value"] for e in container["env"]}).api.http_parser == "httptools"
 
 
 # -- systemd ---------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_a_blackboard_written_on_one_host_is_restored_on_another(
     svc = topo.address("svc")
     cert, key = certificate_for(tmp_path, svc)
     api = api_factory(api_tls_cert=cert, api_tls_key=key, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
-    redis_url = api.harness.settings.redis_url
+    redis_url = api.harness.settings.redis.url
     assert redis_url is not None  # the test session's own Redis
     redis_port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
     api_port = int(api.url.rsplit(":", 1)[1])

@@ -432,7 +432,7 @@ def test_model_failures_are_retried_as_an_outage_and_sources_stay_pending(
 
     requests = fake_model.requests_for("chat")
     assert len(requests) == failing + 1
-    assert failing > h.settings.model_max_attempts  # so Dramatiq's retries ran, not only tenacity's
+    assert failing > h.settings.model.max_attempts  # so Dramatiq's retries ran, not only tenacity's
     gaps = [b.received_at - a.received_at for a, b in zip(requests, requests[1:], strict=False)]
     assert min(gaps) >= 0.045, f"retries were not spaced by a backoff: {gaps}"
     assert [e[3] for e in h.store.attempt_events(KEY)] == ["aborted", "aborted", "committed"]

@@ -44,13 +44,13 @@ from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.ops.server import prepare_metrics_dir
 from memjobs_worker.pools import worker_command
 from memjobs_worker.runtime import Runtime, producer_client
-from memjobs_worker.settings import Settings
 from tests.support.harness import worker_env
 from tests.support.leaks import files_holding, redis_keys_holding, tables_holding
 from tests.support.netns import Topology, netns_unavailable, run_in
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 from tests.support.sentinel import MASTER_NAME, SentinelSet
+from tests.support.settings import build as build_settings
 
 HOSTS = ["h0", "h1", "h2"]
 OWNERS, PER_OWNER, FORGET = 50, 20, 50
@@ -141,14 +141,14 @@ def _scenario(
         model = run_in(topo.ns(host), lambda: FakeOpenAI(embedding_dims=64).start())
         model.set_chat_handler(slow_echo)
         models.append(model)
-        settings = Settings(**common, data_dir=data_dirs[host], memory_base_url=model.base_url)
+        settings = build_settings(**common, data_dir=data_dirs[host], memory_base_url=model.base_url)
         env = worker_env(settings)
         prepare_metrics_dir(settings, env)
         log = open(root / f"{host}.log", "ab")  # noqa: SIM115 - closed with the process
         procs[host] = subprocess.Popen(
             [*topo.exec_prefix(host), *worker_command(2, 2)], env=env, stdout=log, stderr=log, start_new_session=True
         )
-    ctl = Settings(**common, data_dir=root / "ctl", redis_waitaof_replicas=1)
+    ctl = build_settings(**common, data_dir=root / "ctl", redis_waitaof_replicas=1)
     client = MemjobsClient(
         common["redis_url"],
         timeout_s=1,

@@ -46,6 +46,7 @@ from tests.support.http import Api
 from tests.support.joblog import JobLog
 from tests.support.openai_server import FakeOpenAI
 from tests.support.polling import wait_for
+from tests.support.settings import build as build_settings
 
 pytestmark = pytest.mark.fault
 
@@ -180,7 +181,7 @@ def test_kill_9_of_an_external_postgres_mid_backlog_loses_nothing_and_learns_eac
         ready = api.get("/readyz")
         assert ready.status_code == 503, ready.text
         assert ready.json()["detail"] == "the state database (PostgreSQL) is unreachable"
-        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis_url or "", MEMJOBS_DATABASE_URL=own_pg.url)
+        env = cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=settings.redis.url or "", MEMJOBS_DATABASE_URL=own_pg.url)
         check = run_cli(env, "check")
         assert check.code == exits.FAILED, check
         assert "state database (PostgreSQL) is unreachable" in check.stderr, check
@@ -236,10 +237,10 @@ def test_the_embedded_stack_restarts_its_killed_postgres_and_redis_and_says_so(
             up.wait_ready()
             stack = json.loads(up.stack_file.read_text())
             h = harness_factory(
-                Settings(
+                build_settings(
+                    data_dir=base / "reader",
                     redis_url=stack["redis_url"],
                     database_url=stack["database_url"],
-                    data_dir=base / "reader",
                     **embeddings,
                 )
             )

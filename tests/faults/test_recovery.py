@@ -21,21 +21,21 @@ from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, owner_key
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.ops import status as ops
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import Settings, default_of
 from tests.support.harness import Harness, kill_group, spawn_workers
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
 DEFAULTS = {
-    name: Settings.model_fields[name].default
-    for name in (
-        "lease_ms",
-        "broker_heartbeat_timeout_ms",
-        "sweep_pending_after_ms",
-        "sweep_interval_ms",
-        "heartbeat_interval_ms",
-        "heartbeat_ttl_ms",
+    name: default_of(key)
+    for name, key in (
+        ("lease_ms", "memory.lease_ms"),
+        ("broker_heartbeat_timeout_ms", "workers.broker_heartbeat_timeout_ms"),
+        ("sweep_pending_after_ms", "lifecycle.sweep_pending_after_ms"),
+        ("sweep_interval_ms", "lifecycle.sweep_interval_ms"),
+        ("heartbeat_interval_ms", "workers.heartbeat_interval_ms"),
+        ("heartbeat_ttl_ms", "workers.heartbeat_ttl_ms"),
     )
 }
 EXTRACT_QUEUE = "memjobs_extract"
@@ -78,7 +78,7 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
     stop = threading.Event()
 
     def sweeper() -> None:  # as `memjobs up` and the compose sweeper do
-        while not stop.wait(settings.sweep_interval_ms / 1000):
+        while not stop.wait(settings.lifecycle.sweep_interval_ms / 1000):
             h.runtime.sweeper.once()
 
     thread = threading.Thread(target=sweeper, daemon=True)
@@ -140,7 +140,7 @@ def test_a_live_but_slow_worker_keeps_its_messages(
     # the test fails), and the window the fixed sleep covered has passed by the
     # clock the requeue uses. Had a gap let another worker's dispatch find it dead
     # meanwhile, its set would be gone or changed below.
-    timeout_ms = settings.broker_heartbeat_timeout_ms
+    timeout_ms = settings.workers.broker_heartbeat_timeout_ms
     wait_for(
         lambda: (h.runtime.redis.zscore(keys.BROKER_HEARTBEATS, slow) or 0) >= held_from_ms + 4 * timeout_ms,
         60,

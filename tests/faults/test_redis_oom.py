@@ -102,7 +102,7 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     h = harness_factory(settings)
     r = redis.Redis.from_url(own_redis.url)
     guarded = producer_client(settings, redis_url=own_redis.url)
-    guarded.memory_guard = MemoryGuard(settings.redis_high_water, refresh_s=0)  # read memory on every call
+    guarded.memory_guard = MemoryGuard(settings.redis.high_water, refresh_s=0)  # read memory on every call
     api = api_factory(worker=False, settings=settings)
     accepted: dict[str, str] = {}
     # Warm: Redis's first job and first fetch allocate some 200 KB once (scripts, tables).
@@ -114,19 +114,19 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", limit)
     # Most of the memory goes to something else (ballast), the last 100 KB before the mark to jobs.
-    ballast(r, int(limit * settings.redis_high_water) - 100_000)
+    ballast(r, int(limit * settings.redis.high_water) - 100_000)
 
     # 1. At the high-water mark a producer is refused clearly, and nothing of the refused call is queued.
     refusal = fill(guarded.remember, accepted)
     assert refusal.reason == "redis_full" and "Redis is full" in str(refusal), refusal
     assert "new jobs stop at 90%" in str(refusal)  # the producers' mark, not Redis's own limit
     assert queued(h) == len(accepted) - 1  # all but the warm-up's
-    ballast(r, int(limit * settings.redis_high_water) + 500_000)  # clearly over, for the other doors
+    ballast(r, int(limit * settings.redis.high_water) + 500_000)  # clearly over, for the other doors
     response = api.post("/v1/remember", {"owner_id": OWNERS[0], "text": "refused at the door"})
     problem(response, "redis_full", 503)
     assert int(response.headers["Retry-After"]) > 0
     cli = run_cli(
-        cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=own_redis.url, MEMJOBS_DATABASE_URL=settings.database_url or ""),
+        cli_env(tmp_path / "cli", MEMJOBS_REDIS_URL=own_redis.url, MEMJOBS_DATABASE_URL=settings.database.url or ""),
         "remember",
         "--owner",
         OWNERS[0],
@@ -141,7 +141,7 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     h.drain(60)
     assert set(states(h, accepted).values()) == {"learned"}
     free_ballast(r)  # the other doors' margin over the mark
-    ballast(r, int(limit * settings.redis_high_water) - 300_000)
+    ballast(r, int(limit * settings.redis.high_water) - 300_000)
     accepted[guarded.remember(OWNERS[1], next(_texts))] = OWNERS[1]
     h.stop_worker()
 

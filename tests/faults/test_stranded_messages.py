@@ -52,8 +52,8 @@ class _Reports(logging.Handler):
 @pytest.fixture
 def broker(make_settings: Callable[..., Settings]) -> Iterator[MemjobsRedisBroker]:
     settings = make_settings()
-    assert settings.redis_url
-    made = build_broker(settings.redis_url, settings)
+    assert settings.redis.url
+    made = build_broker(settings.redis.url, settings)
     yield made
     made.close()
 

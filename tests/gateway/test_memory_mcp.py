@@ -119,7 +119,7 @@ def test_http_serves_the_memory_tools_to_the_host_and_to_owner_scoped_tokens(api
     from memjobs_worker.http.scoped_tokens import issue
 
     api = api_factory(worker=False, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN, api_token_key="k" * 40)
-    reader = issue(api.harness.settings, scopes=["read"], owners=["carol"])
+    reader = issue(api.harness.settings.api, scopes=["read"], owners=["carol"])
 
     async def session() -> tuple[dict[str, Any], dict[str, Any], str, dict[str, Any]]:
         async with http_client_for(api, "alice", HOST_TOKEN) as client:

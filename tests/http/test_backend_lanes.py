@@ -19,7 +19,7 @@ import pytest
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings, Settings
 
 NOWHERE = Endpoints("redis://127.0.0.1:1/0", "postgresql://nobody@127.0.0.1:1/none")
 
@@ -27,7 +27,7 @@ NOWHERE = Endpoints("redis://127.0.0.1:1/0", "postgresql://nobody@127.0.0.1:1/no
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[ApiContext]:
     # Two backend threads (api_max_in_flight bounds them), one computing thread.
-    ctx = ApiContext(Settings(data_dir=tmp_path, api_backend_timeout_ms=200, api_max_in_flight=2), NOWHERE)
+    ctx = ApiContext(Settings(data_dir=tmp_path, api=ApiSettings(backend_timeout_ms=200, max_in_flight=2)), NOWHERE)
     yield ctx
     ctx.close()
 

@@ -105,7 +105,7 @@ def log_out(api: Api, cookie: str) -> Reply:
 
 def keys_of(api: Api) -> ConsoleKeys:
     """The running API's signing keys: its tokens and the key it shares through Redis."""
-    tokens = Tokens.from_settings(api.harness.settings)
+    tokens = Tokens.from_settings(api.harness.settings.api)
     return ConsoleKeys(tokens, signing_key(redis_of(api), tokens.host))
 
 
@@ -217,7 +217,7 @@ def malformed_cookies(api: Api, good: str) -> dict[str, bytes]:
     assert log_out(api, logged_out).status == 303
     later = keys.new_session(now=time.time() + 3600)[1]  # another session, signed later
     later_time = later.partition(".")[2].rpartition(".")[0]  # what lies between its id and signature
-    other = ConsoleKeys(Tokens.from_settings(api.harness.settings), secrets.token_bytes(32))
+    other = ConsoleKeys(Tokens.from_settings(api.harness.settings.api), secrets.token_bytes(32))
 
     def changed(at: int) -> bytes:
         """The good cookie with one character at ``at`` changed to another of base64url."""

@@ -110,8 +110,8 @@ def test_a_key_in_a_recall_query_is_refused_before_any_embedding(
     cli = run_cli(
         cli_env(
             tmp_path / "cli",
-            MEMJOBS_REDIS_URL=str(settings.redis_url),
-            MEMJOBS_DATABASE_URL=str(settings.database_url),
+            MEMJOBS_REDIS_URL=str(settings.redis.url),
+            MEMJOBS_DATABASE_URL=str(settings.database.url),
             MEMJOBS_EMBEDDING_BASE_URL=fake_model.base_url,
             MEMJOBS_EMBEDDING_API_KEY="test-key",
         ),
@@ -180,7 +180,7 @@ def test_ids_that_carry_a_key_are_refused_and_stored_nowhere(api_factory: Callab
         no_internal_names(body["detail"])
     problem(api.post("/v1/forget", {"owner_id": owner, "source_id": AWS_KEY}, GATEWAY_TOKEN), "validation", 422)
     assert redis_keys_holding(api.harness.runtime.redis, [AWS_KEY, GITHUB_TOKEN]) == []
-    assert tables_holding(str(api.harness.settings.database_url), [AWS_KEY, GITHUB_TOKEN]) == []
+    assert tables_holding(str(api.harness.settings.database.url), [AWS_KEY, GITHUB_TOKEN]) == []
 
 
 # -- a key named twice --------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_problem_details_name_fields_and_kinds_not_classes_or_rules(
     settings = api.harness.settings
     cli = run_cli(
         cli_env(
-            tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+            tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis.url), MEMJOBS_DATABASE_URL=str(settings.database.url)
         ),
         "remember",
         "--owner",

@@ -229,7 +229,7 @@ def test_readyz_says_degraded_while_a_model_breaker_is_open_and_remember_still_w
         "models": {"chat": "closed", "embed": "closed"},
     }
     chat = api.harness.runtime.model_breakers["chat"]
-    for _ in range(api.harness.settings.model_breaker_failures):
+    for _ in range(api.harness.settings.model.breaker_failures):
         chat.failed(Ticket.CLOSED)
     # (one /readyz answer serves every probe for a second: the next one says it)
     ready = wait_for(

@@ -21,6 +21,7 @@ from memjobs_worker.http.auth import check_bind
 from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.settings import Settings
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
+from tests.support.settings import build as build_settings
 
 SIGNING_KEY = "signing-key-0123456789abcdef-0123456789"
 
@@ -104,32 +105,32 @@ def test_non_loopback_bind_without_tokens_refuses_to_start(host: str) -> None:
     # validates them, which its synthesised __init__ signature does not say.
     proxied: dict[str, Any] = {"api_tls_terminated_by_proxy": True}
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_GATEWAY_TOKEN"):
-        check_bind(Settings(api_host=host, **proxied))
+        check_bind(build_settings(api_host=host, **proxied).api)
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_HOST_TOKEN"):
-        check_bind(Settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, **proxied))  # type: ignore[arg-type]
+        check_bind(build_settings(api_host=host, api_gateway_token=GATEWAY_TOKEN, **proxied).api)
     check_bind(
-        Settings(
+        build_settings(
             api_host=host,
-            api_gateway_token=GATEWAY_TOKEN,  # type: ignore[arg-type]
-            api_host_token=HOST_TOKEN,  # type: ignore[arg-type]
+            api_gateway_token=GATEWAY_TOKEN,
+            api_host_token=HOST_TOKEN,
             **proxied,
-        )
+        ).api
     )
-    check_bind(Settings(api_host=host, api_token_key=SIGNING_KEY, **proxied))  # type: ignore[arg-type]  # scoped tokens only
+    check_bind(build_settings(api_host=host, api_token_key=SIGNING_KEY, **proxied).api)  # scoped tokens only
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.internal"])
 def test_non_loopback_plain_http_refuses_to_start_even_with_tokens(host: str) -> None:
     tokens: dict[str, Any] = {"api_gateway_token": GATEWAY_TOKEN, "api_host_token": HOST_TOKEN}
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_TLS_CERT.*MEMJOBS_API_TLS_TERMINATED_BY_PROXY"):
-        check_bind(Settings(api_host=host, **tokens))
-    check_bind(Settings(api_host=host, api_tls_cert="/c.pem", api_tls_key="/k.pem", **tokens))  # type: ignore[arg-type]
-    check_bind(Settings(api_host=host, api_tls_terminated_by_proxy=True, **tokens))
+        check_bind(build_settings(api_host=host, **tokens).api)
+    check_bind(build_settings(api_host=host, api_tls_cert="/c.pem", api_tls_key="/k.pem", **tokens).api)
+    check_bind(build_settings(api_host=host, api_tls_terminated_by_proxy=True, **tokens).api)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "localhost"])
 def test_loopback_bind_may_run_without_tokens(host: str) -> None:
-    check_bind(Settings(api_host=host))
+    check_bind(build_settings(api_host=host).api)
 
 
 def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
@@ -174,7 +175,7 @@ def test_memjobs_api_refuses_a_public_bind_without_tokens_before_listening(
 )
 def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any], words: str) -> None:
     with pytest.raises(ConfigurationError, match=words):
-        check_bind(Settings(**overrides))
+        check_bind(build_settings(**overrides).api)
 
 
 @pytest.fixture
@@ -245,9 +246,9 @@ def test_a_certificate_that_cannot_be_loaded_is_a_configuration_error(
 ) -> None:
     (tmp_path / "c.pem").write_text("not a certificate")
     settings = make_settings(api_port=0, api_tls_cert=tmp_path / "c.pem", api_tls_key=tmp_path / "c.pem")
-    assert settings.redis_url and settings.database_url
+    assert settings.redis.url and settings.database.url
     with pytest.raises(ConfigurationError, match="TLS"):
-        ApiServer(settings, Endpoints(settings.redis_url, settings.database_url))
+        ApiServer(settings, Endpoints(settings.redis.url, settings.database.url))
 
 
 # -- body cap, in-flight bound, timeouts ----------------------------------------------------

@@ -186,7 +186,7 @@ def test_scoped_tokens_read_and_write_only_what_they_name(api_factory: Callable[
     from memjobs_worker.http.scoped_tokens import issue
 
     api = api_factory(worker=False, api_token_key="k" * 40)
-    settings = api.harness.settings
+    settings = api.harness.settings.api
     reader = issue(settings, scopes=["read"], owners=["acme/alice"])
     writer = issue(settings, scopes=["read", "write"], owner_prefix="acme/")
     assert doc(api, MEM, owner="acme/alice", token=reader)["version"] == 0

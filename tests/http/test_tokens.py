@@ -17,7 +17,7 @@ import pytest
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.cli.main import main as cli_main
 from memjobs_worker.http.scoped_tokens import AUDIENCE, ISSUER, InvalidToken, ScopedKeys, issue
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings, Settings
 from tests.support.harness import REPO
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
 
@@ -30,7 +30,7 @@ def token(key: str = KEY, **kw: Any) -> str:
     values: dict[str, Any] = {"scopes": ["read", "write"], "owners": ["alice"]}
     values.update(kw)
     # A raw key, as from the environment: pydantic validates it into a SecretStr.
-    return issue(Settings(api_token_key=key), **values)  # type: ignore[arg-type]
+    return issue(ApiSettings(token_key=key), **values)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_scoped_tokens_alone_close_the_door(api_factory: Callable[..., Api]) -> 
 
 
 def test_issue_refuses_what_cannot_be_meant() -> None:
-    settings = Settings(api_token_key=KEY)  # type: ignore[arg-type]  # as in token() above
+    settings = ApiSettings(token_key=KEY)  # type: ignore[arg-type]  # as in token() above
     for kw, words in (
         ({"scopes": ["read"], "owners": ["a"], "all_owners": True}, "not both"),
         ({"scopes": ["read"]}, "name the owners"),
@@ -150,9 +150,9 @@ def test_issue_refuses_what_cannot_be_meant() -> None:
         with pytest.raises(ConfigurationError, match=words):
             issue(settings, **kw)
     with pytest.raises(ConfigurationError, match="MEMJOBS_API_TOKEN_KEY"):
-        issue(Settings(), scopes=["read"], owners=["a"])
+        issue(ApiSettings(), scopes=["read"], owners=["a"])
     with pytest.raises(InvalidToken):
-        ScopedKeys(Settings()).verify(token())
+        ScopedKeys(ApiSettings()).verify(token())
 
 
 def test_memjobs_token_issue_prints_a_token_that_works(
@@ -175,7 +175,7 @@ def test_memjobs_token_issue_prints_a_token_that_works(
     monkeypatch.setenv("MEMJOBS_API_TOKEN_PREVIOUS_KEY", OLD_KEY)
     assert cli_main(["config", "--json"]) == 0
     shown = capsys.readouterr().out
-    assert KEY not in shown and OLD_KEY not in shown and '"api_token_key": "[REDACTED]"' in shown
+    assert KEY not in shown and OLD_KEY not in shown and '"api.token_key": "[REDACTED]"' in shown
     monkeypatch.delenv("MEMJOBS_API_TOKEN_KEY")
     monkeypatch.delenv("MEMJOBS_API_TOKEN_PREVIOUS_KEY")
     assert cli_main(["token", "issue", "--scope", "read", "--owner", "alice"]) == 3

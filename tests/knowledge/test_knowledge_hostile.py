@@ -111,7 +111,7 @@ def test_a_hostile_folder_refuses_each_bad_entry_by_name_and_indexes_the_rest_in
     settings = make_settings(memory_provider="off", knowledge_roots=str(tmp_path))
     h = harness_factory(settings)
     h.client.reindex_knowledge(OWNER, [{"doc_id": "old", "title": "old", "text": "removed at the end"}], consent=True)
-    found = collect([str(root)], settings.knowledge_root_paths)
+    found = collect([str(root)], settings.knowledge.root_paths)
     assert found.listing.skipped == [{"name": "deep/" + "/".join(["d"] * 32), "reason": "too_deep"}]
     parts: list[tuple[int, int, int]] = []
     sent = h.client.reindex_knowledge(
@@ -257,7 +257,7 @@ def test_knowledge_off_refuses_reindex_at_the_producer(
 def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: Callable[..., Settings]) -> None:
     for blank in ("", "   "):
         settings = make_settings(embedding_base_url=blank, memory_base_url=blank)
-        assert settings.embedding_base_url is None and not settings.embedding_configured
+        assert settings.embedding.base_url is None and not settings.embedding.configured
         assert not settings.model_configured  # as if QWEN_AUDIO_MEMORY_BASE_URL were unset
 
 

@@ -19,7 +19,7 @@ from memjobs_client.contracts import ACTOR_REINDEX, QUEUE_KNOWLEDGE, ReindexKnow
 from memjobs_client.payloads import build_payload
 from memjobs_worker.cli import exits
 from memjobs_worker.pools import worker_pools
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import KnowledgeSettings, Settings
 from tests.support.cli import cli_env, run_cli
 from tests.support.harness import REPO, Harness, worker_env
 from tests.support.http import Api, problem, remember
@@ -31,16 +31,21 @@ OWNER = "ren@example.com"
 def default(make_settings: Callable[..., Settings], **overrides: object) -> Settings:
     """The test services' settings with MEMJOBS_KNOWLEDGE as if unset."""
     settings = make_settings(**overrides)
-    values = {k: v for k, v in settings.model_dump().items() if k in settings.model_fields_set - {"knowledge"}}
-    return Settings(**values)
+    knowledge = settings.knowledge
+    kept = {name: getattr(knowledge, name) for name in knowledge.model_fields_set - {"mode"}}
+    return settings.model_copy(update={"knowledge": KnowledgeSettings(**kept)})
 
 
 def test_knowledge_is_off_by_default(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
-    assert settings.knowledge == "off" and not settings.knowledge_enabled
+    assert settings.knowledge.mode == "off" and not settings.knowledge.enabled
     queues = [q for pool in worker_pools(settings, 1, 1) for q in pool.command]
     assert QUEUE_KNOWLEDGE not in queues  # no pool of the host consumes it
-    on = [q for pool in worker_pools(Settings(data_dir=tmp_path, knowledge="on"), 1, 1) for q in pool.command]
+    on = [
+        q
+        for pool in worker_pools(Settings(data_dir=tmp_path, knowledge=KnowledgeSettings(mode="on")), 1, 1)
+        for q in pool.command
+    ]
     assert QUEUE_KNOWLEDGE in on
 
 
@@ -49,7 +54,7 @@ def test_off_no_knowledge_consumer_no_mcp_refusals_and_recall_works(
     api_factory: Callable[..., Api],
 ) -> None:
     settings = default(make_settings, api_port=0)
-    assert not settings.knowledge_enabled
+    assert not settings.knowledge.enabled
     api = api_factory(settings=settings)
     h: Harness = api.harness
     assert ACTOR_REINDEX not in h.actors and ACTOR_REINDEX not in h.broker.actors

@@ -24,7 +24,7 @@ from memjobs_worker.knowledge.vectors import (
     reembed_knowledge,
 )
 from memjobs_worker.model_client import RemoteEmbedder
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import DatabaseSettings, KnowledgeSettings, RedisSettings, Settings
 from tests.support.knowledge_corpus import DOCS
 from tests.support.openai_server import FakeOpenAI
 
@@ -49,11 +49,10 @@ def test_another_model_is_refused_then_reembedded_resumably(
     tmp_path: Any,
 ) -> None:
     settings = Settings(
-        redis_url="redis://unused",
-        database_url="postgresql://unused",
         data_dir=tmp_path,
-        knowledge_chunk_chars=60,
-        knowledge_chunk_overlap_chars=10,
+        redis=RedisSettings(url="redis://unused"),
+        database=DatabaseSettings(url="postgresql://unused"),
+        knowledge=KnowledgeSettings(chunk_chars=60, chunk_overlap_chars=10),
     )
     store = KnowledgeStore(engine)
     old = embedder(fake_model, "model-a")
@@ -65,7 +64,7 @@ def test_another_model_is_refused_then_reembedded_resumably(
             "documents": [{"doc_id": d, "title": t, "text": x} for d, (t, x) in DOCS.items()],
         }
     )
-    reindex(payload, store=store, embed=old.embed_batch, dims=DIMS, settings=settings)
+    reindex(payload, store=store, embed=old.embed_batch, dims=DIMS, knowledge=settings.knowledge)
     embedded, _ = vectors(engine)
     assert embedded > 4
 

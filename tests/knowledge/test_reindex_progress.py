@@ -47,7 +47,7 @@ def test_the_worker_marks_the_reindex_indexing_then_ends_it_with_its_last_part(
     h = harness_factory(make_settings(embedding_base_url=None, local_embedder="hashing"))
     owner = "reader-progress@example.com"
     key = owner_key(owner)
-    client = redis.Redis.from_url(h.settings.redis_url or "")
+    client = redis.Redis.from_url(h.settings.redis.url or "")
     try:
         h.client.reindex_knowledge(
             owner,

@@ -66,7 +66,7 @@ def run(engine: Engine, settings: Settings, message: ReindexKnowledge, embed: Em
         store=KnowledgeStore(engine),
         embed=embed,
         dims=DIMS,
-        settings=settings,
+        knowledge=settings.knowledge,
         cache=EmbeddingCache(engine, "test-hashed", DIMS),
     )
 

@@ -18,7 +18,11 @@ from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 def _erase(h: Harness, owner: str, parts: list[OwnerPart] | None = None) -> dict[str, int]:
     rt = h.runtime
     report = erase_owner(
-        Owner.of(owner), parts or owner_parts(rt), redis_client=rt.redis, db=rt.db, hold_ms=h.settings.erase_hold_ms
+        Owner.of(owner),
+        parts or owner_parts(rt),
+        redis_client=rt.redis,
+        db=rt.db,
+        hold_ms=h.settings.lifecycle.erase_hold_ms,
     )
     return report.counts
 
@@ -38,7 +42,7 @@ def test_an_erasure_run_twice_finds_nothing_the_second_time(
     assert first["sources"] >= 2 and first["memories"] >= 2 and first["memory_documents"] == 2
     assert first["sessions"] == 3 and first["knowledge"] == 2 and first["memory_audit"] == 2
     assert set(second.values()) == {0}
-    assert tables_holding(str(h.settings.database_url), alice.needles) == []
+    assert tables_holding(str(h.settings.database.url), alice.needles) == []
     assert redis_keys_holding(h.runtime.redis, alice.needles) == []
     assert files_holding([h.settings.data_dir], alice.needles) == []
     # What stays: the counts, no owner (the needle search above covers the table).
@@ -66,7 +70,7 @@ def test_an_erasure_that_cannot_wait_for_a_running_job_stops_before_any_store(
 
     fake_model.release()
     _erase(h, alice.owner)  # waits for the extraction, then erases what it wrote
-    assert tables_holding(str(h.settings.database_url), alice.needles) == []
+    assert tables_holding(str(h.settings.database.url), alice.needles) == []
 
 
 class _Interrupted(OwnerPart):
@@ -92,14 +96,14 @@ def test_an_erasure_stopped_between_stores_is_finished_by_running_it_again(
 
     with pytest.raises(BackendUnavailable):
         _erase(h, alice.owner, [*parts[:halfway], _Interrupted(), *parts[halfway:]])
-    assert tables_holding(str(h.settings.database_url), alice.needles), "nothing was left to finish"
+    assert tables_holding(str(h.settings.database.url), alice.needles), "nothing was left to finish"
     assert h.runtime.store.list_sources(alice.key) == []  # the parts before the stop did run
 
     _erase(h, alice.owner)
 
-    assert tables_holding(str(h.settings.database_url), alice.needles) == []
+    assert tables_holding(str(h.settings.database.url), alice.needles) == []
     assert files_holding([h.settings.data_dir], alice.needles) == []
     unfinished, finished = erasures(h.runtime.db)[::-1]
     assert unfinished["finished_at"] is None and finished["finished_at"] is not None
-    assert tables_holding(str(h.settings.database_url), bob.needles), "bob was erased too"
+    assert tables_holding(str(h.settings.database.url), bob.needles), "bob was erased too"
     assert len(h.runtime.store.list_sources(bob.key)) == 2

@@ -97,7 +97,7 @@ def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
         h.client.remember(erased.owner, f"{erased.tag} queued thought number {n}")
 
     env = cli_env(
-        settings.data_dir, MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+        settings.data_dir, MEMJOBS_REDIS_URL=str(settings.redis.url), MEMJOBS_DATABASE_URL=str(settings.database.url)
     )
     results: list[Any] = []
     erasing = threading.Thread(target=lambda: results.append(run_cli(env, "erase", "--owner", erased.owner, "--json")))
@@ -115,7 +115,7 @@ def test_an_erased_owner_leaves_no_trace_while_the_others_work_on(
     h.drain()
 
     needles = erased.needles
-    assert tables_holding(str(settings.database_url), needles) == []
+    assert tables_holding(str(settings.database.url), needles) == []
     assert redis_keys_holding(h.runtime.redis, needles) == []
     assert files_holding([settings.data_dir], needles) == []
     h.runtime.redis.bgrewriteaof()

@@ -150,8 +150,8 @@ def test_the_commands_export_to_an_owner_only_file_and_import_it(
     h, alice, _ = exported
     env = cli_env(
         h.settings.data_dir,
-        MEMJOBS_REDIS_URL=str(h.settings.redis_url),
-        MEMJOBS_DATABASE_URL=str(h.settings.database_url),
+        MEMJOBS_REDIS_URL=str(h.settings.redis.url),
+        MEMJOBS_DATABASE_URL=str(h.settings.database.url),
     )
     path = tmp_path / "alice.jsonl"
     ok(run_cli(env, "export", "--owner", alice.owner, "-o", str(path)))

@@ -55,10 +55,10 @@ def test_forget_on_one_host_leaves_the_text_on_no_host(
 
     assert {r.source_id: r.state for r in forgetter.store.list_sources(KEY)}[gone_id] == "forgotten"
     assert files_holding(dirs, [secret_ish]) == []
-    assert tables_holding(str(learner.settings.database_url), [secret_ish]) == []
+    assert tables_holding(str(learner.settings.database.url), [secret_ish]) == []
     assert redis_keys_holding(learner.runtime.redis, [secret_ish]) == []
     # The checks can see a text: the kept source is still in the ledger and in mem0.
-    assert tables_holding(str(learner.settings.database_url), [kept])
+    assert tables_holding(str(learner.settings.database.url), [kept])
     assert [m.text for m in learner.pipeline.memories(KEY)] == [kept]
 
 
@@ -79,7 +79,7 @@ def test_a_source_the_owner_does_not_have_is_not_found_at_every_door(
     api = api_factory(worker=False)
     settings = api.harness.settings
     env = cli_env(
-        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis.url), MEMJOBS_DATABASE_URL=str(settings.database.url)
     )
     text = "I keep the spare key under the blue flowerpot"
     alices = source_id_for(KEY, text)
@@ -103,7 +103,7 @@ def test_a_forget_that_overtakes_its_remember_is_forgotten_at_every_door(
     api = api_factory(worker=False)
     settings = api.harness.settings
     env = cli_env(
-        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis_url), MEMJOBS_DATABASE_URL=str(settings.database_url)
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(settings.redis.url), MEMJOBS_DATABASE_URL=str(settings.database.url)
     )
     texts = [
         "my gate code hint is the cat's birthday",

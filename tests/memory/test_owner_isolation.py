@@ -212,7 +212,7 @@ def test_no_door_lets_one_owner_forget_into_or_read_out_of_another(
     api = api_factory(worker=False)
     h = api.harness
     env = cli_env(
-        tmp_path / "cli", MEMJOBS_REDIS_URL=str(h.settings.redis_url), MEMJOBS_DATABASE_URL=str(h.settings.database_url)
+        tmp_path / "cli", MEMJOBS_REDIS_URL=str(h.settings.redis.url), MEMJOBS_DATABASE_URL=str(h.settings.database.url)
     )
     carols = {
         "queued": "carol's gate code hint is her cat's birthday",

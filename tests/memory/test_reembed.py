@@ -65,7 +65,7 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
 ) -> None:
     old = make_settings(local_embedder="hashing")
     ids = learn(harness_factory(old))
-    assert tables(old.database_url or "") == {"mem0_memories_512": 3}
+    assert tables(old.database.url or "") == {"mem0_memories_512": 3}
 
     new = make_settings(local_embedder="e5")
     h = harness_factory(new)
@@ -95,14 +95,14 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
             return embedder.embed_batch(texts, action)  # type: ignore[no-any-return]
 
     with pytest.raises(ConnectionError):
-        reembed_memories(libpq_url(new.database_url or ""), Failing(), model_id(new), 384, batch=1)
-    assert tables(new.database_url or "") == {"mem0_memories_512": 2, "mem0_memories_384": 1}
-    assert pending(new, new.database_url or "").memories == 2
+        reembed_memories(libpq_url(new.database.url or ""), Failing(), model_id(new.embedding), 384, batch=1)
+    assert tables(new.database.url or "") == {"mem0_memories_512": 2, "mem0_memories_384": 1}
+    assert pending(new, new.database.url or "").memories == 2
 
     progress: list[tuple[str, int, int]] = []
-    assert reembed(new, new.database_url or "", progress=lambda *p: progress.append(p))[0] == 2
+    assert reembed(new, new.database.url or "", progress=lambda *p: progress.append(p))[0] == 2
     assert progress[-1] == ("memories", 2, 2)
-    assert tables(new.database_url or "") == {"mem0_memories_384": 3}
+    assert tables(new.database.url or "") == {"mem0_memories_384": 3}
 
     fresh = harness_factory(new)
     assert sorted(m.memory_id for m in fresh.runtime.personal_memory.memories(KEY)) == ids
@@ -128,7 +128,7 @@ def test_another_model_of_the_same_size_is_refused_and_replaced_not_mixed(
     done = cli(new, "reembed")
     assert done.returncode == 0, done.stderr
     assert "re-embedded 3 memories" in done.stdout and "of 3" in done.stderr
-    assert tables(new.database_url or "") == {"mem0_memories_384": 3}
+    assert tables(new.database.url or "") == {"mem0_memories_384": 3}
     fresh = harness_factory(new)
     assert sorted(m.memory_id for m in fresh.runtime.personal_memory.memories(KEY)) == ids
     hits = fresh.runtime.personal_memory.recall(KEY, "儿子哪天有球赛", 1)
@@ -153,7 +153,7 @@ def test_memjobs_up_reembeds_the_old_defaults_vectors_before_its_workers_start(
         problems = stack.stop()
     assert problems == []
     assert any(f"re-embedded 3 memories and 0 knowledge chunks with {MODEL_ID}" in n for n in notices), notices
-    assert tables(new.database_url or "") == {"mem0_memories_384": 3}
+    assert tables(new.database.url or "") == {"mem0_memories_384": 3}
     fresh = harness_factory(new)
     assert sorted(m.memory_id for m in fresh.runtime.personal_memory.memories(KEY)) == ids
     assert [x.text for x in fresh.runtime.personal_memory.recall(KEY, "what can't I eat?", 1)] == ["我对花生过敏"]

@@ -137,8 +137,8 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
                 manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
                 settings = json.loads(tar.extractfile("settings.json").read())  # type: ignore[union-attr]
             assert {c["name"] for c in manifest["contents"]} >= {"postgres.dump", "redis.rdb", "settings.json"}
-            assert "k" not in settings.values() and "memory_api_key" not in settings
-            assert "memory_api_key" in manifest["settings"]["secrets_left_out"]
+            assert "k" not in settings.values() and "model.api_key" not in settings
+            assert "model.api_key" in manifest["settings"]["secrets_left_out"]
             os.killpg(original.up.proc.pid, signal.SIGTERM)  # it stops in order while the restore runs
             result = run_cli(restored_env, "restore", str(archive), "--data-dir", str(base / "restored"), "--json")
             done = ok(result).json()
@@ -146,7 +146,7 @@ def test_a_running_stack_backed_up_with_work_queued_restores_with_the_same_answe
                 sum(q for q, _ in before.values()),
                 sum(d for _, d in before.values()),
             ), done
-            assert "knowledge was 'off'" in result.stderr  # the restoring host's settings differ
+            assert "knowledge.mode was 'off'" in result.stderr  # the restoring host's settings differ
             original.up.close()
 
             restored.start("up-2.out")

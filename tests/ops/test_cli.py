@@ -162,20 +162,20 @@ def test_config_json_is_one_document_with_secrets_redacted(tmp_path: Path) -> No
     doc = result.json()
     for secret in (PG_PASSWORD, REDIS_PASSWORD, API_KEY, EMBEDDING_KEY):
         assert secret not in result.stdout and secret not in result.stderr
-    assert doc["memory_api_key"] == "[REDACTED]"
-    assert doc["embedding_api_key"] == "[REDACTED]"
+    assert doc["model.api_key"] == "[REDACTED]"
+    assert doc["embedding.api_key"] == "[REDACTED]"
     # Redacted, not dropped: the rest of each URL is still there to debug with.
-    assert doc["database_url"].startswith("postgresql://memjobs:")
-    assert "db.internal:5432/memjobs" in doc["database_url"]
-    assert "cache.internal:6379" in doc["redis_url"]
+    assert doc["database.url"].startswith("postgresql://memjobs:")
+    assert "db.internal:5432/memjobs" in doc["database.url"]
+    assert "cache.internal:6379" in doc["redis.url"]
     assert doc["data_dir"] == str((tmp_path / "data").resolve())
     assert doc["model_configured"] is True
-    assert doc["memory_provider"] == "mem0"
+    assert doc["memory.provider"] == "mem0"
 
     plain = ok(run_cli(env, "config"))
     for secret in (PG_PASSWORD, REDIS_PASSWORD, API_KEY, EMBEDDING_KEY):
         assert secret not in plain.stdout
-    assert "database_url" in plain.stdout
+    assert "database.url" in plain.stdout
 
 
 def test_config_redacts_passwords_given_as_url_query_parameters(tmp_path: Path) -> None:

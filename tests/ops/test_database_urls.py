@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
 from memjobs_worker.db.connect import libpq_url, sqlalchemy_url
 from memjobs_worker.db.outage import is_outage
-from memjobs_worker.settings import redact_url
+from memjobs_worker.logs.redaction import redact_url
 
 
 def connect_args(url: str) -> dict[str, object]:

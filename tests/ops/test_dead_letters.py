@@ -215,8 +215,8 @@ def test_the_cli_lists_shows_retries_and_purges(
     h.client.record_task(OWNER, "task-1", goal, "running")
     letter = _poison_first(h, QUEUE_TASKS)
     for name, value in (
-        ("MEMJOBS_REDIS_URL", settings.redis_url),
-        ("MEMJOBS_DATABASE_URL", settings.database_url),
+        ("MEMJOBS_REDIS_URL", settings.redis.url),
+        ("MEMJOBS_DATABASE_URL", settings.database.url),
         ("MEMJOBS_DATA_DIR", str(settings.data_dir)),
     ):
         monkeypatch.setenv(name, str(value))

@@ -25,13 +25,13 @@ import pytest
 from memjobs_worker.cli import exits
 from memjobs_worker.embedded.leftovers import postmaster_pid
 from memjobs_worker.embedded.process import group_members
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import default_of
 from tests.support.cli import Up, alive, cli_env, pids_mentioning, run_cli, scratch_dir
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.slow
 
-DEFAULT_METRICS_PORT = Settings.model_fields["metrics_port"].default
+DEFAULT_METRICS_PORT = default_of("metrics.port")
 
 
 def state(data_dir: Path) -> dict[str, Any]:

@@ -108,7 +108,7 @@ def test_scrape_counts_a_known_workload(metered: tuple[Harness, int]) -> None:
     assert value(samples, "memjobs_ledger_sources", state="pending") == 0
     assert value(samples, "memjobs_lock_events_total", lock="learn", event="acquired") >= 2
     # The two processes of the model jobs' pool, and the cheap jobs' own pool.
-    assert value(samples, "memjobs_workers_alive") == 2 + h.settings.fast_worker_processes
+    assert value(samples, "memjobs_workers_alive") == 2 + h.settings.workers.fast_worker_processes
     assert value(samples, "memjobs_redis_up") == 1 and value(samples, "memjobs_state_store_up") == 1
 
 
@@ -152,7 +152,7 @@ def test_check_fails_once_a_killed_workers_heartbeat_expires(
         kill_group(proc)  # SIGKILL: no clean shutdown, the key must expire by itself
     wait_until(
         lambda: live_heartbeats(client) == [],
-        timeout_s=settings.heartbeat_ttl_ms / 1000 + 5,
+        timeout_s=settings.workers.heartbeat_ttl_ms / 1000 + 5,
         what="the heartbeat to expire",
     )
     failed = _check(settings)
@@ -200,7 +200,7 @@ def test_an_open_model_breaker_shows_in_status_and_the_scrape(
     }
     assert collected == {"chat": 0, "embed": 0}
     chat = h.runtime.model_breakers["chat"]
-    for _ in range(h.settings.model_breaker_failures):
+    for _ in range(h.settings.model.breaker_failures):
         chat.failed(Ticket.CLOSED)
     collected = {
         s.labels["service"]: s.value

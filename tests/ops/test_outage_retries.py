@@ -14,7 +14,7 @@ from dramatiq.brokers.stub import StubBroker
 
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.jobs import DRAMATIQ_WORKER_LOGGER, OUTAGE_RETRIES_OPTION, OutageRetries, use_outage_retries
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import WorkerSettings
 
 
 class Flaky:
@@ -38,7 +38,7 @@ def broker_factory() -> Iterator[Callable[[int], StubBroker]]:
 
     def make(budget_ms: int) -> StubBroker:
         broker = StubBroker()
-        use_outage_retries(broker, Settings(outage_retry_budget_ms=budget_ms, outage_max_backoff_ms=10))
+        use_outage_retries(broker, WorkerSettings(outage_retry_budget_ms=budget_ms, outage_max_backoff_ms=10))
         worker = dramatiq.Worker(broker, worker_timeout=10)
         worker.start()
         made.append((broker, worker))

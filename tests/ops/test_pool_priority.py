@@ -30,7 +30,7 @@ def test_the_model_pool_yields_the_cpu_to_the_cheap_pool(
     tmp_path: Path,
 ) -> None:
     settings = make_settings(worker_layout="split")  # pools in processes of their own
-    client = redis.Redis.from_url(settings.redis_url or "")
+    client = redis.Redis.from_url(settings.redis.url or "")
     proc = spawn_workers(settings, tmp_path / "worker.log", processes=1, threads=1)
     try:
         wait_for(lambda: len(live_heartbeats(client)) == 2, 120, "both pools' heartbeats")

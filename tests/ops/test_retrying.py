@@ -17,7 +17,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.errors import BackendUnavailable, SensitiveContent
 from memjobs_worker.observability.retrying import RetryingJob, RetryingRecord, stale_after_ms
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import Settings, WorkerSettings
 from tests.support.harness import Harness
 from tests.support.polling import wait_for
 
@@ -69,7 +69,7 @@ def run(h: Harness, flaky: Flaky, max_retries: int) -> dramatiq.Message[Any]:
 
 
 def record(h: Harness) -> list[RetryingJob]:
-    return RetryingRecord(h.runtime.redis).read(stale_after_ms=stale_after_ms(h.settings)).newest
+    return RetryingRecord(h.runtime.redis).read(stale_after_ms=stale_after_ms(h.settings.workers)).newest
 
 
 @pytest.mark.parametrize(
@@ -152,6 +152,6 @@ def test_entries_older_than_the_stale_age_are_pruned_on_read(redis_url: str) -> 
 
 
 def test_the_stale_age_covers_the_longest_backoff_of_either_policy() -> None:
-    settings = Settings(max_backoff_ms=300_000, outage_max_backoff_ms=5_000)
-    assert stale_after_ms(settings) > 300_000 + settings.broker_heartbeat_timeout_ms
-    assert stale_after_ms(Settings(max_backoff_ms=1_000, outage_max_backoff_ms=90_000)) > 90_000
+    settings = Settings(workers=WorkerSettings(max_backoff_ms=300_000, outage_max_backoff_ms=5_000))
+    assert stale_after_ms(settings.workers) > 300_000 + settings.workers.broker_heartbeat_timeout_ms
+    assert stale_after_ms(WorkerSettings(max_backoff_ms=1_000, outage_max_backoff_ms=90_000)) > 90_000

@@ -13,7 +13,7 @@ from sqlalchemy.pool import QueuePool
 from memjobs_worker.db import migrate
 from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.runtime import Runtime, producer_client
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import DatabaseSettings, RedisSettings, Settings
 
 # Nothing listens there: a part that connected would fail the test.
 NOWHERE_REDIS = "redis://127.0.0.1:1/0"
@@ -21,7 +21,9 @@ NOWHERE_DB = "postgresql://postgres@127.0.0.1:1/nowhere"
 
 
 def _runtime(tmp_path: Path, redis_url: str, database_url: str) -> Runtime:
-    settings = Settings(redis_url=redis_url, database_url=database_url, data_dir=tmp_path / "data")
+    settings = Settings(
+        data_dir=tmp_path / "data", redis=RedisSettings(url=redis_url), database=DatabaseSettings(url=database_url)
+    )
     return Runtime(settings, Endpoints(redis_url, database_url), producer_client(settings, redis_url=redis_url))
 
 

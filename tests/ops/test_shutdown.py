@@ -136,7 +136,7 @@ def test_the_sweeper_service_sweeps_until_sigterm(
 
         def swept() -> bool:  # a pass touches the health file
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-            return alive_file(settings).exists()
+            return alive_file(settings.data_dir).exists()
 
         wait_for(swept, 60, "a sweep pass")
         after = sum(h.queues()["memjobs_extract"][k] for k in ("ready", "delayed"))

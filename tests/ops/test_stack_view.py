@@ -73,11 +73,11 @@ def test_config_shows_the_stacks_switches_and_where_each_came_from(stack: Embedd
     result = ok(run_cli(shell(stack, MEMJOBS_KNOWLEDGE="off"), "config", "--json"))
     doc = result.json()
     api_port = int(state(stack)["api_url"].rsplit(":", 1)[1])
-    assert doc["knowledge"] == "on" and doc["from"]["knowledge"] == "stack"
-    assert doc["api_port"] == api_port != 8780 and doc["from"]["api_port"] == "stack"
-    assert doc["api_host_token"] == "[REDACTED]" and doc["from"]["api_host_token"] == "stack"
-    assert doc["api_gateway_token"] is None
-    assert doc["from"]["extract_batch_size"] == "default" and doc["from"]["data_dir"] == "environment"
+    assert doc["knowledge.mode"] == "on" and doc["from"]["knowledge.mode"] == "stack"
+    assert doc["api.port"] == api_port != 8780 and doc["from"]["api.port"] == "stack"
+    assert doc["api.host_token"] == "[REDACTED]" and doc["from"]["api.host_token"] == "stack"
+    assert doc["api.gateway_token"] is None
+    assert doc["from"]["memory.extract_batch_size"] == "default" and doc["from"]["data_dir"] == "environment"
     assert doc["stack"]["api_url"] == state(stack)["api_url"]
     assert HOST_TOKEN not in result.stdout + result.stderr + json.dumps(state(stack))
     # The shell's own switch is not silently overridden: one line says which wins.
@@ -85,8 +85,8 @@ def test_config_shows_the_stacks_switches_and_where_each_came_from(stack: Embedd
     assert len(said) == 1 and "MEMJOBS_KNOWLEDGE is off in this shell but on in the stack" in said[0], said
 
     table = ok(run_cli(shell(stack), "config"))
-    knowledge = next(line for line in table.stdout.splitlines() if line.startswith("knowledge "))
-    assert knowledge.split()[:3] == ["knowledge", "on", "stack"], table.stdout
+    knowledge = next(line for line in table.stdout.splitlines() if line.startswith("knowledge.mode "))
+    assert knowledge.split()[:3] == ["knowledge.mode", "on", "stack"], table.stdout
     assert table.stderr == "", "a shell that set nothing has nothing to be told"
 
 

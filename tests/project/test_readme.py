@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import setting_keys
 
 
 def _repository() -> Path:
@@ -64,21 +64,13 @@ def _inline_code(text: str) -> list[str]:
 
 
 def env_names() -> dict[str, str]:
-    names = {}
-    for field, info in Settings.model_fields.items():
-        alias = info.validation_alias
-        choices = getattr(alias, "choices", None)
-        names[field] = str(choices[0]) if choices else f"MEMJOBS_{field.upper()}"
-    return names
+    """Every setting (``section.field``) and the environment variable that sets it."""
+    return setting_keys()
 
 
 def every_env_name() -> set[str]:
-    """Every environment variable a setting is read from, its other names too
-    (`DASHSCOPE_API_KEY` beside `QWEN_AUDIO_MEMORY_API_KEY`)."""
-    names = set(env_names().values())
-    for info in Settings.model_fields.values():
-        names.update(str(choice) for choice in getattr(info.validation_alias, "choices", None) or ())
-    return names
+    """Every environment variable a setting is read from."""
+    return set(env_names().values())
 
 
 # --- the configuration table -------------------------------------------------

@@ -473,8 +473,8 @@ def test_memory_off_allocates_no_mem0_storage(make_settings: MakeSettings, harne
     craft(h, ACTOR_REMEMBER, (remember_payload(),))
     h.start_worker()
     h.drain()
-    assert settings.database_url
-    with psycopg.connect(settings.database_url) as conn:
+    assert settings.database.url
+    with psycopg.connect(settings.database.url) as conn:
         row = conn.execute("SELECT to_regclass('mem0_memories_512')").fetchone()
     assert row == (None,)
     assert not (settings.data_dir / "mem0").exists()
@@ -519,11 +519,11 @@ def test_redacted_settings_never_show_a_key_or_a_url_password(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = load_settings()
-    assert settings.memory_key is not None  # the key was read...
+    assert settings.model_keys.chat is not None  # the key was read...
     shown = json.dumps(settings.redacted())
     for secret in [*env.values(), "pg-pass-4411", "redis-pass-9922"]:
         assert secret not in shown  # ...and never shown
-    shown_keys = {settings.redacted()[f] for f in ("memory_api_key", "dashscope_api_key")}
+    shown_keys = {settings.redacted()[f] for f in ("model.api_key", "model.dashscope_api_key")}
     assert shown_keys <= {"[REDACTED]", None} and "[REDACTED]" in shown_keys
     assert "db.example:5432/mj" in shown and "cache.example:6379/0" in shown
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from memjobs_worker.model_client import chat_model, remote_embedder
-from memjobs_worker.settings import DASHSCOPE_COMPATIBLE_URL, Settings, is_dashscope, load_settings
+from memjobs_worker.model_keys import DASHSCOPE_COMPATIBLE_URL, is_dashscope
+from memjobs_worker.settings import Settings, load_settings
 from tests.support.openai_server import FakeOpenAI
 
 DASH = "sk-dash-0123456789"
@@ -32,7 +33,7 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
 
 
 def _chat_auth(settings: Settings, server: FakeOpenAI) -> str | None:
-    model = chat_model(settings, "extract")
+    model = chat_model(settings.model, settings.embedding, "extract")
     assert model is not None
     try:
         model.generate_response([{"role": "user", "content": "hello"}])
@@ -42,7 +43,7 @@ def _chat_auth(settings: Settings, server: FakeOpenAI) -> str | None:
 
 
 def _embed_auth(settings: Settings, server: FakeOpenAI) -> str | None:
-    embedder = remote_embedder(settings)
+    embedder = remote_embedder(settings.model, settings.embedding)
     assert embedder is not None
     try:
         embedder.embed("hello")
@@ -72,22 +73,22 @@ def test_a_blank_key_or_url_is_none(env: pytest.MonkeyPatch, name: str, blank: s
     env.setenv(name, blank)
     settings = load_settings()
     assert not settings.model_configured and not settings.consolidation_enabled
-    assert settings.memory_key is None and settings.embedding_key is None
-    assert not settings.embedding_configured
-    for field in (
-        "dashscope_api_key",
-        "memory_api_key",
-        "embedding_api_key",
-        "api_gateway_token",
-        "api_host_token",
-        "redis_url",
-        "database_url",
-        "redis_sentinels",
-        "api_tls_cert",
+    assert settings.model_keys.chat is None and settings.model_keys.embedding is None
+    assert not settings.embedding.configured
+    for key in (
+        "model.dashscope_api_key",
+        "model.api_key",
+        "embedding.api_key",
+        "api.gateway_token",
+        "api.host_token",
+        "redis.url",
+        "database.url",
+        "redis.sentinels",
+        "api.tls_cert",
     ):
-        assert getattr(settings, field) is None, field
-    assert settings.memory_base_url == DASHSCOPE_COMPATIBLE_URL
-    assert chat_model(settings, "consolidate") is None
+        assert settings.entry(key).value is None, key
+    assert settings.model.base_url == DASHSCOPE_COMPATIBLE_URL
+    assert chat_model(settings.model, settings.embedding, "consolidate") is None
 
 
 def test_a_blank_data_dir_is_the_default_not_the_current_directory(
@@ -111,15 +112,15 @@ def test_the_dashscope_key_goes_to_dashscope(env: pytest.MonkeyPatch) -> None:
     env.setenv("DASHSCOPE_API_KEY", DASH)
     settings = load_settings()
     assert settings.model_configured and settings.consolidation_enabled
-    assert settings.memory_key is not None and settings.memory_key.get_secret_value() == DASH
-    model = chat_model(settings, "consolidate")
+    assert settings.model_keys.chat is not None and settings.model_keys.chat.get_secret_value() == DASH
+    model = chat_model(settings.model, settings.embedding, "consolidate")
     assert model is not None  # DashScope is not called from a test: the client it would use
     assert model.client.api_key == DASH and model.headers == {}
     assert str(model.client.base_url).startswith(DASHSCOPE_COMPATIBLE_URL)
     model.close()
     # Its own key wins at DashScope too.
     env.setenv("QWEN_AUDIO_MEMORY_API_KEY", MINE)
-    assert load_settings().memory_key.get_secret_value() == MINE  # type: ignore[union-attr]
+    assert load_settings().model_keys.chat.get_secret_value() == MINE  # type: ignore[union-attr]
 
 
 def test_a_custom_endpoint_never_gets_the_dashscope_key(env: pytest.MonkeyPatch, fake_model: FakeOpenAI) -> None:
@@ -127,7 +128,7 @@ def test_a_custom_endpoint_never_gets_the_dashscope_key(env: pytest.MonkeyPatch,
     env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", fake_model.base_url)
     settings = load_settings()
     assert settings.model_configured  # a named endpoint needs no key (a local Ollama)
-    assert settings.memory_key is None
+    assert settings.model_keys.chat is None
     assert _chat_auth(settings, fake_model) is None  # no header at all, not even a placeholder
     assert DASH not in str([r.headers for r in fake_model.requests_for("chat")])
     shown = settings.redacted()  # `memjobs config` says which setting's key goes where
@@ -161,8 +162,8 @@ def test_embeddings_at_dashscope_get_the_dashscope_key(env: pytest.MonkeyPatch) 
     env.setenv("DASHSCOPE_API_KEY", DASH)
     env.setenv("MEMJOBS_EMBEDDING_BASE_URL", DASHSCOPE_COMPATIBLE_URL + "/")
     settings = load_settings()
-    assert settings.embedding_key.get_secret_value() == DASH  # type: ignore[union-attr]
-    embedder = remote_embedder(settings)
+    assert settings.model_keys.embedding.get_secret_value() == DASH  # type: ignore[union-attr]
+    embedder = remote_embedder(settings.model, settings.embedding)
     assert embedder is not None and embedder.client.api_key == DASH
     embedder.close()
 
@@ -206,7 +207,7 @@ def test_only_dashscope_itself_is_dashscope(env: pytest.MonkeyPatch, url: str) -
     assert not is_dashscope(url)
     env.setenv("DASHSCOPE_API_KEY", DASH)
     env.setenv("QWEN_AUDIO_MEMORY_BASE_URL", url)
-    assert load_settings().memory_key is None
+    assert load_settings().model_keys.chat is None
 
 
 def test_dashscope_hosts_are_dashscope() -> None:

@@ -151,9 +151,9 @@ CRAFTED = [
 
 def _database_rows_holding(settings: Settings, needle: str) -> list[str]:
     """Every table of the test database with a row whose text holds ``needle``."""
-    assert settings.database_url
+    assert settings.database.url
     found = []
-    with psycopg.connect(settings.database_url) as conn:
+    with psycopg.connect(settings.database.url) as conn:
         tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()]
         for table in tables:
             rows = conn.execute(f'SELECT t::text FROM "{table}" t').fetchall()  # noqa: S608 - our own table names

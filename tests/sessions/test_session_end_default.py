@@ -102,7 +102,7 @@ def reaches_consolidation(h: Harness, session_id: str, fake: FakeOpenAI) -> None
 
 
 def test_the_bare_python_client_reaches_consolidation(worker: Harness, fake_model: FakeOpenAI) -> None:
-    client = MemjobsClient(worker.settings.redis_url)  # the README's gateway example: no switches
+    client = MemjobsClient(worker.settings.redis.url)  # the README's gateway example: no switches
     try:
         assert client.end_session(OWNER, "py-1", TRANSCRIPT) == ALL
     finally:
@@ -172,7 +172,7 @@ def test_the_cli_reaches_consolidation(
 
 @pytest.fixture
 def api(api_factory: Callable[..., Api], no_model: Settings) -> Api:
-    return api_factory(worker=False, settings=no_model.model_copy(update={"api_port": 0}))
+    return api_factory(worker=False, settings=no_model.updated(api={"port": 0}))
 
 
 def test_http_reaches_consolidation(worker: Harness, api: Api, fake_model: FakeOpenAI) -> None:

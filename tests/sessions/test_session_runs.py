@@ -136,7 +136,7 @@ def test_a_run_whose_holder_died_mid_call_is_taken_over_after_its_lease(h: Harne
 def test_kill_9_in_the_model_call_is_taken_over_and_applied_once(
     h: Harness, fake_model: FakeOpenAI, tmp_path: Path
 ) -> None:
-    settings = h.settings.model_copy(update={"broker_heartbeat_timeout_ms": 2000})
+    settings = h.settings.updated(workers={"broker_heartbeat_timeout_ms": 2000})
     fake_model.hang_next("chat")
     doomed = spawn_workers(settings, tmp_path / "doomed.log", processes=1, threads=1)
     try:

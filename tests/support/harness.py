@@ -27,10 +27,10 @@ class Harness:
     """Broker, actors, runtime and (optionally) an in-process worker for one test."""
 
     def __init__(self, settings: Settings) -> None:
-        assert settings.redis_url and settings.database_url
+        assert settings.redis.url and settings.database.url
         self.settings = settings
-        self.endpoints = Endpoints(settings.redis_url, settings.database_url)
-        self.broker = build_broker(settings.redis_url, settings)
+        self.endpoints = Endpoints(settings.redis.url, settings.database.url)
+        self.broker = build_broker(settings.redis.url, settings)
         self.client = producer_client(settings, broker=self.broker)
         self.runtime = Runtime(settings, self.endpoints, self.client)
         self.actors = declare_actors(self.broker, self.runtime)
@@ -70,29 +70,16 @@ class Harness:
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     """Environment for a real worker process with the same settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMJOBS_", "QWEN_", "DASHSCOPE"))}
-    for name, value in settings.model_dump().items():
+    for entry in settings.entries():
         # Only what the test set: a default written out would count as "configured"
         # (an explicit QWEN_AUDIO_MEMORY_BASE_URL turns the model on).
-        if value is None or name not in settings.model_fields_set:
+        if entry.value is None or not entry.from_env:
             continue
-        if hasattr(value, "get_secret_value"):
-            value = value.get_secret_value()
-        env[_env_name(name)] = str(value)
+        value = entry.value.get_secret_value() if hasattr(entry.value, "get_secret_value") else entry.value
+        env[entry.env] = str(value)
     env.update(extra)
     env["PYTHONPATH"] = str(REPO)
     return env
-
-
-def _env_name(field: str) -> str:
-    return {
-        "memory_provider": "NOVA_AUDIO_AGENT_MEMORY_PROVIDER",
-        "memory_base_url": "QWEN_AUDIO_MEMORY_BASE_URL",
-        "memory_model": "QWEN_AUDIO_MEMORY_MODEL",
-        "memory_api_key": "QWEN_AUDIO_MEMORY_API_KEY",
-        "dashscope_api_key": "DASHSCOPE_API_KEY",
-        "memory_auto": "QWEN_AUDIO_MEMORY_AUTO",
-        "session_digest": "QWEN_AUDIO_SESSION_DIGEST",
-    }.get(field, f"MEMJOBS_{field.upper()}")
 
 
 def spawn_workers(

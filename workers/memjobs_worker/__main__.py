@@ -58,14 +58,14 @@ def main(argv: list[str]) -> int:
     except ConfigurationError as exc:
         print(f"memjobs: {exc}", file=sys.stderr)
         return 3
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.logs.level)
     if "--queues" not in argv and "-Q" not in argv:
         # The host's pools (model jobs, cheap jobs), each this command on its queues.
         sizes = argparse.ArgumentParser(add_help=False)
-        sizes.add_argument("--processes", "-p", type=int, default=settings.worker_processes)
-        sizes.add_argument("--threads", "-t", type=int, default=settings.worker_threads)
+        sizes.add_argument("--processes", "-p", type=int, default=settings.workers.worker_processes)
+        sizes.add_argument("--threads", "-t", type=int, default=settings.workers.worker_threads)
         given, _rest = sizes.parse_known_args(argv)
-        if shares_process(settings, given.processes):
+        if shares_process(settings.workers, given.processes):
             return run_shared(settings, given.threads, argv)
         return run_pools(settings, given.processes, given.threads)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]
@@ -95,7 +95,7 @@ def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
     app = importlib.import_module(BROKER_MODULE)
 
     app.broker.emit_after("process_boot")
-    if settings.metrics_endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if settings.metrics.endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from memjobs_worker.ops.server import serve_on_thread
 
         serve_on_thread(app.settings)

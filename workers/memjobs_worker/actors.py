@@ -27,7 +27,7 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
             parts=runtime,  # the feature reads its parts alone (SessionParts)
         ),
     }
-    if settings.knowledge_enabled:  # opt-in: off, no worker consumes the knowledge queue
+    if settings.knowledge.enabled:  # opt-in: off, no worker consumes the knowledge queue
         actors.update(
             declare_knowledge_actors(
                 broker,

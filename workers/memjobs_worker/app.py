@@ -23,7 +23,7 @@ from memjobs_worker.settings import load_settings
 from memjobs_worker.warmup import Warmup
 
 settings = load_settings()
-configure_logging(level=settings.log_level, adopt=True)
+configure_logging(level=settings.logs.level, adopt=True)
 endpoints = resolve_endpoints(settings)
 broker = build_broker(endpoints.redis_url, settings)
 dramatiq.set_broker(broker)
@@ -36,9 +36,9 @@ def warm_up(queues: Set[str] | None) -> None:
     extractions run; the knowledge tables (a stale full-text index rebuilt) where
     reindexing runs. A process that takes only cheap jobs never loads mem0."""
     runtime.migrate()
-    if settings.memory_enabled and (queues is None or QUEUE_EXTRACT in queues):
+    if settings.memory.enabled and (queues is None or QUEUE_EXTRACT in queues):
         runtime.pipeline.engine.warm()
-    if settings.knowledge_enabled and (queues is None or QUEUE_KNOWLEDGE in queues):
+    if settings.knowledge.enabled and (queues is None or QUEUE_KNOWLEDGE in queues):
         runtime.knowledge  # noqa: B018
 
 

@@ -15,33 +15,33 @@ from memjobs_client.client import MemjobsClient
 from memjobs_client.connect import Durability, MemoryGuard, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import RedisSettings, Settings
 
 #: The switches a running stack shares with the commands run against its data
 #: directory: a command follows the stack's value, not its shell's.
 SHARED_SETTINGS = (
-    "knowledge",
-    "memory_provider",
-    "memory_auto",
-    "session_digest",
-    "memory_base_url",
-    "memory_model",
-    "embedding_base_url",
-    "embedding_model",
-    "embedding_dims",
-    "local_embedder",
-    "knowledge_roots",
-    "api_host",
-    "metrics",
+    "knowledge.mode",
+    "memory.provider",
+    "sessions.memory_auto",
+    "sessions.session_digest",
+    "model.base_url",
+    "model.name",
+    "embedding.base_url",
+    "embedding.model",
+    "embedding.dims",
+    "embedding.local_embedder",
+    "knowledge.roots",
+    "api.host",
+    "metrics.mode",
 )
 #: Secrets: the state file says only whether the stack has one.
 SHARED_SECRETS = (
-    "api_gateway_token",
-    "api_host_token",
-    "api_token_key",
-    "memory_api_key",
-    "dashscope_api_key",
-    "embedding_api_key",
+    "api.gateway_token",
+    "api.host_token",
+    "api.token_key",
+    "model.api_key",
+    "model.dashscope_api_key",
+    "embedding.api_key",
 )
 
 
@@ -49,15 +49,12 @@ def stack_settings(settings: Settings) -> dict[str, dict[str, Any]]:
     """What ``memjobs up`` records of its settings in the state file: each shared
     switch's value and where it came from (``environment`` or ``default``), and
     for each secret only whether it is set."""
-    origin = {
-        name: "environment" if name in settings.model_fields_set else "default"
-        for name in (*SHARED_SETTINGS, *SHARED_SECRETS)
-    }
-    shared: dict[str, dict[str, Any]] = {
-        name: {"value": getattr(settings, name), "from": origin[name]} for name in SHARED_SETTINGS
-    }
-    for name in SHARED_SECRETS:
-        shared[name] = {"set": getattr(settings, name) is not None, "from": origin[name]}
+    entries = {entry.key: entry for entry in settings.entries()}
+    shared: dict[str, dict[str, Any]] = {}
+    for key in (*SHARED_SETTINGS, *SHARED_SECRETS):
+        entry = entries[key]
+        shown: dict[str, Any] = {"set": entry.value is not None} if entry.secret else {"value": entry.value}
+        shared[key] = {**shown, "from": "environment" if entry.from_env else "default"}
     return shared
 
 
@@ -77,15 +74,15 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
     Raises:
         ConfigurationError: something is unset and no ``memjobs up`` is running.
     """
-    if settings.redis_url and settings.database_url:
-        return Endpoints(settings.redis_url, settings.database_url)
+    if settings.redis.url and settings.database.url:
+        return Endpoints(settings.redis.url, settings.database.url)
     stack = read_stack(settings.data_dir)
     if stack is None:
         names = [
             name
             for name, value in (
-                ("MEMJOBS_REDIS_URL", settings.redis_url),
-                ("MEMJOBS_DATABASE_URL", settings.database_url),
+                ("MEMJOBS_REDIS_URL", settings.redis.url),
+                ("MEMJOBS_DATABASE_URL", settings.database.url),
             )
             if not value
         ]
@@ -95,7 +92,7 @@ def resolve_endpoints(settings: Settings) -> Endpoints:
             "start the embedded stack with `memjobs up` (in another terminal), "
             "or set the URL(s) of your Redis and PostgreSQL"
         )
-    return Endpoints(settings.redis_url or stack.redis_url, settings.database_url or stack.database_url)
+    return Endpoints(settings.redis.url or stack.redis_url, settings.database.url or stack.database_url)
 
 
 def producer_client(
@@ -108,31 +105,31 @@ def producer_client(
     return MemjobsClient(
         redis_url,
         broker=broker,
-        max_text_bytes=settings.max_text_bytes,
-        memory_enabled=settings.memory_enabled,
-        max_transcript_bytes=settings.max_transcript_bytes,
-        knowledge_enabled=settings.knowledge_enabled,
-        **redis_options(settings),
+        max_text_bytes=settings.memory.max_text_bytes,
+        memory_enabled=settings.memory.enabled,
+        max_transcript_bytes=settings.sessions.max_transcript_bytes,
+        knowledge_enabled=settings.knowledge.enabled,
+        **redis_options(settings.redis),
         # A worker's own follow-up jobs (its broker) are not held back: they drain.
-        memory_guard=MemoryGuard(settings.redis_high_water) if broker is None else None,
+        memory_guard=MemoryGuard(settings.redis.high_water) if broker is None else None,
         durability=Durability(
-            local=settings.redis_waitaof_local,
-            replicas=settings.redis_waitaof_replicas,
+            local=settings.redis.waitaof_local,
+            replicas=settings.redis.waitaof_replicas,
             # under the socket timeout, so the wait's answer arrives
-            timeout_ms=max(1, settings.redis_timeout_ms // 2),
+            timeout_ms=max(1, settings.redis.timeout_ms // 2),
         ),
     )
 
 
-def redis_options(settings: Settings) -> dict[str, Any]:
+def redis_options(redis_settings: RedisSettings) -> dict[str, Any]:
     """Timeout and Sentinel options of every Redis client memjobs makes."""
     return {
-        "timeout_s": settings.redis_timeout_ms / 1000,
-        "sentinels": settings.redis_sentinels,
-        "sentinel_master": settings.redis_sentinel_master,
+        "timeout_s": redis_settings.timeout_ms / 1000,
+        "sentinels": redis_settings.sentinels,
+        "sentinel_master": redis_settings.sentinel_master,
     }
 
 
-def connect_redis(url: str, settings: Settings) -> redis.Redis:
+def connect_redis(url: str, redis_settings: RedisSettings) -> redis.Redis:
     """A Redis client on ``url`` (or the sentinels' master), bounded in time."""
-    return redis_client(url, **redis_options(settings))
+    return redis_client(url, **redis_options(redis_settings))

@@ -33,7 +33,7 @@ from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_client.validation import validate
 from memjobs_worker.db.outage import is_outage
 from memjobs_worker.observability.observe import OUTCOME_OPTION
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import WorkerSettings
 
 P = TypeVar("P", bound=contracts._Payload)
 Actors = dict[str, dramatiq.Actor[Any, Any]]
@@ -75,15 +75,15 @@ def report(outcome: str) -> None:
 
 
 def declare(
-    broker: dramatiq.Broker, settings: Settings, table: list[tuple[str, Callable[..., None], dict[str, Any]]]
+    broker: dramatiq.Broker, workers: WorkerSettings, table: list[tuple[str, Callable[..., None], dict[str, Any]]]
 ) -> Actors:
     """Register ``(actor name, function, extra options)`` on ``broker`` with the
     retry policy the settings give, each on its contract's queue."""
     common: dict[str, Any] = {
         "broker": broker,
-        "max_retries": settings.max_retries,
-        "min_backoff": settings.min_backoff_ms,
-        "max_backoff": settings.max_backoff_ms,
+        "max_retries": workers.max_retries,
+        "min_backoff": workers.min_backoff_ms,
+        "max_backoff": workers.max_backoff_ms,
         "throws": (PermanentError,),
     }
     return {
@@ -176,7 +176,7 @@ class OutageLogs(logging.Filter):
         return True
 
 
-def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
+def use_outage_retries(broker: dramatiq.Broker, workers: WorkerSettings) -> None:
     """Put :class:`OutageRetries` in the place of the broker's default Retries,
     and :class:`OutageLogs` on Dramatiq's worker logger (once)."""
     worker_log = logging.getLogger(DRAMATIQ_WORKER_LOGGER)
@@ -185,7 +185,7 @@ def use_outage_retries(broker: dramatiq.Broker, settings: Settings) -> None:
     for i, middleware in enumerate(broker.middleware):
         if type(middleware) is Retries:
             broker.middleware[i] = OutageRetries(
-                budget_ms=settings.outage_retry_budget_ms, max_backoff_ms=settings.outage_max_backoff_ms
+                budget_ms=workers.outage_retry_budget_ms, max_backoff_ms=workers.outage_max_backoff_ms
             )
             return
     raise RuntimeError("the broker has no Retries middleware to replace")

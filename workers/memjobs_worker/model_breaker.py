@@ -50,7 +50,7 @@ import redis
 
 from memjobs_client import keys
 from memjobs_client.redis_seam import redis_best_effort
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ModelSettings
 
 #: The services a breaker guards: the light chat model and the embedding service.
 SERVICES = ("chat", "embed")
@@ -177,13 +177,13 @@ class RedisModelBreaker(ModelBreaker):
             self.redis.delete(self._keys.open, self._keys.failures)
 
 
-def breakers(settings: Settings, client: redis.Redis) -> dict[str, ModelBreaker]:
+def breakers(model: ModelSettings, client: redis.Redis) -> dict[str, ModelBreaker]:
     """The breaker of each service (:data:`SERVICES`), on ``client``, with the
     settings' thresholds (``MEMJOBS_MODEL_BREAKER_*``)."""
     limits = {
-        "failures": settings.model_breaker_failures,
-        "failure_window_ms": settings.model_breaker_window_ms,
-        "probe_interval_ms": settings.model_breaker_probe_interval_ms,
+        "failures": model.breaker_failures,
+        "failure_window_ms": model.breaker_window_ms,
+        "probe_interval_ms": model.breaker_probe_interval_ms,
     }
     return {service: RedisModelBreaker(client, service, **limits) for service in SERVICES}
 

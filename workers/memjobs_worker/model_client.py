@@ -35,8 +35,9 @@ from tenacity import (
 
 from memjobs_client.errors import ModelUnavailable
 from memjobs_worker.model_breaker import ModelBreaker, Ticket
+from memjobs_worker.model_keys import model_configured, route_keys
 from memjobs_worker.observability.metrics import record_model_call
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, ModelSettings
 
 if TYPE_CHECKING:
     import openai
@@ -222,40 +223,46 @@ class RemoteEmbedder(_OpenAICompatible):
 
 
 def _endpoint(
-    settings: Settings, base_url: str, api_key: SecretStr | None, breaker: ModelBreaker | None
+    model: ModelSettings, base_url: str, api_key: SecretStr | None, breaker: ModelBreaker | None
 ) -> dict[str, Any]:
     return {
         "breaker": breaker,
         "base_url": base_url,
         "api_key": api_key.get_secret_value() if api_key else None,
-        "timeout_ms": settings.model_timeout_ms,
-        "max_attempts": settings.model_max_attempts,
+        "timeout_ms": model.timeout_ms,
+        "max_attempts": model.max_attempts,
         "on_call": record_model_call,
     }
 
 
-def chat_model(settings: Settings, purpose: str, breaker: ModelBreaker | None = None) -> ChatModel | None:
+def chat_model(
+    model: ModelSettings, embedding: EmbeddingSettings, purpose: str, breaker: ModelBreaker | None = None
+) -> ChatModel | None:
     """The light model for ``purpose`` (a metrics label), or None when none is configured;
     ``breaker``: the chat service's (:func:`memjobs_worker.model_breaker.breakers`).
 
-    Its endpoint gets its own key only (:meth:`Settings.key_for`): ``DASHSCOPE_API_KEY``
-    goes to DashScope alone, never to a custom ``QWEN_AUDIO_MEMORY_BASE_URL``."""
-    if not settings.model_configured:
+    Its endpoint gets its own key only (:mod:`memjobs_worker.model_keys`, which reads the
+    embedding section for a shared endpoint's key): ``DASHSCOPE_API_KEY`` goes to
+    DashScope alone, never to a custom ``QWEN_AUDIO_MEMORY_BASE_URL``."""
+    if not model_configured(model, embedding):
         return None
     return ChatModel(
-        model=settings.memory_model,
+        model=model.name,
         purpose=purpose,
-        **_endpoint(settings, settings.memory_base_url, settings.memory_key, breaker),
+        **_endpoint(model, model.base_url, route_keys(model, embedding).chat, breaker),
     )
 
 
-def remote_embedder(settings: Settings, breaker: ModelBreaker | None = None) -> RemoteEmbedder | None:
+def remote_embedder(
+    model: ModelSettings, embedding: EmbeddingSettings, breaker: ModelBreaker | None = None
+) -> RemoteEmbedder | None:
     """The configured embedding service, or None when none is configured; its
-    endpoint gets its own key only, as the light model's does."""
-    if settings.embedding_base_url is None:
+    endpoint gets its own key only, as the light model's does (``model``: the
+    client's timeouts and attempts, and the light model's key where it is the same endpoint)."""
+    if embedding.base_url is None:
         return None
     return RemoteEmbedder(
-        model=settings.embedding_model,
-        dims=settings.embedding_dims,
-        **_endpoint(settings, settings.embedding_base_url, settings.embedding_key, breaker),
+        model=embedding.model,
+        dims=embedding.dims,
+        **_endpoint(model, embedding.base_url, route_keys(model, embedding).embedding, breaker),
     )

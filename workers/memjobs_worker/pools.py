@@ -38,7 +38,7 @@ from typing import Any
 import dramatiq
 
 from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES, QUEUE_KNOWLEDGE
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import Settings, WorkerSettings
 
 #: Signals a runner passes on to its pools.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -71,13 +71,13 @@ def host_size() -> tuple[int, int]:
     return cores, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def shares_process(settings: Settings, processes: int) -> bool:
+def shares_process(workers: WorkerSettings, processes: int) -> bool:
     """Whether this host's pools run in one process (:class:`SharedWorker`):
     as ``MEMJOBS_WORKER_LAYOUT`` says, or, left at ``auto``, when each pool is
     to have one process and the host is small (see the module)."""
-    if settings.worker_layout != "auto":
-        return settings.worker_layout == "shared"
-    if processes != 1 or settings.fast_worker_processes > 1:
+    if workers.worker_layout != "auto":
+        return workers.worker_layout == "shared"
+    if processes != 1 or workers.fast_worker_processes > 1:
         return False
     cores, memory = host_size()
     return cores <= SMALL_HOST_CORES or memory <= SMALL_HOST_MEMORY
@@ -88,10 +88,10 @@ def pool_queues(settings: Settings, threads: int) -> list[tuple[tuple[str, ...],
     the cheap jobs on ``MEMJOBS_FAST_WORKER_THREADS`` when the settings give them
     a pool (``MEMJOBS_FAST_WORKER_PROCESSES`` > 0; else one pool takes everything)."""
     # Knowledge is opt-in: off, no pool consumes its queue.
-    model_queues = tuple(q for q in MODEL_QUEUES if settings.knowledge_enabled or q != QUEUE_KNOWLEDGE)
-    if settings.fast_worker_processes == 0:
+    model_queues = tuple(q for q in MODEL_QUEUES if settings.knowledge.enabled or q != QUEUE_KNOWLEDGE)
+    if settings.workers.fast_worker_processes == 0:
         return [((*model_queues, *CHEAP_QUEUES), threads)]
-    return [(model_queues, threads), (tuple(CHEAP_QUEUES), settings.fast_worker_threads)]
+    return [(model_queues, threads), (tuple(CHEAP_QUEUES), settings.workers.fast_worker_threads)]
 
 
 def worker_pools(settings: Settings, processes: int, threads: int) -> list[WorkerPool]:
@@ -108,7 +108,7 @@ def worker_pools(settings: Settings, processes: int, threads: int) -> list[Worke
     return [
         WorkerPool(worker_command(processes, threads, model_queues), sized),
         WorkerPool(
-            worker_command(settings.fast_worker_processes, cheap_threads, cheap_queues),
+            worker_command(settings.workers.fast_worker_processes, cheap_threads, cheap_queues),
             {"MEMJOBS_METRICS_ENDPOINT": "false"},
         ),
     ]

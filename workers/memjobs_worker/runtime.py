@@ -108,7 +108,7 @@ class Runtime:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        client = connect_redis(self.endpoints.redis_url, self.settings)
+        client = connect_redis(self.endpoints.redis_url, self.settings.redis)
         self._closing.callback(client.close)
         return client
 
@@ -119,7 +119,7 @@ class Runtime:
         # so a pool smaller than the threads reconnects on every job.
         s = self.settings
         engine = create_db_engine(
-            self.endpoints.database_url, pool_size=max(s.worker_threads, s.fast_worker_threads, 8) + 2
+            self.endpoints.database_url, pool_size=max(s.workers.worker_threads, s.workers.fast_worker_threads, 8) + 2
         )
         self._closing.callback(engine.dispose)
         return engine
@@ -155,14 +155,14 @@ class Runtime:
     @cached_property
     def model_breakers(self) -> dict[str, ModelBreaker]:
         """The circuit breaker of each model service, in Redis: shared by every host."""
-        return breakers(self.settings, self.redis)
+        return breakers(self.settings.model, self.redis)
 
     def model_waiting(self) -> bool:
         """Whether a call to a configured model service would now be refused by its
         breaker (:meth:`~memjobs_worker.model_breaker.ModelBreaker.waiting`)."""
         used = [
             name
-            for name, on in (("chat", self.settings.model_configured), ("embed", self.settings.embedding_configured))
+            for name, on in (("chat", self.settings.model_configured), ("embed", self.settings.embedding.configured))
             if on
         ]
         return any(self.model_breakers[name].waiting() for name in used)
@@ -172,7 +172,9 @@ class Runtime:
         if purpose not in self._chats:
             from memjobs_worker.model_client import chat_model
 
-            self._chats[purpose] = chat_model(self.settings, purpose, self.model_breakers["chat"])
+            self._chats[purpose] = chat_model(
+                self.settings.model, self.settings.embedding, purpose, self.model_breakers["chat"]
+            )
         return self._chats[purpose]
 
     # personal memory ----------------------------------------------------------
@@ -205,7 +207,7 @@ class Runtime:
         """Forget, recall and the owner's reads as every door asks for them
         (its parts still built on first use)."""
         return PersonalMemory(
-            enabled=self.settings.memory_enabled,
+            enabled=self.settings.memory.enabled,
             store=lambda: self.store,
             scheduler=lambda: self.scheduler,
             pipeline=lambda: self.pipeline,
@@ -222,7 +224,7 @@ class Runtime:
             self.store,
             self.scheduler,
             self.sessions,
-            self.settings.sweep_pending_after_ms,
+            self.settings.lifecycle.sweep_pending_after_ms,
             audit=self.audit,
             blackboard=self.blackboard,
         )
@@ -233,21 +235,21 @@ class Runtime:
     def sessions(self) -> SessionStore:
         from memjobs_worker.sessions.build import build_session_store
 
-        return build_session_store(self.settings, self.db)
+        return build_session_store(self.settings.lifecycle, self.db)
 
     @cached_property
     def audit(self) -> AuditTrail:
         """The memory audit trail (the state database's ``memory_audit``)."""
         from memjobs_worker.sessions.build import build_audit
 
-        return build_audit(self.settings, self.db)
+        return build_audit(self.settings.lifecycle, self.db)
 
     @cached_property
     def blackboard(self) -> BlackboardStore:
         """The sessions' L0 blackboards (the state database's ``blackboard_entries``)."""
         from memjobs_worker.sessions.build import build_blackboard
 
-        return build_blackboard(self.settings, self.db)
+        return build_blackboard(self.settings.blackboard, self.db)
 
     @cached_property
     def memory_docs(self) -> MemoryService:
@@ -264,7 +266,7 @@ class Runtime:
     def knowledge(self) -> KnowledgeStore:
         from memjobs_worker.knowledge.build import open_knowledge
 
-        return open_knowledge(self.settings, self.db)
+        return open_knowledge(self.settings.knowledge, self.db)
 
     @cached_property
     def knowledge_embedder(self) -> RemoteEmbedder | None:
@@ -274,12 +276,14 @@ class Runtime:
         by another model, or chunks without a vector, remain (``memjobs reembed``)."""
         from memjobs_worker.embedding import build_embedder, model_id, semantic
 
-        if not semantic(self.settings):
+        if not semantic(self.settings.embedding):
             return None
         from memjobs_worker.knowledge.vectors import check_knowledge_vectors
 
         knowledge = self.knowledge  # the switch, and the knowledge tables, first
-        check_knowledge_vectors(knowledge.engine, model_id(self.settings), self.settings.vector_dims)
+        check_knowledge_vectors(
+            knowledge.engine, model_id(self.settings.embedding), self.settings.embedding.vector_dims
+        )
         embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
         return embedder
 

@@ -112,9 +112,9 @@ class Stack:
         self.notices += stop_leftovers(s.data_dir)
         tighten(s.data_dir)
         logs_dir = private_dir(s.data_dir / "logs")
-        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.log_max_bytes, backups=s.log_backups)
+        self._logs = LogPump(logs_dir / "worker.log", max_bytes=s.logs.max_bytes, backups=s.logs.backups)
         # From here on the terminal is for the banner, the notices and the stop.
-        configure_logging(level=s.log_level, stream=self._logs.stream())
+        configure_logging(level=s.logs.level, stream=self._logs.stream())
         asked = s
         self.settings, self.metrics_url, problem = claim_metrics_address(s)
         s = self.settings
@@ -124,7 +124,7 @@ class Stack:
             self._logs.log(
                 logging.WARNING,
                 "metrics endpoint not served: address in use",
-                address=f"{asked.metrics_host}:{asked.metrics_port}",
+                address=f"{asked.metrics.host}:{asked.metrics.port}",
             )
         redis_url, database_url = self.servers.start(s)
         engine = create_db_engine(database_url, pool_size=1)
@@ -150,7 +150,7 @@ class Stack:
         from memjobs_worker.ops.reembed import pending, reembed
 
         assert self._logs is not None
-        if self.settings.memory_enabled:
+        if self.settings.memory.enabled:
             build_embedder(self.settings)  # a local model missing on this platform refuses the start
         left = pending(self.settings, database_url)
         if not left.required:
@@ -198,7 +198,7 @@ class Stack:
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
         if self.metrics_url is not None:
-            env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics_port)  # moved when taken
+            env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics.port)  # moved when taken
             prepare_metrics_dir(self.settings, env)
         else:
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -226,7 +226,7 @@ class Stack:
 
         def loop() -> None:
             nonlocal rewriter
-            interval_s = self.settings.sweep_interval_ms / 1000
+            interval_s = self.settings.lifecycle.sweep_interval_ms / 1000
             while not self.stopping.wait(interval_s):
                 try:
                     runtime.sweeper.once()

@@ -26,7 +26,6 @@ from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.sessions.blackboard import BlackboardStore
 from memjobs_worker.sessions.memory_docs.audit import AuditTrail
 from memjobs_worker.sessions.store import SessionStore
-from memjobs_worker.settings import Settings
 
 #: How long an ended extraction attempt is kept (one row per extraction, read
 #: only while open): long enough to look into a recent run, not forever.
@@ -35,8 +34,8 @@ ATTEMPT_RETENTION = timedelta(days=7)
 log = logging.getLogger(__name__)
 
 
-def alive_file(settings: Settings) -> Path:
-    return settings.data_dir / "run" / "sweeper.alive"
+def alive_file(data_dir: Path) -> Path:
+    return data_dir / "run" / "sweeper.alive"
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class Sweeper:
         }
 
 
-def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:
+def sweep_forever(sweeper: Sweeper, data_dir: Path, every_s: float) -> None:
     """Sweep every ``every_s`` seconds until a SIGTERM/SIGINT."""
     received: list[int] = []
 
@@ -94,7 +93,7 @@ def sweep_forever(sweeper: Sweeper, settings: Settings, every_s: float) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    marker = alive_file(settings)
+    marker = alive_file(data_dir)
     marker.parent.mkdir(parents=True, exist_ok=True)
     while not received:
         try:

@@ -27,13 +27,13 @@ def api(settings: Settings, args: argparse.Namespace) -> int:
 
     overrides: dict[str, Any] = {}
     if args.host is not None:
-        overrides["api_host"] = args.host
+        overrides["host"] = args.host
     if args.port is not None:
-        overrides["api_port"] = args.port
+        overrides["port"] = args.port
     if overrides:
-        settings = settings.model_copy(update=overrides)
+        settings = settings.updated(api=overrides)
     server = ApiServer(settings, resolve_endpoints(settings))  # refuses unsafe settings first
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.logs.level)
     print(f"memjobs API on {server.url}; Ctrl-C stops it", flush=True)
     server.run()
     return exits.OK
@@ -46,10 +46,10 @@ def start_beside_stack(settings: Settings, endpoints: Endpoints) -> Any:
     try:
         server = ApiServer(settings, endpoints)
     except ConfigurationError as exc:
-        if "api_port" in settings.model_fields_set or "cannot listen" not in str(exc):
+        if "port" in settings.api.model_fields_set or "cannot listen" not in str(exc):
             raise
-        server = ApiServer(settings.model_copy(update={"api_port": 0}), endpoints)
-        print(f"memjobs: port {settings.api_port} is taken; the API serves on a free port", flush=True)
+        server = ApiServer(settings.updated(api={"port": 0}), endpoints)
+        print(f"memjobs: port {settings.api.port} is taken; the API serves on a free port", flush=True)
     url = server.start()
     record_api_url(settings.data_dir, url)
     return server

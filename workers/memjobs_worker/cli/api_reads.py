@@ -38,8 +38,8 @@ def api_get(
         return None
     if not view.stack.api_url.startswith("http://"):
         return None
-    token = settings.api_host_token or settings.api_gateway_token
-    wants_token = any(view.secrets_set.get(name) for name in ("api_gateway_token", "api_host_token", "api_token_key"))
+    token = settings.api.host_token or settings.api.gateway_token
+    wants_token = any(view.secrets_set.get(name) for name in ("api.gateway_token", "api.host_token", "api.token_key"))
     if wants_token and token is None:
         return None
     try:

@@ -49,11 +49,11 @@ def import_gateway(settings: Settings, args: argparse.Namespace) -> int:
 
     memory_dir = Path(args.memory_dir).expanduser().absolute()
     knowledge_dir = Path(args.knowledge_dir).expanduser().absolute() if args.knowledge_dir else None
-    check_request(settings, memory_dir, knowledge_dir, consent=args.consent)
+    check_request(settings.knowledge, memory_dir, knowledge_dir, consent=args.consent)
     with runtime_for(settings) as rt:
         run = GatewayImport(
             rt.memory_docs,
-            settings=settings,
+            roots=settings.knowledge.root_paths,
             knowledge=rt.knowledge if knowledge_dir else None,
             client=rt.client,
             progress=_progress(args),

@@ -21,12 +21,12 @@ from memjobs_worker.settings import Settings
 
 
 def blackboard(settings: Settings, args: argparse.Namespace) -> int:
-    owner = args.owner if args.owner and args.owner.strip() else settings.blackboard_owner_id
+    owner = args.owner if args.owner and args.owner.strip() else settings.blackboard.owner_id
     if not owner or not owner.strip():
         raise InvalidPayload("--owner (or NOVA_AUDIO_AGENT_BLACKBOARD_OWNER_ID) is required")
     key = owner_arg(owner)
     if args.action == "import":
-        path = Path(args.path).expanduser() if args.path else settings.blackboard_path
+        path = Path(args.path).expanduser() if args.path else settings.blackboard.path
         with runtime_for(settings) as rt:
             done = import_sqlite(rt.blackboard, path, owner, key)
         emit(done.as_dict(), as_json=args.json)

@@ -213,7 +213,7 @@ def sweep(settings: Settings, args: argparse.Namespace) -> int:
         from memjobs_worker.sweeper import sweep_forever
 
         with runtime_for(settings) as rt:
-            sweep_forever(rt.sweeper, settings, args.every)
+            sweep_forever(rt.sweeper, settings.data_dir, args.every)
         return exits.OK
     with runtime_for(settings) as rt:
         done = rt.sweeper.once()

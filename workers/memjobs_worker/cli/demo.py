@@ -35,7 +35,7 @@ NOTE = {
 
 def run_demo(settings: Settings) -> int:
     stack: Stack | None = None
-    if (settings.redis_url and settings.database_url) or read_stack(settings.data_dir):
+    if (settings.redis.url and settings.database.url) or read_stack(settings.data_dir):
         endpoints = resolve_endpoints(settings)
         step(0, "using the running memjobs stack")
     else:
@@ -47,7 +47,7 @@ def run_demo(settings: Settings) -> int:
         # Knowledge is opt-in: the demo's own stack turns it on for its scenario
         # (its workers read the environment, as `MEMJOBS_KNOWLEDGE=on memjobs up` would).
         os.environ["MEMJOBS_KNOWLEDGE"] = "on"
-        settings = settings.model_copy(update={"knowledge": "on"})
+        settings = settings.updated(knowledge={"mode": "on"})
         stack = Stack(settings, processes=1, threads=2)
     code = exits.FAILED
     try:
@@ -72,7 +72,7 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
     owner = f"demo-{uuid.uuid4().hex[:8]}"
     key = owner_key(owner)
     mode = (
-        ("model " + settings.memory_model)
+        ("model " + settings.model.name)
         if settings.model_configured
         else ("no model configured: sources are stored verbatim")
     )
@@ -129,7 +129,7 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
             "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)",
         )
         return exits.OK
-    step(9, f"end of session: {settings.memory_model} proposes patches to USER.md and MEMORY.md")
+    step(9, f"end of session: {settings.model.name} proposes patches to USER.md and MEMORY.md")
     transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()} for text in CONVERSATION]
     sent = client.end_session(owner, "demo", transcript)
     print(f"    enqueued: {', '.join(sent)}")
@@ -146,7 +146,7 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
 
 
 def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
-    if not settings.knowledge_enabled:
+    if not settings.knowledge.enabled:
         step(10, "knowledge: skipped, it is off on this stack (opt-in: MEMJOBS_KNOWLEDGE=on)")
         return exits.OK
     step(10, "knowledge (opt-in, on for the demo): the user's note indexed with consent, then searched")

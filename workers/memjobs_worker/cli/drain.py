@@ -42,7 +42,7 @@ def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
         name: {k: v for k, v in q.items() if k != "dead" and v}
         for name, q in ops.queue_stats(rt.redis).items()
         # knowledge off: no worker consumes its queue, so waiting on it is futile
-        if rt.settings.knowledge_enabled or name != QUEUE_KNOWLEDGE
+        if rt.settings.knowledge.enabled or name != QUEUE_KNOWLEDGE
     }
     return {
         "queues": {name: q for name, q in queues.items() if q},
@@ -52,7 +52,7 @@ def left(rt: Runtime, *, with_retrying: bool = True) -> dict[str, Any]:
 
 
 def _retrying(rt: Runtime) -> list[dict[str, Any]]:
-    found = RetryingRecord(rt.redis).read(stale_after_ms=stale_after_ms(rt.settings))
+    found = RetryingRecord(rt.redis).read(stale_after_ms=stale_after_ms(rt.settings.workers))
     return [job.as_dict() for job in found.newest]
 
 

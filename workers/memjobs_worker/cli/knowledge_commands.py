@@ -31,14 +31,14 @@ def reindex(settings: Settings, args: argparse.Namespace) -> int:
     """Queue the owner's whole corpus; say how many documents it adds, replaces
     (re-embedded only where their text changed) and deletes. No documents at all
     would empty the collection: refused unless ``--allow-empty``."""
-    if not settings.knowledge_enabled:
+    if not settings.knowledge.enabled:
         raise KnowledgeOff()  # before the folder is even walked
     if not args.consent:
         raise InvalidPayload(
             "re-indexing sends the documents' text to the embedding service: it needs the user's consent (--consent)",
             reason="consent_required",
         )
-    found = collect(args.path, settings.knowledge_root_paths, max_depth=args.max_depth, max_files=args.max_files)
+    found = collect(args.path, settings.knowledge.root_paths, max_depth=args.max_depth, max_files=args.max_files)
     progress = _progress if sys.stderr.isatty() else None
     with runtime_for(settings) as rt:
         stored = {d.doc_id for d in rt.knowledge.documents(owner_arg(args.owner))}
@@ -125,7 +125,7 @@ def _progress(index: int, count: int, documents: int) -> None:
 
 
 def knowledge(settings: Settings, args: argparse.Namespace) -> int:
-    if not settings.knowledge_enabled:
+    if not settings.knowledge.enabled:
         raise KnowledgeOff()
     with runtime_for(settings) as rt:
         if args.op == "rebuild":
@@ -170,11 +170,11 @@ def size_limit(reason: str | None, settings: Settings) -> str | None:
     """The cap a ``too_large`` refusal ran into, said with its setting."""
     if reason == "too_large":
         return (
-            f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge_max_file_bytes} bytes per file, "
-            f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge_max_doc_chars} characters per document"
+            f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge.max_file_bytes} bytes per file, "
+            f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge.max_doc_chars} characters per document"
         )
     if reason == "corpus_too_large":
-        return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={settings.knowledge_max_corpus_chars} characters per corpus"
+        return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={settings.knowledge.max_corpus_chars} characters per corpus"
     return None
 
 

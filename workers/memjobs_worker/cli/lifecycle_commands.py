@@ -39,14 +39,16 @@ def erase(settings: Settings, args: argparse.Namespace) -> int:
 
     owner = _owner(args.owner)
     with runtime_for(settings) as rt:
-        report = erase_owner(owner, owner_parts(rt), redis_client=rt.redis, db=rt.db, hold_ms=settings.erase_hold_ms)
+        report = erase_owner(
+            owner, owner_parts(rt), redis_client=rt.redis, db=rt.db, hold_ms=settings.lifecycle.erase_hold_ms
+        )
     if args.json:
         emit(report.as_dict(), as_json=True)
     else:
         say(
             f"erased: {report.total} records "
             f"({', '.join(f'{name} {n}' for name, n in report.counts.items())}); "
-            f"the owner's jobs are dropped for {settings.erase_hold_ms // 1000} s more"
+            f"the owner's jobs are dropped for {settings.lifecycle.erase_hold_ms // 1000} s more"
         )
     return exits.OK
 

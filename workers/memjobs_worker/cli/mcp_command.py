@@ -43,15 +43,15 @@ ALL_SCOPES = frozenset(TOOL_SCOPES.values())
 def mcp(settings: Settings, args: argparse.Namespace) -> int:
     """Serve the owner's recall (or, with ``--memory``, personal memory) on stdin/stdout
     until the client closes them."""
-    if args.memory and not settings.memory_enabled:
+    if args.memory and not settings.memory.enabled:
         raise MemoryOff()
-    if not args.memory and not settings.knowledge_enabled:
+    if not args.memory and not settings.knowledge.enabled:
         raise KnowledgeOff()
     try:
         owner = owner_key(args.owner)
     except ValueError:
         raise InvalidPayload("--owner must not be empty") from None
-    configure_logging(level=settings.log_level)  # stderr: stdout is the protocol's
+    configure_logging(level=settings.logs.level)  # stderr: stdout is the protocol's
     rt = open_door(settings, resolve_endpoints(settings))
     try:
         if args.memory:

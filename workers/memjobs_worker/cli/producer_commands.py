@@ -80,10 +80,14 @@ def switched_off(settings: Settings) -> list[dict[str, str]]:
     """The session-end jobs these settings switch off, each with why."""
     off = []
     if not settings.consolidation_enabled:
-        why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.memory_auto == "off" else _NO_MODEL
+        why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.sessions.memory_auto == "off" else _NO_MODEL
         off.append({"job": "consolidate_session", "why": why})
     if not settings.digest_enabled:
-        why = "QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if settings.session_digest == "off" else _NO_MODEL
+        why = (
+            "QWEN_AUDIO_SESSION_DIGEST is off (set it to on)"
+            if settings.sessions.session_digest == "off"
+            else _NO_MODEL
+        )
         off.append({"job": "digest_session", "why": why})
     return off
 

@@ -34,7 +34,7 @@ def options(p: argparse.ArgumentParser) -> None:
 
 
 def queue(settings: Settings, args: argparse.Namespace) -> int:
-    client = connect_redis(resolve_endpoints(settings).redis_url, settings)
+    client = connect_redis(resolve_endpoints(settings).redis_url, settings.redis)
     try:
         pauses = QueuePauses(client)
         if args.action == "list":

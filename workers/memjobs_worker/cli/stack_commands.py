@@ -28,9 +28,11 @@ def up(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.logs import configure_logging
     from memjobs_worker.supervisor import Stack
 
-    configure_logging(level=settings.log_level)
+    configure_logging(level=settings.logs.level)
     stack = Stack(
-        settings, processes=args.processes or settings.worker_processes, threads=args.threads or settings.worker_threads
+        settings,
+        processes=args.processes or settings.workers.worker_processes,
+        threads=args.threads or settings.workers.worker_threads,
     )
     received = None
     api = None
@@ -132,12 +134,14 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     endpoints = resolve_endpoints(settings)  # fail here, clearly, rather than in every process
     refuse_other_embedders(settings, endpoints.database_url)
     os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
-    command = worker_command(args.processes or settings.worker_processes, args.threads or settings.worker_threads)
+    command = worker_command(
+        args.processes or settings.workers.worker_processes, args.threads or settings.workers.worker_threads
+    )
     env = dict(os.environ)
     metrics, problem = probe_metrics_address(settings)
     if problem:
         # stderr is this host's JSON Lines log: the warning is one record of it
-        configure_logging(level=settings.log_level)
+        configure_logging(level=settings.logs.level)
         logging.getLogger("memjobs_worker.ops.server").warning(problem)
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     elif metrics:

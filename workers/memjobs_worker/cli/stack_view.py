@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memjobs_worker.embedded.stack import StackInfo, read_stack
-from memjobs_worker.settings import Settings, env_name
+from memjobs_worker.settings import Settings
 
 STACK = "stack"
 ENVIRONMENT = "environment"
@@ -47,45 +47,49 @@ def _port(url: str | None) -> int | None:
 
 def follow_stack(settings: Settings) -> StackView:
     """``settings`` with the running stack's switches in place of the shell's."""
-    origins = {
-        name: ENVIRONMENT if name in settings.model_fields_set else DEFAULT for name in type(settings).model_fields
-    }
+    mine = {entry.key: entry for entry in settings.entries()}
+    origins = {key: ENVIRONMENT if entry.from_env else DEFAULT for key, entry in mine.items()}
     stack = read_stack(settings.data_dir)
     if stack is None:
         return StackView(settings, None, origins)
     shared: dict[str, Any] = dict(stack.settings or {})
-    update: dict[str, Any] = {}
-    for name, port_of in (("api_port", stack.api_url), ("metrics_port", stack.metrics_url)):
+    update: dict[str, dict[str, Any]] = {}
+    for key, port_of in (("api.port", stack.api_url), ("metrics.port", stack.metrics_url)):
         port = _port(port_of)
         if port is not None:
-            shared[name] = {"value": port}
+            shared[key] = {"value": port}
     secrets: dict[str, bool] = {}
     notices = []
-    for name, entry in shared.items():
-        if name not in origins or not isinstance(entry, dict):
+    for key, entry in shared.items():
+        if key not in mine or key == "data_dir" or not isinstance(entry, dict):
             continue  # a switch this version does not know
         if "set" in entry:  # a secret: only whether the stack has one
-            secrets[name] = bool(entry["set"])
-            origins[name] = STACK
+            secrets[key] = bool(entry["set"])
+            origins[key] = STACK
             continue
-        value, mine = entry.get("value"), getattr(settings, name)
-        if value != mine and name in settings.model_fields_set and name not in ("api_port", "metrics_port"):
+        value, own = entry.get("value"), mine[key]
+        if value != own.value and own.from_env and key not in ("api.port", "metrics.port"):
             notices.append(
-                f"{env_name(name)} is {_said(mine)} in this shell but {_said(value)} in "
+                f"{own.env} is {_said(own.value)} in this shell but {_said(value)} in "
                 f"the stack running in {settings.data_dir} (pid {stack.pid}): "
                 f"following the stack"
             )
-        update[name] = value
-        origins[name] = STACK
-    for name, url in (("redis_url", stack.redis_url), ("database_url", stack.database_url)):
-        if getattr(settings, name) is None:
-            origins[name] = STACK  # where the commands connect (memjobs_worker.endpoints)
-            update[name] = url
+        _set(update, key, value)
+        origins[key] = STACK
+    for key, url in (("redis.url", stack.redis_url), ("database.url", stack.database_url)):
+        if mine[key].value is None:
+            origins[key] = STACK  # where the commands connect (memjobs_worker.endpoints)
+            _set(update, key, url)
     try:
-        followed = settings.model_copy(update=update)
+        followed = settings.updated(**update)
     except ValueError:  # pragma: no cover - the stack's values passed the same validation
         followed = settings
     return StackView(followed, stack, origins, notices, secrets)
+
+
+def _set(update: dict[str, dict[str, Any]], key: str, value: Any) -> None:
+    section, _, field = key.partition(".")
+    update.setdefault(section, {})[field] = value
 
 
 def _said(value: Any) -> str:

@@ -43,7 +43,7 @@ def token(settings: Settings, args: argparse.Namespace) -> int:
         raise ConfigurationError("name at least one --scope")
     now = time.time()
     signed = issue(
-        settings,
+        settings.api,
         scopes=scopes,
         owners=args.owner or (),
         owner_prefix=args.owner_prefix,

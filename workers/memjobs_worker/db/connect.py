@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
 from memjobs_worker.db.outage import closed_by_server, is_outage, is_read_only_refusal
-from memjobs_worker.settings import redact_url
+from memjobs_worker.logs.redaction import redact_url
 
 _SCHEMES = ("postgresql+psycopg://", "postgresql://", "postgres://")
 

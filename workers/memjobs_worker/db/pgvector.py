@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Engine
 
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
-from memjobs_worker.settings import redact_url
+from memjobs_worker.logs.redaction import redact_url
 
 
 def check_pgvector(engine: Engine) -> None:

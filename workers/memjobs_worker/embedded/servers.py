@@ -49,11 +49,11 @@ class EmbeddedServers:
         """Start Redis, then PostgreSQL, each unless its URL is configured;
         return the Redis URL and the database URL. What started is stopped by
         :meth:`stop`, also after a failed start."""
-        redis_url = settings.redis_url
+        redis_url = settings.redis.url
         if redis_url is None:
-            self.redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.redis_appendfsync)
+            self.redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.redis.appendfsync)
             redis_url = self.redis.start()
-        database_url = settings.database_url
+        database_url = settings.database.url
         if database_url is None:
             self.postgres = EmbeddedPostgres(settings.data_dir / "postgres")
             database_url = self.postgres.start()

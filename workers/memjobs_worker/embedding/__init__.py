@@ -19,17 +19,17 @@ from typing import Any
 
 from memjobs_worker.embedding.fair import BoundedEmbedder, ModelShare
 from memjobs_worker.model_breaker import ModelBreaker
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, Settings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
 HASHING_ID = "hashing-v1"
 
 
-def model_id(settings: Settings) -> str:
+def model_id(embedding: EmbeddingSettings) -> str:
     """What makes this stack's vectors: recorded beside them, compared at start-up."""
-    if settings.embedding_configured:
-        return f"service:{settings.embedding_model}"
-    if settings.local_embedder == "e5":
+    if embedding.configured:
+        return f"service:{embedding.model}"
+    if embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import MODEL_ID
 
         return MODEL_ID
@@ -39,7 +39,7 @@ def model_id(settings: Settings) -> str:
 def model_share(settings: Settings) -> ModelShare:
     """The model slots of one process (:class:`~memjobs_worker.embedding.fair.ModelShare`):
     ``MEMJOBS_EMBEDDING_SLOTS`` at once, ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
-    return ModelShare(slots=settings.embedding_slots, per_party=settings.api_model_per_owner)
+    return ModelShare(slots=settings.embedding.slots, per_party=settings.api.model_per_owner)
 
 
 def build_embedder(settings: Settings, share: ModelShare | None = None, breaker: ModelBreaker | None = None) -> Any:
@@ -57,24 +57,24 @@ def build_embedder(settings: Settings, share: ModelShare | None = None, breaker:
     from memjobs_worker.model_client import remote_embedder
 
     share = share or model_share(settings)
-    remote = remote_embedder(settings, breaker)
+    remote = remote_embedder(settings.model, settings.embedding, breaker)
     if remote is not None:
-        return BoundedEmbedder(remote, share, settings.embedding_max_chars)
-    if settings.local_embedder == "e5":
+        return BoundedEmbedder(remote, share, settings.embedding.max_chars)
+    if settings.embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import LocalEmbedder
 
         return BoundedEmbedder(
-            LocalEmbedder(settings.local_embedder_threads),
+            LocalEmbedder(settings.embedding.local_embedder_threads),
             share,
-            settings.embedding_max_chars,
-            batch_queries=settings.embedding_batch_queries,
+            settings.embedding.max_chars,
+            batch_queries=settings.embedding.batch_queries,
         )
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
-    return HashingEmbedder(settings.offline_embedding_dims)
+    return HashingEmbedder(settings.embedding.offline_dims)
 
 
-def semantic(settings: Settings) -> bool:
+def semantic(embedding: EmbeddingSettings) -> bool:
     """Whether knowledge embeds its chunks: with an embedding service or the local
     model, not with the hashed embedder (its vectors are lexical: keywords already
     find what they would).
@@ -84,4 +84,4 @@ def semantic(settings: Settings) -> bool:
     without that rule, fusing the local model's ranking lowered top-1 on
     knowledge's ranking checks from 0.97 to 0.94 (docs/embeddings.md, "Knowledge").
     """
-    return settings.embedding_configured or settings.local_embedder == "e5"
+    return embedding.configured or embedding.local_embedder == "e5"

@@ -61,8 +61,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
     context = ApiContext(settings, endpoints)
-    mcp = McpEndpoint(settings, context)  # /mcp: served or not, docs/mcp.md
-    memory_mcp = MemoryMcpEndpoint(settings, context)  # /mcp/memory: the same rules
+    body = settings.api.max_body_bytes
+    mcp = McpEndpoint(context, enabled=settings.knowledge.enabled, max_body_bytes=body)  # /mcp: docs/mcp.md
+    memory_mcp = MemoryMcpEndpoint(context, enabled=settings.memory.enabled, max_body_bytes=body)  # the same rules
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -94,8 +95,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
     # Added last = outermost: metrics see every reply, the guard's refusals included;
     # the security headers go on every reply, whoever wrote it.
     slots = Slots(
-        {API_POOL: settings.api_max_in_flight, PUBLIC_POOL: settings.api_max_public_in_flight},
-        settings.api_max_per_client,
+        {API_POOL: settings.api.max_in_flight, PUBLIC_POOL: settings.api.max_public_in_flight},
+        settings.api.max_per_client,
     )
     app.state.slots = slots
     app.state.refusals = RefusalLog(context.metrics.refused)
@@ -104,8 +105,8 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         tokens=context.tokens,
         slots=slots,
         refusals=app.state.refusals,
-        max_body_bytes=settings.api_max_body_bytes,
-        body_timeout_s=settings.api_body_timeout_ms / 1000,
+        max_body_bytes=settings.api.max_body_bytes,
+        body_timeout_s=settings.api.body_timeout_ms / 1000,
         mcp_served=mcp.served,
         mcp_paths=[MEMORY_MCP_PATH] if memory_mcp.served else [],
     )

@@ -33,7 +33,7 @@ from memjobs_client.contracts import owner_key
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.scoped_tokens import SCOPES, InvalidToken, ScopedKeys
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings
 
 #: The key of the caller's :class:`Principal` in the ASGI scope's ``state``.
 PRINCIPAL = "memjobs_principal"
@@ -134,33 +134,33 @@ def _static(value: Any, name: str) -> bytes | None:
     return raw.encode()
 
 
-def check_bind(settings: Settings) -> None:
+def check_bind(api: ApiSettings) -> None:
     """Refuse settings that would expose the API: without credentials, or in plain
     HTTP, off loopback; blank, short or equal tokens; half a TLS pair.
 
     Raises:
         ConfigurationError: saying which setting to set.
     """
-    for name in sorted(settings.blank_credentials):
-        raise ConfigurationError(f"MEMJOBS_{name.upper()} must not be blank: set a token, or leave it unset")
-    gateway = _static(settings.api_gateway_token, "MEMJOBS_API_GATEWAY_TOKEN")
-    host = _static(settings.api_host_token, "MEMJOBS_API_HOST_TOKEN")
-    scoped = ScopedKeys(settings)  # refuses blank, short or equal keys
-    if (settings.api_tls_cert is None) != (settings.api_tls_key is None):
+    for name in sorted(api.blank_credentials):
+        raise ConfigurationError(f"{ApiSettings.env_name(name)} must not be blank: set a token, or leave it unset")
+    gateway = _static(api.gateway_token, "MEMJOBS_API_GATEWAY_TOKEN")
+    host = _static(api.host_token, "MEMJOBS_API_HOST_TOKEN")
+    scoped = ScopedKeys(api)  # refuses blank, short or equal keys
+    if (api.tls_cert is None) != (api.tls_key is None):
         raise ConfigurationError("set both MEMJOBS_API_TLS_CERT and MEMJOBS_API_TLS_KEY, or neither")
     if gateway is not None and host is not None and hmac.compare_digest(gateway, host):
         raise ConfigurationError("MEMJOBS_API_GATEWAY_TOKEN and MEMJOBS_API_HOST_TOKEN must differ")
-    if is_loopback(settings.api_host):
+    if is_loopback(api.host):
         return
     if not scoped.enabled and (gateway is None or host is None):
         raise ConfigurationError(
-            f"MEMJOBS_API_HOST={settings.api_host} is not a loopback address: set both "
+            f"MEMJOBS_API_HOST={api.host} is not a loopback address: set both "
             "MEMJOBS_API_GATEWAY_TOKEN and MEMJOBS_API_HOST_TOKEN, or MEMJOBS_API_TOKEN_KEY "
             "for scoped tokens (docs/security.md)"
         )
-    if settings.api_tls_cert is None and not settings.api_tls_terminated_by_proxy:
+    if api.tls_cert is None and not api.tls_terminated_by_proxy:
         raise ConfigurationError(
-            f"MEMJOBS_API_HOST={settings.api_host} is not a loopback address: serve HTTPS "
+            f"MEMJOBS_API_HOST={api.host} is not a loopback address: serve HTTPS "
             "(MEMJOBS_API_TLS_CERT and MEMJOBS_API_TLS_KEY), or set "
             "MEMJOBS_API_TLS_TERMINATED_BY_PROXY=true when a proxy in front terminates TLS "
             "(docs/security.md)"
@@ -177,12 +177,12 @@ class Tokens:
     scoped: ScopedKeys | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Tokens:
+    def from_settings(cls, api: ApiSettings) -> Tokens:
         def raw(value: Any) -> bytes | None:
             return None if value is None else value.get_secret_value().encode()
 
-        keys = ScopedKeys(settings)
-        return cls(raw(settings.api_gateway_token), raw(settings.api_host_token), keys if keys.enabled else None)
+        keys = ScopedKeys(api)
+        return cls(raw(api.gateway_token), raw(api.host_token), keys if keys.enabled else None)
 
     @property
     def open(self) -> bool:

@@ -91,9 +91,9 @@ class ApiContext:
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
         self.settings = settings
-        self.tokens = Tokens.from_settings(settings)
+        self.tokens = Tokens.from_settings(settings.api)
         self.metrics = ApiMetrics()
-        self.timeout_s = settings.api_backend_timeout_ms / 1000
+        self.timeout_s = settings.api.backend_timeout_ms / 1000
         # The producer client as every door builds it, its Redis calls bounded by the
         # backend timeout, and counting what it enqueues. mem0, once built, is moved
         # out of the collector's sight as the rest of the process is (see app.lifespan).
@@ -123,13 +123,13 @@ class ApiContext:
         )
         # An owner's erasure and export (docs/data-lifecycle.md): an erasure waits for the
         # owner's running jobs half the backend timeout at most, so that it answers in time.
-        wait_ms = min(settings.erase_wait_ms, settings.api_backend_timeout_ms // 2)
+        wait_ms = min(settings.lifecycle.erase_wait_ms, settings.api.backend_timeout_ms // 2)
         self.erase_owner: Callable[[Owner], EraseReport] = lambda owner: erase_owner(
             owner,
             owner_parts(runtime, wait_ms=wait_ms),
             redis_client=runtime.redis,
             db=runtime.db,
-            hold_ms=settings.erase_hold_ms,
+            hold_ms=settings.lifecycle.erase_hold_ms,
         )
         self.export_owner: Callable[[Owner], list[str]] = lambda owner: list(export_lines(owner, owner_parts(runtime)))
         self.pings: tuple[Callable[[], Any], ...] = (lambda: runtime.redis.ping(), lambda: runtime.store.ping())
@@ -139,7 +139,7 @@ class ApiContext:
         # latency tail several times longer (measured by bench/bench_http.py); requests
         # beyond these wait on the loop, bounded by api_max_in_flight and the timeout.
         # Each lane bounds its threads, the work of abandoned requests included (_run).
-        self.backend_lane = anyio.CapacityLimiter(min(BACKEND_THREADS, settings.api_max_in_flight))
+        self.backend_lane = anyio.CapacityLimiter(min(BACKEND_THREADS, settings.api.max_in_flight))
         self.cpu_lane = anyio.CapacityLimiter(1)
         self._threads: set[asyncio.Future[Any]] = set()  # the calls whose thread may still run
 

@@ -51,7 +51,6 @@ from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError, problem_response
 from memjobs_worker.mcp_server import Backend, build_server
 from memjobs_worker.mcp_server.server import Ctx
-from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -81,17 +80,17 @@ class StatelessMcpEndpoint:
     :attr:`served`.
 
     Parameters:
-        settings: the API's settings.
         context: the API's context: its tokens and its backend calls.
         enabled: whether the feature behind the endpoint is on.
+        max_body_bytes: the largest request body (``MEMJOBS_API_MAX_BODY_BYTES``).
     """
 
     path = PATH
 
-    def __init__(self, settings: Settings, context: ApiContext, *, enabled: bool) -> None:
+    def __init__(self, context: ApiContext, *, enabled: bool, max_body_bytes: int) -> None:
         self.context = context
         self.served = enabled and (context.tokens.host is not None or context.tokens.scoped is not None)
-        self.max_body_bytes = settings.api_max_body_bytes
+        self.max_body_bytes = max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
         self._server: MCPServer[Any] | None = None
 
@@ -178,8 +177,8 @@ class StatelessMcpEndpoint:
 class McpEndpoint(StatelessMcpEndpoint):
     """The ``/mcp`` endpoint of one API instance (see the module docstring)."""
 
-    def __init__(self, settings: Settings, context: ApiContext) -> None:
-        super().__init__(settings, context, enabled=settings.knowledge_enabled)
+    def __init__(self, context: ApiContext, *, enabled: bool, max_body_bytes: int) -> None:
+        super().__init__(context, enabled=enabled, max_body_bytes=max_body_bytes)
         if self.served:
             self._server = build_server(
                 "agent",
@@ -190,7 +189,7 @@ class McpEndpoint(StatelessMcpEndpoint):
                     run=self._run,
                 ),
             )
-        elif settings.knowledge_enabled:
+        elif enabled:
             log.info("MCP endpoint not served: it needs MEMJOBS_API_HOST_TOKEN or MEMJOBS_API_TOKEN_KEY (docs/mcp.md)")
 
     def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:

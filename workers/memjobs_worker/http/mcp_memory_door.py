@@ -35,7 +35,6 @@ from memjobs_worker.mcp_server.memory_server import (
     build_memory_server,
 )
 from memjobs_worker.mcp_server.server import Ctx
-from memjobs_worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +50,8 @@ class MemoryMcpEndpoint(StatelessMcpEndpoint):
 
     path = PATH
 
-    def __init__(self, settings: Settings, context: ApiContext) -> None:
-        super().__init__(settings, context, enabled=settings.memory_enabled)
+    def __init__(self, context: ApiContext, *, enabled: bool, max_body_bytes: int) -> None:
+        super().__init__(context, enabled=enabled, max_body_bytes=max_body_bytes)
         if self.served:
             tools = MemoryTools(ServiceToolBackend(context.parts, context.recall_memories), source="mcp")
             self._server = build_memory_server(

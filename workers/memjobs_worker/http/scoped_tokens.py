@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import jwt
 
 from memjobs_client.errors import ConfigurationError
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings
 
 ISSUER = "memjobs"
 AUDIENCE = "memjobs-api"
@@ -83,9 +83,9 @@ class ScopedKeys:
             one, or the two keys equal.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        current = _key_value(settings.api_token_key, "MEMJOBS_API_TOKEN_KEY")
-        previous = _key_value(settings.api_token_previous_key, "MEMJOBS_API_TOKEN_PREVIOUS_KEY")
+    def __init__(self, api: ApiSettings) -> None:
+        current = _key_value(api.token_key, "MEMJOBS_API_TOKEN_KEY")
+        previous = _key_value(api.token_previous_key, "MEMJOBS_API_TOKEN_PREVIOUS_KEY")
         if previous is not None and current is None:
             raise ConfigurationError("MEMJOBS_API_TOKEN_PREVIOUS_KEY is set without MEMJOBS_API_TOKEN_KEY")
         if previous is not None and previous == current:
@@ -156,7 +156,7 @@ def _grant(claims: dict[str, object]) -> Grant:
 
 
 def issue(
-    settings: Settings,
+    api: ApiSettings,
     *,
     scopes: Iterable[str],
     owners: Iterable[str] = (),
@@ -172,7 +172,7 @@ def issue(
         ConfigurationError: no signing key, unknown scopes, no owners named (or
             owners named together with ``all_owners``), a lifetime out of range.
     """
-    keys = ScopedKeys(settings)
+    keys = ScopedKeys(api)
     if not keys.enabled:
         raise ConfigurationError("set MEMJOBS_API_TOKEN_KEY to issue scoped tokens")
     wanted = sorted(set(scopes))

@@ -56,17 +56,17 @@ class ApiServer:
     """
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
-        check_bind(settings)
+        check_bind(settings.api)
         self.settings = settings
-        self.sock = _bind(settings.api_host, settings.api_port)
-        self.tls = settings.api_tls_cert is not None
+        self.sock = _bind(settings.api.host, settings.api.port)
+        self.tls = settings.api.tls_cert is not None
         app = create_app(settings, endpoints)
         refusals: RefusalLog = app.state.refusals
         self._refusals = refusals
         SERVER_LINES.attach(refusals)
         protocol = header_deadline(
-            settings.api_http_parser,
-            settings.api_header_timeout_ms / 1000,
+            settings.api.http_parser,
+            settings.api.header_timeout_ms / 1000,
             on_expired=lambda: refusals.note("header_timeout"),
         )
         config = uvicorn.Config(
@@ -78,12 +78,12 @@ class ApiServer:
             server_header=False,
             limit_concurrency=None,
             timeout_keep_alive=KEEP_ALIVE_S,
-            proxy_headers=bool(settings.api_forwarded_allow_ips.strip()),
-            forwarded_allow_ips=settings.api_forwarded_allow_ips.strip() or None,
+            proxy_headers=bool(settings.api.forwarded_allow_ips.strip()),
+            forwarded_allow_ips=settings.api.forwarded_allow_ips.strip() or None,
             http=protocol,
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-            ssl_certfile=str(settings.api_tls_cert) if settings.api_tls_cert else None,
-            ssl_keyfile=str(settings.api_tls_key) if settings.api_tls_key else None,
+            ssl_certfile=str(settings.api.tls_cert) if settings.api.tls_cert else None,
+            ssl_keyfile=str(settings.api.tls_key) if settings.api.tls_key else None,
             ssl_version=ssl.PROTOCOL_TLS_SERVER,
         )
         if self.tls:

@@ -31,8 +31,8 @@ def declare_knowledge_actors(
 
     return declare(
         broker,
-        settings,
+        settings.workers,
         [
-            (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge_reindex_time_limit_ms}),
+            (contracts.ACTOR_REINDEX, reindex_knowledge, {"time_limit": settings.knowledge.reindex_time_limit_ms}),
         ],
     )

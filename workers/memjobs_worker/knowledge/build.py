@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from memjobs_client.errors import KnowledgeOff
 from memjobs_worker.knowledge.schema import ensure_schema
 from memjobs_worker.knowledge.store import KnowledgeStore
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import KnowledgeSettings
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import RemoteEmbedder
@@ -36,13 +36,13 @@ class KnowledgeParts(Protocol):
         ...
 
 
-def open_knowledge(settings: Settings, db: Engine) -> KnowledgeStore:
+def open_knowledge(knowledge: KnowledgeSettings, db: Engine) -> KnowledgeStore:
     """The knowledge store, ready to use.
 
     Raises:
         KnowledgeOff: knowledge is off (``MEMJOBS_KNOWLEDGE=off``).
     """
-    if not settings.knowledge_enabled:
+    if not knowledge.enabled:
         raise KnowledgeOff()
     ensure_schema(db)
     store = KnowledgeStore(db)

@@ -65,11 +65,11 @@ def run_reindex(
         TransientError: another reindex of this owner holds the lock (``reindex_busy``).
         ModelUnavailable: the embedding service failed (nothing of this message written).
     """
-    if not settings.knowledge_enabled:
+    if not settings.knowledge.enabled:
         return "disabled"  # switched off since it was enqueued, or a hand-made message
     redis_client = parts.redis
     lock = LeaseLock(
-        redis_client, "reindex", payload.owner_key, lease_ms=settings.lease_ms, on_event=lock_hook("reindex")
+        redis_client, "reindex", payload.owner_key, lease_ms=settings.memory.lease_ms, on_event=lock_hook("reindex")
     )
     deadline = time.monotonic() + (PART_WAIT_S if payload.part is not None else 0.0)
     while lock.try_acquire() is None:
@@ -84,14 +84,14 @@ def run_reindex(
             corpus = parts.knowledge
             cache = None
             if service is not None:
-                cache = EmbeddingCache(corpus.engine, model_id(settings), settings.vector_dims)
+                cache = EmbeddingCache(corpus.engine, model_id(settings.embedding), settings.embedding.vector_dims)
                 cache.prune()  # attempts that never succeeded, of any owner
             done = reindex(
                 payload,
                 store=corpus,
                 embed=service.embed_batch if service is not None else None,
-                dims=settings.vector_dims if service is not None else None,
-                settings=settings,
+                dims=settings.embedding.vector_dims if service is not None else None,
+                knowledge=settings.knowledge,
                 parts=CorpusParts(redis_client).record,
                 cache=cache,
             )

@@ -52,7 +52,7 @@ from memjobs_worker.knowledge.cache import EmbeddingCache
 from memjobs_worker.knowledge.chunking import chunk_hash, chunk_text
 from memjobs_worker.knowledge.files import Refused, Resolved, public_name, read_document
 from memjobs_worker.knowledge.store import KnowledgeStore, StoredChunk
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import KnowledgeSettings
 
 __all__ = ["reindex", "resolve", "ReindexReport", "Refused", "Resolved", "PartLedger"]
 
@@ -84,7 +84,9 @@ class ReindexReport:
         return dict(sorted(Counter(self.refused.values()).items()))
 
 
-def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequence[str], s: Settings) -> Resolved:
+def resolve(
+    doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequence[str], knowledge: KnowledgeSettings
+) -> Resolved:
     """The document's text and public labels, or :class:`Refused` with a reason.
 
     Never raises anything else for a property of the document: an unexpected
@@ -97,7 +99,7 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
         resolved = Resolved(doc.doc_id, doc.title, f"doc:{doc.doc_id}", doc.text)
     else:
         try:
-            resolved = read_document(doc.path, roots, s.knowledge_root_paths, max_bytes=s.knowledge_max_file_bytes)
+            resolved = read_document(doc.path, roots, knowledge.root_paths, max_bytes=knowledge.max_file_bytes)
         except Refused:
             raise
         except Exception as exc:  # noqa: BLE001 - one document must never fail the batch
@@ -106,7 +108,7 @@ def resolve(doc: KnowledgeText | KnowledgePath | KnowledgeRefusal, roots: Sequen
             raise Refused(doc_id, public_name(doc.path.rsplit("/", 1)[-1]), "unreadable") from None
     if "\x00" in resolved.text:
         raise Refused(resolved.doc_id, resolved.title, "binary")
-    if len(resolved.text) > s.knowledge_max_doc_chars:
+    if len(resolved.text) > knowledge.max_doc_chars:
         raise Refused(resolved.doc_id, resolved.title, "too_large")
     if not resolved.text.strip():
         raise Refused(resolved.doc_id, resolved.title, "empty")
@@ -121,7 +123,7 @@ def reindex(
     store: KnowledgeStore,
     embed: EmbedBatch | None,
     dims: int | None,
-    settings: Settings,
+    knowledge: KnowledgeSettings,
     parts: PartLedger | None = None,
     cache: EmbeddingCache | None = None,
 ) -> ReindexReport:
@@ -146,9 +148,9 @@ def reindex(
     total_chars = 0
     for doc in payload.documents:
         try:
-            resolved = resolve(doc, payload.allowed_roots, settings)
+            resolved = resolve(doc, payload.allowed_roots, knowledge)
             total_chars += len(resolved.text)
-            if total_chars > settings.knowledge_max_corpus_chars:
+            if total_chars > knowledge.max_corpus_chars:
                 raise Refused(resolved.doc_id, resolved.title, "corpus_too_large")
         except Refused as refused:
             refusals.append(refused)
@@ -164,12 +166,12 @@ def reindex(
             continue
         pieces = chunk_text(
             resolved.text,
-            size_chars=settings.knowledge_chunk_chars,
-            overlap_chars=settings.knowledge_chunk_overlap_chars,
+            size_chars=knowledge.chunk_chars,
+            overlap_chars=knowledge.chunk_overlap_chars,
         )
         plans.append((resolved, digest, [StoredChunk(c.index, c.text, chunk_hash(c.text), None) for c in pieces]))
     if embed is not None and dims is not None:
-        plans = _embed(plans, store, owner, embed, dims, settings.knowledge_embed_batch, report, cache)
+        plans = _embed(plans, store, owner, embed, dims, knowledge.embed_batch, report, cache)
 
     # Phase 2: write, one document at a time.
     for resolved, digest, chunks in plans:

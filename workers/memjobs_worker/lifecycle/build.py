@@ -21,13 +21,13 @@ def owner_parts(runtime: Runtime, *, wait_ms: int | None = None) -> list[OwnerPa
     jobs (default ``MEMJOBS_ERASE_WAIT_MS``)."""
     s = runtime.settings
     return [
-        QueuedJobsPart(runtime, wait_ms=s.erase_wait_ms if wait_ms is None else wait_ms),
+        QueuedJobsPart(runtime, wait_ms=s.lifecycle.erase_wait_ms if wait_ms is None else wait_ms),
         LedgerPart(runtime),
-        MemoriesPart(runtime, enabled=s.memory_enabled),
+        MemoriesPart(runtime, enabled=s.memory.enabled),
         MemoryDocumentsPart(runtime),
         SessionsPart(runtime),
         BlackboardPart(runtime),
-        KnowledgePart(runtime, enabled=s.knowledge_enabled),
+        KnowledgePart(runtime, enabled=s.knowledge.enabled),
         AuditPart(runtime),
         RedisKeysPart(runtime),
     ]

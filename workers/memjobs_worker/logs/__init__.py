@@ -26,7 +26,7 @@ from memjobs_worker.logs.configure import NOISY_LOGGERS, configure_logging
 from memjobs_worker.logs.configure import _JsonLinesHandler as _JsonLinesHandler  # tests find our handler by type
 from memjobs_worker.logs.formatter import MEM0_SUPPRESSED_MSG as MEM0_SUPPRESSED_MSG  # importable, as before
 from memjobs_worker.logs.formatter import JsonFormatter
-from memjobs_worker.logs.redaction import OMITTED, TEXT_FIELDS, redact, redact_text
+from memjobs_worker.logs.redaction import OMITTED, TEXT_FIELDS, redact, redact_text, redact_url
 
 __all__ = [
     # setup
@@ -37,6 +37,7 @@ __all__ = [
     # redaction
     "redact",
     "redact_text",
+    "redact_url",
     "REDACTED",
     "OMITTED",
     "TEXT_FIELDS",

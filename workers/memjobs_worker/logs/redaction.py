@@ -42,6 +42,7 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from memjobs_client.sensitive import REDACTED, is_secret_key, redact_secrets, redact_structured
 
@@ -171,3 +172,23 @@ def redact(value: Any) -> Any:
     JSON-serialisable object; the input is not modified.
     """
     return scrub(value, omit_text=False)
+
+
+_SECRET_PARAMS = {"password", "pass", "passwd", "pwd", "sslpassword", "secret", "token", "api_key"}
+
+
+def redact_url(url: str) -> str:
+    """Hide the password of ``scheme://user:password@host`` and of secret query
+    parameters (``?password=…``: libpq and redis-py accept both forms), keeping
+    the rest readable: for logs, errors and ``memjobs config``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        creds, _, host = netloc.rpartition("@")
+        if ":" in creds:
+            netloc = f"{creds.split(':', 1)[0]}:[REDACTED]@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, "[REDACTED]" if k.lower() in _SECRET_PARAMS else v) for k, v in pairs], safe="[]")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

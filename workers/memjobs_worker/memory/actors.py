@@ -84,7 +84,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *, parts:
     broker.add_middleware(ClearMarkerOnDeadLetter(lambda: parts.scheduler), before=Retries)
     return declare(
         broker,
-        settings,
+        settings.workers,
         [
             (contracts.ACTOR_REMEMBER, remember_source, {}),
             (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),

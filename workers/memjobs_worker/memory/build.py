@@ -56,7 +56,7 @@ def ensure_memory_on(settings: Settings) -> None:
     """Raises:
     MemoryOff: personal memory is switched off (its jobs are refused, nothing allocated).
     """
-    if not settings.memory_enabled:
+    if not settings.memory.enabled:
         raise MemoryOff()
 
 
@@ -86,11 +86,11 @@ def build_engine(
     return Mem0Engine(
         database_url=libpq_url(database_url),
         data_dir=settings.data_dir / "mem0",
-        dims=settings.vector_dims,
+        dims=settings.embedding.vector_dims,
         embedder=build_embedder(settings, share, (breakers or {}).get("embed")),
-        chat=chat_model(settings, "extract", (breakers or {}).get("chat")),
-        min_score=settings.recall_min_score,
-        model_id=model_id(settings),
+        chat=chat_model(settings.model, settings.embedding, "extract", (breakers or {}).get("chat")),
+        min_score=settings.memory.recall_min_score,
+        model_id=model_id(settings.embedding),
     )
 
 
@@ -99,9 +99,9 @@ def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqu
     return RedisExtractionScheduler(
         redis_client,
         enqueue,
-        lease_ms=settings.lease_ms,
-        delay_ms=settings.extract_delay_ms,
-        marker_ttl_ms=settings.extract_marker_ttl_ms,
+        lease_ms=settings.memory.lease_ms,
+        delay_ms=settings.memory.extract_delay_ms,
+        marker_ttl_ms=settings.memory.extract_marker_ttl_ms,
     )
 
 
@@ -116,15 +116,15 @@ def build_pipeline(
     """The pipeline; a batch is ``MEMJOBS_EXTRACT_BATCH_SIZE`` sources for a model,
     ``MEMJOBS_VERBATIM_BATCH_SIZE`` when sources are stored as they are (one
     embedding call and one insert a batch, no model call to keep small)."""
-    batch_size = settings.extract_batch_size if engine.infers else settings.verbatim_batch_size
+    batch_size = settings.memory.extract_batch_size if engine.infers else settings.memory.verbatim_batch_size
     return MemoryPipeline(
         store=store,
         engine=engine,
         leases=redis_leases(redis_client),
         scheduler=scheduler,
         batch_size=batch_size,
-        lease_ms=settings.lease_ms,
-        max_wait_ms=settings.extract_max_wait_ms,
+        lease_ms=settings.memory.lease_ms,
+        max_wait_ms=settings.memory.extract_max_wait_ms,
     )
 
 

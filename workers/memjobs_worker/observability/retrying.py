@@ -47,7 +47,7 @@ from memjobs_client.errors import SensitiveContent
 from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.observability.failures import failure_record, reason_of
 from memjobs_worker.observability.observe import PUT_BACK_OPTION
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,11 @@ return over
 """
 
 
-def stale_after_ms(settings: Settings) -> int:
+def stale_after_ms(workers: WorkerSettings) -> int:
     """How long after its last failure a job still in the record is taken for
     left behind: the longest backoff of either retry policy, a dead worker's
     redelivery (the broker's heartbeat timeout) and :data:`MARGIN_MS`."""
-    return (
-        max(settings.max_backoff_ms, settings.outage_max_backoff_ms) + settings.broker_heartbeat_timeout_ms + MARGIN_MS
-    )
+    return max(workers.max_backoff_ms, workers.outage_max_backoff_ms) + workers.broker_heartbeat_timeout_ms + MARGIN_MS
 
 
 @dataclass(frozen=True)

@@ -65,13 +65,13 @@ _OWNER_DIR = re.compile(r"[0-9a-f]{64}")
 #: Settings whose difference between the backed-up stack and the restoring host
 #: changes what the restored data means.
 COMPARED_SETTINGS = (
-    "memory_provider",
-    "knowledge",
-    "memory_docs_provider",
-    "local_embedder",
-    "embedding_base_url",
-    "embedding_model",
-    "embedding_dims",
+    "memory.provider",
+    "knowledge.mode",
+    "sessions.memory_docs_provider",
+    "embedding.local_embedder",
+    "embedding.base_url",
+    "embedding.model",
+    "embedding.dims",
 )
 
 
@@ -197,12 +197,11 @@ def _add_memory_files(writer: ArchiveWriter, root: Path) -> int:
 def settings_without_secrets(settings: Settings) -> tuple[dict[str, Any], list[str]]:
     """The effective settings, every secret (keys, tokens, passwords) left out
     entirely; returns them and the names left out."""
-    fields = type(settings).model_fields
+    secrets = {entry.key for entry in settings.entries() if entry.secret}
     kept: dict[str, Any] = {}
     omitted: list[str] = []
     for name, value in settings.redacted().items():
-        secret = name in fields and "SecretStr" in str(fields[name].annotation)
-        if secret or (isinstance(value, str) and "[REDACTED]" in value):
+        if name in secrets or (isinstance(value, str) and "[REDACTED]" in value):
             omitted.append(name)
         else:
             kept[name] = value

@@ -37,7 +37,7 @@ from memjobs_client.errors import InvalidPayload, KnowledgeOff, PermanentError
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.sessions.memory_docs import WRITABLE_DOCS, ChangeContext, Edit, MemoryService
 from memjobs_worker.sessions.memory_docs.service import MAX_EDITS
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import KnowledgeSettings
 
 #: The audit's ``source`` of an imported patch.
 SOURCE = "gateway_import"
@@ -51,7 +51,7 @@ class Documents(Protocol):
     def documents(self, owner_key: str) -> Any: ...
 
 
-def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | None, *, consent: bool) -> None:
+def check_request(knowledge: KnowledgeSettings, memory_dir: Path, knowledge_dir: Path | None, *, consent: bool) -> None:
     """Refuse a request that cannot be done, before anything is read or written.
 
     Raises:
@@ -62,7 +62,7 @@ def check_request(settings: Settings, memory_dir: Path, knowledge_dir: Path | No
         if folder is not None and not folder.is_dir():
             raise InvalidPayload(f"{folder} is not a directory", reason="invalid_payload")
     if knowledge_dir is not None:
-        if not settings.knowledge_enabled:
+        if not knowledge.enabled:
             raise KnowledgeOff()
         if not consent:
             raise InvalidPayload(
@@ -134,6 +134,7 @@ class GatewayImport:
 
     Parameters:
         service: the memory service (the only writer of USER.md / MEMORY.md).
+        roots: the host's allowed knowledge roots (``MEMJOBS_KNOWLEDGE_ROOTS``).
         knowledge: the knowledge store, read to tell an unchanged corpus (None: no knowledge import).
         client: the producer client that queues a corpus's reindex.
         progress: where a line per owner and per document goes.
@@ -143,13 +144,13 @@ class GatewayImport:
         self,
         service: MemoryService,
         *,
-        settings: Settings,
+        roots: list[Path],
         knowledge: Documents | None,
         client: MemjobsClient,
         progress: Callable[[str], None],
     ) -> None:
         self.service = service
-        self.settings = settings
+        self.roots = roots
         self.knowledge = knowledge
         self.client = client
         self.progress = progress
@@ -220,7 +221,7 @@ class GatewayImport:
         owner = folder.name
         result: dict[str, Any]
         try:
-            found = collect([str(folder)], self.settings.knowledge_root_paths)
+            found = collect([str(folder)], self.roots)
             stored = {d.doc_id: d.content_hash for d in self.knowledge.documents(owner_key(owner))}
             wanted = {knowledge_path_id(f): _file_hash(f) for f in found.files}
             if wanted and wanted == stored:

@@ -55,10 +55,10 @@ def pending(settings: Settings, database_url: str) -> Pending:
     """How many memories and chunks a re-embedding would touch (the schema must be migrated)."""
     from memjobs_worker.memory.engine.reembed import memories_to_reembed
 
-    model, dims = model_id(settings), settings.vector_dims
-    memories = memories_to_reembed(libpq_url(database_url), model, dims) if settings.memory_enabled else 0
+    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
+    memories = memories_to_reembed(libpq_url(database_url), model, dims) if settings.memory.enabled else 0
     foreign = bare = 0
-    if settings.knowledge_enabled:
+    if settings.knowledge.enabled:
         from memjobs_worker.knowledge.schema import ensure_schema
         from memjobs_worker.knowledge.vectors import chunks_to_reembed
 
@@ -66,7 +66,7 @@ def pending(settings: Settings, database_url: str) -> Pending:
         try:
             ensure_schema(engine)
             foreign = chunks_to_reembed(engine, model, dims, semantic=False)
-            if semantic(settings):
+            if semantic(settings.embedding):
                 bare = chunks_to_reembed(engine, model, dims, semantic=True) - foreign
         finally:
             engine.dispose()
@@ -85,10 +85,10 @@ def reembed(
         ConfigurationError: the local model is chosen but not installed here.
         ModelUnavailable: the embedding service failed (run again: it resumes).
     """
-    model, dims = model_id(settings), settings.vector_dims
+    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
     embedder = build_embedder(settings)
     memories = chunks = 0
-    if settings.memory_enabled:
+    if settings.memory.enabled:
         from memjobs_worker.memory.engine.reembed import reembed_memories
 
         memories = reembed_memories(
@@ -98,7 +98,7 @@ def reembed(
             dims,
             progress=lambda done, total: progress("memories", done, total),
         )
-    if knowledge and settings.knowledge_enabled:
+    if knowledge and settings.knowledge.enabled:
         from memjobs_worker.knowledge.schema import ensure_schema
         from memjobs_worker.knowledge.vectors import reembed_knowledge
 
@@ -107,10 +107,10 @@ def reembed(
             ensure_schema(engine)
             chunks = reembed_knowledge(
                 engine,
-                embedder.embed_batch if semantic(settings) else None,
+                embedder.embed_batch if semantic(settings.embedding) else None,
                 model,
                 dims,
-                batch=settings.knowledge_embed_batch,
+                batch=settings.knowledge.embed_batch,
                 progress=lambda done, total: progress("knowledge chunks", done, total),
             )
         finally:

@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 
 
 def metrics_url(settings: Settings) -> str:
-    host = settings.metrics_host
+    host = settings.metrics.host
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{settings.metrics_port}/metrics"
+    return f"http://{shown}:{settings.metrics.port}/metrics"
 
 
 def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
@@ -54,16 +54,16 @@ def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
     Raises:
         ConfigurationError: it cannot be bound and ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
     """
-    if settings.metrics == "off":
+    if settings.metrics.mode == "off":
         return None, None
-    exc = _bindable(settings.metrics_host, settings.metrics_port)
+    exc = _bindable(settings.metrics.host, settings.metrics.port)
     if exc is not None:
         problem = (
-            f"metrics endpoint {settings.metrics_host}:{settings.metrics_port} cannot be "
+            f"metrics endpoint {settings.metrics.host}:{settings.metrics.port} cannot be "
             f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
             "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)"
         )
-        if settings.metrics_bind_failure == "fail":
+        if settings.metrics.bind_failure == "fail":
             raise ConfigurationError(problem.replace("Metrics are off for this run; set", "Set")) from None
         return None, problem
     return metrics_url(settings), None
@@ -93,17 +93,17 @@ def claim_metrics_address(settings: Settings) -> tuple[Settings, str | None, str
             ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
     """
     if (
-        settings.metrics == "off"
-        or "metrics_port" in settings.model_fields_set
-        or _bindable(settings.metrics_host, settings.metrics_port) is None
+        settings.metrics.mode == "off"
+        or "port" in settings.metrics.model_fields_set
+        or _bindable(settings.metrics.host, settings.metrics.port) is None
     ):
         url, problem = probe_metrics_address(settings)
         return settings, url, problem
-    moved = settings.model_copy(update={"metrics_port": free_port(settings.metrics_host)})
+    moved = settings.updated(metrics={"port": free_port(settings.metrics.host)})
     url, problem = probe_metrics_address(moved)
     if problem is not None:  # lost the free port already: say so, metrics off
         return settings, None, problem
-    return moved, url, (f"port {settings.metrics_port} is taken; metrics are served on a free port: {url}")
+    return moved, url, (f"port {settings.metrics.port} is taken; metrics are served on a free port: {url}")
 
 
 def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:
@@ -133,7 +133,7 @@ def serve() -> int:
     the main thread waiting on that Event).
     """
     settings = load_settings()
-    configure_logging(level=settings.log_level, adopt=True)
+    configure_logging(level=settings.logs.level, adopt=True)
     if not serve_on_thread(settings):
         return 0
     while True:
@@ -145,11 +145,11 @@ def serve_on_thread(settings: Settings) -> bool:
     small host share one process, and it serves); False when the address was
     taken between the probe and now (one warning, and the workers run on)."""
     try:
-        start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=build_registry(settings))
+        start_http_server(settings.metrics.port, addr=settings.metrics.host, registry=build_registry(settings))
     except OSError as exc:
         log.warning(
             "metrics endpoint not served: address in use",
-            extra={"address": f"{settings.metrics_host}:{settings.metrics_port}", "error": exc.strerror or str(exc)},
+            extra={"address": f"{settings.metrics.host}:{settings.metrics.port}", "error": exc.strerror or str(exc)},
         )
         return False
     return True

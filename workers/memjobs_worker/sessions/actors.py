@@ -35,15 +35,15 @@ def declare_session_actors(
 ) -> Actors:
     """Register the session-end actors on ``parts`` (built when a job first reads them)."""
     rules = settings.source_rules()
-    lease = timedelta(milliseconds=settings.lease_ms)
+    lease = timedelta(milliseconds=settings.memory.lease_ms)
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
-        model = parts.chat("consolidate") if settings.memory_auto != "off" else None
-        if settings.memory_auto == "off" or not settings.consolidation_enabled or model is None:
+        model = parts.chat("consolidate") if settings.sessions.memory_auto != "off" else None
+        if settings.sessions.memory_auto == "off" or not settings.consolidation_enabled or model is None:
             # QWEN_AUDIO_MEMORY_AUTO=off, or no model configured on this worker:
             # skipped, not failed, and the run ends skipped with that reason.
-            why = "switched_off" if settings.memory_auto == "off" else "no_model"
+            why = "switched_off" if settings.sessions.memory_auto == "off" else "no_model"
             report(
                 settle(
                     broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "consolidate", why)
@@ -61,17 +61,17 @@ def declare_session_actors(
                     model=model,
                     service=parts.memory_docs,
                     audit=parts.audit,
-                    max_patches=settings.max_patches_per_session,
-                    max_patch_chars=settings.max_patch_chars,
+                    max_patches=settings.sessions.max_patches_per_session,
+                    max_patch_chars=settings.sessions.max_patch_chars,
                 ),
             )
         )
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
-        model = parts.chat("digest") if settings.session_digest != "off" else None
-        if settings.session_digest == "off" or not settings.digest_enabled or model is None:
-            why = "switched_off" if settings.session_digest == "off" else "no_model"
+        model = parts.chat("digest") if settings.sessions.session_digest != "off" else None
+        if settings.sessions.session_digest == "off" or not settings.digest_enabled or model is None:
+            why = "switched_off" if settings.sessions.session_digest == "off" else "no_model"
             report(
                 settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "digest", why))
             )
@@ -95,7 +95,7 @@ def declare_session_actors(
         broker.add_middleware(EndRunsOnDeadLetter(lambda: parts.sessions.runs))
     return declare(
         broker,
-        settings,
+        settings.workers,
         [
             (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
             (contracts.ACTOR_DIGEST, digest_session, {}),

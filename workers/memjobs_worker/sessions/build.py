@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from memjobs_worker.sessions.blackboard import BlackboardStore, Limits
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import BlackboardSettings, LifecycleSettings, Settings
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import ChatModel
@@ -41,33 +41,38 @@ class SessionParts(Protocol):
         ...
 
 
-def build_session_store(settings: Settings, db: Engine) -> SessionStore:
+def build_session_store(lifecycle: LifecycleSettings, db: Engine) -> SessionStore:
     return SessionStore(
-        db, digest_retention_days=settings.digest_retention_days, task_retention_days=settings.task_retention_days
+        db,
+        digest_retention_days=lifecycle.digest_retention_days,
+        task_retention_days=lifecycle.task_retention_days,
     )
 
 
-def build_audit(settings: Settings, db: Engine) -> AuditTrail:
+def build_audit(lifecycle: LifecycleSettings, db: Engine) -> AuditTrail:
     """The memory audit trail in the state database (one for every host)."""
-    return AuditTrail(db, retention_days=settings.memory_audit_retention_days)
+    return AuditTrail(db, retention_days=lifecycle.memory_audit_retention_days)
 
 
 def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditTrail) -> MemoryService:
     """The configured provider behind the memory service; ``db`` is called only
     by providers that store in the state database."""
-    provider = load_provider(settings.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
+    provider = load_provider(settings.sessions.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
     return MemoryService(
-        provider, max_doc_chars=settings.max_document_chars, max_change_chars=settings.max_patch_chars, audit=audit
+        provider,
+        max_doc_chars=settings.sessions.max_document_chars,
+        max_change_chars=settings.sessions.max_patch_chars,
+        audit=audit,
     )
 
 
-def build_blackboard(settings: Settings, db: Engine) -> BlackboardStore:
+def build_blackboard(blackboard: BlackboardSettings, db: Engine) -> BlackboardStore:
     """The sessions' L0 blackboards in the state database, within the settings' limits."""
     return BlackboardStore(
         db,
         limits=Limits(
-            retention_days=settings.blackboard_retention_days,
-            max_entries=settings.blackboard_max_entries,
-            max_bytes=settings.blackboard_max_bytes,
+            retention_days=blackboard.retention_days,
+            max_entries=blackboard.max_entries,
+            max_bytes=blackboard.max_bytes,
         ),
     )

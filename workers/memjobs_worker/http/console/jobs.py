@@ -96,7 +96,9 @@ async def _jobs_page(request: Request, state: str, page: str) -> Response:
     cursor = params.get("cursor") or None
     c = ctx(request)
     try:
-        values = await c.call(_list, c.client.broker.client, state, queue, term, cursor, stale_after_ms(c.settings))
+        values = await c.call(
+            _list, c.client.broker.client, state, queue, term, cursor, stale_after_ms(c.settings.workers)
+        )
         problem = None
     except ValueError:
         values, problem = {}, "not_a_cursor"

@@ -74,7 +74,9 @@ async def overview_page(request: Request) -> Response:
     c = ctx(request)
     window = timeline.DAY if request.query_params.get("window") == "day" else timeline.HOUR
     try:
-        values = await c.call(_overview, c.client.broker.client, c.parts.store, stale_after_ms(c.settings), window)
+        values = await c.call(
+            _overview, c.client.broker.client, c.parts.store, stale_after_ms(c.settings.workers), window
+        )
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         values, problem = {"view": None}, getattr(exc, "reason", None) or "backend_unavailable"
