@@ -60,6 +60,9 @@ def test_entries_are_appended_restored_in_pages_and_scoped_to_their_owner(api_fa
     assert other["entries"] == []
     assert api.get(path, owner=OWNER).status_code == 401
     problem(api.get(path, owner=OWNER, token=GATEWAY_TOKEN, params={"after_seq": 2}), "validation", 422)
+    # A sequence past PostgreSQL's bigint is refused as such, not a database error (500).
+    beyond = {"after_seq": 2**63, "after_id": "e-2"}
+    problem(api.get(path, owner=OWNER, token=GATEWAY_TOKEN, params=beyond), "validation", 422)
     assert len(api.harness.runtime.blackboard.restore(owner_key(OWNER), "s-http")) == 5
     # The Python producer's restore (plain HTTP is allowed to a loopback API only).
     board = SessionBlackboard(api.harness.client, api_url=api.url, token=GATEWAY_TOKEN)

@@ -30,6 +30,9 @@ OwnerId = Field(
     min_length=1, max_length=256, description="the owner, named by the gateway; stored and logged only as its sha256"
 )
 SOURCE_ID_PATTERN = r"^src_[0-9a-f]{32}$"
+#: The largest id or sequence number a page may start after: PostgreSQL's bigint (a
+#: larger one is a 422, not a database error).
+BIGINT_MAX = 2**63 - 1
 
 
 def _bad_char(value: Any) -> bool:

@@ -21,6 +21,7 @@ from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerKey, errors
 from memjobs_worker.http.routes.sessions import SessionId
 from memjobs_worker.http.schemas import (
+    BIGINT_MAX,
     BlackboardAppended,
     BlackboardAppendRequest,
     BlackboardCursor,
@@ -57,7 +58,7 @@ async def restore_blackboard(
     key: OwnerKey,
     c: Ctx,
     session_id: str = SessionId,
-    after_seq: int | None = Query(default=None, ge=0),
+    after_seq: int | None = Query(default=None, ge=0, le=BIGINT_MAX),
     after_id: str | None = Query(default=None, min_length=1, max_length=128),
     limit: int = Query(default=MAX_PAGE_ENTRIES, ge=1, le=MAX_PAGE_ENTRIES),
 ) -> BlackboardPage:

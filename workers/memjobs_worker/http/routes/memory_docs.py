@@ -32,6 +32,7 @@ from memjobs_worker.http.body import JsonRoute
 from memjobs_worker.http.problems import ProblemError
 from memjobs_worker.http.routes import COMMON, Ctx, OwnerId, errors, owner_key_of
 from memjobs_worker.http.schemas import (
+    BIGINT_MAX,
     MemoryAudit,
     MemoryAuditEntry,
     MemoryDocument,
@@ -210,7 +211,7 @@ async def memory_audit(
     session: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     source: Annotated[str | None, Query(min_length=1, max_length=40)] = None,
     since: Annotated[datetime | None, Query(description="only entries at or after this time")] = None,
-    before_id: Annotated[int | None, Query(ge=1, description="page: entries older than this id")] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=BIGINT_MAX, description="page: entries older than this id")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> MemoryAudit:
     """The memory audit trail of every host, latest first: whether each patch was
