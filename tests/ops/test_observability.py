@@ -304,18 +304,18 @@ def test_a_free_metrics_address_is_named_and_a_held_one_is_one_warning_or_an_err
     from memjobs_worker.ops.server import probe_metrics_address
 
     port = free_port()
-    assert probe_metrics_address(make_settings(metrics_port=port)) == (f"http://127.0.0.1:{port}/metrics", None)
+    assert probe_metrics_address(make_settings(metrics_port=port).metrics) == (f"http://127.0.0.1:{port}/metrics", None)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        url, warning = probe_metrics_address(make_settings(metrics_port=taken))
+        url, warning = probe_metrics_address(make_settings(metrics_port=taken).metrics)
         assert url is None and warning is not None
         assert f"127.0.0.1:{taken}" in warning and "MEMJOBS_METRICS_PORT" in warning
         assert "\n" not in warning
         with pytest.raises(ConfigurationError, match="cannot be bound"):
-            probe_metrics_address(make_settings(metrics_port=taken, metrics_bind_failure="fail"))
-    assert probe_metrics_address(make_settings(metrics="off")) == (None, None)
+            probe_metrics_address(make_settings(metrics_port=taken, metrics_bind_failure="fail").metrics)
+    assert probe_metrics_address(make_settings(metrics="off").metrics) == (None, None)
 
 
 def test_memjobs_worker_on_a_held_metrics_port_logs_one_json_warning_and_works(

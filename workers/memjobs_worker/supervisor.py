@@ -126,7 +126,7 @@ class Stack:
                 "metrics endpoint not served: address in use",
                 address=f"{asked.metrics.host}:{asked.metrics.port}",
             )
-        redis_url, database_url = self.servers.start(s)
+        redis_url, database_url = self.servers.start(s.data_dir, s.redis, s.database)
         engine = create_db_engine(database_url, pool_size=1)
         try:
             migrate(engine)

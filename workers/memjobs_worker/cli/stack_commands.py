@@ -138,7 +138,7 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
         args.processes or settings.workers.worker_processes, args.threads or settings.workers.worker_threads
     )
     env = dict(os.environ)
-    metrics, problem = probe_metrics_address(settings)
+    metrics, problem = probe_metrics_address(settings.metrics)
     if problem:
         # stderr is this host's JSON Lines log: the warning is one record of it
         configure_logging(level=settings.logs.level)

@@ -8,11 +8,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from memjobs_client.errors import MemjobsError
 from memjobs_worker.embedded.postgres import EmbeddedPostgres
 from memjobs_worker.embedded.redis import EmbeddedRedis
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import DatabaseSettings, RedisSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +46,17 @@ class EmbeddedServers:
         self._restarted = restarted
         self._watched: dict[str, _Watched] = {}
 
-    def start(self, settings: Settings) -> tuple[str, str]:
-        """Start Redis, then PostgreSQL, each unless its URL is configured;
-        return the Redis URL and the database URL. What started is stopped by
-        :meth:`stop`, also after a failed start."""
-        redis_url = settings.redis.url
+    def start(self, data_dir: Path, redis: RedisSettings, database: DatabaseSettings) -> tuple[str, str]:
+        """Start Redis, then PostgreSQL, each unless its URL is configured, in
+        ``data_dir``; return the Redis URL and the database URL. What started
+        is stopped by :meth:`stop`, also after a failed start."""
+        redis_url = redis.url
         if redis_url is None:
-            self.redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.redis.appendfsync)
+            self.redis = EmbeddedRedis(data_dir / "redis", appendfsync=redis.appendfsync)
             redis_url = self.redis.start()
-        database_url = settings.database.url
+        database_url = database.url
         if database_url is None:
-            self.postgres = EmbeddedPostgres(settings.data_dir / "postgres")
+            self.postgres = EmbeddedPostgres(data_dir / "postgres")
             database_url = self.postgres.start()
         if self.postgres is not None:
             self._watched["PostgreSQL"] = _Watched(

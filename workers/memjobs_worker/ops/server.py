@@ -36,37 +36,37 @@ from memjobs_worker.endpoints import resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.ops.collectors import LedgerCollector, QueueCollector
-from memjobs_worker.settings import Settings, load_settings
+from memjobs_worker.settings import MetricsSettings, Settings, load_settings
 
 log = logging.getLogger(__name__)
 
 
-def metrics_url(settings: Settings) -> str:
-    host = settings.metrics.host
+def metrics_url(metrics: MetricsSettings) -> str:
+    host = metrics.host
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{settings.metrics.port}/metrics"
+    return f"http://{shown}:{metrics.port}/metrics"
 
 
-def probe_metrics_address(settings: Settings) -> tuple[str | None, str | None]:
+def probe_metrics_address(metrics: MetricsSettings) -> tuple[str | None, str | None]:
     """Whether the metrics address can be bound right now: ``(url, None)``, or
     ``(None, warning)`` when it cannot and the setting says warn.
 
     Raises:
         ConfigurationError: it cannot be bound and ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
     """
-    if settings.metrics.mode == "off":
+    if metrics.mode == "off":
         return None, None
-    exc = _bindable(settings.metrics.host, settings.metrics.port)
+    exc = _bindable(metrics.host, metrics.port)
     if exc is not None:
         problem = (
-            f"metrics endpoint {settings.metrics.host}:{settings.metrics.port} cannot be "
+            f"metrics endpoint {metrics.host}:{metrics.port} cannot be "
             f"bound ({exc.strerror or exc}): another process holds it. Metrics are off for "
             "this run; set MEMJOBS_METRICS_PORT to a free port (one per worker host)"
         )
-        if settings.metrics.bind_failure == "fail":
+        if metrics.bind_failure == "fail":
             raise ConfigurationError(problem.replace("Metrics are off for this run; set", "Set")) from None
         return None, problem
-    return metrics_url(settings), None
+    return metrics_url(metrics), None
 
 
 def _bindable(host: str, port: int) -> OSError | None:
@@ -97,10 +97,10 @@ def claim_metrics_address(settings: Settings) -> tuple[Settings, str | None, str
         or "port" in settings.metrics.model_fields_set
         or _bindable(settings.metrics.host, settings.metrics.port) is None
     ):
-        url, problem = probe_metrics_address(settings)
+        url, problem = probe_metrics_address(settings.metrics)
         return settings, url, problem
     moved = settings.updated(metrics={"port": free_port(settings.metrics.host)})
-    url, problem = probe_metrics_address(moved)
+    url, problem = probe_metrics_address(moved.metrics)
     if problem is not None:  # lost the free port already: say so, metrics off
         return settings, None, problem
     return moved, url, (f"port {settings.metrics.port} is taken; metrics are served on a free port: {url}")
