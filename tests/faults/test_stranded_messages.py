@@ -203,3 +203,24 @@ def test_the_consumer_thread_survives_redis_going_away_as_it_moves_a_delayed_mes
         worker.stop()
         dramatiq_worker_log.removeHandler(restarts)
         dramatiq_worker_log.setLevel(level)
+
+
+def test_a_consumer_closing_puts_back_what_it_prefetched_and_did_not_hand_out(broker: MemjobsRedisBroker) -> None:
+    # A graceful stop closes each consumer: what it fetched ahead (prefetch) and
+    # never handed to a worker thread goes back onto the queue at once, instead of
+    # staying unacknowledged until this worker's heartbeat expires.
+    @dramatiq.actor(broker=broker, queue_name=QUEUE, max_retries=0)
+    def probe(text: str) -> None:
+        pass
+
+    for i in range(5):
+        probe.send(f"queued {i}")
+    acks = keys.acks(broker.broker_id, QUEUE)
+    consumer = broker.consume(QUEUE, prefetch=5, timeout=100)
+    first = next(consumer)
+    assert first is not None
+    assert broker.client.scard(acks) == 5  # all five fetched: one handed out, four ahead
+    consumer.requeue([first])  # the worker's own shutdown puts back what it was handed
+    consumer.close()
+    assert broker.client.scard(acks) == 0
+    assert broker.client.llen(keys.queue(QUEUE)) == 5

@@ -16,8 +16,8 @@ SEAM = "producers/memjobs_client/redis_seam.py"
 #: Handlers naming a redis-py error allowed outside the seam: (file, handled types) → how many.
 ALLOWED: dict[tuple[str, str], int] = {
     # Dramatiq's consumer contract: a lost connection is its ConnectionClosed (the
-    # consumer's audit of what it holds, its requeue on close).
-    ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError)"): 2,
+    # consumer's audit of what it holds, its requeue and its put-back on close).
+    ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError)"): 3,
     # A worker thread's retry is moved again until Redis takes it (broker.enqueue).
     ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)"): 1,
     # The allow-oom dispatch: a Redis < 7 refusing script flags goes the stock way.

@@ -158,6 +158,19 @@ class _Consumer(_RedisConsumer):
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
 
+    def close(self) -> None:
+        """Put back what this consumer fetched and has not handed out, as it
+        closes (a worker's graceful stop): Dramatiq's Redis consumer leaves its
+        prefetched messages unacknowledged, so they waited for this worker's
+        heartbeat to expire and another's maintenance before anyone ran them.
+        Redis not answering raises ConnectionClosed, which Dramatiq's close
+        expects (those messages then wait for that maintenance, as before)."""
+        try:
+            self._put_back_prefetched()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
+        super().close()
+
     def _put_back_stranded(self) -> None:
         """Put back onto the queue this worker's unacknowledged messages that
         nobody here holds any more (see the module): those a consumer before
