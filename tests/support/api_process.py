@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -94,11 +95,17 @@ def probe(send: Callable[[httpx.Client], httpx.Response], url: str, times: int) 
     return Probes(statuses, ms)
 
 
-def owner_states(url: str, headers: dict[str, str], owner: str) -> list[str]:
-    """The states of ``owner``'s sources, as ``GET /v1/sources`` lists them."""
+def owner_sources(url: str, headers: dict[str, str], owner: str) -> list[dict[str, Any]]:
+    """``owner``'s sources, as ``GET /v1/sources`` lists them."""
     r = httpx.get(f"{url}/v1/sources", headers={**headers, "X-Memjobs-Owner": owner}, timeout=60)
     assert r.status_code == 200, r.text
-    return [s["state"] for s in r.json()["sources"]]
+    sources: list[dict[str, Any]] = r.json()["sources"]
+    return sources
+
+
+def owner_states(url: str, headers: dict[str, str], owner: str) -> list[str]:
+    """The states of ``owner``'s sources."""
+    return [s["state"] for s in owner_sources(url, headers, owner)]
 
 
 #: How soon another owner's new source must be learned while one owner attacks (issue 31).
@@ -114,9 +121,7 @@ def learned_within(url: str, headers: dict[str, str], owner: str, text: str) -> 
     source_id = r.json()["source_id"]
 
     def learned() -> bool:
-        r = httpx.get(f"{url}/v1/sources", headers={**headers, "X-Memjobs-Owner": owner}, timeout=60)
-        assert r.status_code == 200, r.text
-        return any(s["source_id"] == source_id and s["state"] == "learned" for s in r.json()["sources"])
+        return any(s["source_id"] == source_id and s["state"] == "learned" for s in owner_sources(url, headers, owner))
 
     wait_for(learned, LEARNED_WITHIN_S, f"{owner}'s new source learned", poll_s=0.2)
     return time.monotonic() - started
