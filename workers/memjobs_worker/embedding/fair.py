@@ -40,10 +40,10 @@ from typing import Any
 
 import dramatiq
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import TransientError
 from memjobs_worker.embedding.batching import Dropped, QueryBatcher
+from memjobs_worker.observability.message import OnJobEnd, message_owner
 
 #: The party of work done outside any request (worker jobs, the CLI).
 ANONYMOUS = ""
@@ -268,28 +268,17 @@ def current_party() -> str:
     return hold.party if hold is not None else ANONYMOUS
 
 
-class OwnerTurns(Middleware):
+class OwnerTurns(OnJobEnd):
     """Worker middleware: a job's embeddings are its owner's turns on the process's
     model share (the message's ``owner_key``), so one owner's jobs hold at most one
     of the share's slots and another owner's job takes the next free one (no
     admission here: the queue already holds what waits)."""
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        payload = message.args[0] if message.args else None
-        owner = payload.get("owner_key") if isinstance(payload, dict) else None
-        _CURRENT.set(_Hold(owner, None) if isinstance(owner, str) and owner else None)
+        owner = message_owner(message)
+        _CURRENT.set(_Hold(owner, None) if owner is not None else None)
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
-        _CURRENT.set(None)
-
-    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+    def job_ended(self, message: MessageProxy) -> None:
         _CURRENT.set(None)
 
 

@@ -20,6 +20,7 @@ from dramatiq.middleware import Middleware
 from memjobs_client.contracts import ACTOR_EXTRACT
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.memory.intake import ExtractionScheduler
+from memjobs_worker.observability.message import message_owner
 
 
 class ClearMarkerOnDeadLetter(Middleware):
@@ -45,9 +46,8 @@ class ClearMarkerOnDeadLetter(Middleware):
     ) -> None:
         if exception is None or message.actor_name != ACTOR_EXTRACT or not message.failed:
             return
-        payload = message.args[0] if len(message.args) == 1 else None
-        owner_key = payload.get("owner_key") if isinstance(payload, dict) else None
-        if isinstance(owner_key, str) and owner_key:
+        owner_key = message_owner(message)
+        if owner_key is not None:
             try:
                 self.scheduler().clear(owner_key)
             except BackendUnavailable:

@@ -24,15 +24,14 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.redis_seam import as_str, redis_best_effort
+from memjobs_worker.observability.message import OnJobEnd, message_owner
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ class RunningJob:
         return max(0.0, (time.time() if now is None else now) - self.started_ms / 1000)
 
 
-class TrackRunning(Middleware):
+class TrackRunning(OnJobEnd):
     """Records the jobs this process runs (see the module).
 
     Parameters:
@@ -84,32 +83,18 @@ class TrackRunning(Middleware):
         self._thread.start()
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        payload = message.args[0] if len(message.args) == 1 else None
-        owner = payload.get("owner_key") if isinstance(payload, dict) else None
+        owner = message_owner(message)
         value = json.dumps(
             {
                 "actor": message.actor_name if message.actor_name in broker.actors else "unknown",
                 "queue": message.queue_name,
                 "started_ms": int(time.time() * 1000),
-                "owner": owner[:OWNER_PREFIX_CHARS] if isinstance(owner, str) else None,
+                "owner": owner[:OWNER_PREFIX_CHARS] if owner is not None else None,
             }
         )
         with self._lock:
             self._jobs[message.message_id] = value
             self._changed = True
-
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
-        self._done(message)
-
-    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        self._done(message)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self._stop.set()
@@ -119,7 +104,7 @@ class TrackRunning(Middleware):
         with redis_best_effort():  # it expires by itself
             self.client.delete(self.key)
 
-    def _done(self, message: MessageProxy) -> None:
+    def job_ended(self, message: MessageProxy) -> None:
         with self._lock:
             if self._jobs.pop(message.message_id, None) is not None:
                 self._changed = True
