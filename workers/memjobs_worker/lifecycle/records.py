@@ -8,9 +8,9 @@ does not fit is refused with the line it is on, before anything is written.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.payloads import build_payload
@@ -20,6 +20,11 @@ from memjobs_worker.lifecycle.parts import Record
 #: The header's ``format``, and the newest ``version`` this code writes and reads.
 FORMAT = "memjobs-owner-export"
 VERSION = 1
+
+#: Text an import takes in, checked for credentials: an import is an ingest path, so
+#: it gets the one credential check (SensitiveContent) a remembered source's text
+#: gets; documents get it from the memory service.
+CheckedText = Annotated[str, AfterValidator(refuse_sensitive)]
 
 
 class _Record(BaseModel):
@@ -78,15 +83,8 @@ class SourceRecordOut(_Record):
 class MemoryRecordOut(_Record):
     type: Literal["memory"] = "memory"
     memory_id: str
-    text: str = Field(min_length=1)
+    text: CheckedText = Field(min_length=1)
     source_ids: list[str]
-
-    # An import is an ingest path: the one credential check (SensitiveContent), as
-    # a remembered source's text gets it; documents get it from the memory service.
-    @field_validator("text")
-    @classmethod
-    def _no_credential(cls, value: str) -> str:
-        return refuse_sensitive(value)
 
 
 class DocumentRecordOut(_Record):
@@ -99,41 +97,26 @@ class DocumentRecordOut(_Record):
 class DigestRecordOut(_Record):
     type: Literal["digest"] = "digest"
     session_id: str = Field(min_length=1)
-    topic: str
-    gist: str
+    topic: CheckedText
+    gist: CheckedText
     task_goals: list[dict[str, Any]]
     created_at: datetime
-
-    @field_validator("topic", "gist")
-    @classmethod
-    def _no_credential(cls, value: str) -> str:
-        return refuse_sensitive(value)
 
 
 class TaskRecordOut(_Record):
     type: Literal["task"] = "task"
     task_id: str = Field(min_length=1)
-    goal: str
+    goal: CheckedText
     status: Literal["dispatched", "running", "succeeded", "failed", "cancelled"]
     updated_at: datetime
     terminal_at: datetime | None = None
-
-    @field_validator("goal")
-    @classmethod
-    def _no_credential(cls, value: str) -> str:
-        return refuse_sensitive(value)
 
 
 class ChunkOut(BaseModel):
     model_config = ConfigDict(extra="ignore")
     index: int = Field(ge=0)
-    text: str
+    text: CheckedText
     chunk_hash: str
-
-    @field_validator("text")
-    @classmethod
-    def _no_credential(cls, value: str) -> str:
-        return refuse_sensitive(value)
 
 
 class KnowledgeDocumentOut(_Record):
