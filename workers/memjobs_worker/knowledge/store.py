@@ -150,20 +150,15 @@ class KnowledgeStore:
         check_text(owner_key, doc_id, title, source_label, content_hash)
         total = sum(len(chunk.text) for chunk in chunks) if chars is None else chars
         with self._tx() as conn:
-            _upsert_document(
+            _reset_document(
                 conn,
-                owner_key,
-                doc_id,
-                title=title,
-                source_label=source_label,
-                content_hash=content_hash,
+                (owner_key, doc_id, title, source_label, content_hash),
                 state="indexed",
                 reason=None,
                 chars=total,
                 chunks=len(rows),
                 updated_at=self.clock(),
             )
-            _delete_chunks(conn, owner_key, doc_id)
             if rows:
                 conn.execute(
                     _chunks.insert().values(
@@ -190,20 +185,15 @@ class KnowledgeStore:
         """
         check_text(owner_key, doc_id, title, reason, source_label, content_hash or "")
         with self._tx() as conn:
-            _upsert_document(
+            _reset_document(
                 conn,
-                owner_key,
-                doc_id,
-                title=title,
-                source_label=source_label,
-                content_hash=content_hash,
+                (owner_key, doc_id, title, source_label, content_hash),
                 state="refused",
                 reason=reason,
                 chars=0,
                 chunks=0,
                 updated_at=self.clock(),
             )
-            _delete_chunks(conn, owner_key, doc_id)
 
     def remove_documents_except(self, owner_key: str, keep_doc_ids: Collection[str]) -> int:
         """Delete the owner's documents (and their chunks) not in ``keep_doc_ids``.
@@ -330,16 +320,16 @@ class KnowledgeStore:
         return rebuilt
 
 
-def _upsert_document(conn: Connection, owner_key: str, doc_id: str, **values: Any) -> None:
-    """Insert or overwrite the document row; its row lock serialises writers of the doc."""
+def _reset_document(conn: Connection, document: tuple[str, str, str, str, str | None], **values: Any) -> None:
+    """Insert or overwrite the row of ``document`` (owner key, doc id, title, source label,
+    content hash) with ``values``, and delete its chunks; the row lock serialises writers of the doc."""
+    owner_key, doc_id, title, source_label, content_hash = document
+    values.update(title=title, source_label=source_label, content_hash=content_hash)
     conn.execute(
         pg_insert(_docs)
         .values(owner_key=owner_key, doc_id=doc_id, **values)
         .on_conflict_do_update(index_elements=["owner_key", "doc_id"], set_=values)
     )
-
-
-def _delete_chunks(conn: Connection, owner_key: str, doc_id: str) -> None:
     conn.execute(_chunks.delete().where(_chunks.c.owner_key == owner_key, _chunks.c.doc_id == doc_id))
 
 
