@@ -26,7 +26,7 @@ is not queued again (``unchanged``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -90,40 +90,34 @@ def owner_folders(root: Path) -> list[Path]:
 def blocks(text: str, size: int) -> list[str]:
     """``text`` cut into blocks of at most ``size`` characters, at blank lines
     where it can, else at line ends, else anywhere; blank edges dropped."""
-    out: list[str] = []
-    current = ""
-    for paragraph in (p.strip("\n") for p in text.replace("\r\n", "\n").split("\n\n")):
-        if not paragraph.strip():
-            continue
-        pieces = [paragraph] if len(paragraph) <= size else _split_lines(paragraph, size)
-        for piece in pieces:
-            joined = f"{current}\n\n{piece}" if current else piece
-            if len(joined) <= size:
-                current = joined
-            else:
-                out.append(current)
-                current = piece
-    if current:
-        out.append(current)
-    return out
+    paragraphs = (p.strip("\n") for p in text.replace("\r\n", "\n").split("\n\n"))
+    pieces = (
+        piece
+        for paragraph in paragraphs
+        if paragraph.strip()
+        for piece in ([paragraph] if len(paragraph) <= size else _split_lines(paragraph, size))
+    )
+    return _pack(pieces, size, "\n\n")
 
 
 def _split_lines(paragraph: str, size: int) -> list[str]:
+    """A paragraph longer than ``size`` in blocks of whole lines, a line longer than ``size`` cut."""
+    pieces = (line[i : i + size] for line in paragraph.split("\n") for i in range(0, max(len(line), 1), size))
+    return _pack(pieces, size, "\n")
+
+
+def _pack(pieces: Iterable[str], size: int, sep: str) -> list[str]:
+    """``pieces`` (each at most ``size`` characters) in order, joined by ``sep`` into
+    blocks of at most ``size`` characters, each as full as the next piece allows."""
     out: list[str] = []
     current = ""
-    for line in paragraph.split("\n"):
-        while len(line) > size:
-            if current:
-                out.append(current)
-                current = ""
-            out.append(line[:size])
-            line = line[size:]
-        joined = f"{current}\n{line}" if current else line
+    for piece in pieces:
+        joined = f"{current}{sep}{piece}" if current else piece
         if len(joined) <= size:
             current = joined
         else:
             out.append(current)
-            current = line
+            current = piece
     if current:
         out.append(current)
     return out
