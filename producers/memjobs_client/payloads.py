@@ -98,9 +98,9 @@ def redacted(items: Any, fields: tuple[str, ...]) -> Any:
     return out
 
 
-def owner_key_of(owner_id: Any) -> str:
-    """The owner's key, or InvalidPayload saying what is wrong with the id."""
+def owner_key_of(owner_id: Any, refusal: str | None = None) -> str:
+    """The owner's key, or InvalidPayload with ``refusal`` (default: what is wrong with the id)."""
     try:
         return contracts.owner_key(owner_id)
     except ValueError as exc:
-        raise InvalidPayload(str(exc)) from None
+        raise InvalidPayload(refusal or str(exc)) from None

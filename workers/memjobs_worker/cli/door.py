@@ -12,8 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memjobs_client.client import MemjobsClient
-from memjobs_client.contracts import owner_key
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.payloads import owner_key_of
 from memjobs_worker.endpoints import producer_client, resolve_endpoints
 from memjobs_worker.settings import Settings
 
@@ -27,10 +26,7 @@ def owner_arg(value: str) -> str:
     Raises:
         InvalidPayload: the owner is empty.
     """
-    try:
-        return owner_key(value)
-    except ValueError:
-        raise InvalidPayload("--owner must not be empty") from None
+    return owner_key_of(value, "--owner must not be empty")
 
 
 @contextmanager

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header
 
+from memjobs_client import payloads
 from memjobs_client.contracts import owner_key
-from memjobs_client.errors import InvalidPayload
 from memjobs_worker.http.auth import MAX_OWNER_HEADER, owner_id_of_header
 from memjobs_worker.http.context import ApiContext, ctx
 from memjobs_worker.http.problems import MEDIA_TYPE, PROBLEMS, ProblemError
@@ -37,10 +37,7 @@ def owner_key_of(owner_id: str) -> str:
     Raises:
         InvalidPayload: an empty owner id.
     """
-    try:
-        return owner_key(owner_id)
-    except ValueError:
-        raise InvalidPayload("owner_id: must be a non-empty string") from None
+    return payloads.owner_key_of(owner_id, "owner_id: must be a non-empty string")
 
 
 async def owner_id_header(
