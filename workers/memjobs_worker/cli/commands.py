@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from memjobs_client.errors import InvalidPayload
+from memjobs_client.errors import ConfigurationError, InvalidPayload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.api_reads import api_get
 from memjobs_worker.cli.door import owner_arg, runtime_for
@@ -154,27 +154,27 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def leftovers_problem(settings: Settings) -> str | None:
-    """With no stack running here, what a dead ``memjobs up`` left running, said
-    in one line (None: nothing, or a stack runs)."""
+def refuse_leftovers(settings: Settings) -> None:
+    """Refuse to look at the stack when none runs here but a dead ``memjobs up`` left
+    processes running.
+
+    Raises:
+        ConfigurationError: what was left running, in one line.
+    """
     if read_stack(settings.data_dir) is not None:
-        return None
+        return
     from memjobs_worker.embedded.leftovers import find_leftovers
 
     left = find_leftovers(settings.data_dir)
-    if not left:
-        return None
-    return (
-        f"no memjobs stack is running in {settings.data_dir}, but a memjobs up that died left "
-        f"{', '.join(str(x) for x in left)} running: `memjobs down` stops them"
-    )
+    if left:
+        raise ConfigurationError(
+            f"no memjobs stack is running in {settings.data_dir}, but a memjobs up that died left "
+            f"{', '.join(str(x) for x in left)} running: `memjobs down` stops them"
+        )
 
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
-    problem = leftovers_problem(settings)
-    if problem is not None:
-        error(problem)
-        return exits.CONFIG
+    refuse_leftovers(settings)
     from memjobs_worker.ops import status as ops
 
     with runtime_for(settings) as rt:
@@ -193,10 +193,7 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def check(settings: Settings, args: argparse.Namespace) -> int:
-    problem = leftovers_problem(settings)
-    if problem is not None:
-        error(problem)
-        return exits.CONFIG
+    refuse_leftovers(settings)
     from memjobs_worker.ops import status as ops
 
     with runtime_for(settings) as rt:
