@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from memjobs_client.contracts import RememberSource
 
@@ -37,6 +37,35 @@ class SourceRecord:
     #: Why the source is ``failed`` (e.g. ``model_output_invalid: the reply is
     #: not JSON (after 2 attempts)``); None in every other state. Never user text.
     reason: str | None = None
+
+
+def pending_values(payload: RememberSource, now: datetime) -> dict[str, Any]:
+    """The fields a remembered ``payload`` (re)sets on its source: pending from ``now``, its text."""
+    return {
+        "state": "pending",
+        "kind": payload.kind,
+        "session_id": payload.session_id,
+        "text": payload.text,
+        "updated_at": now,
+        "learned_at": None,
+        "reason": None,
+    }
+
+
+def forgotten_marker(owner_key: str, source_id: str, now: datetime) -> SourceRecord:
+    """What a forget that overtook its remember leaves: the source forgotten, with no text,
+    so that the remember arriving later does not store it (see :meth:`StateStore.forget`)."""
+    return SourceRecord(
+        source_id=source_id,
+        owner_key=owner_key,
+        state="forgotten",
+        kind="utterance",
+        session_id=None,
+        text=None,
+        created_at=now,
+        updated_at=now,
+        learned_at=None,
+    )
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from memjobs_worker.memory.store.base import (
     SourceRecord,
     SourceState,
     StateStore,
+    pending_values,
 )
 from memjobs_worker.memory.store.schema import attempts, fencing, provenance, sources
 from memjobs_worker.memory.store.sql_forget import SqlForgetting
@@ -184,16 +185,7 @@ class SqlStateStore(SqlForgetting, StateStore):
             conn.execute(
                 sources.update()
                 .where(sources.c.owner_key == payload.owner_key, sources.c.source_id == payload.source_id)
-                .values(
-                    state="pending",
-                    text=payload.text,
-                    kind=payload.kind,
-                    session_id=payload.session_id,
-                    updated_at=now,
-                    learned_at=None,
-                    forgotten_at=None,
-                    reason=None,
-                )
+                .values(**pending_values(payload, now), forgotten_at=None)
             )
             return "revived"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from memjobs_worker.clock import Clock
-from memjobs_worker.memory.store.base import ForgetResult
+from memjobs_worker.memory.store.base import ForgetResult, forgotten_marker
 from memjobs_worker.memory.store.schema import provenance, sources, tombstones
 from memjobs_worker.memory.store.sql_rows import tombstone
 
@@ -39,15 +40,7 @@ class SqlForgetting:
                 # The forget overtook its remember: the marker (StateStore.forget).
                 marked = conn.execute(
                     pg_insert(sources)
-                    .values(
-                        source_id=source_id,
-                        owner_key=owner_key,
-                        state="forgotten",
-                        kind="utterance",
-                        created_at=now,
-                        updated_at=now,
-                        forgotten_at=sent_at,
-                    )
+                    .values(**asdict(forgotten_marker(owner_key, source_id, now)), forgotten_at=sent_at)
                     .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
                     .returning(sources.c.source_id)
                 ).first()

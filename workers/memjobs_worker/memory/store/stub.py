@@ -37,6 +37,8 @@ from memjobs_worker.memory.store.base import (
     SourceRecord,
     SourceState,
     StateStore,
+    forgotten_marker,
+    pending_values,
 )
 
 
@@ -91,13 +93,8 @@ class InMemoryStateStore(StateStore):
                     SourceRecord(
                         source_id=payload.source_id,
                         owner_key=payload.owner_key,
-                        state="pending",
-                        kind=payload.kind,
-                        session_id=payload.session_id,
-                        text=payload.text,
                         created_at=now,
-                        updated_at=now,
-                        learned_at=None,
+                        **pending_values(payload, now),
                     )
                 )
                 return "created"
@@ -105,16 +102,7 @@ class InMemoryStateStore(StateStore):
                 return "duplicate"
             if row.record.state == "forgotten" and row.forgotten_at is not None and sent_at <= row.forgotten_at:
                 return "forgotten"  # a late or redelivered request: the forget wins
-            row.record = replace(
-                row.record,
-                state="pending",
-                text=payload.text,
-                kind=payload.kind,
-                session_id=payload.session_id,
-                updated_at=now,
-                learned_at=None,
-                reason=None,
-            )
+            row.record = replace(row.record, **pending_values(payload, now))
             row.forgotten_at = None
             return "revived"
 
@@ -273,18 +261,7 @@ class InMemoryStateStore(StateStore):
             if row is None:
                 # The forget overtook its remember: the marker (StateStore.forget).
                 self._sources[(owner_key, source_id)] = _Row(
-                    SourceRecord(
-                        source_id=source_id,
-                        owner_key=owner_key,
-                        state="forgotten",
-                        kind="utterance",
-                        session_id=None,
-                        text=None,
-                        created_at=now,
-                        updated_at=now,
-                        learned_at=None,
-                    ),
-                    forgotten_at=sent_at,
+                    forgotten_marker(owner_key, source_id, now), forgotten_at=sent_at
                 )
                 return ForgetResult(found=False)
             row.record = replace(row.record, state="forgotten", text=None, updated_at=now, learned_at=None, reason=None)
