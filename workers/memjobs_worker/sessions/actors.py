@@ -14,7 +14,7 @@ is in :mod:`~memjobs_worker.sessions.consolidation` and
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 
@@ -25,6 +25,10 @@ from memjobs_worker.sessions.build import SessionParts
 from memjobs_worker.sessions.endings import EndRunsOnDeadLetter
 from memjobs_worker.sessions.jobs import settle, skip
 from memjobs_worker.settings import Settings
+
+if TYPE_CHECKING:
+    from memjobs_worker.model_client import ChatModel
+    from memjobs_worker.sessions.runs import RunKind
 
 
 def declare_session_actors(
@@ -37,18 +41,23 @@ def declare_session_actors(
     rules = settings.source_rules()
     lease = timedelta(milliseconds=settings.memory.lease_ms)
 
+    def model_or_skip(
+        kind: RunKind, switch: str, enabled: bool, payload: contracts.ConsolidateSession | contracts.DigestSession
+    ) -> ChatModel | None:
+        """The chat model of the session's ``kind`` run; None when the run has ended skipped
+        instead: its ``switch`` off (QWEN_AUDIO_MEMORY_AUTO, QWEN_AUDIO_SESSION_DIGEST), or no
+        model configured on this worker (skipped, not failed, with that reason)."""
+        model = parts.chat(kind) if switch != "off" else None
+        if switch != "off" and enabled and model is not None:
+            return model
+        why = "switched_off" if switch == "off" else "no_model"
+        report(settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, kind, why)))
+        return None
+
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
-        model = parts.chat("consolidate") if settings.sessions.memory_auto != "off" else None
-        if settings.sessions.memory_auto == "off" or not settings.consolidation_enabled or model is None:
-            # QWEN_AUDIO_MEMORY_AUTO=off, or no model configured on this worker:
-            # skipped, not failed, and the run ends skipped with that reason.
-            why = "switched_off" if settings.sessions.memory_auto == "off" else "no_model"
-            report(
-                settle(
-                    broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "consolidate", why)
-                )
-            )
+        model = model_or_skip("consolidate", settings.sessions.memory_auto, settings.consolidation_enabled, payload)
+        if model is None:
             return
         report(
             settle(
@@ -69,12 +78,8 @@ def declare_session_actors(
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
-        model = parts.chat("digest") if settings.sessions.session_digest != "off" else None
-        if settings.sessions.session_digest == "off" or not settings.digest_enabled or model is None:
-            why = "switched_off" if settings.sessions.session_digest == "off" else "no_model"
-            report(
-                settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, "digest", why))
-            )
+        model = model_or_skip("digest", settings.sessions.session_digest, settings.digest_enabled, payload)
+        if model is None:
             return
         report(settle(broker, lease, run_digest(parts.sessions, model, payload, lease=lease)))
 
