@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from memjobs_client.errors import BackendUnavailable, InvalidPayload
+from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.sessions.memory_docs.protocol import (
     PROTOCOL_VERSION,
     SCOPES,
@@ -49,6 +49,7 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     MemoryProvider,
     ProviderInfo,
     VersionConflict,
+    check_writable,
     storage_key,
 )
 
@@ -132,9 +133,7 @@ class MarkdownFileProvider(MemoryProvider):
 
     def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
         """Write every change or none: the versions are all checked before the first write."""
-        for change in changes:
-            if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-                raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
+        check_writable(changes)
         key = storage_key(owner_id)
         directory = self.root / key
         written: builtins.list[Document] = []

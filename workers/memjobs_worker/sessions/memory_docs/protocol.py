@@ -234,6 +234,18 @@ def storage_key(owner: object) -> str:
         raise InvalidPayload("owner_id: must be a non-empty string", reason="invalid_payload") from None
 
 
+def check_writable(changes: Sequence[Change]) -> None:
+    """What a built-in provider's :meth:`~MemoryProvider.apply` checks first: every
+    change writes text to a document of :data:`WRITABLE_DOCS`.
+
+    Raises:
+        InvalidPayload: a change that does not (reason ``forbidden_document``).
+    """
+    for change in changes:
+        if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
+            raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
+
+
 def empty_document(doc: str) -> Document:
     """The document as it is before its first write."""
     return Document(doc=doc, scope=SCOPES[doc], content="", version=0)

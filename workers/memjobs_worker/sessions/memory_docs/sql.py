@@ -24,7 +24,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, Engine
 
-from memjobs_client.errors import InvalidPayload
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db import advisory
 from memjobs_worker.db.connect import transaction
@@ -41,6 +40,7 @@ from memjobs_worker.sessions.memory_docs.protocol import (
     MemoryProvider,
     ProviderInfo,
     VersionConflict,
+    check_writable,
     storage_key,
 )
 from memjobs_worker.sessions.schema import memory_documents
@@ -117,9 +117,7 @@ class SqlMemoryProvider(MemoryProvider):
         """Every change in one transaction, all of them or none: every version is
         checked (rows locked) before the first write, so a conflict writes nothing
         even inside the service's serialised transaction."""
-        for change in changes:
-            if change.doc not in WRITABLE_DOCS or not isinstance(change.content, str):
-                raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
+        check_writable(changes)
         t = memory_documents
         key = storage_key(owner_id)
         now = self.clock()
