@@ -32,6 +32,7 @@ from memjobs_client import contracts
 from memjobs_client.errors import InvalidPayload, PermanentError
 from memjobs_client.validation import validate
 from memjobs_worker.db.outage import is_outage
+from memjobs_worker.observability.message import JobMiddleware
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 from memjobs_worker.settings import WorkerSettings
 
@@ -94,7 +95,7 @@ def declare(
     }
 
 
-class OutageRetries(Retries):
+class OutageRetries(JobMiddleware, Retries):
     """Dramatiq's retries, with outages retried on a time budget instead of a count.
 
     A job that fails because Redis or the database is unreachable, or the
@@ -118,14 +119,7 @@ class OutageRetries(Retries):
         self.budget_ms = budget_ms
         self.outage_max_backoff_ms = max_backoff_ms
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if exception is None:
             return
         actor = broker.get_actor(message.actor_name)
@@ -136,9 +130,8 @@ class OutageRetries(Retries):
         if since is None or now_ms - since >= self.budget_ms:
             message.options.pop(OUTAGE_SINCE_OPTION, None)
             message.options.pop(OUTAGE_RETRIES_OPTION, None)
-            super().after_process_message(  # type: ignore[no-untyped-call]
-                broker, message, result=result, exception=exception
-            )
+            # Retries' own hook (JobMiddleware's comes first in the class's order).
+            Retries.after_process_message(self, broker, message, exception=exception)  # type: ignore[no-untyped-call]
             return
         attempts = int(message.options.get(OUTAGE_RETRIES_OPTION) or 0)
         message.options[OUTAGE_SINCE_OPTION] = since

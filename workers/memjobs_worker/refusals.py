@@ -20,13 +20,12 @@ once ObserveJobs is in place.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import dramatiq
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import SensitiveContent
+from memjobs_worker.observability.message import JobMiddleware
 from memjobs_worker.observability.metrics import REFUSED
 from memjobs_worker.observability.observe import OUTCOME_OPTION
 
@@ -36,17 +35,10 @@ log = logging.getLogger(__name__)
 REFUSED_SENSITIVE = "refused_sensitive"
 
 
-class RefuseSensitive(Middleware):
+class RefuseSensitive(JobMiddleware):
     """Acknowledge (not dead-letter) a message refused as sensitive."""
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if not isinstance(exception, SensitiveContent):
             return
         message.failed = False  # acknowledged and deleted: the secret leaves Redis

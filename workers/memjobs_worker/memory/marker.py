@@ -11,19 +11,17 @@ sweeper, schedules a new extraction at once rather than after the marker's TTL.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import dramatiq
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client.contracts import ACTOR_EXTRACT
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.memory.intake import ExtractionScheduler
-from memjobs_worker.observability.message import message_owner
+from memjobs_worker.observability.message import JobMiddleware, message_owner
 
 
-class ClearMarkerOnDeadLetter(Middleware):
+class ClearMarkerOnDeadLetter(JobMiddleware):
     """Clear the owner's marker when an ``extract_facts`` message ends failed.
 
     Add it before Retries in the broker's list: "after" hooks run in reverse, so
@@ -36,14 +34,7 @@ class ClearMarkerOnDeadLetter(Middleware):
     def __init__(self, scheduler: Callable[[], ExtractionScheduler]) -> None:
         self.scheduler = scheduler
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if exception is None or message.actor_name != ACTOR_EXTRACT or not message.failed:
             return
         owner_key = message_owner(message)

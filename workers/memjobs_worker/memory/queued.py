@@ -28,12 +28,12 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_REMEMBER
 from memjobs_client.errors import SensitiveContent
 from memjobs_client.redis_seam import redis_best_effort, redis_errors
+from memjobs_worker.observability.message import JobMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def holds(client: redis.Redis, owner_key: str, source_id: str) -> bool:
     return count is not None and int(count) > 0
 
 
-class SettleQueuedRemembers(Middleware):
+class SettleQueuedRemembers(JobMiddleware):
     """Delete a remember's queued count once its message is acknowledged
     (see the module's docstring), in batches: one ``DEL`` for up to ``batch``
     counts, at least every ``flush_ms`` while the worker runs, and the rest
@@ -84,14 +84,7 @@ class SettleQueuedRemembers(Middleware):
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.flush()  # what the last jobs settled
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if message.actor_name != ACTOR_REMEMBER:
             return
         if exception is not None and not isinstance(exception, SensitiveContent):

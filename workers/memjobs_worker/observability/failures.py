@@ -28,11 +28,11 @@ import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
 from dramatiq.common import q_name
-from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.errors import MemjobsError
 from memjobs_client.redis_seam import redis_best_effort
+from memjobs_worker.observability.message import JobMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def failure_record(options: dict[str, Any]) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-class RecordFailures(Middleware):
+class RecordFailures(JobMiddleware):
     """Records every failure on the message and completes the dead letter's copy.
 
     Parameters:
@@ -77,14 +77,7 @@ class RecordFailures(Middleware):
         self.client = client
         self._rewrite = client.register_script(_REWRITE)
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if exception is None:
             return
         now_ms = int(time.time() * 1000)

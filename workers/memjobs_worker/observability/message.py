@@ -1,4 +1,4 @@
-"""What several job middlewares read of a message, and the one hook of a job's end."""
+"""What the job middlewares share: the owner a message is for, and Dramatiq's hook of a processed job said once."""
 
 from __future__ import annotations
 
@@ -16,12 +16,9 @@ def message_owner(message: MessageProxy) -> str | None:
     return owner if isinstance(owner, str) and owner else None
 
 
-class OnJobEnd(Middleware):
-    """A middleware that does the same however a job ends: processed (done or failed) or skipped."""
-
-    def job_ended(self, message: MessageProxy) -> None:
-        """The job of ``message`` has ended on this worker thread."""
-        raise NotImplementedError
+class JobMiddleware(Middleware):
+    """A Dramatiq middleware told of each processed job by :meth:`job_processed`, with
+    what the job raised (Dramatiq's ``after_process_message``, its result left out)."""
 
     def after_process_message(
         self,
@@ -31,6 +28,21 @@ class OnJobEnd(Middleware):
         result: Any = None,
         exception: BaseException | None = None,
     ) -> None:
+        self.job_processed(broker, message, exception)
+
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
+        """The job of ``message`` ran on this worker thread; ``exception``: what it raised
+        (None: it succeeded). The default does nothing."""
+
+
+class OnJobEnd(JobMiddleware):
+    """A middleware that does the same however a job ends: processed (done or failed) or skipped."""
+
+    def job_ended(self, message: MessageProxy) -> None:
+        """The job of ``message`` has ended on this worker thread."""
+        raise NotImplementedError
+
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         self.job_ended(message)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:

@@ -24,10 +24,10 @@ from typing import Any
 
 import dramatiq
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client.errors import MemjobsError, SensitiveContent
 from memjobs_worker.observability.jobstats import JobStats
+from memjobs_worker.observability.message import JobMiddleware
 from memjobs_worker.observability.metrics import DEAD_LETTERED, JOB_SECONDS, JOBS, JOBS_ENQUEUED, QUEUE_WAIT_SECONDS
 
 log = logging.getLogger("memjobs.jobs")
@@ -41,7 +41,7 @@ _STARTED = "_memjobs_started"
 _REFUSALS = ("invalid_payload", "memory_off")
 
 
-class ObserveJobs(Middleware):
+class ObserveJobs(JobMiddleware):
     """Times every job and records how it ended.
 
     Parameters:
@@ -73,14 +73,7 @@ class ObserveJobs(Middleware):
         QUEUE_WAIT_SECONDS.labels(_actor(broker, message.actor_name)).observe(max(0.0, (now_ms - ready_ms) / 1000))
         message.options[_STARTED] = time.perf_counter()
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         started = message.options.pop(_STARTED, None)
         recorded = message.options.pop(OUTCOME_OPTION, None)
         actor = _actor(broker, message.actor_name)

@@ -39,13 +39,13 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
-from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.contracts import QUEUE_OF
 from memjobs_client.errors import SensitiveContent
 from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
 from memjobs_worker.observability.failures import failure_record, reason_of
+from memjobs_worker.observability.message import JobMiddleware
 from memjobs_worker.observability.observe import PUT_BACK_OPTION
 from memjobs_worker.settings import WorkerSettings
 
@@ -203,7 +203,7 @@ def _job(message_id: str, value: Any, failed_ms: int) -> RetryingJob:
     )
 
 
-class TrackRetrying(Middleware):
+class TrackRetrying(JobMiddleware):
     """Keeps :class:`RetryingRecord` as jobs fail, retry and end (see the module).
 
     Parameters:
@@ -213,14 +213,7 @@ class TrackRetrying(Middleware):
     def __init__(self, record: RetryingRecord) -> None:
         self.record = record
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: MessageProxy,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
+    def job_processed(self, broker: dramatiq.Broker, message: MessageProxy, exception: BaseException | None) -> None:
         if exception is None or message.failed or isinstance(exception, SensitiveContent):
             # Done, dead-lettered, or refused (acknowledged: memjobs_worker.refusals).
             self._leave(message)
