@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from memjobs_client.errors import InvalidPayload
+from memjobs_worker.db.rows import record_of
 from memjobs_worker.fulltext import is_searchable, is_unspaced_token, query_tokens
 from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.schema import Vector, knowledge_chunks, knowledge_documents
@@ -195,14 +196,7 @@ def text_array(values: Collection[str]) -> sa.ColumnElement[Any]:
 
 
 def to_hit(row: Any) -> ChunkHit:
-    return ChunkHit(
-        doc_id=row.doc_id,
-        chunk_index=row.chunk_index,
-        text=row.text,
-        title=row.title,
-        source_label=row.source_label,
-        rank=float(row.rank),
-    )
+    return record_of(ChunkHit, row, rank=float(row.rank))
 
 
 def clean_query(query: str) -> str:

@@ -38,6 +38,7 @@ from sqlalchemy.engine import Connection, Engine
 from memjobs_client.errors import InvalidPayload
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
+from memjobs_worker.db.rows import record_of
 from memjobs_worker.fulltext import TOKENIZER_VERSION, index_tokens, split_tokens
 from memjobs_worker.knowledge.queries import (
     MAX_DIMS,
@@ -83,20 +84,7 @@ class KnowledgeStore:
         """The owner's documents, by ``doc_id``."""
         with self._tx() as conn:
             rows = conn.execute(sa.select(_docs).where(_docs.c.owner_key == owner_key).order_by(_docs.c.doc_id)).all()
-        return [
-            DocumentRecord(
-                doc_id=r.doc_id,
-                title=r.title,
-                source_label=r.source_label,
-                content_hash=r.content_hash,
-                state=r.state,
-                reason=r.reason,
-                chars=r.chars,
-                chunks=r.chunks,
-                updated_at=r.updated_at,
-            )
-            for r in rows
-        ]
+        return [record_of(DocumentRecord, r) for r in rows]
 
     def chunk_embeddings(self, owner_key: str, chunk_hashes: Collection[str], dims: int) -> dict[str, list[float]]:
         """Stored embeddings of ``dims`` dimensions for these chunk hashes.

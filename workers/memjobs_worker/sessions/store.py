@@ -33,6 +33,7 @@ from memjobs_client.errors import InvalidPayload
 from memjobs_client.sensitive import redact_secrets
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db.connect import transaction
+from memjobs_worker.db.rows import record_of
 from memjobs_worker.sessions.runs import ABANDONED_AFTER, RunClaim, RunLedger, RunRecord
 from memjobs_worker.sessions.schema import session_digests, session_runs, tasks
 
@@ -245,13 +246,7 @@ class SessionStore:
                     ).all()
                 }
         return [
-            SessionRecall(
-                session_id=r.session_id,
-                created_at=r.created_at,
-                topic=r.topic,
-                gist=r.gist,
-                tasks=[_recalled(g, live.get(g["task_id"])) for g in r.task_goals],
-            )
+            record_of(SessionRecall, r, tasks=[_recalled(g, live.get(g["task_id"])) for g in r.task_goals])
             for r in rows
         ]
 

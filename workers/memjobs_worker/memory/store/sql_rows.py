@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from memjobs_client.errors import StaleFencingToken
+from memjobs_worker.db.rows import record_of
 from memjobs_worker.memory.store.base import SourceRecord
 from memjobs_worker.memory.store.schema import attempts, fencing, tombstones
 
@@ -53,15 +54,4 @@ def tombstone(conn: Connection, owner_key: str, memory_ids: Sequence[str], now: 
 
 
 def row_record(row: Any) -> SourceRecord:
-    return SourceRecord(
-        source_id=row.source_id,
-        owner_key=row.owner_key,
-        state=row.state,
-        kind=row.kind,
-        session_id=row.session_id,
-        text=row.text,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        learned_at=row.learned_at,
-        reason=row.reason,
-    )
+    return record_of(SourceRecord, row)
