@@ -98,41 +98,26 @@ class Lease(ABC):
         self._renewer: threading.Thread | None = None
 
     # -- what a backend does, each step atomic ------------------------------------------
+    # Each step raises BackendUnavailable when the backend did not answer.
 
     @abstractmethod
     def _acquire(self, floor: int, clear: str | None) -> int | None:
         """Delete ``clear`` (when given) whatever the outcome; then take the lease
         and return the next token (above ``floor`` and every token before), or
-        set the dirty flag and return None when someone holds it.
-
-        Raises:
-            BackendUnavailable: the backend did not answer.
-        """
+        set the dirty flag and return None when someone holds it."""
 
     @abstractmethod
     def _extend(self) -> bool:
-        """Extend the lease by ``lease_ms`` if it is still ours; whether it was.
-
-        Raises:
-            BackendUnavailable: the backend did not answer.
-        """
+        """Extend the lease by ``lease_ms`` if it is still ours; whether it was."""
 
     @abstractmethod
     def _release(self) -> ReleaseOutcome:
         """``lost`` when the lease is not ours; ``again`` (dirty flag cleared, the
-        lease extended by ``lease_ms``) when work arrived; else ``released``.
-
-        Raises:
-            BackendUnavailable: the backend did not answer.
-        """
+        lease extended by ``lease_ms``) when work arrived; else ``released``."""
 
     @abstractmethod
     def _abandon(self) -> None:
-        """Delete the lease if it is ours, ignoring the dirty flag.
-
-        Raises:
-            BackendUnavailable: the backend did not answer.
-        """
+        """Delete the lease if it is ours, ignoring the dirty flag."""
 
     # -- the holder's side ----------------------------------------------------------------
 
