@@ -41,7 +41,7 @@ parser, the heap in full, or a slot that an honest request needs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -137,13 +137,7 @@ class RequestGuard:
                 f"at most {self.slots.max_per_client} requests open per client",
             )
             return
-        counted = [True]
-
-        def release_client() -> None:
-            if counted[0]:
-                counted[0] = False
-                self.slots.release_client(client)
-
+        release_client = _once(lambda: self.slots.release_client(client))
         try:
             await self._bounded(scope, receive, send, release_client)
         finally:
@@ -211,14 +205,12 @@ class RequestGuard:
         if not self.slots.take(pool):
             await self._refuse(scope, receive, send, "overloaded")
             return
-        held = [True]
 
-        def release() -> None:
-            if held[0]:
-                held[0] = False
-                self.slots.give_back(pool)
-                release_client()
+        def give_back() -> None:
+            self.slots.give_back(pool)
+            release_client()
 
+        release = _once(give_back)
         try:
             await self.app(scope, receive, self._releasing_send(send, release))
         finally:
@@ -282,6 +274,19 @@ class RequestGuard:
 
 class ReplyNotRead(Exception):
     """The client did not take its reply within the body timeout."""
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    """``action`` run by the first call only: a slot given back on whichever path ends first."""
+    pending = True
+
+    def run() -> None:
+        nonlocal pending
+        if pending:
+            pending = False
+            action()
+
+    return run
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
