@@ -34,6 +34,7 @@ from memjobs_client.contracts import ACTOR_REMEMBER
 from memjobs_client.errors import SensitiveContent
 from memjobs_client.redis_seam import redis_best_effort, redis_errors
 from memjobs_worker.observability.message import JobMiddleware
+from memjobs_worker.observability.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +68,13 @@ class SettleQueuedRemembers(JobMiddleware):
         self.flush_ms = flush_ms
         self._settled: list[str] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
+        self._flusher = Ticker("memjobs-settle-remembers", self.flush, lambda: self.flush_ms / 1000)
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self._stop.clear()
-        self._flusher = threading.Thread(target=self._flush_every, name="memjobs-settle-remembers", daemon=True)
         self._flusher.start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self._stop.set()
-        if self._flusher is not None:
-            self._flusher.join()
-            self._flusher = None
+        self._flusher.stop()
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.flush()  # what the last jobs settled
@@ -111,10 +106,6 @@ class SettleQueuedRemembers(JobMiddleware):
                 "queued remembers' counts were not settled: they last until their TTL",
                 extra={"actor": ACTOR_REMEMBER, "reason": "redis_unavailable", "count": len(settled)},
             )
-
-    def _flush_every(self) -> None:
-        while not self._stop.wait(self.flush_ms / 1000):
-            self.flush()
 
 
 def _named(args: tuple[Any, ...]) -> tuple[str, str] | None:

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 
 import dramatiq
@@ -29,6 +28,7 @@ from dramatiq.middleware import Middleware
 
 from memjobs_client import keys
 from memjobs_client.redis_seam import as_str, redis_best_effort
+from memjobs_worker.observability.ticker import Ticker
 
 log = logging.getLogger(__name__)
 PREFIX = keys.HEARTBEAT_PREFIX
@@ -45,8 +45,7 @@ class Heartbeat(Middleware):
         self.client = client
         self.interval_ms = interval_ms
         self.ttl_ms = ttl_ms
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._beater = Ticker("heartbeat", self._beat, lambda: self.interval_ms / 1000)
         self.key = ""
         self.running_key = ""  # the jobs it runs (observability/running.py): renewed with it
         self.broker_beat: tuple[str, str] | None = None
@@ -62,19 +61,12 @@ class Heartbeat(Middleware):
         if broker_id and namespace:
             self.broker_beat = (f"{namespace}:__heartbeats__", str(broker_id))
         self._beat()
-        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
-        self._thread.start()
+        self._beater.start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._beater.stop()
         with redis_best_effort():  # it expires by itself
             self.client.delete(self.key)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_ms / 1000):
-            self._beat()
 
     def _beat(self) -> None:
         with redis_best_effort() as attempt:

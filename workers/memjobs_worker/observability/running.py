@@ -32,6 +32,7 @@ from dramatiq.broker import MessageProxy
 from memjobs_client import keys
 from memjobs_client.redis_seam import as_str, redis_best_effort
 from memjobs_worker.observability.message import OnJobEnd, message_owner
+from memjobs_worker.observability.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,11 @@ class TrackRunning(OnJobEnd):
         self._jobs: dict[str, str] = {}  # message id -> the field's value
         self._changed = False
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._publisher = Ticker("running-jobs", self.publish, lambda: self.publish_ms / 1000)
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.key = keys.running(socket.gethostname(), os.getpid())  # a forked child's own
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="running-jobs", daemon=True)
-        self._thread.start()
+        self._publisher.start()
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         owner = message_owner(message)
@@ -97,10 +95,7 @@ class TrackRunning(OnJobEnd):
             self._changed = True
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._publisher.stop()
         with redis_best_effort():  # it expires by itself
             self.client.delete(self.key)
 
@@ -108,10 +103,6 @@ class TrackRunning(OnJobEnd):
         with self._lock:
             if self._jobs.pop(message.message_id, None) is not None:
                 self._changed = True
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.publish_ms / 1000):
-            self.publish()
 
     def publish(self) -> None:
         """Replace the process's hash with the jobs running now, if they changed
