@@ -25,13 +25,6 @@ from memjobs_client import contracts, keys, reindexing
 from memjobs_client import queued as queued_remembers
 from memjobs_client.connect import Durability, MemoryGuard, SentinelAddresses, redis_client
 from memjobs_client.contracts import (
-    ACTOR_CONSOLIDATE,
-    ACTOR_DIGEST,
-    ACTOR_EXTRACT,
-    ACTOR_FORGET,
-    ACTOR_RECORD_TASK,
-    ACTOR_REINDEX,
-    ACTOR_REMEMBER,
     DEFAULT_MAX_TEXT_BYTES,
     DEFAULT_MAX_TRANSCRIPT_BYTES,
     MAX_TASKS,
@@ -203,7 +196,7 @@ class MemjobsClient:
         )
         # Counted as queued before it is enqueued: a forget decides on that count
         # (memjobs_client.queued), never on a scan of the queue.
-        self._send(ACTOR_REMEMBER, payload, queued=(key, str(payload["source_id"])))
+        self._send(contracts.ACTOR_REMEMBER, payload, queued=(key, str(payload["source_id"])))
         return str(payload["source_id"])
 
     def forget(self, owner_id: str, source_id: str) -> ForgetOutcome:
@@ -224,7 +217,7 @@ class MemjobsClient:
         """
         self._require_memory()
         payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id), source_id=source_id)
-        self._send(ACTOR_FORGET, payload)
+        self._send(contracts.ACTOR_FORGET, payload)
         return ForgetOutcome(str(payload["source_id"]), "queued", "queued")
 
     def end_session(
@@ -274,9 +267,13 @@ class MemjobsClient:
         nudge = build_payload(ExtractFacts, owner_key=key, trigger="session_end")
         marker = keys.session_ended(key, contracts.content_hash(session_id))
         jobs = [
-            (ACTOR_CONSOLIDATE, consolidation, self.consolidation_enabled if consolidate is None else consolidate),
-            (ACTOR_DIGEST, digest_job, self.digest_enabled if digest is None else digest),
-            (ACTOR_EXTRACT, nudge, self.memory_enabled),
+            (
+                contracts.ACTOR_CONSOLIDATE,
+                consolidation,
+                self.consolidation_enabled if consolidate is None else consolidate,
+            ),
+            (contracts.ACTOR_DIGEST, digest_job, self.digest_enabled if digest is None else digest),
+            (contracts.ACTOR_EXTRACT, nudge, self.memory_enabled),
         ]
         claimed = self._claim_session_jobs(marker, [actor for actor, _, wanted in jobs if wanted])
         sent: list[str] = []
@@ -323,7 +320,7 @@ class MemjobsClient:
         payload = build_payload(
             RecordTask, rules=self.rules, owner_key=owner_key_of(owner_id), task_id=task_id, goal=goal, status=status
         )
-        self._send(ACTOR_RECORD_TASK, payload)
+        self._send(contracts.ACTOR_RECORD_TASK, payload)
 
     def reindex_knowledge(
         self,
@@ -372,7 +369,7 @@ class MemjobsClient:
         with _taking("reindex_knowledge"):
             reindexing.record_queued(self.broker.client, payloads[0]["owner_key"], named, len(payloads))
         for i, payload in enumerate(payloads, start=1):
-            self._send(ACTOR_REINDEX, payload)
+            self._send(contracts.ACTOR_REINDEX, payload)
             if on_part is not None:
                 on_part(i, len(payloads), len(payload["documents"]))
         return sum(len(p["documents"]) for p in payloads)
@@ -394,7 +391,7 @@ class MemjobsClient:
             raise InvalidPayload("delay_ms: must be a whole number of milliseconds, at least 0")
         checked = validate(model, payload, self.rules).model_dump(mode="json")
         queued = (
-            (str(checked["owner_key"]), str(checked["source_id"])) if actor_name == ACTOR_REMEMBER else None
+            (str(checked["owner_key"]), str(checked["source_id"])) if actor_name == contracts.ACTOR_REMEMBER else None
         )  # counted as remember() counts it
         self._send(actor_name, checked, delay_ms=delay_ms, queued=queued)
 
