@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +46,15 @@ def erase(settings: Settings, args: argparse.Namespace) -> int:
         emit(report.as_dict(), as_json=True)
     else:
         say(
-            f"erased: {report.total} records "
-            f"({', '.join(f'{name} {n}' for name, n in report.counts.items())}); "
+            f"erased: {report.total} records ({_per_kind(report.counts)}); "
             f"the owner's jobs are dropped for {settings.lifecycle.erase_hold_ms // 1000} s more"
         )
     return exits.OK
+
+
+def _per_kind(counts: Mapping[str, int]) -> str:
+    """``sources 3, memories 2``: a report's counts, by kind of record."""
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
 def export(settings: Settings, args: argparse.Namespace) -> int:
@@ -104,7 +108,7 @@ def import_(settings: Settings, args: argparse.Namespace) -> int:
         say(
             f"imported: {sum(report.read.values())} records read, "
             f"{sum(report.changed.values())} changed "
-            f"({', '.join(f'{name} {n}' for name, n in report.changed.items()) or 'nothing new'})"
+            f"({_per_kind(report.changed) or 'nothing new'})"
         )
         for note in report.notes:
             say(f"  {note}")
