@@ -106,7 +106,9 @@ def producer_load(
     settings: Settings, redis_url: str, texts: list[str], owner: str, concurrency: int
 ) -> tuple[list[float], float]:
     """MemjobsClient.remember from ``concurrency`` threads sharing one client (one pool)."""
-    client = producer_client(settings, redis_url=redis_url)
+    client = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url
+    )
     latencies: list[float] = []
     lock = threading.Lock()
     chunks = [texts[i::concurrency] for i in range(concurrency)]
@@ -227,7 +229,9 @@ def main() -> int:
 
         print(f"recall with {args.memories} learned memories for the owner:")
         harness = Harness(settings)
-        client = producer_client(settings, redis_url=redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url
+        )
         for i in range(args.memories):
             client.remember(owner, f"memory {i}: the user's favourite tea is oolong grade {i}")
         client.close()

@@ -128,7 +128,9 @@ class Bench:
         log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
         procs = [
             subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log, start_new_session=True)
-            for pool in worker_pools(settings, processes, self.args.threads)
+            for pool in worker_pools(
+                settings.workers, processes, self.args.threads, knowledge_on=settings.knowledge.enabled
+            )
         ]
         try:
             yield procs
@@ -197,7 +199,9 @@ class Bench:
         from the release."""
         url = self.fresh_database()
         settings = self.settings(model=model, database_url=url)
-        client = producer_client(settings, redis_url=self.redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=self.redis_url
+        )
         owners = [f"owner-{i}" for i in range(self.args.owners)]
         db = create_db_engine(url, pool_size=1)
         with self.workers(settings, processes) as procs:
@@ -287,7 +291,9 @@ class Bench:
     def steady(self) -> dict[str, float]:
         url = self.fresh_database()
         settings = self.settings(model=True, database_url=url)
-        client = producer_client(settings, redis_url=self.redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=self.redis_url
+        )
         owners = [f"steady-{i}" for i in range(self.args.owners)]
         total = self.args.rate * self.args.seconds
         returned: dict[str, float] = {}
@@ -334,7 +340,10 @@ class Bench:
     def inline(self, n: int) -> float:
         """mem0's Memory.add per source, inline, from --threads threads."""
         url = self.fresh_database()
-        engine = build_engine(self.settings(model=True, database_url=url), url)
+        settings = self.settings(model=True, database_url=url)
+        engine = build_engine(
+            settings.memory, settings.model, settings.embedding, database_url=url, data_dir=settings.data_dir
+        )
         now = datetime.now(UTC)
         batch = [
             SourceRecord(

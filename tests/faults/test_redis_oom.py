@@ -101,7 +101,9 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     settings = make_settings(redis_url=own_redis.url, api_port=0, max_retries=1000)
     h = harness_factory(settings)
     r = redis.Redis.from_url(own_redis.url)
-    guarded = producer_client(settings, redis_url=own_redis.url)
+    guarded = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=own_redis.url
+    )
     guarded.memory_guard = MemoryGuard(settings.redis.high_water, refresh_s=0)  # read memory on every call
     api = api_factory(worker=False, settings=settings)
     accepted: dict[str, str] = {}
@@ -147,7 +149,9 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
 
     # 3. A producer that ignores the mark meets Redis's own refusal: the same error.
     ballast(r, limit - 100_000)
-    raw = producer_client(settings, redis_url=own_redis.url)
+    raw = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=own_redis.url
+    )
     raw.memory_guard = MemoryGuard(1.0)
     refusal = fill(raw.remember, accepted)
     assert refusal.reason == "redis_full" and "maxmemory reached" in str(refusal), refusal  # Redis's own

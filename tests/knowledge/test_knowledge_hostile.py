@@ -78,7 +78,7 @@ def no_dac_workers(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
     def start(settings: Settings) -> Path:
         log_path = tmp_path / "worker.log"
         env = worker_env(settings)
-        prepare_metrics_dir(settings, env)
+        prepare_metrics_dir(settings.metrics_dir, env)
         out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
         started.append(
             subprocess.Popen(

@@ -30,8 +30,16 @@ class Harness:
         assert settings.redis.url and settings.database.url
         self.settings = settings
         self.endpoints = Endpoints(settings.redis.url, settings.database.url)
-        self.broker = build_broker(settings.redis.url, settings)
-        self.client = producer_client(settings, broker=self.broker)
+        self.broker = build_broker(
+            settings.redis.url,
+            settings.redis,
+            settings.workers,
+            serve_metrics=settings.metrics.endpoint,
+            knowledge_on=settings.knowledge.enabled,
+        )
+        self.client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, broker=self.broker
+        )
         self.runtime = Runtime(settings, self.endpoints, self.client)
         self.actors = declare_actors(self.broker, self.runtime)
         self.worker: dramatiq.Worker | None = None
@@ -88,7 +96,7 @@ def spawn_workers(
     """Real ``dramatiq memjobs_worker.app`` processes in their own process group."""
     out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
     env = worker_env(settings)
-    prepare_metrics_dir(settings, env)  # as `memjobs worker` does
+    prepare_metrics_dir(settings.metrics_dir, env)  # as `memjobs worker` does
     return subprocess.Popen(
         worker_command(processes, threads),
         env=env,
