@@ -12,7 +12,6 @@ messages without a version included.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ import memjobs_client.contracts.base as contracts_base
 from memjobs_client.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, QUEUES, owner_key, source_id_for
 from memjobs_worker.settings import Settings
 from tests.faults.test_faults import json_lines
-from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
+from tests.support.harness import Harness, kill_group, launch, spawn_workers, worker_env
 from tests.support.polling import wait_for
 
 OWNER = "rolling-upgrade-owner"
@@ -92,16 +91,9 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     data_dir = tmp_path / "newer-data"
     (data_dir / "metrics").mkdir(parents=True)
     env = worker_env(settings, MEMJOBS_DATA_DIR=str(data_dir), PROMETHEUS_MULTIPROC_DIR=str(data_dir / "metrics"))
-    with newer_log.open("ab") as out:
-        newer = subprocess.Popen(
-            [sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2", "--queues", *QUEUES],
-            env=env,
-            stdout=out,
-            stderr=out,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=REPO,
-        )
+    newer = launch(
+        [sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2", "--queues", *QUEUES], env, newer_log
+    )
     procs.append(newer)
     wait_for(lambda: state(h, newer_id) == "learned", 90, "the newer message learned by the newer worker")
     assert older.poll() is None, "the older worker stopped"

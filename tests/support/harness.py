@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,22 +91,23 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
+def launch(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``command`` in its own process group (see :func:`kill_group`) from the
+    repository, its output appended to ``log_path``."""
+    with log_path.open("ab") as out:
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO
+        )
+
+
 def spawn_workers(
-    settings: Settings, log_path: Path, *, processes: int = 1, threads: int = 2
+    settings: Settings, log_path: Path, *, processes: int = 1, threads: int = 2, prefix: Sequence[str] = ()
 ) -> subprocess.Popen[bytes]:
-    """Real ``dramatiq memjobs_worker.app`` processes in their own process group."""
-    out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    """Real ``dramatiq memjobs_worker.app`` processes in their own process group
+    (``prefix``: a command that runs them, e.g. with fewer capabilities)."""
     env = worker_env(settings)
     prepare_metrics_dir(settings.metrics_dir, env)  # as `memjobs worker` does
-    return subprocess.Popen(
-        worker_command(processes, threads),
-        env=env,
-        stdout=out,
-        stderr=out,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=REPO,
-    )
+    return launch([*prefix, *worker_command(processes, threads)], env, log_path)
 
 
 def kill_group(proc: subprocess.Popen[Any], sig: int = signal.SIGKILL) -> None:
