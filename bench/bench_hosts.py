@@ -39,7 +39,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MetricsSettings, ModelSettings, RedisSettings, Settings  # noqa: E402
-from tests.support.bench_env import Scratch  # noqa: E402
+from tests.support.bench_env import Scratch, run_together  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
@@ -63,13 +63,7 @@ def producer_rate(url: str, calls: int, threads: int = 4) -> float:
         for i in range(per):
             client.remember(f"rate-{t}@example.com", f"throughput probe {t}-{i}")
 
-    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-    started = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_together([threading.Thread(target=run, args=(t,)) for t in range(threads)])
     client.close()
     return per * threads / elapsed
 
