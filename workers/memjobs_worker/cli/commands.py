@@ -172,8 +172,7 @@ def leftovers_problem(data_dir: Path) -> str | None:
 
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
-    problem = leftovers_problem(settings.data_dir)
-    if problem is not None:
+    if (problem := leftovers_problem(settings.data_dir)) is not None:
         error(problem)
         return exits.CONFIG
     from memjobs_worker.ops import status as ops
@@ -194,8 +193,7 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def check(settings: Settings, args: argparse.Namespace) -> int:
-    problem = leftovers_problem(settings.data_dir)
-    if problem is not None:
+    if (problem := leftovers_problem(settings.data_dir)) is not None:
         error(problem)
         return exits.CONFIG
     from memjobs_worker.ops import status as ops
