@@ -11,11 +11,10 @@ dead-lettered, and everything accepted is learned once memory frees.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from memjobs_client.connect import MemoryGuard
@@ -34,14 +33,6 @@ OWNERS = [f"oom-owner-{i}" for i in range(5)]
 #: Sources of some 2 KB: the last 100 KB before a mark take about fifty.
 _PAD = " and the lamp by the window" * 75
 _texts = (f"fact {i}: the blue box {i} is on shelf {i % 9}{_PAD}" for i in itertools.count())
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "own-redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def used(r: redis.Redis) -> int:

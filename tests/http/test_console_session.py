@@ -16,7 +16,7 @@ import re
 import secrets
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,14 +296,6 @@ def test_every_malformed_csrf_token_is_refused_with_403(api_factory: Callable[..
 
 
 # -- Redis down -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "own-redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
