@@ -298,15 +298,22 @@ def test_every_malformed_csrf_token_is_refused_with_403(api_factory: Callable[..
 # -- Redis down -----------------------------------------------------------------------------
 
 
-def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
-    api_factory: Callable[..., Api],
-    make_settings: Callable[..., Settings],
-    own_redis: EmbeddedRedis,
-) -> None:
-    api = api_factory(
+@pytest.fixture
+def api_on_own_redis(
+    api_factory: Callable[..., Api], make_settings: Callable[..., Settings], own_redis: EmbeddedRedis
+) -> Api:
+    """The API alone (no worker) on the test's own Redis (``own_redis``, to stop),
+    its backend calls bounded to 2 s."""
+    return api_factory(
         worker=False,
         settings=make_settings(redis_url=own_redis.url, api_port=0, api_backend_timeout_ms=2_000, **TOKENS),
     )
+
+
+def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
+    api_on_own_redis: Api, own_redis: EmbeddedRedis
+) -> None:
+    api = api_on_own_redis
     cookie = log_in(api)
     csrf = csrf_of(api, cookie)
     own_redis.stop()
