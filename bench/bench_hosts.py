@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,31 +27,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
-import psycopg  # noqa: E402
 import redis  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
+from bench.bench_pipeline import fresh_database  # noqa: E402
 from memjobs_client import MemjobsClient  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
-from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
+from memjobs_worker.db import create_db_engine  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MetricsSettings, ModelSettings, RedisSettings, Settings  # noqa: E402
-from tests.support.bench_env import Scratch  # noqa: E402
+from tests.support.bench_env import Scratch, run_together  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
-
-
-def fresh_database(server: EmbeddedPostgres) -> str:
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
-    engine = create_db_engine(url)
-    migrate(engine)
-    engine.dispose()
-    return url
 
 
 def producer_rate(url: str, calls: int, threads: int = 4) -> float:
@@ -63,13 +51,7 @@ def producer_rate(url: str, calls: int, threads: int = 4) -> float:
         for i in range(per):
             client.remember(f"rate-{t}@example.com", f"throughput probe {t}-{i}")
 
-    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-    started = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_together([threading.Thread(target=run, args=(t,)) for t in range(threads)])
     client.close()
     return per * threads / elapsed
 

@@ -44,6 +44,7 @@ from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MemorySettings, RedisSettings, Settings  # noqa: E402
+from tests.support.bench_env import run_together  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 
 
@@ -106,7 +107,9 @@ def producer_load(
     settings: Settings, redis_url: str, texts: list[str], owner: str, concurrency: int
 ) -> tuple[list[float], float]:
     """MemjobsClient.remember from ``concurrency`` threads sharing one client (one pool)."""
-    client = producer_client(settings, redis_url=redis_url)
+    client = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url
+    )
     latencies: list[float] = []
     lock = threading.Lock()
     chunks = [texts[i::concurrency] for i in range(concurrency)]
@@ -120,13 +123,7 @@ def producer_load(
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=run, args=(c,)) for c in chunks]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_together([threading.Thread(target=run, args=(c,)) for c in chunks])
     client.close()
     return latencies, elapsed
 
@@ -227,7 +224,9 @@ def main() -> int:
 
         print(f"recall with {args.memories} learned memories for the owner:")
         harness = Harness(settings)
-        client = producer_client(settings, redis_url=redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url
+        )
         for i in range(args.memories):
             client.remember(owner, f"memory {i}: the user's favourite tea is oolong grade {i}")
         client.close()

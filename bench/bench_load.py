@@ -63,6 +63,7 @@ from memjobs_worker.memory.store.schema import sources  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import run_together  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 from tests.support.settings import build as build_settings  # noqa: E402
 
@@ -128,7 +129,9 @@ class Bench:
         log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
         procs = [
             subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log, start_new_session=True)
-            for pool in worker_pools(settings, processes, self.args.threads)
+            for pool in worker_pools(
+                settings.workers, processes, self.args.threads, knowledge_on=settings.knowledge.enabled
+            )
         ]
         try:
             yield procs
@@ -197,7 +200,9 @@ class Bench:
         from the release."""
         url = self.fresh_database()
         settings = self.settings(model=model, database_url=url)
-        client = producer_client(settings, redis_url=self.redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=self.redis_url
+        )
         owners = [f"owner-{i}" for i in range(self.args.owners)]
         db = create_db_engine(url, pool_size=1)
         with self.workers(settings, processes) as procs:
@@ -287,7 +292,9 @@ class Bench:
     def steady(self) -> dict[str, float]:
         url = self.fresh_database()
         settings = self.settings(model=True, database_url=url)
-        client = producer_client(settings, redis_url=self.redis_url)
+        client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=self.redis_url
+        )
         owners = [f"steady-{i}" for i in range(self.args.owners)]
         total = self.args.rate * self.args.seconds
         returned: dict[str, float] = {}
@@ -334,7 +341,10 @@ class Bench:
     def inline(self, n: int) -> float:
         """mem0's Memory.add per source, inline, from --threads threads."""
         url = self.fresh_database()
-        engine = build_engine(self.settings(model=True, database_url=url), url)
+        settings = self.settings(model=True, database_url=url)
+        engine = build_engine(
+            settings.memory, settings.model, settings.embedding, database_url=url, data_dir=settings.data_dir
+        )
         now = datetime.now(UTC)
         batch = [
             SourceRecord(
@@ -363,13 +373,7 @@ class Bench:
                     source = batch.pop()
                 engine.extract(source.owner_key, uuid.uuid4().hex, [source])
 
-        threads = [threading.Thread(target=work) for _ in range(self.args.threads)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - started
+        elapsed = run_together([threading.Thread(target=work) for _ in range(self.args.threads)])
         engine.close()
         return n / elapsed
 

@@ -171,7 +171,12 @@ class Stack:
 
     def start_workers(self) -> None:
         settings = self.settings()
-        for pool in worker_pools(settings, settings.workers.worker_processes, settings.workers.worker_threads):
+        for pool in worker_pools(
+            settings.workers,
+            settings.workers.worker_processes,
+            settings.workers.worker_threads,
+            knowledge_on=settings.knowledge.enabled,
+        ):
             self.workers.append(
                 subprocess.Popen(
                     pool.command,
@@ -414,7 +419,7 @@ def backlog(args: argparse.Namespace, deadline: Deadline) -> None:
         ok_http_never = report_forgets("POST /v1/forget, never sent", http_never, ("not_found",))
 
         settings = stack.settings()
-        door = open_door(settings, resolve_endpoints(settings))
+        door = open_door(settings, resolve_endpoints(settings.data_dir, settings.redis, settings.database))
         try:
             door_forget(door.personal_memory, *never_ids[0])  # the door's first call builds its ledger: not timed
             door_results = [door_forget(door.personal_memory, o, s) for o, _k, s in via_door]

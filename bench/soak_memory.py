@@ -141,7 +141,9 @@ class Load(threading.Thread):
 
     def __init__(self, settings: Settings, redis_url: str, rate: float, owners: int) -> None:
         super().__init__(daemon=True)
-        self.client = producer_client(settings, redis_url=redis_url)
+        self.client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url
+        )
         self.rate, self.owners = rate, owners
         self.stop_event = threading.Event()
         self.counts: Counter[str] = Counter()
@@ -397,7 +399,9 @@ def run(args: argparse.Namespace) -> int:
             sessions=SessionSettings(memory_auto="on"),
         )
         env = {**os.environ, **settings_env(settings), "QWEN_AUDIO_MEMORY_AUTO": "on"}
-        model_pool, cheap_pool = worker_pools(settings, 1, args.threads)
+        model_pool, cheap_pool = worker_pools(
+            settings.workers, 1, args.threads, knowledge_on=settings.knowledge.enabled
+        )
         for pool, kind in ((model_pool, "model"), (cheap_pool, "cheap")):
             for restart in (False, True):
                 name = f"{kind}-{'restarted' if restart else 'long-lived'}"

@@ -182,6 +182,15 @@ def database_url(pg_server: EmbeddedPostgres) -> Iterator[str]:
 
 
 @pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A Redis of the test's own, to fill or stop without touching the session's."""
+    server = EmbeddedRedis(tmp_path / "own-redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def redis_url(redis_server: EmbeddedRedis) -> str:
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()  # the test session's own server: nobody else uses it

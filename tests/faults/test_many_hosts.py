@@ -143,7 +143,7 @@ def _scenario(
         models.append(model)
         settings = build_settings(**common, data_dir=data_dirs[host], memory_base_url=model.base_url)
         env = worker_env(settings)
-        prepare_metrics_dir(settings, env)
+        prepare_metrics_dir(settings.metrics_dir, env)
         log = open(root / f"{host}.log", "ab")  # noqa: SIM115 - closed with the process
         procs[host] = subprocess.Popen(
             [*topo.exec_prefix(host), *worker_command(2, 2)], env=env, stdout=log, stderr=log, start_new_session=True
@@ -157,7 +157,9 @@ def _scenario(
         durability=Durability(replicas=1, timeout_ms=500),
     )
     runtime = Runtime(
-        ctl, Endpoints(common["redis_url"], database_url), producer_client(ctl, redis_url=common["redis_url"])
+        ctl,
+        Endpoints(common["redis_url"], database_url),
+        producer_client(ctl.redis, ctl.memory, ctl.sessions, ctl.knowledge, redis_url=common["redis_url"]),
     )
     store = runtime.store
     assert isinstance(store, SqlStateStore)  # the ledger in PostgreSQL, whose engine the test reads

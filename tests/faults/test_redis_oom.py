@@ -11,11 +11,10 @@ dead-lettered, and everything accepted is learned once memory frees.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from memjobs_client.connect import MemoryGuard
@@ -34,14 +33,6 @@ OWNERS = [f"oom-owner-{i}" for i in range(5)]
 #: Sources of some 2 KB: the last 100 KB before a mark take about fifty.
 _PAD = " and the lamp by the window" * 75
 _texts = (f"fact {i}: the blue box {i} is on shelf {i % 9}{_PAD}" for i in itertools.count())
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "own-redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def used(r: redis.Redis) -> int:
@@ -101,7 +92,9 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
     settings = make_settings(redis_url=own_redis.url, api_port=0, max_retries=1000)
     h = harness_factory(settings)
     r = redis.Redis.from_url(own_redis.url)
-    guarded = producer_client(settings, redis_url=own_redis.url)
+    guarded = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=own_redis.url
+    )
     guarded.memory_guard = MemoryGuard(settings.redis.high_water, refresh_s=0)  # read memory on every call
     api = api_factory(worker=False, settings=settings)
     accepted: dict[str, str] = {}
@@ -147,7 +140,9 @@ def test_full_redis_refuses_new_jobs_clearly_loses_nothing_and_resumes(
 
     # 3. A producer that ignores the mark meets Redis's own refusal: the same error.
     ballast(r, limit - 100_000)
-    raw = producer_client(settings, redis_url=own_redis.url)
+    raw = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=own_redis.url
+    )
     raw.memory_guard = MemoryGuard(1.0)
     refusal = fill(raw.remember, accepted)
     assert refusal.reason == "redis_full" and "maxmemory reached" in str(refusal), refusal  # Redis's own

@@ -20,7 +20,7 @@ from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES, QUEUE_EXTRACT, 
 from memjobs_worker import pools
 from memjobs_worker.embedded.process import group_members
 from memjobs_worker.pools import pool_queues, shares_process
-from memjobs_worker.settings import KnowledgeSettings, Settings, WorkerSettings
+from memjobs_worker.settings import Settings, WorkerSettings
 from tests.support.harness import Harness, kill_group, spawn_workers
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
@@ -55,10 +55,10 @@ def test_a_small_host_shares_one_process_unless_told(
     assert shares_process(settings.workers, processes) is shared
 
 
-def test_the_shared_process_keeps_each_pool_on_its_own_queues(tmp_path: Path) -> None:
-    two = pool_queues(Settings(data_dir=tmp_path, knowledge=KnowledgeSettings(mode="on")), 3)
+def test_the_shared_process_keeps_each_pool_on_its_own_queues() -> None:
+    two = pool_queues(WorkerSettings(), 3, knowledge_on=True)
     assert two == [(tuple(MODEL_QUEUES), 3), (tuple(CHEAP_QUEUES), 4)]
-    [one] = pool_queues(Settings(data_dir=tmp_path, workers=WorkerSettings(fast_worker_processes=0)), 3)
+    [one] = pool_queues(WorkerSettings(fast_worker_processes=0), 3, knowledge_on=False)
     assert set(one[0]) == set(CHEAP_QUEUES) | (set(MODEL_QUEUES) - {QUEUE_KNOWLEDGE}) and one[1] == 3
 
 

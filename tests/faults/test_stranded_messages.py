@@ -53,7 +53,13 @@ class _Reports(logging.Handler):
 def broker(make_settings: Callable[..., Settings]) -> Iterator[MemjobsRedisBroker]:
     settings = make_settings()
     assert settings.redis.url
-    made = build_broker(settings.redis.url, settings)
+    made = build_broker(
+        settings.redis.url,
+        settings.redis,
+        settings.workers,
+        serve_metrics=settings.metrics.endpoint,
+        knowledge_on=settings.knowledge.enabled,
+    )
     yield made
     made.close()
 

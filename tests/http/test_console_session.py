@@ -16,7 +16,7 @@ import re
 import secrets
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -299,22 +299,21 @@ def test_every_malformed_csrf_token_is_refused_with_403(api_factory: Callable[..
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "own-redis")
-    server.start()
-    yield server
-    server.stop()
-
-
-def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
-    api_factory: Callable[..., Api],
-    make_settings: Callable[..., Settings],
-    own_redis: EmbeddedRedis,
-) -> None:
-    api = api_factory(
+def api_on_own_redis(
+    api_factory: Callable[..., Api], make_settings: Callable[..., Settings], own_redis: EmbeddedRedis
+) -> Api:
+    """The API alone (no worker) on the test's own Redis (``own_redis``, to stop),
+    its backend calls bounded to 2 s."""
+    return api_factory(
         worker=False,
         settings=make_settings(redis_url=own_redis.url, api_port=0, api_backend_timeout_ms=2_000, **TOKENS),
     )
+
+
+def test_with_redis_down_the_console_refuses_with_a_page_saying_so(
+    api_on_own_redis: Api, own_redis: EmbeddedRedis
+) -> None:
+    api = api_on_own_redis
     cookie = log_in(api)
     csrf = csrf_of(api, cookie)
     own_redis.stop()

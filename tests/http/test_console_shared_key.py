@@ -18,13 +18,12 @@ import redis
 
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.http.console.live import KEY_BYTES, signing_key_name
-from memjobs_worker.settings import Settings
-from tests.http.test_console_session import (  # noqa: F401  (own_redis: a fixture)
+from tests.http.test_console_session import (  # noqa: F401  (api_on_own_redis: a fixture)
     TOKENS,
+    api_on_own_redis,
     csrf_of,
     log_in,
     log_out,
-    own_redis,
     redis_of,
     send,
 )
@@ -104,14 +103,10 @@ def test_the_key_is_random_stored_without_ttl_under_a_name_from_the_tokens_hash(
 
 
 def test_redis_down_when_the_key_is_first_needed_is_the_503_page(
-    api_factory: Callable[..., Api],
-    make_settings: Callable[..., Settings],
-    own_redis: EmbeddedRedis,  # noqa: F811
+    api_on_own_redis: Api,  # noqa: F811
+    own_redis: EmbeddedRedis,
 ) -> None:
-    api = api_factory(
-        worker=False,
-        settings=make_settings(redis_url=own_redis.url, api_port=0, api_backend_timeout_ms=2_000, **TOKENS),
-    )
+    api = api_on_own_redis
     own_redis.stop()  # before any console request: no key read yet
 
     assert send(api, "GET", "/console/login").status == 200  # the form needs no key

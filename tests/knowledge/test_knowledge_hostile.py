@@ -21,10 +21,8 @@ from memjobs_worker.knowledge.files import Refused, read_document
 from memjobs_worker.knowledge.search import MAX_K, search_knowledge
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import walk_folder
-from memjobs_worker.ops.server import prepare_metrics_dir
-from memjobs_worker.pools import worker_command
 from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, Harness, kill_group, worker_env
+from tests.support.harness import Harness, kill_group, spawn_workers
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES, top_k_share
 from tests.support.openai_server import FakeOpenAI
 
@@ -77,20 +75,7 @@ def no_dac_workers(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
 
     def start(settings: Settings) -> Path:
         log_path = tmp_path / "worker.log"
-        env = worker_env(settings)
-        prepare_metrics_dir(settings, env)
-        out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-        started.append(
-            subprocess.Popen(
-                NO_DAC + worker_command(1, 2),
-                env=env,
-                stdout=out,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=REPO,
-            )
-        )
+        started.append(spawn_workers(settings, log_path, prefix=NO_DAC))
         return log_path
 
     yield start

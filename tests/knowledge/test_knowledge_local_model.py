@@ -78,7 +78,7 @@ def test_a_corpus_indexed_by_keywords_is_refused_until_reembedded(
     index_notes(harness_factory(before))  # the hashed embedder: knowledge by keywords alone, no vectors
     settings = make_settings(memory_provider="off", local_embedder="e5")
     assert settings.database.url
-    left = pending(settings, settings.database.url)
+    left = pending(settings.embedding, settings.memory, settings.knowledge, settings.database.url)
     assert left.bare_chunks >= len(DOCS) and left.required  # `memjobs up` re-embeds before its workers
 
     h = harness_factory(settings)
@@ -87,8 +87,11 @@ def test_a_corpus_indexed_by_keywords_is_refused_until_reembedded(
     assert f"{left.bare_chunks} stored knowledge chunks have no vector" in str(refused.value)
     assert "memjobs reembed" in str(refused.value) and MODEL_ID in str(refused.value)
 
-    assert reembed(settings, settings.database.url) == (0, left.bare_chunks)
-    assert not pending(settings, settings.database.url).required
+    assert reembed(settings.model, settings.embedding, settings.memory, settings.knowledge, settings.database.url) == (
+        0,
+        left.bare_chunks,
+    )
+    assert not pending(settings.embedding, settings.memory, settings.knowledge, settings.database.url).required
     assert finder(h)("What am I allergic to?", 3)[:1] == ["allergy"]
 
 

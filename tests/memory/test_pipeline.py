@@ -116,8 +116,8 @@ def test_mem0_writes_nothing_to_the_home_directory(make_settings: Callable[..., 
         "from memjobs_worker.settings import load_settings\n"
         "from memjobs_worker.endpoints import resolve_endpoints\n"
         "from memjobs_worker.runtime import Runtime, producer_client\n"
-        "s = load_settings(); e = resolve_endpoints(s)\n"
-        "rt = Runtime(s, e, producer_client(s, redis_url=e.redis_url))\n"
+        "s = load_settings(); e = resolve_endpoints(s.data_dir, s.redis, s.database)\n"
+        "rt = Runtime(s, e, producer_client(s.redis, s.memory, s.sessions, s.knowledge, redis_url=e.redis_url))\n"
         "rt.engine.warm()\n"  # mem0 built now, as a worker's warm-up does (verbatim learning needs none of it)
         "from memjobs_client.contracts import RememberSource, owner_key, source_id_for\n"
         "from datetime import datetime, UTC\n"

@@ -23,7 +23,7 @@ from memjobs_worker.embedding.fair import (
 )
 from memjobs_worker.embedding.hashing import HashingEmbedder
 from memjobs_worker.embedding.local import LocalEmbedder
-from memjobs_worker.settings import EmbeddingSettings, Settings
+from memjobs_worker.settings import EmbeddingSettings, ModelSettings
 
 WAIT_S = 30  # a generous bound on an event that follows at once
 QUESTIONS = [
@@ -169,10 +169,9 @@ def test_more_callers_than_a_batch_holds_are_all_answered_in_several_batches(
 
 
 def test_questions_are_batched_only_when_the_setting_says_so() -> None:
-    assert build_embedder(Settings(embedding=EmbeddingSettings(local_embedder="e5"))).queries is None
+    assert build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5")).queries is None
     assert (
-        build_embedder(Settings(embedding=EmbeddingSettings(local_embedder="e5", batch_queries=True))).queries
-        is not None
+        build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5", batch_queries=True)).queries is not None
     )
 
 

@@ -84,7 +84,7 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
     assert "3 stored memories" in refused_start.stderr and "memjobs reembed" in refused_start.stderr
 
     # Interrupted after the first batch of one: what moved stays moved, the rest waits.
-    embedder = build_embedder(new)
+    embedder = build_embedder(new.model, new.embedding)
     calls: list[int] = []
 
     class Failing:
@@ -97,10 +97,20 @@ def test_a_new_default_refuses_the_old_vectors_then_reembeds_them_resumably(
     with pytest.raises(ConnectionError):
         reembed_memories(libpq_url(new.database.url or ""), Failing(), model_id(new.embedding), 384, batch=1)
     assert tables(new.database.url or "") == {"mem0_memories_512": 2, "mem0_memories_384": 1}
-    assert pending(new, new.database.url or "").memories == 2
+    assert pending(new.embedding, new.memory, new.knowledge, new.database.url or "").memories == 2
 
     progress: list[tuple[str, int, int]] = []
-    assert reembed(new, new.database.url or "", progress=lambda *p: progress.append(p))[0] == 2
+    assert (
+        reembed(
+            new.model,
+            new.embedding,
+            new.memory,
+            new.knowledge,
+            new.database.url or "",
+            progress=lambda *p: progress.append(p),
+        )[0]
+        == 2
+    )
     assert progress[-1] == ("memories", 2, 2)
     assert tables(new.database.url or "") == {"mem0_memories_384": 3}
 

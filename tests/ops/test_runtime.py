@@ -24,7 +24,11 @@ def _runtime(tmp_path: Path, redis_url: str, database_url: str) -> Runtime:
     settings = Settings(
         data_dir=tmp_path / "data", redis=RedisSettings(url=redis_url), database=DatabaseSettings(url=database_url)
     )
-    return Runtime(settings, Endpoints(redis_url, database_url), producer_client(settings, redis_url=redis_url))
+    return Runtime(
+        settings,
+        Endpoints(redis_url, database_url),
+        producer_client(settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=redis_url),
+    )
 
 
 def test_closing_a_runtime_that_built_nothing_builds_nothing_and_twice_is_harmless(tmp_path: Path) -> None:

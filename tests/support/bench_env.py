@@ -1,7 +1,8 @@
 """What a benchmark script does first: nothing of the caller's memjobs
 configuration leaks into it (the shell's ``MEMJOBS_*`` and model variables
 would point it at another stack or a real model), and mem0 sends no telemetry;
-and where it runs: a :class:`Scratch` directory with its own servers."""
+where it runs: a :class:`Scratch` directory with its own servers; and how long
+its threads took together (:func:`run_together`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Self
@@ -29,6 +33,16 @@ def isolate() -> None:
     for name in list(os.environ):
         if name.startswith(PREFIXES):
             del os.environ[name]
+
+
+def run_together(threads: Sequence[threading.Thread]) -> float:
+    """Start ``threads`` and wait for them all: the seconds from the first start to the last end."""
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 class Scratch:

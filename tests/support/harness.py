@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,16 @@ class Harness:
         assert settings.redis.url and settings.database.url
         self.settings = settings
         self.endpoints = Endpoints(settings.redis.url, settings.database.url)
-        self.broker = build_broker(settings.redis.url, settings)
-        self.client = producer_client(settings, broker=self.broker)
+        self.broker = build_broker(
+            settings.redis.url,
+            settings.redis,
+            settings.workers,
+            serve_metrics=settings.metrics.endpoint,
+            knowledge_on=settings.knowledge.enabled,
+        )
+        self.client = producer_client(
+            settings.redis, settings.memory, settings.sessions, settings.knowledge, broker=self.broker
+        )
         self.runtime = Runtime(settings, self.endpoints, self.client)
         self.actors = declare_actors(self.broker, self.runtime)
         self.worker: dramatiq.Worker | None = None
@@ -82,22 +91,23 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
+def launch(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``command`` in its own process group (see :func:`kill_group`) from the
+    repository, its output appended to ``log_path``."""
+    with log_path.open("ab") as out:
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO
+        )
+
+
 def spawn_workers(
-    settings: Settings, log_path: Path, *, processes: int = 1, threads: int = 2
+    settings: Settings, log_path: Path, *, processes: int = 1, threads: int = 2, prefix: Sequence[str] = ()
 ) -> subprocess.Popen[bytes]:
-    """Real ``dramatiq memjobs_worker.app`` processes in their own process group."""
-    out = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    """Real ``dramatiq memjobs_worker.app`` processes in their own process group
+    (``prefix``: a command that runs them, e.g. with fewer capabilities)."""
     env = worker_env(settings)
-    prepare_metrics_dir(settings, env)  # as `memjobs worker` does
-    return subprocess.Popen(
-        worker_command(processes, threads),
-        env=env,
-        stdout=out,
-        stderr=out,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=REPO,
-    )
+    prepare_metrics_dir(settings.metrics_dir, env)  # as `memjobs worker` does
+    return launch([*prefix, *worker_command(processes, threads)], env, log_path)
 
 
 def kill_group(proc: subprocess.Popen[Any], sig: int = signal.SIGKILL) -> None:

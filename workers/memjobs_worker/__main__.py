@@ -34,7 +34,7 @@ from memjobs_client.contracts import CHEAP_QUEUES
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.pools import FORWARDED, SharedWorker, pool_queues, run_pools, shares_process
-from memjobs_worker.settings import Settings, load_settings
+from memjobs_worker.settings import load_settings
 
 log = logging.getLogger("memjobs_worker.pools")
 
@@ -65,9 +65,11 @@ def main(argv: list[str]) -> int:
         sizes.add_argument("--processes", "-p", type=int, default=settings.workers.worker_processes)
         sizes.add_argument("--threads", "-t", type=int, default=settings.workers.worker_threads)
         given, _rest = sizes.parse_known_args(argv)
+        knowledge_on = settings.knowledge.enabled
         if shares_process(settings.workers, given.processes):
-            return run_shared(settings, given.threads, argv)
-        return run_pools(settings, given.processes, given.threads)
+            pools = pool_queues(settings.workers, given.threads, knowledge_on=knowledge_on)
+            return run_shared(pools, argv, serve_metrics=settings.metrics.endpoint)
+        return run_pools(settings.workers, given.processes, given.threads, knowledge_on=knowledge_on)
     parser = cli.make_argument_parser()  # type: ignore[no-untyped-call]
     args = parser.parse_args([BROKER_MODULE, "--skip-logging", *argv])
     if lower := niceness_for(args.queues):
@@ -76,9 +78,10 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
-    """Every pool of the host in this process (:class:`~memjobs_worker.pools.SharedWorker`)
-    and its metrics endpoint on a thread, as Dramatiq runs a worker process:
+def run_shared(pools: list[tuple[tuple[str, ...], int]], argv: list[str], *, serve_metrics: bool) -> int:
+    """Every pool of the host (``pools``: :func:`~memjobs_worker.pools.pool_queues`) in this
+    process (:class:`~memjobs_worker.pools.SharedWorker`) and, with ``serve_metrics``, its
+    metrics endpoint on a thread, as Dramatiq runs a worker process:
     SIGTERM or SIGINT stops it (the jobs in hand finish, what was prefetched
     goes back to Redis; a second signal exits at once), SIGHUP stops it and
     starts it again (Dramatiq's reload)."""
@@ -95,11 +98,11 @@ def run_shared(settings: Settings, threads: int, argv: list[str]) -> int:
     app = importlib.import_module(BROKER_MODULE)
 
     app.broker.emit_after("process_boot")
-    if settings.metrics.endpoint and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if serve_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from memjobs_worker.ops.server import serve_on_thread
 
-        serve_on_thread(app.settings)
-    worker = SharedWorker(app.broker, pool_queues(settings, threads))
+        serve_on_thread(app.settings.metrics, app.endpoints)
+    worker = SharedWorker(app.broker, pools)
     worker.start()
     log.info("Worker process is ready for action.")  # Dramatiq's words, as its processes say them
     while not received:

@@ -15,15 +15,22 @@ from memjobs_worker.sessions.actors import declare_session_actors
 def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
     """Register memjobs' actors on ``broker``; their parts are built on first use."""
     settings = runtime.settings
+    rules = settings.source_rules()
+    lease_ms = settings.memory.lease_ms  # every job's lease: an extraction's, a session run's, a reindex lock's
     actors = {
         **declare_memory_actors(
             broker,
-            settings,
+            settings.memory,
+            settings.workers,
+            rules=rules,
             parts=runtime,  # the feature reads its parts alone (MemoryParts)
         ),
         **declare_session_actors(
             broker,
-            settings,
+            settings.sessions,
+            settings.workers,
+            rules=rules,
+            lease_ms=lease_ms,
             parts=runtime,  # the feature reads its parts alone (SessionParts)
         ),
     }
@@ -31,7 +38,11 @@ def declare_actors(broker: dramatiq.Broker, runtime: Runtime) -> Actors:
         actors.update(
             declare_knowledge_actors(
                 broker,
-                settings,
+                settings.knowledge,
+                settings.embedding,
+                settings.workers,
+                rules=rules,
+                lease_ms=lease_ms,
                 parts=runtime,  # the feature reads its three parts alone (KnowledgeParts)
             )
         )

@@ -24,10 +24,20 @@ from memjobs_worker.warmup import Warmup
 
 settings = load_settings()
 configure_logging(level=settings.logs.level, adopt=True)
-endpoints = resolve_endpoints(settings)
-broker = build_broker(endpoints.redis_url, settings)
+endpoints = resolve_endpoints(settings.data_dir, settings.redis, settings.database)
+broker = build_broker(
+    endpoints.redis_url,
+    settings.redis,
+    settings.workers,
+    serve_metrics=settings.metrics.endpoint,
+    knowledge_on=settings.knowledge.enabled,
+)
 dramatiq.set_broker(broker)
-runtime = Runtime(settings, endpoints, producer_client(settings, broker=broker))
+runtime = Runtime(
+    settings,
+    endpoints,
+    producer_client(settings.redis, settings.memory, settings.sessions, settings.knowledge, broker=broker),
+)
 actors = declare_actors(broker, runtime)
 
 

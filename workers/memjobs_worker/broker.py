@@ -94,7 +94,7 @@ from memjobs_worker.ops.pauses import HonourPauses, PauseGate
 from memjobs_worker.ops.server import MetricsEndpoint
 from memjobs_worker.refusals import RefuseSensitive
 from memjobs_worker.runtime import connect_redis
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import RedisSettings, WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -395,26 +395,33 @@ class DeferNewerSchema(Middleware):
         raise SkipMessage("newer schema version")
 
 
-def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
+def build_broker(
+    redis_url: str,
+    redis_settings: RedisSettings,
+    workers: WorkerSettings,
+    *,
+    serve_metrics: bool,
+    knowledge_on: bool,
+) -> MemjobsRedisBroker:
     """A Redis broker in the ``memjobs`` namespace with every queue declared (the
-    knowledge queue only with knowledge on: a worker consumes what is declared)."""
+    knowledge queue only with ``knowledge_on``: a worker consumes what is declared);
+    ``serve_metrics``: this pool serves the host's metrics endpoint
+    (``MEMJOBS_METRICS_ENDPOINT``)."""
     broker = MemjobsRedisBroker(
-        client=connect_redis(redis_url, settings.redis),  # bounded calls; Sentinel when set
+        client=connect_redis(redis_url, redis_settings),  # bounded calls; Sentinel when set
         namespace=keys.NAMESPACE,
-        heartbeat_timeout=settings.workers.broker_heartbeat_timeout_ms,
+        heartbeat_timeout=workers.broker_heartbeat_timeout_ms,
         # Requeue a dead worker's messages promptly (Dramatiq's default is rare):
         # one dispatch in ten checks for dead workers (a ZRANGEBYSCORE).
         maintenance_chance=100_000,
     )
-    use_outage_retries(broker, settings.workers)  # outages retried on a time budget, not a count
+    use_outage_retries(broker, workers)  # outages retried on a time budget, not a count
     broker.pause_gate = PauseGate(broker.client)
     # First: a paused queue's message goes back before any other middleware sees it.
     broker.add_middleware(HonourPauses(broker.pause_gate), before=type(broker.middleware[0]))
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(DropErasedOwners(broker.client))  # before any other job logic
-    broker.add_middleware(
-        DeferNewerSchema(settings.workers.newer_schema_delay_ms, settings.workers.newer_schema_max_age_ms)
-    )
+    broker.add_middleware(DeferNewerSchema(workers.newer_schema_delay_ms, workers.newer_schema_max_age_ms))
     # Before Retries in the list: "after" hooks run in reverse, so Retries has
     # already decided retry or dead-letter when ObserveJobs records the outcome.
     broker.add_middleware(ObserveJobs(JobStats(broker.client)), before=Retries)
@@ -423,16 +430,14 @@ def build_broker(redis_url: str, settings: Settings) -> MemjobsRedisBroker:
     broker.add_middleware(TrackRetrying(RetryingRecord(broker.client)), before=Retries)
     broker.add_middleware(RecordFailures(broker.client))  # after Retries: see failures.py
     broker.add_middleware(
-        Heartbeat(
-            broker.client, interval_ms=settings.workers.heartbeat_interval_ms, ttl_ms=settings.workers.heartbeat_ttl_ms
-        )
+        Heartbeat(broker.client, interval_ms=workers.heartbeat_interval_ms, ttl_ms=workers.heartbeat_ttl_ms)
     )
-    broker.add_middleware(TrackRunning(broker.client, ttl_ms=settings.workers.heartbeat_ttl_ms))
-    broker.add_middleware(MetricsEndpoint(settings.metrics.endpoint))
+    broker.add_middleware(TrackRunning(broker.client, ttl_ms=workers.heartbeat_ttl_ms))
+    broker.add_middleware(MetricsEndpoint(serve_metrics))
     broker.add_middleware(SettleQueuedRemembers(broker.client))  # a forget's O(1) "was it sent?"
     broker.add_middleware(OwnerTurns())  # a job's embeddings are its owner's turns
     for queue in QUEUES:
-        if queue != QUEUE_KNOWLEDGE or settings.knowledge.enabled:  # opt-in: off, never consumed
+        if queue != QUEUE_KNOWLEDGE or knowledge_on:  # opt-in: off, never consumed
             broker.declare_queue(queue)
     return broker
 

@@ -7,6 +7,7 @@ and Redis clients bounded in time."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -15,7 +16,14 @@ from memjobs_client.client import MemjobsClient
 from memjobs_client.connect import Durability, MemoryGuard, redis_client
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.settings import RedisSettings, Settings
+from memjobs_worker.settings import (
+    DatabaseSettings,
+    KnowledgeSettings,
+    MemorySettings,
+    RedisSettings,
+    SessionSettings,
+    Settings,
+)
 
 #: The switches a running stack shares with the commands run against its data
 #: directory: a command follows the stack's value, not its shell's.
@@ -68,35 +76,41 @@ class Endpoints:
     database_url: str
 
 
-def resolve_endpoints(settings: Settings) -> Endpoints:
-    """The configured URLs; for what is unset, the running embedded stack's.
+def resolve_endpoints(data_dir: Path, redis_settings: RedisSettings, database: DatabaseSettings) -> Endpoints:
+    """The configured URLs; for what is unset, the running embedded stack's (in ``data_dir``).
 
     Raises:
         ConfigurationError: something is unset and no ``memjobs up`` is running.
     """
-    if settings.redis.url and settings.database.url:
-        return Endpoints(settings.redis.url, settings.database.url)
-    stack = read_stack(settings.data_dir)
+    if redis_settings.url and database.url:
+        return Endpoints(redis_settings.url, database.url)
+    stack = read_stack(data_dir)
     if stack is None:
         names = [
             name
             for name, value in (
-                ("MEMJOBS_REDIS_URL", settings.redis.url),
-                ("MEMJOBS_DATABASE_URL", settings.database.url),
+                ("MEMJOBS_REDIS_URL", redis_settings.url),
+                ("MEMJOBS_DATABASE_URL", database.url),
             )
             if not value
         ]
         missing = " and ".join(names) + (" are unset" if len(names) > 1 else " is unset")
         raise ConfigurationError(
-            f"no memjobs stack is running in {settings.data_dir} and {missing}: "
+            f"no memjobs stack is running in {data_dir} and {missing}: "
             "start the embedded stack with `memjobs up` (in another terminal), "
             "or set the URL(s) of your Redis and PostgreSQL"
         )
-    return Endpoints(settings.redis.url or stack.redis_url, settings.database.url or stack.database_url)
+    return Endpoints(redis_settings.url or stack.redis_url, database.url or stack.database_url)
 
 
 def producer_client(
-    settings: Settings, *, redis_url: str | None = None, broker: RedisBroker | None = None
+    redis_settings: RedisSettings,
+    memory: MemorySettings,
+    sessions: SessionSettings,
+    knowledge: KnowledgeSettings,
+    *,
+    redis_url: str | None = None,
+    broker: RedisBroker | None = None,
 ) -> MemjobsClient:
     """The producer client with the limits and switches the settings give.
 
@@ -105,18 +119,18 @@ def producer_client(
     return MemjobsClient(
         redis_url,
         broker=broker,
-        max_text_bytes=settings.memory.max_text_bytes,
-        memory_enabled=settings.memory.enabled,
-        max_transcript_bytes=settings.sessions.max_transcript_bytes,
-        knowledge_enabled=settings.knowledge.enabled,
-        **redis_options(settings.redis),
+        max_text_bytes=memory.max_text_bytes,
+        memory_enabled=memory.enabled,
+        max_transcript_bytes=sessions.max_transcript_bytes,
+        knowledge_enabled=knowledge.enabled,
+        **redis_options(redis_settings),
         # A worker's own follow-up jobs (its broker) are not held back: they drain.
-        memory_guard=MemoryGuard(settings.redis.high_water) if broker is None else None,
+        memory_guard=MemoryGuard(redis_settings.high_water) if broker is None else None,
         durability=Durability(
-            local=settings.redis.waitaof_local,
-            replicas=settings.redis.waitaof_replicas,
+            local=redis_settings.waitaof_local,
+            replicas=redis_settings.waitaof_replicas,
             # under the socket timeout, so the wait's answer arrives
-            timeout_ms=max(1, settings.redis.timeout_ms // 2),
+            timeout_ms=max(1, redis_settings.timeout_ms // 2),
         ),
     )
 

@@ -38,7 +38,7 @@ from typing import Any
 import dramatiq
 
 from memjobs_client.contracts import CHEAP_QUEUES, MODEL_QUEUES, QUEUE_KNOWLEDGE
-from memjobs_worker.settings import Settings, WorkerSettings
+from memjobs_worker.settings import WorkerSettings
 
 #: Signals a runner passes on to its pools.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -83,32 +83,32 @@ def shares_process(workers: WorkerSettings, processes: int) -> bool:
     return cores <= SMALL_HOST_CORES or memory <= SMALL_HOST_MEMORY
 
 
-def pool_queues(settings: Settings, threads: int) -> list[tuple[tuple[str, ...], int]]:
+def pool_queues(workers: WorkerSettings, threads: int, *, knowledge_on: bool) -> list[tuple[tuple[str, ...], int]]:
     """Each pool's queues and threads: the jobs that call a model on ``threads``,
     the cheap jobs on ``MEMJOBS_FAST_WORKER_THREADS`` when the settings give them
-    a pool (``MEMJOBS_FAST_WORKER_PROCESSES`` > 0; else one pool takes everything)."""
-    # Knowledge is opt-in: off, no pool consumes its queue.
-    model_queues = tuple(q for q in MODEL_QUEUES if settings.knowledge.enabled or q != QUEUE_KNOWLEDGE)
-    if settings.workers.fast_worker_processes == 0:
+    a pool (``MEMJOBS_FAST_WORKER_PROCESSES`` > 0; else one pool takes everything).
+    Knowledge is opt-in: without ``knowledge_on``, no pool consumes its queue."""
+    model_queues = tuple(q for q in MODEL_QUEUES if knowledge_on or q != QUEUE_KNOWLEDGE)
+    if workers.fast_worker_processes == 0:
         return [((*model_queues, *CHEAP_QUEUES), threads)]
-    return [(model_queues, threads), (tuple(CHEAP_QUEUES), settings.workers.fast_worker_threads)]
+    return [(model_queues, threads), (tuple(CHEAP_QUEUES), workers.fast_worker_threads)]
 
 
-def worker_pools(settings: Settings, processes: int, threads: int) -> list[WorkerPool]:
+def worker_pools(workers: WorkerSettings, processes: int, threads: int, *, knowledge_on: bool) -> list[WorkerPool]:
     """Every pool a worker host runs in processes of its own: ``processes`` ×
     ``threads`` for the jobs that call a model (it serves the host's metrics),
     and the cheap jobs' own pool when the settings give it processes (else one
     pool takes everything)."""
     # Each pool's processes size their database pools by their own thread count.
     sized = {"MEMJOBS_WORKER_PROCESSES": str(processes), "MEMJOBS_WORKER_THREADS": str(threads)}
-    pools = pool_queues(settings, threads)
+    pools = pool_queues(workers, threads, knowledge_on=knowledge_on)
     if len(pools) == 1:
         return [WorkerPool(worker_command(processes, threads, pools[0][0]), sized)]
     (model_queues, _), (cheap_queues, cheap_threads) = pools
     return [
         WorkerPool(worker_command(processes, threads, model_queues), sized),
         WorkerPool(
-            worker_command(settings.workers.fast_worker_processes, cheap_threads, cheap_queues),
+            worker_command(workers.fast_worker_processes, cheap_threads, cheap_queues),
             {"MEMJOBS_METRICS_ENDPOINT": "false"},
         ),
     ]
@@ -192,8 +192,8 @@ class SharedWorker(dramatiq.Worker):
             pool.join()
 
 
-def run_pools(settings: Settings, processes: int, threads: int) -> int:
-    """Run the host's pools until a stop signal (passed on to each) or one's death.
+def run_pools(workers: WorkerSettings, processes: int, threads: int, *, knowledge_on: bool) -> int:
+    """Run the host's pools (:func:`worker_pools`) until a stop signal (passed on to each) or one's death.
 
     Returns the first non-zero exit code of a pool, else 0.
     """
@@ -206,7 +206,7 @@ def run_pools(settings: Settings, processes: int, threads: int) -> int:
         signal.signal(sig, forward)
     children = [
         subprocess.Popen(pool.command, env={**os.environ, **pool.env})  # noqa: S603 - the pools' worker commands
-        for pool in worker_pools(settings, processes, threads)
+        for pool in worker_pools(workers, processes, threads, knowledge_on=knowledge_on)
     ]
     forwarded = 0
     code = 0

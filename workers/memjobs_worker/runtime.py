@@ -67,7 +67,13 @@ def open_door(
     (the HTTP API counts what it enqueues); its forgets are decided by
     ``runtime.personal_memory``. Close both: ``runtime.close()``, then
     ``runtime.client.close()``."""
-    client = producer_client(settings, redis_url=redis_url or endpoints.redis_url)
+    client = producer_client(
+        settings.redis,
+        settings.memory,
+        settings.sessions,
+        settings.knowledge,
+        redis_url=redis_url or endpoints.redis_url,
+    )
     for each in middleware:
         client.broker.add_middleware(each)
     return Runtime(settings, endpoints, client, on_engine_built=on_engine_built)
@@ -150,7 +156,7 @@ class Runtime:
         """This process's model slots: every embedder it builds takes turns on them."""
         from memjobs_worker.embedding import model_share
 
-        return model_share(self.settings)
+        return model_share(self.settings.embedding, self.settings.api)
 
     @cached_property
     def model_breakers(self) -> dict[str, ModelBreaker]:
@@ -186,7 +192,16 @@ class Runtime:
     @cached_property
     def engine(self) -> MemoryEngine:
         self.migrate()  # (pgvector checked) before mem0 touches the database
-        engine = build_engine(self.settings, self.endpoints.database_url, self.model_breakers, share=self.model_share)
+        s = self.settings
+        engine = build_engine(
+            s.memory,
+            s.model,
+            s.embedding,
+            database_url=self.endpoints.database_url,
+            data_dir=s.data_dir,
+            breakers=self.model_breakers,
+            share=self.model_share,
+        )
         self._closing.callback(engine.close)
         if self._on_engine_built is not None:
             self._on_engine_built()
@@ -194,12 +209,16 @@ class Runtime:
 
     @cached_property
     def scheduler(self) -> ExtractionScheduler:
-        return build_scheduler(self.settings, self.redis, self._enqueue)
+        return build_scheduler(self.settings.memory, self.redis, self._enqueue)
 
     @cached_property
     def pipeline(self) -> MemoryPipeline:
         return build_pipeline(
-            self.settings, store=self.store, engine=self.engine, redis_client=self.redis, scheduler=self.scheduler
+            self.settings.memory,
+            store=self.store,
+            engine=self.engine,
+            redis_client=self.redis,
+            scheduler=self.scheduler,
         )
 
     @cached_property
@@ -256,7 +275,7 @@ class Runtime:
         """The one writer of USER.md and MEMORY.md (the configured provider)."""
         from memjobs_worker.sessions.build import build_memory_service
 
-        service = build_memory_service(self.settings, lambda: self.db, self.audit)
+        service = build_memory_service(self.settings.sessions, self.settings.data_dir, lambda: self.db, self.audit)
         self._closing.callback(service.close)
         return service
 
@@ -284,7 +303,9 @@ class Runtime:
         check_knowledge_vectors(
             knowledge.engine, model_id(self.settings.embedding), self.settings.embedding.vector_dims
         )
-        embedder: RemoteEmbedder = build_embedder(self.settings, self.model_share, self.model_breakers["embed"])
+        embedder: RemoteEmbedder = build_embedder(
+            self.settings.model, self.settings.embedding, self.model_share, self.model_breakers["embed"]
+        )
         return embedder
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:

@@ -116,8 +116,8 @@ class Stack:
         # From here on the terminal is for the banner, the notices and the stop.
         configure_logging(level=s.logs.level, stream=self._logs.stream())
         asked = s
-        self.settings, self.metrics_url, problem = claim_metrics_address(s)
-        s = self.settings
+        metrics, self.metrics_url, problem = claim_metrics_address(s.metrics)
+        s = self.settings = s.model_copy(update={"metrics": metrics})
         if problem:
             self.notices.append(problem)
         if problem and self.metrics_url is None:
@@ -150,15 +150,19 @@ class Stack:
         from memjobs_worker.ops.reembed import pending, reembed
 
         assert self._logs is not None
-        if self.settings.memory.enabled:
-            build_embedder(self.settings)  # a local model missing on this platform refuses the start
-        left = pending(self.settings, database_url)
+        s = self.settings
+        if s.memory.enabled:
+            build_embedder(s.model, s.embedding)  # a local model missing on this platform refuses the start
+        left = pending(s.embedding, s.memory, s.knowledge, database_url)
         if not left.required:
             return
         logs = self._logs
         started = time.monotonic()
         memories, chunks = reembed(
-            self.settings,
+            s.model,
+            s.embedding,
+            s.memory,
+            s.knowledge,
             database_url,
             progress=lambda what, done, total: logs.log(
                 logging.INFO, "reembed", what=what, done=done, total=total, model=left.model
@@ -199,7 +203,7 @@ class Stack:
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
         if self.metrics_url is not None:
             env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics.port)  # moved when taken
-            prepare_metrics_dir(self.settings, env)
+            prepare_metrics_dir(self.settings.metrics_dir, env)
         else:
             env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         # Its own process group: the terminal's signals (Ctrl-C, hang-up) reach
@@ -219,7 +223,13 @@ class Stack:
         """Every ``sweep_interval_ms`` until stopped: the pending sweeper, and an
         append-only rewrite of the embedded Redis after forgets."""
         assert self.endpoints is not None
-        client = producer_client(self.settings, redis_url=self.endpoints.redis_url)
+        client = producer_client(
+            self.settings.redis,
+            self.settings.memory,
+            self.settings.sessions,
+            self.settings.knowledge,
+            redis_url=self.endpoints.redis_url,
+        )
         runtime = self._runtime = Runtime(self.settings, self.endpoints, client)
         rewrite = self.servers.redis is not None
         rewriter: ForgetRewriter | None = None

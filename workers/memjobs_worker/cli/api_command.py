@@ -32,7 +32,9 @@ def api(settings: Settings, args: argparse.Namespace) -> int:
         overrides["port"] = args.port
     if overrides:
         settings = settings.updated(api=overrides)
-    server = ApiServer(settings, resolve_endpoints(settings))  # refuses unsafe settings first
+    server = ApiServer(
+        settings, resolve_endpoints(settings.data_dir, settings.redis, settings.database)
+    )  # refuses unsafe settings first
     configure_logging(level=settings.logs.level)
     print(f"memjobs API on {server.url}; Ctrl-C stops it", flush=True)
     server.run()

@@ -18,27 +18,28 @@ from typing import Any
 from urllib.parse import urlencode
 
 from memjobs_worker.cli.stack_view import StackView
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import ApiSettings
 
 TIMEOUT_S = 10.0
 
 
 def api_get(
     view: StackView | None,
-    settings: Settings,
+    api: ApiSettings,
     path: str,
     owner: str,
     params: dict[str, Any],
     body: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """``GET path?params`` on the running stack's API for ``owner`` (``POST``
+    """``GET path?params`` on the running stack's API for ``owner`` with ``api``'s
+    token (``POST
     of the JSON ``body`` when one is given: recall); None when the API cannot
     answer this read (see the module's docstring)."""
     if view is None or view.stack is None or not view.stack.api_url:
         return None
     if not view.stack.api_url.startswith("http://"):
         return None
-    token = settings.api.host_token or settings.api.gateway_token
+    token = api.host_token or api.gateway_token
     wants_token = any(view.secrets_set.get(name) for name in ("api.gateway_token", "api.host_token", "api.token_key"))
     if wants_token and token is None:
         return None

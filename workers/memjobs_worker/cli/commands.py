@@ -10,6 +10,7 @@ and a listing read through the running stack's API start in a blink.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from memjobs_client.errors import ConfigurationError, InvalidPayload
@@ -73,7 +74,7 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
     listing: list[dict[str, Any]]
     via_api = api_get(
         _paged(args),
-        settings,
+        settings.api,
         "/v1/sources",
         args.owner,
         {"limit": args.limit + 1, "include_text": str(args.show_text).lower()},
@@ -107,7 +108,7 @@ def sources(settings: Settings, args: argparse.Namespace) -> int:
 
 def memories(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
-    via_api = api_get(_paged(args), settings, "/v1/memories", args.owner, {"limit": args.limit + 1})
+    via_api = api_get(_paged(args), settings.api, "/v1/memories", args.owner, {"limit": args.limit + 1})
     if via_api is not None:
         found = [
             {"memory_id": m["memory_id"], "text": m["text"], "source_ids": m["source_ids"]} for m in via_api["memories"]
@@ -135,7 +136,7 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     key = owner_arg(args.owner)
     via_api = api_get(
         getattr(args, "stack_view", None),
-        settings,
+        settings.api,
         "/v1/recall",
         args.owner,
         {},
@@ -154,27 +155,27 @@ def recall(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def refuse_leftovers(settings: Settings) -> None:
-    """Refuse to look at the stack when none runs here but a dead ``memjobs up`` left
+def refuse_leftovers(data_dir: Path) -> None:
+    """Refuse to look at the stack when none runs in ``data_dir`` but a dead ``memjobs up`` left
     processes running.
 
     Raises:
         ConfigurationError: what was left running, in one line.
     """
-    if read_stack(settings.data_dir) is not None:
+    if read_stack(data_dir) is not None:
         return
     from memjobs_worker.embedded.leftovers import find_leftovers
 
-    left = find_leftovers(settings.data_dir)
+    left = find_leftovers(data_dir)
     if left:
         raise ConfigurationError(
-            f"no memjobs stack is running in {settings.data_dir}, but a memjobs up that died left "
+            f"no memjobs stack is running in {data_dir}, but a memjobs up that died left "
             f"{', '.join(str(x) for x in left)} running: `memjobs down` stops them"
         )
 
 
 def status(settings: Settings, args: argparse.Namespace) -> int:
-    refuse_leftovers(settings)
+    refuse_leftovers(settings.data_dir)
     from memjobs_worker.ops import status as ops
 
     with runtime_for(settings) as rt:
@@ -193,7 +194,7 @@ def status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def check(settings: Settings, args: argparse.Namespace) -> int:
-    refuse_leftovers(settings)
+    refuse_leftovers(settings.data_dir)
     from memjobs_worker.ops import status as ops
 
     with runtime_for(settings) as rt:

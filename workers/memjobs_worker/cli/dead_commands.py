@@ -73,7 +73,7 @@ def options(p: argparse.ArgumentParser) -> None:
 def dead_letters(settings: Settings) -> Iterator[DeadLetters]:
     from memjobs_worker.runtime import open_door  # the broker, as every door builds it
 
-    runtime = open_door(settings, resolve_endpoints(settings))
+    runtime = open_door(settings, resolve_endpoints(settings.data_dir, settings.redis, settings.database))
     try:
         yield DeadLetters(runtime.redis, runtime.client.broker)
     finally:

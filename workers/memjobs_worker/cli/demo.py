@@ -36,7 +36,7 @@ NOTE = {
 def run_demo(settings: Settings) -> int:
     stack: Stack | None = None
     if (settings.redis.url and settings.database.url) or read_stack(settings.data_dir):
-        endpoints = resolve_endpoints(settings)
+        endpoints = resolve_endpoints(settings.data_dir, settings.redis, settings.database)
         step(0, "using the running memjobs stack")
     else:
         step(
@@ -67,7 +67,9 @@ def run_demo(settings: Settings) -> int:
 
 
 def _scenario(settings: Settings, endpoints: Endpoints) -> int:
-    client = producer_client(settings, redis_url=endpoints.redis_url)
+    client = producer_client(
+        settings.redis, settings.memory, settings.sessions, settings.knowledge, redis_url=endpoints.redis_url
+    )
     runtime = Runtime(settings, endpoints, client)
     owner = f"demo-{uuid.uuid4().hex[:8]}"
     key = owner_key(owner)
@@ -113,15 +115,17 @@ def _scenario(settings: Settings, endpoints: Endpoints) -> int:
         _show(runtime, key, "what am I allergic to?")
         step(8, "recall 'short answers'")
         _show(runtime, key, "short answers")
-        code = _end_of_session(settings, runtime, client, owner, key)
-        return code if code != exits.OK else _knowledge(settings, runtime, client, owner, key)
+        consolidating = settings.model.name if settings.consolidation_enabled else None
+        code = _end_of_session(consolidating, runtime, client, owner, key)
+        return code if code != exits.OK else _knowledge(settings.knowledge.enabled, runtime, client, owner, key)
     finally:
         runtime.close()
         client.close()
 
 
-def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
-    if not settings.consolidation_enabled:
+def _end_of_session(model: str | None, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
+    """Step 9: ``model`` (its name; None: automatic consolidation is off) proposes patches."""
+    if model is None:
         step(
             9,
             "end of session: skipped, automatic consolidation is off (no model endpoint "
@@ -129,7 +133,7 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
             "OpenAI-compatible server; or QWEN_AUDIO_MEMORY_AUTO=off)",
         )
         return exits.OK
-    step(9, f"end of session: {settings.model.name} proposes patches to USER.md and MEMORY.md")
+    step(9, f"end of session: {model} proposes patches to USER.md and MEMORY.md")
     transcript = [{"role": "user", "text": text, "ts": datetime.now(UTC).isoformat()} for text in CONVERSATION]
     sent = client.end_session(owner, "demo", transcript)
     print(f"    enqueued: {', '.join(sent)}")
@@ -145,8 +149,8 @@ def _end_of_session(settings: Settings, runtime: Runtime, client: MemjobsClient,
     return exits.OK
 
 
-def _knowledge(settings: Settings, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
-    if not settings.knowledge.enabled:
+def _knowledge(knowledge_on: bool, runtime: Runtime, client: MemjobsClient, owner: str, key: str) -> int:
+    if not knowledge_on:
         step(10, "knowledge: skipped, it is off on this stack (opt-in: MEMJOBS_KNOWLEDGE=on)")
         return exits.OK
     step(10, "knowledge (opt-in, on for the demo): the user's note indexed with consent, then searched")

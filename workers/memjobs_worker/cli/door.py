@@ -32,7 +32,13 @@ def owner_arg(value: str) -> str:
 @contextmanager
 def producer_for(settings: Settings) -> Iterator[MemjobsClient]:
     """The producer client on the configured (or running embedded) Redis."""
-    client = producer_client(settings, redis_url=resolve_endpoints(settings).redis_url)
+    client = producer_client(
+        settings.redis,
+        settings.memory,
+        settings.sessions,
+        settings.knowledge,
+        redis_url=resolve_endpoints(settings.data_dir, settings.redis, settings.database).redis_url,
+    )
     try:
         yield client
     finally:
@@ -45,7 +51,7 @@ def runtime_for(settings: Settings) -> Iterator[Runtime]:
     its personal memory decides forgets at once, as the HTTP API's does."""
     from memjobs_worker.runtime import open_door  # the whole worker: only the commands that read it
 
-    runtime = open_door(settings, resolve_endpoints(settings))
+    runtime = open_door(settings, resolve_endpoints(settings.data_dir, settings.redis, settings.database))
     try:
         yield runtime
     finally:

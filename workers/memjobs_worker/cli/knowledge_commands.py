@@ -24,7 +24,7 @@ from memjobs_worker.cli.progress import Progress
 from memjobs_worker.knowledge.search import MAX_K, search_with
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import MAX_DEPTH, MAX_FILES
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import KnowledgeSettings, Settings
 
 
 def reindex(settings: Settings, args: argparse.Namespace) -> int:
@@ -135,7 +135,9 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
         if not key:
             raise InvalidPayload(f"knowledge {args.op} needs --owner")
         if args.op == "list":
-            rows = _with_the_reindex_on_its_way(rt, key, [_document(d, settings) for d in rt.knowledge.documents(key)])
+            rows = _with_the_reindex_on_its_way(
+                rt, key, [_document(d, settings.knowledge) for d in rt.knowledge.documents(key)]
+            )
             emit(
                 limited(rows, args, "documents"),
                 as_json=args.json,
@@ -166,15 +168,15 @@ def knowledge(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def size_limit(reason: str | None, settings: Settings) -> str | None:
+def size_limit(reason: str | None, knowledge: KnowledgeSettings) -> str | None:
     """The cap a ``too_large`` refusal ran into, said with its setting."""
     if reason == "too_large":
         return (
-            f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={settings.knowledge.max_file_bytes} bytes per file, "
-            f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={settings.knowledge.max_doc_chars} characters per document"
+            f"MEMJOBS_KNOWLEDGE_MAX_FILE_BYTES={knowledge.max_file_bytes} bytes per file, "
+            f"MEMJOBS_KNOWLEDGE_MAX_DOC_CHARS={knowledge.max_doc_chars} characters per document"
         )
     if reason == "corpus_too_large":
-        return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={settings.knowledge.max_corpus_chars} characters per corpus"
+        return f"MEMJOBS_KNOWLEDGE_MAX_CORPUS_CHARS={knowledge.max_corpus_chars} characters per corpus"
     return None
 
 
@@ -207,14 +209,14 @@ def _with_the_reindex_on_its_way(rt: Any, key: str, stored: list[dict[str, Any]]
     return new + stored
 
 
-def _document(d: Any, settings: Settings) -> dict[str, Any]:
+def _document(d: Any, knowledge: KnowledgeSettings) -> dict[str, Any]:
     return {
         "doc_id": d.doc_id,
         "title": d.title,
         "source": d.source_label,
         "state": d.state,
         "reason": d.reason,
-        "limit": size_limit(d.reason, settings),
+        "limit": size_limit(d.reason, knowledge),
         "chars": d.chars,
         "chunks": d.chunks,
         "updated_at": d.updated_at.isoformat(),

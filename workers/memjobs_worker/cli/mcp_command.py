@@ -52,7 +52,7 @@ def mcp(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError:
         raise InvalidPayload("--owner must not be empty") from None
     configure_logging(level=settings.logs.level)  # stderr: stdout is the protocol's
-    rt = open_door(settings, resolve_endpoints(settings))
+    rt = open_door(settings, resolve_endpoints(settings.data_dir, settings.redis, settings.database))
     try:
         if args.memory:
             tools = MemoryTools(ServiceToolBackend(rt, rt.personal_memory.recall), source="mcp")

@@ -20,7 +20,7 @@ from memjobs_client.payloads import build_payload
 from memjobs_worker.cli import exits
 from memjobs_worker.cli.door import owner_arg, producer_for, runtime_for
 from memjobs_worker.cli.output import emit, error, for_people, say
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import SessionSettings, Settings
 
 _NO_MODEL = (
     "no model endpoint is configured (set DASHSCOPE_API_KEY, or QWEN_AUDIO_MEMORY_BASE_URL "
@@ -76,18 +76,15 @@ def forget(settings: Settings, args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def switched_off(settings: Settings) -> list[dict[str, str]]:
-    """The session-end jobs these settings switch off, each with why."""
+def switched_off(sessions: SessionSettings, model_configured: bool) -> list[dict[str, str]]:
+    """The session-end jobs these settings switch off (``model_configured``:
+    :attr:`Settings.model_configured`), each with why."""
     off = []
-    if not settings.consolidation_enabled:
-        why = "QWEN_AUDIO_MEMORY_AUTO=off" if settings.sessions.memory_auto == "off" else _NO_MODEL
+    if sessions.memory_auto == "off" or not model_configured:
+        why = "QWEN_AUDIO_MEMORY_AUTO=off" if sessions.memory_auto == "off" else _NO_MODEL
         off.append({"job": "consolidate_session", "why": why})
-    if not settings.digest_enabled:
-        why = (
-            "QWEN_AUDIO_SESSION_DIGEST is off (set it to on)"
-            if settings.sessions.session_digest == "off"
-            else _NO_MODEL
-        )
+    if sessions.session_digest == "off" or not model_configured:
+        why = "QWEN_AUDIO_SESSION_DIGEST is off (set it to on)" if sessions.session_digest == "off" else _NO_MODEL
         off.append({"job": "digest_session", "why": why})
     return off
 
@@ -141,7 +138,7 @@ def end_session(settings: Settings, args: argparse.Namespace) -> int:
         document["opted_out"] = opted_out
     # Queued all the same: the workers decide with their settings; with these
     # (those of `memjobs up` on this machine) they skip what is switched off.
-    off = [item for item in switched_off(settings) if item["job"] not in opted_out]
+    off = [item for item in switched_off(settings.sessions, settings.model_configured) if item["job"] not in opted_out]
     if off:
         document["switched_off"] = off
     if args.json:

@@ -34,7 +34,9 @@ def options(p: argparse.ArgumentParser) -> None:
 
 
 def queue(settings: Settings, args: argparse.Namespace) -> int:
-    client = connect_redis(resolve_endpoints(settings).redis_url, settings.redis)
+    client = connect_redis(
+        resolve_endpoints(settings.data_dir, settings.redis, settings.database).redis_url, settings.redis
+    )
     try:
         pauses = QueuePauses(client)
         if args.action == "list":

@@ -23,8 +23,8 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.ops.reembed import pending
     from memjobs_worker.ops.reembed import reembed as run
 
-    database_url = resolve_endpoints(settings).database_url
-    left = pending(settings, database_url)
+    database_url = resolve_endpoints(settings.data_dir, settings.redis, settings.database).database_url
+    left = pending(settings.embedding, settings.memory, settings.knowledge, database_url)
     if args.check:
         emit(
             {
@@ -52,7 +52,9 @@ def reembed(settings: Settings, args: argparse.Namespace) -> int:
         report = reports.setdefault(what, Progress(f"{what}", doing="re-embedding", as_json=args.json))
         report.update(total - done, total=total, detail=f"with {left.model}", force=done in (0, total))
 
-    memories, chunks = run(settings, database_url, progress=progress)
+    memories, chunks = run(
+        settings.model, settings.embedding, settings.memory, settings.knowledge, database_url, progress=progress
+    )
     for report in reports.values():
         report.clear()
     if args.json:

@@ -87,7 +87,7 @@ def sessions(settings: Settings, args: argparse.Namespace) -> int:
             )
             return exits.OK
         recalled = rt.sessions.recall_sessions(owner_arg(args.owner), args.days)
-    for item in switched_off(settings):
+    for item in switched_off(settings.sessions, settings.model_configured):
         if item["job"] == "digest_session":
             # stderr: stdout stays one JSON document with --json
             say(

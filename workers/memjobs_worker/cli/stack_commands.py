@@ -18,7 +18,7 @@ from memjobs_worker.cli import exits
 from memjobs_worker.cli.output import error, say
 from memjobs_worker.cli.progress import Progress
 from memjobs_worker.embedded.stack import read_stack
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, KnowledgeSettings, MemorySettings, Settings
 
 DOWN_TIMEOUT_S = 180.0  # up's own stop: sweeper 30 s, workers 60 s, PostgreSQL 60 s, Redis 20 s
 
@@ -131,8 +131,10 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
     from memjobs_worker.ops.server import prepare_metrics_dir, probe_metrics_address
     from memjobs_worker.pools import worker_command
 
-    endpoints = resolve_endpoints(settings)  # fail here, clearly, rather than in every process
-    refuse_other_embedders(settings, endpoints.database_url)
+    endpoints = resolve_endpoints(
+        settings.data_dir, settings.redis, settings.database
+    )  # fail here, clearly, rather than in every process
+    refuse_other_embedders(settings.embedding, settings.memory, settings.knowledge, endpoints.database_url)
     os.umask(0o077)  # mem0's history and anything else under the data directory: owner-only
     command = worker_command(
         args.processes or settings.workers.worker_processes, args.threads or settings.workers.worker_threads
@@ -145,12 +147,14 @@ def worker(settings: Settings, args: argparse.Namespace) -> int:
         logging.getLogger("memjobs_worker.ops.server").warning(problem)
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     elif metrics:
-        prepare_metrics_dir(settings, env)
+        prepare_metrics_dir(settings.metrics_dir, env)
     os.execve(command[0], command, env)  # noqa: S606 - the stack's own command, built above
     return exits.FAILED  # pragma: no cover - execv does not return
 
 
-def refuse_other_embedders(settings: Settings, database_url: str) -> None:
+def refuse_other_embedders(
+    embedding: EmbeddingSettings, memory: MemorySettings, knowledge: KnowledgeSettings, database_url: str
+) -> None:
     """Refuse to start workers over vectors another embedder made (an upgrade
     changed the default, or a setting changed): their jobs would fail one by
     one. ``memjobs up`` re-embeds by itself; hosts of their own run
@@ -166,7 +170,7 @@ def refuse_other_embedders(settings: Settings, database_url: str) -> None:
     from memjobs_worker.ops.reembed import pending
 
     try:
-        left = pending(settings, database_url)
+        left = pending(embedding, memory, knowledge, database_url)
     except (psycopg.OperationalError, BackendUnavailable):
         return
     if left.required:

@@ -19,7 +19,7 @@ from typing import Any
 
 from memjobs_worker.embedding.fair import BoundedEmbedder, ModelShare
 from memjobs_worker.model_breaker import ModelBreaker
-from memjobs_worker.settings import EmbeddingSettings, Settings
+from memjobs_worker.settings import ApiSettings, EmbeddingSettings, ModelSettings
 
 #: The identity of the hashed embedder's vectors (its features and hashing are fixed).
 HASHING_ID = "hashing-v1"
@@ -36,16 +36,23 @@ def model_id(embedding: EmbeddingSettings) -> str:
     return HASHING_ID
 
 
-def model_share(settings: Settings) -> ModelShare:
+def model_share(embedding: EmbeddingSettings, api: ApiSettings) -> ModelShare:
     """The model slots of one process (:class:`~memjobs_worker.embedding.fair.ModelShare`):
     ``MEMJOBS_EMBEDDING_SLOTS`` at once, ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
-    return ModelShare(slots=settings.embedding.slots, per_party=settings.api.model_per_owner)
+    return ModelShare(slots=embedding.slots, per_party=api.model_per_owner)
 
 
-def build_embedder(settings: Settings, share: ModelShare | None = None, breaker: ModelBreaker | None = None) -> Any:
+def build_embedder(
+    model: ModelSettings,
+    embedding: EmbeddingSettings,
+    share: ModelShare | None = None,
+    breaker: ModelBreaker | None = None,
+) -> Any:
     """The embedding service, the local model, or the hashed embedder (in that order
     of precedence); the local model loads on first use. The service and the local
-    model take turns on ``share`` (a new one when none is given) and get at most
+    model take turns on ``share`` (when none is given, a new one of
+    ``MEMJOBS_EMBEDDING_SLOTS``: its per-owner bound counts only the API's
+    requests, made on the process's share) and get at most
     ``MEMJOBS_EMBEDDING_MAX_CHARS`` characters of a text
     (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`). ``breaker``: the
     embedding service's circuit breaker (:func:`memjobs_worker.model_breaker.breakers`).
@@ -56,22 +63,22 @@ def build_embedder(settings: Settings, share: ModelShare | None = None, breaker:
     """
     from memjobs_worker.model_client import remote_embedder
 
-    share = share or model_share(settings)
-    remote = remote_embedder(settings.model, settings.embedding, breaker)
+    share = share or ModelShare(slots=embedding.slots)
+    remote = remote_embedder(model, embedding, breaker)
     if remote is not None:
-        return BoundedEmbedder(remote, share, settings.embedding.max_chars)
-    if settings.embedding.local_embedder == "e5":
+        return BoundedEmbedder(remote, share, embedding.max_chars)
+    if embedding.local_embedder == "e5":
         from memjobs_worker.embedding.local import LocalEmbedder
 
         return BoundedEmbedder(
-            LocalEmbedder(settings.embedding.local_embedder_threads),
+            LocalEmbedder(embedding.local_embedder_threads),
             share,
-            settings.embedding.max_chars,
-            batch_queries=settings.embedding.batch_queries,
+            embedding.max_chars,
+            batch_queries=embedding.batch_queries,
         )
     from memjobs_worker.embedding.hashing import HashingEmbedder
 
-    return HashingEmbedder(settings.embedding.offline_dims)
+    return HashingEmbedder(embedding.offline_dims)
 
 
 def semantic(embedding: EmbeddingSettings) -> bool:

@@ -59,7 +59,10 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
-    """A ready API instance on these settings and endpoints (closed with the app's lifespan)."""
+    """A ready API instance on these settings and endpoints (closed with the app's lifespan).
+
+    The API's composition root, with :class:`~memjobs_worker.http.context.ApiContext`:
+    it takes every section because the door's runtime it builds reads them all."""
     context = ApiContext(settings, endpoints)
     body = settings.api.max_body_bytes
     mcp = McpEndpoint(context, enabled=settings.knowledge.enabled, max_body_bytes=body)  # /mcp: docs/mcp.md

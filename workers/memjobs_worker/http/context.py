@@ -45,12 +45,11 @@ from memjobs_worker.memory.pipeline import RecallHit
 from memjobs_worker.memory.service import PersonalMemory
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import BreakerState
+from memjobs_worker.observability.retrying import stale_after_ms
 from memjobs_worker.ops import status as ops_status
 from memjobs_worker.runtime import open_door
-from memjobs_worker.sessions.blackboard import BlackboardStore
-from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService
-from memjobs_worker.sessions.store import SessionStore
-from memjobs_worker.settings import Settings
+from memjobs_worker.sessions.build import SessionStores
+from memjobs_worker.settings import ApiSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -63,18 +62,10 @@ CLAIM: contextvars.ContextVar[Claim | None] = contextvars.ContextVar("memjobs_ap
 BACKEND_THREADS = 8
 
 
-class ApiParts(Protocol):
+class ApiParts(SessionStores, Protocol):
     """The stores the routes read, each built when first read (the process's
-    :class:`~memjobs_worker.runtime.Runtime` is one)."""
+    :class:`~memjobs_worker.runtime.Runtime` is one): session end's, and the ledger."""
 
-    @property
-    def memory_docs(self) -> MemoryService: ...
-    @property
-    def audit(self) -> AuditTrail: ...
-    @property
-    def sessions(self) -> SessionStore: ...
-    @property
-    def blackboard(self) -> BlackboardStore: ...
     @property
     def store(self) -> StateStore:
         """The ledger (the console's counts)."""
@@ -85,12 +76,17 @@ class ApiContext:
     """The collaborators of one API instance.
 
     Parameters:
-        settings: read once by the entry point.
+        settings: read once by the entry point; every section, for the door's
+            runtime (:func:`~memjobs_worker.runtime.open_door`). The routes see
+            only what they read: :attr:`api`, :attr:`knowledge_on`, :attr:`stale_after_ms`.
         endpoints: where Redis and the state store are.
     """
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
-        self.settings = settings
+        self.api: ApiSettings = settings.api
+        self.knowledge_on = settings.knowledge.enabled
+        #: When a retrying job's worker counts as gone (the console's views).
+        self.stale_after_ms = stale_after_ms(settings.workers)
         self.tokens = Tokens.from_settings(settings.api)
         self.metrics = ApiMetrics()
         self.timeout_s = settings.api.backend_timeout_ms / 1000

@@ -48,7 +48,9 @@ class ApiServer:
     """One uvicorn server of the API.
 
     Parameters:
-        settings: the API settings (checked by :func:`~memjobs_worker.http.auth.check_bind`).
+        settings: every section, for :func:`~memjobs_worker.http.app.create_app` (the
+            API's composition root); the API section is checked by
+            :func:`~memjobs_worker.http.auth.check_bind` first.
         endpoints: where Redis and the state store are.
 
     Raises:
@@ -57,7 +59,6 @@ class ApiServer:
 
     def __init__(self, settings: Settings, endpoints: Endpoints) -> None:
         check_bind(settings.api)
-        self.settings = settings
         self.sock = _bind(settings.api.host, settings.api.port)
         self.tls = settings.api.tls_cert is not None
         app = create_app(settings, endpoints)

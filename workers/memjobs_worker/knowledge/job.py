@@ -34,7 +34,7 @@ from memjobs_worker.knowledge.parts import CorpusParts
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.lease import LeaseLock
 from memjobs_worker.observability.metrics import lock_hook
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, KnowledgeSettings
 
 log = logging.getLogger(__name__)
 
@@ -55,22 +55,23 @@ def _progress(step: Callable[[redis.Redis, str], None], client: redis.Redis, own
 def run_reindex(
     payload: ReindexKnowledge,
     *,
-    settings: Settings,
+    knowledge: KnowledgeSettings,
+    embedding: EmbeddingSettings,
+    lease_ms: int,
     parts: KnowledgeParts,
 ) -> str:
-    """Index ``payload`` for its owner under the owner's reindex lock; the job's outcome.
+    """Index ``payload`` for its owner under the owner's reindex lock (a lease of
+    ``lease_ms``); the job's outcome.
     The store and the embedder of ``parts`` are read (so built) under the lock only.
 
     Raises:
         TransientError: another reindex of this owner holds the lock (``reindex_busy``).
         ModelUnavailable: the embedding service failed (nothing of this message written).
     """
-    if not settings.knowledge.enabled:
+    if not knowledge.enabled:
         return "disabled"  # switched off since it was enqueued, or a hand-made message
     redis_client = parts.redis
-    lock = LeaseLock(
-        redis_client, "reindex", payload.owner_key, lease_ms=settings.memory.lease_ms, on_event=lock_hook("reindex")
-    )
+    lock = LeaseLock(redis_client, "reindex", payload.owner_key, lease_ms=lease_ms, on_event=lock_hook("reindex"))
     deadline = time.monotonic() + (PART_WAIT_S if payload.part is not None else 0.0)
     while lock.try_acquire() is None:
         if time.monotonic() >= deadline:
@@ -84,14 +85,14 @@ def run_reindex(
             corpus = parts.knowledge
             cache = None
             if service is not None:
-                cache = EmbeddingCache(corpus.engine, model_id(settings.embedding), settings.embedding.vector_dims)
+                cache = EmbeddingCache(corpus.engine, model_id(embedding), embedding.vector_dims)
                 cache.prune()  # attempts that never succeeded, of any owner
             done = reindex(
                 payload,
                 store=corpus,
                 embed=service.embed_batch if service is not None else None,
-                dims=settings.embedding.vector_dims if service is not None else None,
-                knowledge=settings.knowledge,
+                dims=embedding.vector_dims if service is not None else None,
+                knowledge=knowledge,
                 parts=CorpusParts(redis_client).record,
                 cache=cache,
             )

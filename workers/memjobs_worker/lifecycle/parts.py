@@ -24,18 +24,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from memjobs_client.contracts import owner_key
+from memjobs_worker.knowledge.build import KnowledgeParts
+from memjobs_worker.memory.build import MemoryParts
+from memjobs_worker.sessions.build import SessionStores
 
 if TYPE_CHECKING:
-    import redis
     from sqlalchemy.engine import Engine
 
-    from memjobs_worker.knowledge.store import KnowledgeStore
     from memjobs_worker.memory.engine.base import MemoryEngine
-    from memjobs_worker.memory.intake import ExtractionScheduler
-    from memjobs_worker.memory.pipeline import MemoryPipeline
-    from memjobs_worker.model_client import RemoteEmbedder
-    from memjobs_worker.sessions.blackboard import BlackboardStore
-    from memjobs_worker.sessions.memory_docs import MemoryService
 
 Record = dict[str, Any]
 
@@ -54,29 +50,16 @@ class Owner:
         return cls(owner_id, owner_key(owner_id))
 
 
-class StackParts(Protocol):
+class StackParts(MemoryParts, SessionStores, KnowledgeParts, Protocol):
     """What the parts read of a stack (the :class:`~memjobs_worker.runtime.Runtime`
-    is one): each is built on its first read, so a part builds only what it
-    uses; an erasure builds neither mem0 nor an embedder."""
+    is one): every feature's parts, the database and mem0. Each is built on its
+    first read, so a part builds only what it uses; an erasure builds neither
+    mem0 nor an embedder."""
 
     @property
     def db(self) -> Engine: ...
     @property
-    def redis(self) -> redis.Redis: ...
-    @property
-    def scheduler(self) -> ExtractionScheduler: ...
-    @property
-    def pipeline(self) -> MemoryPipeline: ...
-    @property
     def engine(self) -> MemoryEngine: ...
-    @property
-    def memory_docs(self) -> MemoryService: ...
-    @property
-    def blackboard(self) -> BlackboardStore: ...
-    @property
-    def knowledge(self) -> KnowledgeStore: ...
-    @property
-    def knowledge_embedder(self) -> RemoteEmbedder | None: ...
 
 
 @dataclass

@@ -20,22 +20,28 @@ from memjobs_worker.memory.build import MemoryParts, ensure_memory_on
 from memjobs_worker.memory.intake import remember
 from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
 from memjobs_worker.model_output import ModelOutputInvalid
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import MemorySettings, WorkerSettings
 
 log = logging.getLogger(__name__)
 
 
-def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *, parts: MemoryParts) -> Actors:
+def declare_memory_actors(
+    broker: dramatiq.Broker,
+    memory: MemorySettings,
+    workers: WorkerSettings,
+    *,
+    rules: contracts.SourceRules,
+    parts: MemoryParts,
+) -> Actors:
     """Register the personal-memory actors; each reads the parts it uses from
     ``parts`` when it runs (``remember_source`` the ledger and the scheduler
     alone). ``forget_source`` first asks whether the owner sent the source (in
     the ledger, or its remember queued:
     :meth:`memjobs_worker.memory.service.PersonalMemory.was_sent`)."""
-    rules = settings.source_rules()
 
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs, rules)
-        ensure_memory_on(settings)  # the ledger and scheduler alone would not say so
+        ensure_memory_on(memory)  # the ledger and scheduler alone would not say so
         report(remember(parts.store, parts.scheduler, payload, sent_at=sent_at()))
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
@@ -84,7 +90,7 @@ def declare_memory_actors(broker: dramatiq.Broker, settings: Settings, *, parts:
     broker.add_middleware(ClearMarkerOnDeadLetter(lambda: parts.scheduler), before=Retries)
     return declare(
         broker,
-        settings.workers,
+        workers,
         [
             (contracts.ACTOR_REMEMBER, remember_source, {}),
             (contracts.ACTOR_EXTRACT, extract_facts, {"time_limit": 3_600_000}),

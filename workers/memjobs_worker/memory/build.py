@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
@@ -17,7 +18,7 @@ from memjobs_worker.memory.intake import ExtractionScheduler, RedisExtractionSch
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store.base import StateStore
 from memjobs_worker.model_breaker import ModelBreaker
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, MemorySettings, ModelSettings
 
 if TYPE_CHECKING:
     from memjobs_worker.embedding.fair import ModelShare
@@ -52,22 +53,25 @@ class MemoryParts(Protocol):
         ...
 
 
-def ensure_memory_on(settings: Settings) -> None:
+def ensure_memory_on(memory: MemorySettings) -> None:
     """Raises:
     MemoryOff: personal memory is switched off (its jobs are refused, nothing allocated).
     """
-    if not settings.memory.enabled:
+    if not memory.enabled:
         raise MemoryOff()
 
 
 def build_engine(
-    settings: Settings,
-    database_url: str,
-    breakers: Mapping[str, ModelBreaker] | None = None,
+    memory: MemorySettings,
+    model: ModelSettings,
+    embedding: EmbeddingSettings,
     *,
+    database_url: str,
+    data_dir: Path,
+    breakers: Mapping[str, ModelBreaker] | None = None,
     share: ModelShare | None = None,
 ) -> MemoryEngine:
-    """mem0 on the state database's pgvector, with the configured model and
+    """mem0 on the state database's pgvector (its own files under ``data_dir``), with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
     local model, or the hashed embedder) behind their circuit ``breakers`` (by
     service: :func:`memjobs_worker.model_breaker.breakers`), refused when the stored
@@ -78,35 +82,35 @@ def build_engine(
     Raises:
         MemoryOff: personal memory is switched off.
     """
-    ensure_memory_on(settings)
+    ensure_memory_on(memory)
     from memjobs_worker.embedding import build_embedder, model_id
     from memjobs_worker.memory.engine.mem0_engine import Mem0Engine  # mem0 is heavy: only when used
     from memjobs_worker.model_client import chat_model  # openai too
 
     return Mem0Engine(
         database_url=libpq_url(database_url),
-        data_dir=settings.data_dir / "mem0",
-        dims=settings.embedding.vector_dims,
-        embedder=build_embedder(settings, share, (breakers or {}).get("embed")),
-        chat=chat_model(settings.model, settings.embedding, "extract", (breakers or {}).get("chat")),
-        min_score=settings.memory.recall_min_score,
-        model_id=model_id(settings.embedding),
+        data_dir=data_dir / "mem0",
+        dims=embedding.vector_dims,
+        embedder=build_embedder(model, embedding, share, (breakers or {}).get("embed")),
+        chat=chat_model(model, embedding, "extract", (breakers or {}).get("chat")),
+        min_score=memory.recall_min_score,
+        model_id=model_id(embedding),
     )
 
 
-def build_scheduler(settings: Settings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
+def build_scheduler(memory: MemorySettings, redis_client: redis.Redis, enqueue: Enqueue) -> ExtractionScheduler:
     """The per-owner debounced scheduling of ``extract_facts``."""
     return RedisExtractionScheduler(
         redis_client,
         enqueue,
-        lease_ms=settings.memory.lease_ms,
-        delay_ms=settings.memory.extract_delay_ms,
-        marker_ttl_ms=settings.memory.extract_marker_ttl_ms,
+        lease_ms=memory.lease_ms,
+        delay_ms=memory.extract_delay_ms,
+        marker_ttl_ms=memory.extract_marker_ttl_ms,
     )
 
 
 def build_pipeline(
-    settings: Settings,
+    memory: MemorySettings,
     *,
     store: StateStore,
     engine: MemoryEngine,
@@ -116,15 +120,15 @@ def build_pipeline(
     """The pipeline; a batch is ``MEMJOBS_EXTRACT_BATCH_SIZE`` sources for a model,
     ``MEMJOBS_VERBATIM_BATCH_SIZE`` when sources are stored as they are (one
     embedding call and one insert a batch, no model call to keep small)."""
-    batch_size = settings.memory.extract_batch_size if engine.infers else settings.memory.verbatim_batch_size
+    batch_size = memory.extract_batch_size if engine.infers else memory.verbatim_batch_size
     return MemoryPipeline(
         store=store,
         engine=engine,
         leases=redis_leases(redis_client),
         scheduler=scheduler,
         batch_size=batch_size,
-        lease_ms=settings.memory.lease_ms,
-        max_wait_ms=settings.memory.extract_max_wait_ms,
+        lease_ms=memory.lease_ms,
+        max_wait_ms=memory.extract_max_wait_ms,
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.embedding import build_embedder, model_id, semantic
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import EmbeddingSettings, KnowledgeSettings, MemorySettings, ModelSettings
 
 #: (what, done, total): what is "memories" or "knowledge chunks".
 Progress = Callable[[str, int, int], None]
@@ -51,14 +51,16 @@ class Pending:
         return self.memories > 0 or self.foreign_chunks > 0 or self.bare_chunks > 0
 
 
-def pending(settings: Settings, database_url: str) -> Pending:
+def pending(
+    embedding: EmbeddingSettings, memory: MemorySettings, knowledge: KnowledgeSettings, database_url: str
+) -> Pending:
     """How many memories and chunks a re-embedding would touch (the schema must be migrated)."""
     from memjobs_worker.memory.engine.reembed import memories_to_reembed
 
-    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
-    memories = memories_to_reembed(libpq_url(database_url), model, dims) if settings.memory.enabled else 0
+    model, dims = model_id(embedding), embedding.vector_dims
+    memories = memories_to_reembed(libpq_url(database_url), model, dims) if memory.enabled else 0
     foreign = bare = 0
-    if settings.knowledge.enabled:
+    if knowledge.enabled:
         from memjobs_worker.knowledge.schema import ensure_schema
         from memjobs_worker.knowledge.vectors import chunks_to_reembed
 
@@ -66,7 +68,7 @@ def pending(settings: Settings, database_url: str) -> Pending:
         try:
             ensure_schema(engine)
             foreign = chunks_to_reembed(engine, model, dims, semantic=False)
-            if semantic(settings.embedding):
+            if semantic(embedding):
                 bare = chunks_to_reembed(engine, model, dims, semantic=True) - foreign
         finally:
             engine.dispose()
@@ -74,9 +76,15 @@ def pending(settings: Settings, database_url: str) -> Pending:
 
 
 def reembed(
-    settings: Settings, database_url: str, *, progress: Progress = _quiet, knowledge: bool = True
+    model: ModelSettings,
+    embedding: EmbeddingSettings,
+    memory: MemorySettings,
+    knowledge: KnowledgeSettings,
+    database_url: str,
+    *,
+    progress: Progress = _quiet,
 ) -> tuple[int, int]:
-    """Re-embed memories (and, with ``knowledge``, chunks) with this stack's embedder.
+    """Re-embed memories and knowledge chunks (each when its feature is on) with this stack's embedder.
 
     Returns:
         (memories re-embedded, chunks embedded).
@@ -85,20 +93,20 @@ def reembed(
         ConfigurationError: the local model is chosen but not installed here.
         ModelUnavailable: the embedding service failed (run again: it resumes).
     """
-    model, dims = model_id(settings.embedding), settings.embedding.vector_dims
-    embedder = build_embedder(settings)
+    made_by, dims = model_id(embedding), embedding.vector_dims
+    embedder = build_embedder(model, embedding)
     memories = chunks = 0
-    if settings.memory.enabled:
+    if memory.enabled:
         from memjobs_worker.memory.engine.reembed import reembed_memories
 
         memories = reembed_memories(
             libpq_url(database_url),
             embedder,
-            model,
+            made_by,
             dims,
             progress=lambda done, total: progress("memories", done, total),
         )
-    if knowledge and settings.knowledge.enabled:
+    if knowledge.enabled:
         from memjobs_worker.knowledge.schema import ensure_schema
         from memjobs_worker.knowledge.vectors import reembed_knowledge
 
@@ -107,10 +115,10 @@ def reembed(
             ensure_schema(engine)
             chunks = reembed_knowledge(
                 engine,
-                embedder.embed_batch if semantic(settings.embedding) else None,
-                model,
+                embedder.embed_batch if semantic(embedding) else None,
+                made_by,
                 dims,
-                batch=settings.knowledge.embed_batch,
+                batch=knowledge.embed_batch,
                 progress=lambda done, total: progress("knowledge chunks", done, total),
             )
         finally:

@@ -32,11 +32,11 @@ from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.embedded.process import free_port
-from memjobs_worker.endpoints import resolve_endpoints
+from memjobs_worker.endpoints import Endpoints, resolve_endpoints
 from memjobs_worker.logs import configure_logging
 from memjobs_worker.memory.store.sql import SqlStateStore
 from memjobs_worker.ops.collectors import LedgerCollector, QueueCollector
-from memjobs_worker.settings import MetricsSettings, Settings, load_settings
+from memjobs_worker.settings import MetricsSettings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -82,41 +82,36 @@ def _bindable(host: str, port: int) -> OSError | None:
     return None
 
 
-def claim_metrics_address(settings: Settings) -> tuple[Settings, str | None, str | None]:
+def claim_metrics_address(metrics: MetricsSettings) -> tuple[MetricsSettings, str | None, str | None]:
     """:func:`probe_metrics_address` for ``memjobs up``: a default port that is
-    taken moves to a free one. Returns the settings to run with (their
-    ``metrics_port`` the one served), the URL (None: metrics off) and a notice
+    taken moves to a free one. Returns the metrics settings to run with (their
+    ``port`` the one served), the URL (None: metrics off) and a notice
     for the terminal (None: nothing to say).
 
     Raises:
         ConfigurationError: a port set explicitly cannot be bound and
             ``MEMJOBS_METRICS_BIND_FAILURE=fail``.
     """
-    if (
-        settings.metrics.mode == "off"
-        or "port" in settings.metrics.model_fields_set
-        or _bindable(settings.metrics.host, settings.metrics.port) is None
-    ):
-        url, problem = probe_metrics_address(settings.metrics)
-        return settings, url, problem
-    moved = settings.updated(metrics={"port": free_port(settings.metrics.host)})
-    url, problem = probe_metrics_address(moved.metrics)
+    if metrics.mode == "off" or "port" in metrics.model_fields_set or _bindable(metrics.host, metrics.port) is None:
+        url, problem = probe_metrics_address(metrics)
+        return metrics, url, problem
+    moved = metrics.model_copy(update={"port": free_port(metrics.host)})
+    url, problem = probe_metrics_address(moved)
     if problem is not None:  # lost the free port already: say so, metrics off
-        return settings, None, problem
-    return moved, url, (f"port {settings.metrics.port} is taken; metrics are served on a free port: {url}")
+        return metrics, None, problem
+    return moved, url, (f"port {metrics.port} is taken; metrics are served on a free port: {url}")
 
 
-def prepare_metrics_dir(settings: Settings, env: dict[str, str]) -> None:
-    """Empty the multiprocess directory and name it in ``env`` (done before the
-    worker processes start: stale files of dead processes would be summed)."""
-    directory = settings.metrics_dir
+def prepare_metrics_dir(directory: Path, env: dict[str, str]) -> None:
+    """Empty the multiprocess ``directory`` (``Settings.metrics_dir``) and name it in
+    ``env`` (done before the worker processes start: stale files of dead processes
+    would be summed)."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
 
 
-def build_registry(settings: Settings) -> CollectorRegistry:
-    endpoints = resolve_endpoints(settings)
+def build_registry(endpoints: Endpoints) -> CollectorRegistry:
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
@@ -134,22 +129,23 @@ def serve() -> int:
     """
     settings = load_settings()
     configure_logging(level=settings.logs.level, adopt=True)
-    if not serve_on_thread(settings):
+    if not serve_on_thread(settings.metrics, resolve_endpoints(settings.data_dir, settings.redis, settings.database)):
         return 0
     while True:
         signal.pause()
 
 
-def serve_on_thread(settings: Settings) -> bool:
+def serve_on_thread(metrics: MetricsSettings, endpoints: Endpoints) -> bool:
     """Serve /metrics from a daemon thread of this process (the pools of a
-    small host share one process, and it serves); False when the address was
-    taken between the probe and now (one warning, and the workers run on)."""
+    small host share one process, and it serves), its collectors reading
+    ``endpoints``; False when the address was taken between the probe and now
+    (one warning, and the workers run on)."""
     try:
-        start_http_server(settings.metrics.port, addr=settings.metrics.host, registry=build_registry(settings))
+        start_http_server(metrics.port, addr=metrics.host, registry=build_registry(endpoints))
     except OSError as exc:
         log.warning(
             "metrics endpoint not served: address in use",
-            extra={"address": f"{settings.metrics.host}:{settings.metrics.port}", "error": exc.strerror or str(exc)},
+            extra={"address": f"{metrics.host}:{metrics.port}", "error": exc.strerror or str(exc)},
         )
         return False
     return True

@@ -24,7 +24,7 @@ from memjobs_worker.sessions import run_consolidation, run_digest
 from memjobs_worker.sessions.build import SessionParts
 from memjobs_worker.sessions.endings import EndRunsOnDeadLetter
 from memjobs_worker.sessions.jobs import settle, skip
-from memjobs_worker.settings import Settings
+from memjobs_worker.settings import SessionSettings, WorkerSettings
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import ChatModel
@@ -33,30 +33,32 @@ if TYPE_CHECKING:
 
 def declare_session_actors(
     broker: dramatiq.Broker,
-    settings: Settings,
+    sessions: SessionSettings,
+    workers: WorkerSettings,
     *,
+    rules: contracts.SourceRules,
+    lease_ms: int,
     parts: SessionParts,
 ) -> Actors:
-    """Register the session-end actors on ``parts`` (built when a job first reads them)."""
-    rules = settings.source_rules()
-    lease = timedelta(milliseconds=settings.memory.lease_ms)
+    """Register the session-end actors on ``parts`` (built when a job first reads them);
+    a run is held under a lease of ``lease_ms``."""
+    lease = timedelta(milliseconds=lease_ms)
 
-    def model_or_skip(
-        kind: RunKind, switch: str, enabled: bool, payload: contracts.ConsolidateSession | contracts.DigestSession
+    def chat_for(
+        kind: RunKind, switch: str, payload: contracts.ConsolidateSession | contracts.DigestSession
     ) -> ChatModel | None:
-        """The chat model of the session's ``kind`` run; None when the run has ended skipped
-        instead: its ``switch`` off (QWEN_AUDIO_MEMORY_AUTO, QWEN_AUDIO_SESSION_DIGEST), or no
-        model configured on this worker (skipped, not failed, with that reason)."""
+        """The light model for ``kind``, or None once the run is skipped: switched off
+        (QWEN_AUDIO_MEMORY_AUTO / QWEN_AUDIO_SESSION_DIGEST), or no model configured on
+        this worker (skipped, not failed, and the run ends skipped with that reason)."""
         model = parts.chat(kind) if switch != "off" else None
-        if switch != "off" and enabled and model is not None:
-            return model
-        why = "switched_off" if switch == "off" else "no_model"
-        report(settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, kind, why)))
-        return None
+        if model is None:
+            why = "switched_off" if switch == "off" else "no_model"
+            report(settle(broker, lease, skip(parts.sessions.runs, payload.owner_key, payload.session_id, kind, why)))
+        return model
 
     def consolidate_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ConsolidateSession, args, kwargs, rules)
-        model = model_or_skip("consolidate", settings.sessions.memory_auto, settings.consolidation_enabled, payload)
+        model = chat_for("consolidate", sessions.memory_auto, payload)
         if model is None:
             return
         report(
@@ -70,15 +72,15 @@ def declare_session_actors(
                     model=model,
                     service=parts.memory_docs,
                     audit=parts.audit,
-                    max_patches=settings.sessions.max_patches_per_session,
-                    max_patch_chars=settings.sessions.max_patch_chars,
+                    max_patches=sessions.max_patches_per_session,
+                    max_patch_chars=sessions.max_patch_chars,
                 ),
             )
         )
 
     def digest_session(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.DigestSession, args, kwargs, rules)
-        model = model_or_skip("digest", settings.sessions.session_digest, settings.digest_enabled, payload)
+        model = chat_for("digest", sessions.session_digest, payload)
         if model is None:
             return
         report(settle(broker, lease, run_digest(parts.sessions, model, payload, lease=lease)))
@@ -100,7 +102,7 @@ def declare_session_actors(
         broker.add_middleware(EndRunsOnDeadLetter(lambda: parts.sessions.runs))
     return declare(
         broker,
-        settings.workers,
+        workers,
         [
             (contracts.ACTOR_CONSOLIDATE, consolidate_session, {}),
             (contracts.ACTOR_DIGEST, digest_session, {}),

@@ -1,11 +1,12 @@
 """Session end's parts, built from settings: the session store, the memory
 service (the one writer of USER.md and MEMORY.md) and its audit trail, the
 sessions' blackboards; and :class:`SessionParts`, what session end's jobs are
-handed."""
+handed (:class:`SessionStores`, the stores alone, are what the API reads too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.engine import Engine
@@ -13,16 +14,15 @@ from sqlalchemy.engine import Engine
 from memjobs_worker.sessions.blackboard import BlackboardStore, Limits
 from memjobs_worker.sessions.memory_docs import AuditTrail, MemoryService, load_provider
 from memjobs_worker.sessions.store import SessionStore
-from memjobs_worker.settings import BlackboardSettings, LifecycleSettings, Settings
+from memjobs_worker.settings import BlackboardSettings, LifecycleSettings, SessionSettings
 
 if TYPE_CHECKING:
     from memjobs_worker.model_client import ChatModel
 
 
-class SessionParts(Protocol):
-    """Session end's parts in one process, each built when first read (the
-    process's :class:`~memjobs_worker.runtime.Runtime` is one: the feature sees
-    these alone)."""
+class SessionStores(Protocol):
+    """Session end's stores in one process, each built when first read (the
+    process's :class:`~memjobs_worker.runtime.Runtime` is one)."""
 
     @property
     def sessions(self) -> SessionStore: ...
@@ -35,6 +35,11 @@ class SessionParts(Protocol):
 
     @property
     def blackboard(self) -> BlackboardStore: ...
+
+
+class SessionParts(SessionStores, Protocol):
+    """What session end's jobs are handed (the feature sees these alone): its
+    stores and the light model."""
 
     def chat(self, purpose: str) -> ChatModel | None:
         """The light model for ``purpose``, or None when none is configured."""
@@ -54,14 +59,16 @@ def build_audit(lifecycle: LifecycleSettings, db: Engine) -> AuditTrail:
     return AuditTrail(db, retention_days=lifecycle.memory_audit_retention_days)
 
 
-def build_memory_service(settings: Settings, db: Callable[[], Engine], audit: AuditTrail) -> MemoryService:
-    """The configured provider behind the memory service; ``db`` is called only
-    by providers that store in the state database."""
-    provider = load_provider(settings.sessions.memory_docs_provider, data_dir=settings.data_dir, engine_factory=db)
+def build_memory_service(
+    sessions: SessionSettings, data_dir: Path, db: Callable[[], Engine], audit: AuditTrail
+) -> MemoryService:
+    """The configured provider behind the memory service (files under ``data_dir``
+    for the markdown one); ``db`` is called only by providers that store in the state database."""
+    provider = load_provider(sessions.memory_docs_provider, data_dir=data_dir, engine_factory=db)
     return MemoryService(
         provider,
-        max_doc_chars=settings.sessions.max_document_chars,
-        max_change_chars=settings.sessions.max_patch_chars,
+        max_doc_chars=sessions.max_document_chars,
+        max_change_chars=sessions.max_patch_chars,
         audit=audit,
     )
 

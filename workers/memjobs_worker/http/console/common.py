@@ -140,7 +140,7 @@ def secure(request: Request) -> bool:
     ``api_tls_terminated_by_proxy`` declares a TLS proxy the only way in: every
     browser then speaks HTTPS, whatever the proxy forwards.
     """
-    return request.url.scheme == "https" or ctx(request).settings.api.tls_terminated_by_proxy
+    return request.url.scheme == "https" or ctx(request).api.tls_terminated_by_proxy
 
 
 def set_cookie(response: Response, request: Request, cookie: str) -> Response:

@@ -29,7 +29,7 @@ from memjobs_client.contracts import QUEUES
 from memjobs_worker import broker as stored
 from memjobs_worker.http.console import common
 from memjobs_worker.http.console.common import ctx, finish, page_session, render
-from memjobs_worker.observability.retrying import RetryingJob, RetryingRecord, stale_after_ms
+from memjobs_worker.observability.retrying import RetryingJob, RetryingRecord
 from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops import jobs
 from memjobs_worker.ops.status import queue_stats
@@ -96,9 +96,7 @@ async def _jobs_page(request: Request, state: str, page: str) -> Response:
     cursor = params.get("cursor") or None
     c = ctx(request)
     try:
-        values = await c.call(
-            _list, c.client.broker.client, state, queue, term, cursor, stale_after_ms(c.settings.workers)
-        )
+        values = await c.call(_list, c.client.broker.client, state, queue, term, cursor, c.stale_after_ms)
         problem = None
     except ValueError:
         values, problem = {}, "not_a_cursor"

@@ -37,7 +37,6 @@ from memjobs_worker.http.console.common import (
 )
 from memjobs_worker.http.console.session import COOKIE, is_host_token
 from memjobs_worker.observability import timeline
-from memjobs_worker.observability.retrying import stale_after_ms
 from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops import overview
 from memjobs_worker.ops.deadletters import DeadLetters
@@ -74,9 +73,7 @@ async def overview_page(request: Request) -> Response:
     c = ctx(request)
     window = timeline.DAY if request.query_params.get("window") == "day" else timeline.HOUR
     try:
-        values = await c.call(
-            _overview, c.client.broker.client, c.parts.store, stale_after_ms(c.settings.workers), window
-        )
+        values = await c.call(_overview, c.client.broker.client, c.parts.store, c.stale_after_ms, window)
         problem = None
     except Exception as exc:  # noqa: BLE001 - the page says so, never with a traceback
         values, problem = {"view": None}, getattr(exc, "reason", None) or "backend_unavailable"

@@ -33,7 +33,7 @@ async def reindex(body: ReindexRequest, c: Ctx) -> ReindexAccepted:
     owner's documents not named are removed). Host token only, and only with
     the user's consent. A document that looks like a credential refuses the
     whole call with ``sensitive_content``: nothing is queued."""
-    if not c.settings.knowledge.enabled:
+    if not c.knowledge_on:
         raise KnowledgeOff()  # before the documents are even looked at, as the CLI
     documents = [d.model_dump(mode="json") for d in body.documents]
     await c.compute(_ensure_no_credential, documents)  # up to a megabyte: off the event loop
@@ -62,7 +62,7 @@ async def search(body: KnowledgeSearchRequest, c: Ctx) -> KnowledgeResults:
     The query is bounded and the embedding shared as a recall's (``validation`` over
     ``MEMJOBS_API_MAX_QUERY_CHARS`` characters, ``model_busy`` for an owner whose
     earlier requests hold its share of the model)."""
-    check_query_chars(body.query, c.settings.api.max_query_chars)
+    check_query_chars(body.query, c.api.max_query_chars)
     outcome = await c.call(c.search_knowledge, owner_key_of(body.owner_id), body.query, body.k)
     return KnowledgeResults(
         mode=outcome.mode,

@@ -85,7 +85,7 @@ async def recall(body: RecallRequest, c: Ctx) -> Memories:
     A query over ``MEMJOBS_API_MAX_QUERY_CHARS`` characters is refused (``validation``);
     an owner whose earlier recalls and searches still hold its share of the model
     gets ``model_busy`` (429), other owners are served meanwhile."""
-    check_query_chars(body.query, c.settings.api.max_query_chars)
+    check_query_chars(body.query, c.api.max_query_chars)
     hits = await c.call_model(key := owner_key_of(body.owner_id), c.memory.recall, key, body.query, body.limit)
     return Memories(
         memories=[Memory(memory_id=h.memory_id, text=h.text, score=h.score, source_ids=h.source_ids) for h in hits]

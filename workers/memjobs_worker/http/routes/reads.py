@@ -22,7 +22,7 @@ Limit = Query(
 @router.get("/sources", response_model=Sources, responses=errors(*COMMON))
 async def sources(key: OwnerKey, c: Ctx, limit: int = Limit, include_text: bool = Query(default=False)) -> Sources:
     """The owner's sources with their states (text only when asked for)."""
-    cap = min(limit, c.settings.api.max_listing)
+    cap = min(limit, c.api.max_listing)
     rows = await c.call(c.memory.sources, key)
     listing = [
         SourceOut(
@@ -43,7 +43,7 @@ async def sources(key: OwnerKey, c: Ctx, limit: int = Limit, include_text: bool 
 @router.get("/memories", response_model=Memories, responses=errors(*COMMON, "memory_off"))
 async def memories(key: OwnerKey, c: Ctx, limit: int = Limit) -> Memories:
     """The owner's learned memories, each with the sources it came from."""
-    cap = min(limit, c.settings.api.max_listing)
+    cap = min(limit, c.api.max_listing)
     hits = await c.call(c.memory.memories, key)
     return Memories(
         memories=[

@@ -100,7 +100,7 @@ async def sessions(
 ) -> Sessions:
     """The owner's session digests of the last ``days`` days, newest first, each
     task's status read live from the task ledger."""
-    cap = min(limit, c.settings.api.max_listing)
+    cap = min(limit, c.api.max_listing)
     found = await c.call(lambda: c.parts.sessions.recall_sessions(key, days))
     return Sessions(
         sessions=[SessionDigest.model_validate(s.as_dict()) for s in found[:cap]], truncated=len(found) > cap
