@@ -12,9 +12,7 @@ copies them to ``docs/img/``).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,25 +32,14 @@ from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.pauses import HonourPauses, PauseGate, QueuePauses
 from memjobs_worker.ops.status import queue_stats
+from tests.support.browser import keep_screenshot, launched_chromium
 from tests.support.cli import cli_env, ok, run_cli
-from tests.support.harness import REPO
 from tests.support.http import Api, remember
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 from tests.support.redis_commands import monitored
 from tests.support.redis_values import as_bytes
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OWNER = "mei.jobs@example.com"
 KEY = owner_key(OWNER)
 OTHER_KEY = owner_key("somebody.else@example.com")
@@ -63,16 +50,8 @@ QUEUED, DELAYED = 2_000, 500
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing: .ci/run installs Debian's chromium package")
-        pytest.skip("Debian's chromium is not installed (make chromium, or apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -85,8 +64,7 @@ def page(browser: Any) -> Iterator[Any]:
 def shot(page: Any, name: str, tmp_path: Path, *, full_page: bool = True) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
-    if os.environ.get("UPDATE_CONSOLE_SCREENSHOTS") == "1":
-        shutil.copy(path, REPO / "docs" / "img" / path.name)
+    keep_screenshot(path)
 
 
 def task(i: int, key: str = KEY) -> Message[Any]:
