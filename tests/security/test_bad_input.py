@@ -566,39 +566,34 @@ def _system_postgres_without_pgvector() -> str:
     pytest.skip(f"no system PostgreSQL at 127.0.0.1:5432/test: {'; '.join(reasons)}")
 
 
-def test_database_without_pgvector_is_a_configuration_error_naming_pgvector() -> None:
-    engine = create_db_engine(_system_postgres_without_pgvector())
+def _migration_error(url: str, expected: type[MemjobsError]) -> MemjobsError:
+    """The ``expected`` error that migrating the database at ``url`` raises."""
+    engine = create_db_engine(url)
     try:
-        with pytest.raises(ConfigurationError) as info:
+        with pytest.raises(expected) as info:
             migrate(engine)
     finally:
         engine.dispose()
-    assert "pgvector" in str(info.value)
-    assert info.value.reason == "configuration"
+    return info.value
+
+
+def test_database_without_pgvector_is_a_configuration_error_naming_pgvector() -> None:
+    error = _migration_error(_system_postgres_without_pgvector(), ConfigurationError)
+    assert "pgvector" in str(error)
+    assert error.reason == "configuration"
 
 
 def test_unreachable_database_is_backend_unavailable() -> None:
     port = free_port()
-    engine = create_db_engine(f"postgresql://memjobs@127.0.0.1:{port}/memjobs")
-    try:
-        with pytest.raises(BackendUnavailable) as info:
-            migrate(engine)
-    finally:
-        engine.dispose()
-    message = str(info.value)
+    error = _migration_error(f"postgresql://memjobs@127.0.0.1:{port}/memjobs", BackendUnavailable)
+    message = str(error)
     assert "did not answer" in message and f"127.0.0.1:{port}" in message
-    assert info.value.reason == "backend_unavailable"
+    assert error.reason == "backend_unavailable"
 
 
 def test_unreachable_database_error_does_not_show_its_password() -> None:
-    port = free_port()
-    engine = create_db_engine(f"postgresql://memjobs:pg-pass-4411@127.0.0.1:{port}/memjobs")
-    try:
-        with pytest.raises(BackendUnavailable) as info:
-            migrate(engine)
-    finally:
-        engine.dispose()
-    assert "pg-pass-4411" not in str(info.value)
+    error = _migration_error(f"postgresql://memjobs:pg-pass-4411@127.0.0.1:{free_port()}/memjobs", BackendUnavailable)
+    assert "pg-pass-4411" not in str(error)
 
 
 @pytest.mark.parametrize(
