@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,31 +27,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
-import psycopg  # noqa: E402
 import redis  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
+from bench.bench_pipeline import fresh_database  # noqa: E402
 from memjobs_client import MemjobsClient  # noqa: E402
 from memjobs_client.contracts import owner_key  # noqa: E402
-from memjobs_worker.db import create_db_engine, migrate  # noqa: E402
+from memjobs_worker.db import create_db_engine  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MetricsSettings, ModelSettings, RedisSettings, Settings  # noqa: E402
-from tests.support.bench_env import Scratch  # noqa: E402
+from tests.support.bench_env import Scratch, seconds_to_run  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
-
-
-def fresh_database(server: EmbeddedPostgres) -> str:
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
-    engine = create_db_engine(url)
-    migrate(engine)
-    engine.dispose()
-    return url
 
 
 def producer_rate(url: str, calls: int, threads: int = 4) -> float:
@@ -63,13 +51,7 @@ def producer_rate(url: str, calls: int, threads: int = 4) -> float:
         for i in range(per):
             client.remember(f"rate-{t}@example.com", f"throughput probe {t}-{i}")
 
-    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
-    started = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - started
+    elapsed = seconds_to_run([threading.Thread(target=run, args=(t,)) for t in range(threads)])
     client.close()
     return per * threads / elapsed
 
@@ -86,13 +68,16 @@ def fsync_cost(workdir: Path, calls: int) -> dict[str, float]:
     return rates
 
 
-def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, **extra: Any) -> Settings:
+def settings_for(
+    redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, model_timeout_ms: int = 30_000
+) -> Settings:
     return Settings(
         data_dir=data_dir,
-        **extra,
         redis=RedisSettings(url=redis_url),
         database=DatabaseSettings(url=database_url),
-        model=ModelSettings(base_url=model.base_url, api_key=SecretStr("bench-key"), name="fake-flash"),
+        model=ModelSettings(
+            base_url=model.base_url, api_key=SecretStr("bench-key"), name="fake-flash", timeout_ms=model_timeout_ms
+        ),
         metrics=MetricsSettings(port=0),
     )
 

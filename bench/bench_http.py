@@ -44,6 +44,7 @@ from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MemorySettings, RedisSettings, Settings  # noqa: E402
+from tests.support.bench_env import seconds_to_run  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 
 
@@ -120,13 +121,7 @@ def producer_load(
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=run, args=(c,)) for c in chunks]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
+    elapsed = seconds_to_run([threading.Thread(target=run, args=(c,)) for c in chunks])
     client.close()
     return latencies, elapsed
 

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Self
@@ -21,6 +23,16 @@ from tests.support.openai_server import FakeOpenAI
 
 #: The prefixes of the variables memjobs' settings (and their aliases) read.
 PREFIXES = ("MEMJOBS_", "QWEN_AUDIO_", "DASHSCOPE_", "NOVA_AUDIO_")
+
+
+def seconds_to_run(threads: list[threading.Thread]) -> float:
+    """Starts ``threads`` and waits for them all: the wall-clock seconds that took."""
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def isolate() -> None:
