@@ -11,7 +11,6 @@ provider given a message without the owner id it needs (a permanent one).
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
@@ -30,24 +29,13 @@ from memjobs_worker.sessions.runs import ABANDONED_AFTER, RunRecord
 from memjobs_worker.settings import Settings
 from tests.support.clocks import ManualClock
 from tests.support.harness import Harness
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, patch_reply
 from tests.support.polling import wait_for
 
 OWNER = "endings@example.com"
 KEY = owner_key(OWNER)
 TRANSCRIPT = [{"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"}]
-PATCH = json.dumps(
-    {
-        "patches": [
-            {
-                "doc": "MEMORY.md",
-                "op": "append",
-                "text": "- Lives in Hangzhou",
-                "evidence": "I moved to Hangzhou last month",
-            }
-        ]
-    }
-)
+PATCH = patch_reply("- Lives in Hangzhou", "I moved to Hangzhou last month")
 #: A host provider whose every write meets a newer version: the service gives up
 #: with ``version_conflict``, a failure Dramatiq retries and counts.
 CONFLICTING = f"{__name__}:ConflictingProvider"

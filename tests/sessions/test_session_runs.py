@@ -23,7 +23,7 @@ from memjobs_client.errors import SensitiveContent
 from memjobs_worker.embedded.redis import EmbeddedRedis
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import EMPTY_FACTS_REPLY, FakeOpenAI, is_consolidation, patch_reply
 from tests.support.polling import wait_for
 from tests.support.redis_values import as_bytes
 
@@ -33,22 +33,7 @@ TRANSCRIPT = [
     {"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"},
     {"role": "assistant", "text": "Noted.", "ts": "2026-11-29T10:00:01Z"},
 ]
-PATCH = json.dumps(
-    {
-        "patches": [
-            {
-                "doc": "MEMORY.md",
-                "op": "append",
-                "text": "- Lives in Hangzhou",
-                "evidence": "I moved to Hangzhou last month",
-            }
-        ]
-    }
-)
-
-
-def is_consolidation(request: dict[str, Any]) -> bool:
-    return "Markdown memory documents" in str(request["messages"][0]["content"])
+PATCH = patch_reply("- Lives in Hangzhou", "I moved to Hangzhou last month")
 
 
 def jobs(actor: str, outcome: str) -> float:
@@ -71,7 +56,7 @@ def applied_audits(h: Harness) -> int:
 def h(
     model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
 ) -> Harness:
-    fake_model.set_chat_handler(lambda r: PATCH if is_consolidation(r) else json.dumps({"memory": []}))
+    fake_model.set_chat_handler(lambda r: PATCH if is_consolidation(r) else EMPTY_FACTS_REPLY)
     return harness_factory(model_settings(lease_ms=1500))
 
 
