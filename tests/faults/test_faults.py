@@ -598,17 +598,10 @@ def test_forget_racing_an_uncommitted_remember_still_wins(
             result["error"] = exc
 
     with h.store.engine.connect() as remember_tx, psycopg.connect(database_url, autocommit=True) as watcher:
+        row = {"source_id": sid, "owner_key": KEY, "state": "pending", "kind": "utterance", "text": text}
         remember_tx.execute(
             pg_insert(sources)
-            .values(
-                source_id=sid,
-                owner_key=KEY,
-                state="pending",
-                kind="utterance",
-                text=text,
-                created_at=now,
-                updated_at=now,
-            )
+            .values(**row, created_at=now, updated_at=now)
             .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
         )
         racer = threading.Thread(target=forget, name="forget", daemon=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from memjobs_client.contracts import owner_key, source_id_for
+from memjobs_client.contracts import owner_key
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder, MemoryEngine
 from memjobs_worker.memory.engine.extraction_output import parse_facts_reply
@@ -28,7 +28,7 @@ from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector
 from memjobs_worker.settings import Settings
 from tests.support.harness import REPO, Harness, worker_env
-from tests.support.ledger import remember_now
+from tests.support.ledger import pending_source, remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
 from tests.support.polling import wait_for
 
@@ -102,18 +102,7 @@ def mem0_engine(database_url: str, tmp_path: Path, fake_model: FakeOpenAI) -> It
 
 
 def source(text: str) -> SourceRecord:
-    now = datetime.now(UTC)
-    return SourceRecord(
-        source_id=source_id_for(KEY, text),
-        owner_key=KEY,
-        state="pending",
-        kind="utterance",
-        session_id=None,
-        text=text,
-        created_at=now,
-        updated_at=now,
-        learned_at=None,
-    )
+    return pending_source(KEY, text, datetime.now(UTC))
 
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
