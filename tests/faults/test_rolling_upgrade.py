@@ -51,6 +51,16 @@ def deferrals(log: Path) -> list[dict[str, Any]]:
     return [r for r in json_lines(log) if r.get("reason") == "newer_schema"]
 
 
+def remember_unversioned(h: Harness, text: str) -> str:
+    """Enqueues, as an older producer would, a remember message without any schema version; returns its source id."""
+    source_id = source_id_for(KEY, text)
+    payload = {"owner_key": KEY, "source_id": source_id, "text": text, "session_id": None, "kind": "utterance"}
+    h.broker.enqueue(
+        dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
+    )
+    return source_id
+
+
 def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     make_settings: Callable[..., Settings],
     harness_factory: Callable[[Settings], Harness],
@@ -65,18 +75,8 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     procs.append(older)
 
     # An older producer's message without any version is version 1: read.
-    unversioned = "I keep my bike in the shed"
-    payload: dict[str, Any] = {
-        "owner_key": KEY,
-        "source_id": source_id_for(KEY, unversioned),
-        "text": unversioned,
-        "session_id": None,
-        "kind": "utterance",
-    }
-    h.broker.enqueue(
-        dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
-    )
-    wait_for(lambda: state(h, payload["source_id"]) == "learned", 60, "the unversioned message learned")
+    unversioned_id = remember_unversioned(h, "I keep my bike in the shed")
+    wait_for(lambda: state(h, unversioned_id) == "learned", 60, "the unversioned message learned")
 
     # A newer producer (version 2): the older worker leaves its message, it does not dead-letter it.
     monkeypatch.setattr(contracts_base, "SCHEMA_VERSION", 2)
@@ -112,19 +112,9 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     kill_group(older)
     monkeypatch.setattr(contracts_base, "SCHEMA_VERSION", 1)
     older_id = h.client.remember(OWNER, "I lent my bike to Sam")
-    unversioned = "I got my bike back"
-    payload = {
-        "owner_key": KEY,
-        "source_id": source_id_for(KEY, unversioned),
-        "text": unversioned,
-        "session_id": None,
-        "kind": "utterance",
-    }
-    h.broker.enqueue(
-        dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
-    )
+    unversioned_id = remember_unversioned(h, "I got my bike back")
     wait_for(
-        lambda: state(h, older_id) == state(h, payload["source_id"]) == "learned",
+        lambda: state(h, older_id) == state(h, unversioned_id) == "learned",
         60,
         "version 1 and unversioned messages learned by the newer worker",
     )
