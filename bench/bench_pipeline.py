@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,24 +162,22 @@ def main() -> int:
         )
         print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, {os.cpu_count()} CPUs", flush=True)
 
+        def on_fresh_stores(
+            run: Callable[[Settings, int, int, RoundTrips], tuple[float, float]],
+        ) -> tuple[float, float]:
+            """One run on a database of its own, Redis emptied after it."""
+            rates = run(
+                build_settings(**common, database_url=fresh_database(pg_server)), args.jobs, args.threads, trips
+            )
+            redis.Redis.from_url(redis_url).flushall()
+            return rates
+
         # Side by side, alternating: the machine's load drifts, a ratio of two
         # runs taken back to back does not. The median ratio is the figure.
         ratios = []
         for _ in range(args.repeat):
-            noop_rate, noop_trips = run_noop(
-                build_settings(**common, database_url=fresh_database(pg_server)),
-                args.jobs,
-                args.threads,
-                trips,
-            )
-            redis.Redis.from_url(redis_url).flushall()
-            remember_rate, remember_trips = run_remember(
-                build_settings(**common, database_url=fresh_database(pg_server)),
-                args.jobs,
-                args.threads,
-                trips,
-            )
-            redis.Redis.from_url(redis_url).flushall()
+            noop_rate, noop_trips = on_fresh_stores(run_noop)
+            remember_rate, remember_trips = on_fresh_stores(run_remember)
             ratios.append(remember_rate / noop_rate)
             print(
                 f"stock Dramatiq no-op {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job; "
