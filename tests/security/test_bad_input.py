@@ -51,6 +51,13 @@ VALID_TEXT = "I like green tea in the morning"
 MakeSettings = Callable[..., Settings]
 HarnessFactory = Callable[[Settings], Harness]
 
+#: A test for each producer call that reaches Redis: remember and forget.
+EACH_PRODUCER_CALL = pytest.mark.parametrize(
+    "call",
+    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
+    ids=["remember", "forget"],
+)
+
 
 # --- helpers ------------------------------------------------------------------
 
@@ -422,11 +429,7 @@ def test_crafted_secret_is_not_kept_in_the_dead_letter_queue_or_anywhere_in_redi
 # --- memory off -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "call",
-    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
-    ids=["remember", "forget"],
-)
+@EACH_PRODUCER_CALL
 def test_memory_off_producer_refuses_with_memory_off(
     call: Callable[[MemjobsClient], Any],
     make_settings: MakeSettings,
@@ -596,11 +599,7 @@ def test_unreachable_database_error_does_not_show_its_password() -> None:
     assert "pg-pass-4411" not in str(error)
 
 
-@pytest.mark.parametrize(
-    "call",
-    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
-    ids=["remember", "forget"],
-)
+@EACH_PRODUCER_CALL
 def test_producer_with_redis_unreachable_raises_backend_unavailable(
     call: Callable[[MemjobsClient], Any],
 ) -> None:
