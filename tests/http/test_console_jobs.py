@@ -55,6 +55,12 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
+def api(api_factory: Callable[..., Api]) -> Api:
+    """The API with no worker: nothing consumes, what is sent stays."""
+    return api_factory(worker=False)
+
+
+@pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     yield context.new_page()
@@ -117,10 +123,7 @@ def rows(html: str) -> list[str]:
 # -- plain HTTP: a page of thousands, search, a job's page ------------------------------------
 
 
-def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)  # nothing consumes: the backlog stays
+def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     sent = [
         broker.enqueue(task(i, KEY if i % 2 else OTHER_KEY), delay=600_000 if i >= QUEUED else None)
@@ -188,12 +191,7 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
 # -- Chromium --------------------------------------------------------------------------------
 
 
-def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(
-    api_factory: Callable[..., Api],
-    page: Any,
-    tmp_path: Path,
-) -> None:
-    api = api_factory(worker=False)
+def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(api: Api, page: Any, tmp_path: Path) -> None:
     sent = [api.harness.broker.enqueue(task(i)) for i in range(120)]
     page.goto(f"{api.url}/console/jobs?refresh=300")
     assert page.locator("table.jobs tr[data-id]").count() == 50
@@ -263,10 +261,7 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
     assert "<script src" not in html and "http://" not in html.replace(api.url, "")
 
 
-def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)
+def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     sent = broker.enqueue(task(0))
     consumer = broker.consume(QUEUE_TASKS, prefetch=1, timeout=100)
@@ -284,10 +279,7 @@ def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
     assert Message.decode(as_bytes(data)).options.get("retries") is None  # no attempt counted
 
 
-def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)
+def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     broker.pause_gate = PauseGate(client, poll_ms=0)  # reads the flag on every call
     for i in range(5):
@@ -305,8 +297,7 @@ def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
     consumer.close()
 
 
-def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False)
+def test_with_no_script_the_server_asks_before_a_bulk_purge(api: Api) -> None:
     client = api.harness.runtime.redis
     letters = dead_tasks(api, 2)
     page = api.http.get("/console/dead-letters")
@@ -324,11 +315,7 @@ def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callabl
     assert away.headers["location"].startswith("/console?")  # never another site
 
 
-def test_purge_asks_first_and_deletes_only_the_letters_shown(
-    api_factory: Callable[..., Api],
-    page: Any,
-) -> None:
-    api = api_factory(worker=False)
+def test_purge_asks_first_and_deletes_only_the_letters_shown(api: Api, page: Any) -> None:
     client = api.harness.runtime.redis
     shown = dead_tasks(api, 3)
     page.goto(f"{api.url}/console/dead-letters?refresh=300")  # no refresh during the test
@@ -356,11 +343,7 @@ def test_purge_asks_first_and_deletes_only_the_letters_shown(
     assert left == set(arrived) and not left & set(shown)
 
 
-def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
-    api_factory: Callable[..., Api],
-    page: Any,
-) -> None:
-    api = api_factory(worker=False)
+def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(api: Api, page: Any) -> None:
     client = api.harness.runtime.redis
     letters = dead_tasks(api, 3)
     page.goto(f"{api.url}/console/dead-letters?refresh=1&queue={QUEUE_TASKS}")
