@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,8 +26,7 @@ from memjobs_worker.memory.store import SourceRecord
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector
-from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, Harness, worker_env
+from tests.support.harness import REPO, Harness, HarnessFactory, MakeSettings, worker_env
 from tests.support.ledger import pending_source, remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
 from tests.support.polling import wait_for
@@ -107,9 +106,7 @@ def source(text: str) -> SourceRecord:
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_mem0_raises_model_output_invalid_after_one_quick_retry(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
-    answer: str,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI, answer: str
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)
     with pytest.raises(ModelOutputInvalid) as caught:
@@ -124,8 +121,7 @@ def test_mem0_raises_model_output_invalid_after_one_quick_retry(
 
 
 def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI
 ) -> None:
     fake_model.queue_chat_replies(PROSE, "```json\n" + facts_reply("User moved to Hangzhou") + "\n```")
     produced = mem0_engine.extract(KEY, "a1", [source("I moved to Hangzhou")])
@@ -134,8 +130,7 @@ def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
 
 
 def test_mem0_takes_an_empty_memory_list_for_no_facts_in_one_call(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI
 ) -> None:
     fake_model.queue_chat_replies('{"memory": []}')
     assert mem0_engine.extract(KEY, "a1", [source("Good morning!")]) == []
@@ -164,10 +159,7 @@ def cli(h: Harness, *args: str) -> object:
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_malformed_output_fails_each_batch_at_once_with_its_reason(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    answer: str,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, answer: str
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
     h = harness_factory(model_settings(extract_batch_size=2, min_backoff_ms=1000, max_backoff_ms=300_000))

@@ -40,16 +40,13 @@ from memjobs_client.errors import (
 )
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.settings import Settings, load_settings
-from tests.support.harness import Harness
+from tests.support.harness import Harness, HarnessFactory, MakeSettings
 from tests.support.leaks import redis_keys_holding
 
 OWNER = "alice@example.com"
 KEY = owner_key(OWNER)
 LIMIT = 32 * 1024
 VALID_TEXT = "I like green tea in the morning"
-
-MakeSettings = Callable[..., Settings]
-HarnessFactory = Callable[[Settings], Harness]
 
 #: A test for each producer call that reaches Redis: remember and forget.
 EACH_PRODUCER_CALL = pytest.mark.parametrize(

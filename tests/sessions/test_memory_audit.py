@@ -5,7 +5,6 @@ worker processes with their own data directories write to it), readable with
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from memjobs_client.contracts import owner_key
 from memjobs_worker.sessions.memory_docs import AuditEntry, AuditTrail, ChangeContext
 from memjobs_worker.settings import Settings
 from tests.support.cli import Result, run_cli
-from tests.support.harness import Harness, kill_group, spawn_workers, worker_env
+from tests.support.harness import HarnessFactory, MakeSettings, kill_group, spawn_workers, worker_env
 from tests.support.openai_server import EMPTY_FACTS_REPLY, FakeOpenAI, is_consolidation, patch_reply
 from tests.support.polling import wait_for
 
@@ -29,8 +28,8 @@ def cli(settings: Settings, *args: str) -> Result:
 
 
 def test_two_worker_hosts_write_one_audit_trail(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
@@ -77,9 +76,7 @@ def test_two_worker_hosts_write_one_audit_trail(
     assert table.code == 0 and "duplicate" in table.stdout and len(table.stdout.splitlines()) == 2
 
 
-def test_old_rows_are_pruned_by_the_sweeper(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
+def test_old_rows_are_pruned_by_the_sweeper(make_settings: MakeSettings, harness_factory: HarnessFactory) -> None:
     h = harness_factory(make_settings(memory_audit_retention_days=7))
     now = datetime.now(UTC)
     clock = [now - timedelta(days=8)]

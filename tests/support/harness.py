@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,11 @@ class Harness:
         self.stop_worker()
         self.runtime.close()
         self.broker.close()
+
+
+#: The types of the ``make_settings``/``model_settings`` and ``harness_factory`` fixtures (tests/conftest.py).
+MakeSettings = Callable[..., Settings]
+HarnessFactory = Callable[[Settings], Harness]
 
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
