@@ -67,6 +67,21 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+def answer_next_dialog(page: Any, *, accept: bool) -> list[str]:
+    """Accepts or dismisses the page's next dialog; the list returned gets its message."""
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        if accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.once("dialog", answer)
+    return asked
+
+
 def shot(page: Any, name: str, tmp_path: Path, *, full_page: bool = True) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
@@ -322,13 +337,7 @@ def test_purge_asks_first_and_deletes_only_the_letters_shown(api: Api, page: Any
     assert page.locator("table.jobs tr[data-id]").count() == 3
     no_private_text(page.content())
 
-    asked: list[str] = []
-
-    def dismiss(dialog: Any) -> None:
-        asked.append(dialog.message)
-        dialog.dismiss()
-
-    page.once("dialog", dismiss)
+    asked = answer_next_dialog(page, accept=False)
     page.get_by_role("button", name="Purge shown").click()
     wait_for(lambda: asked, 10, "the confirmation dialog")
     assert "Purge 3 dead letters" in asked[0]
@@ -358,13 +367,7 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(api: 
     assert page.locator(f"input.pick[value='{QUEUE_TASKS}:{letters[1]}']").is_checked()
     assert not page.locator(f"input.pick[value='{QUEUE_TASKS}:{arrived[0]}']").is_checked()
 
-    asked: list[str] = []
-
-    def accept(dialog: Any) -> None:
-        asked.append(dialog.message)
-        dialog.accept()
-
-    page.once("dialog", accept)
+    asked = answer_next_dialog(page, accept=True)
     page.get_by_role("button", name="Retry shown").click()
     page.wait_for_url(re.compile(r"done=retried"))
     assert "Retry 1 dead letters" in asked[0]  # the ticked one, not the four shown
