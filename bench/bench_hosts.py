@@ -38,7 +38,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 from memjobs_worker.memory.store.sql import SqlStateStore  # noqa: E402
 from memjobs_worker.ops import status as ops  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MetricsSettings, ModelSettings, RedisSettings, Settings  # noqa: E402
-from tests.support.bench_env import Scratch, run_together  # noqa: E402
+from tests.support.bench_env import Scratch, seconds_to_run  # noqa: E402
 from tests.support.harness import Harness, kill_group, spawn_workers  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 
@@ -51,7 +51,7 @@ def producer_rate(url: str, calls: int, threads: int = 4) -> float:
         for i in range(per):
             client.remember(f"rate-{t}@example.com", f"throughput probe {t}-{i}")
 
-    elapsed = run_together([threading.Thread(target=run, args=(t,)) for t in range(threads)])
+    elapsed = seconds_to_run([threading.Thread(target=run, args=(t,)) for t in range(threads)])
     client.close()
     return per * threads / elapsed
 
@@ -68,13 +68,16 @@ def fsync_cost(workdir: Path, calls: int) -> dict[str, float]:
     return rates
 
 
-def settings_for(redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, **extra: Any) -> Settings:
+def settings_for(
+    redis_url: str, database_url: str, data_dir: Path, model: FakeOpenAI, model_timeout_ms: int = 30_000
+) -> Settings:
     return Settings(
         data_dir=data_dir,
-        **extra,
         redis=RedisSettings(url=redis_url),
         database=DatabaseSettings(url=database_url),
-        model=ModelSettings(base_url=model.base_url, api_key=SecretStr("bench-key"), name="fake-flash"),
+        model=ModelSettings(
+            base_url=model.base_url, api_key=SecretStr("bench-key"), name="fake-flash", timeout_ms=model_timeout_ms
+        ),
         metrics=MetricsSettings(port=0),
     )
 

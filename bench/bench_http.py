@@ -44,7 +44,7 @@ from memjobs_client.contracts import owner_key  # noqa: E402
 from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import DatabaseSettings, MemorySettings, RedisSettings, Settings  # noqa: E402
-from tests.support.bench_env import run_together  # noqa: E402
+from tests.support.bench_env import seconds_to_run  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 
 
@@ -123,7 +123,7 @@ def producer_load(
         with lock:
             latencies.extend(mine)
 
-    elapsed = run_together([threading.Thread(target=run, args=(c,)) for c in chunks])
+    elapsed = seconds_to_run([threading.Thread(target=run, args=(c,)) for c in chunks])
     client.close()
     return latencies, elapsed
 

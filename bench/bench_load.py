@@ -63,7 +63,7 @@ from memjobs_worker.memory.store.schema import sources  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.support.bench_env import run_together  # noqa: E402
+from tests.support.bench_env import seconds_to_run  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 from tests.support.settings import build as build_settings  # noqa: E402
 
@@ -373,7 +373,7 @@ class Bench:
                     source = batch.pop()
                 engine.extract(source.owner_key, uuid.uuid4().hex, [source])
 
-        elapsed = run_together([threading.Thread(target=work) for _ in range(self.args.threads)])
+        elapsed = seconds_to_run([threading.Thread(target=work) for _ in range(self.args.threads)])
         engine.close()
         return n / elapsed
 

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,23 @@ def wait_queue_empty(client: redis.Redis, queue: str, acks_prefix: str) -> None:
         time.sleep(0.01)
 
 
+def run_to_empty(
+    settings: Settings, broker: dramatiq.Broker, queue: str, jobs: int, threads: int, trips: RoundTrips
+) -> tuple[float, float]:
+    """Runs a worker on ``queue`` until the ``jobs`` sent there are done: jobs per
+    second, and Redis round trips per job."""
+    probe = redis.Redis.from_url(settings.redis.url or "")
+    worker = dramatiq.Worker(broker, worker_threads=threads, queues={queue}, worker_timeout=50)
+    start_trips = trips.count
+    started = time.perf_counter()
+    worker.start()
+    wait_queue_empty(probe, queue, "memjobs:__acks__.")
+    elapsed = time.perf_counter() - started
+    used = trips.count - start_trips
+    worker.stop()
+    return jobs / elapsed, used / jobs
+
+
 def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
     """Stock Dramatiq: its RedisBroker with its default middleware, in memjobs'
     namespace on the same Redis (so the same waits below apply)."""
@@ -95,17 +113,9 @@ def run_noop(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> 
 
     for i in range(jobs):
         noop.send({"i": i})
-    probe = redis.Redis.from_url(settings.redis.url or "")
-    worker = dramatiq.Worker(broker, worker_threads=threads, queues={noop_queue}, worker_timeout=50)
-    start_trips = trips.count
-    started = time.perf_counter()
-    worker.start()
-    wait_queue_empty(probe, noop_queue, "memjobs:__acks__.")
-    elapsed = time.perf_counter() - started
-    used = trips.count - start_trips
-    worker.stop()
+    rates = run_to_empty(settings, broker, noop_queue, jobs, threads, trips)
     broker.close()
-    return jobs / elapsed, used / jobs
+    return rates
 
 
 def run_remember(settings: Settings, jobs: int, threads: int, trips: RoundTrips) -> tuple[float, float]:
@@ -114,17 +124,9 @@ def run_remember(settings: Settings, jobs: int, threads: int, trips: RoundTrips)
     owners = [f"owner-{i}" for i in range(100)]
     for i in range(jobs):
         h.client.remember(owners[i % len(owners)], f"bench source number {i}: I like item {i}")
-    probe = redis.Redis.from_url(settings.redis.url or "")
-    worker = dramatiq.Worker(h.broker, worker_threads=threads, queues={QUEUE_REMEMBER}, worker_timeout=50)
-    start_trips = trips.count
-    started = time.perf_counter()
-    worker.start()
-    wait_queue_empty(probe, QUEUE_REMEMBER, "memjobs:__acks__.")
-    elapsed = time.perf_counter() - started
-    used = trips.count - start_trips
-    worker.stop()
+    rates = run_to_empty(settings, h.broker, QUEUE_REMEMBER, jobs, threads, trips)
     h.close()
-    return jobs / elapsed, used / jobs
+    return rates
 
 
 def run_burst(settings: Settings, fake: FakeOpenAI, sources: int) -> tuple[int, float]:
@@ -160,24 +162,22 @@ def main() -> int:
         )
         print(f"memjobs benchmark: {args.jobs} jobs, {args.threads} worker threads, {os.cpu_count()} CPUs", flush=True)
 
+        def on_fresh_stores(
+            run: Callable[[Settings, int, int, RoundTrips], tuple[float, float]],
+        ) -> tuple[float, float]:
+            """One run on a database of its own, Redis emptied after it."""
+            rates = run(
+                build_settings(**common, database_url=fresh_database(pg_server)), args.jobs, args.threads, trips
+            )
+            redis.Redis.from_url(redis_url).flushall()
+            return rates
+
         # Side by side, alternating: the machine's load drifts, a ratio of two
         # runs taken back to back does not. The median ratio is the figure.
         ratios = []
         for _ in range(args.repeat):
-            noop_rate, noop_trips = run_noop(
-                build_settings(**common, database_url=fresh_database(pg_server)),
-                args.jobs,
-                args.threads,
-                trips,
-            )
-            redis.Redis.from_url(redis_url).flushall()
-            remember_rate, remember_trips = run_remember(
-                build_settings(**common, database_url=fresh_database(pg_server)),
-                args.jobs,
-                args.threads,
-                trips,
-            )
-            redis.Redis.from_url(redis_url).flushall()
+            noop_rate, noop_trips = on_fresh_stores(run_noop)
+            remember_rate, remember_trips = on_fresh_stores(run_remember)
             ratios.append(remember_rate / noop_rate)
             print(
                 f"stock Dramatiq no-op {noop_rate:8.0f} jobs/s   {noop_trips:5.2f} Redis round trips/job; "

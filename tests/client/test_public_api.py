@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import inspect
-import json
-import os
-import subprocess
-import sys
+from types import ModuleType
 
 import pytest
 
@@ -15,45 +12,21 @@ import memjobs_client
 import memjobs_worker
 from memjobs_client import errors
 from memjobs_client.errors import MemjobsError, PermanentError, TransientError
-from tests.support.harness import REPO
+from tests.support.public_api import assert_exported_from_homes, modules_loaded_by_importing, names_of
 
-PRODUCERS_API = {
-    "ForgetOutcome",
-    "MemjobsClient",
-    "SessionBlackboard",
-    "SCHEMA_VERSION",
-    "ExtractFacts",
-    "ForgetSource",
-    "RememberSource",
-    "owner_key",
-    "source_id_for",
-    "ensure_not_sensitive",
-    "find_sensitive_path",
-    "find_sensitive_text",
-    "BackendUnavailable",
-    "ConfigurationError",
-    "FeatureOff",
-    "InvalidPayload",
-    "KnowledgeOff",
-    "LockLost",
-    "MemjobsError",
-    "MemoryOff",
-    "ModelUnavailable",
-    "RedisFull",
-    "PermanentError",
-    "SensitiveContent",
-    "StaleFencingToken",
-    "TransientError",
+#: The public names by the module each comes from, but the error classes: all that errors.py defines.
+PRODUCERS_HOMES = {
+    "blackboard": "SessionBlackboard",
+    "client": "ForgetOutcome MemjobsClient",
+    "contracts": "SCHEMA_VERSION ExtractFacts ForgetSource RememberSource owner_key source_id_for",
+    "sensitive": "ensure_not_sensitive find_sensitive_path find_sensitive_text",
 }
-WORKERS_API = {
-    "Runtime",
-    "Settings",
-    "load_settings",
-    "ExtractionScheduler",
-    "MemoryPipeline",
-    "RecallHit",
-    "sweep",
-    "LeaseLock",
+WORKERS_HOMES = {
+    "runtime": "Runtime",
+    "settings": "Settings load_settings",
+    "memory.intake": "ExtractionScheduler sweep",
+    "memory.pipeline": "MemoryPipeline RecallHit",
+    "lease": "LeaseLock",
 }
 
 # As producers/errors.py's docstring draws the tree.
@@ -73,37 +46,38 @@ def _error_classes() -> dict[str, type[BaseException]]:
     }
 
 
+PRODUCERS_API = names_of(PRODUCERS_HOMES) | set(_error_classes())
+WORKERS_API = names_of(WORKERS_HOMES)
+
+
 def test_importing_producers_pulls_in_no_engine_model_or_database_library() -> None:
-    code = "import json, sys, memjobs_client; print(json.dumps(sorted(sys.modules)))"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout)
+    loaded = modules_loaded_by_importing("memjobs_client")
     assert "memjobs_client" in loaded  # the probe did import it
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []
 
 
-def test_producers_all_lists_exactly_the_public_api() -> None:
-    assert len(memjobs_client.__all__) == len(set(memjobs_client.__all__))
-    assert set(memjobs_client.__all__) == PRODUCERS_API
+@pytest.mark.parametrize(
+    ("package", "api"), [(memjobs_client, PRODUCERS_API), (memjobs_worker, WORKERS_API)], ids=["producers", "workers"]
+)
+def test_all_lists_exactly_the_public_api(package: ModuleType, api: set[str]) -> None:
+    assert len(package.__all__) == len(set(package.__all__))
+    assert set(package.__all__) == api
 
 
-def test_every_name_in_producers_all_exists() -> None:
-    missing = [name for name in memjobs_client.__all__ if not hasattr(memjobs_client, name)]
+@pytest.mark.parametrize("package", [memjobs_client, memjobs_worker], ids=["producers", "workers"])
+def test_every_name_in_all_exists(package: ModuleType) -> None:
+    missing = [name for name in package.__all__ if not hasattr(package, name)]
     assert missing == []
 
 
-def test_workers_all_lists_exactly_the_public_api() -> None:
-    assert len(memjobs_worker.__all__) == len(set(memjobs_worker.__all__))
-    assert set(memjobs_worker.__all__) == WORKERS_API
-
-
-def test_every_name_in_workers_all_exists() -> None:
-    missing = [name for name in memjobs_worker.__all__ if not hasattr(memjobs_worker, name)]
-    assert missing == []
+@pytest.mark.parametrize(
+    ("package", "homes"),
+    [(memjobs_client, PRODUCERS_HOMES), (memjobs_worker, WORKERS_HOMES)],
+    ids=["producers", "workers"],
+)
+def test_each_public_name_is_the_object_of_its_home_module(package: ModuleType, homes: dict[str, str]) -> None:
+    assert_exported_from_homes(package, homes)
 
 
 def test_producers_exports_every_error_class() -> None:

@@ -11,7 +11,6 @@ Skipped (with the reason) where namespaces cannot be made; CI runs it as root.
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from memjobs_client import MemjobsClient, SessionBlackboard
 from memjobs_client.contracts import owner_key
 from tests.support.forward import Forwarder
-from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, self_signed_certificate
 from tests.support.netns import Topology, netns_unavailable, run_in
 
 OWNER = "moving-session@example.com"
@@ -44,34 +43,6 @@ def topo() -> Iterator[Topology]:
         topology.destroy()
 
 
-def certificate_for(tmp_path: Path, address: str) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            f"/CN={address}",
-            "-addext",
-            f"subjectAltName=IP:{address},IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
-
-
 def entry(seq: int, **extra: Any) -> dict[str, Any]:
     return {
         "entry_id": f"e-{seq}",
@@ -90,7 +61,7 @@ def test_a_blackboard_written_on_one_host_is_restored_on_another(
     topo: Topology, api_factory: Callable[..., Api], tmp_path: Path
 ) -> None:
     svc = topo.address("svc")
-    cert, key = certificate_for(tmp_path, svc)
+    cert, key = self_signed_certificate(tmp_path, svc)
     api = api_factory(api_tls_cert=cert, api_tls_key=key, api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
     redis_url = api.harness.settings.redis.url
     assert redis_url is not None  # the test session's own Redis

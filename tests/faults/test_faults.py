@@ -36,7 +36,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis
 from memjobs_worker.memory.store.base import Attempt, Produced
 from memjobs_worker.memory.store.schema import attempts, sources
 from memjobs_worker.settings import Settings
-from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.harness import Harness, HarnessFactory, MakeSettings, kill_group, spawn_workers
 from tests.support.joblog import JobLog
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
@@ -145,8 +145,8 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
 
 @pytest.mark.slow
 def test_two_worker_processes_never_extract_for_one_owner_at_once(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     worker_procs: Callable[..., Any],
     tmp_path: Path,
@@ -217,8 +217,8 @@ def _recover_after_kill(
 
 @pytest.mark.slow
 def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicates(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     worker_procs: Callable[..., Any],
     tmp_path: Path,
@@ -258,8 +258,8 @@ def test_kill_9_during_extraction_is_recovered_in_bounded_time_without_duplicate
 
 @pytest.mark.slow
 def test_kill_9_between_mem0_insert_and_ledger_commit_leaves_no_orphan_memory(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     worker_procs: Callable[..., Any],
     tmp_path: Path,
@@ -337,9 +337,7 @@ class StaleRace:
 
 
 def test_stale_holder_commit_is_refused_and_its_memories_do_not_survive(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     h = harness_factory(model_settings(lease_ms=1500))
     texts = ["I play the oboe", "我住在苏州", "My dog is called Pepper"]
@@ -369,9 +367,7 @@ def test_stale_holder_commit_is_refused_and_its_memories_do_not_survive(
 
 
 def test_after_a_stale_holder_forgetting_one_source_keeps_the_others_recallable(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     """What a stale holder's leftovers do later: the batch's shared memories are
     deleted with the forgotten source and the other sources are learned again; the
@@ -398,11 +394,7 @@ def test_after_a_stale_holder_forgetting_one_source_keeps_the_others_recallable(
 
 @pytest.mark.parametrize("fault", ["http_500", "http_429", "timeout"])
 def test_model_failures_are_retried_as_an_outage_and_sources_stay_pending(
-    fault: str,
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    job_log: JobLog,
+    fault: str, model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, job_log: JobLog
 ) -> None:
     failing = 4  # two job runs' worth with model_max_attempts=2
     fake_model.set_chat_handler(echo_facts_handler)
@@ -444,9 +436,7 @@ def test_model_failures_are_retried_as_an_outage_and_sources_stay_pending(
 
 
 def test_sources_queued_in_redis_survive_a_redis_restart(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    redis_server: EmbeddedRedis,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, redis_server: EmbeddedRedis
 ) -> None:
     h = harness_factory(make_settings())
     texts = ["I was born in Harbin", "我周末去游泳", "My favourite tea is oolong"]
@@ -484,10 +474,7 @@ def _restart_if_down(pg_server: EmbeddedPostgres) -> None:
 
 
 def test_remember_during_a_database_outage_is_retried_and_learned_after(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    pg_server: EmbeddedPostgres,
-    job_log: JobLog,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, pg_server: EmbeddedPostgres, job_log: JobLog
 ) -> None:
     h = harness_factory(make_settings(max_retries=200))
     h.start_worker()
@@ -522,8 +509,8 @@ def test_remember_during_a_database_outage_is_retried_and_learned_after(
 
 
 def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     pg_server: EmbeddedPostgres,
     database_url: str,
@@ -577,9 +564,7 @@ def test_commit_cut_by_a_database_stop_fails_transiently_and_is_redone_once(
 
 
 def test_forget_racing_an_uncommitted_remember_still_wins(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    database_url: str,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, database_url: str
 ) -> None:
     """remember_source and forget_source run on separate queues, so a forget can reach
     the ledger while its remember's INSERT is not yet committed. The remember's
@@ -598,17 +583,10 @@ def test_forget_racing_an_uncommitted_remember_still_wins(
             result["error"] = exc
 
     with h.store.engine.connect() as remember_tx, psycopg.connect(database_url, autocommit=True) as watcher:
+        row = {"source_id": sid, "owner_key": KEY, "state": "pending", "kind": "utterance", "text": text}
         remember_tx.execute(
             pg_insert(sources)
-            .values(
-                source_id=sid,
-                owner_key=KEY,
-                state="pending",
-                kind="utterance",
-                text=text,
-                created_at=now,
-                updated_at=now,
-            )
+            .values(**row, created_at=now, updated_at=now)
             .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
         )
         racer = threading.Thread(target=forget, name="forget", daemon=True)

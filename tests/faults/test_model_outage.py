@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from dramatiq import Message
@@ -27,9 +26,8 @@ from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, QUEUE_OF, owner_key
 from memjobs_worker.model_breaker import read_states
 from memjobs_worker.observability.metrics import MODEL_CALLS
-from memjobs_worker.settings import Settings
 from tests.faults.test_faults import assert_learned_exactly_once
-from tests.support.harness import Harness
+from tests.support.harness import Harness, HarnessFactory, MakeSettings
 from tests.support.joblog import JobLog
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
@@ -72,11 +70,7 @@ def breaker_open(h: Harness) -> bool:
 
 @pytest.mark.parametrize("fault", ["http_500", "refused"])
 def test_a_model_outage_dead_letters_nothing_and_calls_at_the_probe_rate(
-    fault: str,
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    job_log: JobLog,
+    fault: str, model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, job_log: JobLog
 ) -> None:
     fake_model.set_chat_handler(echo_facts_handler)
     h = harness_factory(

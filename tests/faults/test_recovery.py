@@ -21,8 +21,8 @@ from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, owner_key
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.embedded import EmbeddedRedis
 from memjobs_worker.ops import status as ops
-from memjobs_worker.settings import Settings, default_of
-from tests.support.harness import Harness, kill_group, spawn_workers
+from memjobs_worker.settings import default_of
+from tests.support.harness import Harness, HarnessFactory, MakeSettings, kill_group, spawn_workers
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
@@ -57,8 +57,8 @@ def extract_holders(h: Harness) -> dict[str, set[bytes | str]]:
 
 @pytest.mark.slow
 def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
@@ -106,8 +106,8 @@ def test_kill_9_of_a_host_is_recovered_within_30_s_with_the_default_timings(
 
 @pytest.mark.slow
 def test_a_live_but_slow_worker_keeps_its_messages(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
@@ -211,8 +211,7 @@ def test_a_producer_call_against_a_silent_redis_fails_within_the_bound() -> None
 
 
 def test_drain_ends_when_only_needless_extractions_are_left(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     h = harness_factory(make_settings())
     h.start_worker()

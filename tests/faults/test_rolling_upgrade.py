@@ -12,6 +12,7 @@ messages without a version included.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ import memjobs_client.contracts.base as contracts_base
 from memjobs_client.contracts import ACTOR_REMEMBER, QUEUE_REMEMBER, QUEUES, owner_key, source_id_for
 from memjobs_worker.settings import Settings
 from tests.faults.test_faults import json_lines
-from tests.support.harness import Harness, kill_group, launch, spawn_workers, worker_env
+from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
 from tests.support.polling import wait_for
 
 OWNER = "rolling-upgrade-owner"
@@ -46,25 +47,18 @@ def dead(h: Harness) -> int:
     return sum(q["dead"] for q in h.queues().values())
 
 
-def enqueue_unversioned(h: Harness, text: str) -> str:
-    """An older producer's remember of ``text``: a message without any schema version
-    (version 1); its source id."""
+def deferrals(log: Path) -> list[dict[str, Any]]:
+    return [r for r in json_lines(log) if r.get("reason") == "newer_schema"]
+
+
+def remember_unversioned(h: Harness, text: str) -> str:
+    """Enqueues, as an older producer would, a remember message without any schema version; returns its source id."""
     source_id = source_id_for(KEY, text)
-    payload = {
-        "owner_key": KEY,
-        "source_id": source_id,
-        "text": text,
-        "session_id": None,
-        "kind": "utterance",
-    }
+    payload = {"owner_key": KEY, "source_id": source_id, "text": text, "session_id": None, "kind": "utterance"}
     h.broker.enqueue(
         dramatiq.Message(queue_name=QUEUE_REMEMBER, actor_name=ACTOR_REMEMBER, args=(payload,), kwargs={}, options={})
     )
     return source_id
-
-
-def deferrals(log: Path) -> list[dict[str, Any]]:
-    return [r for r in json_lines(log) if r.get("reason") == "newer_schema"]
 
 
 def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
@@ -81,8 +75,8 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     procs.append(older)
 
     # An older producer's message without any version is version 1: read.
-    shed = enqueue_unversioned(h, "I keep my bike in the shed")
-    wait_for(lambda: state(h, shed) == "learned", 60, "the unversioned message learned")
+    unversioned_id = remember_unversioned(h, "I keep my bike in the shed")
+    wait_for(lambda: state(h, unversioned_id) == "learned", 60, "the unversioned message learned")
 
     # A newer producer (version 2): the older worker leaves its message, it does not dead-letter it.
     monkeypatch.setattr(contracts_base, "SCHEMA_VERSION", 2)
@@ -98,9 +92,16 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     data_dir = tmp_path / "newer-data"
     (data_dir / "metrics").mkdir(parents=True)
     env = worker_env(settings, MEMJOBS_DATA_DIR=str(data_dir), PROMETHEUS_MULTIPROC_DIR=str(data_dir / "metrics"))
-    newer = launch(
-        [sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2", "--queues", *QUEUES], env, newer_log
-    )
+    with newer_log.open("ab") as out:
+        newer = subprocess.Popen(
+            [sys.executable, "-c", NEWER_WORKER, "--processes", "1", "--threads", "2", "--queues", *QUEUES],
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO,
+        )
     procs.append(newer)
     wait_for(lambda: state(h, newer_id) == "learned", 90, "the newer message learned by the newer worker")
     assert older.poll() is None, "the older worker stopped"
@@ -111,9 +112,9 @@ def test_a_newer_message_waits_for_a_newer_worker_while_the_older_one_runs(
     kill_group(older)
     monkeypatch.setattr(contracts_base, "SCHEMA_VERSION", 1)
     older_id = h.client.remember(OWNER, "I lent my bike to Sam")
-    unversioned = enqueue_unversioned(h, "I got my bike back")
+    unversioned_id = remember_unversioned(h, "I got my bike back")
     wait_for(
-        lambda: state(h, older_id) == state(h, unversioned) == "learned",
+        lambda: state(h, older_id) == state(h, unversioned_id) == "learned",
         60,
         "version 1 and unversioned messages learned by the newer worker",
     )

@@ -21,7 +21,7 @@ from memjobs_worker import pools
 from memjobs_worker.embedded.process import group_members
 from memjobs_worker.pools import pool_queues, shares_process
 from memjobs_worker.settings import Settings, WorkerSettings
-from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.harness import HarnessFactory, MakeSettings, kill_group, spawn_workers
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
@@ -42,13 +42,7 @@ GiB = 2**30
     ],
 )
 def test_a_small_host_shares_one_process_unless_told(
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    cores: int,
-    memory: int,
-    processes: int,
-    layout: str,
-    shared: bool,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cores: int, memory: int, processes: int, layout: str, shared: bool
 ) -> None:
     monkeypatch.setattr(pools, "host_size", lambda: (cores, memory))
     settings = Settings(data_dir=tmp_path, workers=WorkerSettings(worker_layout=layout))  # type: ignore[arg-type]  # a str, as from the environment
@@ -77,8 +71,8 @@ def shared_worker() -> Iterator[Callable[..., Any]]:
 
 
 def test_a_hung_model_call_holds_no_remember_in_the_shared_process(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     shared_worker: Callable[..., Any],
     tmp_path: Path,

@@ -10,25 +10,14 @@ import subprocess
 
 from memjobs_client.gateway import TOOL_DEFINITIONS
 from tests.gateway.conftest import SEEDED_OWNER
-from tests.http.test_http_typescript import CLIENT, NODE, needs_node, node_test
-from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api
+from tests.http.test_http_typescript import CLIENT, NODE, assert_node_tests_pass, needs_node, tokened_env
+from tests.support.http import Api
 
 
 @needs_node
 def test_provider_contract_and_tools_against_the_live_api(seeded_api: Api) -> None:
-    done = node_test(
-        "test/provider.test.mjs",
-        "test/tools.test.mjs",
-        env={
-            "MEMJOBS_API_URL": seeded_api.url,
-            "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
-            "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN,
-            "MEMJOBS_TOOLS_OWNER": SEEDED_OWNER,
-        },
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
-    assert "# pass 11" in done.stdout, done.stdout[-2000:]
+    env = {**tokened_env(seeded_api.url), "MEMJOBS_TOOLS_OWNER": SEEDED_OWNER}
+    assert_node_tests_pass("test/provider.test.mjs", "test/tools.test.mjs", passed=11, env=env)
 
 
 @needs_node

@@ -11,9 +11,7 @@ copied to ``docs/img/``.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,45 +23,21 @@ from dramatiq import Message
 from memjobs_client.contracts import ACTOR_RECORD_TASK, QUEUE_EXTRACT, QUEUE_TASKS, owner_key
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.status import queue_stats
-from tests.support.harness import REPO
+from tests.support.browser import keep_screenshot, launched_chromium
 from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem, remember
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OWNER = "erin.console@example.com"
 KEY = owner_key(OWNER)
 TEXTS = ["I park my scooter behind the library", "我周五晚上练书法"]
 TASK_GOAL = "book a table for the anniversary"
 
 
-def chromium_path() -> str:
-    if Path(CHROMIUM).exists():
-        return CHROMIUM
-    if os.environ.get("CI"):
-        pytest.fail("chromium is missing: .ci/run installs Debian's chromium package")
-    pytest.skip("Debian's chromium is not installed (make chromium, or apt-get install chromium)")
-
-
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    path = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=path, args=FLAGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +47,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Any, str], Path
     def take(page: Any, name: str) -> Path:
         path = directory / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
-        if os.environ.get("UPDATE_CONSOLE_SCREENSHOTS") == "1":
-            shutil.copy(path, REPO / "docs" / "img" / path.name)
+        keep_screenshot(path)
         return path
 
     return take

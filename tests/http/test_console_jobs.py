@@ -12,9 +12,7 @@ copies them to ``docs/img/``).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,25 +32,14 @@ from memjobs_worker.observability.running import running_jobs
 from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.ops.pauses import HonourPauses, PauseGate, QueuePauses
 from memjobs_worker.ops.status import queue_stats
+from tests.support.browser import keep_screenshot, launched_chromium
 from tests.support.cli import cli_env, ok, run_cli
-from tests.support.harness import REPO
 from tests.support.http import Api, remember
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
 from tests.support.redis_commands import monitored
 from tests.support.redis_values import as_bytes
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OWNER = "mei.jobs@example.com"
 KEY = owner_key(OWNER)
 OTHER_KEY = owner_key("somebody.else@example.com")
@@ -63,16 +50,14 @@ QUEUED, DELAYED = 2_000, 500
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing: .ci/run installs Debian's chromium package")
-        pytest.skip("Debian's chromium is not installed (make chromium, or apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with launched_chromium() as launched:
         yield launched
-        launched.close()
+
+
+@pytest.fixture
+def api(api_factory: Callable[..., Api]) -> Api:
+    """The API with no worker: nothing consumes, what is sent stays."""
+    return api_factory(worker=False)
 
 
 @pytest.fixture
@@ -82,11 +67,25 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+def answer_next_dialog(page: Any, *, accept: bool) -> list[str]:
+    """Accepts or dismisses the page's next dialog; the list returned gets its message."""
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        if accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.once("dialog", answer)
+    return asked
+
+
 def shot(page: Any, name: str, tmp_path: Path, *, full_page: bool = True) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
-    if os.environ.get("UPDATE_CONSOLE_SCREENSHOTS") == "1":
-        shutil.copy(path, REPO / "docs" / "img" / path.name)
+    keep_screenshot(path)
 
 
 def task(i: int, key: str = KEY) -> Message[Any]:
@@ -139,10 +138,7 @@ def rows(html: str) -> list[str]:
 # -- plain HTTP: a page of thousands, search, a job's page ------------------------------------
 
 
-def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)  # nothing consumes: the backlog stays
+def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     sent = [
         broker.enqueue(task(i, KEY if i % 2 else OTHER_KEY), delay=600_000 if i >= QUEUED else None)
@@ -210,12 +206,7 @@ def test_a_page_of_jobs_reads_one_page_whatever_the_backlog_and_pages_on(
 # -- Chromium --------------------------------------------------------------------------------
 
 
-def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(
-    api_factory: Callable[..., Api],
-    page: Any,
-    tmp_path: Path,
-) -> None:
-    api = api_factory(worker=False)
+def test_the_jobs_pages_in_a_browser_list_search_page_and_open_a_job(api: Api, page: Any, tmp_path: Path) -> None:
     sent = [api.harness.broker.enqueue(task(i)) for i in range(120)]
     page.goto(f"{api.url}/console/jobs?refresh=300")
     assert page.locator("table.jobs tr[data-id]").count() == 50
@@ -285,10 +276,7 @@ def test_a_paused_queue_is_left_alone_by_a_real_worker_and_run_after_resume(
     assert "<script src" not in html and "http://" not in html.replace(api.url, "")
 
 
-def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)
+def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     sent = broker.enqueue(task(0))
     consumer = broker.consume(QUEUE_TASKS, prefetch=1, timeout=100)
@@ -306,10 +294,7 @@ def test_a_message_handed_out_before_a_pause_goes_back_to_its_queue_untouched(
     assert Message.decode(as_bytes(data)).options.get("retries") is None  # no attempt counted
 
 
-def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
-    api_factory: Callable[..., Api],
-) -> None:
-    api = api_factory(worker=False)
+def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(api: Api) -> None:
     broker, client = api.harness.broker, api.harness.runtime.redis
     broker.pause_gate = PauseGate(client, poll_ms=0)  # reads the flag on every call
     for i in range(5):
@@ -327,8 +312,7 @@ def test_a_paused_consumer_fetches_nothing_and_puts_back_what_it_prefetched(
     consumer.close()
 
 
-def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callable[..., Api]) -> None:
-    api = api_factory(worker=False)
+def test_with_no_script_the_server_asks_before_a_bulk_purge(api: Api) -> None:
     client = api.harness.runtime.redis
     letters = dead_tasks(api, 2)
     page = api.http.get("/console/dead-letters")
@@ -346,24 +330,14 @@ def test_with_no_script_the_server_asks_before_a_bulk_purge(api_factory: Callabl
     assert away.headers["location"].startswith("/console?")  # never another site
 
 
-def test_purge_asks_first_and_deletes_only_the_letters_shown(
-    api_factory: Callable[..., Api],
-    page: Any,
-) -> None:
-    api = api_factory(worker=False)
+def test_purge_asks_first_and_deletes_only_the_letters_shown(api: Api, page: Any) -> None:
     client = api.harness.runtime.redis
     shown = dead_tasks(api, 3)
     page.goto(f"{api.url}/console/dead-letters?refresh=300")  # no refresh during the test
     assert page.locator("table.jobs tr[data-id]").count() == 3
     no_private_text(page.content())
 
-    asked: list[str] = []
-
-    def dismiss(dialog: Any) -> None:
-        asked.append(dialog.message)
-        dialog.dismiss()
-
-    page.once("dialog", dismiss)
+    asked = answer_next_dialog(page, accept=False)
     page.get_by_role("button", name="Purge shown").click()
     wait_for(lambda: asked, 10, "the confirmation dialog")
     assert "Purge 3 dead letters" in asked[0]
@@ -378,11 +352,7 @@ def test_purge_asks_first_and_deletes_only_the_letters_shown(
     assert left == set(arrived) and not left & set(shown)
 
 
-def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
-    api_factory: Callable[..., Api],
-    page: Any,
-) -> None:
-    api = api_factory(worker=False)
+def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(api: Api, page: Any) -> None:
     client = api.harness.runtime.redis
     letters = dead_tasks(api, 3)
     page.goto(f"{api.url}/console/dead-letters?refresh=1&queue={QUEUE_TASKS}")
@@ -397,13 +367,7 @@ def test_a_live_refresh_keeps_the_ticked_letters_and_retry_takes_only_them(
     assert page.locator(f"input.pick[value='{QUEUE_TASKS}:{letters[1]}']").is_checked()
     assert not page.locator(f"input.pick[value='{QUEUE_TASKS}:{arrived[0]}']").is_checked()
 
-    asked: list[str] = []
-
-    def accept(dialog: Any) -> None:
-        asked.append(dialog.message)
-        dialog.accept()
-
-    page.once("dialog", accept)
+    asked = answer_next_dialog(page, accept=True)
     page.get_by_role("button", name="Retry shown").click()
     page.wait_for_url(re.compile(r"done=retried"))
     assert "Retry 1 dead letters" in asked[0]  # the ticked one, not the four shown

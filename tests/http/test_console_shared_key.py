@@ -42,8 +42,7 @@ def replicas(api_factory: Callable[..., Api], tmp_path: Path, **tokens: str) -> 
 
 
 def test_a_cookie_and_csrf_token_from_one_replica_are_honoured_by_the_other(
-    api_factory: Callable[..., Api],
-    tmp_path: Path,
+    api_factory: Callable[..., Api], tmp_path: Path
 ) -> None:
     a, b = replicas(api_factory, tmp_path)
     cookie = log_in(a)
@@ -57,10 +56,7 @@ def test_a_cookie_and_csrf_token_from_one_replica_are_honoured_by_the_other(
     assert send(a, "GET", "/console", cookie=other.encode()).status == 200
 
 
-def test_a_logout_on_one_replica_ends_the_session_on_the_other(
-    api_factory: Callable[..., Api],
-    tmp_path: Path,
-) -> None:
+def test_a_logout_on_one_replica_ends_the_session_on_the_other(api_factory: Callable[..., Api], tmp_path: Path) -> None:
     a, b = replicas(api_factory, tmp_path)
     cookie = log_in(a)
     csrf = csrf_of(a, cookie)
@@ -72,10 +68,7 @@ def test_a_logout_on_one_replica_ends_the_session_on_the_other(
         assert action.status == 403 and "logged out" in action.text
 
 
-def test_a_different_host_token_refuses_the_others_cookies(
-    api_factory: Callable[..., Api],
-    tmp_path: Path,
-) -> None:
+def test_a_different_host_token_refuses_the_others_cookies(api_factory: Callable[..., Api], tmp_path: Path) -> None:
     a, b = replicas(api_factory, tmp_path, api_host_token=OTHER_HOST_TOKEN)
     cookie = log_in(a)
     csrf = csrf_of(a, cookie)
@@ -87,8 +80,7 @@ def test_a_different_host_token_refuses_the_others_cookies(
 
 
 def test_the_key_is_random_stored_without_ttl_under_a_name_from_the_tokens_hash(
-    api_factory: Callable[..., Api],
-    tmp_path: Path,
+    api_factory: Callable[..., Api], tmp_path: Path
 ) -> None:
     a, _ = replicas(api_factory, tmp_path)
     log_in(a)

@@ -43,6 +43,13 @@ class Held:
         await send({"type": "http.response.body", "body": b"{}"})
 
 
+def guarding(app: Held, slots: Slots) -> RequestGuard:
+    """A guard with no tokens before ``app``, its pools ``slots``."""
+    return RequestGuard(
+        app, tokens=Tokens(None, None), slots=slots, refusals=RefusalLog(), max_body_bytes=1024, body_timeout_s=5
+    )
+
+
 async def status(guard: RequestGuard, path: str, client: str = "127.0.0.1") -> int:
     sent: list[Any] = []
 
@@ -55,14 +62,7 @@ async def status(guard: RequestGuard, path: str, client: str = "127.0.0.1") -> i
 
 def test_unauthenticated_paths_have_their_own_pool() -> None:
     app = Held()
-    guard = RequestGuard(
-        app,
-        tokens=Tokens(None, None),
-        slots=Slots({"api": 4, "public": 2}, 16),
-        refusals=RefusalLog(),
-        max_body_bytes=1024,
-        body_timeout_s=5,
-    )
+    guard = guarding(app, Slots({"api": 4, "public": 2}, 16))
 
     async def run() -> tuple[int, list[int]]:
         held = [asyncio.create_task(status(guard, "/openapi.json", f"127.0.0.{i + 2}")) for i in range(2)]
@@ -80,14 +80,7 @@ def test_unauthenticated_paths_have_their_own_pool() -> None:
 
 def test_one_address_is_capped_below_the_pool() -> None:
     app = Held()
-    guard = RequestGuard(
-        app,
-        tokens=Tokens(None, None),
-        slots=Slots({"api": 8, "public": 8}, 2),
-        refusals=RefusalLog(),
-        max_body_bytes=1024,
-        body_timeout_s=5,
-    )
+    guard = guarding(app, Slots({"api": 8, "public": 8}, 2))
 
     async def run() -> list[int]:
         held = [asyncio.create_task(status(guard, "/v1/sources", "127.0.0.9")) for _ in range(2)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from memjobs_worker.endpoints import Endpoints
 from memjobs_worker.http.auth import check_bind
 from memjobs_worker.http.serve import ApiServer
 from memjobs_worker.settings import Settings
-from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem
+from tests.support.http import GATEWAY_TOKEN, HOST_TOKEN, Api, problem, self_signed_certificate
 from tests.support.settings import build as build_settings
 
 SIGNING_KEY = "signing-key-0123456789abcdef-0123456789"
@@ -180,30 +179,7 @@ def test_unsafe_token_and_tls_settings_refuse_to_start(overrides: dict[str, Any]
 
 @pytest.fixture
 def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return self_signed_certificate(tmp_path)
 
 
 def test_tls_is_served_with_a_certificate_and_key(

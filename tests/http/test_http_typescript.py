@@ -39,6 +39,19 @@ def node_test(*files: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+def assert_node_tests_pass(*files: str, passed: int, env: dict[str, str]) -> None:
+    """``node --test files`` in ``env``: every test passes, none is skipped, and ``passed`` of them ran."""
+    done = node_test(*files, env=env)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
+    assert f"# pass {passed}" in done.stdout, done.stdout[-2000:]
+
+
+def tokened_env(url: str) -> dict[str, str]:
+    """The TypeScript tests' environment for the API at ``url`` with the test tokens."""
+    return {"MEMJOBS_API_URL": url, "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN, "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN}
+
+
 @needs_node
 def test_node_version_is_20_or_newer() -> None:
     assert NODE is not None
@@ -49,32 +62,16 @@ def test_node_version_is_20_or_newer() -> None:
 @needs_node
 def test_typescript_client_against_the_real_api(api_factory: Callable[..., Api]) -> None:
     api = api_factory(api_gateway_token=GATEWAY_TOKEN, api_host_token=HOST_TOKEN)
-    done = node_test(
-        "test/live.test.mjs",
-        "test/safety.test.mjs",
-        "test/types.test.mjs",
-        env={
-            "MEMJOBS_API_URL": api.url,
-            "MEMJOBS_API_GATEWAY_TOKEN": GATEWAY_TOKEN,
-            "MEMJOBS_API_HOST_TOKEN": HOST_TOKEN,
-        },
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
-    assert "# pass 11" in done.stdout, done.stdout[-2000:]
+    tests = ("test/live.test.mjs", "test/safety.test.mjs", "test/types.test.mjs")
+    assert_node_tests_pass(*tests, passed=11, env=tokened_env(api.url))
 
 
 @needs_node
 def test_typescript_client_against_an_open_api(api_factory: Callable[..., Api]) -> None:
     """What `memjobs up` serves on loopback: no token at all."""
     api = api_factory()
-    done = node_test(
-        "test/live.test.mjs",
-        env={"MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": "", "MEMJOBS_API_HOST_TOKEN": ""},
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# skipped 0" in done.stdout, done.stdout[-2000:]
-    assert "# pass 4" in done.stdout, done.stdout[-2000:]
+    open_env = {"MEMJOBS_API_URL": api.url, "MEMJOBS_API_GATEWAY_TOKEN": "", "MEMJOBS_API_HOST_TOKEN": ""}
+    assert_node_tests_pass("test/live.test.mjs", passed=4, env=open_env)
 
 
 def test_declarations_type_check_with_tsc() -> None:

@@ -22,7 +22,7 @@ from memjobs_worker.knowledge.search import MAX_K, search_knowledge
 from memjobs_worker.knowledge.targets import collect
 from memjobs_worker.knowledge.walk import walk_folder
 from memjobs_worker.settings import Settings
-from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.harness import HarnessFactory, MakeSettings, kill_group, spawn_workers
 from tests.support.knowledge_corpus import DISTRACTORS, DOCS, RANKING_QUERIES, top_k_share
 from tests.support.openai_server import FakeOpenAI
 
@@ -84,8 +84,8 @@ def no_dac_workers(tmp_path: Path) -> Iterator[Callable[[Settings], Path]]:
 
 
 def test_a_hostile_folder_refuses_each_bad_entry_by_name_and_indexes_the_rest_in_parts(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    make_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     no_dac_workers: Callable[[Settings], Path],
     tmp_path: Path,
 ) -> None:
@@ -121,7 +121,7 @@ def test_a_hostile_folder_refuses_each_bad_entry_by_name_and_indexes_the_rest_in
 
 
 def test_parts_remove_nothing_until_every_part_is_in(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off"))
     h.start_worker()
@@ -164,7 +164,7 @@ def test_a_hostile_folder_as_root_still_refuses_by_reason_in_process(tmp_path: P
 
 
 def test_a_system_file_is_refused_as_path_and_behind_a_symlink(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], tmp_path: Path
+    make_settings: MakeSettings, harness_factory: HarnessFactory, tmp_path: Path
 ) -> None:
     (tmp_path / "innocent.txt").symlink_to("/etc/passwd")
     for roots in ([Path("/")], [tmp_path]):
@@ -199,9 +199,7 @@ def test_a_system_file_is_refused_as_path_and_behind_a_symlink(
 
 
 def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     h = harness_factory(
         make_settings(
@@ -228,7 +226,7 @@ def test_a_query_carrying_a_key_is_refused_before_the_embedding_service(
 
 
 def test_knowledge_off_refuses_reindex_at_the_producer(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     h = harness_factory(make_settings(knowledge="off", memory_provider="off"))
     with pytest.raises(ConfigurationError) as refused:
@@ -239,7 +237,7 @@ def test_knowledge_off_refuses_reindex_at_the_producer(
     assert h.queues()["memjobs_knowledge"]["ready"] == 0
 
 
-def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: Callable[..., Settings]) -> None:
+def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: MakeSettings) -> None:
     for blank in ("", "   "):
         settings = make_settings(embedding_base_url=blank, memory_base_url=blank)
         assert settings.embedding.base_url is None and not settings.embedding.configured
@@ -247,8 +245,7 @@ def test_a_blank_embedding_endpoint_is_no_endpoint(make_settings: Callable[..., 
 
 
 def test_ranking_with_long_distractors_meets_the_top1_floor(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     h = harness_factory(make_settings(memory_provider="off"))
     h.start_worker()
@@ -291,8 +288,7 @@ def deep_folder(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_folder_1500_levels_deep_is_walked_without_recursion_and_budgets_say_what_they_skipped(
-    deep_folder: Path,
-    tmp_path: Path,
+    deep_folder: Path, tmp_path: Path
 ) -> None:
     root = deep_folder
     whole = walk_folder(str(root), max_depth=2000)

@@ -59,6 +59,14 @@ def ids_found(h: Harness, query: str, k: int) -> list[str]:
     return [r.source.removeprefix("doc:") for r in outcome.results]
 
 
+def indexed(h: Harness) -> Harness:
+    """``h`` with its worker started and the whole corpus indexed for OWNER."""
+    h.start_worker()
+    h.client.reindex_knowledge(OWNER, corpus(), consent=True)
+    h.drain()
+    return h
+
+
 def embed_calls(fake: FakeOpenAI) -> int:
     return len(fake.requests_for("embeddings"))
 
@@ -76,10 +84,7 @@ def test_reindex_requires_consent_and_enqueues_nothing_without_it(
 def test_hybrid_search_finds_chinese_and_english_and_marks_results_untrusted(
     embedded_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
-    h = harness_factory(embedded_settings())
-    h.start_worker()
-    h.client.reindex_knowledge(OWNER, corpus(), consent=True)
-    h.drain()
+    h = indexed(harness_factory(embedded_settings()))
     embedder = h.runtime.knowledge_embedder
     assert embedder is not None  # the embedding settings give one
     outcome = search_knowledge(h.runtime.knowledge, KEY, "花生过敏", 3, embed=embedder.embed)
@@ -97,10 +102,7 @@ def test_reindexing_an_unchanged_corpus_makes_no_embedding_call_and_a_change_onl
     harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
-    h = harness_factory(embedded_settings(knowledge_embed_batch=1000))
-    h.start_worker()
-    h.client.reindex_knowledge(OWNER, corpus(), consent=True)
-    h.drain()
+    h = indexed(harness_factory(embedded_settings(knowledge_embed_batch=1000)))
     first = embed_calls(fake_model)
     assert first >= 1
     h.client.reindex_knowledge(OWNER, corpus(), consent=True)
@@ -204,10 +206,7 @@ def test_without_an_embedding_service_search_says_so_and_ranks_by_keywords(
     harness_factory: Callable[[Settings], Harness],
     fake_model: FakeOpenAI,
 ) -> None:
-    h = harness_factory(make_settings())
-    h.start_worker()
-    h.client.reindex_knowledge(OWNER, corpus(), consent=True)
-    h.drain()
+    h = indexed(harness_factory(make_settings()))
     outcome = search_knowledge(h.runtime.knowledge, KEY, "灵隐寺", 3, embed=None)
     assert outcome.mode == "keyword" and "no embedding service" in (outcome.notice or "")
     assert outcome.results[0].source == "doc:hangzhou"
@@ -258,10 +257,7 @@ def _drained_quickly(h: Harness) -> bool:
 def test_rebuild_restores_the_full_text_index_from_raw_chunks(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
-    h = harness_factory(make_settings())
-    h.start_worker()
-    h.client.reindex_knowledge(OWNER, corpus(), consent=True)
-    h.drain()
+    h = indexed(harness_factory(make_settings()))
     with h.store.engine.begin() as conn:
         conn.execute(sa.text("UPDATE knowledge_chunks SET tokens = '', tsv = NULL"))
     assert search_knowledge(h.runtime.knowledge, KEY, "灵隐寺", 3, embed=None).results == []

@@ -4,7 +4,7 @@ cache is emptied (or pruned) so it does not grow."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
@@ -18,7 +18,7 @@ from memjobs_worker.knowledge.cache import MAX_AGE, EmbeddingCache
 from memjobs_worker.knowledge.reindex import reindex
 from memjobs_worker.knowledge.schema import knowledge_chunks, knowledge_embedding_cache
 from memjobs_worker.settings import Settings
-from tests.support.harness import Harness
+from tests.support.harness import HarnessFactory, MakeSettings
 from tests.support.knowledge_corpus import DOCS
 from tests.support.openai_server import FakeOpenAI, embed_text
 
@@ -71,9 +71,7 @@ def run(engine: Engine, settings: Settings, message: ReindexKnowledge, embed: Em
     )
 
 
-def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
-    engine: Engine, make_settings: Callable[..., Settings]
-) -> None:
+def test_a_retry_embeds_only_what_the_failed_attempt_did_not(engine: Engine, make_settings: MakeSettings) -> None:
     settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=BATCH)
     message = payload(*DOCS)
     store = KnowledgeStore(engine)
@@ -102,7 +100,7 @@ def test_a_retry_embeds_only_what_the_failed_attempt_did_not(
 
 
 def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
-    engine: Engine, make_settings: Callable[..., Settings]
+    engine: Engine, make_settings: MakeSettings
 ) -> None:
     settings = make_settings(knowledge_chunk_chars=60, knowledge_chunk_overlap_chars=10, knowledge_embed_batch=1)
     with pytest.raises(ModelUnavailable):  # leaves cached vectors of tea and cat
@@ -120,9 +118,7 @@ def test_the_cache_keeps_nothing_for_chunks_no_longer_present_nor_old_attempts(
 
 
 def test_through_a_worker_the_retry_sends_the_model_only_the_texts_it_still_lacks(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     h = harness_factory(
         make_settings(

@@ -15,6 +15,7 @@ from memjobs_client.contracts import owner_key, source_id_for
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder, InMemoryEngine, MemoryEngine
 from memjobs_worker.memory.store import SourceRecord
+from tests.support.ledger import pending_source
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 
 KEY = owner_key("alice")
@@ -74,17 +75,7 @@ def inferring(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subjec
 
 
 def source(text: str | None, key: str = KEY, *, seed: str | None = None) -> SourceRecord:
-    return SourceRecord(
-        source_id=source_id_for(key, text or seed or "blank"),
-        owner_key=key,
-        state="pending",
-        kind="utterance",
-        session_id=None,
-        text=text,
-        created_at=T0,
-        updated_at=T0,
-        learned_at=None,
-    )
+    return pending_source(key, text, T0, source_id=source_id_for(key, text or seed or "blank"))
 
 
 def texts(engine: MemoryEngine, key: str = KEY) -> list[str]:

@@ -11,14 +11,14 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
 
-from memjobs_client.contracts import owner_key, source_id_for
+from memjobs_client.contracts import owner_key
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder, MemoryEngine
 from memjobs_worker.memory.engine.extraction_output import parse_facts_reply
@@ -26,9 +26,8 @@ from memjobs_worker.memory.store import SourceRecord
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector
-from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, Harness, worker_env
-from tests.support.ledger import remember_now
+from tests.support.harness import REPO, Harness, HarnessFactory, MakeSettings, worker_env
+from tests.support.ledger import pending_source, remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
 from tests.support.polling import wait_for
 
@@ -102,25 +101,12 @@ def mem0_engine(database_url: str, tmp_path: Path, fake_model: FakeOpenAI) -> It
 
 
 def source(text: str) -> SourceRecord:
-    now = datetime.now(UTC)
-    return SourceRecord(
-        source_id=source_id_for(KEY, text),
-        owner_key=KEY,
-        state="pending",
-        kind="utterance",
-        session_id=None,
-        text=text,
-        created_at=now,
-        updated_at=now,
-        learned_at=None,
-    )
+    return pending_source(KEY, text, datetime.now(UTC))
 
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_mem0_raises_model_output_invalid_after_one_quick_retry(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
-    answer: str,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI, answer: str
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)
     with pytest.raises(ModelOutputInvalid) as caught:
@@ -135,8 +121,7 @@ def test_mem0_raises_model_output_invalid_after_one_quick_retry(
 
 
 def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI
 ) -> None:
     fake_model.queue_chat_replies(PROSE, "```json\n" + facts_reply("User moved to Hangzhou") + "\n```")
     produced = mem0_engine.extract(KEY, "a1", [source("I moved to Hangzhou")])
@@ -145,8 +130,7 @@ def test_mem0_learns_from_the_retry_when_the_second_reply_is_good(
 
 
 def test_mem0_takes_an_empty_memory_list_for_no_facts_in_one_call(
-    mem0_engine: MemoryEngine,
-    fake_model: FakeOpenAI,
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI
 ) -> None:
     fake_model.queue_chat_replies('{"memory": []}')
     assert mem0_engine.extract(KEY, "a1", [source("Good morning!")]) == []
@@ -175,10 +159,7 @@ def cli(h: Harness, *args: str) -> object:
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])
 def test_malformed_output_fails_each_batch_at_once_with_its_reason(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    answer: str,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, answer: str
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
     h = harness_factory(model_settings(extract_batch_size=2, min_backoff_ms=1000, max_backoff_ms=300_000))

@@ -10,13 +10,12 @@ with no server, :class:`TestRedis` on the test session's Redis. Time is moved
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from memjobs_client.errors import BackendUnavailable, LockLost
-from tests.support.coordination import KEY, Coordination, OnRedis, Twin
+from tests.support.coordination import KEY, Coordination, OnRedisBackend, OnTwinBackend
 
 LEASE_MS = 5000
 #: Redis's own clock runs on while a test runs: what must still be held is
@@ -207,14 +206,9 @@ class LeaseContract:
         assert holder.release() == "lost"
 
 
-class TestTwin(LeaseContract):
-    @pytest.fixture
-    def co(self) -> Coordination:
-        return Twin()
+class TestTwin(OnTwinBackend, LeaseContract):
+    pass
 
 
-class TestRedis(LeaseContract):
-    @pytest.fixture
-    def co(self, redis_url: str) -> Iterator[Coordination]:
-        with OnRedis(redis_url) as co:
-            yield co
+class TestRedis(OnRedisBackend, LeaseContract):
+    pass

@@ -11,7 +11,6 @@ server) and on Redis (:class:`TestRedis`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from memjobs_client.contracts import ExtractFacts, RememberSource, owner_key, so
 from memjobs_worker.memory.engine import InMemoryEngine
 from memjobs_worker.memory.pipeline import MemoryPipeline
 from memjobs_worker.memory.store import InMemoryStateStore
-from tests.support.coordination import Coordination, OnRedis, Twin
+from tests.support.coordination import Coordination, OnRedisBackend, OnTwinBackend
 
 KEY = owner_key("scheduled@example.com")
 DELAY_MS = 500
@@ -180,14 +179,9 @@ class SchedulingContract:
         assert rig.scheduler._surely_undelivered(owners[-1])
 
 
-class TestTwin(SchedulingContract):
-    @pytest.fixture
-    def co(self) -> Coordination:
-        return Twin()
+class TestTwin(OnTwinBackend, SchedulingContract):
+    pass
 
 
-class TestRedis(SchedulingContract):
-    @pytest.fixture
-    def co(self, redis_url: str) -> Iterator[Coordination]:
-        with OnRedis(redis_url) as co:
-            yield co
+class TestRedis(OnRedisBackend, SchedulingContract):
+    pass

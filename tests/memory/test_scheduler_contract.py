@@ -9,7 +9,6 @@ of sources shares one message through the pipeline: ``test_scheduler.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from memjobs_client.errors import BackendUnavailable
 from memjobs_client.redis_seam import as_str
 from memjobs_worker.memory.intake import ExtractionScheduler, sweep
 from memjobs_worker.memory.store import InMemoryStateStore
-from tests.support.coordination import KEY, Coordination, OnRedis, Twin
+from tests.support.coordination import KEY, Coordination, OnRedis, OnRedisBackend, OnTwinBackend
 
 LEASE_MS = 30_000
 DELAY_MS = 500
@@ -37,6 +36,14 @@ class Sent(list[tuple[str, dict[str, Any], int | None]]):
 
 def scheduler(co: Coordination, sent: Sent, *, delay_ms: int = DELAY_MS) -> ExtractionScheduler:
     return co.scheduler(sent, lease_ms=LEASE_MS, delay_ms=delay_ms)
+
+
+def assert_flag_lapses_after(co: Coordination, s: ExtractionScheduler, ms: int) -> None:
+    """The owner's flag, as it stands now, is still set just before ``ms`` from now and gone at ``ms``."""
+    co.advance(ms - MARGIN_MS)
+    assert s.is_scheduled(KEY)
+    co.advance(MARGIN_MS)
+    assert not s.is_scheduled(KEY)
 
 
 class SchedulerContract:
@@ -62,20 +69,14 @@ class SchedulerContract:
         sent = Sent()
         s = scheduler(co, sent)
         s.schedule(KEY, "remember")
-        co.advance(FLAG_TTL_MS - MARGIN_MS)
-        assert s.is_scheduled(KEY)
-        co.advance(MARGIN_MS)
-        assert not s.is_scheduled(KEY)
+        assert_flag_lapses_after(co, s, FLAG_TTL_MS)
         assert s.schedule(KEY, "remember") and len(sent) == 2
 
     def test_the_flag_outlives_four_long_delays(self, co: Coordination) -> None:
         sent = Sent()
         s = scheduler(co, sent, delay_ms=10_000)
         s.schedule(KEY, "remember")
-        co.advance(40_000 - MARGIN_MS)
-        assert s.is_scheduled(KEY)
-        co.advance(MARGIN_MS)
-        assert not s.is_scheduled(KEY)
+        assert_flag_lapses_after(co, s, 40_000)
 
     def test_force_sends_even_when_scheduled(self, co: Coordination) -> None:
         sent = Sent()
@@ -100,10 +101,7 @@ class SchedulerContract:
         s.schedule(KEY, "remember")
         assert s.defer(KEY, 20_000)
         assert sent[-1] == (ACTOR_EXTRACT, {"schema_version": 1, "owner_key": KEY, "trigger": "remember"}, 20_000)
-        co.advance(80_000 - MARGIN_MS)
-        assert s.is_scheduled(KEY)
-        co.advance(MARGIN_MS)
-        assert not s.is_scheduled(KEY)
+        assert_flag_lapses_after(co, s, 80_000)
 
     def test_defer_sets_the_flag_when_it_was_gone(self, co: Coordination) -> None:
         sent = Sent()
@@ -181,18 +179,11 @@ class SchedulerContract:
         assert s.schedule(KEY, "remember") and len(sent) == 1
 
 
-class TestTwin(SchedulerContract):
-    @pytest.fixture
-    def co(self) -> Coordination:
-        return Twin()
+class TestTwin(OnTwinBackend, SchedulerContract):
+    pass
 
 
-class TestRedis(SchedulerContract):
-    @pytest.fixture
-    def co(self, redis_url: str) -> Iterator[Coordination]:
-        with OnRedis(redis_url) as co:
-            yield co
-
+class TestRedis(OnRedisBackend, SchedulerContract):
     def test_after_a_failover_a_flag_set_before_it_is_sent_again_once(self, co: Coordination) -> None:
         # Redis replicates asynchronously: a flag may survive a failover that
         # lost the message it announced. The sweep sends that owner's

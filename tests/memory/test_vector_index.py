@@ -14,7 +14,7 @@ import psycopg
 from memjobs_client.contracts import owner_key, source_id_for
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder
-from memjobs_worker.memory.store import SourceRecord
+from tests.support.ledger import pending_source
 
 DIMS = 64
 TABLE = f"mem0_memories_{DIMS}"
@@ -69,17 +69,7 @@ def test_an_owners_search_finds_all_of_its_memories_among_many_owners(database_u
         # ...and five of this owner's, learned through mem0.
         key = owner_key("the-owner")
         batch = [
-            SourceRecord(
-                source_id_for(key, str(j)),
-                key,
-                "pending",
-                "utterance",
-                None,
-                f"note {j}: the parcel is on shelf {j}",
-                T0,
-                T0,
-                None,
-            )
+            pending_source(key, f"note {j}: the parcel is on shelf {j}", T0, source_id=source_id_for(key, str(j)))
             for j in range(5)
         ]
         engine.extract(key, uuid.uuid4().hex, batch)

@@ -49,6 +49,7 @@ from tests.support.cli import (
     ok,
     pids_mentioning,
     run_cli,
+    running_stack,
     scratch_dir,
     stop_group,
     stop_leftovers,
@@ -64,13 +65,8 @@ def stack() -> Iterator[EmbeddedStack]:
         env = cli_env(
             data_dir, MEMJOBS_EXTRACT_DELAY_MS="20", MEMJOBS_SWEEP_INTERVAL_MS="500", MEM0_DIR=str(base / "mem0")
         )
-        handle = EmbeddedStack(data_dir, env, [], set(), set())
-        try:
-            handle.start("up-1.out")
+        with running_stack(data_dir, env, "up-1.out") as handle:
             yield handle
-        finally:
-            for up in handle.started:
-                up.close()
 
 
 # --- without a stack ---------------------------------------------------------------

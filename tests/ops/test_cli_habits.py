@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +17,7 @@ from wcwidth import wcswidth
 from memjobs_worker.cli import dead_commands, exits
 from memjobs_worker.cli.main import build_parser
 from memjobs_worker.cli.output import table
-from tests.support.cli import cli_env, run_cli
-from tests.support.harness import REPO
+from tests.support.cli import cli_env, run_cli, run_cli_into_closed_pipe
 
 
 def parsers(parser: argparse.ArgumentParser, path: str = "memjobs") -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -68,24 +64,9 @@ def test_a_bare_memjobs_prints_the_help_not_an_error(tmp_path: Path) -> None:
 def test_a_closed_pipe_ends_the_command_without_a_traceback(tmp_path: Path, args: tuple[str, ...]) -> None:
     """The reader is gone before the first line is written (``| head -1`` once it
     has read its line): one EPIPE, and nothing on stderr about it."""
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "memjobs_worker.cli.main", *args],
-            cwd=REPO,
-            env=cli_env(tmp_path / "data"),
-            stdin=subprocess.DEVNULL,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(write)
+    done = run_cli_into_closed_pipe(cli_env(tmp_path / "data"), *args)
     # argparse's help swallows the failed write itself (exit 0); the commands' output is 141
-    assert done.returncode == (exits.OK if "--help" in args else exits.CLOSED_PIPE), done.stderr
+    assert done.code == (exits.OK if "--help" in args else exits.CLOSED_PIPE), done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.stderr == ""
 
@@ -121,59 +102,24 @@ def transcript_env(tmp_path: Path) -> dict[str, str]:
 TURNS = [{"role": "user", "text": "call me Lin", "ts": "2026-11-29T10:00:00Z"}]
 
 
+#: ``memjobs end-session`` for owner a and session s1, up to the transcript it reads.
+END_SESSION = ("end-session", "--owner", "a", "--session", "s1", "--transcript")
+
+
 def test_end_session_reads_the_transcript_from_stdin(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memjobs_worker.cli.main",
-            "end-session",
-            "--owner",
-            "a",
-            "--session",
-            "s1",
-            "--transcript",
-            "-",
-        ],
-        cwd=REPO,
-        env=transcript_env(tmp_path),
-        input=json.dumps(TURNS),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == exits.UNAVAILABLE, done.stderr  # read, validated, then Redis did not answer
-    assert "transcript" not in done.stderr, done.stderr
+    result = run_cli(transcript_env(tmp_path), *END_SESSION, "-", stdin=json.dumps(TURNS))
+    assert result.code == exits.UNAVAILABLE, str(result)  # read, validated, then Redis did not answer
+    assert "transcript" not in result.stderr, str(result)
 
 
 def test_end_session_takes_inline_json(tmp_path: Path) -> None:
-    result = run_cli(
-        transcript_env(tmp_path),
-        "end-session",
-        "--owner",
-        "a",
-        "--session",
-        "s1",
-        "--transcript",
-        json.dumps(TURNS),
-        "--tasks",
-        '[{"task_id": "t1", "goal": "tea"}]',
-    )
+    tasks = '[{"task_id": "t1", "goal": "tea"}]'
+    result = run_cli(transcript_env(tmp_path), *END_SESSION, json.dumps(TURNS), "--tasks", tasks)
     assert result.code == exits.UNAVAILABLE, str(result)
 
 
 def test_end_session_says_which_transcript_it_could_not_read(tmp_path: Path) -> None:
-    result = run_cli(
-        transcript_env(tmp_path),
-        "end-session",
-        "--owner",
-        "a",
-        "--session",
-        "s1",
-        "--transcript",
-        str(tmp_path / "missing.json"),
-    )
+    result = run_cli(transcript_env(tmp_path), *END_SESSION, str(tmp_path / "missing.json"))
     assert result.code == exits.REFUSED, str(result)
     assert "missing.json" in result.stderr and "Traceback" not in result.stderr
 

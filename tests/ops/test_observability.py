@@ -188,27 +188,25 @@ def test_status_shows_recent_throughput_per_kind(
     assert recent["extract_facts"]["succeeded"] >= 1
 
 
+def open_circuits(h: Harness) -> dict[str, float]:
+    """The scrape's ``memjobs_model_circuit_open``, by model service."""
+    return {
+        s.labels["service"]: s.value
+        for family in QueueCollector(h.runtime.redis).collect()
+        if family.name == "memjobs_model_circuit_open"
+        for s in family.samples
+    }
+
+
 def test_an_open_model_breaker_shows_in_status_and_the_scrape(
     make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
 ) -> None:
     h = harness_factory(make_settings())
-    collected = {
-        s.labels["service"]: s.value
-        for family in QueueCollector(h.runtime.redis).collect()
-        if family.name == "memjobs_model_circuit_open"
-        for s in family.samples
-    }
-    assert collected == {"chat": 0, "embed": 0}
+    assert open_circuits(h) == {"chat": 0, "embed": 0}
     chat = h.runtime.model_breakers["chat"]
     for _ in range(h.settings.model.breaker_failures):
         chat.failed(Ticket.CLOSED)
-    collected = {
-        s.labels["service"]: s.value
-        for family in QueueCollector(h.runtime.redis).collect()
-        if family.name == "memjobs_model_circuit_open"
-        for s in family.samples
-    }
-    assert collected == {"chat": 1, "embed": 0}
+    assert open_circuits(h) == {"chat": 1, "embed": 0}
     document = ops.status(h.runtime.redis, h.store)
     assert document["model_breakers"]["chat"]["state"] == "open"
     assert document["model_breakers"]["embed"] == {"state": "closed", "failures": 0, "open_for_s": None}

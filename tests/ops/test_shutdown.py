@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,7 @@ import pytest
 
 from memjobs_client import keys
 from memjobs_client.contracts import owner_key
-from memjobs_worker.settings import Settings
-from tests.support.harness import Harness, kill_group, spawn_workers
+from tests.support.harness import HarnessFactory, MakeSettings, kill_group, spawn_workers
 from tests.support.ledger import remember_now
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler
 from tests.support.polling import wait_for
@@ -33,8 +31,8 @@ def log_messages(path: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
@@ -65,8 +63,8 @@ def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
 
 @pytest.mark.slow
 def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
@@ -108,9 +106,7 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
 
 
 def test_the_sweeper_service_sweeps_until_sigterm(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    tmp_path: Path,
+    make_settings: MakeSettings, harness_factory: HarnessFactory, tmp_path: Path
 ) -> None:
     """`memjobs sweep --every N` (the compose/Kubernetes/systemd sweeper): passes
     re-enqueue pending owners and touch the health file; SIGTERM ends it cleanly."""

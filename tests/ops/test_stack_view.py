@@ -12,7 +12,6 @@ a host token and its API on a free port; each test sets up what it checks.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,7 +26,16 @@ from memjobs_client import MemjobsClient
 from memjobs_client.contracts import ACTOR_RECORD_TASK, RecordTask, owner_key
 from memjobs_client.payloads import build_payload
 from memjobs_worker.cli import exits
-from tests.support.cli import EmbeddedStack, cli_env, new_owner, ok, run_cli, scratch_dir
+from tests.support.cli import (
+    EmbeddedStack,
+    cli_env,
+    new_owner,
+    ok,
+    run_cli,
+    run_cli_into_closed_pipe,
+    running_stack,
+    scratch_dir,
+)
 from tests.support.harness import REPO
 
 pytestmark = pytest.mark.slow
@@ -47,13 +55,8 @@ def stack() -> Iterator[EmbeddedStack]:
             MEM0_DIR=str(base / "mem0"),
             MEMJOBS_KNOWLEDGE_ROOTS=str(base),
         )
-        handle = EmbeddedStack(data_dir, env, [], set(), set())
-        try:
-            handle.start("up.out")
+        with running_stack(data_dir, env, "up.out") as handle:
             yield handle
-        finally:
-            for up in handle.started:
-                up.close()
 
 
 def shell(stack: EmbeddedStack, **extra: str) -> dict[str, str]:
@@ -177,23 +180,8 @@ def test_the_banner_names_the_console_and_slash_leads_to_it(stack: EmbeddedStack
     "args", [("status",), ("dead", "list"), ("sources", "--owner", "nobody")], ids=lambda args: " ".join(args)
 )
 def test_a_closed_pipe_against_the_stack_is_no_traceback(stack: EmbeddedStack, args: tuple[str, ...]) -> None:
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "memjobs_worker.cli.main", *args],
-            cwd=REPO,
-            env=shell(stack),
-            stdin=subprocess.DEVNULL,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(write)
-    assert done.returncode == exits.CLOSED_PIPE, done.stderr
+    done = run_cli_into_closed_pipe(shell(stack), *args)
+    assert done.code == exits.CLOSED_PIPE, done.stderr
     assert done.stderr == "", done.stderr
 
 

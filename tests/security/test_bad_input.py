@@ -40,7 +40,7 @@ from memjobs_client.errors import (
 )
 from memjobs_worker.db import create_db_engine, migrate
 from memjobs_worker.settings import Settings, load_settings
-from tests.support.harness import Harness
+from tests.support.harness import Harness, HarnessFactory, MakeSettings
 from tests.support.leaks import redis_keys_holding
 
 OWNER = "alice@example.com"
@@ -48,8 +48,12 @@ KEY = owner_key(OWNER)
 LIMIT = 32 * 1024
 VALID_TEXT = "I like green tea in the morning"
 
-MakeSettings = Callable[..., Settings]
-HarnessFactory = Callable[[Settings], Harness]
+#: A test for each producer call that reaches Redis: remember and forget.
+EACH_PRODUCER_CALL = pytest.mark.parametrize(
+    "call",
+    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
+    ids=["remember", "forget"],
+)
 
 
 # --- helpers ------------------------------------------------------------------
@@ -422,11 +426,7 @@ def test_crafted_secret_is_not_kept_in_the_dead_letter_queue_or_anywhere_in_redi
 # --- memory off -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "call",
-    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
-    ids=["remember", "forget"],
-)
+@EACH_PRODUCER_CALL
 def test_memory_off_producer_refuses_with_memory_off(
     call: Callable[[MemjobsClient], Any],
     make_settings: MakeSettings,
@@ -566,46 +566,37 @@ def _system_postgres_without_pgvector() -> str:
     pytest.skip(f"no system PostgreSQL at 127.0.0.1:5432/test: {'; '.join(reasons)}")
 
 
-def test_database_without_pgvector_is_a_configuration_error_naming_pgvector() -> None:
-    engine = create_db_engine(_system_postgres_without_pgvector())
+def _migration_error(url: str, expected: type[MemjobsError]) -> MemjobsError:
+    """The ``expected`` error that migrating the database at ``url`` raises."""
+    engine = create_db_engine(url)
     try:
-        with pytest.raises(ConfigurationError) as info:
+        with pytest.raises(expected) as info:
             migrate(engine)
     finally:
         engine.dispose()
-    assert "pgvector" in str(info.value)
-    assert info.value.reason == "configuration"
+    return info.value
+
+
+def test_database_without_pgvector_is_a_configuration_error_naming_pgvector() -> None:
+    error = _migration_error(_system_postgres_without_pgvector(), ConfigurationError)
+    assert "pgvector" in str(error)
+    assert error.reason == "configuration"
 
 
 def test_unreachable_database_is_backend_unavailable() -> None:
     port = free_port()
-    engine = create_db_engine(f"postgresql://memjobs@127.0.0.1:{port}/memjobs")
-    try:
-        with pytest.raises(BackendUnavailable) as info:
-            migrate(engine)
-    finally:
-        engine.dispose()
-    message = str(info.value)
+    error = _migration_error(f"postgresql://memjobs@127.0.0.1:{port}/memjobs", BackendUnavailable)
+    message = str(error)
     assert "did not answer" in message and f"127.0.0.1:{port}" in message
-    assert info.value.reason == "backend_unavailable"
+    assert error.reason == "backend_unavailable"
 
 
 def test_unreachable_database_error_does_not_show_its_password() -> None:
-    port = free_port()
-    engine = create_db_engine(f"postgresql://memjobs:pg-pass-4411@127.0.0.1:{port}/memjobs")
-    try:
-        with pytest.raises(BackendUnavailable) as info:
-            migrate(engine)
-    finally:
-        engine.dispose()
-    assert "pg-pass-4411" not in str(info.value)
+    error = _migration_error(f"postgresql://memjobs:pg-pass-4411@127.0.0.1:{free_port()}/memjobs", BackendUnavailable)
+    assert "pg-pass-4411" not in str(error)
 
 
-@pytest.mark.parametrize(
-    "call",
-    [lambda c: c.remember(OWNER, VALID_TEXT), lambda c: c.forget(OWNER, source_id_for(KEY, "x"))],
-    ids=["remember", "forget"],
-)
+@EACH_PRODUCER_CALL
 def test_producer_with_redis_unreachable_raises_backend_unavailable(
     call: Callable[[MemjobsClient], Any],
 ) -> None:

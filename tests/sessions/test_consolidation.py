@@ -15,7 +15,8 @@ from memjobs_client.errors import InvalidPayload
 from memjobs_worker.sessions.consolidation import consolidate
 from memjobs_worker.sessions.memory_docs import Change, ChangeContext
 from memjobs_worker.settings import Settings
-from tests.support.harness import Harness
+from tests.support.cli import Result, run_cli
+from tests.support.harness import Harness, worker_env
 from tests.support.openai_server import FakeOpenAI
 
 OWNER = "lin@example.com"
@@ -347,20 +348,8 @@ def test_malformed_or_oversized_transcripts_are_refused_at_the_producer(h: Harne
     assert all(q["ready"] == 0 for q in h.queues().values())
 
 
-def _cli(settings: Settings, *args: str) -> Any:
-    import subprocess
-    import sys
-
-    from tests.support.harness import REPO, worker_env
-
-    return subprocess.run(
-        [sys.executable, "-m", "memjobs_worker.cli.main", *args],
-        env=worker_env(settings),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+def _cli(settings: Settings, *args: str) -> Result:
+    return run_cli(worker_env(settings), *args)
 
 
 def test_cli_explicit_memory_goes_through_the_same_service(
@@ -375,12 +364,12 @@ def test_cli_explicit_memory_goes_through_the_same_service(
     ambiguous = _cli(
         settings, "memory", "replace", "--owner", OWNER, "--doc", "MEMORY.md", "--old", "e", "--new", "x", "--json"
     )
-    assert ambiguous.returncode == 4 and json.loads(ambiguous.stdout)["reason"] == "ambiguous"
+    assert ambiguous.code == 4 and json.loads(ambiguous.stdout)["reason"] == "ambiguous"
     _cli(settings, "memory", "replace", "--owner", OWNER, "--doc", "MEMORY.md", "--old", "jasmine", "--new", "oolong")
     read = json.loads(_cli(settings, "memory", "read", "--owner", OWNER, "--doc", "MEMORY.md", "--json").stdout)
     assert read == [{"doc": "MEMORY.md", "scope": "memory", "version": 2, "content": "- Likes oolong tea"}]
     secret = _cli(settings, "memory", "append", "--owner", OWNER, "--doc", "USER.md", "--text", SECRET, "--json")
-    assert secret.returncode == 4 and json.loads(secret.stdout)["reason"] == "sensitive_content"
+    assert secret.code == 4 and json.loads(secret.stdout)["reason"] == "sensitive_content"
     assert docs(h)["USER.md"] == ""
 
 
@@ -411,9 +400,7 @@ def test_cli_end_session_task_and_sessions(h: Harness, script: Script, tmp_path:
     )
     assert again == {"session_id": "s-cli", "enqueued": [], "status": "already_ended"}
     assert (
-        _cli(
-            h.settings, "task", "--owner", OWNER, "--task", "t-9", "--goal", "buy a lamp", "--status", "failed"
-        ).returncode
+        _cli(h.settings, "task", "--owner", OWNER, "--task", "t-9", "--goal", "buy a lamp", "--status", "failed").code
         == 0
     )
     h.drain()
@@ -423,4 +410,4 @@ def test_cli_end_session_task_and_sessions(h: Harness, script: Script, tmp_path:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     refused = _cli(h.settings, "end-session", "--owner", OWNER, "--session", "s-x", "--transcript", str(bad))
-    assert refused.returncode == 4 and "not JSON" in refused.stderr
+    assert refused.code == 4 and "not JSON" in refused.stderr

@@ -5,9 +5,6 @@ worker processes with their own data directories write to it), readable with
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,51 +14,28 @@ import pytest
 from memjobs_client.contracts import owner_key
 from memjobs_worker.sessions.memory_docs import AuditEntry, AuditTrail, ChangeContext
 from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
-from tests.support.openai_server import FakeOpenAI
+from tests.support.cli import Result, run_cli
+from tests.support.harness import HarnessFactory, MakeSettings, kill_group, spawn_workers, worker_env
+from tests.support.openai_server import EMPTY_FACTS_REPLY, FakeOpenAI, is_consolidation, patch_reply
 from tests.support.polling import wait_for
 
 OWNER = "audit@example.com"
 KEY = owner_key(OWNER)
 
 
-def is_consolidation(request: dict[str, Any]) -> bool:
-    return "Markdown memory documents" in str(request["messages"][0]["content"])
-
-
-def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memjobs_worker.cli.main", *args],
-        env=worker_env(settings),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+def cli(settings: Settings, *args: str) -> Result:
+    return run_cli(worker_env(settings), *args)
 
 
 def test_two_worker_hosts_write_one_audit_trail(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     fake_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
 ) -> None:
     fake_model.set_chat_handler(
-        lambda r: json.dumps(
-            {
-                "patches": [
-                    {
-                        "doc": "MEMORY.md",
-                        "op": "append",
-                        "text": "- Lives in Hangzhou",
-                        "evidence": "I live in Hangzhou",
-                    }
-                ]
-            }
-            if is_consolidation(r)
-            else {"memory": []}
-        )
+        lambda r: patch_reply("- Lives in Hangzhou", "I live in Hangzhou") if is_consolidation(r) else EMPTY_FACTS_REPLY
     )
     common = {"memory_docs_provider": "sql", "memory_provider": "off"}
     hosts = [model_settings(data_dir=tmp_path / f"host-{n}", **common) for n in (1, 2)]
@@ -94,17 +68,15 @@ def test_two_worker_hosts_write_one_audit_trail(
     assert not list(tmp_path.rglob("memory-audit.jsonl"))  # no trail left on any host's disk
     # memjobs audit reads the same trail, from anywhere; never the memory text.
     out = cli(hosts[1], "audit", "--owner", OWNER, "--json")
-    assert out.returncode == 0, out.stderr
+    assert out.code == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [r["session"] for r in rows] == ["s-2", "s-1"] and rows[1]["owner_key"] == KEY
     assert "Hangzhou" not in out.stdout and OWNER not in out.stdout
     table = cli(hosts[1], "audit", "--source", "consolidation", "--limit", "1")
-    assert table.returncode == 0 and "duplicate" in table.stdout and len(table.stdout.splitlines()) == 2
+    assert table.code == 0 and "duplicate" in table.stdout and len(table.stdout.splitlines()) == 2
 
 
-def test_old_rows_are_pruned_by_the_sweeper(
-    make_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness]
-) -> None:
+def test_old_rows_are_pruned_by_the_sweeper(make_settings: MakeSettings, harness_factory: HarnessFactory) -> None:
     h = harness_factory(make_settings(memory_audit_retention_days=7))
     now = datetime.now(UTC)
     clock = [now - timedelta(days=8)]

@@ -43,7 +43,7 @@ from memjobs_worker.sessions.memory_docs import (
 from memjobs_worker.settings import Settings
 from tests.support.harness import Harness
 from tests.support.memory_adapter import RecordsMemoryAdapter
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, is_consolidation
 from tests.support.records_service import RecordsService
 
 OWNER = "acme/alice"
@@ -51,10 +51,6 @@ OTHER = "acme/bob"
 MEM, USER = "MEMORY.md", "USER.md"
 WIDE = ListOptions(max_docs=2, max_chars=10_000)
 CTX = ChangeContext("memory_tool", session="s-1", turn="t-3", trace="tr-9")
-
-
-def is_consolidation_request(request: dict[str, Any]) -> bool:
-    return "Markdown memory documents" in str(request["messages"][0]["content"])
 
 
 def settle(value: Any) -> Any:
@@ -260,7 +256,7 @@ def test_the_example_adapter_works_unchanged_in_consolidation(
     records.writes.clear()
     monkeypatch.setenv("RECORDS_SERVICE_URL", records.url)
     patch = {"patches": [{"doc": MEM, "op": "append", "text": "- Lives in Hangzhou", "evidence": "I live in Hangzhou"}]}
-    fake_model.set_chat_handler(lambda r: json.dumps(patch if is_consolidation_request(r) else {"memory": []}))
+    fake_model.set_chat_handler(lambda r: json.dumps(patch if is_consolidation(r) else {"memory": []}))
     h = harness_factory(
         model_settings(memory_docs_provider="tests.support.memory_adapter:from_env", memory_provider="off")
     )

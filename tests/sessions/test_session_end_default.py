@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,10 @@ from memjobs_client import MemjobsClient, keys
 from memjobs_client.contracts import content_hash, owner_key
 from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.settings import Settings
+from tests.support.cli import run_cli
 from tests.support.harness import REPO, Harness, worker_env
 from tests.support.http import Api
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import EMPTY_FACTS_REPLY, FakeOpenAI, is_consolidation, patch_reply
 from tests.support.polling import wait_for
 from tests.support.redis_values import as_bytes
 
@@ -44,29 +44,16 @@ TRANSCRIPT = [
 ALL = ["consolidate_session", "digest_session", "extract_facts"]
 
 
-def is_consolidation(request: dict[str, Any]) -> bool:
-    return "Markdown memory documents" in str(request["messages"][0]["content"])
-
-
 @pytest.fixture
 def worker(
     model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
 ) -> Harness:
     """A worker with the model stand-in configured (the digest off, as by default)."""
     fake_model.set_chat_handler(
-        lambda request: json.dumps(
-            {
-                "patches": [
-                    {
-                        "doc": "MEMORY.md",
-                        "op": "append",
-                        "text": "- Lives in Hangzhou",
-                        "evidence": "I moved to Hangzhou",
-                    }
-                ]
-            }
+        lambda request: (
+            patch_reply("- Lives in Hangzhou", "I moved to Hangzhou")
             if is_consolidation(request)
-            else {"memory": []}
+            else EMPTY_FACTS_REPLY
         )
     )
     h = harness_factory(model_settings())
@@ -115,54 +102,16 @@ def test_the_cli_reaches_consolidation(
 ) -> None:
     transcript = tmp_path / "t.json"
     transcript.write_text(json.dumps(TRANSCRIPT))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memjobs_worker.cli.main",
-            "end-session",
-            "--owner",
-            OWNER,
-            "--session",
-            "cli-1",
-            "--transcript",
-            str(transcript),
-            "--json",
-        ],
-        env=worker_env(no_model),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    end_session = ("end-session", "--owner", OWNER, "--transcript", str(transcript), "--session")
+    done = run_cli(worker_env(no_model), *end_session, "cli-1", "--json")
+    assert done.code == 0, done.stderr
     reply = json.loads(done.stdout)
     assert reply["status"] == "queued" and reply["enqueued"] == ALL
     # This CLI's own settings have no model: it says a worker like it would skip it.
     assert [o["job"] for o in reply["switched_off"]] == ["consolidate_session", "digest_session"]
     reaches_consolidation(worker, "cli-1", fake_model)
-    opted = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memjobs_worker.cli.main",
-            "end-session",
-            "--owner",
-            OWNER,
-            "--session",
-            "cli-2",
-            "--transcript",
-            str(transcript),
-            "--no-consolidate",
-            "--no-digest",
-        ],
-        env=worker_env(no_model),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert opted.returncode == 0, opted.stderr
+    opted = run_cli(worker_env(no_model), *end_session, "cli-2", "--no-consolidate", "--no-digest")
+    assert opted.code == 0, opted.stderr
     assert opted.stdout.splitlines() == [
         "session cli-2: queued extract_facts",
         "  consolidate_session not queued (opted out)",

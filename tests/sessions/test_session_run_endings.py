@@ -11,9 +11,7 @@ provider given a message without the owner id it needs (a permanent one).
 
 from __future__ import annotations
 
-import json
 import secrets
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -27,27 +25,15 @@ from memjobs_worker.ops.deadletters import DeadLetters
 from memjobs_worker.sessions import SessionStore
 from memjobs_worker.sessions.memory_docs import PROTOCOL_VERSION
 from memjobs_worker.sessions.runs import ABANDONED_AFTER, RunRecord
-from memjobs_worker.settings import Settings
 from tests.support.clocks import ManualClock
-from tests.support.harness import Harness
-from tests.support.openai_server import FakeOpenAI
+from tests.support.harness import Harness, HarnessFactory, MakeSettings
+from tests.support.openai_server import FakeOpenAI, patch_reply
 from tests.support.polling import wait_for
 
 OWNER = "endings@example.com"
 KEY = owner_key(OWNER)
 TRANSCRIPT = [{"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"}]
-PATCH = json.dumps(
-    {
-        "patches": [
-            {
-                "doc": "MEMORY.md",
-                "op": "append",
-                "text": "- Lives in Hangzhou",
-                "evidence": "I moved to Hangzhou last month",
-            }
-        ]
-    }
-)
+PATCH = patch_reply("- Lives in Hangzhou", "I moved to Hangzhou last month")
 #: A host provider whose every write meets a newer version: the service gives up
 #: with ``version_conflict``, a failure Dramatiq retries and counts.
 CONFLICTING = f"{__name__}:ConflictingProvider"
@@ -129,9 +115,9 @@ def dead_letter_a_consolidation(h: Harness, session_id: str, cause: str) -> RunR
     ],
 )
 def test_a_dead_lettered_consolidation_replayed_to_a_worker_without_a_model_ends_skipped(
-    model_settings: Callable[..., Settings],
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings,
+    make_settings: MakeSettings,
+    harness_factory: HarnessFactory,
     cause: str,
     reason: str,
     attempts: int,
@@ -153,9 +139,7 @@ def test_a_dead_lettered_consolidation_replayed_to_a_worker_without_a_model_ends
 
 
 def test_a_dead_lettered_consolidation_replayed_to_a_worker_with_a_model_ends_done(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     h = harness_factory(model_settings(memory_docs_provider=CONFLICTING, max_retries=0))
     dead_letter_a_consolidation(h, "end-2", "retries_spent")
@@ -170,9 +154,7 @@ def test_a_dead_lettered_consolidation_replayed_to_a_worker_with_a_model_ends_do
 
 
 def test_only_the_replay_of_its_dead_letter_runs_a_dead_lettered_run_again(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI
 ) -> None:
     h = harness_factory(model_settings(memory_docs_provider=CONFLICTING, max_retries=0))
     dead_letter_a_consolidation(h, "end-3", "retries_spent")
@@ -189,8 +171,7 @@ def test_only_the_replay_of_its_dead_letter_runs_a_dead_lettered_run_again(
 
 
 def test_an_invalid_payload_ends_its_run_failed_and_a_secret_session_id_names_no_run(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    model_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     h = harness_factory(model_settings())
     invalid = {**payload("end-4"), "transcript": [{"role": "robot", "text": "beep", "ts": "2026-11-29"}]}
@@ -207,8 +188,7 @@ def test_an_invalid_payload_ends_its_run_failed_and_a_secret_session_id_names_no
 
 
 def test_a_skip_leaves_a_held_or_ended_run_as_it_is(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     runs = harness_factory(make_settings()).runtime.sessions.runs
     claim = runs.claim(KEY, "end-6", "consolidate", timedelta(minutes=5))
@@ -222,8 +202,7 @@ def test_a_skip_leaves_a_held_or_ended_run_as_it_is(
 
 
 def test_a_dead_letter_leaves_a_run_another_delivery_holds_or_that_has_ended_as_it_is(
-    make_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
+    make_settings: MakeSettings, harness_factory: HarnessFactory
 ) -> None:
     runs = harness_factory(make_settings()).runtime.sessions.runs
     lease = timedelta(minutes=5)

@@ -9,7 +9,6 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,8 @@ from memjobs_client import keys
 from memjobs_client.contracts import ConsolidateSession, owner_key
 from memjobs_client.errors import SensitiveContent
 from memjobs_worker.embedded.redis import EmbeddedRedis
-from memjobs_worker.settings import Settings
-from tests.support.harness import REPO, Harness, kill_group, spawn_workers, worker_env
-from tests.support.openai_server import FakeOpenAI
+from tests.support.harness import REPO, Harness, HarnessFactory, MakeSettings, kill_group, spawn_workers, worker_env
+from tests.support.openai_server import EMPTY_FACTS_REPLY, FakeOpenAI, is_consolidation, patch_reply
 from tests.support.polling import wait_for
 from tests.support.redis_values import as_bytes
 
@@ -33,22 +31,7 @@ TRANSCRIPT = [
     {"role": "user", "text": "I moved to Hangzhou last month.", "ts": "2026-11-29T10:00:00Z"},
     {"role": "assistant", "text": "Noted.", "ts": "2026-11-29T10:00:01Z"},
 ]
-PATCH = json.dumps(
-    {
-        "patches": [
-            {
-                "doc": "MEMORY.md",
-                "op": "append",
-                "text": "- Lives in Hangzhou",
-                "evidence": "I moved to Hangzhou last month",
-            }
-        ]
-    }
-)
-
-
-def is_consolidation(request: dict[str, Any]) -> bool:
-    return "Markdown memory documents" in str(request["messages"][0]["content"])
+PATCH = patch_reply("- Lives in Hangzhou", "I moved to Hangzhou last month")
 
 
 def jobs(actor: str, outcome: str) -> float:
@@ -68,10 +51,8 @@ def applied_audits(h: Harness) -> int:
 
 
 @pytest.fixture
-def h(
-    model_settings: Callable[..., Settings], harness_factory: Callable[[Settings], Harness], fake_model: FakeOpenAI
-) -> Harness:
-    fake_model.set_chat_handler(lambda r: PATCH if is_consolidation(r) else json.dumps({"memory": []}))
+def h(model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI) -> Harness:
+    fake_model.set_chat_handler(lambda r: PATCH if is_consolidation(r) else EMPTY_FACTS_REPLY)
     return harness_factory(model_settings(lease_ms=1500))
 
 
@@ -197,10 +178,7 @@ def _redis_values(h: Harness) -> str:
 
 
 def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    redis_server: EmbeddedRedis,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, redis_server: EmbeddedRedis
 ) -> None:
     # No outage budget: the model down past it, the counted retries (none) dead-letter.
     h = harness_factory(
@@ -243,10 +221,7 @@ def test_a_transcript_secret_is_not_in_redis_files_nor_in_the_dead_letter_set(
     "answer", [json.dumps({"result": "ok", "items": [1, 2]}), "Sure! The user talked about moving to Hangzhou."]
 )
 def test_malformed_output_ends_each_session_end_job_at_once(
-    model_settings: Callable[..., Settings],
-    harness_factory: Callable[[Settings], Harness],
-    fake_model: FakeOpenAI,
-    answer: str,
+    model_settings: MakeSettings, harness_factory: HarnessFactory, fake_model: FakeOpenAI, answer: str
 ) -> None:
     fake_model.set_chat_handler(lambda request: answer)  # every prompt gets the same bad answer
     h = harness_factory(model_settings(session_digest="on", min_backoff_ms=1000, max_backoff_ms=300_000))

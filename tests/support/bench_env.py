@@ -2,7 +2,7 @@
 configuration leaks into it (the shell's ``MEMJOBS_*`` and model variables
 would point it at another stack or a real model), and mem0 sends no telemetry;
 where it runs: a :class:`Scratch` directory with its own servers; and how long
-its threads took together (:func:`run_together`)."""
+its threads took together (:func:`seconds_to_run`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Self
@@ -27,22 +26,22 @@ from tests.support.openai_server import FakeOpenAI
 PREFIXES = ("MEMJOBS_", "QWEN_AUDIO_", "DASHSCOPE_", "NOVA_AUDIO_")
 
 
-def isolate() -> None:
-    """Drop every memjobs variable from this process's environment; telemetry off."""
-    os.environ.setdefault("MEM0_TELEMETRY", "False")
-    for name in list(os.environ):
-        if name.startswith(PREFIXES):
-            del os.environ[name]
-
-
-def run_together(threads: Sequence[threading.Thread]) -> float:
-    """Start ``threads`` and wait for them all: the seconds from the first start to the last end."""
+def seconds_to_run(threads: list[threading.Thread]) -> float:
+    """Starts ``threads`` and waits for them all: the wall-clock seconds that took."""
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return time.perf_counter() - started
+
+
+def isolate() -> None:
+    """Drop every memjobs variable from this process's environment; telemetry off."""
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    for name in list(os.environ):
+        if name.startswith(PREFIXES):
+            del os.environ[name]
 
 
 class Scratch:

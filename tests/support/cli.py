@@ -26,7 +26,7 @@ import pytest
 
 from memjobs_worker.cli import exits
 from tests.support.harness import REPO
-from tests.support.openai_server import echo_facts_handler
+from tests.support.openai_server import echo_facts_handler, is_consolidation, patch_reply
 
 _FOREIGN_ENV = ("MEMJOBS_", "QWEN_", "DASHSCOPE", "NOVA_AUDIO_")
 CLI_TIMEOUT_S = 120.0
@@ -81,17 +81,41 @@ class Result:
         )
 
 
-def run_cli(env: dict[str, str], *args: str, timeout: float = CLI_TIMEOUT_S) -> Result:
+def run_cli(env: dict[str, str], *args: str, timeout: float = CLI_TIMEOUT_S, stdin: str | None = None) -> Result:
+    """``memjobs *args`` in ``env``, reading ``stdin`` (nothing if None)."""
     proc = subprocess.run(
         [sys.executable, "-m", "memjobs_worker.cli.main", *args],
         cwd=REPO,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     return Result(args, proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_cli_into_closed_pipe(env: dict[str, str], *args: str) -> Result:
+    """``memjobs *args`` writing to a pipe whose reader is gone before the first line
+    (``| head -1`` once it has read its line); its stdout is always empty."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "memjobs_worker.cli.main", *args],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    return Result(args, proc.returncode, "", proc.stderr)
 
 
 def ok(result: Result) -> Result:
@@ -305,6 +329,19 @@ class EmbeddedStack:
 
 
 @contextmanager
+def running_stack(data_dir: Path, env: dict[str, str], output_name: str) -> Iterator[EmbeddedStack]:
+    """A ``memjobs up`` on ``data_dir``, ready, its output in ``output_name`` beside it;
+    on leaving, every ``memjobs up`` the stack started is stopped."""
+    stack = EmbeddedStack(data_dir, env, [], set(), set())
+    try:
+        stack.start(output_name)
+        yield stack
+    finally:
+        for up in stack.started:
+            up.close()
+
+
+@contextmanager
 def scratch_dir(label: str) -> Iterator[Path]:
     """A directory for an embedded stack, outside pytest's ``/tmp/pytest-of-<user>``.
 
@@ -327,12 +364,8 @@ def new_owner(label: str) -> str:
 
 def demo_model_reply(request: dict[str, Any]) -> str:
     """Consolidation gets a patch grounded in the demo's words; mem0 gets echoed facts."""
-    system = str(request["messages"][0]["content"])
-    if "Markdown memory documents" in system:
-        return json.dumps(
-            {"patches": [{"doc": "MEMORY.md", "op": "append", "text": "- 对花生过敏", "evidence": "我对花生过敏"}]},
-            ensure_ascii=False,
-        )
+    if is_consolidation(request):
+        return patch_reply("- 对花生过敏", "我对花生过敏")
     return echo_facts_handler(request)
 
 

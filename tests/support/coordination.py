@@ -12,8 +12,10 @@ that much time passing would have done.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from types import TracebackType
 
+import pytest
 import redis
 
 from memjobs_client import keys
@@ -147,3 +149,20 @@ class OnRedis(Coordination):
     def close(self) -> None:
         self.client.close()
         self.admin.close()
+
+
+class OnTwinBackend:
+    """A contract's test class on :class:`Twin`: its ``co`` fixture."""
+
+    @pytest.fixture
+    def co(self) -> Coordination:
+        return Twin()
+
+
+class OnRedisBackend:
+    """A contract's test class on :class:`OnRedis`, on the test session's Redis: its ``co`` fixture."""
+
+    @pytest.fixture
+    def co(self, redis_url: str) -> Iterator[Coordination]:
+        with OnRedis(redis_url) as co:
+            yield co

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,11 @@ class Harness:
         self.stop_worker()
         self.runtime.close()
         self.broker.close()
+
+
+#: The types of the ``make_settings``/``model_settings`` and ``harness_factory`` fixtures (tests/conftest.py).
+MakeSettings = Callable[..., Settings]
+HarnessFactory = Callable[[Settings], Harness]
 
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:

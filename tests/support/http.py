@@ -4,6 +4,7 @@ uvicorn on a free loopback port, an in-process Dramatiq worker behind it."""
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -176,3 +177,17 @@ def forget_at_every_door(api: Api, env: dict[str, str], owner: str, source_id: s
         "cli": (cli.code, cli.json()["status"]),
         "client": outcome,
     }
+
+
+def self_signed_certificate(directory: Path, address: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A one-day certificate and its key, written to ``directory``, for ``address`` and the loopback address."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    names = ",".join(f"IP:{ip}" for ip in dict.fromkeys((address, "127.0.0.1")))
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={address}"]
+        + ["-addext", f"subjectAltName={names}", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key

@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memjobs_client.contracts import RememberSource, source_id_for
+from memjobs_worker.memory.store import SourceRecord
 from tests.support.harness import Harness
+
+
+def pending_source(key: str, text: str | None, at: datetime, *, source_id: str | None = None) -> SourceRecord:
+    """A pending utterance of owner ``key``, in no session, made and last updated
+    at ``at``; its id is ``source_id``, else the one the client gives ``text``."""
+    sid = source_id or source_id_for(key, text or "")
+    return SourceRecord(sid, key, "pending", "utterance", None, text, at, at, None)
 
 
 def remember_now(h: Harness, key: str, text: str) -> str:

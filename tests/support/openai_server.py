@@ -65,6 +65,17 @@ ChatHandler = Callable[[dict[str, Any]], str]
 # --------------------------------------------------------------------------- helpers
 
 
+def is_consolidation(request: dict[str, Any]) -> bool:
+    """Whether a chat request is the consolidation's (its prompt edits the Markdown memory documents)."""
+    return "Markdown memory documents" in str(request["messages"][0]["content"])
+
+
+def patch_reply(text: str, evidence: str, doc: str = "MEMORY.md") -> str:
+    """Return a consolidation reply with one patch: append ``text`` to ``doc``, grounded in ``evidence``."""
+    patch = {"doc": doc, "op": "append", "text": text, "evidence": evidence}
+    return json.dumps({"patches": [patch]}, ensure_ascii=False)
+
+
 def facts_reply(*facts: str) -> str:
     """Return a mem0-style fact extraction reply listing ``facts``."""
     return json.dumps({"memory": [{"text": f} for f in facts]}, ensure_ascii=False)
