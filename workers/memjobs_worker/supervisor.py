@@ -196,6 +196,8 @@ class Stack:
         env = dict(os.environ)
         env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
+        # The URL now names the server: say how long its connections stay idle as up's own settings read it.
+        env["MEMJOBS_DATABASE_POOL_IDLE_S"] = str(self.settings.database.idle_close_s or 0)
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
         if self.metrics_url is not None:
             env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics.port)  # moved when taken

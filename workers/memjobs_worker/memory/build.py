@@ -91,6 +91,7 @@ def build_engine(
         chat=chat_model(settings.model, settings.embedding, "extract", (breakers or {}).get("chat")),
         min_score=settings.memory.recall_min_score,
         model_id=model_id(settings.embedding),
+        idle_close_s=settings.database.idle_close_s,
     )
 
 

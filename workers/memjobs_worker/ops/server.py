@@ -121,7 +121,13 @@ def build_registry(settings: Settings) -> CollectorRegistry:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(QueueCollector(redis.Redis.from_url(endpoints.redis_url, socket_timeout=5)))
-    registry.register(LedgerCollector(SqlStateStore(create_db_engine(endpoints.database_url, pool_size=1))))
+    registry.register(
+        LedgerCollector(
+            SqlStateStore(
+                create_db_engine(endpoints.database_url, pool_size=1, idle_close_s=settings.database.idle_close_s)
+            )
+        )
+    )
     return registry
 
 
