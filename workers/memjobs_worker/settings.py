@@ -236,9 +236,9 @@ class EmbeddingSettings(Section):
     #: Embeddings one process runs at once; one owner holds at most one of them
     #: (docs/security.md, "Bounded work").
     slots: int = Field(default=2, ge=1, le=64)
-    #: Concurrent short questions embedded in one local-model call (off: measured
-    #: no faster on 2 cores, docs/benchmarks.md "Concurrent recall").
-    batch_queries: bool = False
+    #: Concurrent short questions embedded together in local-model calls, spread
+    #: over the slots (docs/benchmarks.md "Concurrent recall"); false: one call each.
+    batch_queries: bool = True
 
     @property
     def configured(self) -> bool:
