@@ -9,7 +9,8 @@ worker; the local OpenAI-compatible stand-in for an embedding service):
   2. CPU milliseconds per embedded source (a batch of the 24 facts) and per query;
   3. recall latency p50 / p95 (PersonalMemory.recall, the path /v1/recall takes)
      with 1 and 8 concurrent callers; for the local model with concurrent
-     questions embedded one call each and batched into one call (the default);
+     questions embedded one call each, all those waiting in one call (the
+     opt-in before), and in batches spread over the process's slots (the default);
   4. backlog learned per second (sources remembered first, then one worker
      process's worth of threads drains them; no chat model) with the local model,
      the hashed embedder and the stand-in service;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import threading
@@ -220,20 +222,29 @@ def main() -> int:  # noqa: C901 - the benchmark's sections, one after another
             mem_engine = h.runtime.engine
             assert isinstance(mem_engine, Mem0Engine)
             bounded = mem_engine.memory.embedding_model.embedder
-            # The local model with concurrent questions embedded one call each (the
-            # default), then batched (MEMJOBS_EMBEDDING_BATCH_QUERIES); side by side.
-            batcher = (
-                QueryBatcher(bounded._query_turn, bounded._embed_queries)
-                if isinstance(bounded, BoundedEmbedder)
-                else None
-            )
-            for batching in (False, True) if batcher is not None else (None,):
-                if batching is not None:
-                    bounded.queries = batcher if batching else None
-                name = label if batching is None else f"{label} ({'batched' if batching else 'one call each'})"
+            # The local model with concurrent questions embedded one call each, in one
+            # batch of all those waiting (the opt-in before), and in batches spread
+            # over the process's slots (the default); side by side.
+            variants: dict[str, QueryBatcher | None] = {}
+            if isinstance(bounded, BoundedEmbedder):
+                variants = {
+                    "one call each": None,
+                    "one batch": QueryBatcher(bounded._query_turn, bounded._embed_queries),
+                    "spread, default": QueryBatcher(
+                        bounded._query_turn, bounded._embed_queries, spread=bounded.share.slots
+                    ),
+                }
+            for variant in variants or (None,):
+                if variant is not None:
+                    bounded.queries = variants[variant]
+                name = label if variant is None else f"{label} ({variant})"
                 for callers, owners in ((1, 1), (8, 1), (8, 8)):
                     p50, p95 = latency(h, callers, args.repeat, owners)
-                    print(f"  {name:24} {callers} caller(s), {owners} owner(s): p50 {p50:6.1f}  p95 {p95:6.1f}")
+                    print(
+                        f"  {name:24} {callers} caller(s), {owners} owner(s): p50 {p50:6.1f}  p95 {p95:6.1f}"
+                        f"  (load {os.getloadavg()[0]:.1f})",
+                        flush=True,
+                    )
         for h in stacks.values():
             h.close()
         if args.latency_only:

@@ -168,11 +168,36 @@ def test_more_callers_than_a_batch_holds_are_all_answered_in_several_batches(
     assert max(map(len, model.calls)) <= 3 and sorted(sum(model.calls, [])) == sorted(texts)
 
 
-def test_questions_are_batched_only_when_the_setting_says_so() -> None:
-    assert build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5")).queries is None
-    assert (
-        build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5", batch_queries=True)).queries is not None
-    )
+def test_questions_waiting_for_two_slots_are_spread_over_both_in_fewer_calls() -> None:
+    """Both slots busy, six questions wait: the first slot to free takes three, the
+    next two, the last one the one left (not six on one slot while the other idles);
+    each caller gets its own text's vector."""
+    share, release = ModelShare(slots=2, per_party=2), threading.Event()
+    holding = threading.Barrier(3)
+
+    def hold() -> None:
+        with share.turn():
+            holding.wait(WAIT_S)
+            release.wait(WAIT_S)
+
+    holders = [threading.Thread(target=hold, daemon=True) for _ in range(2)]
+    for holder in holders:
+        holder.start()
+    holding.wait(WAIT_S)
+    model = Recording()
+    embedder = BoundedEmbedder(model, share, max_chars=100, batch_queries=True)
+    answers = ask_all(embedder, QUESTIONS[:6], release)
+    assert all(answers[q] == model.inner.embed(q, "search") for q in QUESTIONS[:6])
+    assert sorted(map(len, model.calls)) == [1, 2, 3]
+    assert sorted(sum(model.calls, [])) == sorted(QUESTIONS[:6])
+    for holder in holders:
+        holder.join(WAIT_S)
+
+
+def test_questions_are_batched_unless_the_setting_says_not() -> None:
+    built = build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5"))
+    assert built.queries is not None and built.queries.spread == built.share.slots == 2
+    assert build_embedder(ModelSettings(), EmbeddingSettings(local_embedder="e5", batch_queries=False)).queries is None
 
 
 def test_a_long_question_and_a_passage_take_turns_of_their_own() -> None:

@@ -1,5 +1,6 @@
 """The pool's check on checkout: a connection the server closed is replaced
-before use, without a round trip per checkout (no ``SELECT 1``)."""
+before use, without a round trip per checkout (no ``SELECT 1``); a quiet pool
+gives its connections back to the server (their backends end)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import psycopg
 import sqlalchemy as sa
 
 from memjobs_worker.db import create_db_engine
+from memjobs_worker.db.idle import close_idle_now
+from memjobs_worker.db.outage import RecoveringPool
+from tests.support.polling import wait_for
 
 
 def _backend_pids(engine: sa.Engine) -> set[int]:
@@ -39,3 +43,57 @@ def test_checkout_sends_nothing_to_a_healthy_server(database_url: str) -> None:
         assert sent == ["SELECT 42"] * 3
     finally:
         engine.dispose()
+
+
+def _alive(database_url: str, pids: set[int]) -> set[int]:
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", (list(pids),)).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def _three_at_once(engine: sa.Engine) -> set[int]:
+    with engine.connect() as a, engine.connect() as b, engine.connect() as c:
+        return {conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for conn in (a, b, c)}
+
+
+def test_a_quiet_pool_closes_its_connections_and_opens_one_when_asked_again(database_url: str) -> None:
+    engine = create_db_engine(database_url, pool_size=3, idle_close_s=0.2)
+    try:
+        pids = _three_at_once(engine)
+        assert len(pids) == 3 and _alive(database_url, pids) == pids  # kept in the pool, for now
+        wait_for(lambda: not _alive(database_url, pids) or None, 30, "the idle connections closed")
+        again = _backend_pids(engine)
+        assert again.isdisjoint(pids)  # a fresh connection, no error
+        wait_for(lambda: not _alive(database_url, again) or None, 30, "the new pool's connection closed")
+    finally:
+        engine.dispose()
+
+
+def test_a_pool_with_a_connection_in_use_is_left_open(database_url: str) -> None:
+    engine = create_db_engine(database_url, pool_size=2, idle_close_s=0.01)
+    try:
+        with engine.connect() as held:
+            pid = held.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            with engine.connect() as other:
+                other.execute(sa.text("SELECT 1"))  # now idle in the pool beside the held one
+            close_idle_now()
+            assert held.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() == pid
+            pool = engine.pool
+            assert isinstance(pool, sa.pool.QueuePool) and pool.checkedin() == 1  # kept while one is in use
+    finally:
+        engine.dispose()
+
+
+def test_the_vector_stores_pool_closes_every_connection_unused_for_a_period(database_url: str) -> None:
+    pool = RecoveringPool(conninfo=database_url, min_size=0, max_size=4, max_idle=0.2, open=False)
+    pool.open(wait=False)
+    try:
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+            pids = {conn.info.backend_pid for conn in (a, b, c)}
+        assert pool.get_stats()["pool_size"] == 3
+        wait_for(lambda: pool.get_stats()["pool_size"] == 0 or None, 30, "the unused connections closed")
+        assert not _alive(database_url, pids)
+        with pool.connection() as again:
+            assert again.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pool.close()

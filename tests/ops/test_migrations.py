@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -14,8 +15,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from memjobs_client.errors import ConfigurationError
+from memjobs_worker import db as db_package
 from memjobs_worker.db import advisory, create_db_engine, migrate
 from memjobs_worker.db.metadata import CORE, KNOWLEDGE, branch_of
+from memjobs_worker.db.migrate import HEADS, migrate_apart
 from memjobs_worker.embedded import EmbeddedPostgres
 from memjobs_worker.knowledge import TOKENIZER_VERSION, KnowledgeStore, ensure_schema
 from memjobs_worker.knowledge.schema import knowledge_documents, knowledge_meta
@@ -147,6 +150,37 @@ def test_a_schema_migrated_by_a_newer_memjobs_is_a_configuration_error(empty_eng
         migrate(empty_engine)
     assert "0099_from_the_future" in str(info.value) and "newer memjobs" in str(info.value)
     assert heads(empty_engine) == {"0099_from_the_future"}  # nothing was changed
+
+
+def test_the_heads_migrate_skips_alembic_at_are_the_scripts_heads() -> None:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(Path(db_package.__file__).parent / "migrations"))
+    assert {branch: script.get_revision(f"{branch}@head").revision for branch in (CORE, KNOWLEDGE)} == HEADS
+    assert HEADS == {CORE: CORE_HEAD, KNOWLEDGE: KNOWLEDGE_HEAD}
+
+
+def test_a_database_at_head_is_not_handed_to_alembic(empty_engine: Engine) -> None:
+    """A worker finding its schema migrated checks the revisions only (Alembic stays
+    unimported): shown by a table dropped behind Alembic's back staying dropped."""
+    migrate(empty_engine)
+    with empty_engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE memory_audit"))
+    migrate(empty_engine)
+    assert "memory_audit" not in tables(empty_engine)
+    ensure_schema(empty_engine)  # the knowledge branch missing: migrated
+    assert heads(empty_engine) == {CORE_HEAD, KNOWLEDGE_HEAD}
+
+
+def test_migrating_apart_runs_the_migrations_in_a_child_and_brings_its_refusal_back(empty_engine: Engine) -> None:
+    url = empty_engine.url.render_as_string(hide_password=False)
+    migrate_apart(url)
+    assert tables(empty_engine) == CORE_TABLES and heads(empty_engine) == {CORE_HEAD}
+    with empty_engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+    with pytest.raises(ConfigurationError) as info:
+        migrate_apart(url)
+    assert "0099_from_the_future" in str(info.value) and "newer memjobs" in str(info.value)
 
 
 def test_advisory_lock_keys_are_distinct_and_fit_their_form() -> None:

@@ -101,7 +101,7 @@ def run_shared(pools: list[tuple[tuple[str, ...], int]], argv: list[str], *, ser
     if serve_metrics and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from memjobs_worker.ops.server import serve_on_thread
 
-        serve_on_thread(app.settings.metrics, app.endpoints)
+        serve_on_thread(app.settings.metrics, app.endpoints, idle_close_s=app.settings.database.idle_close_s)
     worker = SharedWorker(app.broker, pools)
     worker.start()
     log.info("Worker process is ready for action.")  # Dramatiq's words, as its processes say them

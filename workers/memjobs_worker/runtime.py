@@ -125,7 +125,9 @@ class Runtime:
         # so a pool smaller than the threads reconnects on every job.
         s = self.settings
         engine = create_db_engine(
-            self.endpoints.database_url, pool_size=max(s.workers.worker_threads, s.workers.fast_worker_threads, 8) + 2
+            self.endpoints.database_url,
+            pool_size=max(s.workers.worker_threads, s.workers.fast_worker_threads, 8) + 2,
+            idle_close_s=s.database.idle_close_s,
         )
         self._closing.callback(engine.dispose)
         return engine
@@ -201,6 +203,7 @@ class Runtime:
             data_dir=s.data_dir,
             breakers=self.model_breakers,
             share=self.model_share,
+            idle_close_s=s.database.idle_close_s,
         )
         self._closing.callback(engine.close)
         if self._on_engine_built is not None:

@@ -149,6 +149,10 @@ class RedisSettings(Section):
     high_water: float = Field(default=0.9, gt=0, le=1)
 
 
+#: How long the embedded PostgreSQL's pooled connections stay open unused.
+EMBEDDED_POOL_IDLE_S = 10.0
+
+
 class DatabaseSettings(Section):
     """PostgreSQL, the state database."""
 
@@ -156,6 +160,18 @@ class DatabaseSettings(Section):
 
     #: Unset: the embedded PostgreSQL in the data directory.
     url: OptionalText = None
+    #: A process's pooled connections are closed once none has been used for this
+    #: many seconds (each is a server process of 14-20 MB); 0: kept while the
+    #: process lives. Unset: 10 s for the embedded PostgreSQL (an idle laptop stack
+    #: keeps no backends), kept for a server the URL names.
+    pool_idle_s: float | None = Field(default=None, ge=0)
+
+    @property
+    def idle_close_s(self) -> float | None:
+        """Seconds a quiet pool keeps its connections, None: kept (see :attr:`pool_idle_s`)."""
+        if self.pool_idle_s is not None:
+            return self.pool_idle_s or None
+        return EMBEDDED_POOL_IDLE_S if self.url is None else None
 
 
 class ModelSettings(Section):
@@ -220,9 +236,9 @@ class EmbeddingSettings(Section):
     #: Embeddings one process runs at once; one owner holds at most one of them
     #: (docs/security.md, "Bounded work").
     slots: int = Field(default=2, ge=1, le=64)
-    #: Concurrent short questions embedded in one local-model call (off: measured
-    #: no faster on 2 cores, docs/benchmarks.md "Concurrent recall").
-    batch_queries: bool = False
+    #: Concurrent short questions embedded together in local-model calls, spread
+    #: over the slots (docs/benchmarks.md "Concurrent recall"); false: one call each.
+    batch_queries: bool = True
 
     @property
     def configured(self) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memjobs_client.errors import MemjobsError
-from memjobs_worker.db import create_db_engine, migrate
+from memjobs_worker.db.migrate import migrate_apart
 from memjobs_worker.embedded import StackInfo, remove_stack, write_stack
 from memjobs_worker.embedded.leftovers import Leftover, find_leftovers, stop_leftovers
 from memjobs_worker.embedded.logpump import LogPump
@@ -127,11 +127,7 @@ class Stack:
                 address=f"{asked.metrics.host}:{asked.metrics.port}",
             )
         redis_url, database_url = self.servers.start(s.data_dir, s.redis, s.database)
-        engine = create_db_engine(database_url, pool_size=1)
-        try:
-            migrate(engine)
-        finally:
-            engine.dispose()
+        migrate_apart(database_url)  # Alembic in a child process: `up` lives long
         self._reembed_if_required(database_url)
         self.endpoints = Endpoints(redis_url, database_url)
         self._write_state()
@@ -200,6 +196,8 @@ class Stack:
         env = dict(os.environ)
         env["MEMJOBS_REDIS_URL"] = self.endpoints.redis_url
         env["MEMJOBS_DATABASE_URL"] = self.endpoints.database_url
+        # The URL now names the server: say how long its connections stay idle as up's own settings read it.
+        env["MEMJOBS_DATABASE_POOL_IDLE_S"] = str(self.settings.database.idle_close_s or 0)
         env["MEMJOBS_DATA_DIR"] = str(self.settings.data_dir)
         if self.metrics_url is not None:
             env["MEMJOBS_METRICS_PORT"] = str(self.settings.metrics.port)  # moved when taken

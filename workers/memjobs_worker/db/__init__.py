@@ -7,6 +7,7 @@
 - :mod:`~memjobs_worker.db.migrate`: applying the migrations (comparing them with
   every feature's tables is :mod:`memjobs_worker.schema`'s, above the features).
 - :mod:`~memjobs_worker.db.advisory`: every PostgreSQL advisory lock memjobs takes.
+- :mod:`~memjobs_worker.db.idle`: pooled connections closed after a quiet spell.
 """
 
 from memjobs_worker.db.connect import create_db_engine, sqlalchemy_url

@@ -21,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
+from memjobs_worker.db.idle import close_when_idle
 from memjobs_worker.db.outage import closed_by_server, is_outage, is_read_only_refusal
 from memjobs_worker.logs.redaction import redact_url
 
@@ -89,11 +90,13 @@ def libpq_url(url: str) -> str:
     return "postgresql://" + _strip_scheme(url)
 
 
-def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
+def create_db_engine(url: str, *, pool_size: int = 5, idle_close_s: float | None = None) -> Engine:
     """An engine whose pool drops connections the server has closed, so a
     restarted server costs at most one retry, not a crash (see :func:`_closed_by_server`),
     and forgets every pooled connection when a write is refused as read-only
-    (a failover: the next connection finds the writable host, see :func:`_on_error`)."""
+    (a failover: the next connection finds the writable host, see :func:`_on_error`).
+    With ``idle_close_s``, its pooled connections are closed once none has been
+    used for that long (:func:`~memjobs_worker.db.idle.close_when_idle`)."""
     engine = sa.create_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
@@ -102,6 +105,8 @@ def create_db_engine(url: str, *, pool_size: int = 5) -> Engine:
     )
     sa.event.listen(engine, "checkout", _closed_by_server)
     sa.event.listen(engine, "handle_error", _on_error)
+    if idle_close_s:
+        close_when_idle(engine, idle_close_s)
     return engine
 
 

@@ -32,6 +32,7 @@ from psycopg_pool import ConnectionPool
 from psycopg_pool.pool import AddConnection
 
 from memjobs_client.errors import BackendUnavailable, ModelUnavailable
+from memjobs_worker.db.idle import release_freed_memory
 
 #: SQLSTATE of a write refused by a read-only server or transaction.
 READ_ONLY_SQLSTATE = "25006"
@@ -94,6 +95,9 @@ class RecoveringPool(ConnectionPool[psycopg.Connection[Any]]):
       ``max_reconnect_delay_s`` apart. (psycopg_pool waits twice as long after
       each failed attempt, for up to five minutes: after an outage of minutes
       its next attempt could come a minute after the server is back.)
+    - Every connection left unused for a whole ``max_idle`` is closed at its
+      end (down to ``min_size``). (psycopg_pool closes one a period: a pool
+      of eight quiet connections took eight periods to shrink.)
     """
 
     def __init__(self, *args: Any, max_reconnect_delay_s: float = 1.0, **kwargs: Any) -> None:
@@ -108,6 +112,20 @@ class RecoveringPool(ConnectionPool[psycopg.Connection[Any]]):
                 return conn
             conn.close()
             self.putconn(conn)  # closed: the pool discards it and opens another
+
+    def _shrink_pool(self) -> None:
+        to_close = []
+        with self._lock:
+            unused = self._nconns_min  # the fewest connections waiting in the pool during the period
+            while unused > 0 and self._nconns > self._min_size and self._pool:
+                to_close.append(self._pool.popleft())
+                self._nconns -= 1
+                unused -= 1
+            self._nconns_min = len(self._pool)
+        for conn in to_close:
+            self._close_connection(conn)
+        if to_close:
+            release_freed_memory()
 
     def schedule_task(self, task: Any, delay: float) -> None:
         if isinstance(task, AddConnection):

@@ -84,6 +84,11 @@ def _system_user() -> pwd.struct_passwd:
         ) from None
 
 
+#: The server's own processes kept to what memjobs uses: no logical replication,
+#: so no launcher process waiting for subscriptions (6-10 MB resident).
+LAPTOP_SETTINGS = "-c max_logical_replication_workers=0"
+
+
 class EmbeddedPostgres:
     """A PostgreSQL cluster in ``directory``, trust auth, loopback only.
 
@@ -150,7 +155,7 @@ class EmbeddedPostgres:
             "-l",
             str(self.directory / "server.log"),
             "-o",
-            f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700",
+            f"-h {self.host} -p {port} -k {self.directory} -c unix_socket_permissions=0700 {LAPTOP_SETTINGS}",
             "start",
             check=False,
         )

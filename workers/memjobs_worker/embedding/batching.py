@@ -6,14 +6,20 @@ for a model turn (``turn``), and every caller that arrives meanwhile joins its
 batch; when the turn comes the leader takes up to ``max_batch`` waiting texts,
 embeds them in one call (``embed``) and hands each caller its own vector. A
 caller that arrives once the leader has taken its batch leads the next one.
+A batch takes its share of those waiting, as if they were spread over
+``spread`` calls (the process's slots): with two slots, six waiting questions
+run as three on the slot that frees first, two on the next and the last on
+whichever frees then, never six on one slot while the other idles (all six
+callers waiting for the whole six).
 Optionally the leader first waits ``window_s`` for company (0 by default: the
 wait for a turn already gathers the callers that come while the model is busy,
 and a lone caller pays nothing).
 
 Why: the local model's C engine streams each weight once for a whole batch,
-so one call for eight short questions costs less than eight calls, and eight
-concurrent recalls no longer queue for the process's slots one question at a
-time (issue 36, item 4; figures in docs/benchmarks.md).
+so a question costs less in a batch (7.3 ms of CPU alone, 6.2 in a batch of
+three, 5.8 in one of eight, measured on this 2-core machine), and concurrent
+recalls no longer queue for the process's slots one question at a time
+(issue 36, item 4; figures in docs/benchmarks.md).
 
 Never loses or mixes up a caller: each caller's vector is the one at its own
 text's position in its batch's answer; when the batch call fails, each text of
@@ -62,6 +68,8 @@ class QueryBatcher:
         embed: texts in, one vector per text out, in order.
         max_batch: texts in one call at most.
         window_s: how long a leader waits for company before it asks for its turn.
+        spread: a leader takes ``ceil(waiting / spread)`` of the texts waiting
+            (at most ``max_batch``).
     """
 
     def __init__(
@@ -71,13 +79,15 @@ class QueryBatcher:
         *,
         max_batch: int = 16,
         window_s: float = 0.0,
+        spread: int = 1,
     ) -> None:
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
+        if max_batch < 1 or spread < 1:
+            raise ValueError("max_batch and spread must be at least 1")
         self.turn = turn
         self.embed_texts = embed
         self.max_batch = max_batch
         self.window_s = window_s
+        self.spread = spread
         self._cond = threading.Condition()
         self._queue: deque[_Waiter] = deque()
         self._leading = False  # a leader is gathering (before it takes its batch)
@@ -119,7 +129,8 @@ class QueryBatcher:
         try:
             with self.turn():
                 with self._cond:
-                    while self._queue and len(batch) < self.max_batch:
+                    size = min(self.max_batch, -(-len(self._queue) // self.spread))
+                    while self._queue and len(batch) < size:
                         batch.append(self._queue.popleft())
                     # The next caller leads the next batch; one already waiting leads it now.
                     self._leading = bool(self._queue)

@@ -300,10 +300,11 @@ class BoundedEmbedder:
         #: Whether a large batch may be split over the share's idle slots (the
         #: local model: one call runs on one core; a service's requests are left whole).
         self.splits = bool(getattr(inner, "splits_batches", False))
-        #: Concurrent short questions embedded in one call (``batch_queries``, the
-        #: local model only; off by default: docs/benchmarks.md, "Concurrent recall").
+        #: Concurrent short questions embedded together (``batch_queries``, the local
+        #: model only), in batches spread over the share's slots
+        #: (docs/benchmarks.md, "Concurrent recall").
         self.queries: QueryBatcher | None = (
-            QueryBatcher(self._query_turn, self._embed_queries)
+            QueryBatcher(self._query_turn, self._embed_queries, spread=share.slots)
             if batch_queries and getattr(inner, "batches_queries", False)
             else None
         )

@@ -32,13 +32,9 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
@@ -49,8 +45,16 @@ from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.http.auth import PRINCIPAL, Need, Principal, is_loopback, owner_id_of_header
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.problems import ProblemError, problem_response
-from memjobs_worker.mcp_server import Backend, build_server
-from memjobs_worker.mcp_server.server import Ctx
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from memjobs_worker.mcp_server.server import Ctx
+
+# The MCP SDK (about 23 MB once imported) is imported by an endpoint that is
+# served, when it is built: an API without tokens, or with the features off, never loads it.
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +62,17 @@ T = TypeVar("T")
 
 PATH = "/mcp"
 OWNER_HEADER = "x-memjobs-owner"
-#: Host headers accepted (the SDK's DNS-rebinding check): loopback names only.
-LOOPBACK_HOSTS = TransportSecuritySettings(
-    enable_dns_rebinding_protection=True,
-    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-)
+
+
+def loopback_hosts() -> TransportSecuritySettings:
+    """Host headers accepted (the SDK's DNS-rebinding check): loopback names only."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def owner_key_of_header(value: str | None) -> str | None:
@@ -110,7 +119,7 @@ class StatelessMcpEndpoint:
         self._server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            transport_security=LOOPBACK_HOSTS,
+            transport_security=loopback_hosts(),
             max_request_body_size=self.max_body_bytes,
         )
         manager = self._server.session_manager  # a new one for each run of the lifespan
@@ -180,6 +189,8 @@ class McpEndpoint(StatelessMcpEndpoint):
     def __init__(self, context: ApiContext, *, enabled: bool, max_body_bytes: int) -> None:
         super().__init__(context, enabled=enabled, max_body_bytes=max_body_bytes)
         if self.served:
+            from memjobs_worker.mcp_server import Backend, build_server
+
             self._server = build_server(
                 "agent",
                 Backend(
@@ -200,6 +211,8 @@ class McpEndpoint(StatelessMcpEndpoint):
 
 def _owner_of(ctx: Ctx) -> str:
     """The owner the request's header names (the endpoint refused requests without one)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
     key = owner_key_of_header((ctx.headers or {}).get(OWNER_HEADER))
     if key is None:
         raise ToolError("unauthorized: the request names no owner")

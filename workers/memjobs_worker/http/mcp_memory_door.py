@@ -20,21 +20,18 @@ token nor a token key is set. Stateless with JSON answers, POST only, as ``/mcp`
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import Scope
 
-from memjobs_client.gateway.tools import MemoryTools
 from memjobs_worker.http.auth import Need, Principal, owner_id_of_header
 from memjobs_worker.http.context import ApiContext
 from memjobs_worker.http.mcp_door import OWNER_HEADER, StatelessMcpEndpoint
-from memjobs_worker.mcp_server.memory_server import (
-    TOOL_SCOPES,
-    MemoryBackend,
-    ServiceToolBackend,
-    build_memory_server,
-)
-from memjobs_worker.mcp_server.server import Ctx
+
+if TYPE_CHECKING:
+    from memjobs_worker.mcp_server.server import Ctx
+
+# The MCP SDK is imported when the endpoint is served (as /mcp's, mcp_door).
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +39,6 @@ log = logging.getLogger(__name__)
 PATH = "/mcp/memory"
 #: Where the endpoint leaves the scopes a call may use, in the ASGI scope's state.
 SCOPES_STATE = "memjobs_memory_scopes"
-ALL_SCOPES = frozenset(TOOL_SCOPES.values())
 
 
 class MemoryMcpEndpoint(StatelessMcpEndpoint):
@@ -52,23 +48,35 @@ class MemoryMcpEndpoint(StatelessMcpEndpoint):
 
     def __init__(self, context: ApiContext, *, enabled: bool, max_body_bytes: int) -> None:
         super().__init__(context, enabled=enabled, max_body_bytes=max_body_bytes)
+        self._all_scopes: frozenset[str] = frozenset()
         if self.served:
+            from memjobs_client.gateway.tools import MemoryTools
+            from memjobs_worker.mcp_server.memory_server import (
+                TOOL_SCOPES,
+                MemoryBackend,
+                ServiceToolBackend,
+                build_memory_server,
+            )
+
+            self._all_scopes = frozenset(TOOL_SCOPES.values())
             tools = MemoryTools(ServiceToolBackend(context.parts, context.recall_memories), source="mcp")
             self._server = build_memory_server(
                 MemoryBackend(tools=tools, owner_of=_owner_of, scopes_of=_scopes_of, run=self._run)
             )
 
     def _admit(self, principal: Principal, owner: str, scope: Scope) -> None:
-        scopes = ALL_SCOPES
+        scopes = self._all_scopes
         if principal.kind == "scoped":
             principal.require(Need("read"))
             principal.require_owner(owner)
-            scopes = frozenset(principal.scopes) & ALL_SCOPES
+            scopes = frozenset(principal.scopes) & self._all_scopes
         scope.setdefault("state", {})[SCOPES_STATE] = scopes
 
 
 def _owner_of(ctx: Ctx) -> str:
     """The owner id the request's header names (the endpoint refused requests without one)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
     owner = owner_id_of_header((ctx.headers or {}).get(OWNER_HEADER))
     if owner is None:
         raise ToolError("forbidden: the request names no owner")

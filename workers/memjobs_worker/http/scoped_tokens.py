@@ -23,8 +23,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import jwt
-
 from memjobs_client.errors import ConfigurationError
 from memjobs_worker.settings import ApiSettings
 
@@ -104,6 +102,8 @@ class ScopedKeys:
         """
         if not self._keys:
             raise InvalidToken("scoped tokens are not enabled on this server")
+        import jwt  # here: PyJWT and its cryptography (8 MB) only in an API that takes scoped tokens
+
         claims: dict[str, object] | None = None
         for key in self._keys:
             try:
@@ -202,4 +202,6 @@ def issue(
         claims["owners"] = named
     if owner_prefix:
         claims["owner_prefix"] = owner_prefix
+    import jwt
+
     return jwt.encode(claims, keys._keys[0], algorithm=ALGORITHM)

@@ -70,6 +70,7 @@ def build_engine(
     data_dir: Path,
     breakers: Mapping[str, ModelBreaker] | None = None,
     share: ModelShare | None = None,
+    idle_close_s: float | None = None,
 ) -> MemoryEngine:
     """mem0 on the state database's pgvector (its own files under ``data_dir``), with the configured model and
     embedder (:func:`memjobs_worker.embedding.build_embedder`: the service, the
@@ -77,7 +78,8 @@ def build_engine(
     service: :func:`memjobs_worker.model_breaker.breakers`), refused when the stored
     vectors came from another embedder (``memjobs reembed``). ``share``: the
     process's model slots, shared with its knowledge embedder (a new one when none
-    is given).
+    is given). The vector store's connections close once unused for
+    ``idle_close_s`` (None: kept).
 
     Raises:
         MemoryOff: personal memory is switched off.
@@ -95,6 +97,7 @@ def build_engine(
         chat=chat_model(model, embedding, "extract", (breakers or {}).get("chat")),
         min_score=memory.recall_min_score,
         model_id=model_id(embedding),
+        idle_close_s=idle_close_s,
     )
 
 

@@ -111,12 +111,16 @@ def prepare_metrics_dir(directory: Path, env: dict[str, str]) -> None:
     env["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
 
 
-def build_registry(endpoints: Endpoints) -> CollectorRegistry:
+def build_registry(endpoints: Endpoints, *, idle_close_s: float | None = None) -> CollectorRegistry:
+    """The collectors of /metrics, reading ``endpoints``; the ledger's one connection
+    closed once unused for ``idle_close_s`` (None: kept)."""
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(QueueCollector(redis.Redis.from_url(endpoints.redis_url, socket_timeout=5)))
-    registry.register(LedgerCollector(SqlStateStore(create_db_engine(endpoints.database_url, pool_size=1))))
+    registry.register(
+        LedgerCollector(SqlStateStore(create_db_engine(endpoints.database_url, pool_size=1, idle_close_s=idle_close_s)))
+    )
     return registry
 
 
@@ -129,19 +133,22 @@ def serve() -> int:
     """
     settings = load_settings()
     configure_logging(level=settings.logs.level, adopt=True)
-    if not serve_on_thread(settings.metrics, resolve_endpoints(settings.data_dir, settings.redis, settings.database)):
+    endpoints = resolve_endpoints(settings.data_dir, settings.redis, settings.database)
+    if not serve_on_thread(settings.metrics, endpoints, idle_close_s=settings.database.idle_close_s):
         return 0
     while True:
         signal.pause()
 
 
-def serve_on_thread(metrics: MetricsSettings, endpoints: Endpoints) -> bool:
+def serve_on_thread(metrics: MetricsSettings, endpoints: Endpoints, *, idle_close_s: float | None = None) -> bool:
     """Serve /metrics from a daemon thread of this process (the pools of a
     small host share one process, and it serves), its collectors reading
-    ``endpoints``; False when the address was taken between the probe and now
+    ``endpoints`` (:func:`build_registry`); False when the address was taken between the probe and now
     (one warning, and the workers run on)."""
     try:
-        start_http_server(metrics.port, addr=metrics.host, registry=build_registry(endpoints))
+        start_http_server(
+            metrics.port, addr=metrics.host, registry=build_registry(endpoints, idle_close_s=idle_close_s)
+        )
     except OSError as exc:
         log.warning(
             "metrics endpoint not served: address in use",

@@ -114,6 +114,8 @@ class Mem0Engine(MemoryEngine):
         model_id: the embedder's identity (:func:`memjobs_worker.embedding.model_id`):
             checked against the one recorded with the stored vectors, refused
             when they differ (None: no check, for tests on a scratch database).
+        idle_close_s: the vector store's connections are closed once unused for
+            about this long (None: one is kept open, the others for 10 minutes).
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class Mem0Engine(MemoryEngine):
         chat: Any | None,
         min_score: float = 0.1,
         model_id: str | None = None,
+        idle_close_s: float | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._dims = dims
@@ -142,8 +145,9 @@ class Mem0Engine(MemoryEngine):
         # are replaced promptly once the server is back (RecoveringPool).
         pool = RecoveringPool(
             conninfo=database_url,
-            min_size=1,
+            min_size=0 if idle_close_s else 1,
             max_size=8,
+            max_idle=idle_close_s or 600.0,
             timeout=10,
             kwargs={"autocommit": True},
             open=False,
