@@ -29,22 +29,28 @@ def log_messages(path: Path) -> list[str]:
     return [json.loads(line)["msg"] for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
+@pytest.fixture
+def echo_model(fake_model: FakeOpenAI) -> FakeOpenAI:
+    """The model stand-in, extracting the facts it is given."""
+    fake_model.set_chat_handler(echo_facts_handler)
+    return fake_model
+
+
 @pytest.mark.slow
 def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
     model_settings: MakeSettings,
     harness_factory: HarnessFactory,
-    fake_model: FakeOpenAI,
+    echo_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
 ) -> None:
-    fake_model.set_chat_handler(echo_facts_handler)
-    fake_model.slow_next("chat", 3.0)  # SIGTERM arrives while the model answers
+    echo_model.slow_next("chat", 3.0)  # SIGTERM arrives while the model answers
     settings = model_settings(model_timeout_ms=30_000)
     h = harness_factory(settings)
     ids = [remember_now(h, KEY, t) for t in ("I grow basil", "我养了一只猫", "I cycle to work")]
     worker = spawn_workers(settings, tmp_path / "worker.log", threads=1)
     procs.append(worker)
-    fake_model.wait_for_request("chat", 1, timeout_s=90)
+    echo_model.wait_for_request("chat", 1, timeout_s=90)
     # Work it will not start: returned to Redis, not lost.
     for i in range(5):
         h.client.remember("later@example.com", f"queued behind the shutdown {i}")
@@ -65,19 +71,18 @@ def test_sigterm_finishes_the_job_in_hand_releases_the_lease_and_exits(
 def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     model_settings: MakeSettings,
     harness_factory: HarnessFactory,
-    fake_model: FakeOpenAI,
+    echo_model: FakeOpenAI,
     procs: list[Any],
     tmp_path: Path,
 ) -> None:
-    fake_model.set_chat_handler(echo_facts_handler)
-    fake_model.hang_next("chat")  # the job in hand would never finish by itself
+    echo_model.hang_next("chat")  # the job in hand would never finish by itself
     settings = model_settings(model_timeout_ms=120_000, lease_ms=1500, broker_heartbeat_timeout_ms=2000)
     h = harness_factory(settings)
     ids = [remember_now(h, KEY, t) for t in ("I read before sleeping", "我周五游泳")]
     log_path = tmp_path / "worker.log"
     worker = spawn_workers(settings, log_path, threads=1)
     procs.append(worker)
-    fake_model.wait_for_request("chat", 1, timeout_s=90)
+    echo_model.wait_for_request("chat", 1, timeout_s=90)
     worker.send_signal(signal.SIGTERM)
     # The first signal handled all the way down: Dramatiq's worker process logs
     # "Shutting down..." when its handler has ended the run loop and it starts
@@ -91,7 +96,7 @@ def test_a_second_sigterm_exits_at_once_and_nothing_is_lost(
     worker.wait(30)
     assert time.monotonic() - started < 10
     kill_group(worker)  # whatever is left of the group
-    fake_model.release()
+    echo_model.release()
 
     procs.append(spawn_workers(settings, tmp_path / "fresh.log", threads=2))
 

@@ -20,22 +20,19 @@ from typing import Any, cast
 import pytest
 from sqlalchemy.engine import Engine
 
+import memjobs_worker.sessions.memory_docs as memory_docs
 from memjobs_client.contracts import owner_key
 from memjobs_client.errors import BackendUnavailable, ConfigurationError
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.sessions.memory_docs import (
-    PROTOCOL_VERSION,
     Change,
     ChangeContext,
     Edit,
-    Health,
     ListOptions,
     MarkdownFileProvider,
     MemoryProvider,
     MemoryService,
-    ProviderInfo,
     SqlMemoryProvider,
-    VersionConflict,
     check_provider,
     load_provider,
     normalise_documents,
@@ -82,7 +79,7 @@ def conflicted(provider: Any, changes: list[Change]) -> bool:
     """True when apply refused the changes as a conflict (raised, or answered changed 0)."""
     try:
         answer = settle(provider.apply(OWNER, changes, CTX))
-    except VersionConflict:
+    except memory_docs.VersionConflict:
         return True
     return bool(field(answer, "changed") == 0)
 
@@ -118,8 +115,8 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 def test_describe_answers_the_protocol_version_a_key_and_a_label(provider: Any) -> None:
-    info = ProviderInfo.coerce(provider.describe())
-    assert info is not None and info.protocol_version == PROTOCOL_VERSION
+    info = memory_docs.ProviderInfo.coerce(provider.describe())
+    assert info is not None and info.protocol_version == memory_docs.PROTOCOL_VERSION
     assert info.key and info.label
     assert set(info.as_json()) == {"protocolVersion", "key", "label"}
     assert check_provider(provider) is provider
@@ -160,7 +157,7 @@ def test_owners_are_isolated(provider: Any) -> None:
 
 
 def test_health_and_close(provider: Any) -> None:
-    assert Health.coerce(provider.health()).ok
+    assert memory_docs.Health.coerce(provider.health()).ok
     settle(provider.close())
     settle(provider.close())  # idempotent
 
@@ -276,9 +273,8 @@ def test_a_message_with_only_the_owner_key_is_refused_by_a_hosts_adapter(
     records: RecordsService, tmp_path: Path
 ) -> None:
     from memjobs_client.errors import InvalidPayload
-    from memjobs_worker.sessions.memory_docs import OwnerKey
 
-    legacy = OwnerKey(owner_key(OWNER))  # a consolidation message of an older producer
+    legacy = memory_docs.OwnerKey(owner_key(OWNER))  # a consolidation message of an older producer
     with pytest.raises(InvalidPayload) as refused:
         MemoryService(adapter(records.url)).read(legacy, MEM)
     assert refused.value.reason == "owner_id_missing"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,23 +62,14 @@ def _no_hook(purpose: str, outcome: str, seconds: float) -> None:
     return None
 
 
+@dataclass(kw_only=True, eq=False)
 class _OpenAICompatible:
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: str | None,
-        timeout_ms: int,
-        max_attempts: int,
-        on_call: CallHook = _no_hook,
-        breaker: ModelBreaker | None = None,
-    ) -> None:
-        self.base_url = base_url
-        self.api_key = api_key
-        self.timeout_ms = timeout_ms
-        self.max_attempts = max_attempts
-        self.on_call = on_call
-        self.breaker = breaker
+    base_url: str
+    api_key: str | None = field(repr=False)
+    timeout_ms: int
+    max_attempts: int
+    on_call: CallHook = _no_hook
+    breaker: ModelBreaker | None = None
 
     @cached_property
     def client(self) -> openai.OpenAI:

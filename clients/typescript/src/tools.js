@@ -17,63 +17,55 @@ export const TOOL_ERRORS = Object.freeze(["invalid_arguments", "not_found", "amb
 const DOC_NAMES = ["USER.md", "MEMORY.md"];
 const PATCH_CHARS = 1000;
 
-export const MEMORY_TOOL = Object.freeze({
-  type: "function",
-  name: "memory",
-  description: "The user's long-term Markdown memory: USER.md (how the user wants to be addressed and answered) and "
+/** A tool as the Realtime and Chat APIs register it: a function whose arguments are an object of
+ * `properties` and nothing else. */
+function functionTool(name, description, properties, required = []) {
+  const parameters = { type: "object", properties, ...(required.length ? { required } : {}), additionalProperties: false };
+  return Object.freeze({ type: "function", name, description, parameters });
+}
+
+export const MEMORY_TOOL = functionTool(
+  "memory",
+  "The user's long-term Markdown memory: USER.md (how the user wants to be addressed and answered) and "
     + "MEMORY.md (stable facts and decisions about the user). One operation per call: `read` a document; `append` "
     + "Markdown to it; `replace` the text `old_text`, which must occur exactly once in the document, by `new_text` "
     + "(empty deletes it). Read before you replace, and quote enough of the line to be unique. Several changes in "
     + "one turn are several calls. Never store passwords, keys or other secrets. Errors: not_found (old_text is not "
     + "in the document), ambiguous (it occurs more than once: quote more), forbidden_document (only USER.md and "
     + "MEMORY.md), sensitive_content (it looks like a secret: nothing was stored).",
-  parameters: {
-    type: "object",
-    properties: {
-      op: { type: "string", enum: ["read", "append", "replace"], description: "the one operation of this call" },
-      doc: { type: "string", minLength: 1, maxLength: 64, description: "USER.md or MEMORY.md" },
-      text: { type: "string", minLength: 1, maxLength: PATCH_CHARS, description: "append: the Markdown to add, on its own line" },
-      old_text: { type: "string", minLength: 1, maxLength: PATCH_CHARS, description: "replace: text that occurs exactly once in the document" },
-      new_text: { type: "string", maxLength: PATCH_CHARS, description: "replace: the replacement; empty or absent deletes old_text" },
-    },
-    required: ["op", "doc"],
-    additionalProperties: false,
+  {
+    op: { type: "string", enum: ["read", "append", "replace"], description: "the one operation of this call" },
+    doc: { type: "string", minLength: 1, maxLength: 64, description: "USER.md or MEMORY.md" },
+    text: { type: "string", minLength: 1, maxLength: PATCH_CHARS, description: "append: the Markdown to add, on its own line" },
+    old_text: { type: "string", minLength: 1, maxLength: PATCH_CHARS, description: "replace: text that occurs exactly once in the document" },
+    new_text: { type: "string", maxLength: PATCH_CHARS, description: "replace: the replacement; empty or absent deletes old_text" },
   },
-});
+  ["op", "doc"],
+);
 
-export const RECALL_TOOL = Object.freeze({
-  type: "function",
-  name: "recall",
-  description: "What the user and the assistant talked about in earlier sessions, and the tasks dispatched then: "
+export const RECALL_TOOL = functionTool(
+  "recall",
+  "What the user and the assistant talked about in earlier sessions, and the tasks dispatched then: "
     + "each session's date, topic and a short gist, newest first, and each task's goal with its status read now "
     + "(`dispatched` when its record has expired). For \"the thing we talked about the other day\". Not the "
     + "user's documents, not their personal memories.",
-  parameters: {
-    type: "object",
-    properties: {
-      days: { type: "integer", minimum: 1, maximum: 90, description: "how many days back (default 7)" },
-      limit: { type: "integer", minimum: 1, maximum: 20, description: "sessions at most (default 10)" },
-    },
-    additionalProperties: false,
+  {
+    days: { type: "integer", minimum: 1, maximum: 90, description: "how many days back (default 7)" },
+    limit: { type: "integer", minimum: 1, maximum: 20, description: "sessions at most (default 10)" },
   },
-});
+);
 
-export const MEMORY_RECALL_TOOL = Object.freeze({
-  type: "function",
-  name: "memory__recall",
-  description: "Search the user's personal memories (facts learned from what the user said in conversations) "
+export const MEMORY_RECALL_TOOL = functionTool(
+  "memory__recall",
+  "Search the user's personal memories (facts learned from what the user said in conversations) "
     + "for those closest to `query`, best first. Write the query in the user's words, any language; never put a "
     + "password, key or token in it (refused: sensitive_content). An empty list means nothing matched.",
-  parameters: {
-    type: "object",
-    properties: {
-      query: { type: "string", minLength: 1, maxLength: 1000, description: "what to look for" },
-      limit: { type: "integer", minimum: 1, maximum: 10, description: "memories at most (default 5)" },
-    },
-    required: ["query"],
-    additionalProperties: false,
+  {
+    query: { type: "string", minLength: 1, maxLength: 1000, description: "what to look for" },
+    limit: { type: "integer", minimum: 1, maximum: 10, description: "memories at most (default 5)" },
   },
-});
+  ["query"],
+);
 
 /** The three tools, in the shape the OpenAI Realtime and Chat APIs register (`type: "function"`). */
 export const MEMORY_TOOLS = Object.freeze([MEMORY_TOOL, RECALL_TOOL, MEMORY_RECALL_TOOL]);

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -81,6 +82,7 @@ def head_bytes(scope: Scope) -> int:
     return line + sum(len(k) + len(v) + 4 for k, v in scope["headers"])
 
 
+@dataclass(eq=False)
 class RequestGuard:
     """ASGI middleware: the guard (see the module docstring).
 
@@ -93,26 +95,19 @@ class RequestGuard:
         mcp_paths: the other MCP endpoints served (``/mcp/memory``), authenticated as ``/v1``.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        tokens: Tokens,
-        slots: Slots,
-        refusals: RefusalLog,
-        max_body_bytes: int,
-        body_timeout_s: float,
-        mcp_served: bool = False,
-        mcp_paths: Collection[str] = (),
-    ) -> None:
-        self.app = app
-        self.tokens = tokens
-        self.slots = slots
-        self.refusals = refusals
-        self.max_body_bytes = max_body_bytes
-        self.body_timeout_s = body_timeout_s
-        self.mcp_served = mcp_served
-        self.mcp_paths = frozenset(mcp_paths)
+    app: ASGIApp
+    _: KW_ONLY
+    tokens: Tokens = field(repr=False)
+    slots: Slots
+    refusals: RefusalLog
+    max_body_bytes: int
+    body_timeout_s: float
+    mcp_served: bool = False
+    mcp_paths: Collection[str] = ()
+    ready: SharedReply = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.mcp_paths = frozenset(self.mcp_paths)
         self.ready = SharedReply(READY_REUSE_S)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -92,6 +92,7 @@ def mark_forgotten(
     return result
 
 
+@dataclass(kw_only=True, eq=False)
 class MemoryPipeline:
     """Personal memory for every owner, shared by all hosts through the store and Redis.
 
@@ -106,24 +107,13 @@ class MemoryPipeline:
             pending source waits for its batch to fill (0: never wait).
     """
 
-    def __init__(
-        self,
-        *,
-        store: StateStore,
-        engine: MemoryEngine,
-        leases: LeaseFactory,
-        scheduler: ExtractionScheduler,
-        batch_size: int,
-        lease_ms: int,
-        max_wait_ms: int = 0,
-    ) -> None:
-        self.store = store
-        self.max_wait_ms = max_wait_ms
-        self.engine = engine
-        self.leases = leases
-        self.batch_size = batch_size
-        self.lease_ms = lease_ms
-        self.scheduler = scheduler
+    store: StateStore
+    engine: MemoryEngine
+    leases: LeaseFactory
+    scheduler: ExtractionScheduler
+    batch_size: int
+    lease_ms: int
+    max_wait_ms: int = 0
 
     # -- remember ---------------------------------------------------------------
 

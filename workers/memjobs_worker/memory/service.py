@@ -13,6 +13,7 @@ never recalls never loads mem0; listing sources needs no Redis).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -35,6 +36,7 @@ MAX_QUERY_CHARS = 2000
 ForgetVerdict = Literal["forgotten", "already_forgotten", "not_found"]
 
 
+@dataclass(kw_only=True, eq=False)
 class PersonalMemory:
     """Forget, recall and the owner's reads, behind the personal-memory switch.
 
@@ -54,26 +56,14 @@ class PersonalMemory:
         clock: now, for the forget's time (UTC).
     """
 
-    def __init__(
-        self,
-        *,
-        enabled: bool,
-        store: Callable[[], StateStore],
-        scheduler: Callable[[], ExtractionScheduler],
-        pipeline: Callable[[], MemoryPipeline],
-        remember_queued: Callable[[str, str], bool],
-        enqueue: Callable[[str, dict[str, Any]], None],
-        rules: SourceRules | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.enabled = enabled
-        self._store = store
-        self._scheduler = scheduler
-        self._pipeline = pipeline
-        self._remember_queued = remember_queued
-        self._enqueue = enqueue
-        self._rules = rules
-        self._clock = clock
+    enabled: bool
+    store: Callable[[], StateStore]
+    scheduler: Callable[[], ExtractionScheduler]
+    pipeline: Callable[[], MemoryPipeline]
+    remember_queued: Callable[[str, str], bool]
+    enqueue: Callable[[str, dict[str, Any]], None]
+    rules: SourceRules | None = None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def ensure_on(self) -> None:
         """Raises:
@@ -98,12 +88,12 @@ class PersonalMemory:
             BackendUnavailable: Redis or the ledger did not answer.
         """
         self.ensure_on()
-        payload = build_payload(ForgetSource, rules=self._rules, owner_key=owner_key_of(owner_id), source_id=source_id)
+        payload = build_payload(ForgetSource, rules=self.rules, owner_key=owner_key_of(owner_id), source_id=source_id)
         checked = str(payload["source_id"])
         verdict = self.decide_forget(str(payload["owner_key"]), checked)
         if verdict == "not_found":
             return ForgetOutcome(checked, verdict, None)
-        self._enqueue(ACTOR_FORGET, payload)
+        self.enqueue(ACTOR_FORGET, payload)
         return ForgetOutcome(checked, verdict, "queued")
 
     def decide_forget(self, owner_key: str, source_id: str) -> ForgetVerdict:
@@ -123,11 +113,11 @@ class PersonalMemory:
             MemoryOff: personal memory is switched off.
         """
         self.ensure_on()
-        store = self._store()
+        store = self.store()
         state = self._state(store, owner_key, source_id)
         if state == "forgotten":
             return "already_forgotten"
-        if state is None and not self._remember_queued(owner_key, source_id):
+        if state is None and not self.remember_queued(owner_key, source_id):
             # Its remember may have been taken into the ledger (and its count
             # settled) between the two looks: the ledger is written first, so
             # a second look finds it.
@@ -139,7 +129,7 @@ class PersonalMemory:
         # A remember taken in after these looks is settled by the ledger's own
         # lock: the forget then forgets its row, or its marker makes the
         # remember (sent before this forget) find the source forgotten.
-        mark_forgotten(store, self._scheduler(), owner_key, source_id, sent_at=self._clock())
+        mark_forgotten(store, self.scheduler(), owner_key, source_id, sent_at=self.clock())
         return "forgotten"
 
     def was_sent(self, owner_key: str, source_id: str) -> bool:
@@ -153,10 +143,10 @@ class PersonalMemory:
             MemoryOff: personal memory is switched off.
         """
         self.ensure_on()
-        store = self._store()
+        store = self.store()
         return (
             self._state(store, owner_key, source_id) is not None
-            or self._remember_queued(owner_key, source_id)
+            or self.remember_queued(owner_key, source_id)
             or self._state(store, owner_key, source_id) is not None
         )
 
@@ -182,7 +172,7 @@ class PersonalMemory:
             raise InvalidPayload(f"query: {problem}")
         ensure_not_sensitive(text=query, field="query")
         self.ensure_on()
-        return self._pipeline().recall(owner_key, query, limit)
+        return self.pipeline().recall(owner_key, query, limit)
 
     def memories(self, owner_key: str) -> list[RecallHit]:
         """Every learned memory of the owner with its sources.
@@ -191,7 +181,7 @@ class PersonalMemory:
             MemoryOff: personal memory is switched off.
         """
         self.ensure_on()
-        return self._pipeline().memories(owner_key)
+        return self.pipeline().memories(owner_key)
 
     def sources(self, owner_key: str) -> list[SourceRecord]:
         """The owner's ledger: every source with its state.
@@ -199,7 +189,7 @@ class PersonalMemory:
         The ledger outlives the switch: sources stored before memory was switched
         off are still listed (and can still be read back by their owner).
         """
-        return self._store().list_sources(owner_key)
+        return self.store().list_sources(owner_key)
 
     @staticmethod
     def _state(store: StateStore, owner_key: str, source_id: str) -> str | None:

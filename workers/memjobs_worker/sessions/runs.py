@@ -42,7 +42,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -86,14 +86,7 @@ class RunRecord:
     updated_at: datetime | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "kind": self.kind,
-            "state": self.state,
-            "attempts": self.attempts,
-            "reason": self.reason,
-            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
-        }
+        return {**asdict(self), "updated_at": self.updated_at.isoformat() if self.updated_at else None}
 
 
 class RunLedger:

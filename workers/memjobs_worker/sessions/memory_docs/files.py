@@ -36,22 +36,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from memjobs_client.errors import BackendUnavailable
-from memjobs_worker.sessions.memory_docs.protocol import (
-    PROTOCOL_VERSION,
-    SCOPES,
-    WRITABLE_DOCS,
-    ApplyResult,
-    Change,
-    ChangeContext,
-    Document,
-    Health,
-    ListOptions,
-    MemoryProvider,
-    ProviderInfo,
-    VersionConflict,
-    check_writable,
-    storage_key,
-)
+from memjobs_worker.sessions.memory_docs import protocol
 
 VERSIONS_FILE = ".versions.json"
 LOCK_FILE = ".lock"
@@ -61,7 +46,7 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 _Versions = dict[str, tuple[int, str | None]]  # doc -> (recorded version, sha256)
 
 
-class MarkdownFileProvider(MemoryProvider):
+class MarkdownFileProvider(protocol.MemoryProvider):
     """USER.md and MEMORY.md as files under ``root/<owner_key>/``.
 
     Parameters:
@@ -75,16 +60,16 @@ class MarkdownFileProvider(MemoryProvider):
         self.root = Path(root)
         self._local = threading.local()
 
-    def describe(self) -> ProviderInfo:
-        return ProviderInfo(PROTOCOL_VERSION, "markdown", "Markdown files")
+    def describe(self) -> protocol.ProviderInfo:
+        return protocol.ProviderInfo(protocol.PROTOCOL_VERSION, "markdown", "Markdown files")
 
     def owner_dir(self, owner_id: str) -> Path:
         """Where the owner's documents are (it may not exist yet)."""
-        return self.root / storage_key(owner_id)
+        return self.root / protocol.storage_key(owner_id)
 
     # -- reading ------------------------------------------------------------------
 
-    def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
+    def list(self, owner_id: str, options: protocol.ListOptions) -> builtins.list[protocol.Document]:
         directory = self.owner_dir(owner_id)
         max_docs, max_chars = options.max_docs, options.max_chars
         try:
@@ -92,13 +77,13 @@ class MarkdownFileProvider(MemoryProvider):
             # the sidecar, so a reader between the two sees a hash mismatch and
             # the version that write is about to record.
             versions = _read_versions(directory)
-            found: builtins.list[Document] = []
-            for doc in WRITABLE_DOCS[: max(max_docs, 0)]:
+            found: builtins.list[protocol.Document] = []
+            for doc in protocol.WRITABLE_DOCS[: max(max_docs, 0)]:
                 data = _read_bytes(directory / doc)
                 if data is None and doc not in versions:
                     continue
                 content = (data or b"").decode("utf-8", errors="replace")[: max(max_chars, 0)]
-                found.append(Document(doc, SCOPES[doc], content, _effective(versions, doc, data)))
+                found.append(protocol.writable_document(doc, content, _effective(versions, doc, data)))
         except OSError as exc:
             raise BackendUnavailable(f"memory files unreadable: {exc.strerror}") from exc
         return found
@@ -107,7 +92,7 @@ class MarkdownFileProvider(MemoryProvider):
 
     def serialise(self, owner_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the owner's ``.lock`` (reentrant within a thread)."""
-        return self._locked(storage_key(owner_id))
+        return self._locked(protocol.storage_key(owner_id))
 
     @contextlib.contextmanager
     def _locked(self, owner_key: str) -> Iterator[None]:
@@ -131,37 +116,37 @@ class MarkdownFileProvider(MemoryProvider):
         finally:
             os.close(fd)  # releases the flock
 
-    def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
+    def apply(
+        self, owner_id: str, changes: Sequence[protocol.Change], context: protocol.ChangeContext
+    ) -> protocol.ApplyResult:
         """Write every change or none: the versions are all checked before the first write."""
-        check_writable(changes)
-        key = storage_key(owner_id)
+        protocol.check_writable(changes)
+        key = protocol.storage_key(owner_id)
         directory = self.root / key
-        written: builtins.list[Document] = []
+        written: builtins.list[protocol.Document] = []
         with self._locked(key):
             try:
                 versions = _read_versions(directory)
                 current = {c.doc: _effective(versions, c.doc, _read_bytes(directory / c.doc)) for c in changes}
                 for change in changes:
-                    expected = change.expected_version
-                    if expected is not None and expected != current[change.doc]:
-                        raise VersionConflict(f"{change.doc} is at version {current[change.doc]}, not {expected}")
+                    protocol.check_version(change, current[change.doc])
                 for change in changes:
                     data = change.content.encode("utf-8")
                     current[change.doc] += 1
                     _atomic_write(directory / change.doc, data)
                     versions[change.doc] = (current[change.doc], hashlib.sha256(data).hexdigest())
-                    written.append(Document(change.doc, SCOPES[change.doc], change.content, current[change.doc]))
+                    written.append(protocol.writable_document(change.doc, change.content, current[change.doc]))
                 if changes:
                     _atomic_write(directory / VERSIONS_FILE, _dump_versions(versions))
             except OSError as exc:
                 raise BackendUnavailable(f"memory file not written: {exc.strerror}") from exc
-        return ApplyResult(len(written), tuple(written))
+        return protocol.ApplyResult(len(written), tuple(written))
 
-    def health(self) -> Health:
+    def health(self) -> protocol.Health:
         probe = self.root if self.root.exists() else self.root.parent
         if os.access(probe, os.W_OK | os.X_OK):
-            return Health(True, "")
-        return Health(False, "memory directory is not writable")
+            return protocol.Health(True, "")
+        return protocol.Health(False, "memory directory is not writable")
 
     def close(self) -> None:
         """Nothing is held between calls."""
@@ -186,7 +171,7 @@ def _read_versions(directory: Path) -> _Versions:
         return {}
     versions: _Versions = {}
     if isinstance(data, dict):
-        for doc in WRITABLE_DOCS:
+        for doc in protocol.WRITABLE_DOCS:
             entry = data.get(doc)
             if not isinstance(entry, dict):
                 continue

@@ -11,7 +11,7 @@ import builtins
 import itertools
 from collections.abc import Iterable, Mapping
 
-from memjobs_worker.sessions.memory_docs.protocol import DOC_OF_SCOPE, SCOPES, WRITABLE_DOCS, Document
+from memjobs_worker.sessions.memory_docs.protocol import DOC_OF_SCOPE, WRITABLE_DOCS, Document, writable_document
 
 #: How many items of a provider's answer normalise_documents looks at, at most.
 MAX_SCANNED_DOCS = 32
@@ -65,5 +65,5 @@ def normalise_documents(docs: object, max_chars: int) -> builtins.list[Document]
             continue
         kept = best.get(name)
         if kept is None or version > kept.version:
-            best[name] = Document(name, SCOPES[name], content[: max(max_chars, 0)], version)
+            best[name] = writable_document(name, content[: max(max_chars, 0)], version)
     return [best[d] for d in WRITABLE_DOCS if d in best]

@@ -246,9 +246,26 @@ def check_writable(changes: Sequence[Change]) -> None:
             raise InvalidPayload(f"not a writable memory document: {change.doc!r}", reason="forbidden_document")
 
 
+def check_version(change: Change, version: int) -> None:
+    """What a built-in provider's :meth:`~MemoryProvider.apply` checks of every
+    change before its first write: it expects no version, or ``version``, the
+    document's current one.
+
+    Raises:
+        VersionConflict: it expects another.
+    """
+    if change.expected_version is not None and change.expected_version != version:
+        raise VersionConflict(f"{change.doc} is at version {version}, not {change.expected_version}")
+
+
+def writable_document(doc: str, content: str, version: int) -> Document:
+    """A document of :data:`WRITABLE_DOCS`, with the scope its name gives it."""
+    return Document(doc, SCOPES[doc], content, version)
+
+
 def empty_document(doc: str) -> Document:
     """The document as it is before its first write."""
-    return Document(doc=doc, scope=SCOPES[doc], content="", version=0)
+    return writable_document(doc, "", 0)
 
 
 class MemoryProvider(ABC):

@@ -27,26 +27,11 @@ from sqlalchemy.engine import Connection, Engine
 from memjobs_worker.clock import Clock, utcnow
 from memjobs_worker.db import advisory
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.sessions.memory_docs.protocol import (
-    PROTOCOL_VERSION,
-    SCOPES,
-    WRITABLE_DOCS,
-    ApplyResult,
-    Change,
-    ChangeContext,
-    Document,
-    Health,
-    ListOptions,
-    MemoryProvider,
-    ProviderInfo,
-    VersionConflict,
-    check_writable,
-    storage_key,
-)
+from memjobs_worker.sessions.memory_docs import protocol
 from memjobs_worker.sessions.schema import memory_documents
 
 
-class SqlMemoryProvider(MemoryProvider):
+class SqlMemoryProvider(protocol.MemoryProvider):
     """Memory documents in the state database.
 
     Parameters:
@@ -67,8 +52,8 @@ class SqlMemoryProvider(MemoryProvider):
         self.clock = clock
         self._local = threading.local()
 
-    def describe(self) -> ProviderInfo:
-        return ProviderInfo(PROTOCOL_VERSION, "sql", "PostgreSQL memory_documents")
+    def describe(self) -> protocol.ProviderInfo:
+        return protocol.ProviderInfo(protocol.PROTOCOL_VERSION, "sql", "PostgreSQL memory_documents")
 
     def _held(self) -> Connection | None:
         conn: Connection | None = getattr(self._local, "conn", None)
@@ -86,7 +71,7 @@ class SqlMemoryProvider(MemoryProvider):
 
     @contextlib.contextmanager
     def serialise(self, owner_id: str) -> Iterator[None]:
-        key = advisory.owner_lock_key(storage_key(owner_id))
+        key = advisory.owner_lock_key(protocol.storage_key(owner_id))
         if self._held() is not None:
             yield  # reentrant: this thread already holds a serialised transaction
             return
@@ -99,29 +84,31 @@ class SqlMemoryProvider(MemoryProvider):
             finally:
                 self._local.conn = None
 
-    def list(self, owner_id: str, options: ListOptions) -> builtins.list[Document]:
+    def list(self, owner_id: str, options: protocol.ListOptions) -> builtins.list[protocol.Document]:
         t = memory_documents
-        key = storage_key(owner_id)
+        key = protocol.storage_key(owner_id)
         with self._tx() as conn:
             rows = conn.execute(
                 sa.select(
                     t.c.doc, sa.func.substr(t.c.content, 1, max(options.max_chars, 0)).label("content"), t.c.version
                 )
-                .where(t.c.owner_key == key, t.c.doc.in_(WRITABLE_DOCS))
+                .where(t.c.owner_key == key, t.c.doc.in_(protocol.WRITABLE_DOCS))
                 .order_by(t.c.doc)
                 .limit(max(options.max_docs, 0))
             ).all()
-        return [Document(r.doc, SCOPES[r.doc], r.content, r.version) for r in rows]
+        return [protocol.writable_document(r.doc, r.content, r.version) for r in rows]
 
-    def apply(self, owner_id: str, changes: Sequence[Change], context: ChangeContext) -> ApplyResult:
+    def apply(
+        self, owner_id: str, changes: Sequence[protocol.Change], context: protocol.ChangeContext
+    ) -> protocol.ApplyResult:
         """Every change in one transaction, all of them or none: every version is
         checked (rows locked) before the first write, so a conflict writes nothing
         even inside the service's serialised transaction."""
-        check_writable(changes)
+        protocol.check_writable(changes)
         t = memory_documents
-        key = storage_key(owner_id)
+        key = protocol.storage_key(owner_id)
         now = self.clock()
-        written: builtins.list[Document] = []
+        written: builtins.list[protocol.Document] = []
         with self._tx() as conn:
             found: dict[str, int | None] = {}
             for change in changes:
@@ -129,9 +116,7 @@ class SqlMemoryProvider(MemoryProvider):
                     sa.select(t.c.version).where(t.c.owner_key == key, t.c.doc == change.doc).with_for_update()
                 ).scalar()
                 found[change.doc] = current if isinstance(current, int) else None
-                expected, at = change.expected_version, found[change.doc] or 0
-                if expected is not None and expected != at:
-                    raise VersionConflict(f"{change.doc} is at version {at}, not {expected}")
+                protocol.check_version(change, found[change.doc] or 0)
             for change in changes:
                 current = found[change.doc]
                 if current is None:
@@ -142,7 +127,7 @@ class SqlMemoryProvider(MemoryProvider):
                         .returning(t.c.version)
                     ).first()
                     if inserted is None:  # only possible outside serialise: nothing else written yet
-                        raise VersionConflict(f"{change.doc} was created concurrently")
+                        raise protocol.VersionConflict(f"{change.doc} was created concurrently")
                 else:
                     conn.execute(
                         t.update()
@@ -150,16 +135,16 @@ class SqlMemoryProvider(MemoryProvider):
                         .values(content=change.content, version=current + 1, updated_at=now)
                     )
                 found[change.doc] = (current or 0) + 1
-                written.append(Document(change.doc, SCOPES[change.doc], change.content, found[change.doc] or 0))
-        return ApplyResult(len(written), tuple(written))
+                written.append(protocol.writable_document(change.doc, change.content, found[change.doc] or 0))
+        return protocol.ApplyResult(len(written), tuple(written))
 
-    def health(self) -> Health:
+    def health(self) -> protocol.Health:
         try:
             with self.engine.connect() as conn:
                 conn.execute(sa.select(sa.literal(1)).select_from(memory_documents).limit(1))
         except sa.exc.SQLAlchemyError as exc:
-            return Health(False, f"state database: {type(exc).__name__}")
-        return Health(True, "")
+            return protocol.Health(False, f"state database: {type(exc).__name__}")
+        return protocol.Health(True, "")
 
     def close(self) -> None:
         if self.dispose_on_close:
