@@ -4,8 +4,8 @@ What: :func:`fused_search` reads, for a question, every one of the owner's
 memories with its cosine similarity to the question's vector (in the order they
 were made) and, from PostgreSQL full text, the weight of the question's words and
 Chinese character pairs each memory holds; :func:`rank_memories` scores each
-memory from its nearness, its share of the question's keyword weight (read with
-the memories made just before it: the turns it answers) and the best of its
+memory from its nearness, its share of the question's keyword weight (a line of a
+transcript read with the lines just before it: the turns it answers) and the best of its
 neighbours (the memories made just before and after it: the turns of the same
 conversation), and, among memories that read as lines of a transcript
 ("[date] Speaker: text"), puts first those said by the person the question names
@@ -136,11 +136,13 @@ def rank_memories(
     A memory's own score is its nearness (its cosine, rescaled so that the owner's
     average memory reads 0 and an identical vector 1) and the share of the question's
     keyword weight it holds, weighed ``keyword_weight`` to 1 and averaged: a
-    memory that is the question, word for word, scores 1. A memory's keywords are
-    read with those of the ``neighbours`` memories made just before it, each token
-    counted once: a turn of conversation means what it says in the context of the
-    turns it answers ("Yes, that sunrise last year" after "Have you been painting?"
-    holds "paint" for "What did Melanie paint?"). Memories come in
+    memory that is the question, word for word, scores 1. When ``texts`` read as
+    lines of a transcript (:func:`~memjobs_worker.memory.engine.turns.speaker_of`),
+    a turn's keywords are read with those of the turns among the ``neighbours``
+    memories made just before it, each token counted once: a turn of conversation
+    says what it says after the turns it answers ("Yes, that sunrise last year"
+    after "Have you been painting?" holds "paint" for "What did Melanie paint?");
+    a remembered fact is read alone. Memories come in
     conversations, and the turn that answers is often beside the turns that say
     what it is about ("What did Melanie paint?" is answered by "Yes, that sunrise
     last year", after "Have you been painting?"): each memory also takes
@@ -165,12 +167,15 @@ def rank_memories(
         return []
     mean = sum(cosine for _, cosine in memories) / len(memories)
     span = max(1.0 - mean, 1e-9)
-    shares = _keyword_shares([keyword.get(m) for m, _ in memories], whole, neighbours)
+    speakers = [speaker_of(text) for text in texts] if texts is not None else [None] * len(memories)
+    shares = _keyword_shares(
+        [keyword.get(m) for m, _ in memories], whole, [s is not None for s in speakers], neighbours
+    )
     own = [
         ((cosine - mean) / span + keyword_weight * share) / (1.0 + keyword_weight)
         for (_, cosine), share in zip(memories, shares, strict=True)
     ]
-    gains = _gains(question, texts, speaker_weight, date_weight) if texts is not None else None
+    gains = _gains(question, texts, speakers, speaker_weight, date_weight) if texts is not None else None
     scored = []
     for i, (memory_id, cosine) in enumerate(memories):
         if cosine < min_score and not any(keyword.get(memory_id, ())):
@@ -184,23 +189,31 @@ def rank_memories(
     return [(memory_id, min(1.0, score)) for score, _, memory_id in scored]
 
 
-def _keyword_shares(held: Sequence[Sequence[float] | None], whole: float, before: int) -> list[float]:
+def _keyword_shares(
+    held: Sequence[Sequence[float] | None], whole: float, turns: Sequence[bool], before: int
+) -> list[float]:
     """Each memory's share of the question's keyword weight (``whole``, at most 1), from the
-    tokens it and the ``before`` memories made just before it hold (``held``: the weight of
-    each token a memory holds, 0 for those it does not; None when it holds none)."""
+    tokens it holds and, when it is a turn (``turns``), those the turns among the ``before``
+    memories made just before it hold, back to the first memory that is not a turn
+    (``held``: the weight of each token a memory holds, 0 for those it does not; None when
+    it holds none)."""
     if whole <= 0:
         return [0.0] * len(held)
     shares = []
     for i in range(len(held)):
-        window = [h for h in held[max(0, i - before) : i + 1] if h]
+        first = i
+        while turns[i] and first > max(0, i - before) and turns[first - 1]:
+            first -= 1
+        window = [h for h in held[first : i + 1] if h]
         shares.append(min(1.0, sum(max(weights) for weights in zip(*window, strict=True)) / whole) if window else 0.0)
     return shares
 
 
-def _gains(question: str, texts: Sequence[str], speaker_weight: float, date_weight: float) -> list[float] | None:
-    """What each memory gains from being said by the person ``question`` names and on a
-    date it names (:func:`rank_memories`); None when it names neither."""
-    speakers = [speaker_of(text) for text in texts]
+def _gains(
+    question: str, texts: Sequence[str], speakers: Sequence[str | None], speaker_weight: float, date_weight: float
+) -> list[float] | None:
+    """What each memory (of ``texts``, said by ``speakers``) gains from being said by the person
+    ``question`` names and on a date it names (:func:`rank_memories`); None when it names neither."""
     named = named_speaker(question, {s for s in speakers if s}) if speaker_weight else None
     # A named day also covers the day after: "last night" is told the next day.
     days = (
