@@ -228,7 +228,7 @@ class Asked:
     category: int
     evidence: set[str]
     memories: list[tuple[str, float]]  # every memory, in the order made, with its cosine
-    keyword: dict[str, float]
+    keyword: dict[str, tuple[float, ...]]
     whole: float
     question: str = ""
     texts: list[str] = field(default_factory=list)  # the memories' texts, in their order
@@ -281,13 +281,13 @@ def fast_candidates(
                 asked = []
                 for (question, category, evidence), qv in zip(c.questions, questions, strict=True):
                     near = fs.similarities(conn, "memories", c.name, qv.tolist())
-                    keyword, whole = fs.keyword_weights(conn, "memories", c.name, question)
+                    held, whole = fs.keyword_weights(conn, "memories", c.name, question)
                     asked.append(
                         Asked(
                             category,
                             evidence,
                             [(h.memory_id, h.score or 0.0) for h in near],
-                            {h.memory_id: h.score or 0.0 for h in keyword},
+                            held,
                             whole,
                             question,
                             [h.text for h in near],

@@ -1,7 +1,7 @@
 """Recall's ranking on its own (issue 32), without a server: what a score means,
 what the neighbours add, and the floor. ``rank_memories`` takes what the recall
 SQL returns (every memory of the owner with its cosine, in the order made; the
-keyword weight each holds; the question's whole weight), so it is tested on
+weight of each question token each holds; the question's whole weight), so it is tested on
 such inputs here and end to end in ``test_recall_quality.py``."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def spread(named: dict[str, float]) -> list[tuple[str, float]]:
 
 def test_a_memory_that_is_the_question_reads_one_and_scores_stay_in_0_1() -> None:
     memories = spread({"exact": 1.0, "near": 0.6})
-    ranked = rank_memories(memories, {"exact": 4.0}, 4.0, MIN_SCORE)
+    ranked = rank_memories(memories, {"exact": (4.0,)}, 4.0, MIN_SCORE)
     assert ids(ranked)[:2] == ["exact", "near"]
     assert ranked[0][1] == pytest.approx(1.0)
     assert all(0.0 < score <= 1.0 for _, score in ranked)
@@ -55,8 +55,29 @@ def test_memories_no_nearer_than_the_rest_and_without_keywords_stay_under_the_fl
 def test_a_keyword_match_counts_even_when_the_vector_is_not_near() -> None:
     # "Corolla" or "馒头": the keyword finds the memory the embedding blurs.
     memories = spread({"car": 0.25, "near": 0.5})  # the car: less near than the owner's average memory
-    assert ids(rank_memories(memories, {"car": 2.0}, 2.0, MIN_SCORE))[0] == "car"
+    assert ids(rank_memories(memories, {"car": (2.0,)}, 2.0, MIN_SCORE))[0] == "car"
     assert "car" not in ids(rank_memories(memories, {}, 2.0, MIN_SCORE))
+
+
+def test_a_turn_holds_the_keywords_of_the_turns_it_answers() -> None:
+    # "What did Melanie paint?": "Have you been painting?" holds the keyword, the answer
+    # "Yes, that sunrise last year" does not, and is no nearer than a turn far away that
+    # holds half the question's weight. Read with the turn it answers, it holds it all.
+    memories = [("asked", 0.45), ("answer", 0.5), *((f"other{i}", 0.3) for i in range(12)), ("elsewhere", 0.5)]
+    texts = ["[8 May 2023] Caroline: Have you been painting?", "[8 May 2023] Melanie: Yes, that sunrise last year."]
+    texts += ["[8 May 2023] Caroline: ok"] * 12 + ["[9 May 2023] Melanie: I saw a painting of a bird."]
+    keyword = {"asked": (2.0, 0.0), "elsewhere": (0.0, 1.0)}
+
+    def ranked(memories: list[tuple[str, float]], texts: list[str] | None) -> list[str]:
+        return ids(rank_memories(memories, keyword, 2.0, MIN_SCORE, neighbour_weight=0.0, texts=texts))
+
+    assert ranked(memories, texts).index("answer") < ranked(memories, texts).index("elsewhere")
+    # Only the turns made before count: a question does not answer the turn after it.
+    assert ranked(memories[::-1], texts[::-1]).index("elsewhere") < ranked(memories[::-1], texts[::-1]).index("answer")
+    # Memories that are not lines of a transcript (remembered facts) are read alone.
+    facts = ["I paint.", "I liked that sunrise.", *(["ok"] * 12), "A bird."]
+    assert ranked(memories, facts).index("elsewhere") < ranked(memories, facts).index("answer")
+    assert ranked(memories, None).index("elsewhere") < ranked(memories, None).index("answer")
 
 
 def test_what_the_named_person_said_comes_before_what_the_other_said() -> None:

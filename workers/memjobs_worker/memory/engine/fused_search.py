@@ -4,9 +4,10 @@ What: :func:`fused_search` reads, for a question, every one of the owner's
 memories with its cosine similarity to the question's vector (in the order they
 were made) and, from PostgreSQL full text, the weight of the question's words and
 Chinese character pairs each memory holds; :func:`rank_memories` scores each
-memory from its nearness, its share of the question's keyword weight and the best
-of its neighbours (the memories made just before and after it: the turns of the
-same conversation), and, among memories that read as lines of a transcript
+memory from its nearness, its share of the question's keyword weight (a line of a
+transcript read with the lines just before it: the turns it answers) and the best of its
+neighbours (the memories made just before and after it: the turns of the same
+conversation), and, among memories that read as lines of a transcript
 ("[date] Speaker: text"), puts first those said by the person the question names
 and those stamped on the date it names (:mod:`~memjobs_worker.memory.engine.turns`).
 A memory's ``score`` is that score, in [0, 1]: a memory that
@@ -16,8 +17,10 @@ and are not shown.
 Why these: the embedding finds what a question means in other words or the
 other language ("what am I allergic to?" → 我对花生过敏); the keywords find
 what an embedding blurs: names, numbers, exact phrases (docs/embeddings.md
-has the figures of each alone and fused); the neighbours find the turn that
-answers ("yes, last year") beside the turns that say what it is about; the
+has the figures of each alone and fused); a turn says what it says after the
+turns it answers ("yes, last year" after "have you been painting?"), so its
+keywords are read with theirs; the neighbours find the turn that answers beside
+the turns that say what it is about; the
 speaker and the date tell apart turns that are alike in words ("What did
 Caroline research?" is answered by Caroline, not by Melanie asking her). The
 weights were chosen on LoCoMo's development conversations and checked by
@@ -95,11 +98,11 @@ def fused_search(
     :func:`rank_memories`; each hit's ``score`` is the one it gives (1.0 reads "a perfect match")."""
     with pool.connection() as conn:
         memories = similarities(conn, table, owner_key, vector)
-        by_keyword, whole = keyword_weights(conn, table, owner_key, query)
+        held, whole = keyword_weights(conn, table, owner_key, query)
     texts = {hit.memory_id: hit.text for hit in memories}
     ranked = rank_memories(
         [(hit.memory_id, hit.score or 0.0) for hit in memories],
-        {hit.memory_id: hit.score or 0.0 for hit in by_keyword},
+        held,
         whole,
         min_score,
         question=query,
@@ -110,7 +113,7 @@ def fused_search(
 
 def rank_memories(
     memories: Sequence[tuple[str, float]],
-    keyword: Mapping[str, float],
+    keyword: Mapping[str, Sequence[float]],
     whole: float,
     min_score: float,
     *,
@@ -125,14 +128,21 @@ def rank_memories(
     """The owner's memories that answer a question, best first, each with its score in [0, 1].
 
     ``memories``: every memory of the owner as (memory id, cosine similarity to the
-    question), in the order they were made; ``keyword``: the weight of the question's
-    tokens each memory holds (:func:`keyword_weights`); ``whole``: what the whole
+    question), in the order they were made; ``keyword``: for each memory that holds
+    any of the question's tokens, the weight of each token it holds, in the question's
+    order, 0 for those it does not (:func:`keyword_weights`); ``whole``: what the whole
     question weighs.
 
     A memory's own score is its nearness (its cosine, rescaled so that the owner's
     average memory reads 0 and an identical vector 1) and the share of the question's
     keyword weight it holds, weighed ``keyword_weight`` to 1 and averaged: a
-    memory that is the question, word for word, scores 1. Memories come in
+    memory that is the question, word for word, scores 1. When ``texts`` read as
+    lines of a transcript (:func:`~memjobs_worker.memory.engine.turns.speaker_of`),
+    a turn's keywords are read with those of the turns among the ``neighbours``
+    memories made just before it, each token counted once: a turn of conversation
+    says what it says after the turns it answers ("Yes, that sunrise last year"
+    after "Have you been painting?" holds "paint" for "What did Melanie paint?");
+    a remembered fact is read alone. Memories come in
     conversations, and the turn that answers is often beside the turns that say
     what it is about ("What did Melanie paint?" is answered by "Yes, that sunrise
     last year", after "Have you been painting?"): each memory also takes
@@ -157,15 +167,18 @@ def rank_memories(
         return []
     mean = sum(cosine for _, cosine in memories) / len(memories)
     span = max(1.0 - mean, 1e-9)
+    speakers = [speaker_of(text) for text in texts] if texts is not None else [None] * len(memories)
+    shares = _keyword_shares(
+        [keyword.get(m) for m, _ in memories], whole, [s is not None for s in speakers], neighbours
+    )
     own = [
-        ((cosine - mean) / span + keyword_weight * (min(1.0, keyword.get(m, 0.0) / whole) if whole > 0 else 0.0))
-        / (1.0 + keyword_weight)
-        for m, cosine in memories
+        ((cosine - mean) / span + keyword_weight * share) / (1.0 + keyword_weight)
+        for (_, cosine), share in zip(memories, shares, strict=True)
     ]
-    gains = _gains(question, texts, speaker_weight, date_weight) if texts is not None else None
+    gains = _gains(question, texts, speakers, speaker_weight, date_weight) if texts is not None else None
     scored = []
     for i, (memory_id, cosine) in enumerate(memories):
-        if cosine < min_score and keyword.get(memory_id, 0.0) <= 0:
+        if cosine < min_score and not any(keyword.get(memory_id, ())):
             continue
         beside = own[max(0, i - neighbours) : i] + own[i + 1 : i + 1 + neighbours]
         related = min(1.0, max(0.0, own[i] / RELATED))
@@ -176,10 +189,31 @@ def rank_memories(
     return [(memory_id, min(1.0, score)) for score, _, memory_id in scored]
 
 
-def _gains(question: str, texts: Sequence[str], speaker_weight: float, date_weight: float) -> list[float] | None:
-    """What each memory gains from being said by the person ``question`` names and on a
-    date it names (:func:`rank_memories`); None when it names neither."""
-    speakers = [speaker_of(text) for text in texts]
+def _keyword_shares(
+    held: Sequence[Sequence[float] | None], whole: float, turns: Sequence[bool], before: int
+) -> list[float]:
+    """Each memory's share of the question's keyword weight (``whole``, at most 1), from the
+    tokens it holds and, when it is a turn (``turns``), those the turns among the ``before``
+    memories made just before it hold, back to the first memory that is not a turn
+    (``held``: the weight of each token a memory holds, 0 for those it does not; None when
+    it holds none)."""
+    if whole <= 0:
+        return [0.0] * len(held)
+    shares = []
+    for i in range(len(held)):
+        first = i
+        while turns[i] and first > max(0, i - before) and turns[first - 1]:
+            first -= 1
+        window = [h for h in held[first : i + 1] if h]
+        shares.append(min(1.0, sum(max(weights) for weights in zip(*window, strict=True)) / whole) if window else 0.0)
+    return shares
+
+
+def _gains(
+    question: str, texts: Sequence[str], speakers: Sequence[str | None], speaker_weight: float, date_weight: float
+) -> list[float] | None:
+    """What each memory (of ``texts``, said by ``speakers``) gains from being said by the person
+    ``question`` names and on a date it names (:func:`rank_memories`); None when it names neither."""
     named = named_speaker(question, {s for s in speakers if s}) if speaker_weight else None
     # A named day also covers the day after: "last night" is told the next day.
     days = (
@@ -209,17 +243,18 @@ def similarities(conn: Any, table: str, owner_key: str, vector: Sequence[float])
     return [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows if r[1] and r[2] is not None]
 
 
-def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[list[MemoryHit], float]:
-    """The keyword side, in one round trip: each of the owner's memories that holds any of the
-    question's tokens, scored by the weight of the tokens it holds, and what the whole question
-    weighs (a token no memory holds weighs as if one did; a stop word weighs nothing).
+def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[dict[str, tuple[float, ...]], float]:
+    """The keyword side, in one round trip: for each of the owner's memories that holds any of the
+    question's tokens (by id), the weight of each token it holds, in the question's order, 0 for
+    those it does not; and what the whole question weighs (a token no memory holds weighs as if
+    one did; a stop word weighs nothing).
 
     One round trip: the owner's memory count and, for each memory holding any token, which tokens
     it holds; weights are computed here (:func:`~memjobs_worker.ranking.idf`).
     """
     tokens = [t for t in query_tokens(query) if is_searchable(t)][:MAX_QUERY_TOKENS]
     if not tokens:
-        return [], 0.0
+        return {}, 0.0
     queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in tokens]
     holds = [
         sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
@@ -248,11 +283,9 @@ def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[
         (owner_key, *params, *params),
     ).fetchall()
     if not rows:
-        return [], 0.0
+        return {}, 0.0
     total, words = int(rows[0][0]), rows[0][1]
     containing = [sum(1 for r in rows if r[4][i]) for i in range(len(tokens))]
     weights = [idf(total, n) for n in containing]
-    scored = [
-        MemoryHit(str(r[2]), r[3], sum(w for w, held in zip(weights, r[4], strict=True) if held)) for r in rows if r[3]
-    ]
-    return scored, question_weight(total, containing, words)
+    held = {str(r[2]): tuple(w if h else 0.0 for w, h in zip(weights, r[4], strict=True)) for r in rows if r[3]}
+    return held, question_weight(total, containing, words)
