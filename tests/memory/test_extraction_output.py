@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -22,13 +22,14 @@ from memjobs_client.contracts import owner_key
 from memjobs_worker.db.connect import libpq_url
 from memjobs_worker.memory.engine import HashingEmbedder, MemoryEngine
 from memjobs_worker.memory.engine.extraction_output import parse_facts_reply
+from memjobs_worker.memory.engine.turns import stamp_of
 from memjobs_worker.memory.store import SourceRecord
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.ops import status as ops
 from memjobs_worker.ops.collectors import LedgerCollector
 from tests.support.harness import REPO, Harness, HarnessFactory, MakeSettings, worker_env
 from tests.support.ledger import pending_source, remember_now
-from tests.support.openai_server import FakeOpenAI, echo_facts_handler, facts_reply
+from tests.support.openai_server import FakeOpenAI, dated_facts_handler, echo_facts_handler, facts_reply
 from tests.support.polling import wait_for
 
 OWNER = "lin@example.com"
@@ -102,6 +103,25 @@ def mem0_engine(database_url: str, tmp_path: Path, fake_model: FakeOpenAI) -> It
 
 def source(text: str) -> SourceRecord:
     return pending_source(KEY, text, datetime.now(UTC))
+
+
+def test_each_source_reaches_the_model_with_the_day_it_was_said_and_a_fact_keeps_it(
+    mem0_engine: MemoryEngine, fake_model: FakeOpenAI
+) -> None:
+    """A batch of a backlog spans days: each source goes with its own day (a stamp of
+    its own is kept, none added), so "yesterday" can be placed; a model that keeps the
+    day stores a fact recall can date (``turns.stamp_of``)."""
+    fake_model.set_chat_handler(dated_facts_handler)
+    older = pending_source(KEY, "I went to Paris yesterday", datetime(2026, 11, 20, 9, 30, tzinfo=UTC))
+    own = pending_source(KEY, "[8 May 2023] Caroline: I painted a lake", datetime(2026, 12, 1, tzinfo=UTC))
+    mem0_engine.extract(KEY, "a1", [older, own])
+    (request,) = fake_model.requests_for("chat")
+    sent = request.json["messages"][-1]["content"]
+    assert "user: [2026-11-20] I went to Paris yesterday" in sent
+    assert "user: [8 May 2023] Caroline: I painted a lake" in sent and "[2026-12-01]" not in sent
+    texts = sorted(m.text for m in mem0_engine.list(KEY))
+    assert texts == ["[2026-11-20] I went to Paris yesterday", "[8 May 2023] Caroline: I painted a lake"]
+    assert {stamp_of(t) for t in texts} == {date(2023, 5, 8), date(2026, 11, 20)}
 
 
 @pytest.mark.parametrize("answer", [WRONG_SHAPE, PROSE], ids=["wrong-shape", "prose"])

@@ -97,6 +97,8 @@ def _message_text(content: Any) -> str:
 
 
 _USER_LINE = re.compile(r"^user:\s*(.*)$", re.IGNORECASE)
+#: The day memjobs writes before each source it sends for extraction ("[2026-12-06] …").
+_DAY_STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2}\]\s*")
 _NEW_MESSAGES_HEADING = re.compile(r"^#+\s*new messages\s*$", re.IGNORECASE)
 _HEADING = re.compile(r"^#+\s")
 
@@ -107,8 +109,26 @@ def echo_facts_handler(request: dict[str, Any]) -> str:
     Lets tests check the whole mem0 pipeline without a model: what the user said comes
     back as extracted memories. mem0 2.x also lists older messages ("## Last k Messages")
     in the same prompt, so when a "## New Messages" section exists only its lines count;
-    otherwise every line of the last user message is considered.
+    otherwise every line of the last user message is considered. The day each source
+    was said (``[2026-12-06] …``) is left out, as a model writing "User likes green
+    tea" would: the facts read as what was said (``dated_facts_handler`` keeps it).
     """
+    return _reply([_DAY_STAMP.sub("", fact) for fact in user_lines(request)])
+
+
+def dated_facts_handler(request: dict[str, Any]) -> str:
+    """Chat handler like :func:`echo_facts_handler` that keeps each line's day as its
+    fact's stamp: a model that keeps when a thing was said."""
+    return _reply(user_lines(request))
+
+
+def _reply(facts: list[str]) -> str:
+    return facts_reply(*facts) if facts else EMPTY_FACTS_REPLY
+
+
+def user_lines(request: dict[str, Any]) -> list[str]:
+    """What each ``user: ...`` line of the request's newest messages says (see
+    :func:`echo_facts_handler`)."""
     messages = request.get("messages") or []
     content = ""
     for message in reversed(messages):
@@ -129,7 +149,7 @@ def echo_facts_handler(request: dict[str, Any]) -> str:
         match = _USER_LINE.match(line)
         if match and match.group(1).strip():
             facts.append(match.group(1).strip())
-    return facts_reply(*facts) if facts else EMPTY_FACTS_REPLY
+    return facts
 
 
 def _ngram_features(text: str) -> list[str]:

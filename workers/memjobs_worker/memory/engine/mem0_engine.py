@@ -46,6 +46,7 @@ from memjobs_worker.memory.engine.base import MemoryEngine, MemoryHit
 from memjobs_worker.memory.engine.extraction_output import CheckedExtractionModel
 from memjobs_worker.memory.engine.fused_search import fused_search, patch_mem0_tokens
 from memjobs_worker.memory.engine.reembed import check_memory_vectors
+from memjobs_worker.memory.engine.turns import stamped
 from memjobs_worker.memory.store.base import Produced, SourceRecord
 
 _LIST_LIMIT = 10_000
@@ -241,8 +242,10 @@ class Mem0Engine(MemoryEngine):
         with _translated("extraction", self._pool):
             if self.infers:
                 # One model call for the whole batch; its memories derive from it all.
+                # Each source goes with the day it was said: a batch may span days (a
+                # backlog), and mem0's prompt names only the day its module was imported.
                 result = self.memory.add(
-                    [{"role": "user", "content": text} for _, text in texts],
+                    [{"role": "user", "content": stamped(s.text, s.created_at.date())} for s in batch if s.text],
                     user_id=owner_key,
                     metadata=metadata,
                     infer=True,

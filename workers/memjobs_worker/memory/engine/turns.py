@@ -100,6 +100,13 @@ def stamp_of(text: str) -> dt.date | None:
     return _day_of(match.group("stamp")) if match else None
 
 
+def stamped(text: str, day: dt.date) -> str:
+    """``text`` with ``day`` as its leading stamp (``"[2026-12-06] text"``), unless it
+    has a stamp of its own: what a model reading it needs to place "yesterday", and
+    what :func:`stamp_of` reads back from a fact that keeps it."""
+    return text if _STAMP.match(text) else f"[{day.isoformat()}] {text}"
+
+
 @lru_cache(maxsize=4096)
 def _day_of(stamp: str) -> dt.date | None:
     # Cached: a conversation's turns share a few stamps, and reading one costs ~60 µs.
