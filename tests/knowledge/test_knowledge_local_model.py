@@ -15,8 +15,9 @@ from memjobs_client.contracts import owner_key
 from memjobs_worker.db import create_db_engine
 from memjobs_worker.embedding.local import MODEL_ID
 from memjobs_worker.knowledge.chunking import chunk_hash
+from memjobs_worker.knowledge.records import ChunkHit
 from memjobs_worker.knowledge.schema import ensure_schema
-from memjobs_worker.knowledge.search import search_knowledge, search_with
+from memjobs_worker.knowledge.search import fuse_documents, scored, search_knowledge, search_with
 from memjobs_worker.knowledge.store import KnowledgeStore, StoredChunk
 from memjobs_worker.knowledge.vectors import ChunksWithoutVectors
 from memjobs_worker.ops.reembed import pending, reembed
@@ -117,5 +118,30 @@ def test_fused_with_vectors_the_keyword_ranking_keeps_chunks_holding_half_the_qu
         assert [h.doc_id for h in store.keyword_search(KEY, "the oolong", 10, min_should_match=0.5)] == ["tea"]
         assert store.keyword_search(KEY, "oolong zeppelin", 10, min_should_match=0.51) == []
         assert [h.doc_id for h in store.keyword_search(KEY, "oolong zeppelin", 10, min_should_match=0.5)] == ["tea"]
+    finally:
+        engine.dispose()
+
+
+def test_a_result_first_by_every_ranking_scores_one_and_the_rest_read_against_it(database_url: str) -> None:
+    """Scores a reader can take in: the best possible result reads 1 (an RRF sum reads
+    2/61 = 0.033), first in one of two rankings and absent from the other 0.5."""
+    engine = create_db_engine(database_url)
+    try:
+        ensure_schema(engine)
+        store = KnowledgeStore(engine)
+        texts = {"tea": "Oolong wants hot water.", "fruit": "Apples and pears.", "trains": "The trains run late."}
+        for doc, text in texts.items():
+            store.put_document(KEY, doc, doc, f"doc:{doc}", doc, [StoredChunk(0, text, chunk_hash(text), None)])
+        (only,) = search_knowledge(store, KEY, "oolong", 5, embed=None).results
+        assert only.source == "doc:tea" and only.score == pytest.approx(1.0)
+
+        def hit(doc: str) -> ChunkHit:
+            return ChunkHit(doc, 0, texts[doc], doc, f"doc:{doc}", 0.0)
+
+        keyword, nearest = [hit("tea")], [hit("tea"), hit("fruit")]
+        fused = {h.source: h.score for h in scored(fuse_documents([keyword, nearest]), 5, 2)}
+        assert fused == {"doc:tea": pytest.approx(1.0), "doc:fruit": pytest.approx(61 / 62 / 2)}
+        lone = {h.source: h.score for h in scored(fuse_documents([[hit("trains")], [hit("fruit")]]), 5, 2)}
+        assert lone == {"doc:trains": pytest.approx(0.5), "doc:fruit": pytest.approx(0.5)}
     finally:
         engine.dispose()

@@ -57,7 +57,8 @@ EMBEDDING_FAILED_NOTICE = "the embedding service did not answer: ranked by keywo
 
 @dataclass
 class KnowledgeResult:
-    """One result as the model sees it: text, fused score, title and public label;
+    """One result as the model sees it: text, fused score (1: ranked first by every
+    ranking; :func:`scored`), title and public label;
     ``chunk_id`` cites this version of the chunk (:mod:`~memjobs_worker.knowledge.citations`)."""
 
     text: str
@@ -161,24 +162,29 @@ def search_knowledge(
     limit = max(k * 10, MIN_CANDIDATES)
     if embed is None:
         keyword = store.keyword_search(owner_key, query, limit)
-        return SearchOutcome(_results(merge([keyword]), k), "keyword", NO_EMBEDDING_NOTICE)
+        return SearchOutcome(scored(merge([keyword]), k, 1), "keyword", NO_EMBEDDING_NOTICE)
     if not query.strip():
         return SearchOutcome([], "hybrid", None)
     try:
         vector = embed(query)
     except ModelUnavailable:
         keyword = store.keyword_search(owner_key, query, limit)
-        return SearchOutcome(_results(merge([keyword]), k), "keyword", EMBEDDING_FAILED_NOTICE)
+        return SearchOutcome(scored(merge([keyword]), k, 1), "keyword", EMBEDDING_FAILED_NOTICE)
     keyword = store.keyword_search(owner_key, query, limit, min_should_match=MIN_SHOULD_MATCH)
     nearest = store.vector_search(owner_key, vector, limit)
-    return SearchOutcome(_results(merge([keyword, nearest]), k), "hybrid", None)
+    return SearchOutcome(scored(merge([keyword, nearest]), k, 2), "hybrid", None)
 
 
-def _results(fused: list[tuple[ChunkHit, float]], k: int) -> list[KnowledgeResult]:
+def scored(fused: list[tuple[ChunkHit, float]], k: int, rankings: int) -> list[KnowledgeResult]:
+    """The first ``k`` of ``fused``, each score read against the best a result of
+    ``rankings`` rankings can have (first in every one): 1 for that, 0.5 for first
+    in one of two and absent from the other (an RRF sum alone reads 0.033 for the
+    best possible result)."""
+    best = rankings / (RRF_K + 1)
     return [
         KnowledgeResult(
             text=hit.text,
-            score=score,
+            score=score / best,
             title=hit.title,
             source=hit.source_label,
             chunk_id=chunk_id(hit.doc_id, hit.chunk_index, hit.text),
