@@ -46,13 +46,11 @@ MEDIA_TYPE = "application/problem+json"
 
 @dataclass(frozen=True)
 class ProblemType:
+    """A problem type: its URI is :data:`PROBLEM_BASE` followed by its ``reason``."""
+
     reason: str
     status: int
     title: str
-
-    @property
-    def uri(self) -> str:
-        return PROBLEM_BASE + self.reason
 
 
 PROBLEMS: dict[str, ProblemType] = {
@@ -115,7 +113,7 @@ def problem_response(
 ) -> JSONResponse:
     """The ``application/problem+json`` reply for ``reason``."""
     kind = PROBLEMS[reason]
-    body: dict[str, Any] = {"type": kind.uri, "title": kind.title, "status": kind.status, "reason": reason}
+    body: dict[str, Any] = {"type": PROBLEM_BASE + reason, "title": kind.title, "status": kind.status, "reason": reason}
     if detail:
         body["detail"] = detail
     if extra:
