@@ -63,7 +63,7 @@ from memjobs_worker.memory.store.schema import sources  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
-from tests.support.bench_env import seconds_to_run  # noqa: E402
+from tests.support.bench_env import keep_or_remove, seconds_to_run  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 from tests.support.settings import build as build_settings  # noqa: E402
 
@@ -89,10 +89,7 @@ class Bench:
         self.fake.stop()
         self.pg_server.stop()
         self.redis_server.stop()
-        if self.args.keep:
-            print(f"kept {self.workdir} (profiles, worker.log)")
-        else:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        keep_or_remove(self.workdir, self.args.keep, "profiles, worker.log")
 
     def settings(self, *, model: bool, database_url: str) -> Settings:
         # Embeddings from the stand-in service (64 dimensions), model on or off.

@@ -14,7 +14,6 @@ Everything runs here: its own PostgreSQL in a temporary directory.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -23,7 +22,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("MEM0_TELEMETRY", "False")
+from tests.support.bench_env import isolate  # noqa: E402
+
+isolate()
 
 from bench.bench_pipeline import fresh_database  # noqa: E402
 from memjobs_worker.db import create_db_engine  # noqa: E402

@@ -44,7 +44,6 @@ import json
 import os
 import random
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +71,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 from memjobs_worker.embedded.process import free_port  # noqa: E402
 from memjobs_worker.pools import worker_pools  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
+from tests.support.bench_env import keep_or_remove  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, echo_facts_handler  # noqa: E402
 from tests.support.redis_values import as_bytes  # noqa: E402
 
@@ -260,10 +260,7 @@ class Stack:
         self.pg.stop()
         self.rds.stop()
         self.log.close()
-        if self.args.keep:
-            print(f"kept {self.base} (processes.log)")
-        else:
-            shutil.rmtree(self.base, ignore_errors=True)
+        keep_or_remove(self.base, self.args.keep, "processes.log")
 
 
 # -- the ledger, read from the database ------------------------------------------

@@ -64,16 +64,27 @@ def broker(make_settings: Callable[..., Settings]) -> Iterator[MemjobsRedisBroke
     made.close()
 
 
-def test_a_delayed_message_dropped_by_a_lost_connection_runs_once_after_reconnect(
-    broker: MemjobsRedisBroker, redis_server: EmbeddedRedis
-) -> None:
+def _recording_probe(
+    broker: MemjobsRedisBroker, runs: int
+) -> tuple[dramatiq.Actor[[str], None], list[str], threading.Event]:
+    """An actor on :data:`QUEUE` (no retries) that records each text it runs: the
+    actor, the texts it ran, and an event set once it has run ``runs`` times."""
     ran: list[str] = []
     done = threading.Event()
 
     @dramatiq.actor(broker=broker, queue_name=QUEUE, max_retries=0)
     def probe(text: str) -> None:
         ran.append(text)
-        done.set()
+        if len(ran) == runs:
+            done.set()
+
+    return probe, ran, done
+
+
+def test_a_delayed_message_dropped_by_a_lost_connection_runs_once_after_reconnect(
+    broker: MemjobsRedisBroker, redis_server: EmbeddedRedis
+) -> None:
+    probe, ran, done = _recording_probe(broker, runs=1)
 
     errors = _Reports("connection error", logging.CRITICAL)  # Dramatiq's consumer threads say so
     logging.getLogger("dramatiq").addHandler(errors)
@@ -165,14 +176,7 @@ class _StopRedisOnMove(dramatiq.Middleware):
 def test_the_consumer_thread_survives_redis_going_away_as_it_moves_a_delayed_message(
     broker: MemjobsRedisBroker, redis_server: EmbeddedRedis
 ) -> None:
-    ran: list[str] = []
-    done = threading.Event()
-
-    @dramatiq.actor(broker=broker, queue_name=QUEUE, max_retries=0)
-    def moved_probe(text: str) -> None:
-        ran.append(text)
-        if len(ran) == 2:
-            done.set()
+    moved_probe, ran, done = _recording_probe(broker, runs=2)  # the later message and the first
 
     cut = _StopRedisOnMove(redis_server)
     broker.add_middleware(cut)

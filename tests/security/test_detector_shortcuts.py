@@ -180,23 +180,9 @@ def test_digit_patterns_led_by_their_first_digit_find_what_the_look_behind_first
         r"(?<![0-9A-Za-z])[1-8]\d{5}[ \-]?(?:18|19|20)\d{2}[01]\d[0-3]\d[ \-]?\d{3}[0-9Xx](?![0-9A-Za-z])"
     )
     digits_first = re.compile(r"(?<![0-9A-Za-z])(?=(?:G-)?\d{4,8}[ \t]*(?i:is|为|是))")
-    pieces = [
-        "1",
-        "4111",
-        "123456",
-        "1990",
-        "0307",
-        "777X",
-        "110101",
-        "19900307",
-        "١٢٣",
-        "G-",
-        "is",
-        "是",
-        "a",
-        ":",
-        ".",
-    ]
+    # Numbers of the lengths and forms the patterns read, then a code's words and punctuation.
+    pieces = ["1", "4111", "123456", "1990", "0307", "777X", "110101", "19900307", "١٢٣"]
+    pieces += ["G-", "is", "是", "a", ":", "."]
     found = 0
     for text in _texts(pieces, 4000, seed=31, most=14):
         # Cards read runs of 13 characters or more only: the led pattern leaves out

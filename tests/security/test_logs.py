@@ -85,29 +85,35 @@ def test_redact_does_not_omit_text_fields() -> None:
     assert redact({"text": "hello"}) == {"text": "hello"}
 
 
+#: Secrets in text, each with what must not survive redaction and what must
+#: stand in its place: in URLs (userinfo, query parameters) ...
+_SECRETS_IN_URLS = [
+    ("connect postgresql://memjobs:s3cr3t@db:5432/mem", "s3cr3t", f"postgresql://{REDACTED}@db:5432/mem"),
+    ("redis://:p4ss@localhost:6379/0", "p4ss", f"redis://{REDACTED}@localhost"),
+    ("GET https://alice:pw@example.com/x?y=1", "alice", f"https://{REDACTED}@example.com"),
+    ("https://h/cb?password=hunter2&x=1", "hunter2", f"?password={REDACTED}&x=1"),
+    ("https://h/cb?a=1&token=abc123", "abc123", f"&token={REDACTED}"),
+    ("next=https://h/cb?password=pw9", "pw9", f"next=https://h/cb?password={REDACTED}"),
+]
+#: ... as tokens, in HTTP headers or shaped like a provider's key ...
+_SECRETS_AS_TOKENS = [
+    ("header Bearer eyJhbGciOi.abc.def sent", "eyJhbGciOi", f"Bearer {REDACTED} sent"),
+    ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", f"Authorization: {REDACTED}"),
+    ("Cookie: sid=abc; theme=dark", "sid=abc", f"Cookie: {REDACTED}"),
+    ("key sk-proj-ABCDEFGHIJKLMNOPQRSTUV used", "ABCDEFGHIJ", f"sk-{REDACTED} used"),
+]
+#: ... and assigned to a secret's name.
+_SECRETS_BY_NAME = [
+    ("api_key=sk-abcdef and more", "sk-abcdef", f"api_key={REDACTED} and more"),
+    ("OPENAI_API_KEY = 'zzz'", "zzz", f"OPENAI_API_KEY = '{REDACTED}'"),
+    ("{'meta': 'dsn=postgres://x'}", "postgres", f"'meta': 'dsn={REDACTED}'"),
+    ("{'api_key': 'k123', 'n': 1}", "k123", f"'api_key': '{REDACTED}', 'n': 1"),
+    ('{"password": "pw1", "n": 1}', "pw1", f'"password": "{REDACTED}", "n": 1'),
+]
+
+
 @pytest.mark.parametrize(
-    ("raw", "must_not_contain", "must_contain"),
-    [
-        (
-            "connect postgresql://memjobs:s3cr3t@db:5432/mem",
-            "s3cr3t",
-            f"postgresql://{REDACTED}@db:5432/mem",
-        ),
-        ("redis://:p4ss@localhost:6379/0", "p4ss", f"redis://{REDACTED}@localhost"),
-        ("GET https://alice:pw@example.com/x?y=1", "alice", f"https://{REDACTED}@example.com"),
-        ("header Bearer eyJhbGciOi.abc.def sent", "eyJhbGciOi", f"Bearer {REDACTED} sent"),
-        ("https://h/cb?password=hunter2&x=1", "hunter2", f"?password={REDACTED}&x=1"),
-        ("https://h/cb?a=1&token=abc123", "abc123", f"&token={REDACTED}"),
-        ("api_key=sk-abcdef and more", "sk-abcdef", f"api_key={REDACTED} and more"),
-        ("OPENAI_API_KEY = 'zzz'", "zzz", f"OPENAI_API_KEY = '{REDACTED}'"),
-        ("next=https://h/cb?password=pw9", "pw9", f"next=https://h/cb?password={REDACTED}"),
-        ("{'meta': 'dsn=postgres://x'}", "postgres", f"'meta': 'dsn={REDACTED}'"),
-        ("{'api_key': 'k123', 'n': 1}", "k123", f"'api_key': '{REDACTED}', 'n': 1"),
-        ('{"password": "pw1", "n": 1}', "pw1", f'"password": "{REDACTED}", "n": 1'),
-        ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", f"Authorization: {REDACTED}"),
-        ("Cookie: sid=abc; theme=dark", "sid=abc", f"Cookie: {REDACTED}"),
-        ("key sk-proj-ABCDEFGHIJKLMNOPQRSTUV used", "ABCDEFGHIJ", f"sk-{REDACTED} used"),
-    ],
+    ("raw", "must_not_contain", "must_contain"), _SECRETS_IN_URLS + _SECRETS_AS_TOKENS + _SECRETS_BY_NAME
 )
 def test_redact_text(raw: str, must_not_contain: str, must_contain: str) -> None:
     out = redact_text(raw)

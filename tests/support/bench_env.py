@@ -36,6 +36,15 @@ def seconds_to_run(threads: list[threading.Thread]) -> float:
     return time.perf_counter() - started
 
 
+def keep_or_remove(directory: Path, keep: bool, holds: str = "") -> None:
+    """Remove a run's ``directory``, or with ``keep`` leave it and print its path
+    (and what it ``holds``, for reading after a run that went wrong)."""
+    if keep:
+        print(f"kept {directory} ({holds})" if holds else directory)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def isolate() -> None:
     """Drop every memjobs variable from this process's environment; telemetry off."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
@@ -63,10 +72,7 @@ class Scratch:
         try:
             self._stack.close()
         finally:
-            if os.environ.get("KEEP"):
-                print(self.dir)
-            else:
-                shutil.rmtree(self.dir, ignore_errors=True)
+            keep_or_remove(self.dir, bool(os.environ.get("KEEP")))
 
     def redis(self, name: str = "redis", **options: Any) -> EmbeddedRedis:
         """An embedded Redis in ``name`` below the directory, started."""

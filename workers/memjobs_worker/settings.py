@@ -93,6 +93,8 @@ OptionalPath = Annotated[Path | None, BeforeValidator(_blank_is_none)]
 DataDir = Annotated[Path, BeforeValidator(_data_dir)]
 #: A blank ``QWEN_AUDIO_MEMORY_BASE_URL`` is as if unset (the default, and no model configured by it).
 ModelUrl = Annotated[str, BeforeValidator(lambda v: DASHSCOPE_COMPATIBLE_URL if _blank(v) else v)]
+#: How many days something is kept: at least one.
+Days = Annotated[int, Field(ge=1)]
 
 
 def _alias(name: str, default: Any = None) -> Any:
@@ -304,7 +306,7 @@ class BlackboardSettings(Section):
 
     model_config = SettingsConfigDict(env_prefix="MEMJOBS_BLACKBOARD_")
 
-    retention_days: int = Field(default=7, ge=1)
+    retention_days: Days = 7
     max_entries: int = Field(default=1000, ge=1)
     max_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
     path: Path = Field(
@@ -317,10 +319,10 @@ class BlackboardSettings(Section):
 class LifecycleSettings(Section):
     """What the sweeper and an erasure keep, and how often the sweeper looks."""
 
-    digest_retention_days: int = Field(default=90, ge=1)
-    task_retention_days: int = Field(default=3, ge=1)
+    digest_retention_days: Days = 90
+    task_retention_days: Days = 3
     #: Memory audit rows (the memory_audit table) older than this are deleted by the sweeper.
-    memory_audit_retention_days: int = Field(default=90, ge=1)
+    memory_audit_retention_days: Days = 90
     # An owner's erasure (memjobs erase, DELETE /v1/owners): how long the owner's
     # jobs are dropped after it ends, and how long it waits for jobs already running.
     erase_hold_ms: int = Field(default=3_600_000, ge=1000)

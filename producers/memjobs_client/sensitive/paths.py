@@ -24,14 +24,8 @@ PATH_RULE = "credential_path"
 """The rule id of every :func:`find_sensitive_path` match on the path's shape."""
 
 _PATH_SPLIT = re.compile(r"[\\/]+")
-_CREDENTIAL_DIRS = {
-    ".ssh": ".ssh directory",
-    ".gnupg": ".gnupg directory",
-    ".aws": ".aws directory",
-    ".kube": ".kube directory",
-    ".docker": ".docker directory",
-    ".password-store": "pass password store",
-}
+_CREDENTIAL_DIRS = {name: f"{name} directory" for name in (".ssh", ".gnupg", ".aws", ".kube", ".docker")}
+_CREDENTIAL_DIRS[".password-store"] = "pass password store"
 _CREDENTIAL_FILES = {
     ".netrc": "netrc file",
     "_netrc": "netrc file",

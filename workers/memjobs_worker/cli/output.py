@@ -15,21 +15,13 @@ from typing import Any
 from wcwidth import wcswidth, wcwidth
 
 #: Model names in the producer client's refusals, and the fields it names, as
-#: a person at the command line knows them.
+#: a person at the command line knows them: by the option that sets the field,
+#: which is its name less any ``_id`` or ``_key`` (``session_id`` is ``--session``).
 _MODEL_PREFIX = re.compile(r"^invalid (?:[A-Z][A-Za-z]+|payload): ")
 _OPTIONS = {
-    "owner_id": "--owner",
-    "owner_key": "--owner",
-    "text": "--text",
-    "session_id": "--session",
-    "source_id": "--source",
-    "task_id": "--task",
-    "goal": "--goal",
-    "status": "--status",
-    "transcript": "--transcript",
-    "tasks": "--tasks",
-    "kind": "--kind",
-    "query": "--query",
+    field: "--" + re.sub(r"_(?:id|key)$", "", field)
+    for field in ("owner_id", "owner_key", "session_id", "source_id", "task_id")
+    + ("text", "goal", "status", "transcript", "tasks", "kind", "query")
 }
 _FIELD = re.compile(r"^([a-z_]+)(?:\.[\w.]+)?: ")
 MAX_CELL = 60

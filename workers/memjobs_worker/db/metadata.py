@@ -17,6 +17,10 @@ the migrations of the ``knowledge`` Alembic branch, applied only when knowledge
 is on (:func:`memjobs_worker.db.migrate.migrate`); every other table belongs to
 ``core``, applied at every start-up.
 
+:func:`table` and the column constructors (:func:`key`, :func:`keys`, :func:`required`, :func:`timestamp`) state
+the conventions every table shares once: text unless said otherwise, times
+with their zone.
+
 Not here: mem0's vector tables (``mem0_memories_<dims>``). mem0's pgvector
 provider creates them with the configured vector size, which is configuration,
 not schema; :func:`include_object` leaves them out of every comparison.
@@ -28,6 +32,7 @@ from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql.schema import SchemaItem
 
 #: The Alembic branch applied at every start-up: ledger and session state.
 CORE = "core"
@@ -39,6 +44,31 @@ BRANCHES = (CORE, KNOWLEDGE)
 MEM0_TABLE_PREFIX = "mem0_"
 
 metadata = sa.MetaData()
+
+
+def table(name: str, *items: SchemaItem, branch: str = CORE) -> sa.Table:
+    """A table on :data:`metadata`, created by the migrations of ``branch``."""
+    return sa.Table(name, metadata, *items, info={"branch": branch})
+
+
+def key(name: str, type_: Any = sa.Text) -> sa.Column[Any]:
+    """A primary-key column (text unless ``type_`` says otherwise)."""
+    return sa.Column(name, type_, primary_key=True)
+
+
+def keys(*names: str) -> list[sa.Column[Any]]:
+    """The text primary-key columns ``names``, in key order."""
+    return [key(name) for name in names]
+
+
+def required(name: str, type_: Any = sa.Text, **options: Any) -> sa.Column[Any]:
+    """A ``NOT NULL`` column (text unless ``type_`` says otherwise); ``options`` go to ``sa.Column``."""
+    return sa.Column(name, type_, nullable=False, **options)
+
+
+def timestamp(name: str, *, nullable: bool = True) -> sa.Column[Any]:
+    """A point in time: every memjobs table stores its times with their zone."""
+    return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
 def branch_of(table: sa.Table) -> str:

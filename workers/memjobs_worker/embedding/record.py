@@ -23,18 +23,17 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 
 from memjobs_client.errors import ConfigurationError
-from memjobs_worker.db.metadata import metadata
+from memjobs_worker.db.metadata import key, required, table, timestamp
 
 Space = Literal["memory", "knowledge"]
 
 #: One row per space of stored vectors: the model that made them and their size.
-embedding_models = sa.Table(
+embedding_models = table(
     "embedding_models",
-    metadata,
-    sa.Column("space", sa.Text, primary_key=True),
-    sa.Column("model", sa.Text, nullable=False),
-    sa.Column("dims", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    key("space"),
+    required("model"),
+    required("dims", sa.Integer),
+    timestamp("updated_at", nullable=False),
 )
 
 

@@ -85,9 +85,7 @@ def create_app(settings: Settings, endpoints: Endpoints) -> FastAPI:
         version=VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
+        openapi_url=None,  # no schema route, and so no docs pages: docs/openapi.json is published
     )
     app.state.ctx = context
     for module in (memory, memory_docs, sessions, blackboard, knowledge, reads, ops, owners, dead_letters, console):

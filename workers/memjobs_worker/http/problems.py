@@ -46,13 +46,11 @@ MEDIA_TYPE = "application/problem+json"
 
 @dataclass(frozen=True)
 class ProblemType:
+    """A problem type: its URI is :data:`PROBLEM_BASE` followed by its ``reason``."""
+
     reason: str
     status: int
     title: str
-
-    @property
-    def uri(self) -> str:
-        return PROBLEM_BASE + self.reason
 
 
 PROBLEMS: dict[str, ProblemType] = {
@@ -115,7 +113,7 @@ def problem_response(
 ) -> JSONResponse:
     """The ``application/problem+json`` reply for ``reason``."""
     kind = PROBLEMS[reason]
-    body: dict[str, Any] = {"type": kind.uri, "title": kind.title, "status": kind.status, "reason": reason}
+    body: dict[str, Any] = {"type": PROBLEM_BASE + reason, "title": kind.title, "status": kind.status, "reason": reason}
     if detail:
         body["detail"] = detail
     if extra:
@@ -156,14 +154,14 @@ _SAFE_NAME = re.compile(r"^[a-z_]{1,40}$")
 #: Messages of pydantic's that name a class of the API's (or say nothing a
 #: caller can use), in the caller's terms, by error type.
 _PLAIN = {
-    "extra_forbidden": "unknown field",
-    "model_type": "must be a JSON object",
-    "model_attributes_type": "must be a JSON object",
-    "dataclass_type": "must be a JSON object",
-    "dict_type": "must be a JSON object",
-    "is_instance_of": "has the wrong type",
-    "union_tag_invalid": "is not one of the accepted kinds",
-    "union_tag_not_found": "is not one of the accepted kinds",
+    error_type: message
+    for message, error_types in (
+        ("unknown field", ("extra_forbidden",)),
+        ("must be a JSON object", ("model_type", "model_attributes_type", "dataclass_type", "dict_type")),
+        ("has the wrong type", ("is_instance_of",)),
+        ("is not one of the accepted kinds", ("union_tag_invalid", "union_tag_not_found")),
+    )
+    for error_type in error_types
 }
 _PYDANTIC_PREFIX = re.compile(r"^(?:Value error|Assertion failed), ")
 

@@ -21,9 +21,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.schema import SchemaItem
 
 from memjobs_worker.db.connect import transaction
-from memjobs_worker.db.metadata import KNOWLEDGE, metadata
+from memjobs_worker.db.metadata import KNOWLEDGE, key, keys, required, table, timestamp
 from memjobs_worker.db.migrate import migrate
 from memjobs_worker.db.pgvector import Vector, vector_literal
 from memjobs_worker.fulltext import TOKENIZER_VERSION
@@ -43,34 +44,34 @@ __all__ = [
 ]
 
 
+def _table(name: str, *items: SchemaItem) -> sa.Table:
+    """A table of the knowledge branch, as every table here is."""
+    return table(name, *items, branch=KNOWLEDGE)
+
+
 #: One row per document an owner submitted: indexed, or refused with a reason.
-knowledge_documents = sa.Table(
+knowledge_documents = _table(
     "knowledge_documents",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("doc_id", sa.Text, primary_key=True),
-    sa.Column("title", sa.Text, nullable=False),
-    sa.Column("source_label", sa.Text, nullable=False),
+    *keys("owner_key", "doc_id"),
+    required("title"),
+    required("source_label"),
     sa.Column("content_hash", sa.Text),
-    sa.Column("state", sa.Text, nullable=False),
+    required("state"),
     sa.Column("reason", sa.Text),
-    sa.Column("chars", sa.Integer, nullable=False),
-    sa.Column("chunks", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    required("chars", sa.Integer),
+    required("chunks", sa.Integer),
+    timestamp("updated_at", nullable=False),
     sa.CheckConstraint("state IN ('indexed', 'refused')", name="knowledge_documents_state"),
-    info={"branch": KNOWLEDGE},
 )
 
 #: The chunks of indexed documents: raw text (the source of truth), the tokens
 #: and tsvector derived from it, and the embedding when one was computed.
-knowledge_chunks = sa.Table(
+knowledge_chunks = _table(
     "knowledge_chunks",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("doc_id", sa.Text, primary_key=True),
-    sa.Column("chunk_index", sa.Integer, primary_key=True),
-    sa.Column("chunk_hash", sa.Text, nullable=False),
-    sa.Column("text", sa.Text, nullable=False),
+    *keys("owner_key", "doc_id"),
+    key("chunk_index", sa.Integer),
+    required("chunk_hash"),
+    required("text"),
     sa.Column("tokens", sa.Text),
     sa.Column("tsv", TSVECTOR),
     sa.Column("embedding", Vector()),
@@ -81,34 +82,28 @@ knowledge_chunks = sa.Table(
         ondelete="CASCADE",
         name="knowledge_chunks_document",
     ),
-    info={"branch": KNOWLEDGE},
 )
 sa.Index("knowledge_chunks_tsv", knowledge_chunks.c.tsv, postgresql_using="gin")
 sa.Index("knowledge_chunks_hash", knowledge_chunks.c.owner_key, knowledge_chunks.c.chunk_hash)
 
 #: Small facts about the stored index, such as the tokenizer version.
-knowledge_meta = sa.Table(
+knowledge_meta = _table(
     "knowledge_meta",
-    metadata,
-    sa.Column("key", sa.Text, primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-    info={"branch": KNOWLEDGE},
+    key("key"),
+    required("value"),
 )
 
 #: Vectors a reindex attempt computed, kept until its corpus is written, so a
 #: retry after a failed or killed attempt embeds only the rest
 #: (:mod:`memjobs_worker.knowledge.cache`). On the knowledge branch (migration
 #: ``0009_knowledge_embedding_cache``).
-knowledge_embedding_cache = sa.Table(
+knowledge_embedding_cache = _table(
     "knowledge_embedding_cache",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("model", sa.Text, primary_key=True),
-    sa.Column("dims", sa.Integer, primary_key=True),
-    sa.Column("chunk_hash", sa.Text, primary_key=True),
-    sa.Column("embedding", Vector(), nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    info={"branch": KNOWLEDGE},
+    *keys("owner_key", "model"),
+    key("dims", sa.Integer),
+    key("chunk_hash"),
+    required("embedding", Vector()),
+    timestamp("created_at", nullable=False),
 )
 
 

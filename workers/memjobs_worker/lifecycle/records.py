@@ -112,13 +112,6 @@ class TaskRecordOut(_Record):
     terminal_at: datetime | None = None
 
 
-class ChunkOut(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    index: int = Field(ge=0)
-    text: CheckedText
-    chunk_hash: str
-
-
 class KnowledgeDocumentOut(_Record):
     type: Literal["knowledge_document"] = "knowledge_document"
     doc_id: str = Field(min_length=1)
@@ -130,6 +123,15 @@ class KnowledgeDocumentOut(_Record):
     chars: int
     updated_at: datetime
     chunks: list[ChunkOut] = []
+
+
+class ChunkOut(BaseModel):
+    """One chunk of a :class:`KnowledgeDocumentOut`."""
+
+    model_config = ConfigDict(extra="ignore")
+    index: int = Field(ge=0)
+    text: CheckedText
+    chunk_hash: str
 
 
 class AuditRecordOut(_Record):

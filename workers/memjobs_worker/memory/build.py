@@ -34,6 +34,11 @@ class MemoryParts(Protocol):
     the pipeline, so it never loads mem0."""
 
     @property
+    def personal_memory(self) -> PersonalMemory:
+        """What every door asks of memory; the actors ask it whether a source was sent."""
+        ...
+
+    @property
     def store(self) -> StateStore: ...
 
     @property
@@ -41,11 +46,6 @@ class MemoryParts(Protocol):
 
     @property
     def pipeline(self) -> MemoryPipeline: ...
-
-    @property
-    def personal_memory(self) -> PersonalMemory:
-        """What every door asks of memory; the actors ask it whether a source was sent."""
-        ...
 
     def model_waiting(self) -> bool:
         """Whether a model call now would be refused (a circuit breaker open:

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from memjobs_worker.db.metadata import metadata
+from memjobs_worker.db.metadata import keys, required, table, timestamp
 
 #: The Markdown memory documents of the SQL provider: content and a version per (owner, doc).
-memory_documents = sa.Table(
+memory_documents = table(
     "memory_documents",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("doc", sa.Text, primary_key=True),
-    sa.Column("content", sa.Text, nullable=False),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    *keys("owner_key", "doc"),
+    required("content"),
+    required("version", sa.Integer),
+    timestamp("updated_at", nullable=False),
     sa.CheckConstraint("doc IN ('USER.md', 'MEMORY.md')", name="memory_documents_doc"),
 )
 
@@ -30,65 +28,57 @@ memory_documents = sa.Table(
 #: claimed under a lease (``holder``, ``lease_until``); ``state`` is running, or one of the
 #: final states done, skipped and failed (``reason`` says why); ``dead_letter`` names the
 #: dead letter that ended the run (its replay, and only it, may run it again).
-session_runs = sa.Table(
+session_runs = table(
     "session_runs",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("session_id", sa.Text, primary_key=True),
-    sa.Column("kind", sa.Text, primary_key=True),
-    sa.Column("state", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("done_at", sa.DateTime(timezone=True)),
+    *keys("owner_key", "session_id", "kind"),
+    required("state"),
+    timestamp("created_at", nullable=False),
+    timestamp("done_at"),
     sa.Column("holder", sa.Text),
-    sa.Column("lease_until", sa.DateTime(timezone=True)),
-    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    timestamp("lease_until"),
+    required("attempts", sa.Integer, server_default="0"),
     sa.Column("reason", sa.Text),
-    sa.Column("updated_at", sa.DateTime(timezone=True)),
+    timestamp("updated_at"),
     sa.Column("dead_letter", sa.Text),
     sa.CheckConstraint("kind IN ('consolidate', 'digest')", name="session_runs_kind"),
     sa.CheckConstraint("state IN ('running', 'done', 'skipped', 'failed')", name="session_runs_state"),
 )
 
 #: A session's topic and gist, with the goals (never the status) of its tasks.
-session_digests = sa.Table(
+session_digests = table(
     "session_digests",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("session_id", sa.Text, primary_key=True),
-    sa.Column("topic", sa.Text, nullable=False),
-    sa.Column("gist", sa.Text, nullable=False),
-    sa.Column("task_goals", sa.JSON, nullable=False),  # frozen at session end
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    *keys("owner_key", "session_id"),
+    required("topic"),
+    required("gist"),
+    required("task_goals", sa.JSON),  # frozen at session end
+    timestamp("created_at", nullable=False),
 )
 sa.Index("session_digests_owner_time", session_digests.c.owner_key, session_digests.c.created_at)
 
 #: The task ledger: each task's live status; terminal rows expire after a while.
-tasks = sa.Table(
+tasks = table(
     "tasks",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("task_id", sa.Text, primary_key=True),
-    sa.Column("goal", sa.Text, nullable=False),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("terminal_at", sa.DateTime(timezone=True)),  # when the status became terminal
+    *keys("owner_key", "task_id"),
+    required("goal"),
+    required("status"),
+    timestamp("updated_at", nullable=False),
+    timestamp("terminal_at"),  # when the status became terminal
 )
 sa.Index("tasks_terminal", tasks.c.terminal_at)
 
 #: The memory audit: one row per patch the memory service handled (migration
 #: ``0007_memory_audit``), never its text; rows expire after the audit retention.
-memory_audit = sa.Table(
+memory_audit = table(
     "memory_audit",
-    metadata,
     sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
-    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("owner_key", sa.Text, nullable=False),
-    sa.Column("doc", sa.Text, nullable=False),
-    sa.Column("op", sa.Text, nullable=False),
-    sa.Column("applied", sa.Boolean, nullable=False),
+    timestamp("at", nullable=False),
+    required("owner_key"),
+    required("doc"),
+    required("op"),
+    required("applied", sa.Boolean),
     sa.Column("reason", sa.Text),
     sa.Column("version", sa.Integer),
-    sa.Column("source", sa.Text, nullable=False),
+    required("source"),
     sa.Column("session", sa.Text),
     sa.Column("turn", sa.Text),
     sa.Column("trace", sa.Text),
@@ -102,21 +92,18 @@ sa.Index("memory_audit_owner", memory_audit.c.owner_key, memory_audit.c.id)
 #: idempotent by (owner, session, entry id), read back in event order (``seq``); kept
 #: within the seeds' three limits (7 days from ``at``, 1,000 entries, 8 MB of
 #: ``size_bytes`` per session), the oldest dropped first.
-blackboard_entries = sa.Table(
+blackboard_entries = table(
     "blackboard_entries",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("session_id", sa.Text, primary_key=True),
-    sa.Column("entry_id", sa.Text, primary_key=True),
-    sa.Column("seq", sa.BigInteger, nullable=False),
-    sa.Column("at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("trust", sa.Text, nullable=False),
-    sa.Column("priority", sa.Integer, nullable=False),
+    *keys("owner_key", "session_id", "entry_id"),
+    required("seq", sa.BigInteger),
+    timestamp("at", nullable=False),
+    required("trust"),
+    required("priority", sa.Integer),
     sa.Column("kind", sa.Text),
-    sa.Column("result", sa.Text, nullable=False),
-    sa.Column("evidence", sa.JSON, nullable=False),
-    sa.Column("size_bytes", sa.Integer, nullable=False),
-    sa.Column("stored_at", sa.DateTime(timezone=True), nullable=False),
+    required("result"),
+    required("evidence", sa.JSON),
+    required("size_bytes", sa.Integer),
+    timestamp("stored_at", nullable=False),
 )
 sa.Index(
     "blackboard_entries_order",

@@ -26,13 +26,17 @@ LONG_TEXT_CHARS = 2000
 
 router = APIRouter(prefix="/v1", tags=["personal memory"], route_class=JsonRoute)
 
+#: The problem replies of a route that takes a person's text: the text may hold a
+#: credential, and memory may be off.
+_TEXT_ROUTE_ERRORS = (*COMMON, "sensitive_content", "memory_off")
+
 
 @router.post(
     "/remember",
     status_code=202,
     dependencies=[needs("write")],
     response_model=RememberAccepted,
-    responses=errors(*COMMON, "sensitive_content", "memory_off"),
+    responses=errors(*_TEXT_ROUTE_ERRORS),
 )
 async def remember(body: RememberRequest, c: Ctx) -> JSONResponse:
     """Queue a source for the owner's ledger (pending, then learned by extraction).
@@ -75,7 +79,7 @@ async def forget(body: ForgetRequest, c: Ctx) -> ForgetAccepted:
     "/recall",
     dependencies=[needs("read")],
     response_model=Memories,
-    responses=errors(*COMMON, "sensitive_content", "memory_off", "model_busy"),
+    responses=errors(*_TEXT_ROUTE_ERRORS, "model_busy"),
 )
 async def recall(body: RecallRequest, c: Ctx) -> Memories:
     """Search the owner's learned memories (only those whose sources are all learned).

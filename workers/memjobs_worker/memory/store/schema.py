@@ -11,26 +11,24 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from memjobs_worker.db.metadata import metadata
+from memjobs_worker.db.metadata import key, keys, metadata, required, table, timestamp
 
 #: Each remembered text: its state, and its text until it is forgotten. Keyed by
 #: (owner, source id): a row is only ever read or written under its owner's key, so
 #: no request of one owner can touch, create or revive a row of another, even one
 #: that knows (or computes) the other's source id.
-sources = sa.Table(
+sources = table(
     "sources",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("source_id", sa.Text, primary_key=True),
-    sa.Column("state", sa.Text, nullable=False),
-    sa.Column("kind", sa.Text, nullable=False),
+    *keys("owner_key", "source_id"),
+    required("state"),
+    required("kind"),
     sa.Column("session_id", sa.Text),
     sa.Column("text", sa.Text),  # cleared when the source is forgotten
     sa.Column("message_id", sa.Text),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("learned_at", sa.DateTime(timezone=True)),
-    sa.Column("forgotten_at", sa.DateTime(timezone=True)),
+    timestamp("created_at", nullable=False),
+    timestamp("updated_at", nullable=False),
+    timestamp("learned_at"),
+    timestamp("forgotten_at"),
     sa.Column("reason", sa.Text),  # why a source is failed; never user text
     sa.CheckConstraint("state IN ('pending', 'learned', 'forgotten', 'failed')", name="sources_state"),
 )
@@ -38,12 +36,9 @@ sa.Index("sources_owner_state", sources.c.owner_key, sources.c.state, sources.c.
 
 #: Which memories each source produced (a memory of a batch has several sources),
 #: keyed by owner as the sources are.
-provenance = sa.Table(
+provenance = table(
     "provenance",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("memory_id", sa.Text, primary_key=True),
-    sa.Column("source_id", sa.Text, primary_key=True),
+    *keys("owner_key", "memory_id", "source_id"),
     sa.ForeignKeyConstraint(
         ["owner_key", "source_id"], ["sources.owner_key", "sources.source_id"], name="provenance_source_fkey"
     ),
@@ -51,39 +46,36 @@ provenance = sa.Table(
 sa.Index("provenance_source", provenance.c.owner_key, provenance.c.source_id)
 
 #: The highest fencing token each owner's ledger commits have carried.
-fencing = sa.Table(
+fencing = table(
     "fencing",
-    metadata,
-    sa.Column("owner_key", sa.Text, primary_key=True),
-    sa.Column("token", sa.BigInteger, nullable=False),
+    key("owner_key"),
+    required("token", sa.BigInteger),
 )
 
 #: Numbers the starts and ends of attempts across processes (tests prove no overlap).
 attempt_events = sa.Sequence("attempt_events", metadata=metadata)
 
 #: One row per extraction attempt, so the next holder can undo a crashed one.
-attempts = sa.Table(
+attempts = table(
     "attempts",
-    metadata,
-    sa.Column("attempt_id", sa.Text, primary_key=True),
-    sa.Column("owner_key", sa.Text, nullable=False),
-    sa.Column("token", sa.BigInteger, nullable=False),
-    sa.Column("source_ids", sa.JSON, nullable=False),
-    sa.Column("state", sa.Text, nullable=False),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("started_seq", sa.BigInteger, nullable=False),
+    key("attempt_id"),
+    required("owner_key"),
+    required("token", sa.BigInteger),
+    required("source_ids", sa.JSON),
+    required("state"),
+    required("pid", sa.Integer),
+    required("started_seq", sa.BigInteger),
     sa.Column("ended_seq", sa.BigInteger),
-    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    timestamp("started_at", nullable=False),
     sa.CheckConstraint("state IN ('open', 'committed', 'aborted', 'abandoned')", name="attempts_state"),
 )
 sa.Index("attempts_owner_state", attempts.c.owner_key, attempts.c.state)
 
 #: Memories whose deletion from the vector store is owed (survives a crash).
-tombstones = sa.Table(
+tombstones = table(
     "tombstones",
-    metadata,
-    sa.Column("memory_id", sa.Text, primary_key=True),
-    sa.Column("owner_key", sa.Text, nullable=False),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    key("memory_id"),
+    required("owner_key"),
+    timestamp("created_at", nullable=False),
 )
 sa.Index("tombstones_owner", tombstones.c.owner_key)
