@@ -45,7 +45,7 @@ class RecallHit(BaseModel):
     title: str = Field(description="the document's title")
     source: str = Field(description="the document's public label (doc:<id> or file:<name>), never a path")
     snippet: str = Field(description=f"the passage, at most {SNIPPET_CHARS} characters")
-    score: float = Field(description="relevance; only the order is meaningful")
+    score: float = Field(description="relevance from 0 to 1: 1 when ranked first by both keywords and meaning")
     trust: Trust = "untrusted_external"
 
 
