@@ -550,7 +550,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--model-ms", type=int, default=100)
     parser.add_argument("--rate", type=int, default=100)
-    parser.add_argument("--seconds", type=int, default=10)
+    # Sustained: a minute, so that each owner's first source (learned alone,
+    # with no pace to read yet) and the last batch weigh as they would in a
+    # steady state, not a third of a 10 s run's batches.
+    parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--inline-sources", type=int, default=400)
     parser.add_argument("--scaling", default="1,2,4")
     parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy")

@@ -9,7 +9,7 @@ and on Redis (:class:`TestRedis`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -43,6 +43,9 @@ class Setup:
             max_wait_ms=MAX_WAIT_MS,
         )
         self.count = 0
+        #: Messages sent and not yet delivered by :meth:`drive`: (due ms, trigger).
+        self.queue: list[tuple[int, str]] = []
+        self._seen = 0
 
     def _enqueue(self, actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
         self.sent.append((actor, payload, delay_ms))
@@ -60,6 +63,39 @@ class Setup:
 
     def extract(self, trigger: str = "remember") -> str:
         return self.pipeline.extract(ExtractFacts(owner_key=KEY, trigger=trigger)).outcome  # type: ignore[arg-type]
+
+    def drive(self, *, until_ms: int, arrivals: Sequence[int], step_ms: int = 100) -> None:
+        """Let time pass in steps of ``step_ms``: a source remembered at each of
+        ``arrivals`` (ms from now), and each extraction message delivered
+        (extracted) once its delay is up, as a queue with idle workers would."""
+        due_sources = set(arrivals)
+        for now in range(0, until_ms + 1, step_ms):
+            if now in due_sources:
+                self.remember()
+            self._deliver(now)
+            self.advance(step_ms)
+
+    def _deliver(self, now: int) -> None:
+        while True:
+            for _actor, payload, delay in self.sent[self._seen :]:
+                self.queue.append((now + (delay or 0), payload["trigger"]))
+            self._seen = len(self.sent)
+            due = [m for m in self.queue if m[0] <= now]
+            if not due:
+                return
+            for message in due:
+                self.queue.remove(message)
+                self.extract(message[1])
+
+    def batches(self) -> list[int]:
+        engine = self.pipeline.engine
+        assert isinstance(engine, InMemoryEngine)
+        return [len(b) for b in engine.extractions()]
+
+    def waits_ms(self) -> list[int]:
+        """How long each learned source waited, in order of arrival."""
+        learned = sorted((r for r in self.store.list_sources(KEY) if r.learned_at), key=lambda r: r.created_at)
+        return [int((r.learned_at - r.created_at).total_seconds() * 1000) for r in learned if r.learned_at]
 
     def pending(self) -> int:
         return sum(1 for r in self.store.list_sources(KEY) if r.state == "pending")
@@ -189,6 +225,69 @@ class MicroBatching:
         assert s.extract() == "done"
         assert [len(b) for b in engine.extractions()] == [BATCH, 3]
         assert s.pending() == 0
+
+    def test_a_steady_stream_is_learned_in_batches_that_fill_within_the_longest_wait(self, s: Setup) -> None:
+        # One source a second, slower than the quiet period (500 ms): each used
+        # to be learned alone. From the second source on, the owner's pace
+        # shows (the source learned before it), and the batch waits for more
+        # while the stream flows, until its oldest has waited MAX_WAIT_MS.
+        s.drive(arrivals=range(0, 30_000, 1_000), until_ms=40_000)
+        sizes = s.batches()
+        assert sum(sizes) == 30 and s.pending() == 0
+        assert sizes[0] == 1  # nothing to read a pace from: learned after the quiet period
+        assert min(sizes[1:-1]) >= MAX_WAIT_MS // 1_000 + 1, sizes
+        assert len(sizes) <= 7, sizes
+        waits = s.waits_ms()
+        assert max(waits) <= MAX_WAIT_MS + 100
+        # When the stream stops, its last batch waits one and a half of its gaps
+        # (a gap, and again its excess over the quiet period), not the longest wait.
+        assert waits[-1] <= 1_500 + 100
+
+    def test_a_single_source_is_learned_after_the_quiet_period(self, s: Setup) -> None:
+        s.drive(arrivals=[0], until_ms=2_000)
+        assert s.batches() == [1]
+        assert s.waits_ms() == [QUIET_MS]
+
+    def test_a_source_long_after_a_stream_goes_after_the_quiet_period(self, s: Setup) -> None:
+        s.drive(arrivals=[*range(0, 8_000, 1_000), 30_000], until_ms=32_000)
+        assert s.pending() == 0
+        assert s.waits_ms()[-1] == QUIET_MS
+
+    def test_a_source_that_marks_the_lease_dirty_waits_for_its_batch(self, s: Setup) -> None:
+        # A stream's batch goes when its oldest has waited MAX_WAIT_MS; a source
+        # comes after the run found nothing more pending, before it lets go: it
+        # marks the lease dirty. The run's "again" waits for the owner's batch
+        # as a deferred message would, rather than learn that source alone at once.
+        begin = s.store.begin_attempt
+        came: list[bool] = []
+
+        def then_a_source(owner: str, token: int, limit: int) -> Any:
+            attempt = begin(owner, token, limit)
+            if attempt is None and not came:
+                came.append(True)
+                s.advance(400)  # past the first half of a remember's message's delay
+                s.remember()
+            return attempt
+
+        s.store.begin_attempt = then_a_source  # type: ignore[method-assign,assignment]
+        for _ in range(6):
+            s.remember()
+            s.advance(1_000)
+        assert s.extract() == "done"
+        assert came and s.batches() == [6]
+        assert s.pending() == 1
+        assert not s.lease_held()
+        assert s.scheduler.is_scheduled(KEY)  # the deferred message is on its way
+
+    def test_a_deep_backlog_goes_in_larger_batches(self, s: Setup) -> None:
+        s.pipeline.deep_batch_size = 2 * BATCH
+        s.remember(2 * BATCH + 15)
+        assert s.extract("sweep") == "done"
+        # Twenty while two full batches wait, then ten, then the rest.
+        assert s.batches() == [2 * BATCH, BATCH, 5]
+        s.remember(2 * BATCH - 1)
+        assert s.extract("sweep") == "done"
+        assert s.batches()[3:] == [BATCH, BATCH - 1]
 
 
 class TestTwin(MicroBatching):

@@ -476,3 +476,22 @@ def test_newest_token_is_the_floor_of_the_next_one(store: StateStore) -> None:
     store.close_abandoned(KEY, 9, [])  # recorded even with nothing to close
     assert store.newest_token(KEY) == 9
     assert store.newest_token(OTHER) == 0
+
+
+def test_pending_window_looks_back_at_the_newest_source_learned_lately(store: StateStore, clock: ManualClock) -> None:
+    remember(store, "first of a stream")
+    clock.advance(seconds=1)
+    remember(store, "second of a stream")
+    clock.advance(milliseconds=200)
+    learn(store, 1)
+    clock.advance(milliseconds=300)
+    remember(store, "third of a stream")
+    remember(store, "someone else's", key=OTHER)
+    clock.advance(milliseconds=100)
+    window = store.pending_window(KEY, lookback_ms=10_000)
+    assert window.count == 1
+    # The second came 600 ms ago (each clock reading adds 1 ms: allow for them).
+    assert window.previous_age_ms is not None and 600 <= window.previous_age_ms <= 615
+    assert store.pending_window(KEY).previous_age_ms is None  # not asked
+    # Learned 400 ms ago: outside a shorter look back.
+    assert store.pending_window(KEY, lookback_ms=300).previous_age_ms is None

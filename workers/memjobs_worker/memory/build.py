@@ -132,6 +132,7 @@ def build_pipeline(
         batch_size=batch_size,
         lease_ms=memory.lease_ms,
         max_wait_ms=memory.extract_max_wait_ms,
+        deep_batch_size=memory.extract_deep_batch_size if engine.infers else batch_size,
     )
 
 

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 _RECHECK_MIN_MS = 50
 #: Releases tried after a deferral before the run takes the new sources itself.
 _LET_GO_TRIES = 3
+#: An owner whose sources come at most ``max_wait_ms`` / this apart is a
+#: stream: enough of them fit in one wait for a batch to be worth holding.
+_STREAM_GAPS_PER_WAIT = 4
 
 
 @dataclass
@@ -105,6 +108,8 @@ class MemoryPipeline:
         lease_ms: the learning lease.
         max_wait_ms: micro-batching's bound on how long an owner's oldest
             pending source waits for its batch to fill (0: never wait).
+        deep_batch_size: sources per call when an owner has two full batches
+            pending or more (a backlog); ``batch_size`` or less: never larger.
     """
 
     store: StateStore
@@ -114,6 +119,7 @@ class MemoryPipeline:
     batch_size: int
     lease_ms: int
     max_wait_ms: int = 0
+    deep_batch_size: int = 0
 
     # -- remember ---------------------------------------------------------------
 
@@ -144,16 +150,22 @@ class MemoryPipeline:
         report.outcome = "done"
         # A batch taken while the owner is still talking waits for the rest of
         # it, as the first one did: the run ends, and its deferred message learns
-        # the rest (the sources that marked the lease dirty meanwhile included).
+        # the rest. So does a batch the dirty flag brings back ("again"): the
+        # sources that came during a model call, taken at once, were a stream's
+        # batches of one or two. (The first batch was looked at before the lease.)
         may_defer = payload.trigger == "remember"
+        looked = True
         try:
             with lock:
                 while True:
                     self._recover(owner_key, token, report)
                     deferred = False
-                    while self._one_batch(lock, owner_key, token, report):
-                        if may_defer and self._defer(owner_key):
+                    while True:
+                        if may_defer and not looked and self._defer(owner_key):
                             may_defer, deferred = False, True
+                            break
+                        looked = False
+                        if not self._one_batch(lock, owner_key, token, report):
                             break
                     if deferred and self._let_go(lock):
                         break
@@ -181,28 +193,63 @@ class MemoryPipeline:
 
     def _defer(self, owner_key: str) -> bool:
         """Micro-batching: wait (by rescheduling, not sleeping) while the owner's
-        batch is not full, new sources keep arriving and the oldest has not
-        waited ``max_wait_ms``. Other triggers (sweep, forget, session end) run now."""
+        batch is not full, the owner is still talking and the oldest has not
+        waited ``max_wait_ms``. Other triggers (sweep, forget, session end) run now.
+
+        Still talking: a new source within the quiet period or, for an owner
+        whose sources come as a stream slower than that (:meth:`_pace_ms`, at
+        most a quarter of ``max_wait_ms`` apart), within its gap and as much
+        again as the gap exceeds the quiet period (1.5 s for a source a second):
+        a steady source a second waits for its batch (up to ``max_wait_ms``)
+        instead of going alone after each quiet period. A single source of an
+        owner with no stream behind it goes after the quiet period, as before."""
         quiet_ms = self.scheduler.delay_ms
         if self.max_wait_ms <= 0 or quiet_ms <= 0:
             return False
-        window = self.store.pending_window(owner_key)
+        window = self.store.pending_window(owner_key, lookback_ms=2 * self.max_wait_ms)
         if window.count == 0 or window.count >= self.batch_size:
             return False
-        wait_ms = min(quiet_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
+        pace_ms = self._pace_ms(window)
+        talking_ms = quiet_ms
+        if pace_ms is not None and pace_ms * _STREAM_GAPS_PER_WAIT <= self.max_wait_ms:
+            # Silent for a gap, and again as much as the gap is longer than the
+            # quiet period: still the quiet period for an owner talking faster.
+            talking_ms = max(quiet_ms, math.ceil(2 * pace_ms) - quiet_ms)
+        wait_ms = min(talking_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
         if wait_ms <= 0:
             return False
-        return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window)))
+        return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window, pace_ms)))
 
-    def _until_full(self, window: PendingWindow) -> int:
+    @staticmethod
+    def _pace_ms(window: PendingWindow) -> float | None:
+        """The mean gap between the owner's latest sources: the pending ones and
+        the newest learned before them (so the pace shows from the second
+        source of a stream on, and after each batch); None with one source and
+        nothing learned lately."""
+        previous = window.previous_age_ms
+        if previous is not None and previous >= window.oldest_age_ms:
+            return (previous - window.newest_age_ms) / window.count
+        if window.count >= 2:
+            return (window.oldest_age_ms - window.newest_age_ms) / (window.count - 1)
+        return None
+
+    def _until_full(self, window: PendingWindow, pace_ms: float | None) -> int:
         """When the batch should be full at the pace the owner's sources have come
         (never before ``_RECHECK_MIN_MS``): the next look is then, not a whole
         quiet period later, when a burst is about to fill it."""
-        if window.count < 2:
+        if pace_ms is None:
             return self.max_wait_ms
         # The pace so far, but no faster than the silence since the newest says.
-        gap_ms = max((window.oldest_age_ms - window.newest_age_ms) / (window.count - 1), window.newest_age_ms)
+        gap_ms = max(pace_ms, window.newest_age_ms)
         return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (self.batch_size - window.count)))
+
+    def _batch_for(self, owner_key: str) -> int:
+        """Sources for the next call: ``deep_batch_size`` when two full batches
+        or more are pending (a backlog: fewer, larger calls), else ``batch_size``."""
+        if self.deep_batch_size <= self.batch_size:
+            return self.batch_size
+        deep = self.store.pending_window(owner_key).count >= 2 * self.batch_size
+        return self.deep_batch_size if deep else self.batch_size
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
         """Delete what crashed attempts created and what forgets still owe.
@@ -222,7 +269,7 @@ class MemoryPipeline:
     def _one_batch(self, lock: Lease, owner_key: str, token: int, report: ExtractReport) -> bool:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
-        attempt = self.store.begin_attempt(owner_key, token, self.batch_size)
+        attempt = self.store.begin_attempt(owner_key, token, self._batch_for(owner_key))
         if attempt is None:
             return False
         report.attempts += 1

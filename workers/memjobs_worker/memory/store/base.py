@@ -113,6 +113,11 @@ class PendingWindow:
     oldest_age_ms: int
     #: Milliseconds since the most recent one did (the owner's quiet time).
     newest_age_ms: int
+    #: Milliseconds since the newest of the owner's sources learned lately
+    #: (within the ``lookback_ms`` asked for) first came; None: none. The gap
+    #: before the pending ones, so that an owner's pace shows from its second
+    #: source on, even when one source is pending.
+    previous_age_ms: int | None = None
 
 
 AddOutcome = Literal["created", "duplicate", "revived", "forgotten"]
@@ -147,8 +152,10 @@ class StateStore(ABC):
         """When the longest-waiting pending source was last touched (None: none pending)."""
 
     @abstractmethod
-    def pending_window(self, owner_key: str) -> PendingWindow:
-        """How many of the owner's sources are pending, and since when (store clock)."""
+    def pending_window(self, owner_key: str, *, lookback_ms: int = 0) -> PendingWindow:
+        """How many of the owner's sources are pending, and since when (store
+        clock); with ``lookback_ms``, also when the newest source learned in
+        the last ``lookback_ms`` came (:attr:`PendingWindow.previous_age_ms`)."""
 
     @abstractmethod
     def owners_pending_since(self, before: datetime) -> list[str]:

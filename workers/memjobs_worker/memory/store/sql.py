@@ -16,7 +16,8 @@ import os
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -219,18 +220,34 @@ class SqlStateStore(SqlForgetting, StateStore):
             ).scalar()
         return value if isinstance(value, datetime) else None
 
-    def pending_window(self, owner_key: str) -> PendingWindow:
+    def pending_window(self, owner_key: str, *, lookback_ms: int = 0) -> PendingWindow:
+        now = self.clock()
+        columns: list[Any] = [sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at)]
+        if lookback_ms > 0:
+            # Learned lately: the index's range on updated_at (when it was learned), never the owner's whole history.
+            columns.append(
+                sa.select(sa.func.max(sources.c.created_at))
+                .where(
+                    sources.c.owner_key == owner_key,
+                    sources.c.state == "learned",
+                    sources.c.updated_at >= now - timedelta(milliseconds=lookback_ms),
+                )
+                .scalar_subquery()
+            )
         with self._one() as conn:
             row = conn.execute(
-                sa.select(sa.func.count(), sa.func.min(sources.c.updated_at), sa.func.max(sources.c.updated_at)).where(
-                    sources.c.owner_key == owner_key, sources.c.state == "pending"
-                )
+                sa.select(*columns).where(sources.c.owner_key == owner_key, sources.c.state == "pending")
             ).one()
-        count, oldest, newest = row
+        count, oldest, newest = row[:3]
         if not count:
             return PendingWindow(0, 0, 0)
-        now = self.clock()
-        return PendingWindow(int(count), age_ms(now, oldest), age_ms(now, newest))
+        previous = row[3] if lookback_ms > 0 else None
+        return PendingWindow(
+            int(count),
+            age_ms(now, oldest),
+            age_ms(now, newest),
+            age_ms(now, previous) if previous is not None else None,
+        )
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._one() as conn:

@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
@@ -128,17 +128,24 @@ class InMemoryStateStore(StateStore):
                 (r.record.updated_at for r in self._sources.values() if r.record.state == "pending"), default=None
             )
 
-    def pending_window(self, owner_key: str) -> PendingWindow:
+    def pending_window(self, owner_key: str, *, lookback_ms: int = 0) -> PendingWindow:
         with self._lock:
-            times = [
-                r.record.updated_at
-                for r in self._sources.values()
-                if r.record.owner_key == owner_key and r.record.state == "pending"
-            ]
+            now = self.clock()
+            mine = [r.record for r in self._sources.values() if r.record.owner_key == owner_key]
+            times = [r.updated_at for r in mine if r.state == "pending"]
             if not times:
                 return PendingWindow(0, 0, 0)
-            now = self.clock()
-            return PendingWindow(len(times), age_ms(now, min(times)), age_ms(now, max(times)))
+            since = now - timedelta(milliseconds=lookback_ms)
+            previous = max(
+                (r.created_at for r in mine if lookback_ms > 0 and r.state == "learned" and r.updated_at >= since),
+                default=None,
+            )
+            return PendingWindow(
+                len(times),
+                age_ms(now, min(times)),
+                age_ms(now, max(times)),
+                age_ms(now, previous) if previous is not None else None,
+            )
 
     def owners_pending_since(self, before: datetime) -> list[str]:
         with self._lock:
