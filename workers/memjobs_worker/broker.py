@@ -75,7 +75,7 @@ from dramatiq.middleware import CurrentMessage, Middleware, Retries, SkipMessage
 from dramatiq.worker import WorkerThread
 
 from memjobs_client import keys
-from memjobs_client.contracts import QUEUE_KNOWLEDGE, QUEUES
+from memjobs_client.contracts import CHEAP_QUEUES, QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import InvalidPayload
 from memjobs_client.redis_seam import as_bytes, as_str, redis_best_effort, redis_errors
@@ -106,6 +106,10 @@ AUDIT_EVERY_S = 5.0
 
 class _Consumer(_RedisConsumer):
     def __init__(self, broker: MemjobsRedisBroker, queue_name: str, prefetch: int, timeout: int) -> None:
+        # Dramatiq's idle consumer sleeps up to ``timeout`` (the worker's, 1 s)
+        # between looks at an empty queue: a queue a producer waits on looks sooner.
+        polls: dict[str, int] = getattr(broker, "poll_ms", {})
+        timeout = min(timeout, polls.get(queue_name, timeout))
         super().__init__(broker, queue_name, prefetch, timeout)  # type: ignore[no-untyped-call]
         self._audit_at = 0.0  # the first fetch puts back what a predecessor left
 
@@ -250,6 +254,9 @@ _ALLOW_OOM = b"#!lua flags=allow-oom\n"
 class MemjobsRedisBroker(RedisBroker):
     """A RedisBroker whose consumers dead-letter what they cannot decode and
     drain a full Redis (see the module's docstring)."""
+
+    #: Per queue, the longest its idle consumers sleep between looks, in ms (build_broker).
+    poll_ms: dict[str, int]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
@@ -417,6 +424,10 @@ def build_broker(
     )
     use_outage_retries(broker, workers)  # outages retried on a time budget, not a count
     broker.pause_gate = PauseGate(broker.client)
+    # A remember after a quiet spell reached the ledger up to a second late: the
+    # cheap queues' consumers look every fast_worker_poll_ms at most (their delay
+    # queues, and the model jobs, which wait on the model far longer, keep Dramatiq's).
+    broker.poll_ms = dict.fromkeys(CHEAP_QUEUES, workers.fast_worker_poll_ms)
     # First: a paused queue's message goes back before any other middleware sees it.
     broker.add_middleware(HonourPauses(broker.pause_gate), before=type(broker.middleware[0]))
     broker.add_middleware(CurrentMessage())
