@@ -44,7 +44,7 @@ def test_only_the_middlewares_that_do_something_are_called_in_dramatiqs_order(re
     broker = MemjobsRedisBroker(client=redis.Redis.from_url(redis_url), middleware=[])
     for middleware in (Quiet(), Heard("a", calls), QuietJob(), Failing(), Heard("b", calls)):
         broker.add_middleware(middleware)
-    message = dramatiq.Message(queue_name="q", actor_name="x", args=(), kwargs={}, options={})
+    message: dramatiq.Message[Any] = dramatiq.Message(queue_name="q", actor_name="x", args=(), kwargs={}, options={})
     broker.emit_before("process_message", message)
     broker.emit_after("process_message", message, result=None)
     assert calls == ["before a", "before b", "after b", "after a"]
