@@ -252,7 +252,7 @@ def _does_something(middleware: Middleware, name: str) -> bool:
     """Whether the middleware's ``name`` hook is more than the no-op it inherits
     (:class:`~dramatiq.middleware.Middleware`'s, or a :class:`JobMiddleware`'s
     whose ``job_processed`` is the default)."""
-    if name in vars(middleware):
+    if name in getattr(middleware, "__dict__", ()):
         return True  # set on the instance
     method = getattr(type(middleware), name, None)
     if method is None:
