@@ -5,9 +5,12 @@ gives its connections back to the server (their backends end)."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 import sqlalchemy as sa
 
+from memjobs_client.errors import BackendUnavailable
 from memjobs_worker.db import create_db_engine
+from memjobs_worker.db.connect import run_one
 from memjobs_worker.db.idle import close_idle_now
 from memjobs_worker.db.outage import RecoveringPool
 from tests.support.polling import wait_for
@@ -97,3 +100,43 @@ def test_the_vector_stores_pool_closes_every_connection_unused_for_a_period(data
             assert again.execute("SELECT 1").fetchone() == (1,)
     finally:
         pool.close()
+
+
+def test_run_one_leaves_the_pooled_connection_in_transactions(database_url: str) -> None:
+    engine = create_db_engine(database_url, pool_size=1)
+    try:
+        assert run_one(engine, "SELECT %(n)s::int", {"n": 7}) == (7,)
+        assert run_one(engine, "SELECT 1 WHERE false", {}) is None
+        with engine.connect() as conn:  # the same pooled connection: in a transaction again
+            assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+            conn.execute(sa.text("CREATE TEMP TABLE t (n int)"))
+            conn.rollback()
+            assert conn.execute(sa.text("SELECT to_regclass('pg_temp.t')")).scalar_one() is None
+    finally:
+        engine.dispose()
+
+
+def test_run_one_drops_the_pool_when_a_write_is_refused_as_read_only(database_url: str) -> None:
+    engine = create_db_engine(database_url, pool_size=1)
+    try:
+        (first,) = _backend_pids(engine)
+        # This connection turns read-only, as a demoted primary's do.
+        run_one(engine, "SET default_transaction_read_only = on", {})
+        with pytest.raises(BackendUnavailable):
+            run_one(engine, "CREATE TABLE run_one_refused (n int)", {})
+        (second,) = _backend_pids(engine)
+        assert second != first
+        assert run_one(engine, "SHOW default_transaction_read_only", {}) == ("off",)
+    finally:
+        engine.dispose()
+
+
+def test_run_one_raises_a_refusal_as_sqlalchemy_does_with_the_parameters_hidden(database_url: str) -> None:
+    engine = create_db_engine(database_url, pool_size=1)
+    try:
+        with pytest.raises(sa.exc.DataError) as refused:
+            run_one(engine, "SELECT 1 / %(zero)s::int, %(text)s::text", {"zero": 0, "text": "the owner's words"})
+        assert "owner's words" not in str(refused.value)
+        assert run_one(engine, "SELECT 1", {}) == (1,)  # the connection is usable again
+    finally:
+        engine.dispose()

@@ -11,7 +11,7 @@ makes another host the writable one is the operator's failover tooling.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -164,3 +164,48 @@ def transaction(engine: Engine) -> Iterator[Connection]:
         if is_outage(exc):
             raise _unavailable(exc) from exc
         raise
+
+
+def run_one(engine: Engine, statement: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Run one statement that is atomic alone on a pooled connection, straight
+    through psycopg in autocommit (one round trip); its first row, None when it
+    returns none (or no rows at all). ``statement`` is in psycopg's ``%(name)s`` form.
+
+    For the hottest statement (remember's insert, once per source): SQLAlchemy's
+    path around it (a Connection, the isolation level switched to autocommit at
+    checkout and back at checkin, the compiled cache, the result) cost the cheap
+    pool more CPU than the insert's own round trip. What the pool does stays:
+    the checkout's dead-connection test and the idle tracking (pool events).
+    What :func:`_on_error` does for SQLAlchemy's statements is done here: a
+    connection that failed on an outage is discarded, and with it the pool
+    (the next connection goes through the URL's hosts again).
+
+    Raises:
+        BackendUnavailable: the database did not answer (or refused to write: read-only).
+        sqlalchemy.exc.DBAPIError: any other refusal, as SQLAlchemy raises it
+            (its parameters, the owner's text among them, hidden).
+    """
+    try:
+        pooled = engine.raw_connection()
+    except sa.exc.DBAPIError as exc:
+        if is_outage(exc):
+            raise _unavailable(exc) from exc
+        raise
+    try:
+        conn: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+        conn.autocommit = True
+        try:
+            cursor = conn.execute(statement, params)
+            return cursor.fetchone() if cursor.description is not None else None
+        finally:
+            # The pool's other users expect transactions (no round trip when idle).
+            if not conn.closed:
+                conn.autocommit = False
+    except psycopg.Error as exc:
+        if is_outage(exc):
+            pooled.invalidate(exc)
+            engine.dispose(close=False)
+            raise _unavailable(exc) from exc
+        raise sa.exc.DBAPIError.instance(statement, params, exc, psycopg.Error, hide_parameters=True) from exc
+    finally:
+        pooled.close()

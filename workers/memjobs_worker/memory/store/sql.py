@@ -21,12 +21,13 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.postgresql.psycopg import dialect as psycopg_dialect
 from sqlalchemy.engine import Connection, Engine
 
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.clock import Clock, age_ms, utcnow
-from memjobs_worker.db.connect import autocommit, transaction
+from memjobs_worker.db.connect import autocommit, run_one, transaction
 from memjobs_worker.memory.store.base import (
     SOURCE_STATES,
     AddOutcome,
@@ -56,6 +57,9 @@ _INSERT_SOURCE = (
     .on_conflict_do_nothing(index_elements=["owner_key", "source_id"])
     .returning(sources.c.source_id)
 )
+
+#: The same in psycopg's form, for :func:`~memjobs_worker.db.connect.run_one`.
+_INSERT_SOURCE_SQL = str(_INSERT_SOURCE.compile(dialect=psycopg_dialect()))  # type: ignore[no-untyped-call]
 
 #: The fencing check as a CTE: the token recorded as the owner's newest, or no
 #: row when a newer one has been seen (:func:`~.sql_rows.fence` in SQL).
@@ -166,11 +170,11 @@ class SqlStateStore(SqlForgetting, StateStore):
             "updated_at": now,
         }
         # The common case, a new source, is one statement that is atomic alone:
-        # one round trip, no transaction around it. Rows are keyed by (owner,
-        # source id): a row of another owner with the same id is never touched.
-        with self._one() as conn:
-            if conn.execute(_INSERT_SOURCE, values).first() is not None:
-                return "created"
+        # one round trip, no transaction around it, and not through SQLAlchemy
+        # (see run_one). Rows are keyed by (owner, source id): a row of another
+        # owner with the same id is never touched.
+        if run_one(self.engine, _INSERT_SOURCE_SQL, values) is not None:
+            return "created"
         with self._tx() as conn:
             row = conn.execute(
                 sa.select(sources.c.state, sources.c.forgotten_at)
