@@ -157,6 +157,9 @@ def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
     assert all(r.learned_at is not None for r in store.list_sources(KEY))
     assert store.learned_provenance(KEY) == {"m1": sorted([a, b]), "m2": [b]}
     assert store.learned_provenance(KEY, ["m2", "unknown"]) == {"m2": [b]}
+    assert store.learned_provenance(KEY, ["m1"]) == {"m1": sorted([a, b])}
+    assert store.learned_provenance(KEY, []) == {}
+    assert store.learned_provenance(OTHER, ["m1", "m2"]) == {}
     assert store.learned_provenance(OTHER) == {}
     assert store.open_attempts(KEY) == []
 

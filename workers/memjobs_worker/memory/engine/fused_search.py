@@ -41,10 +41,15 @@ collection is indexed by owner: see ``_index_by_owner``).
 from __future__ import annotations
 
 import datetime
+import functools
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from psycopg import sql
+import numpy as np
+import psycopg
+from psycopg import pq, sql
+from psycopg.adapt import Dumper
 from psycopg_pool import ConnectionPool
 
 from memjobs_worker.fulltext import index_tokens, is_searchable, is_unspaced_token, query_tokens
@@ -97,8 +102,7 @@ def fused_search(
     """The owner's ``limit`` best memories for ``query`` (whose vector is ``vector``), by
     :func:`rank_memories`; each hit's ``score`` is the one it gives (1.0 reads "a perfect match")."""
     with pool.connection() as conn:
-        memories = similarities(conn, table, owner_key, vector)
-        held, whole = keyword_weights(conn, table, owner_key, query)
+        memories, held, whole = nearness_and_keywords(conn, table, owner_key, query, vector)
     texts = {hit.memory_id: hit.text for hit in memories}
     ranked = rank_memories(
         [(hit.memory_id, hit.score or 0.0) for hit in memories],
@@ -230,16 +234,51 @@ def _gains(
     return gains
 
 
+class BinaryVector(bytes):
+    """A vector in pgvector's binary form (its dimension, a reserved 0, then big-endian
+    float4s), sent as a binary parameter whose type the server infers (``%b::vector``):
+    cheaper than the text form, whose 384 floats each go through ``repr``."""
+
+    @classmethod
+    def of(cls, vector: Sequence[float]) -> BinaryVector:
+        values = np.asarray(vector, dtype=">f4")
+        return cls(struct.pack(">HH", len(values), 0) + values.tobytes())
+
+
+class _BinaryVectorDumper(Dumper):
+    format = pq.Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        return bytes(obj)
+
+
+psycopg.adapters.register_dumper(BinaryVector, _BinaryVectorDumper)
+
+
+def nearness_and_keywords(
+    conn: Any, table: str, owner_key: str, query: str, vector: Sequence[float]
+) -> tuple[list[MemoryHit], dict[str, tuple[float, ...]], float]:
+    """:func:`similarities` and :func:`keyword_weights` in one statement (one round trip,
+    one scan of the owner's rows): what recall asks for each question."""
+    tokens = _searchable(query)
+    if not tokens:
+        return similarities(conn, table, owner_key, vector), {}, 0.0
+    kinds = tuple(is_unspaced_token(t) for t in tokens)
+    params = _keyword_params(tokens, kinds)
+    rows = conn.execute(
+        _fused_statement(table, kinds), (BinaryVector.of(vector), owner_key, *params, *params), prepare=True
+    ).fetchall()
+    memories = [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows if r[1] and r[2] is not None]
+    holding = [r for r in rows if True in r[3]]
+    if not holding:
+        return memories, {}, 0.0
+    return (memories, *_weights(len(rows), rows[0][4], [(str(r[0]), r[1], r[3]) for r in holding], len(tokens)))
+
+
 def similarities(conn: Any, table: str, owner_key: str, vector: Sequence[float]) -> list[MemoryHit]:
     """Every memory of the owner with its cosine similarity to ``vector`` (as ``score``),
     in the order they were made."""
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT id, payload->>'data', 1 - (vector <=> %s::vector) FROM {} "
-            "WHERE payload->>'user_id' = %s ORDER BY (payload->>'created_at')::timestamptz, id"
-        ).format(sql.Identifier(table)),
-        (vector, owner_key),
-    ).fetchall()
+    rows = conn.execute(_nearness_statement(table), (BinaryVector.of(vector), owner_key), prepare=True).fetchall()
     return [MemoryHit(str(r[0]), r[1], float(r[2])) for r in rows if r[1] and r[2] is not None]
 
 
@@ -252,40 +291,97 @@ def keyword_weights(conn: Any, table: str, owner_key: str, query: str) -> tuple[
     One round trip: the owner's memory count and, for each memory holding any token, which tokens
     it holds; weights are computed here (:func:`~memjobs_worker.ranking.idf`).
     """
-    tokens = [t for t in query_tokens(query) if is_searchable(t)][:MAX_QUERY_TOKENS]
+    tokens = _searchable(query)
     if not tokens:
         return {}, 0.0
-    queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in tokens]
-    holds = [
-        sql.SQL("{} @@ {}").format(sql.Identifier("s" if is_unspaced_token(t) else "e"), q)
-        for t, q in zip(tokens, queries, strict=True)
-    ]
-    params: list[Any] = [p for t in tokens for p in ("simple" if is_unspaced_token(t) else "english", t)]
-    # Each memory's text is parsed once per configuration the question needs (most of the time).
-    unspaced = {is_unspaced_token(t) for t in tokens}
-    parsed = sql.SQL(", ").join(
-        [sql.SQL("to_tsvector('english', {lem}) AS e").format(lem=sql.SQL(_LEMMAS))] * (False in unspaced)
-        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in unspaced)
+    kinds = tuple(is_unspaced_token(t) for t in tokens)
+    params = _keyword_params(tokens, kinds)
+    rows = conn.execute(_keyword_statement(table, kinds), (owner_key, *params, *params)).fetchall()
+    if not rows:
+        return {}, 0.0
+    return _weights(int(rows[0][0]), rows[0][1], [(str(r[2]), r[3], r[4]) for r in rows], len(tokens))
+
+
+def _searchable(query: str) -> list[str]:
+    return [t for t in query_tokens(query) if is_searchable(t)][:MAX_QUERY_TOKENS]
+
+
+def _keyword_params(tokens: Sequence[str], kinds: Sequence[bool]) -> list[str]:
+    return [p for t, unspaced in zip(tokens, kinds, strict=True) for p in ("simple" if unspaced else "english", t)]
+
+
+# The statements are rendered once per table and shape of question (which of its tokens
+# are Chinese): composing them took a third of recall's own CPU, the model aside.
+
+
+@functools.lru_cache(maxsize=8)
+def _nearness_statement(table: str) -> bytes:
+    return (
+        sql.SQL(
+            "SELECT id, payload->>'data', 1 - (vector <=> %b::vector) FROM {} "
+            "WHERE payload->>'user_id' = %s ORDER BY (payload->>'created_at')::timestamptz, id"
+        )
+        .format(sql.Identifier(table))
+        .as_bytes()
     )
-    rows = conn.execute(
+
+
+@functools.lru_cache(maxsize=512)
+def _fused_statement(table: str, kinds: tuple[bool, ...]) -> bytes:
+    parsed, holds, words = _keyword_sql(kinds)
+    return (
+        sql.SQL(
+            "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text, 1 - (vector <=> %b::vector) AS near,"
+            " (payload->>'created_at')::timestamptz AS made, {parsed} FROM {table} WHERE payload->>'user_id' = %s),"
+            " words AS (SELECT ARRAY[{words}] AS w)"
+            " SELECT id, text, near, ARRAY[{holds}], (SELECT w FROM words) FROM owned ORDER BY made, id"
+        )
+        .format(parsed=parsed, table=sql.Identifier(table), holds=holds, words=words)
+        .as_bytes()
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _keyword_statement(table: str, kinds: tuple[bool, ...]) -> bytes:
+    parsed, holds, words = _keyword_sql(kinds)
+    return (
         sql.SQL(
             "WITH owned AS MATERIALIZED (SELECT id, payload->>'data' AS text, {parsed}"
             " FROM {table} WHERE payload->>'user_id' = %s),"
             " held AS (SELECT id, text, ARRAY[{holds}] AS holds FROM owned)"
             " SELECT (SELECT count(*) FROM owned), ARRAY[{words}], id, text, holds FROM held"
             " WHERE true = ANY(holds)"
-        ).format(
-            parsed=parsed,
-            table=sql.Identifier(table),
-            holds=sql.SQL(", ").join(holds),
-            words=sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries),
-        ),
-        (owner_key, *params, *params),
-    ).fetchall()
-    if not rows:
-        return {}, 0.0
-    total, words = int(rows[0][0]), rows[0][1]
-    containing = [sum(1 for r in rows if r[4][i]) for i in range(len(tokens))]
-    weights = [idf(total, n) for n in containing]
-    held = {str(r[2]): tuple(w if h else 0.0 for w, h in zip(weights, r[4], strict=True)) for r in rows if r[3]}
+        )
+        .format(parsed=parsed, table=sql.Identifier(table), holds=holds, words=words)
+        .as_bytes()
+    )
+
+
+def _keyword_sql(kinds: Sequence[bool]) -> tuple[sql.Composable, sql.Composable, sql.Composable]:
+    """The keyword side's SQL for tokens of ``kinds`` (True: Chinese): each memory's text
+    parsed once per configuration the question needs, whether it holds each token, and
+    whether each token survives the text search (a stop word does not); either list
+    takes :func:`_keyword_params`."""
+    queries = [sql.SQL("plainto_tsquery(%s::regconfig, %s)") for _ in kinds]
+    holds = sql.SQL(", ").join(
+        sql.SQL("{} @@ {}").format(sql.Identifier("s" if unspaced else "e"), q)
+        for unspaced, q in zip(kinds, queries, strict=True)
+    )
+    parsed = sql.SQL(", ").join(
+        [sql.SQL("to_tsvector('english', {lem}) AS e").format(lem=sql.SQL(_LEMMAS))] * (False in kinds)
+        + [sql.SQL("to_tsvector('simple', {lem}) AS s").format(lem=sql.SQL(_LEMMAS))] * (True in kinds)
+    )
+    words = sql.SQL(", ").join(sql.SQL("numnode({}) > 0").format(q) for q in queries)
+    return parsed, holds, words
+
+
+def _weights(
+    total: int, words: Sequence[bool], holding: Sequence[tuple[str, str | None, Sequence[bool]]], n: int
+) -> tuple[dict[str, tuple[float, ...]], float]:
+    """Each memory's token weights and the question's, from the owner's memory count
+    (``total``), which tokens survive the text search, and (id, text, which tokens it
+    holds) for each memory holding any of the ``n`` tokens."""
+    containing = [sum(1 for _, _, h in holding if h[i]) for i in range(n)]
+    weights = [idf(total, c) for c in containing]
+    held = {m: tuple(w if h else 0.0 for w, h in zip(weights, hs, strict=True)) for m, text, hs in holding if text}
     return held, question_weight(total, containing, words)

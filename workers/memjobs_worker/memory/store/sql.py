@@ -135,6 +135,27 @@ WHERE attempt_id = :attempt_id AND state = 'open'
 """)
 
 
+#: The sources of some of an owner's memories, with their states (recall asks for
+#: the memories it found: one array parameter, where ``IN`` renders one per id).
+_PROVENANCE_OF = sa.text("""
+SELECT p.memory_id, p.source_id, s.state FROM provenance p
+JOIN sources s ON s.owner_key = p.owner_key AND s.source_id = p.source_id
+WHERE p.owner_key = :owner_key AND p.memory_id = ANY(:memory_ids)
+ORDER BY p.memory_id, p.source_id
+""")
+
+
+def _learned(rows: Sequence[Any]) -> dict[str, list[str]]:
+    """(memory id, source id, state) rows, by memory: those whose sources are all learned."""
+    by_memory: dict[str, list[str]] = {}
+    not_learned: set[str] = set()
+    for memory_id, source_id, state in rows:
+        by_memory.setdefault(memory_id, []).append(source_id)
+        if state != "learned":
+            not_learned.add(memory_id)
+    return {m: s for m, s in by_memory.items() if m not in not_learned}
+
+
 class SqlStateStore(SqlForgetting, StateStore):
     """The ledger in the state database.
 
@@ -398,6 +419,10 @@ class SqlStateStore(SqlForgetting, StateStore):
     # -- reads ------------------------------------------------------------------
 
     def learned_provenance(self, owner_key: str, memory_ids: Sequence[str] | None = None) -> dict[str, list[str]]:
+        if memory_ids is not None:  # recall's check, once per question: a statement built once
+            with self._one() as conn:
+                rows = conn.execute(_PROVENANCE_OF, {"owner_key": owner_key, "memory_ids": list(memory_ids)}).all()
+            return _learned(rows)
         query = (
             sa.select(provenance.c.memory_id, provenance.c.source_id, sources.c.state)
             .join(
@@ -407,17 +432,9 @@ class SqlStateStore(SqlForgetting, StateStore):
             .where(provenance.c.owner_key == owner_key)
             .order_by(provenance.c.memory_id, provenance.c.source_id)
         )
-        if memory_ids is not None:
-            query = query.where(provenance.c.memory_id.in_(list(memory_ids)))
         with self._one() as conn:
             rows = conn.execute(query).all()
-        by_memory: dict[str, list[str]] = {}
-        not_learned: set[str] = set()
-        for r in rows:
-            by_memory.setdefault(r.memory_id, []).append(r.source_id)
-            if r.state != "learned":
-                not_learned.add(r.memory_id)
-        return {m: s for m, s in by_memory.items() if m not in not_learned}
+        return _learned(rows)
 
     def attempt_events(self, owner_key: str) -> list[tuple[str, int, int | None, str]]:
         """(attempt id, started seq, ended seq, state) in start order: the event log."""
