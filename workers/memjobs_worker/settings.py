@@ -272,11 +272,12 @@ class MemorySettings(Section):
     verbatim_batch_size: int = Field(default=50, ge=1, le=1000)
     # Micro-batching: an owner's extraction starts when its pending sources
     # fill a batch, or it has had no new source for extract_delay_ms (the quiet
-    # period; for an owner whose sources come as a stream, two of its gaps), or
-    # its oldest pending source has waited extract_max_wait_ms (so a steady
-    # source a second makes batches of about 7, learned p95 under 8 s).
+    # period; for an owner whose sources come as a stream, its gap and the gap's
+    # excess over the quiet period), or its oldest pending source has waited
+    # extract_max_wait_ms (so a steady source a second makes batches of about 8,
+    # 0.14 chat calls a source, learned p95 7.5 s: docs/benchmarks.md).
     extract_delay_ms: int = Field(default=500, ge=0)
-    extract_max_wait_ms: int = Field(default=6_500, ge=0)
+    extract_max_wait_ms: int = Field(default=7_000, ge=0)
     #: An owner's "extraction queued" marker (the debounce flag) lasts this long
     #: unless the extraction starts first (or is retried: set again): a message
     #: lost with Redis's data leaves its owner to the sweeper after this long.
