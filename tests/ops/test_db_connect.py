@@ -4,6 +4,8 @@ gives its connections back to the server (their backends end)."""
 
 from __future__ import annotations
 
+import socket
+
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -138,5 +140,21 @@ def test_run_one_raises_a_refusal_as_sqlalchemy_does_with_the_parameters_hidden(
             run_one(engine, "SELECT 1 / %(zero)s::int, %(text)s::text", {"zero": 0, "text": "the owner's words"})
         assert "owner's words" not in str(refused.value)
         assert run_one(engine, "SELECT 1", {}) == (1,)  # the connection is usable again
+    finally:
+        engine.dispose()
+
+
+def test_run_one_says_the_database_is_unavailable_when_no_connection_opens() -> None:
+    """A connection the pool cannot open fails unwrapped (psycopg's own error,
+    not SQLAlchemy's): it is an outage all the same, retried on the outage
+    budget (tests/faults/test_faults.py found it: remember failed with a bare
+    OperationalError while the database was stopped)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = create_db_engine(f"postgresql://postgres@127.0.0.1:{port}/none?connect_timeout=2", pool_size=1)
+    try:
+        with pytest.raises(BackendUnavailable):
+            run_one(engine, "SELECT 1", {})
     finally:
         engine.dispose()

@@ -187,7 +187,7 @@ def run_one(engine: Engine, statement: str, params: Mapping[str, Any]) -> tuple[
     """
     try:
         pooled = engine.raw_connection()
-    except sa.exc.DBAPIError as exc:
+    except (sa.exc.DBAPIError, psycopg.Error) as exc:  # a new connection's failure comes unwrapped
         if is_outage(exc):
             raise _unavailable(exc) from exc
         raise
