@@ -20,7 +20,7 @@ from memjobs_worker.memory.engine.fused_search import (
     nearness_and_keywords,
     similarities,
 )
-from tests.support.ledger import pending_source
+from tests.support.ledger import hashing_mem0_engine, pending_source
 
 DIMS = 64
 TABLE = f"mem0_memories_{DIMS}"
@@ -48,16 +48,7 @@ QUESTIONS = [
 
 @pytest.fixture
 def stored(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
-    from memjobs_worker.memory.engine.mem0_engine import Mem0Engine
-
-    engine = Mem0Engine(
-        database_url=libpq_url(database_url),
-        data_dir=tmp_path,
-        dims=DIMS,
-        embedder=HashingEmbedder(DIMS),
-        chat=None,
-        min_score=0.0,
-    )
+    engine = hashing_mem0_engine(database_url, tmp_path, DIMS)
     batch = [pending_source(KEY, text, T0, source_id=source_id_for(KEY, str(n))) for n, text in enumerate(MEMORIES)]
     other = owner_key("another-owner")
     engine.extract(KEY, uuid.uuid4().hex, batch)

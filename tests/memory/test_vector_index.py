@@ -13,8 +13,7 @@ import psycopg
 
 from memjobs_client.contracts import owner_key, source_id_for
 from memjobs_worker.db.connect import libpq_url
-from memjobs_worker.memory.engine import HashingEmbedder
-from tests.support.ledger import pending_source
+from tests.support.ledger import hashing_mem0_engine, pending_source
 
 DIMS = 64
 TABLE = f"mem0_memories_{DIMS}"
@@ -22,16 +21,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _engine(database_url: str, data_dir: Path):  # type: ignore[no-untyped-def]
-    from memjobs_worker.memory.engine.mem0_engine import Mem0Engine
-
-    return Mem0Engine(
-        database_url=libpq_url(database_url),
-        data_dir=data_dir,
-        dims=DIMS,
-        embedder=HashingEmbedder(DIMS),
-        chat=None,
-        min_score=0.0,
-    )
+    return hashing_mem0_engine(database_url, data_dir, DIMS)
 
 
 def _indexes(database_url: str) -> set[str]:
