@@ -16,11 +16,14 @@ Replies come as ``bytes`` (or ``str`` on a client that decodes them):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import redis
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from memjobs_client.errors import BackendUnavailable, MemjobsError
 
@@ -88,3 +91,38 @@ def as_str(raw: object) -> str:
 def as_bytes(raw: object) -> bytes:
     """A Redis reply as bytes (``str()`` encoded as UTF-8 when not bytes already)."""
     return raw if isinstance(raw, bytes) else str(raw).encode()
+
+
+def evalsha_each(
+    client: redis.Redis, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+) -> list[Any]:
+    """Run ``script`` once for each (keys, args) of ``calls``, all in one
+    pipeline (one round trip): each call's answer, in order.
+
+    redis-py's scripts in a pipeline ask ``SCRIPT EXISTS`` first, a round trip
+    more each time. Here a Redis that lost the script (restarted, flushed) is
+    given it, and only the calls that did not run are sent again: none runs twice.
+
+    Raises:
+        redis.RedisError: Redis did not answer, or the first error a call answered.
+    """
+    answers: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        for i in todo:
+            keys, args = calls[i]
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        missing = []
+        for i, answer in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(answer, NoScriptError) and attempt == 1:
+                missing.append(i)
+            elif isinstance(answer, Exception):
+                raise answer
+            else:
+                answers[i] = answer
+        if not missing:
+            break
+        client.script_load(script.script)
+        todo = missing
+    return answers

@@ -138,6 +138,23 @@ class SchedulerContract:
         assert holder.release() != "again"  # then lets go
         assert s.schedule(KEY, "remember") and len(sent) == 1
 
+    def test_many_owners_scheduled_together_are_each_claimed_once(self, co: Coordination) -> None:
+        # A group of remembers: one owner held (marked dirty), one flagged
+        # already, two new (one of them twice in the group): one message each
+        # for the new, in the group's order.
+        sent = Sent()
+        s = scheduler(co, sent)
+        held, flagged, new, other = (owner_key(f"{n}@example.com") for n in ("held", "flagged", "new", "other"))
+        holder = co.lease(lease_ms=LEASE_MS, owner=held)
+        assert holder.try_acquire() is not None
+        assert s.schedule(flagged, "remember")
+        co.advance(DELAY_MS)  # past its message's first half: looked at again
+        assert s.schedule_many([held, new, flagged, new, other], "remember") == 2
+        assert [(p["owner_key"], delay) for _, p, delay in sent[1:]] == [(new, DELAY_MS), (other, DELAY_MS)]
+        assert [s.is_scheduled(o) for o in (held, flagged, new, other)] == [False, True, True, True]
+        assert holder.release() == "again"
+        assert s.schedule_many([], "remember") == 0
+
     def test_a_failed_run_held_for_its_retry_keeps_others_from_sending(self, co: Coordination) -> None:
         sent = Sent()
         s = scheduler(co, sent)
@@ -174,6 +191,8 @@ class SchedulerContract:
                 ask(KEY)
         with pytest.raises(BackendUnavailable):
             s.leases_held([KEY])
+        with pytest.raises(BackendUnavailable):
+            s.schedule_many([KEY, owner_key("other@example.com")], "remember")
         assert sent == []
         co.reconnect()
         assert s.schedule(KEY, "remember") and len(sent) == 1
@@ -184,6 +203,35 @@ class TestTwin(OnTwinBackend, SchedulerContract):
 
 
 class TestRedis(OnRedisBackend, SchedulerContract):
+    def test_a_redis_that_lost_the_claim_script_is_given_it_and_each_claim_runs_once(self, co: Coordination) -> None:
+        # Redis restarted or flushed its scripts: the group's claims are sent
+        # again with the script loaded, none twice (a second claim of a flag
+        # just set would answer "already scheduled" and send nothing).
+        assert isinstance(co, OnRedis)
+        sent = Sent()
+        s = scheduler(co, sent)
+        co.admin.script_flush()
+        owners = [owner_key(f"{n}@example.com") for n in range(3)]
+        assert s.schedule_many(owners, "remember") == 3
+        assert [p["owner_key"] for _, p, _ in sent] == owners
+
+    def test_a_send_that_fails_clears_the_flags_of_the_owners_not_sent(self, co: Coordination) -> None:
+        sent: list[str] = []
+
+        def enqueue(actor: str, payload: dict[str, Any], delay_ms: int | None) -> None:
+            if len(sent) == 1:
+                raise BackendUnavailable("Redis did not answer")
+            sent.append(payload["owner_key"])
+
+        s = co.scheduler(enqueue, lease_ms=LEASE_MS, delay_ms=DELAY_MS)
+        owners = [owner_key(f"{n}@example.com") for n in range(3)]
+        with pytest.raises(BackendUnavailable):
+            s.schedule_many(owners, "remember")
+        # The first went out; the second's and the third's flags are gone, so
+        # the job's retry (or the sweep) sends theirs.
+        assert sent == owners[:1]
+        assert [s.is_scheduled(o) for o in owners] == [True, False, False]
+
     def test_after_a_failover_a_flag_set_before_it_is_sent_again_once(self, co: Coordination) -> None:
         # Redis replicates asynchronously: a flag may survive a failover that
         # lost the message it announced. The sweep sends that owner's

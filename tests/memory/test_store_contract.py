@@ -17,6 +17,7 @@ from memjobs_worker.memory.store import (
     Produced,
     StateStore,
 )
+from memjobs_worker.memory.store.sql import SqlStateStore
 from tests.support.clocks import T0, ManualClock
 
 KEY = owner_key("alice")
@@ -444,6 +445,34 @@ def test_concurrent_remembers_are_each_stored_once(store: StateStore) -> None:
     assert sorted(set(outcomes)) == ["created", "duplicate"]
     assert outcomes.count("created") == len(texts)
     assert store.counts_by_state()["pending"] == len(texts)
+
+
+def test_remembers_written_together_each_get_the_outcome_one_alone_would(store: StateStore) -> None:
+    # The cheap pool writes the remembers its threads hold together
+    # (add_new_sources), and asks add_source about the ones not written.
+    kept = remember(store, "already here")
+    gone = remember(store, "forget me")
+    store.forget(KEY, gone, sent_at=T0 + timedelta(seconds=5))
+    new, other = (RememberSource(owner_key=k, source_id=source_id_for(k, "new"), text="new") for k in (KEY, OTHER))
+    requests = [
+        (new, T0),
+        (RememberSource(owner_key=KEY, source_id=kept, text="already here"), T0),
+        (RememberSource(owner_key=KEY, source_id=gone, text="forget me"), T0 + timedelta(seconds=6)),
+        (other, T0),  # another owner, the same id: its own row
+        (new, T0),  # the same request twice in one group
+    ]
+    written = store.add_new_sources(requests)
+    assert len(written) == len(requests) and not any(written[i] for i in (1, 2, 4))
+    if isinstance(store, SqlStateStore):  # the new ones in one statement (the twin leaves all to add_source)
+        assert written == [True, False, False, True, False]
+    outcomes = [
+        "created" if done else store.add_source(payload, sent_at=sent_at)
+        for (payload, sent_at), done in zip(requests, written, strict=True)
+    ]
+    assert outcomes == ["created", "duplicate", "revived", "created", "duplicate"]
+    assert states(store) == {kept: "pending", gone: "pending", new.source_id: "pending"}
+    assert states(store, OTHER) == {other.source_id: "pending"}
+    assert store.add_new_sources([]) == []
 
 
 # -- micro-batching's view ------------------------------------------------------------

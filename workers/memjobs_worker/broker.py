@@ -78,9 +78,10 @@ from memjobs_client import keys
 from memjobs_client.contracts import CHEAP_QUEUES, QUEUE_KNOWLEDGE, QUEUES
 from memjobs_client.contracts.base import current_schema_version, schema_version_of
 from memjobs_client.errors import InvalidPayload
-from memjobs_client.redis_seam import as_bytes, as_str, redis_best_effort, redis_errors
+from memjobs_client.redis_seam import as_bytes, as_str, evalsha_each, redis_best_effort, redis_errors
 from memjobs_worker.embedding.fair import OwnerTurns
 from memjobs_worker.erased import DropErasedOwners
+from memjobs_worker.grouped import Grouped
 from memjobs_worker.jobs import use_outage_retries
 from memjobs_worker.memory.queued import SettleQueuedRemembers
 from memjobs_worker.observability.failures import RecordFailures
@@ -141,7 +142,13 @@ class _Consumer(_RedisConsumer):
         return self.broker.handed_out(self.queue_name)  # type: ignore[no-any-return]
 
     def ack(self, message: MessageProxy) -> None:
-        super().ack(message)  # type: ignore[no-untyped-call]
+        # As Dramatiq's own (_RedisConsumer.ack), through the broker's grouped acks.
+        try:
+            self.broker.ack_together(self.queue_name, _redis_id(message))
+        except redis.ConnectionError as exc:
+            raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
+        finally:
+            self.queued_message_ids.discard(message.message_id)
         self._handed.pop(_redis_id(message), None)
 
     def nack(self, message: MessageProxy) -> None:
@@ -289,6 +296,29 @@ class MemjobsRedisBroker(RedisBroker):
         self._handed: dict[str, dict[str, bool]] = {}
         #: Per hook name: the middleware list it was worked out for, and the hooks (:meth:`_hooks`).
         self._hook_cache: dict[str, tuple[list[Middleware], list[Middleware]]] = {}
+        self._acks: Grouped[tuple[str, str], None] = Grouped(self._ack_each)
+
+    def ack_together(self, queue_name: str, redis_message_id: str) -> None:
+        """Acknowledge one message on ``queue_name`` (as Dramatiq's ``do_ack``):
+        the acknowledgements the worker threads make at the same time go to
+        Redis in one round trip (:class:`~memjobs_worker.grouped.Grouped`).
+
+        Raises:
+            redis.RedisError: Redis did not answer (the message stays unacknowledged).
+        """
+        self._acks((queue_name, redis_message_id))
+
+    def _ack_each(self, acks: list[tuple[str, str]]) -> list[None | Exception]:
+        script = self._drain_script if self._allows_oom() else self.scripts["dispatch"]
+        # Dramatiq's dispatch arguments (RedisBroker._dispatch); an ack does no maintenance.
+        head = [current_millis(), self.broker_id, self.heartbeat_timeout, self.dead_message_ttl, 0]
+        unpack = self._max_unpack_size()  # type: ignore[no-untyped-call]
+        calls = [
+            ([self.namespace], ["ack", head[0], queue_name, *head[1:], unpack, message_id])
+            for queue_name, message_id in acks
+        ]
+        evalsha_each(self.client, script, calls)
+        return [None] * len(acks)
 
     def emit_before(self, signal: str, *args: Any, **kwargs: Any) -> None:
         # As Dramatiq's, over only the middlewares that do something on the signal.

@@ -167,11 +167,17 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 
 
 def run_one(engine: Engine, statement: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """Run one statement that is atomic alone on a pooled connection, straight
-    through psycopg in autocommit (one round trip); its first row, None when it
-    returns none (or no rows at all). ``statement`` is in psycopg's ``%(name)s`` form.
+    """:func:`run_rows`' first row, None when the statement returns none (or no rows at all)."""
+    rows = run_rows(engine, statement, params)
+    return rows[0] if rows else None
 
-    For the hottest statement (remember's insert, once per source): SQLAlchemy's
+
+def run_rows(engine: Engine, statement: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Run one statement that is atomic alone on a pooled connection, straight
+    through psycopg in autocommit (one round trip); the rows it returns (none
+    for a statement without rows). ``statement`` is in psycopg's ``%(name)s`` form.
+
+    For the hottest statement (remember's insert, a batch of sources at a time): SQLAlchemy's
     path around it (a Connection, the isolation level switched to autocommit at
     checkout and back at checkin, the compiled cache, the result) cost the cheap
     pool more CPU than the insert's own round trip. What the pool does stays:
@@ -196,7 +202,7 @@ def run_one(engine: Engine, statement: str, params: Mapping[str, Any]) -> tuple[
         conn.autocommit = True
         try:
             cursor = conn.execute(statement, params)
-            return cursor.fetchone() if cursor.description is not None else None
+            return cursor.fetchall() if cursor.description is not None else []
         finally:
             # The pool's other users expect transactions (no round trip when idle).
             if not conn.closed:

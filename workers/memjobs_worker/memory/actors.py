@@ -8,6 +8,7 @@ pipeline and reports how the job ended; the domain is in
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 import dramatiq
@@ -15,10 +16,12 @@ from dramatiq.middleware import Retries
 
 from memjobs_client import contracts
 from memjobs_client.errors import ModelUnavailable, StaleFencingToken
+from memjobs_worker.grouped import Grouped
 from memjobs_worker.jobs import Actors, declare, parse, report, sent_at
 from memjobs_worker.memory.build import MemoryParts, ensure_memory_on
-from memjobs_worker.memory.intake import remember
+from memjobs_worker.memory.intake import remember_many
 from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
+from memjobs_worker.memory.store.base import AddOutcome
 from memjobs_worker.model_output import ModelOutputInvalid
 from memjobs_worker.settings import MemorySettings, WorkerSettings
 
@@ -39,10 +42,16 @@ def declare_memory_actors(
     the ledger, or its remember queued:
     :meth:`memjobs_worker.memory.service.PersonalMemory.was_sent`)."""
 
+    # The remembers the pool's threads run at the same time go to the ledger
+    # in one statement and to Redis in one round trip (a group commit).
+    remembering: Grouped[tuple[contracts.RememberSource, datetime], AddOutcome] = Grouped(
+        lambda requests: remember_many(parts.store, parts.scheduler, requests)
+    )
+
     def remember_source(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.RememberSource, args, kwargs, rules)
         ensure_memory_on(memory)  # the ledger and scheduler alone would not say so
-        report(remember(parts.store, parts.scheduler, payload, sent_at=sent_at()))
+        report(remembering((payload, sent_at())))
 
     def extract_facts(*args: Any, **kwargs: Any) -> None:
         payload = parse(contracts.ExtractFacts, args, kwargs, rules)

@@ -25,7 +25,7 @@ import redis
 from memjobs_client import keys
 from memjobs_client.contracts import ACTOR_EXTRACT, ExtractFacts, RememberSource
 from memjobs_client.errors import BackendUnavailable
-from memjobs_client.redis_seam import as_str, redis_best_effort, redis_errors
+from memjobs_client.redis_seam import as_str, evalsha_each, redis_best_effort, redis_errors
 from memjobs_worker.lease.base import DIRTY_LEASES, Monotonic
 from memjobs_worker.lease.stub import InMemoryKeys
 from memjobs_worker.memory.store.base import AddOutcome, StateStore
@@ -39,22 +39,59 @@ _UNDELIVERED_MAX = 10_000
 def remember(
     store: StateStore, scheduler: ExtractionScheduler, payload: RememberSource, *, sent_at: datetime
 ) -> AddOutcome:
-    """Write to the ledger as pending, and schedule extraction.
+    """Write to the ledger as pending, and schedule extraction: :func:`remember_many` for one.
 
-    ``payload`` was validated (:func:`memjobs_client.validation.validate`): its
+    Raises:
+        BackendUnavailable: the ledger or Redis did not answer.
+    """
+    outcome = remember_many(store, scheduler, [(payload, sent_at)])[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def remember_many(
+    store: StateStore, scheduler: ExtractionScheduler, requests: Sequence[tuple[RememberSource, datetime]]
+) -> list[AddOutcome | Exception]:
+    """Write each (payload, sent at) to the ledger as pending, and schedule its
+    owner's extraction: the new sources in one statement and their owners'
+    scheduling in one round trip (:meth:`ExtractionScheduler.schedule_many`),
+    however many remembers came together. Each request's outcome, or the
+    error that request's job fails with (and is retried on): a source written
+    whose owner could not be scheduled fails, its retry a duplicate that
+    schedules then.
+
+    Each payload was validated (:func:`memjobs_client.validation.validate`): its
     text is within the byte cap and carries no credential. Needs only the ledger
     and Redis, never the engine: the processes that take the cheap jobs do not
     load mem0.
+
+    Raises:
+        BackendUnavailable: the ledger did not answer (nothing was written).
     """
-    outcome = store.add_source(payload, sent_at=sent_at)
-    # A duplicate that is still pending is a retry whose first attempt wrote
-    # the ledger but could not schedule (Redis full or away): schedule now, or
-    # the source would wait for the sweeper. The flag keeps this one round trip.
-    if outcome in ("created", "revived") or (
-        outcome == "duplicate" and store.source_state(payload.owner_key, payload.source_id) == "pending"
-    ):
-        scheduler.schedule(payload.owner_key, "remember")
-    return outcome
+    written = store.add_new_sources(requests)
+    outcomes: list[AddOutcome | Exception] = []
+    due: list[int] = []  # the requests whose owner's extraction is to be scheduled
+    for i, ((payload, sent_at), new) in enumerate(zip(requests, written, strict=True)):
+        outcome: AddOutcome | Exception
+        try:
+            outcome = "created" if new else store.add_source(payload, sent_at=sent_at)
+            # A duplicate that is still pending is a retry whose first attempt wrote
+            # the ledger but could not schedule (Redis full or away): schedule now, or
+            # the source would wait for the sweeper.
+            if outcome in ("created", "revived") or (
+                outcome == "duplicate" and store.source_state(payload.owner_key, payload.source_id) == "pending"
+            ):
+                due.append(i)
+        except Exception as exc:  # noqa: BLE001 - this request's job fails with it, the others go on
+            outcome = exc
+        outcomes.append(outcome)
+    try:
+        scheduler.schedule_many([requests[i][0].owner_key for i in due], "remember")
+    except Exception as exc:  # noqa: BLE001 - each due request's job fails with it (and is retried)
+        for i in due:
+            outcomes[i] = exc
+    return outcomes
 
 
 class ExtractionScheduler(ABC):
@@ -203,6 +240,37 @@ class ExtractionScheduler(ABC):
         self._send_or_unflag(owner_key, trigger, flagged=fresh)
         return True
 
+    def schedule_many(self, owner_keys: Sequence[str], trigger: str) -> int:
+        """:meth:`schedule` for each owner (each once), their flags and leases
+        looked at in one round trip (:meth:`_claim_many`); how many were sent.
+        When a send fails, the flags set for the owners not sent yet are cleared
+        (as :meth:`_send_or_unflag` clears its own) before the error goes up.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+        due = [o for o in dict.fromkeys(owner_keys) if not self._surely_undelivered(o)]
+        if not due:
+            return 0
+        fresh = [o for o, claimed in zip(due, self._claim_many(due, self.flag_ttl_ms), strict=True) if claimed]
+        for i, owner_key in enumerate(fresh):
+            try:
+                self._send_or_unflag(owner_key, trigger, flagged=True)
+            except BaseException:
+                for unsent in fresh[i + 1 :]:
+                    with contextlib.suppress(BackendUnavailable):
+                        self.clear(unsent)
+                raise
+        return len(fresh)
+
+    def _claim_many(self, owner_keys: Sequence[str], ttl_ms: int) -> list[bool]:
+        """:meth:`_claim` for each owner; a backend may ask for all in one round trip.
+
+        Raises:
+            BackendUnavailable: the backend did not answer.
+        """
+        return [self._claim(owner_key, ttl_ms) for owner_key in owner_keys]
+
     def _send_or_unflag(self, owner_key: str, trigger: str, *, flagged: bool) -> None:
         """Send the owner's extraction; when it does not go out, clear the flag
         this call set (``flagged``): left behind, it would make the job's retry
@@ -325,14 +393,23 @@ class RedisExtractionScheduler(ExtractionScheduler):
             return bool(self.redis.set(self.flag(owner_key), value, nx=only_if_new, px=ttl_ms))
 
     def _claim(self, owner_key: str, ttl_ms: int) -> bool:
+        return self._claim_many([owner_key], ttl_ms)[0]
+
+    def _claim_many(self, owner_keys: Sequence[str], ttl_ms: int) -> list[bool]:
         value = _flag_value(self.history())
         with redis_errors():
-            return bool(
-                self._claim_script(
-                    keys=[self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
-                    args=[ttl_ms, self.dirty_ttl_ms, value],
-                )
+            answers = evalsha_each(
+                self.redis,
+                self._claim_script,
+                [
+                    (
+                        [self.flag(owner_key), keys.lock("learn", owner_key), keys.lock_dirty("learn", owner_key)],
+                        [ttl_ms, self.dirty_ttl_ms, value],
+                    )
+                    for owner_key in owner_keys
+                ],
             )
+        return [bool(claimed) for claimed in answers]
 
     def flags_history(self, owner_keys: Sequence[str]) -> list[str | None]:
         if not owner_keys:

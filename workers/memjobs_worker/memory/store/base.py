@@ -135,6 +135,19 @@ class StateStore(ABC):
         it again is how a user asks for another try (its reason is cleared).
         """
 
+    def add_new_sources(self, requests: Sequence[tuple[RememberSource, datetime]]) -> list[bool]:
+        """Write each (payload, sent at) whose source the ledger does not hold
+        yet as pending, all at once (a store may do it in one statement);
+        whether each was written (:meth:`add_source` answers for the others:
+        duplicates, forgotten or failed sources). A request repeated within
+        ``requests`` is written once, for its first place. This store writes
+        none: :meth:`add_source` answers for each.
+
+        Raises:
+            BackendUnavailable: the store did not answer (nothing is written).
+        """
+        return [False] * len(requests)
+
     @abstractmethod
     def list_sources(self, owner_key: str) -> list[SourceRecord]: ...
 

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from memjobs_client.contracts import RememberSource
 from memjobs_client.errors import StaleFencingToken
 from memjobs_worker.clock import Clock, age_ms, utcnow
-from memjobs_worker.db.connect import autocommit, run_one, transaction
+from memjobs_worker.db.connect import autocommit, run_one, run_rows, transaction
 from memjobs_worker.memory.store.base import (
     SOURCE_STATES,
     AddOutcome,
@@ -60,6 +60,18 @@ _INSERT_SOURCE = (
 
 #: The same in psycopg's form, for :func:`~memjobs_worker.db.connect.run_one`.
 _INSERT_SOURCE_SQL = str(_INSERT_SOURCE.compile(dialect=psycopg_dialect()))  # type: ignore[no-untyped-call]
+
+#: New sources, many in one statement (one round trip and one plan however many
+#: remembers came together): the ones written come back.
+_INSERT_NEW_SOURCES_SQL = """
+INSERT INTO sources (source_id, owner_key, state, kind, session_id, text, created_at, updated_at)
+SELECT u.source_id, u.owner_key, 'pending', u.kind, u.session_id, u.text, u.at, u.at
+FROM unnest(%(source_ids)s::text[], %(owner_keys)s::text[], %(kinds)s::text[],
+            %(session_ids)s::text[], %(texts)s::text[], %(ats)s::timestamptz[])
+     AS u(source_id, owner_key, kind, session_id, text, at)
+ON CONFLICT (owner_key, source_id) DO NOTHING
+RETURNING owner_key, source_id
+"""
 
 #: The fencing check as a CTE: the token recorded as the owner's newest, or no
 #: row when a newer one has been seen (:func:`~.sql_rows.fence` in SQL).
@@ -214,6 +226,30 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .values(**pending_values(payload, now), forgotten_at=None)
             )
             return "revived"
+
+    def add_new_sources(self, requests: Sequence[tuple[RememberSource, datetime]]) -> list[bool]:
+        # Straight through psycopg in autocommit, as add_source's common case;
+        # a request repeated in the batch goes in once, for its first place.
+        firsts: dict[tuple[str, str], int] = {}
+        for i, (payload, _sent_at) in enumerate(requests):
+            firsts.setdefault((payload.owner_key, payload.source_id), i)
+        if not firsts:
+            return []
+        rows = [requests[i][0] for i in firsts.values()]
+        written = run_rows(
+            self.engine,
+            _INSERT_NEW_SOURCES_SQL,
+            {
+                "source_ids": [p.source_id for p in rows],
+                "owner_keys": [p.owner_key for p in rows],
+                "kinds": [p.kind for p in rows],
+                "session_ids": [p.session_id for p in rows],
+                "texts": [p.text for p in rows],
+                "ats": [self.clock() for _ in rows],
+            },
+        )
+        new = {firsts[(owner_key, source_id)] for owner_key, source_id in written}
+        return [i in new for i in range(len(requests))]
 
     def list_sources(self, owner_key: str) -> list[SourceRecord]:
         with self._one() as conn:

@@ -1,0 +1,84 @@
+"""Calls from many threads written together: a group commit.
+
+Each of the cheap pool's threads takes one ``remember_source`` at a time, and
+each would pay its own round trip to the ledger and its own to Redis.
+:class:`Grouped` runs the calls that arrive while a batch is being written as
+the next batch, in one go: under load a batch grows to the number of threads
+waiting, and a call that finds nobody writing is written at once, alone (no
+timer, no wait added). Each call gets its own item's outcome or error.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _Slot(Generic[T, R]):
+    __slots__ = ("done", "item", "outcome")
+
+    def __init__(self, item: T) -> None:
+        self.item = item
+        self.done = False
+        self.outcome: R | BaseException | None = None
+
+
+class Grouped(Generic[T, R]):
+    """``grouped(item)`` runs ``run`` on a batch holding ``item`` and returns
+    its outcome (raises its error): the caller that finds no batch running
+    runs one, of every item waiting (up to ``max_batch``), while the others
+    wait for it.
+
+    Parameters:
+        run: the items of a batch → each one's outcome, or the exception that
+            item's call raises. An exception ``run`` raises is every item's.
+        max_batch: the most items a batch takes.
+    """
+
+    def __init__(self, run: Callable[[list[T]], Sequence[R | Exception]], *, max_batch: int = 64) -> None:
+        self._run = run
+        self._max = max_batch
+        self._cond = threading.Condition()
+        self._waiting: list[_Slot[T, R]] = []
+        self._running = False
+
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for a batch to take them."""
+        with self._cond:
+            return len(self._waiting)
+
+    def __call__(self, item: T) -> R:
+        slot: _Slot[T, R] = _Slot(item)
+        with self._cond:
+            self._waiting.append(slot)
+            while not slot.done:
+                if self._running:
+                    self._cond.wait()
+                    continue
+                batch = self._waiting[: self._max]
+                del self._waiting[: self._max]
+                self._running = True
+                self._cond.release()
+                try:
+                    self._settle(batch)
+                finally:
+                    self._cond.acquire()
+                    self._running = False
+                    self._cond.notify_all()
+        if isinstance(slot.outcome, BaseException):
+            raise slot.outcome
+        return slot.outcome  # type: ignore[return-value]  # done: the item's outcome
+
+    def _settle(self, batch: list[_Slot[T, R]]) -> None:
+        try:
+            outcomes: Sequence[R | BaseException] = self._run([slot.item for slot in batch])
+        except BaseException as exc:  # noqa: BLE001 - every item's, raised in each caller (a time limit too)
+            outcomes = [exc] * len(batch)
+        for slot, outcome in zip(batch, outcomes, strict=True):
+            slot.outcome = outcome
+            slot.done = True
