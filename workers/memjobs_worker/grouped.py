@@ -19,19 +19,25 @@ R = TypeVar("R")
 
 
 class _Slot(Generic[T, R]):
-    __slots__ = ("done", "item", "outcome")
+    __slots__ = ("done", "item", "outcome", "wake")
 
     def __init__(self, item: T) -> None:
         self.item = item
         self.done = False
         self.outcome: R | BaseException | None = None
+        #: Held while the call waits; released (once) when its batch is done,
+        #: or when it is its turn to run the next batch.
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class Grouped(Generic[T, R]):
     """``grouped(item)`` runs ``run`` on a batch holding ``item`` and returns
     its outcome (raises its error): the caller that finds no batch running
-    runs one, of every item waiting (up to ``max_batch``), while the others
-    wait for it.
+    runs one; the calls that come meanwhile wait, and when it is done the
+    first of them runs the next batch, of every call waiting (up to
+    ``max_batch``). Each waiting call is woken once, by its own lock: no
+    thundering herd however many threads wait.
 
     Parameters:
         run: the items of a batch → each one's outcome, or the exception that
@@ -42,37 +48,44 @@ class Grouped(Generic[T, R]):
     def __init__(self, run: Callable[[list[T]], Sequence[R | Exception]], *, max_batch: int = 64) -> None:
         self._run = run
         self._max = max_batch
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._waiting: list[_Slot[T, R]] = []
-        self._running = False
+        self._running = False  # a batch is running, or its next runner is woken
 
     @property
     def waiting(self) -> int:
         """How many calls wait for a batch to take them."""
-        with self._cond:
+        with self._lock:
             return len(self._waiting)
 
     def __call__(self, item: T) -> R:
         slot: _Slot[T, R] = _Slot(item)
-        with self._cond:
+        with self._lock:
             self._waiting.append(slot)
-            while not slot.done:
-                if self._running:
-                    self._cond.wait()
-                    continue
-                batch = self._waiting[: self._max]
-                del self._waiting[: self._max]
-                self._running = True
-                self._cond.release()
-                try:
-                    self._settle(batch)
-                finally:
-                    self._cond.acquire()
-                    self._running = False
-                    self._cond.notify_all()
+            runs, self._running = not self._running, True
+        if not runs:
+            slot.wake.acquire()  # done, or this call's turn to run the next batch
+        if not slot.done:
+            self._run_next()  # (its slot is the first waiting: the batch takes it)
         if isinstance(slot.outcome, BaseException):
             raise slot.outcome
         return slot.outcome  # type: ignore[return-value]  # done: the item's outcome
+
+    def _run_next(self) -> None:
+        """Run the waiting calls' next batch, wake them, and hand the turn on."""
+        with self._lock:
+            batch = self._waiting[: self._max]
+            del self._waiting[: self._max]
+        try:
+            self._settle(batch)
+        finally:
+            with self._lock:
+                after = self._waiting[0] if self._waiting else None
+                self._running = after is not None
+            if after is not None:  # first: the next batch starts while these wake
+                after.wake.release()
+            for slot in batch[1:]:  # (the first is this call's own)
+                slot.wake.release()
 
     def _settle(self, batch: list[_Slot[T, R]]) -> None:
         try:

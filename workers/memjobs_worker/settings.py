@@ -389,7 +389,7 @@ class WorkerSettings(Section):
     # The cheap jobs' own pool (remember, forget, task status); 0 processes:
     # one pool takes every queue.
     fast_worker_processes: int = Field(default=1, ge=0)
-    fast_worker_threads: int = Field(default=16, ge=1)
+    fast_worker_threads: int = Field(default=32, ge=1)
     # The pools in one process (shared), each in processes of its own (split), or
     # shared on a small host when each pool has one process (auto; pools.py).
     worker_layout: Literal["auto", "shared", "split"] = "auto"
