@@ -1,7 +1,9 @@
 """Benchmark: memjobs under real load, side by side with mem0 inline, in one run.
 
 Real worker processes (``dramatiq memjobs_worker.app``, the cheap queues in a
-pool of their own, as ``memjobs up`` runs them), an embedded Redis and
+pool of their own, as a host with more than 4 cores and 8 GiB runs them;
+``--layout shared``: every pool in one process, as ``memjobs up`` runs them on
+a smaller host), an embedded Redis and
 PostgreSQL, and the local model stand-in answering every chat call after
 ``--model-ms`` milliseconds. Prints:
 
@@ -23,7 +25,7 @@ PostgreSQL, and the local model stand-in answering every chat call after
             backlogs, and the CPU time per learned source is broken down by
             where it goes (mem0, SQL, Redis, middleware, metrics, logging, ...).
 
-    python bench/bench_load.py [--sources 3000] [--owners 100] [--threads 8] [--profile]
+    python bench/bench_load.py [--sources 3000] [--owners 100] [--threads 8] [--layout split|shared] [--profile]
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from memjobs_worker.embedded import EmbeddedPostgres, EmbeddedRedis  # noqa: E40
 from memjobs_worker.memory.build import build_engine  # noqa: E402
 from memjobs_worker.memory.store.base import SourceRecord  # noqa: E402
 from memjobs_worker.memory.store.schema import sources  # noqa: E402
-from memjobs_worker.pools import worker_pools  # noqa: E402
+from memjobs_worker.pools import WorkerPool, worker_command, worker_pools  # noqa: E402
 from memjobs_worker.runtime import producer_client  # noqa: E402
 from memjobs_worker.settings import Settings  # noqa: E402
 from tests.support.bench_env import keep_or_remove, seconds_to_run  # noqa: E402
@@ -124,11 +126,15 @@ class Bench:
     def workers(self, settings: Settings, processes: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         env = {**os.environ, **settings_env(settings)}
         log = open(self.workdir / "worker.log", "ab")  # noqa: SIM115
-        procs = [
-            subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log, start_new_session=True)
-            for pool in worker_pools(
+        if self.args.layout == "shared":  # every pool in one process, as on a small host by default
+            pools = [WorkerPool(worker_command(processes, self.args.threads), {"MEMJOBS_WORKER_LAYOUT": "shared"})]
+        else:
+            pools = worker_pools(
                 settings.workers, processes, self.args.threads, knowledge_on=settings.knowledge.enabled
             )
+        procs = [
+            subprocess.Popen(pool.command, env={**env, **pool.env}, stdout=log, stderr=log, start_new_session=True)
+            for pool in pools
         ]
         try:
             yield procs
@@ -561,12 +567,19 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (raw profiles)")
     parser.add_argument("--only-backlog", action="store_true", help="skip inline, steady and scaling")
     parser.add_argument("--only-steady", action="store_true", help="the steady load alone")
+    parser.add_argument(
+        "--layout",
+        choices=("split", "shared"),
+        default="split",
+        help="the workers' pools in processes of their own (split), or all in one (shared: a small host's default)",
+    )
     args = parser.parse_args()
     bench = Bench(args)
     try:
         print(
             f"memjobs load benchmark: {args.sources} sources, {args.owners} owners, "
-            f"{args.threads} threads per process, model {args.model_ms} ms, {os.cpu_count()} CPUs, "
+            f"{args.threads} threads per process, pools {args.layout}, model {args.model_ms} ms, "
+            f"{os.cpu_count()} CPUs, "
             "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()),
             flush=True,
         )

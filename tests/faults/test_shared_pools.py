@@ -51,7 +51,7 @@ def test_a_small_host_shares_one_process_unless_told(
 
 def test_the_shared_process_keeps_each_pool_on_its_own_queues() -> None:
     two = pool_queues(WorkerSettings(), 3, knowledge_on=True)
-    assert two == [(tuple(MODEL_QUEUES), 3), (tuple(CHEAP_QUEUES), 16)]  # the cheap pool: 16 threads by default
+    assert two == [(tuple(MODEL_QUEUES), 3), (tuple(CHEAP_QUEUES), 32)]  # the cheap pool: 32 threads by default
     [one] = pool_queues(WorkerSettings(fast_worker_processes=0), 3, knowledge_on=False)
     assert set(one[0]) == set(CHEAP_QUEUES) | (set(MODEL_QUEUES) - {QUEUE_KNOWLEDGE}) and one[1] == 3
 

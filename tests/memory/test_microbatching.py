@@ -261,8 +261,8 @@ class MicroBatching:
         begin = s.store.begin_attempt
         came: list[bool] = []
 
-        def then_a_source(owner: str, token: int, limit: int) -> Any:
-            attempt = begin(owner, token, limit)
+        def then_a_source(owner: str, token: int, limit: int, deep: int = 0) -> Any:
+            attempt = begin(owner, token, limit, deep)
             if attempt is None and not came:
                 came.append(True)
                 s.advance(400)  # past the first half of a remember's message's delay

@@ -142,6 +142,18 @@ def test_batches_are_at_most_the_batch_size_and_provenance_is_per_batch() -> Non
     assert set(rig.states().values()) == {"learned"}
 
 
+def test_each_batch_goes_to_the_engine_only_after_the_wait_before_it() -> None:
+    # (In a process whose pools share it, that wait lets the remembers go first.)
+    rig = Rig(extractor=echo, batch_size=2)
+    extracted_at_wait: list[int] = []
+    rig.pipeline.before_batch = lambda: extracted_at_wait.append(len(rig.engine.extractions()))
+    for n in range(5):
+        rig.remember(f"fact number {n}")
+    [report] = rig.drain()
+    assert report.attempts == 3
+    assert extracted_at_wait == [0, 1, 2]  # before each of the three, none after
+
+
 def test_pending_sources_are_never_recalled() -> None:
     rig = Rig()
     rig.remember("I walk the dog at seven")
@@ -158,8 +170,8 @@ def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(monke
     busy: list[ExtractReport] = []
     begin = rig.store.begin_attempt
 
-    def begin_then_race(owner: str, token: int, batch_size: int) -> Attempt | None:
-        attempt = begin(owner, token, batch_size)
+    def begin_then_race(owner: str, token: int, batch_size: int, deep: int = 0) -> Attempt | None:
+        attempt = begin(owner, token, batch_size, deep)
         if attempt is None and not busy:  # the holder is about to release
             rig.remember("a source that arrives just before the release")
             busy.append(rig.pipeline.extract(ExtractFacts(owner_key=KEY)))

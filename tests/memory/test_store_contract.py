@@ -148,6 +148,20 @@ def test_begin_claims_the_oldest_pending_up_to_the_batch_size(store: StateStore)
     assert store.open_attempts(OTHER) == []
 
 
+def test_a_backlog_of_two_batches_or_more_is_taken_in_deep_batches(store: StateStore) -> None:
+    ids = [remember(store, f"fact {n}") for n in range(9)]
+    others = [remember(store, f"bob's {n}", OTHER) for n in range(7)]
+    # 9 pending, batches of 4: two batches' worth and more, so a deep one (7).
+    deep = store.begin_attempt(KEY, 1, 4, 7)
+    assert deep is not None and [s.source_id for s in deep.sources] == ids[:7]
+    # 7 pending are less than two batches of 4 (another owner's never count): 4.
+    normal = store.begin_attempt(OTHER, 1, 4, 7)
+    assert normal is not None and [s.source_id for s in normal.sources] == others[:4]
+    store.abort_attempt(deep)
+    # A deep size under the batch size: never smaller.
+    assert len(store.begin_attempt(KEY, 1, 4, 2).sources) == 4  # type: ignore[union-attr]
+
+
 def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
     a, b = remember(store, "I'm Lin"), remember(store, "I like tea")
     attempt = store.begin_attempt(KEY, 1, 10)

@@ -103,6 +103,7 @@ def run_shared(pools: list[tuple[tuple[str, ...], int]], argv: list[str], *, ser
 
         serve_on_thread(app.settings.metrics, app.endpoints, idle_close_s=app.settings.database.idle_close_s)
     worker = SharedWorker(app.broker, pools)
+    app.runtime.before_batch = worker.cheap_first(app.settings.workers.cheap_first_ms)
     worker.start()
     log.info("Worker process is ready for action.")  # Dramatiq's words, as its processes say them
     while not received:

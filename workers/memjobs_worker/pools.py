@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +159,28 @@ class SharedWorker(dramatiq.Worker):
             dramatiq.Worker(seen, queues=set(queues), worker_threads=threads)  # type: ignore[arg-type]
             for queues, threads in pools
         ]
+
+    def cheap_first(self, max_wait_ms: int) -> Callable[[], None]:
+        """What a model job calls before each batch it takes: wait while the
+        cheap pool has work (messages in its work queue or in its threads'
+        hands), up to ``max_wait_ms``. The pools share one interpreter, so a
+        batch's Python work takes the GIL from the remembers; holding the next
+        batch back until they are done keeps a remember from waiting on an
+        extraction, and the bound keeps a flood of remembers from stopping
+        extraction (a batch a ``max_wait_ms`` at the least). No wait without a
+        cheap pool of its own, or with ``max_wait_ms`` 0."""
+        cheap = [
+            pool for pool in self.pools if pool.consumer_whitelist and pool.consumer_whitelist <= set(CHEAP_QUEUES)
+        ]
+        if not cheap or max_wait_ms <= 0:
+            return lambda: None
+        work = cheap[0].work_queue
+
+        def wait() -> None:
+            with work.all_tasks_done:  # (notified when its last task is done)
+                work.all_tasks_done.wait_for(lambda: work.unfinished_tasks == 0, timeout=max_wait_ms / 1000)
+
+        return wait
 
     def start(self) -> None:
         self.broker.emit_before("worker_boot", self)

@@ -109,6 +109,9 @@ class Runtime:
         self._closing = ExitStack()
         self._migrated = False
         self._migrating = threading.Lock()
+        #: Called before each extraction batch: in a process whose pools share
+        #: it, the wait for the cheap pool's work (SharedWorker.cheap_first).
+        self.before_batch: Callable[[], None] = lambda: None
 
     # shared -----------------------------------------------------------------
 
@@ -222,6 +225,7 @@ class Runtime:
             engine=self.engine,
             redis_client=self.redis,
             scheduler=self.scheduler,
+            before_batch=lambda: self.before_batch(),  # (set once the process's pools are known)
         )
 
     @cached_property

@@ -390,6 +390,9 @@ class WorkerSettings(Section):
     # one pool takes every queue.
     fast_worker_processes: int = Field(default=1, ge=0)
     fast_worker_threads: int = Field(default=32, ge=1)
+    # Pools sharing one process: an extraction's next batch waits while the cheap
+    # pool has work, up to this long (0: never; pools.SharedWorker.cheap_first).
+    cheap_first_ms: int = Field(default=1_000, ge=0)
     # The pools in one process (shared), each in processes of its own (split), or
     # shared on a small host when each pool has one process (auto; pools.py).
     worker_layout: Literal["auto", "shared", "split"] = "auto"

@@ -119,6 +119,7 @@ def build_pipeline(
     engine: MemoryEngine,
     redis_client: redis.Redis,
     scheduler: ExtractionScheduler,
+    before_batch: Callable[[], None] = lambda: None,
 ) -> MemoryPipeline:
     """The pipeline; a batch is ``MEMJOBS_EXTRACT_BATCH_SIZE`` sources for a model,
     ``MEMJOBS_VERBATIM_BATCH_SIZE`` when sources are stored as they are (one
@@ -133,6 +134,7 @@ def build_pipeline(
         lease_ms=memory.lease_ms,
         max_wait_ms=memory.extract_max_wait_ms,
         deep_batch_size=memory.extract_deep_batch_size if engine.infers else batch_size,
+        before_batch=before_batch,
     )
 
 

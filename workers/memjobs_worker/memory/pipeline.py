@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -110,6 +111,9 @@ class MemoryPipeline:
             pending source waits for its batch to fill (0: never wait).
         deep_batch_size: sources per call when an owner has two full batches
             pending or more (a backlog); ``batch_size`` or less: never larger.
+        before_batch: called before each batch goes to the engine; in a process whose
+            pools share it, it waits (a bounded while) for the cheap pool's
+            work (:meth:`memjobs_worker.pools.SharedWorker.cheap_first`).
     """
 
     store: StateStore
@@ -120,6 +124,7 @@ class MemoryPipeline:
     lease_ms: int
     max_wait_ms: int = 0
     deep_batch_size: int = 0
+    before_batch: Callable[[], None] = field(default=lambda: None)
 
     # -- remember ---------------------------------------------------------------
 
@@ -243,14 +248,6 @@ class MemoryPipeline:
         gap_ms = max(pace_ms, window.newest_age_ms)
         return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (self.batch_size - window.count)))
 
-    def _batch_for(self, owner_key: str) -> int:
-        """Sources for the next call: ``deep_batch_size`` when two full batches
-        or more are pending (a backlog: fewer, larger calls), else ``batch_size``."""
-        if self.deep_batch_size <= self.batch_size:
-            return self.batch_size
-        deep = self.store.pending_window(owner_key).count >= 2 * self.batch_size
-        return self.deep_batch_size if deep else self.batch_size
-
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
         """Delete what crashed attempts created and what forgets still owe.
 
@@ -269,9 +266,11 @@ class MemoryPipeline:
     def _one_batch(self, lock: Lease, owner_key: str, token: int, report: ExtractReport) -> bool:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
-        attempt = self.store.begin_attempt(owner_key, token, self._batch_for(owner_key))
+        # Deep batches for a backlog: fewer, larger calls (the store looks in the same step).
+        attempt = self.store.begin_attempt(owner_key, token, self.batch_size, self.deep_batch_size)
         if attempt is None:
             return False
+        self.before_batch()  # (the commit confirms the lease: a long wait here is safe)
         report.attempts += 1
         try:
             produced = self.engine.extract(owner_key, attempt.attempt_id, attempt.sources)

@@ -202,8 +202,11 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
+    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
         """Claim up to ``batch_size`` pending sources under ``token``; None when none.
+        Up to ``deep_batch_size`` instead when the owner has two batches'
+        worth (``2 * batch_size``) pending or more (a backlog: fewer, larger
+        calls); 0, or no more than ``batch_size``: never.
 
         Raises:
             StaleFencingToken: a newer holder has been seen for this owner.

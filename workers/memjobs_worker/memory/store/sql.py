@@ -87,13 +87,21 @@ _FENCED = """fenced AS (
 #: while it runs, as a newer holder's recording would be), the owner's oldest
 #: pending sources taken, and, if there are any, the attempt opened on them.
 #: One row comes back even when there are none, to say whether the fence let
-#: the token through.
+#: the token through. A backlog (two batches' worth pending or more) is taken
+#: in deep batches, the look at it in the same statement.
 _BEGIN_ATTEMPT = sa.text(f"""
 WITH {_FENCED}, batch AS (
     SELECT * FROM sources
     WHERE owner_key = :owner_key AND state = 'pending' AND EXISTS (SELECT 1 FROM fenced)
     ORDER BY created_at, source_id
-    LIMIT :batch_size
+    LIMIT CASE
+        WHEN :deep_batch_size > :batch_size AND (
+            SELECT count(*) FROM (
+                SELECT 1 FROM sources WHERE owner_key = :owner_key AND state = 'pending' LIMIT 2 * :batch_size
+            ) AS backlog
+        ) >= 2 * :batch_size THEN :deep_batch_size
+        ELSE :batch_size
+    END
 ), opened AS (
     INSERT INTO attempts (attempt_id, owner_key, token, source_ids, state, pid,
                           started_seq, started_at)
@@ -357,7 +365,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .values(state="abandoned", ended_seq=next_seq())
             )
 
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
+    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
         attempt_id = uuid.uuid4().hex
         with self._one() as conn:
             rows = conn.execute(
@@ -366,6 +374,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                     "owner_key": owner_key,
                     "token": token,
                     "batch_size": batch_size,
+                    "deep_batch_size": deep_batch_size,
                     "attempt_id": attempt_id,
                     "pid": os.getpid(),
                     "now": self.clock(),

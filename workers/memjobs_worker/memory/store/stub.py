@@ -182,7 +182,7 @@ class InMemoryStateStore(StateStore):
                 del self._attempts[attempt_id]
             return len(ended)
 
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int) -> Attempt | None:
+    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
         with self._lock:
             self._fence(owner_key, token)
             pending = sorted(
@@ -193,6 +193,8 @@ class InMemoryStateStore(StateStore):
                 ),
                 key=_age,
             )
+            if len(pending) >= 2 * batch_size:
+                batch_size = max(batch_size, deep_batch_size)
             batch = tuple(pending[:batch_size])
             if not batch:
                 return None
