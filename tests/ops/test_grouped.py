@@ -83,7 +83,7 @@ def test_a_batch_that_fails_as_a_whole_fails_each_of_its_calls_and_the_next_runs
     def run(items: list[int]) -> list[int | Exception]:
         if broken:
             raise ConnectionError("the ledger did not answer")
-        return items
+        return list[int | Exception](items)
 
     grouped = Grouped(run)
     with pytest.raises(ConnectionError):
