@@ -66,10 +66,19 @@ def remember_many(
     and Redis, never the engine: the processes that take the cheap jobs do not
     load mem0.
 
+    A batch the ledger refuses for any other reason (no validated request
+    should make it) is written one request at a time, so a request it
+    cannot take fails alone.
+
     Raises:
         BackendUnavailable: the ledger did not answer (nothing was written).
     """
-    written = store.add_new_sources(requests)
+    try:
+        written = store.add_new_sources(requests)
+    except BackendUnavailable:
+        raise
+    except Exception:  # noqa: BLE001 - refused as a whole: each goes alone, and one bad request fails alone
+        written = [False] * len(requests)
     outcomes: list[AddOutcome | Exception] = []
     due: list[int] = []  # the requests whose owner's extraction is to be scheduled
     for i, ((payload, sent_at), new) in enumerate(zip(requests, written, strict=True)):
