@@ -7,7 +7,9 @@ them and reads their output:
   bench_load.py       remember while a backlog extracts against a stock Dramatiq
                       no-op, chat calls per source (backlog and steady), the
                       steady load's latencies, learned/s against mem0 inline,
-                      the CPU milliseconds per learned source;
+                      the CPU milliseconds per learned source; then the
+                      backlog again with every pool in one process
+                      (``--layout shared``, a small host's default);
   bench_footprint.py  the embedded default's resident memory, idle and busy;
   bench_embeddings.py concurrent recall with the local model.
 
@@ -60,6 +62,17 @@ LOAD = [
     Goal("steady: ledger p99", rf"steady .*?ledger p50 {NUM} s, p99 {NUM} s", AT_MOST, 0.25, "s"),
     Goal("steady: learned p95", rf"steady .*?learned p50 {NUM} s, p95 {NUM} s", AT_MOST, 8.0, "s"),
 ]
+#: The same remember figure with every pool in one process (``--layout shared``),
+#: as a host with at most 4 cores or 8 GiB runs them by default.
+SHARED = [
+    Goal(
+        "the same, pools in one process (a small host's default)",
+        rf"remember\s+{NUM}/s while extracting \({NUM}x the stock",
+        AT_LEAST,
+        0.5,
+        "x",
+    ),
+]
 FOOTPRINT = [
     Goal(
         "idle embedded stack after first use, MB RSS", rf"idle after one source .*?: {NUM} MB RSS", AT_MOST, 400, "MB"
@@ -111,6 +124,7 @@ def main() -> int:
 
     outputs = [
         (LOAD, run("bench_load.py", "--scaling", "", "--seconds", str(args.steady_seconds))),
+        (SHARED, run("bench_load.py", "--only-backlog", "--layout", "shared")),
         (FOOTPRINT, run("bench_footprint.py", "--idle", str(args.idle))),
         (RECALL, run("bench_embeddings.py", "--latency-only")),
     ]
