@@ -18,6 +18,8 @@ ALLOWED: dict[tuple[str, str], int] = {
     # Dramatiq's consumer contract: a lost connection is its ConnectionClosed (the
     # consumer's audit of what it holds, its requeue and its put-back on close).
     ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError)"): 3,
+    # The same for an acknowledgement, as Dramatiq's own ack raises it (grouped acks).
+    ("workers/memjobs_worker/broker.py", "redis.ConnectionError"): 1,
     # A worker thread's retry is moved again until Redis takes it (broker.enqueue).
     ("workers/memjobs_worker/broker.py", "(redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)"): 1,
     # The allow-oom dispatch: a Redis < 7 refusing script flags goes the stock way.
