@@ -51,7 +51,8 @@ def test_a_call_alone_is_a_batch_of_one_run_at_once() -> None:
 def test_calls_that_come_while_a_batch_runs_go_together_in_the_next_each_with_its_own_outcome() -> None:
     batches = Batches()
     batches.release.clear()
-    grouped = Grouped(batches, max_batch=4)
+    sizes: list[int] = []
+    grouped = Grouped(batches, max_batch=4, on_batch=sizes.append)
     outcomes: dict[int, object] = {}
 
     def call(item: int) -> None:
@@ -75,6 +76,7 @@ def test_calls_that_come_while_a_batch_runs_go_together_in_the_next_each_with_it
     assert sorted(len(b) for b in batches.seen[1:]) == [2, 4]
     assert sorted(i for b in batches.seen for i in b) == list(range(7))
     assert outcomes == {0: 0, 1: "odd 1", 2: 20, 3: "odd 3", 4: 40, 5: "odd 5", 6: 60}
+    assert sizes == [len(b) for b in batches.seen]  # what memjobs_written_together counts
 
 
 def test_a_batch_that_fails_as_a_whole_fails_each_of_its_calls_and_the_next_runs() -> None:

@@ -88,7 +88,7 @@ from memjobs_worker.observability.failures import RecordFailures
 from memjobs_worker.observability.heartbeat import Heartbeat
 from memjobs_worker.observability.jobstats import JobStats
 from memjobs_worker.observability.message import JobMiddleware
-from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED
+from memjobs_worker.observability.metrics import NEWER_SCHEMA_DEFERRED, WRITTEN_TOGETHER
 from memjobs_worker.observability.observe import ObserveJobs
 from memjobs_worker.observability.retrying import RetryingRecord, TrackRetrying
 from memjobs_worker.observability.running import TrackRunning
@@ -296,7 +296,9 @@ class MemjobsRedisBroker(RedisBroker):
         self._handed: dict[str, dict[str, bool]] = {}
         #: Per hook name: the middleware list it was worked out for, and the hooks (:meth:`_hooks`).
         self._hook_cache: dict[str, tuple[list[Middleware], list[Middleware]]] = {}
-        self._acks: Grouped[tuple[str, str], None] = Grouped(self._ack_each)
+        self._acks: Grouped[tuple[str, str], None] = Grouped(
+            self._ack_each, on_batch=WRITTEN_TOGETHER.labels("acks").observe
+        )
 
     def ack_together(self, queue_name: str, redis_message_id: str) -> None:
         """Acknowledge one message on ``queue_name`` (as Dramatiq's ``do_ack``):

@@ -43,11 +43,19 @@ class Grouped(Generic[T, R]):
         run: the items of a batch → each one's outcome, or the exception that
             item's call raises. An exception ``run`` raises is every item's.
         max_batch: the most items a batch takes.
+        on_batch: told each batch's size before it runs (a metric).
     """
 
-    def __init__(self, run: Callable[[list[T]], Sequence[R | Exception]], *, max_batch: int = 64) -> None:
+    def __init__(
+        self,
+        run: Callable[[list[T]], Sequence[R | Exception]],
+        *,
+        max_batch: int = 64,
+        on_batch: Callable[[int], None] = lambda size: None,
+    ) -> None:
         self._run = run
         self._max = max_batch
+        self._on_batch = on_batch
         self._lock = threading.Lock()
         self._waiting: list[_Slot[T, R]] = []
         self._running = False  # a batch is running, or its next runner is woken
@@ -89,6 +97,7 @@ class Grouped(Generic[T, R]):
 
     def _settle(self, batch: list[_Slot[T, R]]) -> None:
         try:
+            self._on_batch(len(batch))
             outcomes: Sequence[R | BaseException] = self._run([slot.item for slot in batch])
         except BaseException as exc:  # noqa: BLE001 - every item's, raised in each caller (a time limit too)
             outcomes = [exc] * len(batch)

@@ -23,6 +23,7 @@ from memjobs_worker.memory.intake import remember_many
 from memjobs_worker.memory.marker import ClearMarkerOnDeadLetter
 from memjobs_worker.memory.store.base import AddOutcome
 from memjobs_worker.model_output import ModelOutputInvalid
+from memjobs_worker.observability.metrics import WRITTEN_TOGETHER
 from memjobs_worker.settings import MemorySettings, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ def declare_memory_actors(
     # The remembers the pool's threads run at the same time go to the ledger
     # in one statement and to Redis in one round trip (a group commit).
     remembering: Grouped[tuple[contracts.RememberSource, datetime], AddOutcome] = Grouped(
-        lambda requests: remember_many(parts.store, parts.scheduler, requests)
+        lambda requests: remember_many(parts.store, parts.scheduler, requests),
+        on_batch=WRITTEN_TOGETHER.labels("remembers").observe,
     )
 
     def remember_source(*args: Any, **kwargs: Any) -> None:

@@ -29,6 +29,12 @@ QUEUE_WAIT_SECONDS = Histogram(
     ["actor"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
+WRITTEN_TOGETHER = Histogram(
+    "memjobs_written_together",
+    "How many calls a cheap pool's group commit wrote in one batch, by what (remembers, acks).",
+    ["what"],
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 DEAD_LETTERED = Counter("memjobs_dead_lettered_total", "Messages moved to a dead-letter queue, by queue.", ["queue"])
 #: Dead letters replayed and purged by operators, by queue. The CLI and the API do
 #: that, short-lived or in another registry, so the counts live in Redis
