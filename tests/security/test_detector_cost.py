@@ -18,8 +18,8 @@ larger text costs about proportionally more, not its square.
 
 The bound is CPU time (``time.process_time``: other work on the machine does
 not count), the least of up to :data:`TRIES` runs (a loaded machine slows one
-run, seldom three). Every input kind is held to :data:`BOUND_S` (1.2 s: issue
-31's one second, with room for a loaded machine), text dense
+run, seldom three). Every input kind is held to :data:`BOUND_S` (1.5 s: issue
+31's one second, with room for a slower or loaded machine), text dense
 with real secrets (one every 18 to 90 characters, :data:`DENSE_SECRETS`)
 redacted too: a redaction's second round, around what it blanked out, is the
 whole text again when secrets are that close, and reads again only what a
@@ -43,13 +43,15 @@ from memjobs_client.sensitive import (
 
 MB = 1 << 20
 #: CPU seconds a megabyte, every input kind. Issue 31's contract is 1 s: every
-#: case meets it here now, the costliest (text dense with real secrets redacted,
-#: or sent as a session's four turns) at 0.85-0.95 s on this 2-core machine
-#: under other work (docs/security.md, "Detector cost"), too close to 1 s to
-#: hold a loaded CI machine to it. A fifth over it, the bound fails any detector
-#: that turns quadratic, or a tenth slower, on a machine of this kind; the
-#: linearity test below is the check no CPU's speed can move.
-BOUND_S = 1.2
+#: case meets it on the machine it was measured on, the costliest (text dense
+#: with real secrets redacted, or sent as a session's four turns) at 0.85-0.95 s
+#: (docs/security.md, "Detector cost"). Machines of this kind differ by a fifth
+#: and more: on a slower one the costliest measured 1.03 s alone and 1.22-1.25 s
+#: late in a whole `make test` (2026-12-06), so 1.2 failed a detector that had
+#: not changed. 1.5 still fails one that turns quadratic (a megabyte's cost
+#: grows sixteenfold for four); the linearity test below is the check no CPU's
+#: speed can move.
+BOUND_S = 1.5
 #: Runs of a case at most: the least counts.
 TRIES = 3
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memjobs_worker.http.serve import ApiServer
+from memjobs_worker.http.serve import KEEP_ALIVE_S, ApiServer
 from memjobs_worker.runtime import open_door
 from memjobs_worker.settings import Settings
 from tests.support.api_process import ApiProcess, api_process
@@ -23,6 +23,14 @@ from tests.support.harness import Harness
 
 GATEWAY_TOKEN = "gateway-token-0123456789abcdef"
 HOST_TOKEN = "host-token-0123456789abcdef-xyz"
+
+
+def api_client(url: str) -> httpx.Client:
+    """A client of the API that lets an idle connection go before the server
+    does: at the same expiry as the server's (httpx's default, 5 s, is the
+    server's too), a request sent on a connection the server is closing that
+    instant is reset (``ECONNRESET``), the race a test waiting about 5 s met."""
+    return httpx.Client(base_url=url, timeout=30, limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE_S / 2))
 
 
 @dataclass
@@ -63,7 +71,7 @@ def api_factory(
             harness.start_worker()
         server = ApiServer(s, harness.endpoints)
         url = server.start()
-        api = Api(url, server, harness, httpx.Client(base_url=url, timeout=30))
+        api = Api(url, server, harness, api_client(url))
         running.append(api)
         return api
 
