@@ -15,7 +15,7 @@ from typing import Any
 import dramatiq
 import pytest
 
-from memjobs_worker.embedding import build_embedder
+from memjobs_worker.embedding import build_embedder, model_share
 from memjobs_worker.embedding.fair import (
     ANONYMOUS,
     Abandoned,
@@ -27,7 +27,7 @@ from memjobs_worker.embedding.fair import (
     current_party,
 )
 from memjobs_worker.embedding.local import WINDOW_TOKENS, LocalEmbedder, _load, fit_window
-from memjobs_worker.settings import EmbeddingSettings, ModelSettings
+from memjobs_worker.settings import ApiSettings, EmbeddingSettings, ModelSettings
 
 WAIT_S = 30  # a generous bound on an event that follows at once
 
@@ -179,6 +179,18 @@ def test_the_settings_bound_a_service_s_texts() -> None:
         ModelSettings(), EmbeddingSettings(base_url="http://127.0.0.1:9/v1", dims=8, max_chars=300)
     )
     assert isinstance(embedder, BoundedEmbedder) and embedder.max_chars == 300
+
+
+def test_a_service_runs_more_embeddings_at_once_than_the_local_model() -> None:
+    # A service's calls wait on the network, not on this process's cores: a
+    # worker's extraction threads each call it twice a batch, and behind the
+    # local model's two slots they queued (docs/benchmarks.md).
+    service = EmbeddingSettings(base_url="http://127.0.0.1:9/v1", dims=8)
+    embedder = build_embedder(ModelSettings(), service)
+    assert isinstance(embedder, BoundedEmbedder) and embedder.share.slots == service.service_slots == 16
+    assert model_share(service, ApiSettings()).slots == 16
+    assert model_share(EmbeddingSettings(), ApiSettings()).slots == EmbeddingSettings().slots == 2
+    assert model_share(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", service_slots=3), ApiSettings()).slots == 3
 
 
 @pytest.mark.parametrize("text", ["1 " * 16000, "hello world " * 3000, "我" * 5000])

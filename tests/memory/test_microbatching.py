@@ -243,6 +243,24 @@ class MicroBatching:
         # (a gap, and again its excess over the quiet period), not the longest wait.
         assert waits[-1] <= 1_500 + 100
 
+    def test_a_burst_waits_for_a_deep_batch_and_goes_once_the_owner_is_quiet(self, s: Setup) -> None:
+        # Twenty-five sources 50 ms apart (a backlog replayed, an import): at that
+        # pace a deep batch of 40 fills within the longest wait, so the batch waits
+        # for it, or for the owner to go quiet, instead of going at ten and again
+        # for the rest (two model calls where one does).
+        s.pipeline.deep_batch_size = 4 * BATCH
+        s.drive(arrivals=range(0, 25 * 50, 50), until_ms=3_000, step_ms=50)
+        assert s.batches() == [25] and s.pending() == 0
+        # The last waited for the burst to end: silent for four of its gaps (and
+        # the drive's step), not a whole quiet period.
+        assert s.waits_ms()[-1] <= 4 * 50 + 50
+
+    def test_a_stream_too_slow_to_fill_a_deep_batch_goes_at_the_batch_size(self, s: Setup) -> None:
+        s.pipeline.deep_batch_size = 4 * BATCH
+        # 200 ms apart: forty take 8 s, past the longest wait (5 s).
+        s.drive(arrivals=range(0, 25 * 200, 200), until_ms=10_000, step_ms=50)
+        assert s.batches()[0] == BATCH and sum(s.batches()) == 25 and s.pending() == 0
+
     def test_a_single_source_is_learned_after_the_quiet_period(self, s: Setup) -> None:
         s.drive(arrivals=[0], until_ms=2_000)
         assert s.batches() == [1]
@@ -261,8 +279,8 @@ class MicroBatching:
         begin = s.store.begin_attempt
         came: list[bool] = []
 
-        def then_a_source(owner: str, token: int, limit: int, deep: int = 0) -> Any:
-            attempt = begin(owner, token, limit, deep)
+        def then_a_source(owner: str, token: int, *limits: int) -> Any:
+            attempt = begin(owner, token, *limits)
             if attempt is None and not came:
                 came.append(True)
                 s.advance(400)  # past the first half of a remember's message's delay

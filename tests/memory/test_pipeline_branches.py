@@ -170,8 +170,8 @@ def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(monke
     busy: list[ExtractReport] = []
     begin = rig.store.begin_attempt
 
-    def begin_then_race(owner: str, token: int, batch_size: int, deep: int = 0) -> Attempt | None:
-        attempt = begin(owner, token, batch_size, deep)
+    def begin_then_race(owner: str, token: int, *limits: int) -> Attempt | None:
+        attempt = begin(owner, token, *limits)
         if attempt is None and not busy:  # the holder is about to release
             rig.remember("a source that arrives just before the release")
             busy.append(rig.pipeline.extract(ExtractFacts(owner_key=KEY)))

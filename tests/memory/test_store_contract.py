@@ -162,6 +162,25 @@ def test_a_backlog_of_two_batches_or_more_is_taken_in_deep_batches(store: StateS
     assert len(store.begin_attempt(KEY, 1, 4, 2).sources) == 4  # type: ignore[union-attr]
 
 
+def test_a_batch_stops_before_the_source_that_would_take_its_texts_past_its_bytes(store: StateStore) -> None:
+    texts = ["I keep the bicycle in the shed", "我的自行车在花园的棚子里", "tea at four", "ok"]
+    ids = [remember(store, t, sent_at=T0 + timedelta(seconds=n)) for n, t in enumerate(texts)]
+    sizes = [len(t.encode()) for t in texts]  # 30, 36 (three bytes a character), 11, 2
+    # The first two fit exactly; the third would take the batch past them.
+    attempt = store.begin_attempt(KEY, 1, 10, 0, sizes[0] + sizes[1])
+    assert attempt is not None and [s.source_id for s in attempt.sources] == ids[:2]
+    store.abort_attempt(attempt)
+    # The first source goes whatever its size; 0 is no bound; a deep batch keeps the bound.
+    attempt = store.begin_attempt(KEY, 1, 10, 0, 4)
+    assert attempt is not None and [s.source_id for s in attempt.sources] == ids[:1]
+    store.abort_attempt(attempt)
+    attempt = store.begin_attempt(KEY, 1, 10, 0, 0)
+    assert attempt is not None and [s.source_id for s in attempt.sources] == ids
+    store.abort_attempt(attempt)
+    attempt = store.begin_attempt(KEY, 1, 1, 4, sum(sizes[:3]))
+    assert attempt is not None and [s.source_id for s in attempt.sources] == ids[:3]
+
+
 def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
     a, b = remember(store, "I'm Lin"), remember(store, "I like tea")
     attempt = store.begin_attempt(KEY, 1, 10)

@@ -238,6 +238,10 @@ class EmbeddingSettings(Section):
     #: Embeddings one process runs at once; one owner holds at most one of them
     #: (docs/security.md, "Bounded work").
     slots: int = Field(default=2, ge=1, le=64)
+    #: The same with an embedding service: its calls wait on the network, not on
+    #: this process's cores, so more go at once (a worker's extraction threads
+    #: each call it twice a batch); one owner still holds at most one.
+    service_slots: int = Field(default=16, ge=1, le=256)
     #: Concurrent short questions embedded together in local-model calls, spread
     #: over the slots (docs/benchmarks.md "Concurrent recall"); false: one call each.
     batch_queries: bool = True
@@ -246,6 +250,12 @@ class EmbeddingSettings(Section):
     def configured(self) -> bool:
         """An embedding service is named (else the local embedder runs)."""
         return self.base_url is not None
+
+    @property
+    def share_slots(self) -> int:
+        """Embeddings one process runs at once: :attr:`service_slots` with a
+        service, :attr:`slots` with the local model."""
+        return self.service_slots if self.configured else self.slots
 
     @property
     def vector_dims(self) -> int:
@@ -265,8 +275,14 @@ class MemorySettings(Section):
     max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, gt=0)
     extract_batch_size: int = Field(default=10, ge=1, le=100)
     #: Sources per extraction call for an owner with two full batches pending
-    #: or more (a backlog): fewer, larger calls; at most extract_batch_size: off.
-    extract_deep_batch_size: int = Field(default=20, ge=1, le=100)
+    #: or more (a backlog), and what a fast stream's batch waits for (an owner
+    #: whose sources would fill it within extract_max_wait_ms): fewer, larger
+    #: calls; at most extract_batch_size: off.
+    extract_deep_batch_size: int = Field(default=40, ge=1, le=100)
+    #: UTF-8 bytes of source text one extraction call carries at most (its first
+    #: source goes whatever its size): the prompt stays near one largest source
+    #: (max_text_bytes), however many sources a deep batch may hold.
+    extract_batch_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, ge=1_024)
     #: Sources per learning batch without a chat model (stored verbatim: one
     #: embedding call and one insert a batch).
     verbatim_batch_size: int = Field(default=50, ge=1, le=1000)

@@ -38,8 +38,9 @@ def model_id(embedding: EmbeddingSettings) -> str:
 
 def model_share(embedding: EmbeddingSettings, api: ApiSettings) -> ModelShare:
     """The model slots of one process (:class:`~memjobs_worker.embedding.fair.ModelShare`):
-    ``MEMJOBS_EMBEDDING_SLOTS`` at once, ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
-    return ModelShare(slots=embedding.slots, per_party=api.model_per_owner)
+    ``MEMJOBS_EMBEDDING_SLOTS`` at once (``MEMJOBS_EMBEDDING_SERVICE_SLOTS`` with an
+    embedding service), ``MEMJOBS_API_MODEL_PER_OWNER`` requests per owner."""
+    return ModelShare(slots=embedding.share_slots, per_party=api.model_per_owner)
 
 
 def build_embedder(
@@ -52,7 +53,8 @@ def build_embedder(
     of precedence); the local model loads on first use. The service and the local
     model take turns on ``share`` (when none is given, a new one of
     ``MEMJOBS_EMBEDDING_SLOTS``: its per-owner bound counts only the API's
-    requests, made on the process's share) and get at most
+    requests, made on the process's share; ``MEMJOBS_EMBEDDING_SERVICE_SLOTS`` with
+    a service) and get at most
     ``MEMJOBS_EMBEDDING_MAX_CHARS`` characters of a text
     (:class:`~memjobs_worker.embedding.fair.BoundedEmbedder`). ``breaker``: the
     embedding service's circuit breaker (:func:`memjobs_worker.model_breaker.breakers`).
@@ -63,7 +65,7 @@ def build_embedder(
     """
     from memjobs_worker.model_client import remote_embedder
 
-    share = share or ModelShare(slots=embedding.slots)
+    share = share or ModelShare(slots=embedding.share_slots)
     remote = remote_embedder(model, embedding, breaker)
     if remote is not None:
         return BoundedEmbedder(remote, share, embedding.max_chars)

@@ -134,6 +134,7 @@ def build_pipeline(
         lease_ms=memory.lease_ms,
         max_wait_ms=memory.extract_max_wait_ms,
         deep_batch_size=memory.extract_deep_batch_size if engine.infers else batch_size,
+        batch_bytes=memory.extract_batch_bytes if engine.infers else 0,
         before_batch=before_batch,
     )
 

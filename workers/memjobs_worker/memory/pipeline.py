@@ -110,7 +110,10 @@ class MemoryPipeline:
         max_wait_ms: micro-batching's bound on how long an owner's oldest
             pending source waits for its batch to fill (0: never wait).
         deep_batch_size: sources per call when an owner has two full batches
-            pending or more (a backlog); ``batch_size`` or less: never larger.
+            pending or more (a backlog), and what a fast stream's batch waits
+            for (:meth:`_full_at`); ``batch_size`` or less: never larger.
+        batch_bytes: a batch's texts stop at this many UTF-8 bytes (its first
+            source goes whatever its size); 0: no bound.
         before_batch: called before each batch goes to the engine; in a process whose
             pools share it, it waits (a bounded while) for the cheap pool's
             work (:meth:`memjobs_worker.pools.SharedWorker.cheap_first`).
@@ -124,6 +127,7 @@ class MemoryPipeline:
     lease_ms: int
     max_wait_ms: int = 0
     deep_batch_size: int = 0
+    batch_bytes: int = 0
     before_batch: Callable[[], None] = field(default=lambda: None)
 
     # -- remember ---------------------------------------------------------------
@@ -207,23 +211,43 @@ class MemoryPipeline:
         again as the gap exceeds the quiet period (1.5 s for a source a second):
         a steady source a second waits for its batch (up to ``max_wait_ms``)
         instead of going alone after each quiet period. A single source of an
-        owner with no stream behind it goes after the quiet period, as before."""
+        owner with no stream behind it goes after the quiet period, as before.
+        A burst (:meth:`_full_at`: its batch waits for a deep one) stops talking
+        sooner: silent for four of its gaps, at most the quiet period."""
         quiet_ms = self.scheduler.delay_ms
         if self.max_wait_ms <= 0 or quiet_ms <= 0:
             return False
         window = self.store.pending_window(owner_key, lookback_ms=2 * self.max_wait_ms)
-        if window.count == 0 or window.count >= self.batch_size:
+        if window.count == 0:
             return False
         pace_ms = self._pace_ms(window)
+        full = self._full_at(pace_ms)
+        if window.count >= full:
+            return False
         talking_ms = quiet_ms
         if pace_ms is not None and pace_ms * _STREAM_GAPS_PER_WAIT <= self.max_wait_ms:
             # Silent for a gap, and again as much as the gap is longer than the
             # quiet period: still the quiet period for an owner talking faster.
             talking_ms = max(quiet_ms, math.ceil(2 * pace_ms) - quiet_ms)
+        if full > self.batch_size and pace_ms is not None:
+            # A burst (waiting for a deep batch) has ended once silent for a few of
+            # its gaps: its sources were all there a quiet period sooner.
+            talking_ms = max(_RECHECK_MIN_MS, min(talking_ms, math.ceil(_STREAM_GAPS_PER_WAIT * pace_ms)))
         wait_ms = min(talking_ms - window.newest_age_ms, self.max_wait_ms - window.oldest_age_ms)
         if wait_ms <= 0:
             return False
-        return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window, pace_ms)))
+        return self.scheduler.defer(owner_key, min(wait_ms, self._until_full(window, pace_ms, full)))
+
+    def _full_at(self, pace_ms: float | None) -> int:
+        """The sources that make the owner's batch full: a deep batch for an owner
+        whose sources come fast enough to fill one within ``max_wait_ms`` (a
+        burst: a backlog replayed, an import), whose first batch would otherwise
+        go at ``batch_size`` and the rest after it, two calls where one will do
+        (docs/benchmarks.md); ``batch_size`` for everyone else."""
+        deep = self.deep_batch_size
+        if deep > self.batch_size and pace_ms is not None and pace_ms * deep <= self.max_wait_ms:
+            return deep
+        return self.batch_size
 
     @staticmethod
     def _pace_ms(window: PendingWindow) -> float | None:
@@ -238,7 +262,7 @@ class MemoryPipeline:
             return (window.oldest_age_ms - window.newest_age_ms) / (window.count - 1)
         return None
 
-    def _until_full(self, window: PendingWindow, pace_ms: float | None) -> int:
+    def _until_full(self, window: PendingWindow, pace_ms: float | None, full: int) -> int:
         """When the batch should be full at the pace the owner's sources have come
         (never before ``_RECHECK_MIN_MS``): the next look is then, not a whole
         quiet period later, when a burst is about to fill it."""
@@ -246,7 +270,7 @@ class MemoryPipeline:
             return self.max_wait_ms
         # The pace so far, but no faster than the silence since the newest says.
         gap_ms = max(pace_ms, window.newest_age_ms)
-        return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (self.batch_size - window.count)))
+        return max(_RECHECK_MIN_MS, math.ceil(gap_ms * (full - window.count)))
 
     def _recover(self, owner_key: str, token: int, report: ExtractReport) -> None:
         """Delete what crashed attempts created and what forgets still owe.
@@ -267,7 +291,7 @@ class MemoryPipeline:
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
         # Deep batches for a backlog: fewer, larger calls (the store looks in the same step).
-        attempt = self.store.begin_attempt(owner_key, token, self.batch_size, self.deep_batch_size)
+        attempt = self.store.begin_attempt(owner_key, token, self.batch_size, self.deep_batch_size, self.batch_bytes)
         if attempt is None:
             return False
         self.before_batch()  # (the commit confirms the lease: a long wait here is safe)

@@ -202,11 +202,15 @@ class StateStore(ABC):
         """
 
     @abstractmethod
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
-        """Claim up to ``batch_size`` pending sources under ``token``; None when none.
-        Up to ``deep_batch_size`` instead when the owner has two batches'
-        worth (``2 * batch_size``) pending or more (a backlog: fewer, larger
-        calls); 0, or no more than ``batch_size``: never.
+    def begin_attempt(
+        self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0, batch_bytes: int = 0
+    ) -> Attempt | None:
+        """Claim up to ``batch_size`` pending sources under ``token``, oldest first;
+        None when none. Up to ``deep_batch_size`` instead when the owner has two
+        batches' worth (``2 * batch_size``) pending or more (a backlog: fewer,
+        larger calls); 0, or no more than ``batch_size``: never. With
+        ``batch_bytes`` (> 0), the batch ends before the source that would take
+        its texts' UTF-8 bytes past it; its first source goes whatever its size.
 
         Raises:
             StaleFencingToken: a newer holder has been seen for this owner.

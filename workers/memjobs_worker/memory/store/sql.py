@@ -88,9 +88,10 @@ _FENCED = """fenced AS (
 #: pending sources taken, and, if there are any, the attempt opened on them.
 #: One row comes back even when there are none, to say whether the fence let
 #: the token through. A backlog (two batches' worth pending or more) is taken
-#: in deep batches, the look at it in the same statement.
+#: in deep batches, the look at it in the same statement; a batch's texts stop at
+#: ``batch_bytes`` (its first source goes whatever its size).
 _BEGIN_ATTEMPT = sa.text(f"""
-WITH {_FENCED}, batch AS (
+WITH {_FENCED}, oldest AS (
     SELECT * FROM sources
     WHERE owner_key = :owner_key AND state = 'pending' AND EXISTS (SELECT 1 FROM fenced)
     ORDER BY created_at, source_id
@@ -102,6 +103,14 @@ WITH {_FENCED}, batch AS (
         ) >= 2 * :batch_size THEN :deep_batch_size
         ELSE :batch_size
     END
+), batch AS (
+    SELECT * FROM (
+        SELECT oldest.*,
+               row_number() OVER w AS nth,
+               sum(coalesce(octet_length(text), 0)) OVER w AS bytes_so_far
+        FROM oldest WINDOW w AS (ORDER BY created_at, source_id)
+    ) AS counted
+    WHERE nth = 1 OR :batch_bytes <= 0 OR bytes_so_far <= :batch_bytes
 ), opened AS (
     INSERT INTO attempts (attempt_id, owner_key, token, source_ids, state, pid,
                           started_seq, started_at)
@@ -365,7 +374,9 @@ class SqlStateStore(SqlForgetting, StateStore):
                 .values(state="abandoned", ended_seq=next_seq())
             )
 
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
+    def begin_attempt(
+        self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0, batch_bytes: int = 0
+    ) -> Attempt | None:
         attempt_id = uuid.uuid4().hex
         with self._one() as conn:
             rows = conn.execute(
@@ -375,6 +386,7 @@ class SqlStateStore(SqlForgetting, StateStore):
                     "token": token,
                     "batch_size": batch_size,
                     "deep_batch_size": deep_batch_size,
+                    "batch_bytes": batch_bytes,
                     "attempt_id": attempt_id,
                     "pid": os.getpid(),
                     "now": self.clock(),

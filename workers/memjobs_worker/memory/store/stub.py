@@ -182,7 +182,9 @@ class InMemoryStateStore(StateStore):
                 del self._attempts[attempt_id]
             return len(ended)
 
-    def begin_attempt(self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0) -> Attempt | None:
+    def begin_attempt(
+        self, owner_key: str, token: int, batch_size: int, deep_batch_size: int = 0, batch_bytes: int = 0
+    ) -> Attempt | None:
         with self._lock:
             self._fence(owner_key, token)
             pending = sorted(
@@ -195,7 +197,7 @@ class InMemoryStateStore(StateStore):
             )
             if len(pending) >= 2 * batch_size:
                 batch_size = max(batch_size, deep_batch_size)
-            batch = tuple(pending[:batch_size])
+            batch = within_bytes(pending[:batch_size], batch_bytes)
             if not batch:
                 return None
             attempt_id = uuid.uuid4().hex
@@ -338,3 +340,17 @@ class InMemoryStateStore(StateStore):
 def _age(record: SourceRecord) -> tuple[datetime, str]:
     """The ledger's order: oldest first, then by id (as the SQL store's ORDER BY)."""
     return (record.created_at, record.source_id)
+
+
+def within_bytes(batch: Sequence[SourceRecord], batch_bytes: int) -> tuple[SourceRecord, ...]:
+    """``batch`` up to the source that would take its texts' UTF-8 bytes past
+    ``batch_bytes`` (the first goes whatever its size; 0: no bound), as the SQL
+    store's window does."""
+    taken: list[SourceRecord] = []
+    total = 0
+    for record in batch:
+        total += len((record.text or "").encode())
+        if taken and 0 < batch_bytes < total:
+            break
+        taken.append(record)
+    return tuple(taken)
