@@ -143,6 +143,37 @@ WHERE owner_key = :owner_key AND source_id = ANY(CAST(:ids AS text[]))
 FOR UPDATE OF sources
 """)  # noqa: S608 - _FENCED is a constant; values are bound
 
+#: A commit in one statement when every source of the batch is still pending (the
+#: common case; one round trip where the transaction below takes four): the token
+#: recorded, the batch's sources locked, and only if all of them are there and
+#: pending, the provenance links, the sources learned and the attempt's end.
+#: ``committed`` false (a source forgotten or gone meanwhile): nothing but the
+#: token was written, and the transaction below decides source by source.
+_COMMIT_ALL_PENDING = sa.text(f"""
+WITH {_FENCED}, locked AS (
+    SELECT source_id, state FROM sources
+    WHERE owner_key = :owner_key AND source_id = ANY(CAST(:ids AS text[]))
+      AND EXISTS (SELECT 1 FROM fenced)
+    FOR UPDATE OF sources
+), verdict AS (
+    SELECT count(*) = cardinality(CAST(:ids AS text[])) AND coalesce(bool_and(state = 'pending'), false) AS ok
+    FROM locked
+), links AS (
+    INSERT INTO provenance (memory_id, source_id, owner_key)
+    SELECT m, s, :owner_key
+    FROM unnest(CAST(:link_memories AS text[]), CAST(:link_sources AS text[])) AS l(m, s)
+    WHERE (SELECT ok FROM verdict)
+    ON CONFLICT DO NOTHING
+), learned AS (
+    UPDATE sources SET state = 'learned', learned_at = :now, updated_at = :now
+    WHERE owner_key = :owner_key AND source_id = ANY(CAST(:ids AS text[])) AND (SELECT ok FROM verdict)
+), ended AS (
+    UPDATE attempts SET state = 'committed', ended_seq = nextval('attempt_events')
+    WHERE attempt_id = :attempt_id AND state = 'open' AND (SELECT ok FROM verdict)
+)
+SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT ok FROM verdict) AS committed
+""")  # noqa: S608 - _FENCED is a constant; values are bound
+
 #: The rest of a commit in one statement: the provenance links, the learned
 #: sources, the tombstones of memories not kept, and the attempt's end.
 _COMMIT_ATTEMPT = sa.text("""
@@ -402,6 +433,8 @@ class SqlStateStore(SqlForgetting, StateStore):
     def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
         now = self.clock()
         batch_ids = [s.source_id for s in attempt.sources]
+        if self._commit_all_pending(attempt, produced, batch_ids, now):
+            return CommitResult(learned=batch_ids, discarded=[], still_pending=[])
         with self._tx() as conn:
             states = self._fence_and_lock(conn, attempt, batch_ids)
             discarded: list[str] = []
@@ -431,6 +464,35 @@ class SqlStateStore(SqlForgetting, StateStore):
                 },
             )
         return CommitResult(learned=learned, discarded=discarded, still_pending=sorted(blocked))
+
+    def _commit_all_pending(
+        self, attempt: Attempt, produced: Sequence[Produced], batch_ids: list[str], now: datetime
+    ) -> bool:
+        """The commit in one statement if every source of the batch is still
+        pending (:data:`_COMMIT_ALL_PENDING`); whether it was.
+
+        Raises:
+            StaleFencingToken: a newer holder has been seen; nothing is written.
+        """
+        in_batch = set(batch_ids)
+        if not all(sid in in_batch for memory in produced for sid in memory.source_ids):
+            return False  # (a memory naming another source: the transaction discards it)
+        with self._one() as conn:
+            row = conn.execute(
+                _COMMIT_ALL_PENDING,
+                {
+                    "owner_key": attempt.owner_key,
+                    "token": attempt.token,
+                    "ids": batch_ids,
+                    "attempt_id": attempt.attempt_id,
+                    "now": now,
+                    "link_memories": [m.memory_id for m in produced for _ in m.source_ids],
+                    "link_sources": [sid for m in produced for sid in m.source_ids],
+                },
+            ).one()
+        if not row.fenced:
+            raise StaleFencingToken(f"fencing token {attempt.token} is older than the newest seen")
+        return bool(row.committed)
 
     @staticmethod
     def _fence_and_lock(conn: Connection, attempt: Attempt, batch_ids: list[str]) -> dict[str, str]:
