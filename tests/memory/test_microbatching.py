@@ -273,21 +273,21 @@ class MicroBatching:
 
     def test_a_source_that_marks_the_lease_dirty_waits_for_its_batch(self, s: Setup) -> None:
         # A stream's batch goes when its oldest has waited MAX_WAIT_MS; a source
-        # comes after the run found nothing more pending, before it lets go: it
-        # marks the lease dirty. The run's "again" waits for the owner's batch
+        # comes after the batch took every pending one, before the run lets go:
+        # it marks the lease dirty. The run's "again" waits for the owner's batch
         # as a deferred message would, rather than learn that source alone at once.
-        begin = s.store.begin_attempt
+        commit = s.store.commit_attempt
         came: list[bool] = []
 
-        def then_a_source(owner: str, token: int, *limits: int) -> Any:
-            attempt = begin(owner, token, *limits)
-            if attempt is None and not came:
+        def then_a_source(attempt: Any, produced: Any) -> Any:
+            result = commit(attempt, produced)
+            if not came:
                 came.append(True)
                 s.advance(400)  # past the first half of a remember's message's delay
                 s.remember()
-            return attempt
+            return result
 
-        s.store.begin_attempt = then_a_source  # type: ignore[method-assign,assignment]
+        s.store.commit_attempt = then_a_source  # type: ignore[method-assign]
         for _ in range(6):
             s.remember()
             s.advance(1_000)

@@ -164,20 +164,21 @@ def test_pending_sources_are_never_recalled() -> None:
 
 
 def test_an_extraction_finding_the_lock_held_leaves_the_work_to_the_holder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No lost wake-up: a source arriving after the holder found nothing pending,
-    but before it released, is learned by that holder (the busy run set the dirty flag)."""
+    """No lost wake-up: a source arriving after the holder's batch took every pending
+    one (it looks no further), but before it released, is learned by that holder
+    (the busy run set the dirty flag)."""
     rig = Rig()
     busy: list[ExtractReport] = []
-    begin = rig.store.begin_attempt
+    commit = rig.store.commit_attempt
 
-    def begin_then_race(owner: str, token: int, *limits: int) -> Attempt | None:
-        attempt = begin(owner, token, *limits)
-        if attempt is None and not busy:  # the holder is about to release
+    def commit_then_race(attempt: Attempt, produced: Any) -> Any:
+        result = commit(attempt, produced)
+        if not busy:  # the holder has taken every pending source and is about to release
             rig.remember("a source that arrives just before the release")
             busy.append(rig.pipeline.extract(ExtractFacts(owner_key=KEY)))
-        return attempt
+        return result
 
-    monkeypatch.setattr(rig.store, "begin_attempt", begin_then_race)
+    monkeypatch.setattr(rig.store, "commit_attempt", commit_then_race)
     rig.remember("the first source")
     holder = rig.pipeline.extract(rig.scheduled.pop(0))
     assert busy[0].outcome == "busy"

@@ -181,6 +181,16 @@ def test_a_batch_stops_before_the_source_that_would_take_its_texts_past_its_byte
     assert attempt is not None and [s.source_id for s in attempt.sources] == ids[:3]
 
 
+def test_an_attempt_says_whether_more_sources_were_pending_than_it_took(store: StateStore) -> None:
+    texts = ["I keep the bicycle in the shed", "tea at four", "ok"]
+    for n, t in enumerate(texts):
+        remember(store, t, sent_at=T0 + timedelta(seconds=n))
+    for limits, more in (((2,), True), ((3,), False), ((10,), False), ((10, 0, 31), True), ((1, 3), False)):
+        attempt = store.begin_attempt(KEY, 1, *limits)
+        assert attempt is not None and attempt.more is more, limits
+        store.abort_attempt(attempt)
+
+
 def test_commit_marks_learned_and_records_provenance(store: StateStore) -> None:
     a, b = remember(store, "I'm Lin"), remember(store, "I like tea")
     attempt = store.begin_attempt(KEY, 1, 10)

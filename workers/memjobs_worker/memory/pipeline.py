@@ -288,6 +288,8 @@ class MemoryPipeline:
         self._settle_tombstones(owner_key, owed)
 
     def _one_batch(self, lock: Lease, owner_key: str, token: int, report: ExtractReport) -> bool:
+        """Learn one batch of the owner's oldest pending sources; whether to take
+        another at once."""
         if lock.expired():  # cut off from Redis for a whole lease: another host may hold it
             raise LockLost("the learning lease ran out unconfirmed; no new batch on it")
         # Deep batches for a backlog: fewer, larger calls (the store looks in the same step).
@@ -302,7 +304,7 @@ class MemoryPipeline:
             result = self.store.commit_attempt(attempt, produced)
         except ModelOutputInvalid as exc:
             self._fail(lock, attempt, exc, report)
-            return True
+            return attempt.more
         except (LockLost, StaleFencingToken) as exc:
             if isinstance(exc, StaleFencingToken):
                 lock_hook("learn")("stale_commit")
@@ -322,7 +324,10 @@ class MemoryPipeline:
             self.store.clear_tombstones(result.discarded)
         report.learned += len(result.learned)
         report.discarded += len(result.discarded)
-        return True
+        # Another batch now only if one was left when this one was taken (or its
+        # commit left sources pending): a source remembered since was scheduled
+        # after the lease was taken, and comes back by the dirty flag or its run.
+        return attempt.more or bool(result.still_pending)
 
     def _fail(self, lock: Lease, attempt: Attempt, problem: ModelOutputInvalid, report: ExtractReport) -> None:
         """The model answered, but unusably, even when asked again: asking later

@@ -76,6 +76,9 @@ class Attempt:
     owner_key: str
     token: int
     sources: tuple[SourceRecord, ...]
+    #: More of the owner's sources were pending when the batch was taken (past its
+    #: size or its bytes): the run takes another batch at once.
+    more: bool = False
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,11 @@ WITH {_FENCED}, oldest AS (
         FROM oldest WINDOW w AS (ORDER BY created_at, source_id)
     ) AS counted
     WHERE nth = 1 OR :batch_bytes <= 0 OR bytes_so_far <= :batch_bytes
+), pending AS (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM sources WHERE owner_key = :owner_key AND state = 'pending'
+        LIMIT GREATEST(:batch_size, :deep_batch_size) + 1
+    ) AS seen
 ), opened AS (
     INSERT INTO attempts (attempt_id, owner_key, token, source_ids, state, pid,
                           started_seq, started_at)
@@ -119,7 +124,8 @@ WITH {_FENCED}, oldest AS (
     FROM batch
     HAVING count(*) > 0
 )
-SELECT (SELECT count(*) FROM fenced) > 0 AS fenced, batch.*
+SELECT (SELECT count(*) FROM fenced) > 0 AS fenced,
+       (SELECT n FROM pending) > (SELECT count(*) FROM batch) AS more, batch.*
 FROM (SELECT 1) AS one LEFT JOIN batch ON true
 ORDER BY batch.created_at, batch.source_id
 """)  # noqa: S608 - _FENCED is a constant; values are bound
@@ -428,7 +434,7 @@ class SqlStateStore(SqlForgetting, StateStore):
         if rows[0].source_id is None:
             return None
         batch = tuple(row_record(r) for r in rows)
-        return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch)
+        return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch, more=rows[0].more)
 
     def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
         now = self.clock()

@@ -211,7 +211,9 @@ class InMemoryStateStore(StateStore):
                 started_seq=next(self._seq),
                 started_at=self.clock(),
             )
-        return Attempt(attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch)
+        return Attempt(
+            attempt_id=attempt_id, owner_key=owner_key, token=token, sources=batch, more=len(pending) > len(batch)
+        )
 
     def commit_attempt(self, attempt: Attempt, produced: Sequence[Produced]) -> CommitResult:
         now = self.clock()
