@@ -91,16 +91,18 @@ _FENCED = """fenced AS (
 #: in deep batches, the look at it in the same statement; a batch's texts stop at
 #: ``batch_bytes`` (its first source goes whatever its size).
 _BEGIN_ATTEMPT = sa.text(f"""
-WITH {_FENCED}, oldest AS (
+WITH {_FENCED}, pending AS (
+    -- As many as either question needs: two batches' worth? more than a batch takes?
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM sources WHERE owner_key = :owner_key AND state = 'pending'
+        LIMIT GREATEST(2 * :batch_size, :batch_size + 1, :deep_batch_size + 1)
+    ) AS seen
+), oldest AS (
     SELECT * FROM sources
     WHERE owner_key = :owner_key AND state = 'pending' AND EXISTS (SELECT 1 FROM fenced)
     ORDER BY created_at, source_id
     LIMIT CASE
-        WHEN :deep_batch_size > :batch_size AND (
-            SELECT count(*) FROM (
-                SELECT 1 FROM sources WHERE owner_key = :owner_key AND state = 'pending' LIMIT 2 * :batch_size
-            ) AS backlog
-        ) >= 2 * :batch_size THEN :deep_batch_size
+        WHEN :deep_batch_size > :batch_size AND (SELECT n FROM pending) >= 2 * :batch_size THEN :deep_batch_size
         ELSE :batch_size
     END
 ), batch AS (
@@ -111,11 +113,6 @@ WITH {_FENCED}, oldest AS (
         FROM oldest WINDOW w AS (ORDER BY created_at, source_id)
     ) AS counted
     WHERE nth = 1 OR :batch_bytes <= 0 OR bytes_so_far <= :batch_bytes
-), pending AS (
-    SELECT count(*) AS n FROM (
-        SELECT 1 FROM sources WHERE owner_key = :owner_key AND state = 'pending'
-        LIMIT GREATEST(:batch_size, :deep_batch_size) + 1
-    ) AS seen
 ), opened AS (
     INSERT INTO attempts (attempt_id, owner_key, token, source_ids, state, pid,
                           started_seq, started_at)
